@@ -1,0 +1,201 @@
+//! The command line: `serve` runs the coordinator; the other commands talk to one over HTTP.
+
+mod client;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{Config, Overrides, token_sha256_hex};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tidegate",
+    version,
+    about = "Blue-green, same-city active-active traffic coordinator"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Commands,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Commands {
+    /// Run the coordinator (embedded defaults unless --config is given).
+    Serve(ServeArgs),
+    /// Ask the server which colour a user belongs to.
+    Tag {
+        user_id: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Read or move the blue/green dial.
+    Dial {
+        #[command(subcommand)]
+        action: DialAction,
+    },
+    /// Pin a user to a colour, whatever their unit.
+    Pin {
+        user_id: String,
+        color: String,
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Remove a user's pin.
+    Unpin {
+        user_id: String,
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Show the routing table, readiness and recent changes.
+    Status {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Show the audit log, newest first.
+    Audit {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Manage operator tokens.
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// TOML configuration file (see config/tidegate.toml).
+    #[arg(long, env = "TIDEGATE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (wins over file and environment).
+    #[arg(long)]
+    pub address: Option<String>,
+    /// Port to listen on; 0 picks a free one (the real port is printed).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Directory holding the command log.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ClientArgs {
+    /// Server URL; defaults to the address in --config, else http://127.0.0.1:8080.
+    #[arg(long, env = "TIDEGATE_URL")]
+    pub server: Option<String>,
+    /// Configuration file to take the server address from.
+    #[arg(long, env = "TIDEGATE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Bearer token for changes (or reads, when service tokens are required).
+    #[arg(long, env = "TIDEGATE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print the server's JSON instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DialAction {
+    /// Show the current split.
+    Get {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Move the dial to PERCENT blue.
+    Set {
+        percent: f64,
+        #[arg(long)]
+        reason: String,
+        /// Version you expect the table to be at; by default the version just read.
+        #[arg(long)]
+        expected_version: Option<u64>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenAction {
+    /// Generate a token and print the `[[operators]]` entry holding its hash.
+    New {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "operator", value_parser = ["operator", "viewer"])]
+        role: String,
+    },
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Commands::Serve(args) => serve(args),
+        Commands::Token {
+            action: TokenAction::New { name, role },
+        } => {
+            new_token(&name, &role);
+            Ok(())
+        }
+        Commands::Tag { user_id, client } => client::tag(&client, &user_id),
+        Commands::Dial {
+            action: DialAction::Get { client },
+        } => client::dial_get(&client),
+        Commands::Dial {
+            action:
+                DialAction::Set {
+                    percent,
+                    reason,
+                    expected_version,
+                    client,
+                },
+        } => client::dial_set(&client, percent, &reason, expected_version),
+        Commands::Pin {
+            user_id,
+            color,
+            reason,
+            client,
+        } => client::pin(&client, &user_id, Some(&color), &reason),
+        Commands::Unpin {
+            user_id,
+            reason,
+            client,
+        } => client::pin(&client, &user_id, None, &reason),
+        Commands::Status { client } => client::status(&client),
+        Commands::Audit { limit, client } => client::audit(&client, limit),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("tidegate: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    let overrides = Overrides {
+        address: args.address,
+        port: args.port,
+        data_dir: args.data_dir,
+    };
+    let config = Config::load(args.config.as_deref(), &overrides).map_err(|e| e.to_string())?;
+    rocket::execute(crate::server::serve(config))
+}
+
+fn new_token(name: &str, role: &str) {
+    let bytes: [u8; 32] = rand::random();
+    let token = format!("tg_{}", hex::encode(bytes));
+    println!("# Token for {name} (shown once; keep it in your secret store):");
+    println!("#   {token}");
+    println!("[[operators]]");
+    println!("name = {name:?}");
+    println!("token_sha256 = \"{}\"", token_sha256_hex(&token));
+    println!("role = \"{role}\"");
+}

@@ -1,0 +1,374 @@
+//! Configuration: defaults, then the TOML file, then `TIDEGATE_*` variables, then CLI flags.
+//!
+//! Every value is checked once at start-up; a bad one stops tidegate with the key and the reason,
+//! because a coordinator that guesses at its own configuration is worse than one that won't start.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::core::{ColorZones, Fallback, Genesis, Share, UnitMode, UnitScheme};
+
+/// Environment variables with the `TIDEGATE_` prefix that belong to the CLI, not to the server.
+const CLIENT_ONLY_ENV: [&str; 3] = ["token", "url", "config"];
+
+/// The raw, serialisable settings, as written in `config/tidegate.toml`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    pub initial_blue_percent: f64,
+    pub fallback: String,
+    pub server: ServerSettings,
+    pub units: UnitSettings,
+    pub colors: ColorSettings,
+    pub limits: LimitSettings,
+    pub operators: Vec<OperatorSettings>,
+    pub service_tokens_sha256: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    pub address: String,
+    pub port: u16,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UnitSettings {
+    pub count: u32,
+    pub mode: String,
+    pub digits_skip: u8,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ColorSettings {
+    pub blue: String,
+    pub green: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitSettings {
+    pub max_batch: usize,
+    pub max_body_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorSettings {
+    pub name: String,
+    pub token_sha256: String,
+    #[serde(default = "default_role")]
+    pub role: String,
+}
+
+fn default_role() -> String {
+    "operator".into()
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            data_dir: PathBuf::from("data"),
+            initial_blue_percent: 50.0,
+            fallback: "random".into(),
+            server: ServerSettings::default(),
+            units: UnitSettings::default(),
+            colors: ColorSettings::default(),
+            limits: LimitSettings::default(),
+            operators: Vec::new(),
+            service_tokens_sha256: Vec::new(),
+        }
+    }
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            address: "127.0.0.1".into(),
+            port: 8080,
+        }
+    }
+}
+
+impl Default for UnitSettings {
+    fn default() -> Self {
+        UnitSettings {
+            count: 100,
+            mode: "hash".into(),
+            digits_skip: 0,
+        }
+    }
+}
+
+impl Default for ColorSettings {
+    fn default() -> Self {
+        let zones = ColorZones::default();
+        ColorSettings {
+            blue: zones.blue,
+            green: zones.green,
+        }
+    }
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        LimitSettings {
+            max_batch: 10_000,
+            max_body_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// A configuration error: which key, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Parse(String),
+    #[error("configuration key `{key}`: {reason}")]
+    Invalid { key: String, reason: String },
+}
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Overrides from command-line flags; they win over the file and the environment.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub address: Option<String>,
+    pub port: Option<u16>,
+    pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Viewer,
+    Operator,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+        }
+    }
+}
+
+/// An operator as the server needs it: the name, the SHA-256 of the token and the role.
+#[derive(Clone, Debug)]
+pub struct OperatorEntry {
+    pub name: String,
+    pub token_sha256: [u8; 32],
+    pub role: Role,
+}
+
+/// Validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub address: IpAddr,
+    pub port: u16,
+    pub genesis: Genesis,
+    pub zones: ColorZones,
+    pub fallback: Fallback,
+    pub max_batch: usize,
+    pub max_body_bytes: u64,
+    pub operators: Vec<OperatorEntry>,
+    pub service_tokens: Vec<[u8; 32]>,
+}
+
+impl Config {
+    /// Loads defaults < `file` (if given) < `TIDEGATE_*` environment < `overrides`.
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        if let Some(file) = file {
+            if !file.exists() {
+                return Err(ConfigError::Parse(format!(
+                    "file {} does not exist",
+                    file.display()
+                )));
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        figment = figment.merge(
+            Env::prefixed("TIDEGATE_")
+                .split("__")
+                .ignore(&CLIENT_ONLY_ENV),
+        );
+        Config::from_figment(figment, overrides)
+    }
+
+    pub fn from_figment(figment: Figment, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let settings: Settings = figment.extract().map_err(|e| {
+            let messages: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
+            ConfigError::Parse(messages.join("; "))
+        })?;
+        Config::validate(settings, overrides)
+    }
+
+    pub fn validate(mut s: Settings, overrides: &Overrides) -> Result<Config, ConfigError> {
+        if let Some(address) = &overrides.address {
+            s.server.address = address.clone();
+        }
+        if let Some(port) = overrides.port {
+            s.server.port = port;
+        }
+        if let Some(dir) = &overrides.data_dir {
+            s.data_dir = dir.clone();
+        }
+        let address: IpAddr = s.server.address.parse().map_err(|_| {
+            invalid(
+                "server.address",
+                format!("`{}` is not an IP address", s.server.address),
+            )
+        })?;
+        if s.data_dir.as_os_str().is_empty() {
+            return Err(invalid("data_dir", "must not be empty"));
+        }
+        let mode = match s.units.mode.as_str() {
+            "hash" => UnitMode::Hash,
+            "digits" => UnitMode::Digits {
+                skip: s.units.digits_skip,
+            },
+            other => {
+                return Err(invalid(
+                    "units.mode",
+                    format!("`{other}` is not a mode: expected `hash` or `digits`"),
+                ));
+            }
+        };
+        let scheme = UnitScheme::new(s.units.count, mode).map_err(|e| {
+            let key = if e.to_string().contains("digits") {
+                "units.mode"
+            } else {
+                "units.count"
+            };
+            invalid(key, e.to_string())
+        })?;
+        let share = Share::from_percent(s.initial_blue_percent, scheme.count())
+            .map_err(|e| invalid("initial_blue_percent", e.to_string()))?;
+        let zones = ColorZones {
+            blue: s.colors.blue.clone(),
+            green: s.colors.green.clone(),
+        };
+        for (key, zone) in [("colors.blue", &zones.blue), ("colors.green", &zones.green)] {
+            check_label(key, zone)?;
+        }
+        if zones.blue == zones.green {
+            return Err(invalid(
+                "colors.green",
+                "blue and green must run in different zones",
+            ));
+        }
+        let fallback = match s.fallback.as_str() {
+            "random" => Fallback::Random,
+            "reject" => Fallback::Reject,
+            other => {
+                return Err(invalid(
+                    "fallback",
+                    format!("`{other}` is not a fallback: expected `random` or `reject`"),
+                ));
+            }
+        };
+        if !(1..=100_000).contains(&s.limits.max_batch) {
+            return Err(invalid("limits.max_batch", "must be between 1 and 100000"));
+        }
+        if s.limits.max_body_bytes < 1024 {
+            return Err(invalid("limits.max_body_bytes", "must be at least 1024"));
+        }
+        let mut operators = Vec::new();
+        for (i, op) in s.operators.iter().enumerate() {
+            let key = format!("operators[{i}]");
+            if op.name.trim().is_empty() {
+                return Err(invalid(format!("{key}.name"), "must not be empty"));
+            }
+            if operators.iter().any(|o: &OperatorEntry| o.name == op.name) {
+                return Err(invalid(
+                    format!("{key}.name"),
+                    format!("`{}` appears twice", op.name),
+                ));
+            }
+            let role = match op.role.as_str() {
+                "operator" => Role::Operator,
+                "viewer" => Role::Viewer,
+                other => {
+                    return Err(invalid(
+                        format!("{key}.role"),
+                        format!("`{other}` is not a role: expected `operator` or `viewer`"),
+                    ));
+                }
+            };
+            let token_sha256 = parse_sha256(&format!("{key}.token_sha256"), &op.token_sha256)?;
+            operators.push(OperatorEntry {
+                name: op.name.clone(),
+                token_sha256,
+                role,
+            });
+        }
+        let service_tokens = s
+            .service_tokens_sha256
+            .iter()
+            .enumerate()
+            .map(|(i, h)| parse_sha256(&format!("service_tokens_sha256[{i}]"), h))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Config {
+            data_dir: s.data_dir,
+            address,
+            port: s.server.port,
+            genesis: Genesis {
+                scheme,
+                blue_units: share.blue_units,
+            },
+            zones,
+            fallback,
+            max_batch: s.limits.max_batch,
+            max_body_bytes: s.limits.max_body_bytes,
+            operators,
+            service_tokens,
+        })
+    }
+}
+
+fn check_label(key: &str, value: &str) -> Result<(), ConfigError> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            key,
+            format!("`{value}` must be 1-64 characters of a-z, 0-9, `-`, `_`, `.`"),
+        ))
+    }
+}
+
+fn parse_sha256(key: &str, hex_text: &str) -> Result<[u8; 32], ConfigError> {
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(hex_text.trim(), &mut out).map_err(|_| {
+        invalid(
+            key,
+            "must be the SHA-256 of the token as 64 hex digits (see `tidegate token new`)",
+        )
+    })?;
+    Ok(out)
+}
+
+/// SHA-256 of a token as lowercase hex: what goes into `token_sha256`.
+pub fn token_sha256_hex(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(token.as_bytes()))
+}

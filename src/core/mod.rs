@@ -1,0 +1,42 @@
+//! The pure model of tidegate: units, the routing table, the dial and the commands that change it.
+//!
+//! Architecture invariant: nothing under `core` does I/O, reads a clock, draws random numbers or
+//! knows tokio, Rocket, rdkafka or serde. Time and randomness arrive as arguments, so every
+//! behaviour here is a function of its inputs and can be tested exhaustively (see `tests/core_*`).
+
+mod color;
+mod command;
+mod dial;
+mod table;
+mod unit;
+
+pub use color::{Color, ColorZones, ParseColorError};
+pub use command::{
+    Applied, Audit, Command, CommandError, Envelope, Genesis, MAX_PINS, MAX_REASON_BYTES, State,
+};
+pub use dial::{DialError, Share};
+pub use table::{Fallback, RoutingTable, Tag, TagError};
+pub use unit::{
+    HASH_ALGORITHM, MAX_UNITS, MIN_UNITS, SchemeError, Unit, UnitError, UnitMode, UnitScheme,
+    hash_user_id,
+};
+
+/// Bounds on a user ID, shared by the server, the client library and the CLI.
+pub const MAX_USER_ID_BYTES: usize = 256;
+
+/// Checks the shape of a user ID: 1..=256 bytes of UTF-8 without control characters.
+///
+/// Why here and not in the HTTP layer: pins are stored in the log and replayed, so the core must
+/// refuse IDs the edge would refuse, or a log written by one front end could poison another.
+pub fn validate_user_id(user_id: &str) -> Result<(), UnitError> {
+    if user_id.is_empty() {
+        return Err(UnitError::Empty);
+    }
+    if user_id.len() > MAX_USER_ID_BYTES {
+        return Err(UnitError::TooLong { len: user_id.len() });
+    }
+    if user_id.chars().any(char::is_control) {
+        return Err(UnitError::ControlCharacter);
+    }
+    Ok(())
+}

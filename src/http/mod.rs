@@ -1,0 +1,111 @@
+//! The HTTP edge (Rocket): tagging, routing and operator APIs, health and metrics.
+//!
+//! Architecture invariant: only this module knows Rocket. Each feature module exposes one
+//! `stage() -> AdHoc`; [`build`] only attaches them. Handlers parse, call the coordinator or the
+//! core, and render; errors become HTTP responses in exactly one place, [`error`].
+
+pub mod auth;
+pub mod error;
+mod health;
+mod routing;
+mod tag;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rocket::data::{ByteUnit, Limits};
+use rocket::fairing::AdHoc;
+use rocket::{Build, Rocket};
+
+use crate::config::Config;
+use crate::coordinator::Coordinator;
+use crate::telemetry::{self, TagCounters};
+
+/// Everything a handler may need, managed by Rocket.
+pub struct App {
+    pub coordinator: Arc<Coordinator>,
+    pub config: Arc<Config>,
+    pub tag_counters: TagCounters,
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+}
+
+impl App {
+    pub fn new(coordinator: Arc<Coordinator>, config: Arc<Config>) -> App {
+        let metrics = telemetry::install();
+        let table = coordinator.table();
+        telemetry::publish_table(&table);
+        let tag_counters = TagCounters::new(&table);
+        App {
+            coordinator,
+            config,
+            tag_counters,
+            metrics,
+        }
+    }
+}
+
+/// The Rocket instance for `app`, listening where the configuration says.
+pub fn build(app: App) -> Rocket<Build> {
+    let config = &app.config;
+    let body_limit = ByteUnit::from(config.max_body_bytes);
+    let figment = rocket::Config::figment()
+        .merge(("address", config.address))
+        .merge(("port", config.port))
+        .merge((
+            "limits",
+            Limits::default()
+                .limit("json", body_limit)
+                .limit("string", body_limit),
+        ))
+        .merge(("log_level", rocket::config::LogLevel::Critical))
+        .merge(("cli_colors", false))
+        .merge(("ident", "tidegate"));
+    rocket::custom(figment)
+        .manage(app)
+        .register("/", error::catchers())
+        .attach(tag::stage())
+        .attach(routing::stage())
+        .attach(health::stage())
+        .attach(AdHoc::on_liftoff("announce", |rocket| {
+            Box::pin(async move {
+                let config = rocket.config();
+                // Tests and scripts start tidegate on port 0 and read this line for the real port.
+                println!(
+                    "tidegate listening on http://{}",
+                    SocketAddr::new(config.address, config.port)
+                );
+            })
+        }))
+}
+
+/// Milliseconds since the Unix epoch: the only clock reading behind audit records.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// `ms` since the epoch as an RFC 3339 UTC timestamp, e.g. `2026-11-30T01:18:06.123Z`.
+pub fn iso8601(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}

@@ -1,0 +1,239 @@
+//! The routing table and the operator API that changes it: dial, pins, audit.
+
+use std::sync::Arc;
+
+use rocket::fairing::AdHoc;
+use rocket::serde::json::Json;
+use rocket::{State, delete, get, put, routes};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::error::{ApiError, json_error};
+use super::tag::Versioned;
+use super::{App, iso8601, now_ms};
+use crate::coordinator::Submitted;
+use crate::core::{Audit, Color, Command, Envelope, HASH_ALGORITHM, RoutingTable, Share, UnitMode};
+use crate::store::AuditRecord;
+use crate::telemetry;
+
+type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
+
+pub fn stage() -> AdHoc {
+    AdHoc::on_ignite("routing", |rocket| async {
+        rocket.mount(
+            "/",
+            routes![get_routing, put_dial, put_pin, delete_pin, get_audit],
+        )
+    })
+}
+
+/// The wire form of a routing table, shared by `GET /v1/routing`, dial and pin responses.
+pub fn routing_body(table: &RoutingTable) -> Value {
+    let share = table.share();
+    let (mode, digits_skip) = match table.scheme().mode() {
+        UnitMode::Hash => ("hash", None),
+        UnitMode::Digits { skip } => ("digits", Some(skip)),
+    };
+    let pins: serde_json::Map<String, Value> = table
+        .pins()
+        .iter()
+        .map(|(user, color)| (user.clone(), json!(color.as_str())))
+        .collect();
+    json!({
+        "version": table.version(),
+        "units": share.units,
+        "blue_units": share.blue_units,
+        "blue_percent": share.blue_percent(),
+        "green_percent": 100.0 - share.blue_percent(),
+        "colors": { "blue": table.zone_of(Color::Blue), "green": table.zone_of(Color::Green) },
+        "pins": pins,
+        "unit_mode": mode,
+        "digits_skip": digits_skip,
+        "hash": HASH_ALGORITHM,
+        "rule": "unit u is blue when u < blue_units, green otherwise; a pin wins over the unit",
+    })
+}
+
+#[get("/v1/routing")]
+fn get_routing(app: &State<App>, caller: Caller) -> Result<Versioned, ApiError> {
+    caller.require_reader(&app.config)?;
+    let table = app.coordinator.table();
+    Ok(Versioned::new(&routing_body(&table), table.version()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DialRequest {
+    blue_percent: Option<f64>,
+    blue_units: Option<u64>,
+    expected_version: u64,
+    reason: String,
+}
+
+#[put("/v1/dial", data = "<request>")]
+async fn put_dial(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, DialRequest>,
+) -> Result<Versioned, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let request = request.map_err(json_error)?.into_inner();
+    let units = app.coordinator.table().units();
+    let share = match (request.blue_percent, request.blue_units) {
+        (Some(percent), None) => Share::from_percent(percent, units),
+        (None, Some(blue_units)) => Share::from_units(blue_units, units),
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_dial",
+                "give exactly one of blue_percent and blue_units",
+            ));
+        }
+    }
+    .map_err(|e| ApiError::from(crate::core::CommandError::from(e)))?;
+    let command = Command::SetBlueUnits {
+        blue_units: share.blue_units,
+    };
+    submit(app, command, request.expected_version, by, request.reason).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PinRequest {
+    color: String,
+    expected_version: u64,
+    reason: String,
+}
+
+#[put("/v1/pins/<user_id>", data = "<request>")]
+async fn put_pin(
+    app: &State<App>,
+    caller: Caller,
+    user_id: &str,
+    request: JsonBody<'_, PinRequest>,
+) -> Result<Versioned, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let request = request.map_err(json_error)?.into_inner();
+    let color: Color = request
+        .color
+        .parse()
+        .map_err(|e: crate::core::ParseColorError| {
+            ApiError::bad_request("invalid_color", e.to_string())
+        })?;
+    let command = Command::Pin {
+        user_id: user_id.to_owned(),
+        color,
+    };
+    submit(app, command, request.expected_version, by, request.reason).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnpinRequest {
+    expected_version: u64,
+    reason: String,
+}
+
+#[delete("/v1/pins/<user_id>", data = "<request>")]
+async fn delete_pin(
+    app: &State<App>,
+    caller: Caller,
+    user_id: &str,
+    request: JsonBody<'_, UnpinRequest>,
+) -> Result<Versioned, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let request = request.map_err(json_error)?.into_inner();
+    let command = Command::Unpin {
+        user_id: user_id.to_owned(),
+    };
+    submit(app, command, request.expected_version, by, request.reason).await
+}
+
+/// Submits a command on a blocking thread (the log fsyncs) and renders the resulting table.
+async fn submit(
+    app: &State<App>,
+    command: Command,
+    expected_version: u64,
+    by: String,
+    reason: String,
+) -> Result<Versioned, ApiError> {
+    let envelope = Envelope {
+        expected_version,
+        command,
+        audit: Audit {
+            by,
+            at_ms: now_ms(),
+            reason,
+        },
+    };
+    let coordinator = Arc::clone(&app.coordinator);
+    let action = crate::store::WireCommand::from(&envelope.command).action();
+    let submitted: Submitted =
+        rocket::tokio::task::spawn_blocking(move || coordinator.submit(&envelope))
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    rocket::http::Status::InternalServerError,
+                    "internal",
+                    e.to_string(),
+                )
+            })??;
+    let changed = submitted.applied.is_some();
+    if changed {
+        telemetry::count_change(action);
+        telemetry::publish_table(&submitted.table);
+    }
+    let mut body = routing_body(&submitted.table);
+    body["changed"] = json!(changed);
+    Ok(Versioned::new(&body, submitted.table.version()))
+}
+
+#[derive(Serialize)]
+struct AuditEntry<'a> {
+    version: u64,
+    at: String,
+    at_ms: u64,
+    by: &'a str,
+    action: &'a str,
+    reason: &'a str,
+    from: &'a str,
+    to: &'a str,
+}
+
+#[get("/v1/audit?<limit>")]
+fn get_audit(
+    app: &State<App>,
+    caller: Caller,
+    limit: Option<&str>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let max = crate::coordinator::AUDIT_IN_MEMORY;
+    let limit = match limit {
+        None => 100,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_limit",
+                    format!("limit must be a whole number from 1 to {max}"),
+                )
+            })?,
+    };
+    let records: Vec<AuditRecord> = app.coordinator.audit(limit);
+    let entries: Vec<AuditEntry<'_>> = records
+        .iter()
+        .map(|r| AuditEntry {
+            version: r.version,
+            at: iso8601(r.at_ms),
+            at_ms: r.at_ms,
+            by: &r.by,
+            action: r.action,
+            reason: &r.reason,
+            from: &r.from,
+            to: &r.to,
+        })
+        .collect();
+    Ok(Json(json!({ "entries": entries })))
+}

@@ -1,0 +1,16 @@
+//! tidegate: a blue-green, same-city active-active traffic coordinator.
+//!
+//! See ARCHITECTURE.md for the bird's-eye view. In short: [`core`] is the pure model, [`store`]
+//! makes changes durable, [`coordinator`] serialises them and publishes snapshots, [`http`] is the
+//! Rocket edge, and [`cli`] is the command line.
+
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod config;
+pub mod coordinator;
+pub mod core;
+pub mod http;
+pub mod server;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,62 @@
+//! The durable log of commands: state is the replay of the log.
+//!
+//! Architecture invariant: a change is acknowledged only after its log entry is durable
+//! (`CommandLog::append` returned), and the in-memory state is only ever what replaying the log
+//! produces. The log sits behind the small [`CommandLog`] trait so that a Kafka-topic log shared by
+//! several coordinator replicas can replace the embedded file log without touching the core: every
+//! entry carries the version it expected, so replicas replaying the same topic reject the same
+//! losers of a compare-and-set race and reach the same state.
+
+mod entry;
+mod file_log;
+mod replay;
+
+pub use entry::{LogEntry, WireCommand};
+pub use file_log::{FileLog, LOG_FILE, Opened, encode_line};
+pub use replay::{AuditRecord, ReplayError, Replayed, replay};
+
+use std::path::PathBuf;
+
+/// An append-only, durable sequence of [`LogEntry`]s.
+pub trait CommandLog: Send {
+    /// Appends one entry. Returns only once the entry would survive a crash (`kill -9` or power
+    /// loss); after an error the log refuses further appends until it is reopened.
+    fn append(&mut self, entry: &LogEntry) -> Result<(), StoreError>;
+
+    /// Where the log lives, for messages and `/readyz`.
+    fn describe(&self) -> String;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "data directory {0} is locked by another running tidegate; give each instance its own --data-dir"
+    )]
+    Locked(PathBuf),
+    #[error(
+        "the command log {path} is corrupt at line {line} (byte {offset}): {reason}. Records after it exist, so this is not a torn write; restore the file from a backup or move it aside"
+    )]
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        offset: u64,
+        reason: String,
+    },
+    #[error("the command log {path} cannot be replayed at entry {line}: {reason}")]
+    Replay {
+        path: String,
+        line: usize,
+        reason: String,
+    },
+    #[error("the command log refused the write because an earlier write failed; restart tidegate")]
+    Poisoned,
+    #[error("cannot encode a log entry: {0}")]
+    Encode(#[from] serde_json::Error),
+}
