@@ -211,7 +211,11 @@ impl Config {
 
     pub fn from_figment(figment: Figment, overrides: &Overrides) -> Result<Config, ConfigError> {
         let settings: Settings = figment.extract().map_err(|e| {
-            let messages: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
+            // Figment names keys by profile ("default.units.count"); operators know "units.count".
+            let messages: Vec<String> = e
+                .into_iter()
+                .map(|e| e.to_string().replace("key \"default.", "key \""))
+                .collect();
             ConfigError::Parse(messages.join("; "))
         })?;
         Config::validate(settings, overrides)

@@ -23,7 +23,7 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.
-pub async fn serve(config: Config) -> Result<(), String> {
+pub fn serve(config: Config) -> Result<(), String> {
     let config = Arc::new(config);
     let coordinator = open_coordinator(&config).map_err(|e| e.to_string())?;
     let table = coordinator.table();
@@ -42,9 +42,10 @@ pub async fn serve(config: Config) -> Result<(), String> {
         );
     }
     let app = App::new(Arc::new(coordinator), config);
-    http::build(app)
-        .launch()
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("server failed: {e}"))
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("tidegate")
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(http::launch(app))
 }

@@ -186,7 +186,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         data_dir: args.data_dir,
     };
     let config = Config::load(args.config.as_deref(), &overrides).map_err(|e| e.to_string())?;
-    rocket::execute(crate::server::serve(config))
+    crate::server::serve(config)
 }
 
 fn new_token(name: &str, role: &str) {

@@ -106,14 +106,15 @@ impl RoutingTable {
     #[inline]
     pub fn tag(&self, user_id: &str) -> Result<Tag, UnitError> {
         let unit = self.scheme.unit_of(user_id)?;
-        if !self.pins.is_empty() {
-            if let Some(&color) = self.pins.get(user_id) {
-                return Ok(Tag {
-                    color,
-                    unit,
-                    pinned: true,
-                });
-            }
+        // The emptiness check keeps the common no-pins case free of a map lookup.
+        if !self.pins.is_empty()
+            && let Some(&color) = self.pins.get(user_id)
+        {
+            return Ok(Tag {
+                color,
+                unit,
+                pinned: true,
+            });
         }
         Ok(Tag {
             color: self.color_of_unit(unit),

@@ -79,6 +79,15 @@ pub fn build(app: App) -> Rocket<Build> {
         }))
 }
 
+/// Serves `app` until Ctrl-C or SIGTERM.
+pub async fn launch(app: App) -> Result<(), String> {
+    build(app)
+        .launch()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("server failed: {e}"))
+}
+
 /// Milliseconds since the Unix epoch: the only clock reading behind audit records.
 pub fn now_ms() -> u64 {
     SystemTime::now()

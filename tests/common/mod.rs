@@ -1,0 +1,168 @@
+//! Shared test helpers: configurations with known tokens, local Rocket clients, real binaries.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use rocket::local::blocking::Client;
+use tidegate::config::{Config, Overrides, Settings, token_sha256_hex};
+
+pub const OPERATOR_TOKEN: &str = "tg_test_operator_alice";
+pub const VIEWER_TOKEN: &str = "tg_test_viewer_victor";
+pub const SERVICE_TOKEN: &str = "tg_test_service";
+
+/// A TOML configuration with an operator `alice` and a viewer `victor`, plus `extra` lines.
+pub fn config_toml(extra: &str) -> String {
+    format!(
+        r#"
+{extra}
+[[operators]]
+name = "alice"
+token_sha256 = "{}"
+role = "operator"
+
+[[operators]]
+name = "victor"
+token_sha256 = "{}"
+role = "viewer"
+"#,
+        token_sha256_hex(OPERATOR_TOKEN),
+        token_sha256_hex(VIEWER_TOKEN)
+    )
+}
+
+pub fn config(toml: &str, data_dir: &Path) -> Config {
+    let figment =
+        Figment::from(Serialized::defaults(Settings::default())).merge(Toml::string(toml));
+    let overrides = Overrides {
+        data_dir: Some(data_dir.to_path_buf()),
+        ..Overrides::default()
+    };
+    Config::from_figment(figment, &overrides).expect("test configuration is valid")
+}
+
+/// A local Rocket client over a fresh data directory.
+pub fn client_with(toml: &str) -> (Client, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let client = client_in(toml, dir.path());
+    (client, dir)
+}
+
+pub fn client_in(toml: &str, data_dir: &Path) -> Client {
+    let config = config(toml, data_dir);
+    let coordinator = tidegate::server::open_coordinator(&config).expect("coordinator starts");
+    let app = tidegate::http::App::new(Arc::new(coordinator), Arc::new(config));
+    Client::tracked(tidegate::http::build(app)).expect("rocket ignites")
+}
+
+pub fn client() -> (Client, tempfile::TempDir) {
+    client_with(&config_toml(""))
+}
+
+/// A real `tidegate serve` process on a free port.
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Server {
+    pub fn start(config_file: &Path, data_dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+            .args(["serve", "--port", "0", "--address", "127.0.0.1"])
+            .arg("--config")
+            .arg(config_file)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tidegate binary starts");
+        let stderr = Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("tidegate listening on ") {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!(
+                    "tidegate did not announce its port; stderr:\n{}",
+                    stderr.lock().unwrap()
+                )
+            });
+        Server { child, url, stderr }
+    }
+
+    /// `kill -9`: no shutdown hooks, no flushing.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A small blocking HTTP client for tests against real processes.
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into()
+}
+
+pub fn get_json(url: &str) -> (u16, serde_json::Value) {
+    let mut response = agent().get(url).call().expect("request sent");
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_json().expect("JSON body"))
+}
+
+pub fn put_json(url: &str, token: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let mut response = agent()
+        .put(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .send_json(body)
+        .expect("request sent");
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_json().expect("JSON body"))
+}
+
+/// Polls `check` until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}

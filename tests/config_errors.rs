@@ -1,0 +1,91 @@
+//! Bad configuration stops start-up, naming the key and the reason.
+
+mod common;
+
+use std::process::Command;
+
+/// Runs `tidegate serve` on `toml` and returns its stderr; it must fail to start.
+fn start_failure(toml: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, toml).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--port", "0", "--config"])
+        .arg(&path)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "started with {toml:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn each_bad_value_names_its_key() {
+    let cases = [
+        ("[units]\ncount = 1", "units.count"),
+        ("[units]\ncount = 64\nmode = \"digits\"", "units.mode"),
+        ("[units]\nmode = \"modulo\"", "units.mode"),
+        ("initial_blue_percent = 150", "initial_blue_percent"),
+        ("initial_blue_percent = 33.3", "initial_blue_percent"),
+        ("fallback = \"guess\"", "fallback"),
+        (
+            "[colors]\nblue = \"az-a\"\ngreen = \"az-a\"",
+            "colors.green",
+        ),
+        ("[colors]\nblue = \"zone b!\"", "colors.blue"),
+        ("[server]\naddress = \"localhost:80\"", "server.address"),
+        ("[server]\nport = 70000", "port"),
+        (
+            "[[operators]]\nname = \"a\"\ntoken_sha256 = \"abc\"",
+            "operators[0].token_sha256",
+        ),
+        (
+            "[[operators]]\nname = \"a\"\ntoken_sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\nrole = \"admin\"",
+            "operators[0].role",
+        ),
+        ("unts = 5", "unts"),
+        ("[limits]\nmax_batch = 0", "limits.max_batch"),
+    ];
+    for (toml, key) in cases {
+        let stderr = start_failure(toml);
+        assert!(
+            stderr.contains(key),
+            "{toml:?} should name `{key}`, got: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn environment_overrides_the_file_and_flags_override_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.toml");
+    std::fs::write(&path, "initial_blue_percent = 20\n[units]\ncount = 1000\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--port", "0", "--config"])
+        .arg(&path)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env("TIDEGATE_INITIAL_BLUE_PERCENT", "12.5")
+        .env("TIDEGATE_UNITS__COUNT", "7")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // 12.5 % is not representable with the 7 units from the environment: the env won over the
+    // file's 1000 units (where 12.5 % would be fine).
+    assert!(
+        stderr.contains("initial_blue_percent") && stderr.contains("7 units"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn missing_config_file_is_an_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--config", "/nonexistent/tidegate.toml"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("does not exist"));
+}

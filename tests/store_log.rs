@@ -1,0 +1,188 @@
+//! The file log: durability framing, torn tails, corruption, replay and the directory lock.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+
+use tidegate::coordinator::{Boot, Coordinator, StartError};
+use tidegate::core::{Audit, ColorZones, Command, Envelope, Genesis, UnitMode, UnitScheme};
+use tidegate::store::{FileLog, LOG_FILE, StoreError};
+
+fn boot(units: u32) -> Boot {
+    let scheme = UnitScheme::new(units, UnitMode::Hash).unwrap();
+    Boot {
+        genesis: Genesis {
+            scheme,
+            blue_units: units / 2,
+        },
+        zones: ColorZones::default(),
+        now_ms: 1,
+    }
+}
+
+fn open(dir: &std::path::Path) -> Result<(Coordinator, Vec<String>), StartError> {
+    let opened = FileLog::open(dir)?;
+    let warnings = opened.warnings.clone();
+    Ok((
+        Coordinator::start(Box::new(opened.log), opened.entries, boot(100))?,
+        warnings,
+    ))
+}
+
+fn dial(c: &Coordinator, blue_units: u32) {
+    let env = Envelope {
+        expected_version: c.table().version(),
+        command: Command::SetBlueUnits { blue_units },
+        audit: Audit {
+            by: "alice".into(),
+            at_ms: 2,
+            reason: "test".into(),
+        },
+    };
+    c.submit(&env).unwrap();
+}
+
+#[test]
+fn state_is_the_replay_of_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (c, _) = open(dir.path()).unwrap();
+        dial(&c, 40);
+        dial(&c, 10);
+        assert_eq!(c.table().version(), 3);
+    }
+    let (c, warnings) = open(dir.path()).unwrap();
+    assert!(warnings.is_empty());
+    assert_eq!(c.table().version(), 3);
+    assert_eq!(c.table().blue_units(), 10);
+    let audit = c.audit(10);
+    assert_eq!(audit.len(), 3);
+    assert_eq!(audit[0].version, 3);
+    assert_eq!(audit[0].by, "alice");
+    assert!(
+        audit[0].from.contains("40%") && audit[0].to.contains("10%"),
+        "{:?}",
+        audit[0]
+    );
+}
+
+#[test]
+fn a_torn_last_record_is_dropped_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (c, _) = open(dir.path()).unwrap();
+        dial(&c, 40);
+    }
+    let path = dir.path().join(LOG_FILE);
+    let good_len = fs::metadata(&path).unwrap().len();
+    // Half of a record, as a crash in the middle of write(2) leaves it.
+    OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"0badc0de {\"kind\":\"cha")
+        .unwrap();
+    let (c, warnings) = open(dir.path()).unwrap();
+    assert_eq!(c.table().version(), 2);
+    assert_eq!(c.table().blue_units(), 40);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("torn"), "{warnings:?}");
+    assert_eq!(
+        fs::metadata(&path).unwrap().len(),
+        good_len,
+        "the torn bytes were cut off"
+    );
+    // And the log keeps working after the cut.
+    dial(&c, 30);
+    drop(c);
+    let (c, warnings) = open(dir.path()).unwrap();
+    assert!(warnings.is_empty());
+    assert_eq!(c.table().blue_units(), 30);
+}
+
+#[test]
+fn a_complete_last_line_with_a_bad_checksum_is_torn_too() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()).unwrap());
+    let path = dir.path().join(LOG_FILE);
+    OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"00000000 {\"garbage\":1}\n")
+        .unwrap();
+    let (c, warnings) = open(dir.path()).unwrap();
+    assert_eq!(c.table().version(), 1);
+    assert!(warnings[0].contains("checksum"), "{warnings:?}");
+}
+
+#[test]
+fn a_corrupt_middle_record_refuses_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (c, _) = open(dir.path()).unwrap();
+        dial(&c, 40);
+        dial(&c, 30);
+    }
+    let path = dir.path().join(LOG_FILE);
+    let mut text = fs::read_to_string(&path).unwrap();
+    // Flip a digit inside the second line's JSON: its checksum no longer holds.
+    let second = text.find('\n').unwrap() + 1;
+    let at = second + text[second..].find("40").unwrap();
+    text.replace_range(at..at + 2, "41");
+    fs::write(&path, text).unwrap();
+    let err = open(dir.path()).err().expect("start-up must fail");
+    let message = err.to_string();
+    assert!(
+        matches!(err, StartError::Store(StoreError::Corrupt { line: 2, .. })),
+        "{message}"
+    );
+    assert!(
+        message.contains("line 2") && message.contains("checksum"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_changed_unit_count_refuses_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()).unwrap());
+    let opened = FileLog::open(dir.path()).unwrap();
+    let err = Coordinator::start(Box::new(opened.log), opened.entries, boot(1000))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("100 units") && err.to_string().contains("1000 units"),
+        "{err}"
+    );
+}
+
+#[test]
+fn two_instances_cannot_share_a_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = FileLog::open(dir.path()).unwrap();
+    assert!(matches!(
+        FileLog::open(dir.path()).err(),
+        Some(StoreError::Locked(_))
+    ));
+}
+
+#[test]
+fn version_conflicts_are_not_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _) = open(dir.path()).unwrap();
+    let stale = Envelope {
+        expected_version: 7,
+        command: Command::SetBlueUnits { blue_units: 3 },
+        audit: Audit {
+            by: "alice".into(),
+            at_ms: 2,
+            reason: "stale".into(),
+        },
+    };
+    assert!(c.submit(&stale).is_err());
+    let lines = fs::read_to_string(dir.path().join(LOG_FILE))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(lines, 1, "only the genesis entry");
+}

@@ -1,0 +1,165 @@
+//! Tidy checks that keep the architecture invariants true (run by `cargo test`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Lines of code outside comments, for pattern checks.
+fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .map(|(i, l)| (i + 1, l))
+}
+
+#[test]
+fn the_core_does_no_io_and_knows_no_frameworks() {
+    let forbidden = [
+        "tokio",
+        "rocket",
+        "rdkafka",
+        "serde",
+        "std::fs",
+        "std::net",
+        "std::io",
+        "SystemTime",
+        "Instant",
+        "rand::",
+        "thread_rng",
+        "std::env",
+        "metrics::",
+        "println!",
+        "eprintln!",
+    ];
+    let files = rust_files(&root().join("src/core"));
+    assert!(files.len() >= 5, "the core moved?");
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in code_lines(&text) {
+            for word in forbidden {
+                assert!(
+                    !line.contains(word),
+                    "{}:{n} uses `{word}` in the pure core: {line}",
+                    file.display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn only_the_http_module_knows_rocket() {
+    for file in rust_files(&root().join("src")) {
+        let rel = file
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel.starts_with("src/http/") {
+            continue;
+        }
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in code_lines(&text) {
+            assert!(
+                !line.contains("rocket::"),
+                "{rel}:{n} names Rocket outside src/http: {line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_module_says_what_it_is_for() {
+    for file in rust_files(&root().join("src"))
+        .into_iter()
+        .chain(rust_files(&root().join("tests")))
+    {
+        let text = fs::read_to_string(&file).unwrap();
+        assert!(
+            text.starts_with("//!"),
+            "{} must open with a `//!` line saying what it is for",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn no_test_is_ignored_and_no_code_is_unsafe() {
+    let ignore_attr = ["#[", "ignore]"].concat();
+    let unsafe_block = ["unsafe", " {"].concat();
+    for file in rust_files(&root().join("src"))
+        .into_iter()
+        .chain(rust_files(&root().join("tests")))
+    {
+        let text = fs::read_to_string(&file).unwrap();
+        assert!(
+            !text.contains(&ignore_attr),
+            "{} ignores a test",
+            file.display()
+        );
+        assert!(
+            !text.contains(&unsafe_block),
+            "{} has unsafe code",
+            file.display()
+        );
+    }
+    let lib = fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    assert!(lib.contains("#![forbid(unsafe_code)]"));
+}
+
+#[test]
+fn every_metric_recorded_is_described() {
+    let described: Vec<&str> = tidegate::telemetry::METRICS
+        .iter()
+        .map(|(_, name, _)| *name)
+        .collect();
+    for file in rust_files(&root().join("src")) {
+        let text = fs::read_to_string(&file).unwrap();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("\"tidegate_") {
+            let tail = &rest[at + 1..];
+            let end = tail.find('"').unwrap();
+            let name = &tail[..end];
+            assert!(
+                described.contains(&name),
+                "{} records `{name}`, which telemetry::METRICS does not list",
+                file.display()
+            );
+            rest = &tail[end..];
+        }
+    }
+    for (kind, name, help) in tidegate::telemetry::METRICS {
+        assert!(help.len() > 10, "{name} needs a real help text");
+        match *kind {
+            "counter" => assert!(
+                name.ends_with("_total"),
+                "counter {name} must end in _total"
+            ),
+            "histogram" => assert!(
+                name.ends_with("_seconds"),
+                "histogram {name} must be in seconds"
+            ),
+            _ => assert!(
+                !name.ends_with("_total"),
+                "gauge {name} must not end in _total"
+            ),
+        }
+    }
+}
