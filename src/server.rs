@@ -42,10 +42,5 @@ pub fn serve(config: Config) -> Result<(), String> {
         );
     }
     let app = App::new(Arc::new(coordinator), config);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("tidegate")
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(http::launch(app))
+    http::run(app)
 }
