@@ -79,11 +79,9 @@ pub fn build(app: App) -> Rocket<Build> {
         }))
 }
 
-/// Serves `app` until Ctrl-C or SIGTERM.
-pub async fn launch(app: App) -> Result<(), String> {
-    build(app)
-        .launch()
-        .await
+/// Serves `app` on Rocket's own runtime until Ctrl-C or SIGTERM.
+pub fn run(app: App) -> Result<(), String> {
+    rocket::execute(build(app).launch())
         .map(|_| ())
         .map_err(|e| format!("server failed: {e}"))
 }
