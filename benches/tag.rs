@@ -10,26 +10,13 @@ use tidegate::core::{
 
 fn state(units: u32, mode: UnitMode, pins: usize) -> State {
     let scheme = UnitScheme::new(units, mode).unwrap();
-    let mut state = State::genesis(
-        Genesis {
-            scheme,
-            blue_units: units / 2,
-        },
-        ColorZones::default(),
-    )
-    .unwrap();
+    let mut state =
+        State::genesis(Genesis { scheme, blue_units: units / 2 }, ColorZones::default()).unwrap();
     for i in 0..pins {
         let env = Envelope {
             expected_version: state.version(),
-            command: Command::Pin {
-                user_id: format!("{}", 9_000_000 + i),
-                color: Color::Blue,
-            },
-            audit: Audit {
-                by: "bench".into(),
-                at_ms: 0,
-                reason: "bench".into(),
-            },
+            command: Command::Pin { user_id: format!("{}", 9_000_000 + i), color: Color::Blue },
+            audit: Audit { by: "bench".into(), at_ms: 0, reason: "bench".into() },
         };
         state = state.apply(&env).unwrap().unwrap().0;
     }
@@ -45,9 +32,7 @@ fn bench(c: &mut Criterion) {
     };
 
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-    c.bench_function("unit_of/hash/100", |b| {
-        b.iter(|| scheme.unit_of(black_box(next())))
-    });
+    c.bench_function("unit_of/hash/100", |b| b.iter(|| scheme.unit_of(black_box(next()))));
 
     let plain = state(100, UnitMode::Hash, 0);
     c.bench_function("tag/hash/100 units/no pins", |b| {
@@ -64,9 +49,7 @@ fn bench(c: &mut Criterion) {
     });
 
     let digits = state(100, UnitMode::Digits { skip: 0 }, 0);
-    c.bench_function("tag/digits/100 units", |b| {
-        b.iter(|| digits.table().tag(black_box(next())))
-    });
+    c.bench_function("tag/digits/100 units", |b| b.iter(|| digits.table().tag(black_box(next()))));
 }
 
 criterion_group!(benches, bench);

@@ -10,7 +10,8 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-use crate::core::{ColorZones, Fallback, Genesis, Share, UnitMode, UnitScheme};
+use crate::core::{ColorZones, Fallback, Genesis, Guard, OnBreach, Share, UnitMode, UnitScheme};
+use crate::duration::parse_duration_ms;
 
 /// Environment variables with the `TIDEGATE_` prefix that belong to the CLI, not to the server.
 const CLIENT_ONLY_ENV: [&str; 3] = ["token", "url", "config"];
@@ -28,6 +29,74 @@ pub struct Settings {
     pub limits: LimitSettings,
     pub operators: Vec<OperatorSettings>,
     pub service_tokens_sha256: Vec<String>,
+    pub health: HealthSettings,
+    pub drain: DrainSettings,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthSettings {
+    pub source: String,
+    pub window: String,
+    pub down_error_rate: f64,
+    pub prometheus: PrometheusSettings,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrometheusSettings {
+    pub url: String,
+    pub error_rate_query: String,
+    pub requests_query: String,
+    pub timeout: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DrainSettings {
+    pub step_percent: f64,
+    pub interval: String,
+    pub max_error_rate: f64,
+    pub min_requests: u64,
+    pub breaches: u32,
+    pub on_breach: String,
+    pub tick: String,
+}
+
+impl Default for HealthSettings {
+    fn default() -> Self {
+        HealthSettings {
+            source: "outcomes".into(),
+            window: "60s".into(),
+            down_error_rate: 0.5,
+            prometheus: PrometheusSettings::default(),
+        }
+    }
+}
+
+impl Default for PrometheusSettings {
+    fn default() -> Self {
+        PrometheusSettings {
+            url: String::new(),
+            error_rate_query: r#"sum(rate(http_requests_errors_total{zone="$zone"}[1m])) / sum(rate(http_requests_total{zone="$zone"}[1m]))"#.into(),
+            requests_query: r#"sum(increase(http_requests_total{zone="$zone"}[1m]))"#.into(),
+            timeout: "2s".into(),
+        }
+    }
+}
+
+impl Default for DrainSettings {
+    fn default() -> Self {
+        DrainSettings {
+            step_percent: 10.0,
+            interval: "30s".into(),
+            max_error_rate: 0.02,
+            min_requests: 100,
+            breaches: 2,
+            on_breach: "pause".into(),
+            tick: "50ms".into(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -84,45 +153,34 @@ impl Default for Settings {
             limits: LimitSettings::default(),
             operators: Vec::new(),
             service_tokens_sha256: Vec::new(),
+            health: HealthSettings::default(),
+            drain: DrainSettings::default(),
         }
     }
 }
 
 impl Default for ServerSettings {
     fn default() -> Self {
-        ServerSettings {
-            address: "127.0.0.1".into(),
-            port: 8080,
-        }
+        ServerSettings { address: "127.0.0.1".into(), port: 8080 }
     }
 }
 
 impl Default for UnitSettings {
     fn default() -> Self {
-        UnitSettings {
-            count: 100,
-            mode: "hash".into(),
-            digits_skip: 0,
-        }
+        UnitSettings { count: 100, mode: "hash".into(), digits_skip: 0 }
     }
 }
 
 impl Default for ColorSettings {
     fn default() -> Self {
         let zones = ColorZones::default();
-        ColorSettings {
-            blue: zones.blue,
-            green: zones.green,
-        }
+        ColorSettings { blue: zones.blue, green: zones.green }
     }
 }
 
 impl Default for LimitSettings {
     fn default() -> Self {
-        LimitSettings {
-            max_batch: 10_000,
-            max_body_bytes: 4 * 1024 * 1024,
-        }
+        LimitSettings { max_batch: 10_000, max_body_bytes: 4 * 1024 * 1024 }
     }
 }
 
@@ -136,10 +194,7 @@ pub enum ConfigError {
 }
 
 fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.into(),
-        reason: reason.into(),
-    }
+    ConfigError::Invalid { key: key.into(), reason: reason.into() }
 }
 
 /// Overrides from command-line flags; they win over the file and the environment.
@@ -186,6 +241,36 @@ pub struct Config {
     pub max_body_bytes: u64,
     pub operators: Vec<OperatorEntry>,
     pub service_tokens: Vec<[u8; 32]>,
+    pub health: HealthConfig,
+    pub drain: DrainDefaults,
+}
+
+/// Where zone error rates come from.
+#[derive(Clone, Debug)]
+pub enum HealthSourceConfig {
+    Outcomes,
+    Prometheus {
+        url: String,
+        error_rate_query: String,
+        requests_query: Option<String>,
+        timeout_ms: u64,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct HealthConfig {
+    pub source: HealthSourceConfig,
+    pub window_ms: u64,
+    pub down_error_rate: f64,
+}
+
+/// Defaults for drain fields a request leaves out, and the runner's tick.
+#[derive(Clone, Debug)]
+pub struct DrainDefaults {
+    pub step_percent: f64,
+    pub interval_ms: u64,
+    pub guard: Guard,
+    pub tick_ms: u64,
 }
 
 impl Config {
@@ -194,28 +279,19 @@ impl Config {
         let mut figment = Figment::from(Serialized::defaults(Settings::default()));
         if let Some(file) = file {
             if !file.exists() {
-                return Err(ConfigError::Parse(format!(
-                    "file {} does not exist",
-                    file.display()
-                )));
+                return Err(ConfigError::Parse(format!("file {} does not exist", file.display())));
             }
             figment = figment.merge(Toml::file(file));
         }
-        figment = figment.merge(
-            Env::prefixed("TIDEGATE_")
-                .split("__")
-                .ignore(&CLIENT_ONLY_ENV),
-        );
+        figment = figment.merge(Env::prefixed("TIDEGATE_").split("__").ignore(&CLIENT_ONLY_ENV));
         Config::from_figment(figment, overrides)
     }
 
     pub fn from_figment(figment: Figment, overrides: &Overrides) -> Result<Config, ConfigError> {
         let settings: Settings = figment.extract().map_err(|e| {
             // Figment names keys by profile ("default.units.count"); operators know "units.count".
-            let messages: Vec<String> = e
-                .into_iter()
-                .map(|e| e.to_string().replace("key \"default.", "key \""))
-                .collect();
+            let messages: Vec<String> =
+                e.into_iter().map(|e| e.to_string().replace("key \"default.", "key \"")).collect();
             ConfigError::Parse(messages.join("; "))
         })?;
         Config::validate(settings, overrides)
@@ -232,19 +308,14 @@ impl Config {
             s.data_dir = dir.clone();
         }
         let address: IpAddr = s.server.address.parse().map_err(|_| {
-            invalid(
-                "server.address",
-                format!("`{}` is not an IP address", s.server.address),
-            )
+            invalid("server.address", format!("`{}` is not an IP address", s.server.address))
         })?;
         if s.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "must not be empty"));
         }
         let mode = match s.units.mode.as_str() {
             "hash" => UnitMode::Hash,
-            "digits" => UnitMode::Digits {
-                skip: s.units.digits_skip,
-            },
+            "digits" => UnitMode::Digits { skip: s.units.digits_skip },
             other => {
                 return Err(invalid(
                     "units.mode",
@@ -253,27 +324,17 @@ impl Config {
             }
         };
         let scheme = UnitScheme::new(s.units.count, mode).map_err(|e| {
-            let key = if e.to_string().contains("digits") {
-                "units.mode"
-            } else {
-                "units.count"
-            };
+            let key = if e.to_string().contains("digits") { "units.mode" } else { "units.count" };
             invalid(key, e.to_string())
         })?;
         let share = Share::from_percent(s.initial_blue_percent, scheme.count())
             .map_err(|e| invalid("initial_blue_percent", e.to_string()))?;
-        let zones = ColorZones {
-            blue: s.colors.blue.clone(),
-            green: s.colors.green.clone(),
-        };
+        let zones = ColorZones { blue: s.colors.blue.clone(), green: s.colors.green.clone() };
         for (key, zone) in [("colors.blue", &zones.blue), ("colors.green", &zones.green)] {
             check_label(key, zone)?;
         }
         if zones.blue == zones.green {
-            return Err(invalid(
-                "colors.green",
-                "blue and green must run in different zones",
-            ));
+            return Err(invalid("colors.green", "blue and green must run in different zones"));
         }
         let fallback = match s.fallback.as_str() {
             "random" => Fallback::Random,
@@ -298,10 +359,7 @@ impl Config {
                 return Err(invalid(format!("{key}.name"), "must not be empty"));
             }
             if operators.iter().any(|o: &OperatorEntry| o.name == op.name) {
-                return Err(invalid(
-                    format!("{key}.name"),
-                    format!("`{}` appears twice", op.name),
-                ));
+                return Err(invalid(format!("{key}.name"), format!("`{}` appears twice", op.name)));
             }
             let role = match op.role.as_str() {
                 "operator" => Role::Operator,
@@ -314,11 +372,7 @@ impl Config {
                 }
             };
             let token_sha256 = parse_sha256(&format!("{key}.token_sha256"), &op.token_sha256)?;
-            operators.push(OperatorEntry {
-                name: op.name.clone(),
-                token_sha256,
-                role,
-            });
+            operators.push(OperatorEntry { name: op.name.clone(), token_sha256, role });
         }
         let service_tokens = s
             .service_tokens_sha256
@@ -326,14 +380,15 @@ impl Config {
             .enumerate()
             .map(|(i, h)| parse_sha256(&format!("service_tokens_sha256[{i}]"), h))
             .collect::<Result<Vec<_>, _>>()?;
+        let health = validate_health(&s.health)?;
+        let drain = validate_drain(&s.drain, scheme.count())?;
         Ok(Config {
+            health,
+            drain,
             data_dir: s.data_dir,
             address,
             port: s.server.port,
-            genesis: Genesis {
-                scheme,
-                blue_units: share.blue_units,
-            },
+            genesis: Genesis { scheme, blue_units: share.blue_units },
             zones,
             fallback,
             max_batch: s.limits.max_batch,
@@ -344,29 +399,111 @@ impl Config {
     }
 }
 
+fn duration(key: &str, text: &str) -> Result<u64, ConfigError> {
+    match parse_duration_ms(text) {
+        Ok(0) => Err(invalid(key, "must be longer than zero")),
+        Ok(ms) => Ok(ms),
+        Err(e) => Err(invalid(key, e)),
+    }
+}
+
+fn ratio(key: &str, value: f64) -> Result<f64, ConfigError> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(invalid(key, format!("must be a ratio between 0 and 1 (0.02 = 2%), got {value}")))
+    }
+}
+
+fn validate_health(h: &HealthSettings) -> Result<HealthConfig, ConfigError> {
+    let window_ms = duration("health.window", &h.window)?;
+    if window_ms < 1_000 {
+        return Err(invalid("health.window", "must be at least 1s"));
+    }
+    let down_error_rate = ratio("health.down_error_rate", h.down_error_rate)?;
+    let source = match h.source.as_str() {
+        "outcomes" => HealthSourceConfig::Outcomes,
+        "prometheus" => {
+            let p = &h.prometheus;
+            let url_ok = p.url.starts_with("http://") || p.url.starts_with("https://");
+            if !url_ok {
+                return Err(invalid(
+                    "health.prometheus.url",
+                    "must be the Prometheus base URL, e.g. http://127.0.0.1:9090, when health.source = \"prometheus\"",
+                ));
+            }
+            if !p.error_rate_query.contains("$zone") {
+                return Err(invalid(
+                    "health.prometheus.error_rate_query",
+                    "must contain `$zone`, which is replaced by each zone's name",
+                ));
+            }
+            let requests_query =
+                (!p.requests_query.trim().is_empty()).then(|| p.requests_query.clone());
+            HealthSourceConfig::Prometheus {
+                url: p.url.clone(),
+                error_rate_query: p.error_rate_query.clone(),
+                requests_query,
+                timeout_ms: duration("health.prometheus.timeout", &p.timeout)?,
+            }
+        }
+        other => {
+            return Err(invalid(
+                "health.source",
+                format!("`{other}` is not a source: expected `outcomes` or `prometheus`"),
+            ));
+        }
+    };
+    Ok(HealthConfig { source, window_ms, down_error_rate })
+}
+
+fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, ConfigError> {
+    let step = Share::from_percent(d.step_percent, units)
+        .map_err(|e| invalid("drain.step_percent", e.to_string()))?;
+    if step.blue_units == 0 {
+        return Err(invalid("drain.step_percent", "must move at least one unit"));
+    }
+    let on_breach = match d.on_breach.as_str() {
+        "pause" => OnBreach::Pause,
+        "rollback" => OnBreach::Rollback,
+        other => {
+            return Err(invalid(
+                "drain.on_breach",
+                format!("`{other}` is not an action: expected `pause` or `rollback`"),
+            ));
+        }
+    };
+    if d.breaches == 0 {
+        return Err(invalid("drain.breaches", "must be at least 1"));
+    }
+    Ok(DrainDefaults {
+        step_percent: d.step_percent,
+        interval_ms: duration("drain.interval", &d.interval)?,
+        guard: Guard {
+            max_error_rate: ratio("drain.max_error_rate", d.max_error_rate)?,
+            min_requests: d.min_requests,
+            breaches: d.breaches,
+            on_breach,
+        },
+        tick_ms: duration("drain.tick", &d.tick)?,
+    })
+}
+
 fn check_label(key: &str, value: &str) -> Result<(), ConfigError> {
     let ok = !value.is_empty()
         && value.len() <= 64
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if ok {
         Ok(())
     } else {
-        Err(invalid(
-            key,
-            format!("`{value}` must be 1-64 characters of a-z, 0-9, `-`, `_`, `.`"),
-        ))
+        Err(invalid(key, format!("`{value}` must be 1-64 characters of a-z, 0-9, `-`, `_`, `.`")))
     }
 }
 
 fn parse_sha256(key: &str, hex_text: &str) -> Result<[u8; 32], ConfigError> {
     let mut out = [0u8; 32];
     hex::decode_to_slice(hex_text.trim(), &mut out).map_err(|_| {
-        invalid(
-            key,
-            "must be the SHA-256 of the token as 64 hex digits (see `tidegate token new`)",
-        )
+        invalid(key, "must be the SHA-256 of the token as 64 hex digits (see `tidegate token new`)")
     })?;
     Ok(out)
 }

@@ -14,6 +14,7 @@ use crate::core::{
     Applied, Audit, ColorZones, CommandError, Envelope, Genesis, RoutingTable, State,
 };
 use crate::store::{AuditRecord, CommandLog, LogEntry, StoreError, replay};
+use crate::telemetry;
 
 /// How many audit records are kept in memory for `GET /v1/audit`; older ones stay in the log.
 pub const AUDIT_IN_MEMORY: usize = 10_000;
@@ -40,6 +41,8 @@ pub enum SubmitError {
 #[derive(Debug)]
 pub struct Submitted {
     pub table: Arc<RoutingTable>,
+    /// The whole state after the command (drains included).
+    pub state: Arc<State>,
     /// `None` when the command changed nothing (no version was spent).
     pub applied: Option<Applied>,
 }
@@ -51,7 +54,7 @@ struct Writer {
 }
 
 pub struct Coordinator {
-    current: ArcSwap<RoutingTable>,
+    current: ArcSwap<State>,
     writer: Mutex<Writer>,
     healthy: AtomicBool,
     log_description: String,
@@ -97,14 +100,9 @@ impl Coordinator {
         while audit.len() > AUDIT_IN_MEMORY {
             audit.pop_front();
         }
-        let table = Arc::new(replayed.state.table().clone());
         Ok(Coordinator {
-            current: ArcSwap::new(table),
-            writer: Mutex::new(Writer {
-                state: replayed.state,
-                log,
-                audit,
-            }),
+            current: ArcSwap::from_pointee(replayed.state.clone()),
+            writer: Mutex::new(Writer { state: replayed.state, log, audit }),
             healthy: AtomicBool::new(true),
             log_description,
         })
@@ -113,6 +111,11 @@ impl Coordinator {
     /// The current table. Lock-free; the hot path of tagging.
     #[inline]
     pub fn table(&self) -> Arc<RoutingTable> {
+        self.current.load().table_arc()
+    }
+
+    /// The current state (table and drains), lock-free.
+    pub fn state(&self) -> Arc<State> {
         self.current.load_full()
     }
 
@@ -121,48 +124,41 @@ impl Coordinator {
     pub fn submit(&self, envelope: &Envelope) -> Result<Submitted, SubmitError> {
         // A panic while holding the lock cannot leave a half-applied state behind (the state is
         // replaced only after the log append succeeded), so a poisoned lock is safe to reuse.
-        let mut writer = self
-            .writer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut writer = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let Some((next, applied)) = writer.state.apply(envelope)? else {
-            return Ok(Submitted {
-                table: self.table(),
-                applied: None,
-            });
+            return Ok(Submitted { table: self.table(), state: self.state(), applied: None });
         };
         let entry = LogEntry::change(envelope, applied.version, &applied.from, &applied.to);
+        let started = std::time::Instant::now();
         if let Err(e) = writer.log.append(&entry) {
             self.healthy.store(false, Ordering::SeqCst);
             return Err(e.into());
         }
-        let table = Arc::new(next.table().clone());
+        metrics::histogram!(telemetry::LOG_APPEND_DURATION).record(started.elapsed().as_secs_f64());
+        let table = next.table_arc();
+        let published = Arc::new(next.clone());
         writer.state = next;
         writer.audit.push_back(AuditRecord {
             version: applied.version,
             at_ms: envelope.audit.at_ms,
             by: envelope.audit.by.clone(),
             reason: envelope.audit.reason.clone(),
-            action: crate::store::WireCommand::from(&envelope.command).action(),
+            action: envelope.command.action(),
             from: applied.from.clone(),
             to: applied.to.clone(),
         });
         if writer.audit.len() > AUDIT_IN_MEMORY {
             writer.audit.pop_front();
         }
-        self.current.store(Arc::clone(&table));
-        Ok(Submitted {
-            table,
-            applied: Some(applied),
-        })
+        telemetry::count_change(envelope.command.action());
+        telemetry::publish_state(&published);
+        self.current.store(Arc::clone(&published));
+        Ok(Submitted { table, state: published, applied: Some(applied) })
     }
 
     /// The newest `limit` audit records, newest first.
     pub fn audit(&self, limit: usize) -> Vec<AuditRecord> {
-        let writer = self
-            .writer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let writer = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         writer.audit.iter().rev().take(limit).cloned().collect()
     }
 
@@ -180,10 +176,7 @@ fn describe_scheme(genesis: &Genesis) -> String {
     match genesis.scheme.mode() {
         crate::core::UnitMode::Hash => format!("{} units in hash mode", genesis.scheme.count()),
         crate::core::UnitMode::Digits { skip } => {
-            format!(
-                "{} units in digits mode (skip {skip})",
-                genesis.scheme.count()
-            )
+            format!("{} units in digits mode (skip {skip})", genesis.scheme.count())
         }
     }
 }

@@ -14,11 +14,7 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
     for warning in &opened.warnings {
         eprintln!("tidegate: warning: {warning}");
     }
-    let boot = Boot {
-        genesis: config.genesis,
-        zones: config.zones.clone(),
-        now_ms: now_ms(),
-    };
+    let boot = Boot { genesis: config.genesis, zones: config.zones.clone(), now_ms: now_ms() };
     Coordinator::start(Box::new(opened.log), opened.entries, boot)
 }
 

@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 use metrics::{Counter, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::core::{Color, RoutingTable};
+use crate::core::{Color, Reading, RoutingTable, State};
+use crate::health::ZoneHealth;
 
 pub const TAG_REQUESTS: &str = "tidegate_tag_requests_total";
 pub const TAG_DURATION: &str = "tidegate_tag_duration_seconds";
@@ -21,56 +22,68 @@ pub const ROUTING_VERSION: &str = "tidegate_routing_version";
 pub const PINS: &str = "tidegate_pins";
 pub const API_ERRORS: &str = "tidegate_api_errors_total";
 pub const LOG_APPEND_DURATION: &str = "tidegate_log_append_duration_seconds";
+pub const ZONE_REQUESTS: &str = "tidegate_zone_requests_total";
+pub const ZONE_ERRORS: &str = "tidegate_zone_errors_total";
+pub const ZONE_ERROR_RATIO: &str = "tidegate_zone_error_ratio";
+pub const ZONE_WINDOW_REQUESTS: &str = "tidegate_zone_window_requests";
+pub const ZONE_HEALTH_KNOWN: &str = "tidegate_zone_health_known";
+pub const ZONE_SHARE: &str = "tidegate_zone_share_percent";
+pub const DRAIN_ACTIVE: &str = "tidegate_drain_active";
+pub const DRAIN_STATE: &str = "tidegate_drain_state";
+pub const DRAIN_STEPS_DONE: &str = "tidegate_drain_steps_done";
+pub const DRAIN_STEPS_PLANNED: &str = "tidegate_drain_steps_planned";
+pub const DRAIN_BREACHES: &str = "tidegate_drain_guard_breaches_total";
+pub const DRAIN_HOLDS: &str = "tidegate_drain_holds_total";
 
 /// Kind, name, unit and help text of every metric.
 pub const METRICS: &[(&str, &str, &str)] = &[
-    (
-        "counter",
-        TAG_REQUESTS,
-        "Users tagged, by the colour and zone they were given.",
-    ),
-    (
-        "histogram",
-        TAG_DURATION,
-        "Time to tag one user inside the handler, in seconds.",
-    ),
-    (
-        "counter",
-        CHANGES,
-        "Accepted state changes, by action (dial, pin, unpin).",
-    ),
-    (
-        "counter",
-        DIAL_CHANGES,
-        "Accepted moves of the blue/green dial.",
-    ),
-    (
-        "gauge",
-        BLUE_PERCENT,
-        "Current share of units routed to blue, in percent (0-100).",
-    ),
-    (
-        "gauge",
-        BLUE_UNITS,
-        "Current number of units routed to blue.",
-    ),
-    (
-        "gauge",
-        ROUTING_VERSION,
-        "Version of the routing table currently served.",
-    ),
+    ("counter", TAG_REQUESTS, "Users tagged, by the colour and zone they were given."),
+    ("histogram", TAG_DURATION, "Time to tag one user inside the handler, in seconds."),
+    ("counter", CHANGES, "Accepted state changes, by action (dial, pin, unpin)."),
+    ("counter", DIAL_CHANGES, "Accepted moves of the blue/green dial."),
+    ("gauge", BLUE_PERCENT, "Current share of units routed to blue, in percent (0-100)."),
+    ("gauge", BLUE_UNITS, "Current number of units routed to blue."),
+    ("gauge", ROUTING_VERSION, "Version of the routing table currently served."),
     ("gauge", PINS, "Number of users pinned to a colour."),
-    (
-        "counter",
-        API_ERRORS,
-        "API requests answered with an error, by error code.",
-    ),
+    ("counter", API_ERRORS, "API requests answered with an error, by error code."),
     (
         "histogram",
         LOG_APPEND_DURATION,
         "Time to append and fsync one command-log entry, in seconds.",
     ),
+    ("counter", ZONE_REQUESTS, "Requests reported through POST /v1/outcomes, by zone and colour."),
+    (
+        "counter",
+        ZONE_ERRORS,
+        "Failed requests reported through POST /v1/outcomes, by zone and colour.",
+    ),
+    (
+        "gauge",
+        ZONE_ERROR_RATIO,
+        "Error ratio (0-1) of each zone over the health window, as the drain guard sees it.",
+    ),
+    ("gauge", ZONE_WINDOW_REQUESTS, "Requests seen per zone over the health window."),
+    (
+        "gauge",
+        ZONE_HEALTH_KNOWN,
+        "1 when the zone's health is known, 0 when the source cannot tell.",
+    ),
+    ("gauge", ZONE_SHARE, "Share of users routed to each zone, in percent (0-100)."),
+    ("gauge", DRAIN_ACTIVE, "1 while a drain is running or paused, by drained zone."),
+    ("gauge", DRAIN_STATE, "State of the latest drain: 1 for its current state, 0 for the others."),
+    ("gauge", DRAIN_STEPS_DONE, "Steps the latest drain has taken toward its target."),
+    ("gauge", DRAIN_STEPS_PLANNED, "Steps the latest drain needs from start to target."),
+    (
+        "counter",
+        DRAIN_BREACHES,
+        "Guard checks that found a zone above the drain's error-rate limit.",
+    ),
+    ("counter", DRAIN_HOLDS, "Drain steps held by the guard, by kind (breach, unknown)."),
 ];
+
+/// Every drain state name, for the one-hot state gauge.
+const DRAIN_STATES: [&str; 6] =
+    ["running", "paused", "rolling_back", "completed", "aborted", "rolled_back"];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -85,9 +98,8 @@ pub fn install() -> PrometheusHandle {
                 0.000_001, 0.000_002, 0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25,
                 0.000_5, 0.001, 0.005, 0.025, 0.1,
             ];
-            let fsync_buckets = [
-                0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
-            ];
+            let fsync_buckets =
+                [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0];
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Full(TAG_DURATION.into()), &latency_buckets)
                 .and_then(|b| {
@@ -133,10 +145,7 @@ impl TagCounters {
                 "zone" => table.zone_of(color).to_owned()
             )
         };
-        TagCounters {
-            blue: counter(Color::Blue),
-            green: counter(Color::Green),
-        }
+        TagCounters { blue: counter(Color::Blue), green: counter(Color::Green) }
     }
 
     #[inline]
@@ -145,6 +154,64 @@ impl TagCounters {
             Color::Blue => self.blue.increment(n),
             Color::Green => self.green.increment(n),
         }
+    }
+}
+
+/// Updates every gauge that describes the state: the table, zone shares and the latest drain.
+pub fn publish_state(state: &State) {
+    let table = state.table();
+    publish_table(table);
+    let share = table.share();
+    for color in Color::ALL {
+        let units = match color {
+            Color::Blue => share.blue_units,
+            Color::Green => share.green_units(),
+        };
+        let percent = f64::from(units) * 100.0 / f64::from(share.units);
+        metrics::gauge!(ZONE_SHARE, "zone" => table.zone_of(color).to_owned(), "color" => color.as_str())
+            .set(percent);
+    }
+    if let Some(drain) = state.drains().next_back() {
+        for name in DRAIN_STATES {
+            let on = if drain.state_name() == name { 1.0 } else { 0.0 };
+            metrics::gauge!(DRAIN_STATE, "state" => name).set(on);
+        }
+        metrics::gauge!(DRAIN_STEPS_DONE).set(f64::from(drain.steps_done));
+        metrics::gauge!(DRAIN_STEPS_PLANNED).set(f64::from(drain.steps_total()));
+    }
+    for zone in [&table.zones().blue, &table.zones().green] {
+        let active = state.active_drain().is_some_and(|d| &d.plan.zone == zone);
+        metrics::gauge!(DRAIN_ACTIVE, "zone" => zone.clone()).set(if active { 1.0 } else { 0.0 });
+    }
+}
+
+pub fn count_outcomes(zone: &str, color: Color, ok: u64, error: u64) {
+    let labels = [("zone", zone.to_owned()), ("color", color.as_str().to_owned())];
+    metrics::counter!(ZONE_REQUESTS, &labels).increment(ok + error);
+    metrics::counter!(ZONE_ERRORS, &labels).increment(error);
+}
+
+pub fn publish_zone_health(health: &ZoneHealth) {
+    let zone = health.zone.clone();
+    match &health.reading {
+        Reading::Known { error_rate, .. } => {
+            metrics::gauge!(ZONE_ERROR_RATIO, "zone" => zone.clone()).set(*error_rate);
+            metrics::gauge!(ZONE_HEALTH_KNOWN, "zone" => zone.clone()).set(1.0);
+        }
+        Reading::Unknown { .. } => {
+            metrics::gauge!(ZONE_HEALTH_KNOWN, "zone" => zone.clone()).set(0.0)
+        }
+    }
+    if let Some(requests) = health.requests {
+        metrics::gauge!(ZONE_WINDOW_REQUESTS, "zone" => zone).set(requests as f64);
+    }
+}
+
+pub fn count_drain_hold(zone: &str, breach: bool) {
+    let kind = if breach { "breach" } else { "unknown" };
+    metrics::counter!(DRAIN_HOLDS, "kind" => kind).increment(1);
+    if breach {
+        metrics::counter!(DRAIN_BREACHES, "zone" => zone.to_owned()).increment(1);
     }
 }
 

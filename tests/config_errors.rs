@@ -29,17 +29,11 @@ fn each_bad_value_names_its_key() {
         ("initial_blue_percent = 150", "initial_blue_percent"),
         ("initial_blue_percent = 33.3", "initial_blue_percent"),
         ("fallback = \"guess\"", "fallback"),
-        (
-            "[colors]\nblue = \"az-a\"\ngreen = \"az-a\"",
-            "colors.green",
-        ),
+        ("[colors]\nblue = \"az-a\"\ngreen = \"az-a\"", "colors.green"),
         ("[colors]\nblue = \"zone b!\"", "colors.blue"),
         ("[server]\naddress = \"localhost:80\"", "server.address"),
         ("[server]\nport = 70000", "port"),
-        (
-            "[[operators]]\nname = \"a\"\ntoken_sha256 = \"abc\"",
-            "operators[0].token_sha256",
-        ),
+        ("[[operators]]\nname = \"a\"\ntoken_sha256 = \"abc\"", "operators[0].token_sha256"),
         (
             "[[operators]]\nname = \"a\"\ntoken_sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\nrole = \"admin\"",
             "operators[0].role",
@@ -49,10 +43,7 @@ fn each_bad_value_names_its_key() {
     ];
     for (toml, key) in cases {
         let stderr = start_failure(toml);
-        assert!(
-            stderr.contains(key),
-            "{toml:?} should name `{key}`, got: {stderr}"
-        );
+        assert!(stderr.contains(key), "{toml:?} should name `{key}`, got: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
@@ -74,10 +65,7 @@ fn environment_overrides_the_file_and_flags_override_both() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     // 12.5 % is not representable with the 7 units from the environment: the env won over the
     // file's 1000 units (where 12.5 % would be fine).
-    assert!(
-        stderr.contains("initial_blue_percent") && stderr.contains("7 units"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("initial_blue_percent") && stderr.contains("7 units"), "{stderr}");
 }
 
 #[test]

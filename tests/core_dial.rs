@@ -20,16 +20,10 @@ fn percent_conversion_cases() {
                 "{case}"
             ),
             Some("not_representable") => {
-                assert!(
-                    matches!(got, Err(DialError::NotRepresentable { .. })),
-                    "{case}: {got:?}"
-                )
+                assert!(matches!(got, Err(DialError::NotRepresentable { .. })), "{case}: {got:?}")
             }
             Some("out_of_range") => {
-                assert!(
-                    matches!(got, Err(DialError::PercentOutOfRange(_))),
-                    "{case}: {got:?}"
-                )
+                assert!(matches!(got, Err(DialError::PercentOutOfRange(_))), "{case}: {got:?}")
             }
             Some(other) => panic!("unknown error kind {other}"),
         }
@@ -51,11 +45,7 @@ fn envelope(version: u64, command: Command) -> Envelope {
     Envelope {
         expected_version: version,
         command,
-        audit: Audit {
-            by: "test".into(),
-            at_ms: 0,
-            reason: "property test".into(),
-        },
+        audit: Audit { by: "test".into(), at_ms: 0, reason: "property test".into() },
     }
 }
 
@@ -133,25 +123,14 @@ proptest! {
 #[test]
 fn a_pin_wins_over_the_unit_and_survives_dial_moves() {
     let s = state(100, 100); // everyone blue
-    let pin = envelope(
-        1,
-        Command::Pin {
-            user_id: "tester".into(),
-            color: Color::Green,
-        },
-    );
+    let pin = envelope(1, Command::Pin { user_id: "tester".into(), color: Color::Green });
     let (s, applied) = s.apply(&pin).unwrap().unwrap();
     assert_eq!(applied.version, 2);
     assert_eq!(s.table().tag("tester").unwrap().color, Color::Green);
     assert!(s.table().tag("tester").unwrap().pinned);
     let s = dial(s, &[0, 100]);
     assert_eq!(s.table().tag("tester").unwrap().color, Color::Green);
-    let unpin = envelope(
-        s.version(),
-        Command::Unpin {
-            user_id: "tester".into(),
-        },
-    );
+    let unpin = envelope(s.version(), Command::Unpin { user_id: "tester".into() });
     let (s, _) = s.apply(&unpin).unwrap().unwrap();
     assert_eq!(s.table().tag("tester").unwrap().color, Color::Blue);
 }
@@ -160,23 +139,14 @@ fn a_pin_wins_over_the_unit_and_survives_dial_moves() {
 fn stale_versions_are_refused() {
     let s = dial(state(100, 50), &[40]);
     assert_eq!(s.version(), 2);
-    let err = s
-        .apply(&envelope(1, Command::SetBlueUnits { blue_units: 30 }))
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "the routing table is at version 2, not the expected version 1"
-    );
+    let err = s.apply(&envelope(1, Command::SetBlueUnits { blue_units: 30 })).unwrap_err();
+    assert_eq!(err.to_string(), "the routing table is at version 2, not the expected version 1");
 }
 
 #[test]
 fn setting_the_current_value_spends_no_version() {
     let s = state(100, 50);
-    assert!(
-        s.apply(&envelope(1, Command::SetBlueUnits { blue_units: 50 }))
-            .unwrap()
-            .is_none()
-    );
+    assert!(s.apply(&envelope(1, Command::SetBlueUnits { blue_units: 50 })).unwrap().is_none());
 }
 
 #[test]

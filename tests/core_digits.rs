@@ -15,15 +15,10 @@ fn digits_mode_cases() {
         let scheme = UnitScheme::new(units, UnitMode::Digits { skip }).unwrap();
         let got = scheme.unit_of(user_id);
         match case.get("unit") {
-            Some(unit) => assert_eq!(
-                got.map(|u| u64::from(u.0)),
-                Ok(unit.as_u64().unwrap()),
-                "{case}"
-            ),
-            None => assert!(
-                matches!(got, Err(UnitError::NotNumeric { .. })),
-                "{case}: {got:?}"
-            ),
+            Some(unit) => {
+                assert_eq!(got.map(|u| u64::from(u.0)), Ok(unit.as_u64().unwrap()), "{case}")
+            }
+            None => assert!(matches!(got, Err(UnitError::NotNumeric { .. })), "{case}: {got:?}"),
         }
     }
 }

@@ -12,11 +12,7 @@ fn bearer(token: &str) -> Header<'static> {
 }
 
 fn body(response: LocalResponse<'_>) -> Value {
-    assert_eq!(
-        response.content_type(),
-        Some(ContentType::JSON),
-        "every answer is JSON"
-    );
+    assert_eq!(response.content_type(), Some(ContentType::JSON), "every answer is JSON");
     response.into_json().expect("JSON body")
 }
 
@@ -25,10 +21,7 @@ fn assert_error(response: LocalResponse<'_>, status: Status, code: &str) -> Valu
     assert_eq!(response.status(), status);
     let value = body(response);
     assert_eq!(value["error"], code, "{value}");
-    assert!(
-        value["detail"].as_str().is_some_and(|d| d.len() > 10),
-        "{value}"
-    );
+    assert!(value["detail"].as_str().is_some_and(|d| d.len() > 10), "{value}");
     value
 }
 
@@ -46,10 +39,7 @@ fn tag_returns_colour_unit_zone_version_and_headers() {
     let (client, _dir) = client();
     let response = client.get("/v1/tag?user_id=alice").dispatch();
     assert_eq!(response.status(), Status::Ok);
-    assert_eq!(
-        response.headers().get_one("x-tidegate-color"),
-        Some("green")
-    );
+    assert_eq!(response.headers().get_one("x-tidegate-color"), Some("green"));
     assert_eq!(response.headers().get_one("x-tidegate-version"), Some("1"));
     let v = body(response);
     // alice hashes to unit 80 (golden vector); 80 >= 50 blue units, so green, in az-a.
@@ -69,11 +59,7 @@ fn tag_percent_decodes_user_ids() {
 #[test]
 fn bad_user_ids_are_client_errors() {
     let (client, _dir) = client();
-    assert_error(
-        client.get("/v1/tag?user_id=").dispatch(),
-        Status::BadRequest,
-        "invalid_user_id",
-    );
+    assert_error(client.get("/v1/tag?user_id=").dispatch(), Status::BadRequest, "invalid_user_id");
     assert_error(
         client.get("/v1/tag?user_id=a%0Ab").dispatch(),
         Status::BadRequest,
@@ -87,30 +73,17 @@ fn bad_user_ids_are_client_errors() {
     );
     assert!(v["detail"].as_str().unwrap().contains("257"));
     let ok = "x".repeat(256);
-    assert_eq!(
-        client
-            .get(format!("/v1/tag?user_id={ok}"))
-            .dispatch()
-            .status(),
-        Status::Ok
-    );
+    assert_eq!(client.get(format!("/v1/tag?user_id={ok}")).dispatch().status(), Status::Ok);
 }
 
 #[test]
 fn untagged_requests_follow_the_fallback() {
     let (client, _dir) = client_with(&config_toml("initial_blue_percent = 100"));
     let v = body(client.get("/v1/tag").dispatch());
-    assert_eq!(
-        (v["color"].as_str(), v["user_id"].is_null()),
-        (Some("blue"), true)
-    );
+    assert_eq!((v["color"].as_str(), v["user_id"].is_null()), (Some("blue"), true));
 
     let (client, _dir) = client_with(&config_toml("fallback = \"reject\""));
-    assert_error(
-        client.get("/v1/tag").dispatch(),
-        Status::BadRequest,
-        "missing_user_id",
-    );
+    assert_error(client.get("/v1/tag").dispatch(), Status::BadRequest, "missing_user_id");
 }
 
 #[test]
@@ -135,23 +108,15 @@ fn batch_tags_match_single_tags() {
         assert_eq!(tag["zone"], single["zone"]);
     }
     let blue = tags.iter().filter(|t| t["color"] == "blue").count();
-    assert!(
-        (200..300).contains(&blue),
-        "about half of 500 should be blue, got {blue}"
-    );
+    assert!((200..300).contains(&blue), "about half of 500 should be blue, got {blue}");
 }
 
 #[test]
 fn batch_limits_and_bad_bodies() {
     let (client, _dir) = client();
     let too_many: Vec<String> = (0..10_001).map(|i| i.to_string()).collect();
-    let post = |body: String| {
-        client
-            .post("/v1/tag")
-            .header(ContentType::JSON)
-            .body(body)
-            .dispatch()
-    };
+    let post =
+        |body: String| client.post("/v1/tag").header(ContentType::JSON).body(body).dispatch();
     assert_error(
         post(json!({"user_ids": too_many}).to_string()),
         Status::BadRequest,
@@ -164,11 +129,7 @@ fn batch_limits_and_bad_bodies() {
     );
     assert_eq!(v["index"], 1);
     assert_error(post("{not json".into()), Status::BadRequest, "invalid_json");
-    assert_error(
-        post(json!({"users": []}).to_string()),
-        Status::BadRequest,
-        "invalid_json",
-    );
+    assert_error(post(json!({"users": []}).to_string()), Status::BadRequest, "invalid_json");
     let huge = format!("{{\"user_ids\": [\"{}\"]}}", "x".repeat(5 * 1024 * 1024));
     assert_error(post(huge), Status::PayloadTooLarge, "body_too_large");
 }
@@ -196,28 +157,18 @@ fn dial_moves_the_split_and_bumps_the_version() {
     assert_eq!(response.status(), Status::Ok);
     let v = body(response);
     assert_eq!(
-        (
-            v["version"].as_u64(),
-            v["blue_units"].as_u64(),
-            v["changed"].as_bool()
-        ),
+        (v["version"].as_u64(), v["blue_units"].as_u64(), v["changed"].as_bool()),
         (Some(2), Some(30), Some(true))
     );
     // alice (unit 80) stays green; a blue user in unit 30..49 turns green.
-    assert_eq!(
-        body(client.get("/v1/tag?user_id=alice").dispatch())["version"],
-        2
-    );
+    assert_eq!(body(client.get("/v1/tag?user_id=alice").dispatch())["version"], 2);
     // Same value again: accepted, nothing spent.
     let v = body(dial(
         &client,
         OPERATOR_TOKEN,
         json!({"blue_units": 30, "expected_version": 2, "reason": "again"}),
     ));
-    assert_eq!(
-        (v["version"].as_u64(), v["changed"].as_bool()),
-        (Some(2), Some(false))
-    );
+    assert_eq!((v["version"].as_u64(), v["changed"].as_bool()), (Some(2), Some(false)));
 }
 
 #[test]
@@ -271,11 +222,7 @@ fn dial_errors() {
         "invalid_reason",
     );
     assert_error(
-        dial(
-            &client,
-            OPERATOR_TOKEN,
-            json!({"blue_percent": 30, "reason": "no version"}),
-        ),
+        dial(&client, OPERATOR_TOKEN, json!({"blue_percent": 30, "reason": "no version"})),
         Status::BadRequest,
         "invalid_json",
     );
@@ -296,28 +243,18 @@ fn dial_errors() {
 fn changes_need_an_operator_token() {
     let (client, _dir) = client();
     let change = json!({"blue_percent": 30, "expected_version": 1, "reason": "x"});
-    let anonymous = client
-        .put("/v1/dial")
-        .header(ContentType::JSON)
-        .body(change.to_string())
-        .dispatch();
+    let anonymous =
+        client.put("/v1/dial").header(ContentType::JSON).body(change.to_string()).dispatch();
     assert_error(anonymous, Status::Unauthorized, "unauthorized");
-    assert_error(
-        dial(&client, "tg_wrong", change.clone()),
-        Status::Unauthorized,
-        "unauthorized",
-    );
+    assert_error(dial(&client, "tg_wrong", change.clone()), Status::Unauthorized, "unauthorized");
     let malformed = client
         .put("/v1/dial")
         .header(Header::new("Authorization", "Basic abc"))
         .body(change.to_string())
         .dispatch();
     assert_error(malformed, Status::Unauthorized, "unauthorized");
-    let v = assert_error(
-        dial(&client, VIEWER_TOKEN, change.clone()),
-        Status::Forbidden,
-        "forbidden",
-    );
+    let v =
+        assert_error(dial(&client, VIEWER_TOKEN, change.clone()), Status::Forbidden, "forbidden");
     assert!(v["detail"].as_str().unwrap().contains("victor"));
     assert_eq!(dial(&client, OPERATOR_TOKEN, change).status(), Status::Ok);
 }
@@ -334,11 +271,7 @@ fn pins_win_and_are_audited() {
     assert_eq!(body(pin)["pins"], json!({"alice": "blue"}));
     let tag = body(client.get("/v1/tag?user_id=alice").dispatch());
     assert_eq!(
-        (
-            tag["color"].as_str(),
-            tag["pinned"].as_bool(),
-            tag["unit"].as_u64()
-        ),
+        (tag["color"].as_str(), tag["pinned"].as_bool(), tag["unit"].as_u64()),
         (Some("blue"), Some(true), Some(80))
     );
 
@@ -360,10 +293,7 @@ fn pins_win_and_are_audited() {
         .body(json!({"expected_version": 2, "reason": "done testing"}).to_string())
         .dispatch();
     assert_eq!(unpin.status(), Status::Ok);
-    assert_eq!(
-        body(client.get("/v1/tag?user_id=alice").dispatch())["color"],
-        "green"
-    );
+    assert_eq!(body(client.get("/v1/tag?user_id=alice").dispatch())["color"], "green");
 
     let audit = body(client.get("/v1/audit?limit=2").dispatch());
     let entries = audit["entries"].as_array().unwrap();
@@ -374,16 +304,8 @@ fn pins_win_and_are_audited() {
     assert_eq!(entries[0]["reason"], "done testing");
     assert_eq!(entries[1]["action"], "pin");
     assert!(entries[1]["at"].as_str().unwrap().ends_with('Z'));
-    assert_error(
-        client.get("/v1/audit?limit=0").dispatch(),
-        Status::BadRequest,
-        "invalid_limit",
-    );
-    assert_error(
-        client.get("/v1/audit?limit=abc").dispatch(),
-        Status::BadRequest,
-        "invalid_limit",
-    );
+    assert_error(client.get("/v1/audit?limit=0").dispatch(), Status::BadRequest, "invalid_limit");
+    assert_error(client.get("/v1/audit?limit=abc").dispatch(), Status::BadRequest, "invalid_limit");
 }
 
 #[test]
@@ -393,38 +315,18 @@ fn service_tokens_close_the_read_endpoints() {
         tidegate::config::token_sha256_hex(SERVICE_TOKEN)
     ));
     let (client, _dir) = client_with(&toml);
-    assert_error(
-        client.get("/v1/tag?user_id=a").dispatch(),
-        Status::Unauthorized,
-        "unauthorized",
-    );
-    assert_error(
-        client.get("/v1/routing").dispatch(),
-        Status::Unauthorized,
-        "unauthorized",
-    );
+    assert_error(client.get("/v1/tag?user_id=a").dispatch(), Status::Unauthorized, "unauthorized");
+    assert_error(client.get("/v1/routing").dispatch(), Status::Unauthorized, "unauthorized");
     assert_eq!(
-        client
-            .get("/v1/tag?user_id=a")
-            .header(bearer(SERVICE_TOKEN))
-            .dispatch()
-            .status(),
+        client.get("/v1/tag?user_id=a").header(bearer(SERVICE_TOKEN)).dispatch().status(),
         Status::Ok
     );
     assert_eq!(
-        client
-            .get("/v1/routing")
-            .header(bearer(VIEWER_TOKEN))
-            .dispatch()
-            .status(),
+        client.get("/v1/routing").header(bearer(VIEWER_TOKEN)).dispatch().status(),
         Status::Ok
     );
     let change = json!({"blue_percent": 30, "expected_version": 1, "reason": "x"});
-    assert_error(
-        dial(&client, SERVICE_TOKEN, change),
-        Status::Forbidden,
-        "forbidden",
-    );
+    assert_error(dial(&client, SERVICE_TOKEN, change), Status::Forbidden, "forbidden");
     // Health stays open for probes.
     assert_eq!(client.get("/healthz").dispatch().status(), Status::Ok);
 }
@@ -463,28 +365,14 @@ fn health_readiness_and_metrics() {
         "tidegate_blue_percent",
         "tidegate_routing_version",
     ] {
-        assert!(
-            text.contains(&format!("# HELP {name} ")),
-            "no HELP for {name}"
-        );
+        assert!(text.contains(&format!("# HELP {name} ")), "no HELP for {name}");
     }
-    assert!(
-        text.contains("tidegate_tag_requests_total{color=\"green\",zone=\"az-a\"}"),
-        "{text}"
-    );
+    assert!(text.contains("tidegate_tag_requests_total{color=\"green\",zone=\"az-a\"}"), "{text}");
 }
 
 #[test]
 fn unknown_routes_and_methods_get_json_errors() {
     let (client, _dir) = client();
-    assert_error(
-        client.get("/v1/nothing").dispatch(),
-        Status::NotFound,
-        "not_found",
-    );
-    assert_error(
-        client.post("/v1/routing").dispatch(),
-        Status::NotFound,
-        "not_found",
-    );
+    assert_error(client.get("/v1/nothing").dispatch(), Status::NotFound, "not_found");
+    assert_error(client.post("/v1/routing").dispatch(), Status::NotFound, "not_found");
 }

@@ -65,24 +65,15 @@ fn a_torn_tail_is_dropped_with_a_warning_on_restart() {
     );
     assert_eq!(status, 200);
     server.kill9();
-    let mut log = OpenOptions::new()
-        .append(true)
-        .open(data.join("tidegate.log"))
-        .unwrap();
-    log.write_all(b"7f3a1c22 {\"kind\":\"change\",\"version\":3,\"expec")
-        .unwrap();
+    let mut log = OpenOptions::new().append(true).open(data.join("tidegate.log")).unwrap();
+    log.write_all(b"7f3a1c22 {\"kind\":\"change\",\"version\":3,\"expec").unwrap();
     drop(log);
 
     let server = Server::start(&config, &data);
     let (_, table) = get_json(&format!("{}/v1/routing", server.url));
-    assert_eq!(
-        (table["version"].as_u64(), table["blue_units"].as_u64()),
-        (Some(2), Some(10))
-    );
+    assert_eq!((table["version"].as_u64(), table["blue_units"].as_u64()), (Some(2), Some(10)));
     assert!(
-        wait_until(std::time::Duration::from_secs(5), || server
-            .stderr()
-            .contains("torn")),
+        wait_until(std::time::Duration::from_secs(5), || server.stderr().contains("torn")),
         "{}",
         server.stderr()
     );

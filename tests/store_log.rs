@@ -10,10 +10,7 @@ use tidegate::store::{FileLog, LOG_FILE, StoreError};
 fn boot(units: u32) -> Boot {
     let scheme = UnitScheme::new(units, UnitMode::Hash).unwrap();
     Boot {
-        genesis: Genesis {
-            scheme,
-            blue_units: units / 2,
-        },
+        genesis: Genesis { scheme, blue_units: units / 2 },
         zones: ColorZones::default(),
         now_ms: 1,
     }
@@ -22,21 +19,14 @@ fn boot(units: u32) -> Boot {
 fn open(dir: &std::path::Path) -> Result<(Coordinator, Vec<String>), StartError> {
     let opened = FileLog::open(dir)?;
     let warnings = opened.warnings.clone();
-    Ok((
-        Coordinator::start(Box::new(opened.log), opened.entries, boot(100))?,
-        warnings,
-    ))
+    Ok((Coordinator::start(Box::new(opened.log), opened.entries, boot(100))?, warnings))
 }
 
 fn dial(c: &Coordinator, blue_units: u32) {
     let env = Envelope {
         expected_version: c.table().version(),
         command: Command::SetBlueUnits { blue_units },
-        audit: Audit {
-            by: "alice".into(),
-            at_ms: 2,
-            reason: "test".into(),
-        },
+        audit: Audit { by: "alice".into(), at_ms: 2, reason: "test".into() },
     };
     c.submit(&env).unwrap();
 }
@@ -58,11 +48,7 @@ fn state_is_the_replay_of_the_log() {
     assert_eq!(audit.len(), 3);
     assert_eq!(audit[0].version, 3);
     assert_eq!(audit[0].by, "alice");
-    assert!(
-        audit[0].from.contains("40%") && audit[0].to.contains("10%"),
-        "{:?}",
-        audit[0]
-    );
+    assert!(audit[0].from.contains("40%") && audit[0].to.contains("10%"), "{:?}", audit[0]);
 }
 
 #[test]
@@ -86,11 +72,7 @@ fn a_torn_last_record_is_dropped_with_a_warning() {
     assert_eq!(c.table().blue_units(), 40);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("torn"), "{warnings:?}");
-    assert_eq!(
-        fs::metadata(&path).unwrap().len(),
-        good_len,
-        "the torn bytes were cut off"
-    );
+    assert_eq!(fs::metadata(&path).unwrap().len(), good_len, "the torn bytes were cut off");
     // And the log keeps working after the cut.
     dial(&c, 30);
     drop(c);
@@ -132,14 +114,8 @@ fn a_corrupt_middle_record_refuses_start_up() {
     fs::write(&path, text).unwrap();
     let err = open(dir.path()).err().expect("start-up must fail");
     let message = err.to_string();
-    assert!(
-        matches!(err, StartError::Store(StoreError::Corrupt { line: 2, .. })),
-        "{message}"
-    );
-    assert!(
-        message.contains("line 2") && message.contains("checksum"),
-        "{message}"
-    );
+    assert!(matches!(err, StartError::Store(StoreError::Corrupt { line: 2, .. })), "{message}");
+    assert!(message.contains("line 2") && message.contains("checksum"), "{message}");
 }
 
 #[test]
@@ -147,9 +123,7 @@ fn a_changed_unit_count_refuses_start_up() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path()).unwrap());
     let opened = FileLog::open(dir.path()).unwrap();
-    let err = Coordinator::start(Box::new(opened.log), opened.entries, boot(1000))
-        .err()
-        .unwrap();
+    let err = Coordinator::start(Box::new(opened.log), opened.entries, boot(1000)).err().unwrap();
     assert!(
         err.to_string().contains("100 units") && err.to_string().contains("1000 units"),
         "{err}"
@@ -160,10 +134,7 @@ fn a_changed_unit_count_refuses_start_up() {
 fn two_instances_cannot_share_a_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let _first = FileLog::open(dir.path()).unwrap();
-    assert!(matches!(
-        FileLog::open(dir.path()).err(),
-        Some(StoreError::Locked(_))
-    ));
+    assert!(matches!(FileLog::open(dir.path()).err(), Some(StoreError::Locked(_))));
 }
 
 #[test]
@@ -173,16 +144,9 @@ fn version_conflicts_are_not_logged() {
     let stale = Envelope {
         expected_version: 7,
         command: Command::SetBlueUnits { blue_units: 3 },
-        audit: Audit {
-            by: "alice".into(),
-            at_ms: 2,
-            reason: "stale".into(),
-        },
+        audit: Audit { by: "alice".into(), at_ms: 2, reason: "stale".into() },
     };
     assert!(c.submit(&stale).is_err());
-    let lines = fs::read_to_string(dir.path().join(LOG_FILE))
-        .unwrap()
-        .lines()
-        .count();
+    let lines = fs::read_to_string(dir.path().join(LOG_FILE)).unwrap().lines().count();
     assert_eq!(lines, 1, "only the genesis entry");
 }

@@ -67,29 +67,20 @@ fn the_core_does_no_io_and_knows_no_frameworks() {
 #[test]
 fn only_the_http_module_knows_rocket() {
     for file in rust_files(&root().join("src")) {
-        let rel = file
-            .strip_prefix(root())
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
+        let rel = file.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
         if rel.starts_with("src/http/") {
             continue;
         }
         let text = fs::read_to_string(&file).unwrap();
         for (n, line) in code_lines(&text) {
-            assert!(
-                !line.contains("rocket::"),
-                "{rel}:{n} names Rocket outside src/http: {line}"
-            );
+            assert!(!line.contains("rocket::"), "{rel}:{n} names Rocket outside src/http: {line}");
         }
     }
 }
 
 #[test]
 fn every_module_says_what_it_is_for() {
-    for file in rust_files(&root().join("src"))
-        .into_iter()
-        .chain(rust_files(&root().join("tests")))
+    for file in rust_files(&root().join("src")).into_iter().chain(rust_files(&root().join("tests")))
     {
         let text = fs::read_to_string(&file).unwrap();
         assert!(
@@ -104,21 +95,11 @@ fn every_module_says_what_it_is_for() {
 fn no_test_is_ignored_and_no_code_is_unsafe() {
     let ignore_attr = ["#[", "ignore]"].concat();
     let unsafe_block = ["unsafe", " {"].concat();
-    for file in rust_files(&root().join("src"))
-        .into_iter()
-        .chain(rust_files(&root().join("tests")))
+    for file in rust_files(&root().join("src")).into_iter().chain(rust_files(&root().join("tests")))
     {
         let text = fs::read_to_string(&file).unwrap();
-        assert!(
-            !text.contains(&ignore_attr),
-            "{} ignores a test",
-            file.display()
-        );
-        assert!(
-            !text.contains(&unsafe_block),
-            "{} has unsafe code",
-            file.display()
-        );
+        assert!(!text.contains(&ignore_attr), "{} ignores a test", file.display());
+        assert!(!text.contains(&unsafe_block), "{} has unsafe code", file.display());
     }
     let lib = fs::read_to_string(root().join("src/lib.rs")).unwrap();
     assert!(lib.contains("#![forbid(unsafe_code)]"));
@@ -126,10 +107,8 @@ fn no_test_is_ignored_and_no_code_is_unsafe() {
 
 #[test]
 fn every_metric_recorded_is_described() {
-    let described: Vec<&str> = tidegate::telemetry::METRICS
-        .iter()
-        .map(|(_, name, _)| *name)
-        .collect();
+    let described: Vec<&str> =
+        tidegate::telemetry::METRICS.iter().map(|(_, name, _)| *name).collect();
     for file in rust_files(&root().join("src")) {
         let text = fs::read_to_string(&file).unwrap();
         let mut rest = text.as_str();
@@ -148,18 +127,11 @@ fn every_metric_recorded_is_described() {
     for (kind, name, help) in tidegate::telemetry::METRICS {
         assert!(help.len() > 10, "{name} needs a real help text");
         match *kind {
-            "counter" => assert!(
-                name.ends_with("_total"),
-                "counter {name} must end in _total"
-            ),
-            "histogram" => assert!(
-                name.ends_with("_seconds"),
-                "histogram {name} must be in seconds"
-            ),
-            _ => assert!(
-                !name.ends_with("_total"),
-                "gauge {name} must not end in _total"
-            ),
+            "counter" => assert!(name.ends_with("_total"), "counter {name} must end in _total"),
+            "histogram" => {
+                assert!(name.ends_with("_seconds"), "histogram {name} must be in seconds")
+            }
+            _ => assert!(!name.ends_with("_total"), "gauge {name} must not end in _total"),
         }
     }
 }

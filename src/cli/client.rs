@@ -39,12 +39,7 @@ impl Client {
             .timeout_global(Some(Duration::from_secs(30)))
             .build()
             .into();
-        Ok(Client {
-            agent,
-            base,
-            token: args.token.clone(),
-            json: args.json,
-        })
+        Ok(Client { agent, base, token: args.token.clone(), json: args.json })
     }
 
     /// Sends a request and returns the JSON body, or the server's error as a sentence.
@@ -87,10 +82,7 @@ impl Client {
 
     fn print(&self, value: &Value, summary: impl FnOnce(&Value) -> String) {
         if self.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(value).unwrap_or_default()
-            );
+            println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
         } else {
             println!("{}", summary(value));
         }
@@ -133,11 +125,7 @@ pub fn tag(args: &ClientArgs, user_id: &str) -> Result<(), String> {
             v["color"].as_str().unwrap_or("?"),
             v["zone"].as_str().unwrap_or("?"),
             v["unit"],
-            if v["pinned"].as_bool() == Some(true) {
-                ", pinned"
-            } else {
-                ""
-            },
+            if v["pinned"].as_bool() == Some(true) { ", pinned" } else { "" },
             v["version"],
         )
     });
@@ -161,9 +149,7 @@ pub fn dial_set(
     let before = client.call("GET", "/v1/routing", None)?;
     let expected = match expected_version {
         Some(v) => v,
-        None => before["version"]
-            .as_u64()
-            .ok_or("the server sent no version")?,
+        None => before["version"].as_u64().ok_or("the server sent no version")?,
     };
     let body = json!({ "blue_percent": percent, "expected_version": expected, "reason": reason });
     let value = client.call("PUT", "/v1/dial", Some(body))?;
@@ -171,11 +157,7 @@ pub fn dial_set(
         if after["changed"].as_bool() == Some(false) {
             format!("unchanged: {}", split_summary(after))
         } else {
-            format!(
-                "was blue {}%; now {}",
-                before["blue_percent"],
-                split_summary(after)
-            )
+            format!("was blue {}%; now {}", before["blue_percent"], split_summary(after))
         }
     });
     Ok(())
@@ -189,9 +171,7 @@ pub fn pin(
 ) -> Result<(), String> {
     let client = Client::new(args)?;
     let current = client.call("GET", "/v1/routing", None)?;
-    let expected = current["version"]
-        .as_u64()
-        .ok_or("the server sent no version")?;
+    let expected = current["version"].as_u64().ok_or("the server sent no version")?;
     let path = format!("/v1/pins/{}", encode(user_id));
     let value = match color {
         Some(color) => {
@@ -222,16 +202,9 @@ pub fn status(args: &ClientArgs) -> Result<(), String> {
         "recent_changes": audit["entries"],
     });
     client.print(&value, |v| {
-        let mut out = format!(
-            "tidegate at {}\n  {}\n",
-            client.base,
-            split_summary(&v["routing"])
-        );
+        let mut out = format!("tidegate at {}\n  {}\n", client.base, split_summary(&v["routing"]));
         match &ready {
-            Ok(r) => out.push_str(&format!(
-                "  ready: log {}\n",
-                r["log"].as_str().unwrap_or("?")
-            )),
+            Ok(r) => out.push_str(&format!("  ready: log {}\n", r["log"].as_str().unwrap_or("?"))),
             Err(e) => out.push_str(&format!("  NOT READY: {e}\n")),
         }
         out.push_str("  recent changes:\n");
@@ -260,13 +233,7 @@ pub fn audit(args: &ClientArgs, limit: usize) -> Result<(), String> {
     let client = Client::new(args)?;
     let value = client.call("GET", &format!("/v1/audit?limit={limit}"), None)?;
     client.print(&value, |v| {
-        v["entries"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(audit_line)
-            .collect::<Vec<_>>()
-            .join("\n")
+        v["entries"].as_array().into_iter().flatten().map(audit_line).collect::<Vec<_>>().join("\n")
     });
     Ok(())
 }

@@ -137,36 +137,21 @@ pub enum TokenAction {
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Commands::Serve(args) => serve(args),
-        Commands::Token {
-            action: TokenAction::New { name, role },
-        } => {
+        Commands::Token { action: TokenAction::New { name, role } } => {
             new_token(&name, &role);
             Ok(())
         }
         Commands::Tag { user_id, client } => client::tag(&client, &user_id),
+        Commands::Dial { action: DialAction::Get { client } } => client::dial_get(&client),
         Commands::Dial {
-            action: DialAction::Get { client },
-        } => client::dial_get(&client),
-        Commands::Dial {
-            action:
-                DialAction::Set {
-                    percent,
-                    reason,
-                    expected_version,
-                    client,
-                },
+            action: DialAction::Set { percent, reason, expected_version, client },
         } => client::dial_set(&client, percent, &reason, expected_version),
-        Commands::Pin {
-            user_id,
-            color,
-            reason,
-            client,
-        } => client::pin(&client, &user_id, Some(&color), &reason),
-        Commands::Unpin {
-            user_id,
-            reason,
-            client,
-        } => client::pin(&client, &user_id, None, &reason),
+        Commands::Pin { user_id, color, reason, client } => {
+            client::pin(&client, &user_id, Some(&color), &reason)
+        }
+        Commands::Unpin { user_id, reason, client } => {
+            client::pin(&client, &user_id, None, &reason)
+        }
         Commands::Status { client } => client::status(&client),
         Commands::Audit { limit, client } => client::audit(&client, limit),
     };
@@ -180,11 +165,7 @@ pub fn run(cli: Cli) -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> Result<(), String> {
-    let overrides = Overrides {
-        address: args.address,
-        port: args.port,
-        data_dir: args.data_dir,
-    };
+    let overrides = Overrides { address: args.address, port: args.port, data_dir: args.data_dir };
     let config = Config::load(args.config.as_deref(), &overrides).map_err(|e| e.to_string())?;
     crate::server::serve(config)
 }

@@ -80,9 +80,6 @@ impl ColorZones {
 impl Default for ColorZones {
     /// The layout of the source design: blue in zone B, green in zone A.
     fn default() -> Self {
-        ColorZones {
-            blue: "az-b".into(),
-            green: "az-a".into(),
-        }
+        ColorZones { blue: "az-b".into(), green: "az-a".into() }
     }
 }

@@ -5,9 +5,11 @@
 //! effects; the store logs accepted envelopes and rebuilds the state by applying them again.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::color::{Color, ColorZones};
 use super::dial::{DialError, Share, percent_of};
+use super::drain::{Direction, Drain, DrainPlan, DrainStatus, OnBreach, step_toward};
 use super::table::RoutingTable;
 use super::unit::{UnitError, UnitScheme};
 use super::validate_user_id;
@@ -28,14 +30,66 @@ pub struct Genesis {
     pub blue_units: u32,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Command {
     /// Move the dial to `blue_units` of the table's units.
-    SetBlueUnits { blue_units: u32 },
+    SetBlueUnits {
+        blue_units: u32,
+    },
     /// Force a user to a colour, whatever their unit.
-    Pin { user_id: String, color: Color },
+    Pin {
+        user_id: String,
+        color: Color,
+    },
     /// Remove a user's pin.
-    Unpin { user_id: String },
+    Unpin {
+        user_id: String,
+    },
+    /// Start draining (or restoring) a zone.
+    StartDrain {
+        plan: DrainPlan,
+    },
+    /// A drain moves the dial one step (decided by `Drain::decide`).
+    DrainStep {
+        drain: u64,
+        blue_units: u32,
+    },
+    /// A drain's guard held a step: unknown health, or a breach (which may pause or roll back).
+    DrainHold {
+        drain: u64,
+        breach: bool,
+        reason: String,
+    },
+    PauseDrain {
+        drain: u64,
+    },
+    ResumeDrain {
+        drain: u64,
+    },
+    AbortDrain {
+        drain: u64,
+    },
+    RollbackDrain {
+        drain: u64,
+    },
+}
+
+impl Command {
+    /// A short name for the audit log and metrics.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Command::SetBlueUnits { .. } => "dial",
+            Command::Pin { .. } => "pin",
+            Command::Unpin { .. } => "unpin",
+            Command::StartDrain { .. } => "drain_start",
+            Command::DrainStep { .. } => "drain_step",
+            Command::DrainHold { .. } => "drain_hold",
+            Command::PauseDrain { .. } => "drain_pause",
+            Command::ResumeDrain { .. } => "drain_resume",
+            Command::AbortDrain { .. } => "drain_abort",
+            Command::RollbackDrain { .. } => "drain_rollback",
+        }
+    }
 }
 
 /// Who asked for a change, when (milliseconds since the Unix epoch, read by the caller) and why.
@@ -47,7 +101,7 @@ pub struct Audit {
 }
 
 /// A command with the version it expects and its audit record.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Envelope {
     pub expected_version: u64,
     pub command: Command,
@@ -80,12 +134,34 @@ pub enum CommandError {
     ReasonTooLong(usize),
     #[error("the operator name is empty")]
     MissingActor,
+    #[error("drain {0} is running; pause it before moving the dial by hand, or abort it")]
+    DrainRunning(u64),
+    #[error("drain {0} is still active (running or paused); abort it or let it finish first")]
+    DrainActive(u64),
+    #[error("there is no drain {0}")]
+    DrainNotFound(u64),
+    #[error("drain {id} is {state}; it can no longer {action}")]
+    DrainFinished { id: u64, state: &'static str, action: &'static str },
+    #[error("drain {id} is {state}, so it cannot {action}")]
+    DrainNotRunning { id: u64, state: &'static str, action: &'static str },
+    #[error("drain {id}'s next step is to {expected} blue units, not {got}")]
+    DrainStepMismatch { id: u64, expected: u32, got: u32 },
+    #[error("invalid drain: {0}")]
+    InvalidDrain(String),
 }
 
-/// The whole replicated state: today the routing table; drains join it later.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How many finished drains the state remembers (active drains are always kept).
+pub const FINISHED_DRAINS_KEPT: usize = 100;
+
+/// The whole replicated state: the routing table and the drains.
+///
+/// Both halves sit behind `Arc`s so that a snapshot is cheap to clone and a command that only
+/// touches a drain does not copy the pins.
+#[derive(Clone, Debug, PartialEq)]
 pub struct State {
-    table: RoutingTable,
+    table: Arc<RoutingTable>,
+    drains: Arc<BTreeMap<u64, Drain>>,
+    next_drain_id: u64,
 }
 
 impl State {
@@ -93,18 +169,39 @@ impl State {
     pub fn genesis(genesis: Genesis, zones: ColorZones) -> Result<State, DialError> {
         Share::from_units(u64::from(genesis.blue_units), genesis.scheme.count())?;
         Ok(State {
-            table: RoutingTable {
+            table: Arc::new(RoutingTable {
                 version: 1,
                 scheme: genesis.scheme,
                 blue_units: genesis.blue_units,
-                pins: BTreeMap::new(),
+                pins: Arc::new(BTreeMap::new()),
                 zones,
-            },
+            }),
+            drains: Arc::new(BTreeMap::new()),
+            next_drain_id: 1,
         })
     }
 
     pub fn table(&self) -> &RoutingTable {
         &self.table
+    }
+
+    /// A shared handle to the table, for publishing without a copy.
+    pub fn table_arc(&self) -> Arc<RoutingTable> {
+        Arc::clone(&self.table)
+    }
+
+    /// Every remembered drain, oldest first.
+    pub fn drains(&self) -> impl DoubleEndedIterator<Item = &Drain> {
+        self.drains.values()
+    }
+
+    pub fn drain(&self, id: u64) -> Option<&Drain> {
+        self.drains.get(&id)
+    }
+
+    /// The running or paused drain, if there is one (there is at most one).
+    pub fn active_drain(&self) -> Option<&Drain> {
+        self.drains.values().rev().find(|d| d.is_active())
     }
 
     pub fn version(&self) -> u64 {
@@ -122,16 +219,23 @@ impl State {
             });
         }
         validate_audit(&envelope.audit)?;
-        let mut next = self.table.clone();
-        next.version = current + 1;
+        let at_ms = envelope.audit.at_ms;
+        let mut next = self.clone();
+        let mut table = (*self.table).clone();
+        table.version = current + 1;
         let (from, to) = match &envelope.command {
             Command::SetBlueUnits { blue_units } => {
+                if let Some(drain) =
+                    self.active_drain().filter(|d| d.status == DrainStatus::Running)
+                {
+                    return Err(CommandError::DrainRunning(drain.id));
+                }
                 let share = Share::from_units(u64::from(*blue_units), self.table.units())?;
                 if share.blue_units == self.table.blue_units {
                     return Ok(None);
                 }
-                next.blue_units = share.blue_units;
-                (describe_share(&self.table), describe_share(&next))
+                table.blue_units = share.blue_units;
+                (describe_share(&self.table), describe_share(&table))
             }
             Command::Pin { user_id, color } => {
                 validate_user_id(user_id)?;
@@ -144,37 +248,248 @@ impl State {
                 if before.is_none() && self.table.pins.len() >= MAX_PINS {
                     return Err(CommandError::TooManyPins);
                 }
-                next.pins.insert(user_id.clone(), *color);
-                (
-                    describe_pin(user_id, before),
-                    describe_pin(user_id, Some(*color)),
-                )
+                Arc::make_mut(&mut table.pins).insert(user_id.clone(), *color);
+                (describe_pin(user_id, before), describe_pin(user_id, Some(*color)))
             }
             Command::Unpin { user_id } => {
-                let before = next
-                    .pins
+                let before = Arc::make_mut(&mut table.pins)
                     .remove(user_id)
                     .ok_or_else(|| CommandError::PinNotFound(user_id.clone()))?;
-                (
-                    describe_pin(user_id, Some(before)),
-                    describe_pin(user_id, None),
-                )
+                (describe_pin(user_id, Some(before)), describe_pin(user_id, None))
+            }
+            Command::StartDrain { plan } => {
+                if let Some(active) = self.active_drain() {
+                    return Err(CommandError::DrainActive(active.id));
+                }
+                validate_plan(plan, &self.table)?;
+                let drain = Drain {
+                    id: self.next_drain_id,
+                    plan: plan.clone(),
+                    start_blue_units: self.table.blue_units,
+                    status: DrainStatus::Running,
+                    direction: Direction::Forward,
+                    next_due_ms: at_ms,
+                    consecutive_breaches: 0,
+                    hold_reason: None,
+                    steps_done: 0,
+                    started_ms: at_ms,
+                    started_by: envelope.audit.by.clone(),
+                    reason: envelope.audit.reason.clone(),
+                    finished_ms: None,
+                };
+                let to = describe_plan(&drain, self.table.units());
+                next.next_drain_id += 1;
+                next.insert_drain(drain);
+                ("no active drain".to_owned(), to)
+            }
+            Command::DrainStep { drain: id, blue_units } => {
+                let mut drain = self.running_drain(*id, "step")?.clone();
+                let target = drain.heading_for();
+                let expected = step_toward(self.table.blue_units, target, drain.plan.step_units);
+                if self.table.blue_units == target || *blue_units != expected {
+                    return Err(CommandError::DrainStepMismatch {
+                        id: *id,
+                        expected,
+                        got: *blue_units,
+                    });
+                }
+                table.blue_units = *blue_units;
+                match drain.direction {
+                    Direction::Forward => drain.steps_done += 1,
+                    Direction::Back => drain.steps_done = drain.steps_done.saturating_sub(1),
+                }
+                drain.consecutive_breaches = 0;
+                drain.hold_reason = None;
+                drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
+                if *blue_units == target {
+                    drain.status = match drain.direction {
+                        Direction::Forward => DrainStatus::Completed,
+                        Direction::Back => DrainStatus::RolledBack,
+                    };
+                    drain.finished_ms = Some(at_ms);
+                }
+                let from = describe_share(&self.table);
+                let to = format!("{} ({})", describe_share(&table), drain.state_name());
+                next.insert_drain(drain);
+                (from, to)
+            }
+            Command::DrainHold { drain: id, breach, reason } => {
+                let mut drain = self.running_drain(*id, "hold")?.clone();
+                let from = drain.state_name().to_owned();
+                drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
+                drain.hold_reason = Some(reason.clone());
+                if *breach {
+                    drain.consecutive_breaches += 1;
+                    if drain.consecutive_breaches >= drain.plan.guard.breaches {
+                        match drain.plan.guard.on_breach {
+                            OnBreach::Pause => {
+                                drain.status = DrainStatus::Paused;
+                                drain.hold_reason = Some(format!("paused by the guard: {reason}"));
+                            }
+                            OnBreach::Rollback => {
+                                drain.direction = Direction::Back;
+                                drain.consecutive_breaches = 0;
+                                drain.next_due_ms = at_ms;
+                                drain.hold_reason = Some(format!("rolling back: {reason}"));
+                            }
+                        }
+                    }
+                }
+                let to = format!(
+                    "{}: {}",
+                    drain.state_name(),
+                    drain.hold_reason.as_deref().unwrap_or("")
+                );
+                next.insert_drain(drain);
+                (from, to)
+            }
+            Command::PauseDrain { drain: id } => {
+                let mut drain = self.live_drain(*id, "be paused")?.clone();
+                if drain.status == DrainStatus::Paused {
+                    return Ok(None);
+                }
+                drain.status = DrainStatus::Paused;
+                drain.hold_reason =
+                    Some(format!("paused by {}: {}", envelope.audit.by, envelope.audit.reason));
+                next.insert_drain(drain);
+                ("running".to_owned(), "paused".to_owned())
+            }
+            Command::ResumeDrain { drain: id } => {
+                let mut drain = self.live_drain(*id, "be resumed")?.clone();
+                if drain.status == DrainStatus::Running {
+                    return Ok(None);
+                }
+                drain.status = DrainStatus::Running;
+                drain.consecutive_breaches = 0;
+                drain.hold_reason = None;
+                drain.next_due_ms = at_ms;
+                finish_if_arrived(&mut drain, self.table.blue_units, at_ms);
+                let to = drain.state_name().to_owned();
+                next.insert_drain(drain);
+                ("paused".to_owned(), to)
+            }
+            Command::AbortDrain { drain: id } => {
+                let mut drain = self.live_drain(*id, "be aborted")?.clone();
+                let from = drain.state_name().to_owned();
+                drain.status = DrainStatus::Aborted;
+                drain.hold_reason = None;
+                drain.finished_ms = Some(at_ms);
+                next.insert_drain(drain);
+                (from, format!("aborted at {}", describe_share(&self.table)))
+            }
+            Command::RollbackDrain { drain: id } => {
+                let mut drain = self.live_drain(*id, "roll back")?.clone();
+                if drain.direction == Direction::Back && drain.status == DrainStatus::Running {
+                    return Ok(None);
+                }
+                let from = drain.state_name().to_owned();
+                drain.direction = Direction::Back;
+                drain.status = DrainStatus::Running;
+                drain.consecutive_breaches = 0;
+                drain.hold_reason = None;
+                drain.next_due_ms = at_ms;
+                finish_if_arrived(&mut drain, self.table.blue_units, at_ms);
+                let to = drain.state_name().to_owned();
+                next.insert_drain(drain);
+                (from, to)
             }
         };
-        let applied = Applied {
-            version: next.version,
-            from,
-            to,
-        };
-        Ok(Some((State { table: next }, applied)))
+        next.table = Arc::new(table);
+        let applied = Applied { version: current + 1, from, to };
+        Ok(Some((next, applied)))
+    }
+
+    fn insert_drain(&mut self, drain: Drain) {
+        let drains = Arc::make_mut(&mut self.drains);
+        drains.insert(drain.id, drain);
+        // Forget the oldest finished drains beyond the limit; their history stays in the log.
+        while drains.values().filter(|d| !d.is_active()).count() > FINISHED_DRAINS_KEPT {
+            let oldest = drains.values().find(|d| !d.is_active()).map(|d| d.id);
+            match oldest {
+                Some(id) => drains.remove(&id),
+                None => break,
+            };
+        }
+    }
+
+    /// A drain that exists and is not finished.
+    fn live_drain(&self, id: u64, action: &'static str) -> Result<&Drain, CommandError> {
+        let drain = self.drains.get(&id).ok_or(CommandError::DrainNotFound(id))?;
+        if !drain.is_active() {
+            return Err(CommandError::DrainFinished { id, state: drain.state_name(), action });
+        }
+        Ok(drain)
+    }
+
+    /// A drain that is running (not paused, not finished).
+    fn running_drain(&self, id: u64, action: &'static str) -> Result<&Drain, CommandError> {
+        let drain = self.live_drain(id, action)?;
+        if drain.status != DrainStatus::Running {
+            return Err(CommandError::DrainNotRunning { id, state: drain.state_name(), action });
+        }
+        Ok(drain)
     }
 
     /// The same state under another colour-to-zone mapping (configuration, not logged state).
-    pub fn with_zones(self, zones: ColorZones) -> State {
-        State {
-            table: self.table.with_zones(zones),
-        }
+    pub fn with_zones(mut self, zones: ColorZones) -> State {
+        self.table = Arc::new((*self.table).clone().with_zones(zones));
+        self
     }
+}
+
+/// A drain already at its destination when resumed or rolled back finishes at once.
+fn finish_if_arrived(drain: &mut Drain, blue_units: u32, at_ms: u64) {
+    if blue_units == drain.heading_for() {
+        drain.status = match drain.direction {
+            Direction::Forward => DrainStatus::Completed,
+            Direction::Back => DrainStatus::RolledBack,
+        };
+        drain.finished_ms = Some(at_ms);
+    }
+}
+
+fn validate_plan(plan: &DrainPlan, table: &RoutingTable) -> Result<(), CommandError> {
+    let invalid = |why: String| Err(CommandError::InvalidDrain(why));
+    if table.zones.color_in(&plan.zone) != Some(plan.color) {
+        return invalid(format!("zone `{}` does not run the {} colour", plan.zone, plan.color));
+    }
+    if plan.target_blue_units > table.units() {
+        return invalid(format!("the target is outside 0..={} units", table.units()));
+    }
+    if plan.target_blue_units == table.blue_units {
+        return invalid("the zone is already at the target share".to_owned());
+    }
+    if plan.step_units == 0 {
+        return invalid("the step must move at least one unit".to_owned());
+    }
+    if plan.interval_ms == 0 {
+        return invalid("the interval must be longer than zero".to_owned());
+    }
+    let guard = &plan.guard;
+    if !(0.0..=1.0).contains(&guard.max_error_rate) || guard.max_error_rate.is_nan() {
+        return invalid("guard.max_error_rate must be between 0 and 1".to_owned());
+    }
+    if guard.breaches == 0 {
+        return invalid("guard.breaches must be at least 1".to_owned());
+    }
+    Ok(())
+}
+
+fn describe_plan(drain: &Drain, units: u32) -> String {
+    let plan = &drain.plan;
+    format!(
+        "drain {} of {}: {}% -> {}% in steps of {}% every {} ms (guard: error rate <= {}% with >= {} requests, {} breach(es) -> {})",
+        drain.id,
+        plan.zone,
+        drain.zone_percent(drain.start_blue_units, units),
+        drain.zone_percent(plan.target_blue_units, units),
+        percent_of(plan.step_units, units),
+        plan.interval_ms,
+        plan.guard.max_error_rate * 100.0,
+        plan.guard.min_requests,
+        plan.guard.breaches,
+        plan.guard.on_breach.as_str(),
+    )
 }
 
 fn validate_audit(audit: &Audit) -> Result<(), CommandError> {

@@ -18,13 +18,7 @@ pub enum DialError {
     #[error(
         "blue_percent {percent} is not a whole number of the {units} units; the nearest values are {below} and {above} (steps of {step})"
     )]
-    NotRepresentable {
-        percent: f64,
-        units: u32,
-        below: f64,
-        above: f64,
-        step: f64,
-    },
+    NotRepresentable { percent: f64, units: u32, below: f64, above: f64, step: f64 },
     #[error("blue_units must be between 0 and {units}, got {blue_units}")]
     UnitsOutOfRange { blue_units: u64, units: u32 },
 }
@@ -49,20 +43,14 @@ impl Share {
                 step: percent_of(1, units),
             });
         }
-        Ok(Share {
-            blue_units: rounded as u32,
-            units,
-        })
+        Ok(Share { blue_units: rounded as u32, units })
     }
 
     pub fn from_units(blue_units: u64, units: u32) -> Result<Share, DialError> {
         if blue_units > u64::from(units) {
             return Err(DialError::UnitsOutOfRange { blue_units, units });
         }
-        Ok(Share {
-            blue_units: blue_units as u32,
-            units,
-        })
+        Ok(Share { blue_units: blue_units as u32, units })
     }
 
     pub fn blue_percent(&self) -> f64 {

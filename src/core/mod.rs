@@ -7,14 +7,19 @@
 mod color;
 mod command;
 mod dial;
+mod drain;
 mod table;
 mod unit;
 
 pub use color::{Color, ColorZones, ParseColorError};
 pub use command::{
-    Applied, Audit, Command, CommandError, Envelope, Genesis, MAX_PINS, MAX_REASON_BYTES, State,
+    Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, Genesis, MAX_PINS,
+    MAX_REASON_BYTES, State,
 };
 pub use dial::{DialError, Share};
+pub use drain::{
+    Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, OnBreach, Reading, step_toward,
+};
 pub use table::{Fallback, RoutingTable, Tag, TagError};
 pub use unit::{
     HASH_ALGORITHM, MAX_UNITS, MIN_UNITS, SchemeError, Unit, UnitError, UnitMode, UnitScheme,

@@ -7,6 +7,7 @@
 //! restores the original table. Clients in other languages need only this rule and the hash.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::color::{Color, ColorZones};
 use super::dial::Share;
@@ -44,7 +45,7 @@ pub struct RoutingTable {
     pub(crate) version: u64,
     pub(crate) scheme: UnitScheme,
     pub(crate) blue_units: u32,
-    pub(crate) pins: BTreeMap<String, Color>,
+    pub(crate) pins: Arc<BTreeMap<String, Color>>,
     pub(crate) zones: ColorZones,
 }
 
@@ -62,10 +63,7 @@ impl RoutingTable {
     }
 
     pub fn share(&self) -> Share {
-        Share {
-            blue_units: self.blue_units,
-            units: self.units(),
-        }
+        Share { blue_units: self.blue_units, units: self.units() }
     }
 
     pub fn blue_units(&self) -> u32 {
@@ -90,11 +88,7 @@ impl RoutingTable {
 
     #[inline]
     pub fn color_of_unit(&self, unit: Unit) -> Color {
-        if unit.0 < self.blue_units {
-            Color::Blue
-        } else {
-            Color::Green
-        }
+        if unit.0 < self.blue_units { Color::Blue } else { Color::Green }
     }
 
     /// The colour of every unit, in unit order.
@@ -110,17 +104,9 @@ impl RoutingTable {
         if !self.pins.is_empty()
             && let Some(&color) = self.pins.get(user_id)
         {
-            return Ok(Tag {
-                color,
-                unit,
-                pinned: true,
-            });
+            return Ok(Tag { color, unit, pinned: true });
         }
-        Ok(Tag {
-            color: self.color_of_unit(unit),
-            unit,
-            pinned: false,
-        })
+        Ok(Tag { color: self.color_of_unit(unit), unit, pinned: false })
     }
 
     /// The colour for a request without a user ID. `draw` is a uniform sample in `[0, 1)`,
@@ -130,11 +116,7 @@ impl RoutingTable {
             Fallback::Reject => Err(TagError::Untagged),
             Fallback::Random => {
                 let blue = f64::from(self.blue_units) / f64::from(self.units());
-                Ok(if draw < blue {
-                    Color::Blue
-                } else {
-                    Color::Green
-                })
+                Ok(if draw < blue { Color::Blue } else { Color::Green })
             }
         }
     }

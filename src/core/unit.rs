@@ -40,11 +40,7 @@ pub enum UnitError {
     #[error(
         "user_id must be numeric with at least {needed} digits in digits mode (the unit is digits {from}..{to} counted from the end)"
     )]
-    NotNumeric {
-        needed: usize,
-        from: usize,
-        to: usize,
-    },
+    NotNumeric { needed: usize, from: usize, to: usize },
 }
 
 /// How user IDs are turned into units.
@@ -112,11 +108,8 @@ impl UnitScheme {
     fn digit_slice(&self, user_id: &str, skip: usize) -> Result<Unit, UnitError> {
         let width = usize::from(self.width);
         let bytes = user_id.as_bytes();
-        let not_numeric = || UnitError::NotNumeric {
-            needed: width + skip,
-            from: skip + width,
-            to: skip + 1,
-        };
+        let not_numeric =
+            || UnitError::NotNumeric { needed: width + skip, from: skip + width, to: skip + 1 };
         if bytes.len() < width + skip || !bytes.iter().all(u8::is_ascii_digit) {
             return Err(not_numeric());
         }

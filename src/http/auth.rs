@@ -48,10 +48,7 @@ impl Caller {
             service |= bool::from(hash.ct_eq(&digest));
         }
         match (found, service) {
-            (Some(op), _) => Caller::Operator {
-                name: op.name.clone(),
-                role: op.role,
-            },
+            (Some(op), _) => Caller::Operator { name: op.name.clone(), role: op.role },
             (None, true) => Caller::Service,
             (None, false) => Caller::Rejected("the bearer token is not known"),
         }
@@ -73,14 +70,8 @@ impl Caller {
     /// audit record.
     pub fn require_operator(&self, config: &Config) -> Result<String, ApiError> {
         match self {
-            Caller::Operator {
-                name,
-                role: Role::Operator,
-            } => Ok(name.clone()),
-            Caller::Operator {
-                name,
-                role: Role::Viewer,
-            } => Err(ApiError::new(
+            Caller::Operator { name, role: Role::Operator } => Ok(name.clone()),
+            Caller::Operator { name, role: Role::Viewer } => Err(ApiError::new(
                 Status::Forbidden,
                 "forbidden",
                 format!("operator `{name}` has the viewer role and may not change state"),
@@ -94,9 +85,9 @@ impl Caller {
             Caller::Anonymous if config.operators.is_empty() => Err(unauthorized(
                 "no operators are configured; create one with `tidegate token new --name NAME` and add it to the config",
             )),
-            Caller::Anonymous => Err(unauthorized(
-                "an operator token is required: `Authorization: Bearer <token>`",
-            )),
+            Caller::Anonymous => {
+                Err(unauthorized("an operator token is required: `Authorization: Bearer <token>`"))
+            }
         }
     }
 }
@@ -110,13 +101,7 @@ impl<'r> FromRequest<'r> for Caller {
     type Error = std::convert::Infallible;
 
     async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
-        let app = request
-            .rocket()
-            .state::<App>()
-            .expect("App state is managed by http::build");
-        Outcome::Success(Caller::identify(
-            &app.config,
-            request.headers().get_one("Authorization"),
-        ))
+        let app = request.rocket().state::<App>().expect("App state is managed by http::build");
+        Outcome::Success(Caller::identify(&app.config, request.headers().get_one("Authorization")))
     }
 }

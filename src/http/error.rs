@@ -25,12 +25,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: Status, code: &'static str, detail: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            detail: detail.into(),
-            extra: Map::new(),
-        }
+        ApiError { status, code, detail: detail.into(), extra: Map::new() }
     }
 
     pub fn bad_request(code: &'static str, detail: impl Into<String>) -> ApiError {
@@ -96,6 +91,19 @@ impl From<CommandError> for ApiError {
             CommandError::MissingReason | CommandError::ReasonTooLong(_) => {
                 ApiError::bad_request("invalid_reason", detail)
             }
+            CommandError::DrainRunning(id) | CommandError::DrainActive(id) => {
+                ApiError::new(Status::Conflict, "drain_active", detail).with("drain_id", json!(id))
+            }
+            CommandError::DrainNotFound(_) => {
+                ApiError::new(Status::NotFound, "drain_not_found", detail)
+            }
+            CommandError::DrainFinished { .. } | CommandError::DrainNotRunning { .. } => {
+                ApiError::new(Status::Conflict, "drain_state", detail)
+            }
+            CommandError::DrainStepMismatch { .. } => {
+                ApiError::new(Status::Conflict, "drain_state", detail)
+            }
+            CommandError::InvalidDrain(_) => ApiError::bad_request("invalid_drain", detail),
             CommandError::MissingActor => {
                 ApiError::new(Status::InternalServerError, "internal", detail)
             }
@@ -135,35 +143,22 @@ pub fn json_error(e: rocket::serde::json::Error<'_>) -> ApiError {
         rocket::serde::json::Error::Io(io) => {
             ApiError::bad_request("invalid_body", format!("could not read the body: {io}"))
         }
-        rocket::serde::json::Error::Parse(_, e) => ApiError::bad_request(
-            "invalid_json",
-            format!("the body is not the expected JSON: {e}"),
-        ),
+        rocket::serde::json::Error::Parse(_, e) => {
+            ApiError::bad_request("invalid_json", format!("the body is not the expected JSON: {e}"))
+        }
     }
 }
 
 #[catch(default)]
 fn default_catcher(status: Status, request: &Request<'_>) -> ApiError {
     let (code, detail) = match status.code {
-        404 => (
-            "not_found",
-            format!("no route for {} {}", request.method(), request.uri().path()),
-        ),
-        405 => (
-            "method_not_allowed",
-            format!("{} is not allowed here", request.method()),
-        ),
-        413 => (
-            "body_too_large",
-            "the request body is larger than the configured limit".into(),
-        ),
+        404 => ("not_found", format!("no route for {} {}", request.method(), request.uri().path())),
+        405 => ("method_not_allowed", format!("{} is not allowed here", request.method())),
+        413 => ("body_too_large", "the request body is larger than the configured limit".into()),
         400 | 422 => ("bad_request", "the request could not be understood".into()),
         401 => ("unauthorized", "a valid bearer token is required".into()),
         403 => ("forbidden", "the token's role does not allow this".into()),
-        s if s >= 500 => (
-            "internal",
-            "tidegate failed to handle the request; see its log".into(),
-        ),
+        s if s >= 500 => ("internal", "tidegate failed to handle the request; see its log".into()),
         _ => ("error", status.reason_lossy().to_owned()),
     };
     ApiError::new(status, code, detail)

@@ -5,6 +5,7 @@
 //! core, and render; errors become HTTP responses in exactly one place, [`error`].
 
 pub mod auth;
+mod drains;
 pub mod error;
 mod health;
 mod routing;
@@ -18,14 +19,19 @@ use rocket::data::{ByteUnit, Limits};
 use rocket::fairing::AdHoc;
 use rocket::{Build, Rocket};
 
-use crate::config::Config;
-use crate::coordinator::Coordinator;
+use crate::config::{Config, HealthSourceConfig};
+use crate::coordinator::{Coordinator, Submitted};
+use crate::core::{Audit, Command, Envelope};
+use crate::health::{Health, PrometheusSource, Source};
 use crate::telemetry::{self, TagCounters};
+use error::ApiError;
+use rocket::http::Status;
 
 /// Everything a handler may need, managed by Rocket.
 pub struct App {
     pub coordinator: Arc<Coordinator>,
     pub config: Arc<Config>,
+    pub health: Arc<Health>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -34,14 +40,24 @@ impl App {
     pub fn new(coordinator: Arc<Coordinator>, config: Arc<Config>) -> App {
         let metrics = telemetry::install();
         let table = coordinator.table();
-        telemetry::publish_table(&table);
+        telemetry::publish_state(&coordinator.state());
         let tag_counters = TagCounters::new(&table);
-        App {
-            coordinator,
-            config,
-            tag_counters,
-            metrics,
-        }
+        let source = match &config.health.source {
+            HealthSourceConfig::Outcomes => Source::Outcomes,
+            HealthSourceConfig::Prometheus {
+                url,
+                error_rate_query,
+                requests_query,
+                timeout_ms,
+            } => Source::Prometheus(PrometheusSource::new(
+                url,
+                error_rate_query,
+                requests_query.as_deref(),
+                *timeout_ms,
+            )),
+        };
+        let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
+        App { coordinator, config, health, tag_counters, metrics }
     }
 }
 
@@ -52,12 +68,7 @@ pub fn build(app: App) -> Rocket<Build> {
     let figment = rocket::Config::figment()
         .merge(("address", config.address))
         .merge(("port", config.port))
-        .merge((
-            "limits",
-            Limits::default()
-                .limit("json", body_limit)
-                .limit("string", body_limit),
-        ))
+        .merge(("limits", Limits::default().limit("json", body_limit).limit("string", body_limit)))
         .merge(("log_level", rocket::config::LogLevel::Critical))
         .merge(("cli_colors", false))
         .merge(("ident", "tidegate"));
@@ -67,6 +78,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(tag::stage())
         .attach(routing::stage())
         .attach(health::stage())
+        .attach(drains::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();
@@ -79,19 +91,34 @@ pub fn build(app: App) -> Rocket<Build> {
         }))
 }
 
+/// Submits a command on a blocking thread (the log fsyncs). Without an `expected_version` the
+/// current version is used: drain controls name their target by drain ID, and the core's state
+/// checks (running, paused, finished) make them safe to retry.
+pub async fn submit(
+    app: &App,
+    command: Command,
+    expected_version: Option<u64>,
+    by: String,
+    reason: String,
+) -> Result<Submitted, ApiError> {
+    let expected_version = expected_version.unwrap_or_else(|| app.coordinator.state().version());
+    let envelope =
+        Envelope { expected_version, command, audit: Audit { by, at_ms: now_ms(), reason } };
+    let coordinator = Arc::clone(&app.coordinator);
+    let submitted = rocket::tokio::task::spawn_blocking(move || coordinator.submit(&envelope))
+        .await
+        .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))??;
+    Ok(submitted)
+}
+
 /// Serves `app` on Rocket's own runtime until Ctrl-C or SIGTERM.
 pub fn run(app: App) -> Result<(), String> {
-    rocket::execute(build(app).launch())
-        .map(|_| ())
-        .map_err(|e| format!("server failed: {e}"))
+    rocket::execute(build(app).launch()).map(|_| ()).map_err(|e| format!("server failed: {e}"))
 }
 
 /// Milliseconds since the Unix epoch: the only clock reading behind audit records.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// `ms` since the epoch as an RFC 3339 UTC timestamp, e.g. `2026-11-30T01:18:06.123Z`.

@@ -1,7 +1,5 @@
 //! The routing table and the operator API that changes it: dial, pins, audit.
 
-use std::sync::Arc;
-
 use rocket::fairing::AdHoc;
 use rocket::serde::json::Json;
 use rocket::{State, delete, get, put, routes};
@@ -11,20 +9,15 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
 use super::tag::Versioned;
-use super::{App, iso8601, now_ms};
-use crate::coordinator::Submitted;
-use crate::core::{Audit, Color, Command, Envelope, HASH_ALGORITHM, RoutingTable, Share, UnitMode};
+use super::{App, iso8601};
+use crate::core::{Color, Command, HASH_ALGORITHM, RoutingTable, Share, UnitMode};
 use crate::store::AuditRecord;
-use crate::telemetry;
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("routing", |rocket| async {
-        rocket.mount(
-            "/",
-            routes![get_routing, put_dial, put_pin, delete_pin, get_audit],
-        )
+        rocket.mount("/", routes![get_routing, put_dial, put_pin, delete_pin, get_audit])
     })
 }
 
@@ -35,11 +28,8 @@ pub fn routing_body(table: &RoutingTable) -> Value {
         UnitMode::Hash => ("hash", None),
         UnitMode::Digits { skip } => ("digits", Some(skip)),
     };
-    let pins: serde_json::Map<String, Value> = table
-        .pins()
-        .iter()
-        .map(|(user, color)| (user.clone(), json!(color.as_str())))
-        .collect();
+    let pins: serde_json::Map<String, Value> =
+        table.pins().iter().map(|(user, color)| (user.clone(), json!(color.as_str()))).collect();
     json!({
         "version": table.version(),
         "units": share.units,
@@ -91,9 +81,7 @@ async fn put_dial(
         }
     }
     .map_err(|e| ApiError::from(crate::core::CommandError::from(e)))?;
-    let command = Command::SetBlueUnits {
-        blue_units: share.blue_units,
-    };
+    let command = Command::SetBlueUnits { blue_units: share.blue_units };
     submit(app, command, request.expected_version, by, request.reason).await
 }
 
@@ -114,16 +102,10 @@ async fn put_pin(
 ) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
-    let color: Color = request
-        .color
-        .parse()
-        .map_err(|e: crate::core::ParseColorError| {
-            ApiError::bad_request("invalid_color", e.to_string())
-        })?;
-    let command = Command::Pin {
-        user_id: user_id.to_owned(),
-        color,
-    };
+    let color: Color = request.color.parse().map_err(|e: crate::core::ParseColorError| {
+        ApiError::bad_request("invalid_color", e.to_string())
+    })?;
+    let command = Command::Pin { user_id: user_id.to_owned(), color };
     submit(app, command, request.expected_version, by, request.reason).await
 }
 
@@ -143,13 +125,11 @@ async fn delete_pin(
 ) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
-    let command = Command::Unpin {
-        user_id: user_id.to_owned(),
-    };
+    let command = Command::Unpin { user_id: user_id.to_owned() };
     submit(app, command, request.expected_version, by, request.reason).await
 }
 
-/// Submits a command on a blocking thread (the log fsyncs) and renders the resulting table.
+/// Submits a command and renders the resulting routing table.
 async fn submit(
     app: &State<App>,
     command: Command,
@@ -157,34 +137,9 @@ async fn submit(
     by: String,
     reason: String,
 ) -> Result<Versioned, ApiError> {
-    let envelope = Envelope {
-        expected_version,
-        command,
-        audit: Audit {
-            by,
-            at_ms: now_ms(),
-            reason,
-        },
-    };
-    let coordinator = Arc::clone(&app.coordinator);
-    let action = crate::store::WireCommand::from(&envelope.command).action();
-    let submitted: Submitted =
-        rocket::tokio::task::spawn_blocking(move || coordinator.submit(&envelope))
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    rocket::http::Status::InternalServerError,
-                    "internal",
-                    e.to_string(),
-                )
-            })??;
-    let changed = submitted.applied.is_some();
-    if changed {
-        telemetry::count_change(action);
-        telemetry::publish_table(&submitted.table);
-    }
+    let submitted = super::submit(app, command, Some(expected_version), by, reason).await?;
     let mut body = routing_body(&submitted.table);
-    body["changed"] = json!(changed);
+    body["changed"] = json!(submitted.applied.is_some());
     Ok(Versioned::new(&body, submitted.table.version()))
 }
 
@@ -210,16 +165,14 @@ fn get_audit(
     let max = crate::coordinator::AUDIT_IN_MEMORY;
     let limit = match limit {
         None => 100,
-        Some(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=max).contains(n))
-            .ok_or_else(|| {
+        Some(text) => {
+            text.parse::<usize>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
                 ApiError::bad_request(
                     "invalid_limit",
                     format!("limit must be a whole number from 1 to {max}"),
                 )
-            })?,
+            })?
+        }
     };
     let records: Vec<AuditRecord> = app.coordinator.audit(limit);
     let entries: Vec<AuditEntry<'_>> = records

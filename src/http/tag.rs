@@ -15,9 +15,7 @@ use crate::core::{Color, validate_user_id};
 use crate::telemetry::TAG_DURATION;
 
 pub fn stage() -> AdHoc {
-    AdHoc::on_ignite("tagging", |rocket| async {
-        rocket.mount("/", routes![tag_one, tag_batch])
-    })
+    AdHoc::on_ignite("tagging", |rocket| async { rocket.mount("/", routes![tag_one, tag_batch]) })
 }
 
 #[derive(Serialize)]
@@ -141,12 +139,10 @@ fn tag_batch(
     let mut tags = Vec::with_capacity(request.user_ids.len());
     let mut counts = [0u64; 2];
     for (i, user_id) in request.user_ids.iter().enumerate() {
-        let tag = validate_user_id(user_id)
-            .and_then(|()| table.tag(user_id))
-            .map_err(|e| {
-                ApiError::bad_request("invalid_user_id", format!("user_ids[{i}]: {e}"))
-                    .with("index", serde_json::json!(i))
-            })?;
+        let tag = validate_user_id(user_id).and_then(|()| table.tag(user_id)).map_err(|e| {
+            ApiError::bad_request("invalid_user_id", format!("user_ids[{i}]: {e}"))
+                .with("index", serde_json::json!(i))
+        })?;
         counts[tag.color as usize] += 1;
         tags.push(BatchTag {
             user_id,
@@ -159,11 +155,5 @@ fn tag_batch(
     for color in Color::ALL {
         app.tag_counters.count(color, counts[color as usize]);
     }
-    Ok(Versioned::new(
-        &BatchBody {
-            version: table.version(),
-            tags,
-        },
-        table.version(),
-    ))
+    Ok(Versioned::new(&BatchBody { version: table.version(), tags }, table.version()))
 }

@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::{Audit, Color, Command, Envelope, Genesis, UnitMode, UnitScheme};
+use crate::core::{
+    Audit, Color, Command, DrainPlan, Envelope, Genesis, Guard, OnBreach, UnitMode, UnitScheme,
+};
 
 /// Version of the entry format, written into the genesis entry.
 pub const FORMAT: u32 = 1;
@@ -35,12 +37,51 @@ pub enum LogEntry {
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum WireCommand {
-    SetBlueUnits { blue_units: u32 },
-    Pin { user_id: String, color: String },
-    Unpin { user_id: String },
+    SetBlueUnits {
+        blue_units: u32,
+    },
+    Pin {
+        user_id: String,
+        color: String,
+    },
+    Unpin {
+        user_id: String,
+    },
+    StartDrain {
+        zone: String,
+        color: String,
+        target_blue_units: u32,
+        step_units: u32,
+        interval_ms: u64,
+        max_error_rate: f64,
+        min_requests: u64,
+        breaches: u32,
+        on_breach: String,
+    },
+    DrainStep {
+        drain: u64,
+        blue_units: u32,
+    },
+    DrainHold {
+        drain: u64,
+        breach: bool,
+        reason: String,
+    },
+    PauseDrain {
+        drain: u64,
+    },
+    ResumeDrain {
+        drain: u64,
+    },
+    AbortDrain {
+        drain: u64,
+    },
+    RollbackDrain {
+        drain: u64,
+    },
 }
 
 impl LogEntry {
@@ -78,16 +119,34 @@ impl LogEntry {
 impl From<&Command> for WireCommand {
     fn from(command: &Command) -> Self {
         match command {
-            Command::SetBlueUnits { blue_units } => WireCommand::SetBlueUnits {
-                blue_units: *blue_units,
+            Command::SetBlueUnits { blue_units } => {
+                WireCommand::SetBlueUnits { blue_units: *blue_units }
+            }
+            Command::Pin { user_id, color } => {
+                WireCommand::Pin { user_id: user_id.clone(), color: color.as_str().to_owned() }
+            }
+            Command::Unpin { user_id } => WireCommand::Unpin { user_id: user_id.clone() },
+            Command::StartDrain { plan } => WireCommand::StartDrain {
+                zone: plan.zone.clone(),
+                color: plan.color.as_str().to_owned(),
+                target_blue_units: plan.target_blue_units,
+                step_units: plan.step_units,
+                interval_ms: plan.interval_ms,
+                max_error_rate: plan.guard.max_error_rate,
+                min_requests: plan.guard.min_requests,
+                breaches: plan.guard.breaches,
+                on_breach: plan.guard.on_breach.as_str().to_owned(),
             },
-            Command::Pin { user_id, color } => WireCommand::Pin {
-                user_id: user_id.clone(),
-                color: color.as_str().to_owned(),
-            },
-            Command::Unpin { user_id } => WireCommand::Unpin {
-                user_id: user_id.clone(),
-            },
+            Command::DrainStep { drain, blue_units } => {
+                WireCommand::DrainStep { drain: *drain, blue_units: *blue_units }
+            }
+            Command::DrainHold { drain, breach, reason } => {
+                WireCommand::DrainHold { drain: *drain, breach: *breach, reason: reason.clone() }
+            }
+            Command::PauseDrain { drain } => WireCommand::PauseDrain { drain: *drain },
+            Command::ResumeDrain { drain } => WireCommand::ResumeDrain { drain: *drain },
+            Command::AbortDrain { drain } => WireCommand::AbortDrain { drain: *drain },
+            Command::RollbackDrain { drain } => WireCommand::RollbackDrain { drain: *drain },
         }
     }
 }
@@ -95,26 +154,54 @@ impl From<&Command> for WireCommand {
 impl WireCommand {
     pub fn to_command(&self) -> Result<Command, String> {
         Ok(match self {
-            WireCommand::SetBlueUnits { blue_units } => Command::SetBlueUnits {
-                blue_units: *blue_units,
-            },
+            WireCommand::SetBlueUnits { blue_units } => {
+                Command::SetBlueUnits { blue_units: *blue_units }
+            }
             WireCommand::Pin { user_id, color } => Command::Pin {
                 user_id: user_id.clone(),
                 color: color.parse::<Color>().map_err(|e| e.to_string())?,
             },
-            WireCommand::Unpin { user_id } => Command::Unpin {
-                user_id: user_id.clone(),
+            WireCommand::Unpin { user_id } => Command::Unpin { user_id: user_id.clone() },
+            WireCommand::StartDrain {
+                zone,
+                color,
+                target_blue_units,
+                step_units,
+                interval_ms,
+                max_error_rate,
+                min_requests,
+                breaches,
+                on_breach,
+            } => Command::StartDrain {
+                plan: DrainPlan {
+                    zone: zone.clone(),
+                    color: color.parse::<Color>().map_err(|e| e.to_string())?,
+                    target_blue_units: *target_blue_units,
+                    step_units: *step_units,
+                    interval_ms: *interval_ms,
+                    guard: Guard {
+                        max_error_rate: *max_error_rate,
+                        min_requests: *min_requests,
+                        breaches: *breaches,
+                        on_breach: match on_breach.as_str() {
+                            "pause" => OnBreach::Pause,
+                            "rollback" => OnBreach::Rollback,
+                            other => return Err(format!("unknown on_breach `{other}`")),
+                        },
+                    },
+                },
             },
+            WireCommand::DrainStep { drain, blue_units } => {
+                Command::DrainStep { drain: *drain, blue_units: *blue_units }
+            }
+            WireCommand::DrainHold { drain, breach, reason } => {
+                Command::DrainHold { drain: *drain, breach: *breach, reason: reason.clone() }
+            }
+            WireCommand::PauseDrain { drain } => Command::PauseDrain { drain: *drain },
+            WireCommand::ResumeDrain { drain } => Command::ResumeDrain { drain: *drain },
+            WireCommand::AbortDrain { drain } => Command::AbortDrain { drain: *drain },
+            WireCommand::RollbackDrain { drain } => Command::RollbackDrain { drain: *drain },
         })
-    }
-
-    /// A short name for the audit log and metrics.
-    pub fn action(&self) -> &'static str {
-        match self {
-            WireCommand::SetBlueUnits { .. } => "dial",
-            WireCommand::Pin { .. } => "pin",
-            WireCommand::Unpin { .. } => "unpin",
-        }
     }
 }
 
@@ -126,9 +213,7 @@ pub fn scheme_of(
 ) -> Result<UnitScheme, String> {
     let mode = match unit_mode {
         "hash" => UnitMode::Hash,
-        "digits" => UnitMode::Digits {
-            skip: digits_skip.unwrap_or(0),
-        },
+        "digits" => UnitMode::Digits { skip: digits_skip.unwrap_or(0) },
         other => return Err(format!("unknown unit_mode `{other}`")),
     };
     UnitScheme::new(units, mode).map_err(|e| format!("units: {e}"))

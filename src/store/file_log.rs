@@ -39,11 +39,7 @@ impl FileLog {
     pub fn open(dir: &Path) -> Result<Opened, StoreError> {
         let io_err = |action, path: &Path| {
             let path = path.to_path_buf();
-            move |source| StoreError::Io {
-                action,
-                path,
-                source,
-            }
+            move |source| StoreError::Io { action, path, source }
         };
         fs::create_dir_all(dir).map_err(io_err("create data directory", dir))?;
         let lock_path = dir.join(LOCK_FILE);
@@ -82,23 +78,15 @@ impl FileLog {
             .open(&path)
             .map_err(io_err("open", &path))?;
         if parsed.torn.is_some() {
-            file.set_len(parsed.valid_len as u64)
-                .map_err(io_err("truncate", &path))?;
+            file.set_len(parsed.valid_len as u64).map_err(io_err("truncate", &path))?;
             file.sync_all().map_err(io_err("fsync", &path))?;
         }
         if !existed {
             // Make the new file's directory entry durable too, or a crash could lose the file.
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(io_err("fsync", dir))?;
+            File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("fsync", dir))?;
         }
         Ok(Opened {
-            log: FileLog {
-                path,
-                file,
-                _lock: lock,
-                poisoned: false,
-            },
+            log: FileLog { path, file, _lock: lock, poisoned: false },
             entries: parsed.entries,
             warnings,
         })
@@ -113,17 +101,10 @@ impl CommandLog for FileLog {
         let line = encode_line(entry)?;
         // Why poison on failure: a failed write may have left part of a line behind; appending
         // after it would turn a harmless torn tail into corruption in the middle of the log.
-        let result = self
-            .file
-            .write_all(line.as_bytes())
-            .and_then(|()| self.file.sync_data());
+        let result = self.file.write_all(line.as_bytes()).and_then(|()| self.file.sync_data());
         result.map_err(|source| {
             self.poisoned = true;
-            StoreError::Io {
-                action: "append to",
-                path: self.path.clone(),
-                source,
-            }
+            StoreError::Io { action: "append to", path: self.path.clone(), source }
         })
     }
 
@@ -153,21 +134,13 @@ fn parse(path: &Path, data: &[u8]) -> Result<Parsed, StoreError> {
         let line_no = entries.len() + 1;
         let Some(newline) = data[offset..].iter().position(|&b| b == b'\n') else {
             let torn = Some("no line end".to_owned());
-            return Ok(Parsed {
-                entries,
-                valid_len: offset,
-                torn,
-            });
+            return Ok(Parsed { entries, valid_len: offset, torn });
         };
         let end = offset + newline;
         match decode_line(&data[offset..end]) {
             Ok(entry) => entries.push(entry),
             Err(LineError::Damaged(reason)) if end + 1 == data.len() => {
-                return Ok(Parsed {
-                    entries,
-                    valid_len: offset,
-                    torn: Some(reason),
-                });
+                return Ok(Parsed { entries, valid_len: offset, torn: Some(reason) });
             }
             Err(LineError::Damaged(reason)) | Err(LineError::Unreadable(reason)) => {
                 return Err(StoreError::Corrupt {
@@ -180,11 +153,7 @@ fn parse(path: &Path, data: &[u8]) -> Result<Parsed, StoreError> {
         }
         offset = end + 1;
     }
-    Ok(Parsed {
-        entries,
-        valid_len: data.len(),
-        torn: None,
-    })
+    Ok(Parsed { entries, valid_len: data.len(), torn: None })
 }
 
 enum LineError {

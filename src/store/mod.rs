@@ -43,18 +43,9 @@ pub enum StoreError {
     #[error(
         "the command log {path} is corrupt at line {line} (byte {offset}): {reason}. Records after it exist, so this is not a torn write; restore the file from a backup or move it aside"
     )]
-    Corrupt {
-        path: PathBuf,
-        line: usize,
-        offset: u64,
-        reason: String,
-    },
+    Corrupt { path: PathBuf, line: usize, offset: u64, reason: String },
     #[error("the command log {path} cannot be replayed at entry {line}: {reason}")]
-    Replay {
-        path: String,
-        line: usize,
-        reason: String,
-    },
+    Replay { path: String, line: usize, reason: String },
     #[error("the command log refused the write because an earlier write failed; restart tidegate")]
     Poisoned,
     #[error("cannot encode a log entry: {0}")]

@@ -40,24 +40,13 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
     let Some(first) = entries.first() else {
         return Err(fail(1, "the log is empty (no genesis entry)".into()));
     };
-    let LogEntry::Genesis {
-        units,
-        unit_mode,
-        digits_skip,
-        blue_units,
-        at_ms,
-        by,
-        reason,
-        ..
-    } = first
+    let LogEntry::Genesis { units, unit_mode, digits_skip, blue_units, at_ms, by, reason, .. } =
+        first
     else {
         return Err(fail(1, "the first entry is not a genesis entry".into()));
     };
     let scheme = scheme_of(*units, unit_mode, *digits_skip).map_err(|e| fail(1, e))?;
-    let genesis = Genesis {
-        scheme,
-        blue_units: *blue_units,
-    };
+    let genesis = Genesis { scheme, blue_units: *blue_units };
     let mut state = State::genesis(genesis, zones.clone()).map_err(|e| fail(1, e.to_string()))?;
     let mut audit = vec![AuditRecord {
         version: 1,
@@ -70,27 +59,17 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
     }];
     for (index, entry) in entries.iter().enumerate().skip(1) {
         let line = index + 1;
-        let LogEntry::Change {
-            version,
-            expected_version,
-            at_ms,
-            by,
-            reason,
-            command,
-            from,
-            to,
-        } = entry
+        let LogEntry::Change { version, expected_version, at_ms, by, reason, command, from, to } =
+            entry
         else {
             return Err(fail(line, "a second genesis entry".into()));
         };
+        let command = command.to_command().map_err(|e| fail(line, e))?;
+        let action = command.action();
         let envelope = Envelope {
             expected_version: *expected_version,
-            command: command.to_command().map_err(|e| fail(line, e))?,
-            audit: Audit {
-                by: by.clone(),
-                at_ms: *at_ms,
-                reason: reason.clone(),
-            },
+            command,
+            audit: Audit { by: by.clone(), at_ms: *at_ms, reason: reason.clone() },
         };
         let (next, applied) = match state.apply(&envelope) {
             Ok(Some(done)) => done,
@@ -100,10 +79,7 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
         if applied.version != *version {
             return Err(fail(
                 line,
-                format!(
-                    "the entry says version {version}, the replay reached {}",
-                    applied.version
-                ),
+                format!("the entry says version {version}, the replay reached {}", applied.version),
             ));
         }
         audit.push(AuditRecord {
@@ -111,15 +87,11 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
             at_ms: *at_ms,
             by: by.clone(),
             reason: reason.clone(),
-            action: command.action(),
+            action,
             from: from.clone(),
             to: to.clone(),
         });
         state = next;
     }
-    Ok(Replayed {
-        genesis,
-        state,
-        audit,
-    })
+    Ok(Replayed { genesis, state, audit })
 }

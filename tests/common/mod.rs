@@ -39,10 +39,7 @@ role = "viewer"
 pub fn config(toml: &str, data_dir: &Path) -> Config {
     let figment =
         Figment::from(Serialized::defaults(Settings::default())).merge(Toml::string(toml));
-    let overrides = Overrides {
-        data_dir: Some(data_dir.to_path_buf()),
-        ..Overrides::default()
-    };
+    let overrides = Overrides { data_dir: Some(data_dir.to_path_buf()), ..Overrides::default() };
     Config::from_figment(figment, &overrides).expect("test configuration is valid")
 }
 
@@ -100,15 +97,10 @@ impl Server {
                 }
             }
         });
-        let url = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| {
-                let _ = child.kill();
-                panic!(
-                    "tidegate did not announce its port; stderr:\n{}",
-                    stderr.lock().unwrap()
-                )
-            });
+        let url = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| {
+            let _ = child.kill();
+            panic!("tidegate did not announce its port; stderr:\n{}", stderr.lock().unwrap())
+        });
         Server { child, url, stderr }
     }
 

@@ -1,0 +1,234 @@
+//! Zone drains: a plan that steps one zone's share toward a target, guarded by error rates.
+//!
+//! The state machine is pure. [`Drain::decide`] looks at a drain, the routing table, the time and
+//! the health readings, and says which command (if any) should happen next; [`super::State::apply`]
+//! applies that command like any other. A runner outside the core only does the I/O: it reads the
+//! clock and the health sources, and submits what `decide` returns through the log. Replaying the
+//! log therefore rebuilds a drain exactly where it was, step for step.
+//!
+//! ```text
+//!            start                 guard ok, step          reaches target
+//!   ──────▶ running ───────────────────────────────▶ running ───────────▶ completed
+//!             │  ▲ resume            breaches x N (pause)    │ abort
+//!     pause   ▼  │                                           ▼
+//!           paused ◀──────────────── running           aborted
+//!             │ rollback / breaches x N (rollback)
+//!             ▼
+//!        rolling back ── steps back to the start ──▶ rolled_back
+//! ```
+
+use super::color::Color;
+use super::dial::percent_of;
+
+/// What the guard does once `breaches` consecutive checks failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnBreach {
+    Pause,
+    Rollback,
+}
+
+impl OnBreach {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnBreach::Pause => "pause",
+            OnBreach::Rollback => "rollback",
+        }
+    }
+}
+
+/// The health guard of a drain.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Guard {
+    /// A zone whose error rate is above this (0..=1) fails the check...
+    pub max_error_rate: f64,
+    /// ...provided at least this many requests were seen in the window.
+    pub min_requests: u64,
+    /// Consecutive failed checks before `on_breach` happens.
+    pub breaches: u32,
+    pub on_breach: OnBreach,
+}
+
+/// What an operator asked for, in units of the routing table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DrainPlan {
+    /// The zone being drained (or restored) and the colour that runs in it.
+    pub zone: String,
+    pub color: Color,
+    /// The blue-unit count the drain moves toward.
+    pub target_blue_units: u32,
+    /// Units moved per step (at least 1).
+    pub step_units: u32,
+    pub interval_ms: u64,
+    pub guard: Guard,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrainStatus {
+    Running,
+    Paused,
+    Completed,
+    Aborted,
+    RolledBack,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Toward the plan's target.
+    Forward,
+    /// Back toward the share the drain started from.
+    Back,
+}
+
+/// One health reading of a zone over the guard's window.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reading {
+    Known {
+        error_rate: f64,
+        requests: u64,
+    },
+    /// No data, a failed query, an empty result: never treated as healthy.
+    Unknown {
+        why: String,
+    },
+}
+
+/// A drain and its progress. Part of the replicated state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Drain {
+    pub id: u64,
+    pub plan: DrainPlan,
+    pub start_blue_units: u32,
+    pub status: DrainStatus,
+    pub direction: Direction,
+    /// When the next check (and step) is due, in ms since the epoch.
+    pub next_due_ms: u64,
+    pub consecutive_breaches: u32,
+    /// Why the drain is not moving, when it is not (guard hold, pause, ...).
+    pub hold_reason: Option<String>,
+    pub steps_done: u32,
+    pub started_ms: u64,
+    pub started_by: String,
+    pub reason: String,
+    pub finished_ms: Option<u64>,
+}
+
+/// The next command a drain needs, as decided by [`Drain::decide`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum DrainAction {
+    Step { blue_units: u32 },
+    Hold { breach: bool, reason: String },
+}
+
+impl Drain {
+    pub fn is_active(&self) -> bool {
+        matches!(self.status, DrainStatus::Running | DrainStatus::Paused)
+    }
+
+    /// The blue-unit count this drain is currently heading for.
+    pub fn heading_for(&self) -> u32 {
+        match self.direction {
+            Direction::Forward => self.plan.target_blue_units,
+            Direction::Back => self.start_blue_units,
+        }
+    }
+
+    /// The zone receiving the users this drain moves.
+    pub fn receiving_color(&self) -> Color {
+        self.plan.color.other()
+    }
+
+    /// Steps needed from the start to the target.
+    pub fn steps_total(&self) -> u32 {
+        self.start_blue_units.abs_diff(self.plan.target_blue_units).div_ceil(self.plan.step_units)
+    }
+
+    /// The zone's share in percent for a blue-unit count.
+    pub fn zone_percent(&self, blue_units: u32, units: u32) -> f64 {
+        match self.plan.color {
+            Color::Blue => percent_of(blue_units, units),
+            Color::Green => percent_of(units - blue_units, units),
+        }
+    }
+
+    /// The state name operators see.
+    pub fn state_name(&self) -> &'static str {
+        match (self.status, self.direction) {
+            (DrainStatus::Running, Direction::Forward) => "running",
+            (DrainStatus::Running, Direction::Back) => "rolling_back",
+            (DrainStatus::Paused, _) => "paused",
+            (DrainStatus::Completed, _) => "completed",
+            (DrainStatus::Aborted, _) => "aborted",
+            (DrainStatus::RolledBack, _) => "rolled_back",
+        }
+    }
+
+    /// Whether a check is due at `now_ms`. The runner asks this before it reads health.
+    pub fn is_due(&self, now_ms: u64) -> bool {
+        self.status == DrainStatus::Running && now_ms >= self.next_due_ms
+    }
+
+    /// The next command for this drain at `now_ms`, given the current blue units and the
+    /// readings of the draining zone and the receiving zone. `None` when nothing is due.
+    ///
+    /// Why rolling back skips the guard: a rollback is the guard's own remedy, moving users back
+    /// to where they were healthy; holding it because the receiving zone is failing would keep
+    /// users exactly where the errors are.
+    pub fn decide(
+        &self,
+        blue_units: u32,
+        now_ms: u64,
+        receiving_zone: &str,
+        draining: &Reading,
+        receiving: &Reading,
+    ) -> Option<DrainAction> {
+        if !self.is_due(now_ms) {
+            return None;
+        }
+        let target = self.heading_for();
+        if blue_units == target {
+            return None;
+        }
+        if self.direction == Direction::Forward {
+            let zones = [
+                (self.plan.zone.as_str(), draining, "draining"),
+                (receiving_zone, receiving, "receiving"),
+            ];
+            for (zone, reading, role) in zones {
+                match reading {
+                    Reading::Unknown { why } => {
+                        return Some(DrainAction::Hold {
+                            breach: false,
+                            reason: format!(
+                                "holding: health of {role} zone {zone} is unknown ({why})"
+                            ),
+                        });
+                    }
+                    Reading::Known { error_rate, requests }
+                        if *requests >= self.plan.guard.min_requests
+                            && *error_rate > self.plan.guard.max_error_rate =>
+                    {
+                        return Some(DrainAction::Hold {
+                            breach: true,
+                            reason: format!(
+                                "guard breach {}/{}: {role} zone {zone} has an error rate of {:.2}% over {requests} requests, above {:.2}%",
+                                self.consecutive_breaches + 1,
+                                self.plan.guard.breaches,
+                                error_rate * 100.0,
+                                self.plan.guard.max_error_rate * 100.0
+                            ),
+                        });
+                    }
+                    Reading::Known { .. } => {}
+                }
+            }
+        }
+        Some(DrainAction::Step {
+            blue_units: step_toward(blue_units, target, self.plan.step_units),
+        })
+    }
+}
+
+/// One step from `from` toward `to`, never past it.
+pub fn step_toward(from: u32, to: u32, step: u32) -> u32 {
+    if from < to { from.saturating_add(step).min(to) } else { from.saturating_sub(step).max(to) }
+}

@@ -1,0 +1,99 @@
+//! A sliding window of ok/error counts in a fixed ring of time buckets (no clock: time is passed in).
+//!
+//! Why a ring: memory stays constant however many outcomes arrive, and the window slides by
+//! whole buckets (1/60 of the window), which is finer than any guard interval an operator sets.
+
+/// Number of buckets a window is cut into.
+pub const BUCKETS: usize = 60;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Bucket {
+    /// Which bucket period this slot currently holds (time / bucket width).
+    period: u64,
+    ok: u64,
+    error: u64,
+}
+
+/// Counts over the last `window_ms`.
+#[derive(Clone, Debug)]
+pub struct Window {
+    bucket_ms: u64,
+    buckets: [Bucket; BUCKETS],
+    last_update_ms: Option<u64>,
+}
+
+/// Totals over a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Totals {
+    pub ok: u64,
+    pub error: u64,
+}
+
+impl Totals {
+    pub fn requests(&self) -> u64 {
+        self.ok + self.error
+    }
+
+    /// Errors / requests, or `None` with no requests (unknown, never "0 % errors").
+    pub fn error_rate(&self) -> Option<f64> {
+        let requests = self.requests();
+        (requests > 0).then(|| self.error as f64 / requests as f64)
+    }
+}
+
+impl Window {
+    pub fn new(window_ms: u64) -> Window {
+        let bucket_ms = (window_ms / BUCKETS as u64).max(1);
+        Window { bucket_ms, buckets: [Bucket::default(); BUCKETS], last_update_ms: None }
+    }
+
+    pub fn record(&mut self, now_ms: u64, ok: u64, error: u64) {
+        let period = now_ms / self.bucket_ms;
+        let slot = &mut self.buckets[(period % BUCKETS as u64) as usize];
+        if slot.period != period {
+            *slot = Bucket { period, ok: 0, error: 0 };
+        }
+        slot.ok = slot.ok.saturating_add(ok);
+        slot.error = slot.error.saturating_add(error);
+        self.last_update_ms = Some(now_ms);
+    }
+
+    pub fn totals(&self, now_ms: u64) -> Totals {
+        let now_period = now_ms / self.bucket_ms;
+        let oldest = now_period.saturating_sub(BUCKETS as u64 - 1);
+        self.buckets
+            .iter()
+            .filter(|b| (b.ok > 0 || b.error > 0) && b.period >= oldest && b.period <= now_period)
+            .fold(Totals::default(), |t, b| Totals { ok: t.ok + b.ok, error: t.error + b.error })
+    }
+
+    pub fn last_update_ms(&self) -> Option<u64> {
+        self.last_update_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_slide_out_of_the_window() {
+        let mut w = Window::new(60_000);
+        w.record(1_000, 90, 10);
+        w.record(30_000, 50, 50);
+        assert_eq!(w.totals(30_000), Totals { ok: 140, error: 60 });
+        assert_eq!(w.totals(30_000).error_rate(), Some(0.3));
+        // 61 s after the first batch it has left the window; the second is still in.
+        assert_eq!(w.totals(61_500), Totals { ok: 50, error: 50 });
+        assert_eq!(w.totals(200_000), Totals::default());
+        assert_eq!(w.totals(200_000).error_rate(), None);
+    }
+
+    #[test]
+    fn a_reused_slot_forgets_its_old_period() {
+        let mut w = Window::new(60_000);
+        w.record(0, 5, 5);
+        w.record(60_000, 1, 0); // same slot, one full window later
+        assert_eq!(w.totals(60_000), Totals { ok: 1, error: 0 });
+    }
+}

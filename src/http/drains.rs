@@ -1,0 +1,511 @@
+//! Zone health and drains: `POST /v1/outcomes`, `GET /v1/zones`, `/v1/drains/...`, restore.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rocket::fairing::AdHoc;
+use rocket::http::Status;
+use rocket::serde::json::Json;
+use rocket::{State, get, post, routes};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::error::{ApiError, json_error};
+use super::tag::Versioned;
+use super::{App, iso8601, now_ms};
+use crate::core::{
+    Color, Command, Drain, DrainPlan, Guard, OnBreach, Reading, RoutingTable, Share,
+    State as CoreState,
+};
+use crate::drain_runner;
+use crate::duration::{format_duration_ms, parse_duration_ms};
+use crate::health::ZoneHealth;
+
+type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
+
+pub fn stage() -> AdHoc {
+    AdHoc::on_ignite("drains", |rocket| async {
+        rocket
+            .mount(
+                "/",
+                routes![
+                    post_outcomes,
+                    get_zones,
+                    post_drain,
+                    get_current_drain,
+                    get_drains,
+                    get_drain,
+                    drain_action,
+                    restore_zone
+                ],
+            )
+            .attach(AdHoc::on_liftoff("drain runner", |rocket| {
+                Box::pin(async move {
+                    let app = rocket.state::<App>().expect("App state is managed");
+                    let shutdown = rocket.shutdown();
+                    rocket::tokio::spawn(drain_runner::run(
+                        Arc::clone(&app.coordinator),
+                        Arc::clone(&app.health),
+                        Duration::from_millis(app.config.drain.tick_ms),
+                        now_ms,
+                        shutdown,
+                    ));
+                })
+            }))
+    })
+}
+
+// ---- outcomes and zones ----------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutcomeBatch {
+    zone: String,
+    color: String,
+    #[serde(default)]
+    ok: u64,
+    #[serde(default)]
+    error: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Outcomes {
+    One(OutcomeBatch),
+    Many(Vec<OutcomeBatch>),
+}
+
+/// Most requests one batch may report: far above any real batch, low enough that a typo of a
+/// few extra digits is caught before it swamps the window.
+const MAX_BATCH_COUNT: u64 = 100_000_000;
+
+#[post("/v1/outcomes", data = "<body>")]
+fn post_outcomes(
+    app: &State<App>,
+    caller: Caller,
+    body: JsonBody<'_, Outcomes>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let batches = match body.map_err(json_error)?.into_inner() {
+        Outcomes::One(batch) => vec![batch],
+        Outcomes::Many(batches) => batches,
+    };
+    if batches.len() > 1000 {
+        return Err(ApiError::bad_request("batch_too_large", "at most 1000 batches per request"));
+    }
+    // Validate everything first so a bad batch in the middle records nothing.
+    let mut parsed = Vec::with_capacity(batches.len());
+    for (i, b) in batches.iter().enumerate() {
+        let color: Color = b.color.parse().map_err(|e: crate::core::ParseColorError| {
+            ApiError::bad_request("invalid_color", format!("batch {i}: {e}"))
+        })?;
+        if app.config.zones.zone_of(Color::Blue) != b.zone
+            && app.config.zones.zone_of(Color::Green) != b.zone
+        {
+            return Err(ApiError::bad_request(
+                "unknown_zone",
+                format!(
+                    "batch {i}: zone `{}` is not one of {}, {}",
+                    b.zone, app.config.zones.blue, app.config.zones.green
+                ),
+            ));
+        }
+        if b.ok.saturating_add(b.error) > MAX_BATCH_COUNT {
+            return Err(ApiError::bad_request(
+                "invalid_outcomes",
+                format!("batch {i}: at most {MAX_BATCH_COUNT} requests per batch"),
+            ));
+        }
+        parsed.push((b.zone.as_str(), color, b.ok, b.error));
+    }
+    let now = now_ms();
+    for (zone, color, ok, error) in parsed {
+        app.health
+            .record(zone, color, ok, error, now)
+            .map_err(|e| ApiError::bad_request("unknown_zone", e.to_string()))?;
+    }
+    Ok(Json(json!({ "accepted": batches.len() })))
+}
+
+fn health_body(h: &ZoneHealth) -> Value {
+    let (error_rate, unknown) = match &h.reading {
+        Reading::Known { error_rate, .. } => (json!(error_rate), Value::Null),
+        Reading::Unknown { why } => (Value::Null, json!(why)),
+    };
+    json!({
+        "error_rate": error_rate,
+        "requests": h.requests,
+        "errors": h.errors,
+        "source": h.source,
+        "last_update": h.last_update_ms.map(iso8601),
+        "unknown_reason": unknown,
+    })
+}
+
+fn zone_state(
+    state: &CoreState,
+    zone: &str,
+    color: Color,
+    health: &ZoneHealth,
+    down_rate: f64,
+) -> &'static str {
+    let table = state.table();
+    if let Some(drain) = state.active_drain().filter(|d| d.plan.zone == zone) {
+        let growing = match color {
+            Color::Blue => drain.heading_for() > table.blue_units(),
+            Color::Green => drain.heading_for() < table.blue_units(),
+        };
+        return if growing { "restoring" } else { "draining" };
+    }
+    let share_units = match color {
+        Color::Blue => table.share().blue_units,
+        Color::Green => table.share().green_units(),
+    };
+    if share_units == 0 {
+        return "drained";
+    }
+    match health.reading {
+        Reading::Known { error_rate, requests } if requests > 0 && error_rate >= down_rate => {
+            "down"
+        }
+        _ => "active",
+    }
+}
+
+#[get("/v1/zones")]
+async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let health = Arc::clone(&app.health);
+    let zones = app.config.zones.clone();
+    let now = now_ms();
+    let readings = rocket::tokio::task::spawn_blocking(move || {
+        [Color::Blue, Color::Green].map(|c| (c, health.zone(zones.zone_of(c), now)))
+    })
+    .await
+    .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+    let state = app.coordinator.state();
+    let table = state.table();
+    let share = table.share();
+    let zones: Vec<Value> = readings
+        .iter()
+        .map(|(color, h)| {
+            let units = match color {
+                Color::Blue => share.blue_units,
+                Color::Green => share.green_units(),
+            };
+            let mut body = json!({
+                "zone": h.zone,
+                "color": color.as_str(),
+                "state": zone_state(&state, &h.zone, *color, h, app.config.health.down_error_rate),
+                "share_percent": f64::from(units) * 100.0 / f64::from(share.units),
+                "units": units,
+            });
+            body.as_object_mut().unwrap().extend(health_body(h).as_object().unwrap().clone());
+            body
+        })
+        .collect();
+    Ok(Json(json!({
+        "version": table.version(),
+        "window": format_duration_ms(app.health.window_ms()),
+        "zones": zones,
+    })))
+}
+
+// ---- drains ----------------------------------------------------------------------------------
+
+/// The wire form of a drain. Percentages are the drained zone's share of users.
+pub fn drain_body(drain: &Drain, table: &RoutingTable) -> Value {
+    let units = table.units();
+    let steps_total = drain.steps_total();
+    let guard = &drain.plan.guard;
+    json!({
+        "id": drain.id,
+        "zone": drain.plan.zone,
+        "color": drain.plan.color.as_str(),
+        "receiving_zone": table.zone_of(drain.receiving_color()),
+        "state": drain.state_name(),
+        "direction": match drain.direction { crate::core::Direction::Forward => "forward", crate::core::Direction::Back => "back" },
+        "from_percent": drain.zone_percent(drain.start_blue_units, units),
+        "target_percent": drain.zone_percent(drain.plan.target_blue_units, units),
+        "current_percent": if drain.is_active() { json!(drain.zone_percent(table.blue_units(), units)) } else { Value::Null },
+        "step_percent": f64::from(drain.plan.step_units) * 100.0 / f64::from(units),
+        "interval": format_duration_ms(drain.plan.interval_ms),
+        "interval_ms": drain.plan.interval_ms,
+        "steps_done": drain.steps_done,
+        "steps_total": steps_total,
+        "progress": if steps_total == 0 { 1.0 } else { f64::from(drain.steps_done) / f64::from(steps_total) },
+        "next_step_at": (drain.status == crate::core::DrainStatus::Running).then(|| iso8601(drain.next_due_ms)),
+        "hold_reason": drain.hold_reason,
+        "consecutive_breaches": drain.consecutive_breaches,
+        "guard": {
+            "max_error_rate": guard.max_error_rate,
+            "min_requests": guard.min_requests,
+            "breaches": guard.breaches,
+            "on_breach": guard.on_breach.as_str(),
+        },
+        "started_by": drain.started_by,
+        "started_at": iso8601(drain.started_ms),
+        "reason": drain.reason,
+        "finished_at": drain.finished_ms.map(iso8601),
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct GuardRequest {
+    max_error_rate: Option<f64>,
+    min_requests: Option<u64>,
+    breaches: Option<u32>,
+    on_breach: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DrainRequest {
+    zone: String,
+    target_percent: f64,
+    step_percent: Option<f64>,
+    interval: Option<String>,
+    #[serde(default)]
+    guard: GuardRequest,
+    reason: String,
+    expected_version: Option<u64>,
+}
+
+/// Turns the request's zone-share terms into a plan in blue units, filling in config defaults.
+fn plan_from(
+    app: &App,
+    table: &RoutingTable,
+    zone: &str,
+    target_percent: f64,
+    step_percent: Option<f64>,
+    interval: Option<&str>,
+    guard: &GuardRequest,
+) -> Result<DrainPlan, ApiError> {
+    let defaults = &app.config.drain;
+    let invalid = |what: String| ApiError::bad_request("invalid_drain", what);
+    let color = app.config.zones.color_in(zone).ok_or_else(|| {
+        ApiError::bad_request(
+            "unknown_zone",
+            format!(
+                "zone `{zone}` is not one of {}, {}",
+                app.config.zones.blue, app.config.zones.green
+            ),
+        )
+    })?;
+    let units = table.units();
+    let target = Share::from_percent(target_percent, units)
+        .map_err(|e| invalid(format!("target_percent: {e}")))?;
+    let target_blue_units = match color {
+        Color::Blue => target.blue_units,
+        Color::Green => units - target.blue_units,
+    };
+    let step = Share::from_percent(step_percent.unwrap_or(defaults.step_percent), units)
+        .map_err(|e| invalid(format!("step_percent: {e}")))?;
+    if step.blue_units == 0 {
+        return Err(invalid("step_percent must move at least one unit".into()));
+    }
+    let interval_ms = match interval {
+        Some(text) => parse_duration_ms(text).map_err(|e| invalid(format!("interval: {e}")))?,
+        None => defaults.interval_ms,
+    };
+    if interval_ms < 10 {
+        return Err(invalid("interval must be at least 10ms".into()));
+    }
+    let on_breach = match guard.on_breach.as_deref() {
+        None => defaults.guard.on_breach,
+        Some("pause") => OnBreach::Pause,
+        Some("rollback") => OnBreach::Rollback,
+        Some(other) => {
+            return Err(invalid(format!(
+                "guard.on_breach: `{other}` is not `pause` or `rollback`"
+            )));
+        }
+    };
+    let max_error_rate = guard.max_error_rate.unwrap_or(defaults.guard.max_error_rate);
+    if !(0.0..=1.0).contains(&max_error_rate) {
+        return Err(invalid(format!(
+            "guard.max_error_rate must be between 0 and 1 (0.02 = 2%), got {max_error_rate}"
+        )));
+    }
+    Ok(DrainPlan {
+        zone: zone.to_owned(),
+        color,
+        target_blue_units,
+        step_units: step.blue_units,
+        interval_ms,
+        guard: Guard {
+            max_error_rate,
+            min_requests: guard.min_requests.unwrap_or(defaults.guard.min_requests),
+            breaches: guard.breaches.unwrap_or(defaults.guard.breaches),
+            on_breach,
+        },
+    })
+}
+
+async fn start_drain(
+    app: &App,
+    by: String,
+    plan: DrainPlan,
+    reason: String,
+    expected_version: Option<u64>,
+) -> Result<(Status, Versioned), ApiError> {
+    let submitted =
+        super::submit(app, Command::StartDrain { plan }, expected_version, by, reason).await?;
+    let drain = submitted.state.drains().next_back().expect("a drain was just started");
+    Ok((
+        Status::Created,
+        Versioned::new(&drain_body(drain, &submitted.table), submitted.table.version()),
+    ))
+}
+
+#[post("/v1/drains", data = "<request>")]
+async fn post_drain(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, DrainRequest>,
+) -> Result<(Status, Versioned), ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let table = app.coordinator.table();
+    let plan = plan_from(
+        app,
+        &table,
+        &r.zone,
+        r.target_percent,
+        r.step_percent,
+        r.interval.as_deref(),
+        &r.guard,
+    )?;
+    start_drain(app, by, plan, r.reason, r.expected_version).await
+}
+
+#[get("/v1/drains/current")]
+fn get_current_drain(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let state = app.coordinator.state();
+    let drain = state.active_drain().ok_or_else(|| {
+        ApiError::new(
+            Status::NotFound,
+            "no_active_drain",
+            "no drain is running or paused; GET /v1/drains lists past drains",
+        )
+    })?;
+    Ok(Json(drain_body(drain, state.table())))
+}
+
+#[get("/v1/drains")]
+fn get_drains(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let state = app.coordinator.state();
+    let drains: Vec<Value> = state.drains().rev().map(|d| drain_body(d, state.table())).collect();
+    Ok(Json(json!({ "drains": drains })))
+}
+
+#[get("/v1/drains/<id>", rank = 2)]
+fn get_drain(app: &State<App>, caller: Caller, id: &str) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let id = parse_id(id)?;
+    let state = app.coordinator.state();
+    let drain = state.drain(id).ok_or_else(|| not_found(id))?;
+    Ok(Json(drain_body(drain, state.table())))
+}
+
+fn parse_id(id: &str) -> Result<u64, ApiError> {
+    id.parse().map_err(|_| {
+        ApiError::bad_request(
+            "invalid_drain_id",
+            format!("`{id}` is not a drain ID (a whole number)"),
+        )
+    })
+}
+
+fn not_found(id: u64) -> ApiError {
+    ApiError::new(Status::NotFound, "drain_not_found", format!("there is no drain {id}"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActionRequest {
+    reason: String,
+    expected_version: Option<u64>,
+}
+
+#[post("/v1/drains/<id>/<action>", data = "<request>")]
+async fn drain_action(
+    app: &State<App>,
+    caller: Caller,
+    id: &str,
+    action: &str,
+    request: JsonBody<'_, ActionRequest>,
+) -> Result<Versioned, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let id = parse_id(id)?;
+    let command = match action {
+        "pause" => Command::PauseDrain { drain: id },
+        "resume" => Command::ResumeDrain { drain: id },
+        "abort" => Command::AbortDrain { drain: id },
+        "rollback" => Command::RollbackDrain { drain: id },
+        other => {
+            return Err(ApiError::new(
+                Status::NotFound,
+                "not_found",
+                format!("`{other}` is not a drain action: pause, resume, abort or rollback"),
+            ));
+        }
+    };
+    let r = request.map_err(json_error)?.into_inner();
+    let submitted = super::submit(app, command, r.expected_version, by, r.reason).await?;
+    let drain = submitted.state.drain(id).ok_or_else(|| not_found(id))?;
+    let mut body = drain_body(drain, &submitted.table);
+    body["changed"] = json!(submitted.applied.is_some());
+    Ok(Versioned::new(&body, submitted.table.version()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestoreRequest {
+    reason: String,
+    target_percent: Option<f64>,
+    step_percent: Option<f64>,
+    interval: Option<String>,
+    #[serde(default)]
+    guard: GuardRequest,
+    expected_version: Option<u64>,
+}
+
+/// Brings a zone back gradually: a drain toward the share the zone had before its latest
+/// completed drain (or the request's `target_percent`, or 50 %).
+#[post("/v1/zones/<zone>/restore", data = "<request>")]
+async fn restore_zone(
+    app: &State<App>,
+    caller: Caller,
+    zone: &str,
+    request: JsonBody<'_, RestoreRequest>,
+) -> Result<(Status, Versioned), ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let state = app.coordinator.state();
+    let table = state.table();
+    let units = table.units();
+    let target_percent = r.target_percent.unwrap_or_else(|| {
+        state
+            .drains()
+            .rev()
+            .find(|d| d.plan.zone == zone && d.state_name() == "completed")
+            .map(|d| d.zone_percent(d.start_blue_units, units))
+            .filter(|p| *p > 0.0)
+            .unwrap_or(50.0)
+    });
+    let plan = plan_from(
+        app,
+        table,
+        zone,
+        target_percent,
+        r.step_percent,
+        r.interval.as_deref(),
+        &r.guard,
+    )?;
+    start_drain(app, by, plan, r.reason, r.expected_version).await
+}
