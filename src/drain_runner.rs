@@ -28,7 +28,9 @@ pub async fn run(
     // Repeated identical "health unknown" holds are logged once; after that the loop only waits
     // out the interval (remembered here), so the log does not fill with copies of one sentence.
     let mut quiet_until: HashMap<u64, u64> = HashMap::new();
-    let mut ticker = tokio::time::interval(tick);
+    // The first tick comes one period after start, not at once: a freshly started process (or
+    // test client) gets a moment before the first decision.
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

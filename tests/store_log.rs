@@ -150,3 +150,52 @@ fn version_conflicts_are_not_logged() {
     let lines = fs::read_to_string(dir.path().join(LOG_FILE)).unwrap().lines().count();
     assert_eq!(lines, 1, "only the genesis entry");
 }
+
+#[test]
+fn drains_replay_to_the_same_state() {
+    use tidegate::core::{DrainPlan, Guard, OnBreach};
+    let dir = tempfile::tempdir().unwrap();
+    let submit = |c: &Coordinator, by: &str, at_ms: u64, command: Command| {
+        let env = Envelope {
+            expected_version: c.state().version(),
+            command,
+            audit: Audit { by: by.into(), at_ms, reason: "test".into() },
+        };
+        c.submit(&env).unwrap();
+    };
+    let before = {
+        let (c, _) = open(dir.path()).unwrap();
+        let guard = Guard {
+            max_error_rate: 0.02,
+            min_requests: 1,
+            breaches: 2,
+            on_breach: OnBreach::Pause,
+        };
+        let plan = DrainPlan {
+            zone: "az-b".into(),
+            color: tidegate::core::Color::Blue,
+            target_blue_units: 0,
+            step_units: 10,
+            interval_ms: 1000,
+            guard,
+        };
+        submit(&c, "alice", 10, Command::StartDrain { plan });
+        submit(&c, "drain:1", 20, Command::DrainStep { drain: 1, blue_units: 40 });
+        submit(
+            &c,
+            "drain:1",
+            1020,
+            Command::DrainHold { drain: 1, breach: true, reason: "hot".into() },
+        );
+        submit(&c, "alice", 1500, Command::PauseDrain { drain: 1 });
+        c.state()
+    };
+    let (c, _) = open(dir.path()).unwrap();
+    assert_eq!(*c.state(), *before);
+    let drain = c.state().drain(1).unwrap().clone();
+    assert_eq!(
+        (drain.state_name(), drain.steps_done, drain.consecutive_breaches),
+        ("paused", 1, 1)
+    );
+    assert_eq!(c.audit(1)[0].action, "drain_pause");
+}

@@ -1,0 +1,364 @@
+//! The drain state machine in virtual time: fixture scenarios plus every operator transition.
+
+use serde_json::Value;
+use tidegate::core::Envelope;
+use tidegate::core::{
+    Audit, Color, ColorZones, Command, CommandError, DrainAction, DrainPlan, Genesis, Guard,
+    OnBreach, Reading, State, UnitMode, UnitScheme,
+};
+
+fn state(blue_units: u32) -> State {
+    let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
+    State::genesis(Genesis { scheme, blue_units }, ColorZones::default()).unwrap()
+}
+
+fn apply(state: &State, at_ms: u64, by: &str, command: Command) -> Result<State, CommandError> {
+    let env = Envelope {
+        expected_version: state.version(),
+        command,
+        audit: Audit { by: by.into(), at_ms, reason: "test".into() },
+    };
+    Ok(state.apply(&env)?.map(|(s, _)| s).unwrap_or_else(|| state.clone()))
+}
+
+fn plan(zone: &str, target_blue: u32, step: u32, guard: Guard) -> DrainPlan {
+    let color = ColorZones::default().color_in(zone).unwrap();
+    DrainPlan {
+        zone: zone.into(),
+        color,
+        target_blue_units: target_blue,
+        step_units: step,
+        interval_ms: 1000,
+        guard,
+    }
+}
+
+fn guard(breaches: u32, on_breach: OnBreach) -> Guard {
+    Guard { max_error_rate: 0.02, min_requests: 100, breaches, on_breach }
+}
+
+fn healthy() -> Reading {
+    Reading::Known { error_rate: 0.0, requests: 1000 }
+}
+
+fn failing() -> Reading {
+    Reading::Known { error_rate: 0.5, requests: 1000 }
+}
+
+/// One runner tick in virtual time: decide, then apply what was decided.
+fn tick(state: &State, now: u64, draining: &Reading, receiving: &Reading) -> State {
+    let drain = state.active_drain().expect("an active drain").clone();
+    let receiving_zone = state.table().zone_of(drain.receiving_color()).to_owned();
+    let Some(action) =
+        drain.decide(state.table().blue_units(), now, &receiving_zone, draining, receiving)
+    else {
+        return state.clone();
+    };
+    let command = match action {
+        DrainAction::Step { blue_units } => Command::DrainStep { drain: drain.id, blue_units },
+        DrainAction::Hold { breach, reason } => {
+            Command::DrainHold { drain: drain.id, breach, reason }
+        }
+    };
+    apply(state, now, &format!("drain:{}", drain.id), command)
+        .expect("the runner's command applies")
+}
+
+fn latest(state: &State) -> &tidegate::core::Drain {
+    state.drains().next_back().unwrap()
+}
+
+fn reading(rate: &Value, requests: u64) -> Reading {
+    match rate.as_f64() {
+        Some(error_rate) => Reading::Known { error_rate, requests },
+        None => Reading::Unknown { why: "no data".into() },
+    }
+}
+
+#[test]
+fn fixture_scenarios() {
+    let doc: Value = serde_json::from_str(include_str!("fixtures/drain_scenarios.json")).unwrap();
+    let scenarios = doc["scenarios"].as_array().unwrap();
+    assert!(scenarios.len() >= 7);
+    for sc in scenarios {
+        let name = sc["name"].as_str().unwrap();
+        let g = &sc["guard"];
+        let on_breach =
+            if g["on_breach"] == "pause" { OnBreach::Pause } else { OnBreach::Rollback };
+        let guard = Guard {
+            max_error_rate: g["max_error_rate"].as_f64().unwrap(),
+            min_requests: g["min_requests"].as_u64().unwrap(),
+            breaches: g["breaches"].as_u64().unwrap() as u32,
+            on_breach,
+        };
+        let zone = sc["zone"].as_str().unwrap();
+        let target_zone = sc["target"].as_u64().unwrap() as u32;
+        let target_blue = if zone == "az-b" { target_zone } else { 100 - target_zone };
+        let mut p = plan(zone, target_blue, sc["step"].as_u64().unwrap() as u32, guard);
+        p.interval_ms = sc["interval"].as_u64().unwrap();
+        let mut s = apply(
+            &state(sc["start_blue"].as_u64().unwrap() as u32),
+            0,
+            "alice",
+            Command::StartDrain { plan: p },
+        )
+        .unwrap();
+        for (i, check) in sc["checks"].as_array().unwrap().iter().enumerate() {
+            let requests = check["requests"].as_u64().unwrap();
+            if s.active_drain()
+                .filter(|d| d.status == tidegate::core::DrainStatus::Running)
+                .is_some()
+            {
+                s = tick(
+                    &s,
+                    check["t"].as_u64().unwrap(),
+                    &reading(&check["draining"], requests),
+                    &reading(&check["receiving"], requests),
+                );
+            }
+            assert_eq!(
+                u64::from(s.table().blue_units()),
+                check["blue"].as_u64().unwrap(),
+                "{name}, check {i}"
+            );
+            assert_eq!(
+                latest(&s).state_name(),
+                check["state"].as_str().unwrap(),
+                "{name}, check {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_breach_at_every_step_pauses_exactly_there() {
+    // Drain 50 -> 0 in steps of 10; the receiving zone starts failing before step k.
+    for k in 0..5u64 {
+        let mut s = apply(
+            &state(50),
+            0,
+            "alice",
+            Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+        )
+        .unwrap();
+        let mut t = 0;
+        for _ in 0..k {
+            s = tick(&s, t, &healthy(), &healthy());
+            t += 1000;
+        }
+        let before = s.table().blue_units();
+        assert_eq!(u64::from(before), 50 - 10 * k);
+        s = tick(&s, t, &healthy(), &failing());
+        assert_eq!(latest(&s).state_name(), "running", "one breach is not enough (k={k})");
+        assert_eq!(latest(&s).consecutive_breaches, 1);
+        // Not due yet: nothing happens however bad it looks.
+        s = tick(&s, t + 999, &healthy(), &failing());
+        assert_eq!(latest(&s).consecutive_breaches, 1);
+        s = tick(&s, t + 1000, &healthy(), &failing());
+        assert_eq!(latest(&s).state_name(), "paused", "k={k}");
+        assert_eq!(s.table().blue_units(), before, "a breach never moves users (k={k})");
+        assert!(
+            latest(&s).hold_reason.as_deref().unwrap().contains("paused by the guard"),
+            "k={k}"
+        );
+    }
+}
+
+#[test]
+fn resume_after_a_guard_pause_completes_the_drain() {
+    let mut s = apply(
+        &state(50),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 25, guard(1, OnBreach::Pause)) },
+    )
+    .unwrap();
+    s = tick(&s, 0, &failing(), &healthy());
+    assert_eq!(latest(&s).state_name(), "paused");
+    let id = latest(&s).id;
+    s = apply(&s, 5000, "alice", Command::ResumeDrain { drain: id }).unwrap();
+    assert_eq!(latest(&s).state_name(), "running");
+    assert_eq!(latest(&s).consecutive_breaches, 0);
+    s = tick(&s, 5000, &healthy(), &healthy());
+    assert_eq!(s.table().blue_units(), 25);
+    s = tick(&s, 6000, &healthy(), &healthy());
+    assert_eq!((s.table().blue_units(), latest(&s).state_name()), (0, "completed"));
+    assert_eq!(latest(&s).steps_done, 2);
+}
+
+#[test]
+fn operator_rollback_returns_to_the_start() {
+    let mut s = apply(
+        &state(60),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 20, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    s = tick(&s, 0, &healthy(), &healthy());
+    s = tick(&s, 1000, &healthy(), &healthy());
+    assert_eq!(s.table().blue_units(), 20);
+    let id = latest(&s).id;
+    s = apply(&s, 1500, "alice", Command::PauseDrain { drain: id }).unwrap();
+    s = apply(&s, 1600, "alice", Command::RollbackDrain { drain: id }).unwrap();
+    assert_eq!(latest(&s).state_name(), "rolling_back");
+    // Rolling back ignores failing readings: it is the remedy.
+    s = tick(&s, 1600, &failing(), &failing());
+    assert_eq!(s.table().blue_units(), 40);
+    s = tick(&s, 2600, &Reading::Unknown { why: "x".into() }, &failing());
+    assert_eq!((s.table().blue_units(), latest(&s).state_name()), (60, "rolled_back"));
+    assert!(s.active_drain().is_none());
+}
+
+#[test]
+fn abort_leaves_the_share_where_it_is_and_finishes_the_drain() {
+    let mut s = apply(
+        &state(50),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    s = tick(&s, 0, &healthy(), &healthy());
+    let id = latest(&s).id;
+    s = apply(&s, 10, "alice", Command::AbortDrain { drain: id }).unwrap();
+    assert_eq!((s.table().blue_units(), latest(&s).state_name()), (40, "aborted"));
+    for command in [
+        Command::ResumeDrain { drain: id },
+        Command::PauseDrain { drain: id },
+        Command::RollbackDrain { drain: id },
+    ] {
+        assert!(matches!(apply(&s, 20, "alice", command), Err(CommandError::DrainFinished { .. })));
+    }
+    // With the drain finished, the dial is free again, and a new drain may start.
+    s = apply(&s, 30, "alice", Command::SetBlueUnits { blue_units: 45 }).unwrap();
+    assert!(
+        apply(
+            &s,
+            40,
+            "alice",
+            Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) }
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn the_dial_is_locked_while_a_drain_runs_and_free_while_it_is_paused() {
+    let s = apply(
+        &state(50),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    let id = latest(&s).id;
+    assert_eq!(
+        apply(&s, 1, "bob", Command::SetBlueUnits { blue_units: 10 }).unwrap_err(),
+        CommandError::DrainRunning(id)
+    );
+    let s = apply(&s, 2, "bob", Command::PauseDrain { drain: id }).unwrap();
+    let s = apply(&s, 3, "bob", Command::SetBlueUnits { blue_units: 35 }).unwrap();
+    assert_eq!(s.table().blue_units(), 35);
+    // Resuming continues from wherever the dial now is, one step at a time.
+    let s = apply(&s, 4, "bob", Command::ResumeDrain { drain: id }).unwrap();
+    let s = tick(&s, 4, &healthy(), &healthy());
+    assert_eq!(s.table().blue_units(), 25);
+}
+
+#[test]
+fn one_active_drain_at_a_time() {
+    let s = apply(
+        &state(50),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    let err = apply(
+        &s,
+        1,
+        "alice",
+        Command::StartDrain { plan: plan("az-a", 100, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap_err();
+    assert_eq!(err, CommandError::DrainActive(1));
+    let s = apply(&s, 2, "alice", Command::PauseDrain { drain: 1 }).unwrap();
+    assert!(
+        apply(
+            &s,
+            3,
+            "alice",
+            Command::StartDrain { plan: plan("az-a", 100, 10, guard(2, OnBreach::Pause)) }
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn plans_are_validated() {
+    let s = state(50);
+    let bad = [
+        plan("az-b", 50, 10, guard(2, OnBreach::Pause)), // already there
+        plan("az-b", 0, 0, guard(2, OnBreach::Pause)),   // no step
+        plan("az-b", 101, 10, guard(2, OnBreach::Pause)), // beyond the units
+        plan("az-b", 0, 10, guard(0, OnBreach::Pause)),  // zero breaches
+        DrainPlan { color: Color::Green, ..plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+    ];
+    for p in bad {
+        assert!(
+            matches!(
+                apply(&s, 0, "alice", Command::StartDrain { plan: p.clone() }),
+                Err(CommandError::InvalidDrain(_))
+            ),
+            "{p:?}"
+        );
+    }
+}
+
+#[test]
+fn a_step_that_skips_or_repeats_is_refused() {
+    let s = apply(
+        &state(50),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    for wrong in [30, 50, 0] {
+        let err = apply(&s, 0, "drain:1", Command::DrainStep { drain: 1, blue_units: wrong })
+            .unwrap_err();
+        assert!(
+            matches!(err, CommandError::DrainStepMismatch { expected: 40, .. }),
+            "{wrong}: {err:?}"
+        );
+    }
+    let s = apply(&s, 0, "drain:1", Command::DrainStep { drain: 1, blue_units: 40 }).unwrap();
+    assert_eq!(latest(&s).next_due_ms, 1000);
+    let s = apply(&s, 1, "alice", Command::PauseDrain { drain: 1 }).unwrap();
+    assert!(matches!(
+        apply(&s, 2, "drain:1", Command::DrainStep { drain: 1, blue_units: 30 }),
+        Err(CommandError::DrainNotRunning { .. })
+    ));
+}
+
+#[test]
+fn repeated_operator_commands_change_nothing() {
+    let s = apply(
+        &state(50),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    let env = |command| Envelope {
+        expected_version: s.version(),
+        command,
+        audit: Audit { by: "a".into(), at_ms: 1, reason: "r".into() },
+    };
+    assert!(s.apply(&env(Command::ResumeDrain { drain: 1 })).unwrap().is_none());
+    assert!(matches!(
+        s.apply(&env(Command::PauseDrain { drain: 9 })),
+        Err(CommandError::DrainNotFound(9))
+    ));
+}
