@@ -2,6 +2,7 @@
 # Runs a real Prometheus server (Debian's `prometheus` package) on a loopback port, for
 # integration tests and CI.
 #
+#   scripts/prometheus.sh install                    # install Debian's prometheus/promtool if missing
 #   scripts/prometheus.sh start TARGET [TARGET...]   # TARGET = host:port serving /metrics
 #   scripts/prometheus.sh wait-scrape [SECONDS]      # wait until every target's `up` is 1
 #   scripts/prometheus.sh status                     # exit 0 and print URL if running, else 1
@@ -475,6 +476,7 @@ cmd_wait_scrape() {
 cmd="${1:-}"
 [ "$#" -eq 0 ] || shift
 case "$cmd" in
+  install) ensure_installed; "$PROMETHEUS" --version 2>&1 | head -n 1 >&2 ;;
   start) cmd_start "$@" ;;
   stop) cmd_stop ;;
   status) cmd_status ;;

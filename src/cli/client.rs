@@ -101,15 +101,24 @@ fn encode(segment: &str) -> String {
     out
 }
 
+/// A JSON number as people write it: `40`, not `40.0`; `12.5` stays.
+fn num(value: &Value) -> String {
+    match value.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+        Some(f) => format!("{f}"),
+        None => "-".to_owned(),
+    }
+}
+
 fn split_summary(table: &Value) -> String {
     format!(
         "version {}: blue {}% ({} of {} units) in {}, green {}% in {}; {} pinned user(s)",
         table["version"],
-        table["blue_percent"],
+        num(&table["blue_percent"]),
         table["blue_units"],
         table["units"],
         table["colors"]["blue"].as_str().unwrap_or("?"),
-        table["green_percent"],
+        num(&table["green_percent"]),
         table["colors"]["green"].as_str().unwrap_or("?"),
         table["pins"].as_object().map_or(0, |p| p.len()),
     )
@@ -157,7 +166,7 @@ pub fn dial_set(
         if after["changed"].as_bool() == Some(false) {
             format!("unchanged: {}", split_summary(after))
         } else {
-            format!("was blue {}%; now {}", before["blue_percent"], split_summary(after))
+            format!("was blue {}%; now {}", num(&before["blue_percent"]), split_summary(after))
         }
     });
     Ok(())
@@ -235,5 +244,162 @@ pub fn audit(args: &ClientArgs, limit: usize) -> Result<(), String> {
     client.print(&value, |v| {
         v["entries"].as_array().into_iter().flatten().map(audit_line).collect::<Vec<_>>().join("\n")
     });
+    Ok(())
+}
+
+// ---- drains and zones ----
+
+fn drain_line(d: &Value) -> String {
+    let done = d["steps_done"].as_u64().unwrap_or(0);
+    let total = d["steps_total"].as_u64().unwrap_or(0).max(1);
+    let width = 20;
+    let filled = (done * width / total) as usize;
+    format!(
+        "drain {} of {} ({}): [{}{}] {done}/{total} steps, {}% now, {}% -> {}% every {}",
+        d["id"],
+        d["zone"].as_str().unwrap_or("?"),
+        d["state"].as_str().unwrap_or("?"),
+        "#".repeat(filled),
+        "-".repeat(width as usize - filled),
+        num(&d["current_percent"]),
+        num(&d["from_percent"]),
+        num(&d["target_percent"]),
+        d["interval"].as_str().unwrap_or("?"),
+    )
+}
+
+fn zone_line(z: &Value) -> String {
+    let rate = match z["error_rate"].as_f64() {
+        Some(rate) => format!("{:.2}% errors over {} requests", rate * 100.0, z["requests"]),
+        None => format!("health unknown ({})", z["unknown_reason"].as_str().unwrap_or("no data")),
+    };
+    format!(
+        "{:<8} {:<6} {:<10} share {:>6.2}%  {rate}",
+        z["zone"].as_str().unwrap_or("?"),
+        z["color"].as_str().unwrap_or("?"),
+        z["state"].as_str().unwrap_or("?"),
+        z["share_percent"].as_f64().unwrap_or(0.0),
+    )
+}
+
+pub fn drain_start(args: &super::DrainStartArgs) -> Result<(), String> {
+    let client = Client::new(&args.client)?;
+    let mut guard = serde_json::Map::new();
+    if let Some(v) = args.max_error_rate {
+        guard.insert("max_error_rate".into(), json!(v));
+    }
+    if let Some(v) = args.min_requests {
+        guard.insert("min_requests".into(), json!(v));
+    }
+    if let Some(v) = args.breaches {
+        guard.insert("breaches".into(), json!(v));
+    }
+    if let Some(v) = &args.on_breach {
+        guard.insert("on_breach".into(), json!(v));
+    }
+    let mut body = json!({ "zone": args.zone, "target_percent": args.to, "guard": guard, "reason": args.reason });
+    if let Some(step) = args.step {
+        body["step_percent"] = json!(step);
+    }
+    if let Some(every) = &args.every {
+        body["interval"] = json!(every);
+    }
+    let value = client.call("POST", "/v1/drains", Some(body))?;
+    client.print(&value, |d| format!("started {}", drain_line(d)));
+    Ok(())
+}
+
+fn drain_path(client: &Client, id: Option<u64>) -> Result<String, String> {
+    match id {
+        Some(id) => Ok(format!("/v1/drains/{id}")),
+        None => {
+            let current = client.call("GET", "/v1/drains/current", None)?;
+            Ok(format!("/v1/drains/{}", current["id"]))
+        }
+    }
+}
+
+pub fn drain_status(args: &ClientArgs, id: Option<u64>) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let path = drain_path(&client, id)?;
+    let drain = client.call("GET", &path, None)?;
+    let zones = client.call("GET", "/v1/zones", None)?;
+    let value = json!({ "drain": drain, "zones": zones["zones"] });
+    client.print(&value, |v| {
+        let d = &v["drain"];
+        let mut out = drain_line(d);
+        if let Some(hold) = d["hold_reason"].as_str() {
+            out.push_str(&format!("\n  held: {hold}"));
+        }
+        if let Some(next) = d["next_step_at"].as_str() {
+            out.push_str(&format!("\n  next check: {next}"));
+        }
+        let g = &d["guard"];
+        out.push_str(&format!(
+            "\n  guard: error rate <= {}% with >= {} requests, {} breach(es) -> {}",
+            g["max_error_rate"].as_f64().unwrap_or(0.0) * 100.0,
+            g["min_requests"],
+            g["breaches"],
+            g["on_breach"].as_str().unwrap_or("?")
+        ));
+        for z in v["zones"].as_array().into_iter().flatten() {
+            out.push_str(&format!("\n  {}", zone_line(z)));
+        }
+        out
+    });
+    Ok(())
+}
+
+pub fn drain_control(
+    args: &ClientArgs,
+    id: Option<u64>,
+    action: &str,
+    reason: &str,
+) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let path = format!("{}/{action}", drain_path(&client, id)?);
+    let value = client.call("POST", &path, Some(json!({ "reason": reason })))?;
+    client.print(&value, drain_line);
+    Ok(())
+}
+
+pub fn zones(args: &ClientArgs) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let value = client.call("GET", "/v1/zones", None)?;
+    client.print(&value, |v| {
+        let mut out = format!(
+            "routing version {}, health window {}",
+            v["version"],
+            v["window"].as_str().unwrap_or("?")
+        );
+        for z in v["zones"].as_array().into_iter().flatten() {
+            out.push_str(&format!("\n  {}", zone_line(z)));
+        }
+        out
+    });
+    Ok(())
+}
+
+pub fn restore(
+    args: &ClientArgs,
+    zone: &str,
+    to: Option<f64>,
+    step: Option<f64>,
+    every: Option<&str>,
+    reason: &str,
+) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let mut body = json!({ "reason": reason });
+    if let Some(to) = to {
+        body["target_percent"] = json!(to);
+    }
+    if let Some(step) = step {
+        body["step_percent"] = json!(step);
+    }
+    if let Some(every) = every {
+        body["interval"] = json!(every);
+    }
+    let value = client.call("POST", &format!("/v1/zones/{}/restore", encode(zone)), Some(body))?;
+    client.print(&value, |d| format!("restoring: {}", drain_line(d)));
     Ok(())
 }

@@ -64,6 +64,18 @@ pub enum Commands {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Drain a zone step by step, guarded by error rates, and control the running drain.
+    Drain {
+        #[command(subcommand)]
+        action: DrainCommand,
+    },
+    /// Show each zone's state, share and health; `zones restore ZONE` brings a zone back.
+    Zones {
+        #[command(subcommand)]
+        action: Option<ZoneCommand>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Manage operator tokens.
     Token {
         #[command(subcommand)]
@@ -124,6 +136,85 @@ pub enum DialAction {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum DrainCommand {
+    /// Start draining a zone toward a target share.
+    Start(DrainStartArgs),
+    /// Show the current (or a given) drain with a progress bar and the guard's readings.
+    Status {
+        /// Drain ID; the active drain by default.
+        id: Option<u64>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Pause the drain (it stays where it is; the dial is free while paused).
+    Pause(DrainControlArgs),
+    /// Resume a paused drain.
+    Resume(DrainControlArgs),
+    /// Stop the drain for good, leaving the share where it is.
+    Abort(DrainControlArgs),
+    /// Step back to the share the drain started from.
+    Rollback(DrainControlArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DrainStartArgs {
+    /// Zone to drain (e.g. az-b).
+    #[arg(long)]
+    pub zone: String,
+    /// Target share of users for the zone, in percent (0 drains it completely).
+    #[arg(long = "to")]
+    pub to: f64,
+    /// Percent of users moved per step (default from config: 10).
+    #[arg(long)]
+    pub step: Option<f64>,
+    /// Time between steps, e.g. 30s (default from config).
+    #[arg(long)]
+    pub every: Option<String>,
+    /// Highest tolerated error rate (0-1) of either zone.
+    #[arg(long)]
+    pub max_error_rate: Option<f64>,
+    /// Fewest requests in the window for the error rate to count.
+    #[arg(long)]
+    pub min_requests: Option<u64>,
+    /// Consecutive failed checks before the guard acts.
+    #[arg(long)]
+    pub breaches: Option<u32>,
+    /// What the guard does: pause or rollback.
+    #[arg(long, value_parser = ["pause", "rollback"])]
+    pub on_breach: Option<String>,
+    #[arg(long)]
+    pub reason: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DrainControlArgs {
+    /// Drain ID; the active drain by default.
+    pub id: Option<u64>,
+    #[arg(long)]
+    pub reason: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ZoneCommand {
+    /// Bring a drained zone back gradually (to its share before the drain, or --to).
+    Restore {
+        zone: String,
+        #[arg(long = "to")]
+        to: Option<f64>,
+        #[arg(long)]
+        step: Option<f64>,
+        #[arg(long)]
+        every: Option<String>,
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum TokenAction {
     /// Generate a token and print the `[[operators]]` entry holding its hash.
     New {
@@ -154,6 +245,21 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Commands::Status { client } => client::status(&client),
         Commands::Audit { limit, client } => client::audit(&client, limit),
+        Commands::Drain { action } => match action {
+            DrainCommand::Start(args) => client::drain_start(&args),
+            DrainCommand::Status { id, client } => client::drain_status(&client, id),
+            DrainCommand::Pause(a) => client::drain_control(&a.client, a.id, "pause", &a.reason),
+            DrainCommand::Resume(a) => client::drain_control(&a.client, a.id, "resume", &a.reason),
+            DrainCommand::Abort(a) => client::drain_control(&a.client, a.id, "abort", &a.reason),
+            DrainCommand::Rollback(a) => {
+                client::drain_control(&a.client, a.id, "rollback", &a.reason)
+            }
+        },
+        Commands::Zones { action: None, client } => client::zones(&client),
+        Commands::Zones {
+            action: Some(ZoneCommand::Restore { zone, to, step, every, reason }),
+            client,
+        } => client::restore(&client, &zone, to, step, every.as_deref(), &reason),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,126 @@
+//! The command line against a real server: token generation, dial, pins, drains, zones, errors.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::*;
+
+fn tidegate(args: &[&str], url: &str, token: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tidegate"));
+    command.args(args).env("TIDEGATE_URL", url).env_remove("TIDEGATE_TOKEN");
+    if let Some(token) = token {
+        command.env("TIDEGATE_TOKEN", token);
+    }
+    command.output().unwrap()
+}
+
+fn ok(output: Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+fn fails(output: Output) -> String {
+    assert!(!output.status.success(), "should fail: {}", String::from_utf8_lossy(&output.stdout));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn token_new_prints_a_usable_operator_block() {
+    let output = ok(Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["token", "new", "--name", "carol"])
+        .output()
+        .unwrap());
+    let token =
+        output.split_whitespace().find(|w| w.starts_with("tg_")).expect("a token").to_owned();
+    assert_eq!(token.len(), 3 + 64);
+    // The printed block is the configuration: it parses and holds the token's hash, not the token.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("carol.toml");
+    std::fs::write(&config, &output).unwrap();
+    assert!(output.contains(&tidegate::config::token_sha256_hex(&token)));
+    assert!(!output.lines().filter(|l| !l.starts_with('#')).any(|l| l.contains(&token)));
+    let server = Server::start(&config, &dir.path().join("data"));
+    let changed = ok(tidegate(
+        &["dial", "set", "40", "--reason", "carol's first change"],
+        &server.url,
+        Some(&token),
+    ));
+    assert!(changed.contains("blue 40%"), "{changed}");
+}
+
+#[test]
+fn client_commands_print_summaries_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("t.toml");
+    std::fs::write(&config, config_toml("[drain]\ninterval = \"1h\"")).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.as_str();
+    let op = Some(OPERATOR_TOKEN);
+
+    assert!(
+        ok(tidegate(&["tag", "alice"], url, None)).contains("alice -> green (zone az-a, unit 80")
+    );
+    assert!(ok(tidegate(&["dial", "get"], url, None)).contains("version 1: blue 50%"));
+    let set = ok(tidegate(&["dial", "set", "30", "--reason", "drill"], url, op));
+    assert!(set.contains("was blue 50") && set.contains("blue 30%"), "{set}");
+    let stale = fails(tidegate(
+        &["dial", "set", "20", "--reason", "x", "--expected-version", "1"],
+        url,
+        op,
+    ));
+    assert!(stale.contains("409") && stale.contains("version_conflict"), "{stale}");
+    assert!(fails(tidegate(&["dial", "set", "20", "--reason", "x"], url, None)).contains("401"));
+    assert!(
+        fails(tidegate(&["dial", "set", "20", "--reason", "x"], url, Some(VIEWER_TOKEN)))
+            .contains("403")
+    );
+    assert!(
+        ok(tidegate(&["pin", "qa-1", "blue", "--reason", "qa"], url, op))
+            .contains("qa-1 pinned blue")
+    );
+    assert!(ok(tidegate(&["tag", "qa-1"], url, None)).contains("blue"));
+    assert!(ok(tidegate(&["unpin", "qa-1", "--reason", "done"], url, op)).contains("unpinned"));
+    let status = ok(tidegate(&["status"], url, None));
+    assert!(status.contains("ready") && status.contains("unpin"), "{status}");
+    let json = ok(tidegate(&["dial", "get", "--json"], url, None));
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["blue_units"], 30);
+
+    let started = ok(tidegate(
+        &[
+            "drain", "start", "--zone", "az-b", "--to", "0", "--step", "10", "--every", "1h",
+            "--reason", "maint",
+        ],
+        url,
+        op,
+    ));
+    assert!(started.contains("drain 1 of az-b"), "{started}");
+    let drain_status = ok(tidegate(&["drain", "status"], url, None));
+    assert!(
+        drain_status.contains("[")
+            && drain_status.contains("steps")
+            && drain_status.contains("guard:"),
+        "{drain_status}"
+    );
+    assert!(
+        drain_status.contains("az-a") && drain_status.contains("health unknown"),
+        "{drain_status}"
+    );
+    assert!(ok(tidegate(&["drain", "pause", "--reason", "wait"], url, op)).contains("(paused)"));
+    assert!(
+        ok(tidegate(&["drain", "abort", "1", "--reason", "cancel"], url, op)).contains("(aborted)")
+    );
+    assert!(fails(tidegate(&["drain", "status"], url, None)).contains("no_active_drain"));
+    let zones = ok(tidegate(&["zones"], url, None));
+    assert!(zones.contains("az-b") && zones.contains("az-a"), "{zones}");
+    assert!(ok(tidegate(&["audit", "--limit", "3"], url, None)).contains("drain_abort"));
+
+    let unreachable = fails(tidegate(&["dial", "get"], "http://127.0.0.1:9", None));
+    assert!(unreachable.contains("cannot reach tidegate"), "{unreachable}");
+}
