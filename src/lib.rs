@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod coordinator;
 pub mod core;
@@ -15,5 +16,6 @@ pub mod duration;
 pub mod health;
 pub mod http;
 pub mod server;
+pub mod snapshot;
 pub mod store;
 pub mod telemetry;

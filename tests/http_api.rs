@@ -376,3 +376,26 @@ fn unknown_routes_and_methods_get_json_errors() {
     assert_error(client.get("/v1/nothing").dispatch(), Status::NotFound, "not_found");
     assert_error(client.post("/v1/routing").dispatch(), Status::NotFound, "not_found");
 }
+
+#[test]
+fn the_routing_json_decodes_to_the_same_table() {
+    let (client, _dir) = client_with(&config_toml("initial_blue_percent = 37"));
+    client
+        .put("/v1/pins/qa%2F1")
+        .header(bearer(OPERATOR_TOKEN))
+        .body(json!({"color": "green", "expected_version": 1, "reason": "qa"}).to_string())
+        .dispatch();
+    let routing = body(client.get("/v1/routing").dispatch());
+    let table = tidegate::client::decode_table(&routing).unwrap();
+    assert_eq!((table.version(), table.blue_units(), table.units()), (2, 37, 100));
+    for id in ["alice", "bob", "qa/1", "user-77"] {
+        let server =
+            body(client.get(format!("/v1/tag?user_id={}", id.replace('/', "%2F"))).dispatch());
+        let local = table.tag(id).unwrap();
+        assert_eq!(
+            (local.color.as_str(), u64::from(local.unit.0)),
+            (server["color"].as_str().unwrap(), server["unit"].as_u64().unwrap()),
+            "{id}"
+        );
+    }
+}

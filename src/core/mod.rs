@@ -20,7 +20,7 @@ pub use dial::{DialError, Share};
 pub use drain::{
     Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, OnBreach, Reading, step_toward,
 };
-pub use table::{Fallback, RoutingTable, Tag, TagError};
+pub use table::{Fallback, RoutingTable, TableError, Tag, TagError};
 pub use unit::{
     HASH_ALGORITHM, MAX_UNITS, MIN_UNITS, SchemeError, Unit, UnitError, UnitMode, UnitScheme,
     hash_user_id,

@@ -49,7 +49,33 @@ pub struct RoutingTable {
     pub(crate) zones: ColorZones,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    #[error("blue_units {blue_units} exceeds the {units} units")]
+    BlueUnitsOutOfRange { blue_units: u32, units: u32 },
+    #[error("pinned user id is invalid: {0}")]
+    InvalidPin(UnitError),
+}
+
 impl RoutingTable {
+    /// A table from its parts, as a client decodes it from the watch stream or `GET /v1/routing`.
+    /// The coordinator never builds tables this way: its tables come from `State::apply`.
+    pub fn from_parts(
+        version: u64,
+        scheme: UnitScheme,
+        blue_units: u32,
+        pins: BTreeMap<String, Color>,
+        zones: ColorZones,
+    ) -> Result<RoutingTable, TableError> {
+        if blue_units > scheme.count() {
+            return Err(TableError::BlueUnitsOutOfRange { blue_units, units: scheme.count() });
+        }
+        for user_id in pins.keys() {
+            super::validate_user_id(user_id).map_err(TableError::InvalidPin)?;
+        }
+        Ok(RoutingTable { version, scheme, blue_units, pins: Arc::new(pins), zones })
+    }
+
     pub fn version(&self) -> u64 {
         self.version
     }

@@ -1,0 +1,35 @@
+//! Where the current routing table comes from: the coordinator in-process, or a client's copy.
+//!
+//! Producers and tagging helpers only need "the table right now"; this trait lets the same code
+//! run inside the coordinator (the demo) and inside a service that watches one remotely.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use crate::coordinator::Coordinator;
+use crate::core::RoutingTable;
+
+/// A source of the current routing table. Reads must be cheap and lock-free: they sit on hot
+/// paths (every tagged request, every produced message).
+pub trait TableSource: Send + Sync {
+    fn current_table(&self) -> Arc<RoutingTable>;
+}
+
+impl TableSource for Coordinator {
+    fn current_table(&self) -> Arc<RoutingTable> {
+        self.table()
+    }
+}
+
+impl TableSource for ArcSwap<RoutingTable> {
+    fn current_table(&self) -> Arc<RoutingTable> {
+        self.load_full()
+    }
+}
+
+impl<T: TableSource + ?Sized> TableSource for Arc<T> {
+    fn current_table(&self) -> Arc<RoutingTable> {
+        (**self).current_table()
+    }
+}
