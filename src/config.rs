@@ -31,6 +31,20 @@ pub struct Settings {
     pub service_tokens_sha256: Vec<String>,
     pub health: HealthSettings,
     pub drain: DrainSettings,
+    pub subscribers: SubscriberSettings,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubscriberSettings {
+    pub stale_after: String,
+    pub heartbeat: String,
+}
+
+impl Default for SubscriberSettings {
+    fn default() -> Self {
+        SubscriberSettings { stale_after: "30s".into(), heartbeat: "5s".into() }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -61,6 +75,8 @@ pub struct DrainSettings {
     pub breaches: u32,
     pub on_breach: String,
     pub tick: String,
+    pub convergence_fraction: f64,
+    pub convergence_timeout: String,
 }
 
 impl Default for HealthSettings {
@@ -95,6 +111,8 @@ impl Default for DrainSettings {
             breaches: 2,
             on_breach: "pause".into(),
             tick: "50ms".into(),
+            convergence_fraction: 1.0,
+            convergence_timeout: "60s".into(),
         }
     }
 }
@@ -155,6 +173,7 @@ impl Default for Settings {
             service_tokens_sha256: Vec::new(),
             health: HealthSettings::default(),
             drain: DrainSettings::default(),
+            subscribers: SubscriberSettings::default(),
         }
     }
 }
@@ -243,6 +262,10 @@ pub struct Config {
     pub service_tokens: Vec<[u8; 32]>,
     pub health: HealthConfig,
     pub drain: DrainDefaults,
+    /// A subscriber silent (no stream, no ack) for this long is stale; forgotten after twice it.
+    pub subscriber_stale_after_ms: u64,
+    /// Heartbeat period of the watch stream.
+    pub watch_heartbeat_ms: u64,
 }
 
 /// Where zone error rates come from.
@@ -271,6 +294,10 @@ pub struct DrainDefaults {
     pub interval_ms: u64,
     pub guard: Guard,
     pub tick_ms: u64,
+    /// Fraction of live subscribers that must run a step's version before the next step (0 turns
+    /// the gate off), and how long to wait before pausing the drain.
+    pub convergence_fraction: f64,
+    pub convergence_timeout_ms: u64,
 }
 
 impl Config {
@@ -382,9 +409,20 @@ impl Config {
             .collect::<Result<Vec<_>, _>>()?;
         let health = validate_health(&s.health)?;
         let drain = validate_drain(&s.drain, scheme.count())?;
+        let subscriber_stale_after_ms =
+            duration("subscribers.stale_after", &s.subscribers.stale_after)?;
+        let watch_heartbeat_ms = duration("subscribers.heartbeat", &s.subscribers.heartbeat)?;
+        if watch_heartbeat_ms * 2 > subscriber_stale_after_ms {
+            return Err(invalid(
+                "subscribers.heartbeat",
+                "must be at most half of subscribers.stale_after, or live streams would look stale",
+            ));
+        }
         Ok(Config {
             health,
             drain,
+            subscriber_stale_after_ms,
+            watch_heartbeat_ms,
             data_dir: s.data_dir,
             address,
             port: s.server.port,
@@ -486,6 +524,8 @@ fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, Config
             on_breach,
         },
         tick_ms: duration("drain.tick", &d.tick)?,
+        convergence_fraction: ratio("drain.convergence_fraction", d.convergence_fraction)?,
+        convergence_timeout_ms: duration("drain.convergence_timeout", &d.convergence_timeout)?,
     })
 }
 

@@ -55,6 +55,8 @@ struct Writer {
 
 pub struct Coordinator {
     current: ArcSwap<State>,
+    /// Every published state, for watchers (the routing watch stream, the commit-time recorder).
+    changes: tokio::sync::watch::Sender<Arc<State>>,
     writer: Mutex<Writer>,
     healthy: AtomicBool,
     log_description: String,
@@ -100,8 +102,10 @@ impl Coordinator {
         while audit.len() > AUDIT_IN_MEMORY {
             audit.pop_front();
         }
+        let initial = Arc::new(replayed.state.clone());
         Ok(Coordinator {
-            current: ArcSwap::from_pointee(replayed.state.clone()),
+            changes: tokio::sync::watch::Sender::new(Arc::clone(&initial)),
+            current: ArcSwap::new(initial),
             writer: Mutex::new(Writer { state: replayed.state, log, audit }),
             healthy: AtomicBool::new(true),
             log_description,
@@ -153,7 +157,13 @@ impl Coordinator {
         telemetry::count_change(envelope.command.action());
         telemetry::publish_state(&published);
         self.current.store(Arc::clone(&published));
+        self.changes.send_replace(Arc::clone(&published));
         Ok(Submitted { table, state: published, applied: Some(applied) })
+    }
+
+    /// A receiver that sees every published state (coalesced: a slow reader sees the newest).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<State>> {
+        self.changes.subscribe()
     }
 
     /// The newest `limit` audit records, newest first.

@@ -12,18 +12,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::coordinator::{Coordinator, SubmitError};
-use crate::core::{Audit, Command, CommandError, DrainAction, Envelope};
+use crate::core::{Audit, Command, CommandError, DrainAction, Envelope, StepConvergence};
 use crate::health::Health;
+use crate::subscribers::Subscribers;
 use crate::telemetry;
 
-/// Runs until `shutdown` completes. `now_ms` is the clock (injected for tests).
-pub async fn run(
-    coordinator: Arc<Coordinator>,
-    health: Arc<Health>,
-    tick: Duration,
-    now_ms: fn() -> u64,
-    shutdown: impl Future<Output = ()>,
-) {
+/// What the runner reads and writes through.
+pub struct Runner {
+    pub coordinator: Arc<Coordinator>,
+    pub health: Arc<Health>,
+    pub subscribers: Arc<Subscribers>,
+    /// Required fraction of subscribers on a step's version before the next step (0 = off).
+    pub convergence_fraction: f64,
+    pub convergence_timeout_ms: u64,
+    pub tick: Duration,
+    /// The clock, injected so tests can drive it.
+    pub now_ms: fn() -> u64,
+}
+
+/// Runs until `shutdown` completes.
+pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
+    let Runner { coordinator, health, subscribers, tick, now_ms, .. } = &runner;
+    let (coordinator, health, tick, now_ms) =
+        (Arc::clone(coordinator), Arc::clone(health), *tick, *now_ms);
     tokio::pin!(shutdown);
     // Repeated identical "health unknown" holds are logged once; after that the loop only waits
     // out the interval (remembered here), so the log does not fill with copies of one sentence.
@@ -54,13 +65,53 @@ pub async fn run(
         })
         .await;
         let Ok((draining, receiving)) = readings else { continue };
-        let Some(action) =
-            drain.decide(table.blue_units(), now, &receiving_zone, &draining, &receiving)
-        else {
+        let convergence = match drain.last_step_version {
+            Some(version) if runner.convergence_fraction > 0.0 => {
+                let c = subscribers.convergence(version, now);
+                let mut behind: Vec<String> = c
+                    .behind
+                    .iter()
+                    .take(5)
+                    .map(|b| format!("{} ({}, on v{})", b.id, b.zone, b.applied_version))
+                    .collect();
+                if c.behind.len() > 5 {
+                    behind.push(format!("and {} more", c.behind.len() - 5));
+                }
+                StepConvergence::Measured {
+                    version,
+                    fraction: c.fraction(),
+                    required: runner.convergence_fraction,
+                    timeout_ms: runner.convergence_timeout_ms,
+                    behind: behind.join(", "),
+                }
+            }
+            _ => StepConvergence::Disabled,
+        };
+        let Some(action) = drain.decide(
+            table.blue_units(),
+            now,
+            &receiving_zone,
+            &draining,
+            &receiving,
+            &convergence,
+        ) else {
             continue;
         };
         let command = match action {
             DrainAction::Step { blue_units } => Command::DrainStep { drain: drain.id, blue_units },
+            DrainAction::Pause { reason } => {
+                quiet_until.remove(&drain.id);
+                submit(
+                    &coordinator,
+                    state.version(),
+                    drain.id,
+                    now,
+                    Command::PauseDrain { drain: drain.id },
+                    reason,
+                )
+                .await;
+                continue;
+            }
             DrainAction::Hold { breach: false, reason }
                 if drain.hold_reason.as_deref() == Some(reason.as_str()) =>
             {
@@ -80,21 +131,33 @@ pub async fn run(
                 drain.steps_total()
             ),
             Command::DrainHold { reason, .. } => reason.clone(),
-            _ => unreachable!("the runner only submits steps and holds"),
+            _ => String::new(),
         };
-        let envelope = Envelope {
-            expected_version: state.version(),
-            command,
-            audit: Audit { by: format!("drain:{}", drain.id), at_ms: now, reason },
-        };
-        let coordinator = Arc::clone(&coordinator);
-        match tokio::task::spawn_blocking(move || coordinator.submit(&envelope)).await {
-            Ok(Ok(_)) => {}
-            // Someone else changed the state between our read and our write (an operator paused
-            // the drain, say): the next tick decides again from the new state.
-            Ok(Err(SubmitError::Command(CommandError::VersionConflict { .. }))) => {}
-            Ok(Err(e)) => eprintln!("tidegate: drain {}: could not submit: {e}", drain.id),
-            Err(e) => eprintln!("tidegate: drain {}: runner task failed: {e}", drain.id),
-        }
+        submit(&coordinator, state.version(), drain.id, now, command, reason).await;
+    }
+}
+
+/// Submits a drain command as `drain:<id>` on a blocking thread (the log fsyncs).
+async fn submit(
+    coordinator: &Arc<Coordinator>,
+    expected_version: u64,
+    drain: u64,
+    now: u64,
+    command: Command,
+    reason: String,
+) {
+    let envelope = Envelope {
+        expected_version,
+        command,
+        audit: Audit { by: format!("drain:{drain}"), at_ms: now, reason },
+    };
+    let coordinator = Arc::clone(coordinator);
+    match tokio::task::spawn_blocking(move || coordinator.submit(&envelope)).await {
+        Ok(Ok(_)) => {}
+        // Someone else changed the state between our read and our write (an operator paused
+        // the drain, say): the next tick decides again from the new state.
+        Ok(Err(SubmitError::Command(CommandError::VersionConflict { .. }))) => {}
+        Ok(Err(e)) => eprintln!("tidegate: drain {drain}: could not submit: {e}"),
+        Err(e) => eprintln!("tidegate: drain {drain}: runner task failed: {e}"),
     }
 }

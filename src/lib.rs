@@ -18,4 +18,5 @@ pub mod http;
 pub mod server;
 pub mod snapshot;
 pub mod store;
+pub mod subscribers;
 pub mod telemetry;

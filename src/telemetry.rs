@@ -34,6 +34,8 @@ pub const DRAIN_STEPS_DONE: &str = "tidegate_drain_steps_done";
 pub const DRAIN_STEPS_PLANNED: &str = "tidegate_drain_steps_planned";
 pub const DRAIN_BREACHES: &str = "tidegate_drain_guard_breaches_total";
 pub const DRAIN_HOLDS: &str = "tidegate_drain_holds_total";
+pub const SUBSCRIBERS: &str = "tidegate_subscribers";
+pub const CLIENT_MISROUTED: &str = "tidegate_client_misrouted_total";
 
 /// Kind, name, unit and help text of every metric.
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -79,6 +81,12 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Guard checks that found a zone above the drain's error-rate limit.",
     ),
     ("counter", DRAIN_HOLDS, "Drain steps held by the guard, by kind (breach, unknown)."),
+    ("gauge", SUBSCRIBERS, "Routing-table subscribers by state: current, behind or stale."),
+    (
+        "counter",
+        CLIENT_MISROUTED,
+        "Writes refused by the client library's ownership check, by the colour that owns the user.",
+    ),
 ];
 
 /// Every drain state name, for the one-hot state gauge.
@@ -205,6 +213,12 @@ pub fn publish_zone_health(health: &ZoneHealth) {
     if let Some(requests) = health.requests {
         metrics::gauge!(ZONE_WINDOW_REQUESTS, "zone" => zone).set(requests as f64);
     }
+}
+
+pub fn publish_subscribers(current: u64, behind: u64, stale: u64) {
+    metrics::gauge!(SUBSCRIBERS, "state" => "current").set(current as f64);
+    metrics::gauge!(SUBSCRIBERS, "state" => "behind").set(behind as f64);
+    metrics::gauge!(SUBSCRIBERS, "state" => "stale").set(stale as f64);
 }
 
 pub fn count_drain_hold(zone: &str, breach: bool) {

@@ -4,7 +4,7 @@ use serde_json::Value;
 use tidegate::core::Envelope;
 use tidegate::core::{
     Audit, Color, ColorZones, Command, CommandError, DrainAction, DrainPlan, Genesis, Guard,
-    OnBreach, Reading, State, UnitMode, UnitScheme,
+    OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme,
 };
 
 fn state(blue_units: u32) -> State {
@@ -47,17 +47,40 @@ fn failing() -> Reading {
 
 /// One runner tick in virtual time: decide, then apply what was decided.
 fn tick(state: &State, now: u64, draining: &Reading, receiving: &Reading) -> State {
+    tick_with(state, now, draining, receiving, &StepConvergence::Disabled)
+}
+
+fn tick_with(
+    state: &State,
+    now: u64,
+    draining: &Reading,
+    receiving: &Reading,
+    convergence: &StepConvergence,
+) -> State {
     let drain = state.active_drain().expect("an active drain").clone();
     let receiving_zone = state.table().zone_of(drain.receiving_color()).to_owned();
-    let Some(action) =
-        drain.decide(state.table().blue_units(), now, &receiving_zone, draining, receiving)
-    else {
+    let Some(action) = drain.decide(
+        state.table().blue_units(),
+        now,
+        &receiving_zone,
+        draining,
+        receiving,
+        convergence,
+    ) else {
         return state.clone();
     };
     let command = match action {
         DrainAction::Step { blue_units } => Command::DrainStep { drain: drain.id, blue_units },
         DrainAction::Hold { breach, reason } => {
             Command::DrainHold { drain: drain.id, breach, reason }
+        }
+        DrainAction::Pause { reason } => {
+            let env = Envelope {
+                expected_version: state.version(),
+                command: Command::PauseDrain { drain: drain.id },
+                audit: Audit { by: format!("drain:{}", drain.id), at_ms: now, reason },
+            };
+            return state.apply(&env).unwrap().unwrap().0;
         }
     };
     apply(state, now, &format!("drain:{}", drain.id), command)
@@ -361,4 +384,62 @@ fn repeated_operator_commands_change_nothing() {
         s.apply(&env(Command::PauseDrain { drain: 9 })),
         Err(CommandError::DrainNotFound(9))
     ));
+}
+
+fn measured(version: u64, fraction: f64) -> StepConvergence {
+    StepConvergence::Measured {
+        version,
+        fraction,
+        required: 1.0,
+        timeout_ms: 2500,
+        behind: "gw-7 (az-a, on v2)".into(),
+    }
+}
+
+#[test]
+fn a_step_waits_for_the_previous_one_to_converge_then_pauses_after_the_timeout() {
+    let mut s = apply(
+        &state(50),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    // The first step has no previous step to wait for.
+    s = tick_with(&s, 0, &healthy(), &healthy(), &measured(1, 0.0));
+    assert_eq!(s.table().blue_units(), 40);
+    let step_version = latest(&s).last_step_version.unwrap();
+    assert_eq!(step_version, s.version());
+    // Due at 1000, but only half the subscribers run the step's version: wait, log nothing.
+    let waiting = tick_with(&s, 1000, &healthy(), &healthy(), &measured(step_version, 0.5));
+    assert_eq!(waiting, s, "waiting changes nothing");
+    // Converged: the next step goes.
+    let stepped = tick_with(&s, 1200, &healthy(), &healthy(), &measured(step_version, 1.0));
+    assert_eq!(stepped.table().blue_units(), 30);
+    // Still behind when the timeout (2500 ms after the step) passes: paused, with the reason.
+    let paused = tick_with(&s, 2500, &healthy(), &healthy(), &measured(step_version, 0.5));
+    assert_eq!(latest(&paused).state_name(), "paused");
+    let reason = latest(&paused).hold_reason.clone().unwrap();
+    assert!(reason.contains("50% of subscribers") && reason.contains("gw-7"), "{reason}");
+    assert_eq!(paused.table().blue_units(), 40);
+    // Resuming gives the stragglers a fresh timeout instead of pausing again at once.
+    let resumed = apply(&paused, 3000, "alice", Command::ResumeDrain { drain: 1 }).unwrap();
+    let still = tick_with(&resumed, 3100, &healthy(), &healthy(), &measured(step_version, 0.5));
+    assert_eq!(latest(&still).state_name(), "running");
+}
+
+#[test]
+fn rolling_back_does_not_wait_for_convergence() {
+    let mut s = apply(
+        &state(50),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    s = tick(&s, 0, &healthy(), &healthy());
+    s = apply(&s, 10, "alice", Command::RollbackDrain { drain: 1 }).unwrap();
+    let v = latest(&s).last_step_version.unwrap();
+    s = tick_with(&s, 10, &healthy(), &healthy(), &measured(v, 0.0));
+    assert_eq!((s.table().blue_units(), latest(&s).state_name()), (50, "rolled_back"));
 }

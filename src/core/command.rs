@@ -272,6 +272,8 @@ impl State {
                     consecutive_breaches: 0,
                     hold_reason: None,
                     steps_done: 0,
+                    last_step_version: None,
+                    last_step_ms: at_ms,
                     started_ms: at_ms,
                     started_by: envelope.audit.by.clone(),
                     reason: envelope.audit.reason.clone(),
@@ -301,6 +303,8 @@ impl State {
                 drain.consecutive_breaches = 0;
                 drain.hold_reason = None;
                 drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
+                drain.last_step_version = Some(current + 1);
+                drain.last_step_ms = at_ms;
                 if *blue_units == target {
                     drain.status = match drain.direction {
                         Direction::Forward => DrainStatus::Completed,
@@ -363,6 +367,8 @@ impl State {
                 drain.consecutive_breaches = 0;
                 drain.hold_reason = None;
                 drain.next_due_ms = at_ms;
+                // Stragglers of the previous step get a fresh convergence timeout.
+                drain.last_step_ms = at_ms;
                 finish_if_arrived(&mut drain, self.table.blue_units, at_ms);
                 let to = drain.state_name().to_owned();
                 next.insert_drain(drain);

@@ -92,6 +92,24 @@ pub enum Reading {
     },
 }
 
+/// How far the previous step has spread, for the convergence gate. The runner measures it for
+/// `Drain::last_step_version`; `Disabled` when the deployment does not gate steps on it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepConvergence {
+    Disabled,
+    Measured {
+        /// The version the measurement is for.
+        version: u64,
+        /// Fraction of live subscribers on that version or newer (1.0 with none).
+        fraction: f64,
+        /// Required fraction and how long to wait for it before pausing.
+        required: f64,
+        timeout_ms: u64,
+        /// Who is behind, for the pause reason.
+        behind: String,
+    },
+}
+
 /// A drain and its progress. Part of the replicated state.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Drain {
@@ -106,6 +124,10 @@ pub struct Drain {
     /// Why the drain is not moving, when it is not (guard hold, pause, ...).
     pub hold_reason: Option<String>,
     pub steps_done: u32,
+    /// The routing version the latest step produced, and when: the convergence gate waits for
+    /// subscribers to apply it before the next step.
+    pub last_step_version: Option<u64>,
+    pub last_step_ms: u64,
     pub started_ms: u64,
     pub started_by: String,
     pub reason: String,
@@ -115,8 +137,17 @@ pub struct Drain {
 /// The next command a drain needs, as decided by [`Drain::decide`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum DrainAction {
-    Step { blue_units: u32 },
-    Hold { breach: bool, reason: String },
+    Step {
+        blue_units: u32,
+    },
+    Hold {
+        breach: bool,
+        reason: String,
+    },
+    /// The previous step did not reach enough subscribers in time.
+    Pause {
+        reason: String,
+    },
 }
 
 impl Drain {
@@ -173,6 +204,10 @@ impl Drain {
     /// Why rolling back skips the guard: a rollback is the guard's own remedy, moving users back
     /// to where they were healthy; holding it because the receiving zone is failing would keep
     /// users exactly where the errors are.
+    ///
+    /// Why forward steps wait for convergence: "do not declare a switch complete until all nodes
+    /// run the new version". Moving more users while gateways still route by the previous table
+    /// would split users between layers. Rollback steps do not wait, for the reason above.
     pub fn decide(
         &self,
         blue_units: u32,
@@ -180,6 +215,7 @@ impl Drain {
         receiving_zone: &str,
         draining: &Reading,
         receiving: &Reading,
+        convergence: &StepConvergence,
     ) -> Option<DrainAction> {
         if !self.is_due(now_ms) {
             return None;
@@ -187,6 +223,27 @@ impl Drain {
         let target = self.heading_for();
         if blue_units == target {
             return None;
+        }
+        if self.direction == Direction::Forward
+            && let (
+                Some(step_version),
+                StepConvergence::Measured { version, fraction, required, timeout_ms, behind },
+            ) = (self.last_step_version, convergence)
+            && *version == step_version
+            && fraction < required
+        {
+            let waited = now_ms.saturating_sub(self.last_step_ms);
+            if waited < *timeout_ms {
+                return None;
+            }
+            return Some(DrainAction::Pause {
+                reason: format!(
+                    "version {step_version} reached only {:.0}% of subscribers (needs {:.0}%) after {} ms; behind: {behind}",
+                    fraction * 100.0,
+                    required * 100.0,
+                    waited
+                ),
+            });
         }
         if self.direction == Direction::Forward {
             let zones = [

@@ -18,7 +18,8 @@ pub use command::{
 };
 pub use dial::{DialError, Share};
 pub use drain::{
-    Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, OnBreach, Reading, step_toward,
+    Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, OnBreach, Reading,
+    StepConvergence, step_toward,
 };
 pub use table::{Fallback, RoutingTable, TableError, Tag, TagError};
 pub use unit::{

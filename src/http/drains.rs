@@ -44,13 +44,16 @@ pub fn stage() -> AdHoc {
                 Box::pin(async move {
                     let app = rocket.state::<App>().expect("App state is managed");
                     let shutdown = rocket.shutdown();
-                    rocket::tokio::spawn(drain_runner::run(
-                        Arc::clone(&app.coordinator),
-                        Arc::clone(&app.health),
-                        Duration::from_millis(app.config.drain.tick_ms),
+                    let runner = drain_runner::Runner {
+                        coordinator: Arc::clone(&app.coordinator),
+                        health: Arc::clone(&app.health),
+                        subscribers: Arc::clone(&app.subscribers),
+                        convergence_fraction: app.config.drain.convergence_fraction,
+                        convergence_timeout_ms: app.config.drain.convergence_timeout_ms,
+                        tick: Duration::from_millis(app.config.drain.tick_ms),
                         now_ms,
-                        shutdown,
-                    ));
+                    };
+                    rocket::tokio::spawn(drain_runner::run(runner, shutdown));
                 })
             }))
     })

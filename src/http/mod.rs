@@ -10,6 +10,7 @@ pub mod error;
 mod health;
 mod routing;
 mod tag;
+mod watch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::config::{Config, HealthSourceConfig};
 use crate::coordinator::{Coordinator, Submitted};
 use crate::core::{Audit, Command, Envelope};
 use crate::health::{Health, PrometheusSource, Source};
+use crate::subscribers::Subscribers;
 use crate::telemetry::{self, TagCounters};
 use error::ApiError;
 use rocket::http::Status;
@@ -32,6 +34,7 @@ pub struct App {
     pub coordinator: Arc<Coordinator>,
     pub config: Arc<Config>,
     pub health: Arc<Health>,
+    pub subscribers: Arc<Subscribers>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -57,7 +60,8 @@ impl App {
             )),
         };
         let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
-        App { coordinator, config, health, tag_counters, metrics }
+        let subscribers = Arc::new(Subscribers::new(config.subscriber_stale_after_ms));
+        App { coordinator, config, health, subscribers, tag_counters, metrics }
     }
 }
 
@@ -79,6 +83,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(routing::stage())
         .attach(health::stage())
         .attach(drains::stage())
+        .attach(watch::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();

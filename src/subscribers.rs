@@ -1,0 +1,357 @@
+//! Who holds a copy of the routing table, which version each has applied, and convergence.
+//!
+//! Subscribers (gateways, services using `tidegate::client`) watch the table and acknowledge the
+//! version they have *applied*. The registry is in-memory: it describes live connections, which a
+//! restarted coordinator learns again within one heartbeat as clients reconnect. Time is passed
+//! in as `now_ms`, so the bookkeeping is testable without a clock.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+use crate::telemetry;
+
+/// Most subscribers tracked at once; beyond this registration is refused (the table is pushed
+/// to every one of them on each change, so this also bounds the fan-out).
+pub const MAX_SUBSCRIBERS: usize = 10_000;
+
+/// How many (version, commit time) pairs are remembered for "behind for how long".
+const COMMIT_TIMES_KEPT: usize = 1024;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscriber {
+    pub id: String,
+    pub zone: String,
+    pub kind: String,
+    /// The newest version the subscriber says it has applied (0 before its first ack).
+    pub applied_version: u64,
+    pub applied_at_ms: Option<u64>,
+    pub last_seen_ms: u64,
+    /// Open watch streams from this subscriber.
+    pub streams: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SubscriberError {
+    #[error(
+        "subscriber_id must be 1-128 characters of letters, digits, `.`, `_`, `:` and `-`, got `{0}`"
+    )]
+    InvalidId(String),
+    #[error("`{field}` must be 1-64 characters of letters, digits, `.`, `_` and `-`")]
+    InvalidLabel { field: &'static str },
+    #[error("no subscriber `{0}`: open the watch stream first, or send zone and kind with the ack")]
+    Unknown(String),
+    #[error("at most {MAX_SUBSCRIBERS} subscribers are tracked")]
+    Full,
+    #[error("version {acked} has not been committed yet (the newest is {current})")]
+    FutureVersion { acked: u64, current: u64 },
+}
+
+/// One subscriber's convergence status against a version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Behind {
+    pub id: String,
+    pub zone: String,
+    pub kind: String,
+    pub applied_version: u64,
+    /// Since when the subscriber lacks the version after the one it applied.
+    pub behind_for_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Convergence {
+    pub version: u64,
+    pub live: usize,
+    pub converged: usize,
+    pub behind: Vec<Behind>,
+}
+
+impl Convergence {
+    /// Fraction of live subscribers on `version` or newer; 1.0 with no live subscribers (there is
+    /// nobody to wait for).
+    pub fn fraction(&self) -> f64 {
+        if self.live == 0 { 1.0 } else { self.converged as f64 / self.live as f64 }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    subscribers: BTreeMap<String, Subscriber>,
+    commit_times: VecDeque<(u64, u64)>,
+}
+
+/// The registry. `stale_after_ms`: a subscriber with no open stream and no ack or heartbeat for
+/// this long is no longer live; it is forgotten after twice that.
+pub struct Subscribers {
+    stale_after_ms: u64,
+    inner: Mutex<Inner>,
+}
+
+fn check_id(id: &str) -> Result<(), SubscriberError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+    if ok { Ok(()) } else { Err(SubscriberError::InvalidId(id.to_owned())) }
+}
+
+fn check_label(field: &'static str, value: &str) -> Result<(), SubscriberError> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok { Ok(()) } else { Err(SubscriberError::InvalidLabel { field }) }
+}
+
+impl Subscribers {
+    pub fn new(stale_after_ms: u64) -> Subscribers {
+        Subscribers { stale_after_ms, inner: Mutex::new(Inner::default()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn stale_after_ms(&self) -> u64 {
+        self.stale_after_ms
+    }
+
+    /// Records that `version` was committed at `at_ms` (for "behind for how long").
+    pub fn committed(&self, version: u64, at_ms: u64) {
+        let mut inner = self.lock();
+        if inner.commit_times.back().is_some_and(|(v, _)| *v >= version) {
+            return;
+        }
+        inner.commit_times.push_back((version, at_ms));
+        while inner.commit_times.len() > COMMIT_TIMES_KEPT {
+            inner.commit_times.pop_front();
+        }
+    }
+
+    /// A watch stream opened. `applied` is the version the client says it holds (Last-Event-ID),
+    /// which counts as an acknowledgement.
+    pub fn connect(
+        &self,
+        id: &str,
+        zone: &str,
+        kind: &str,
+        applied: Option<u64>,
+        current_version: u64,
+        now_ms: u64,
+    ) -> Result<(), SubscriberError> {
+        check_id(id)?;
+        check_label("zone", zone)?;
+        check_label("kind", kind)?;
+        let mut inner = self.lock();
+        if !inner.subscribers.contains_key(id) && inner.subscribers.len() >= MAX_SUBSCRIBERS {
+            self.expire(&mut inner, now_ms);
+            if inner.subscribers.len() >= MAX_SUBSCRIBERS {
+                return Err(SubscriberError::Full);
+            }
+        }
+        let s = inner.subscribers.entry(id.to_owned()).or_insert_with(|| Subscriber {
+            id: id.to_owned(),
+            zone: zone.to_owned(),
+            kind: kind.to_owned(),
+            applied_version: 0,
+            applied_at_ms: None,
+            last_seen_ms: now_ms,
+            streams: 0,
+        });
+        s.zone = zone.to_owned();
+        s.kind = kind.to_owned();
+        s.streams += 1;
+        s.last_seen_ms = now_ms;
+        if let Some(v) = applied.filter(|v| *v <= current_version && *v > s.applied_version) {
+            s.applied_version = v;
+            s.applied_at_ms = Some(now_ms);
+        }
+        drop(inner);
+        self.publish(now_ms, current_version);
+        Ok(())
+    }
+
+    /// A watch stream closed.
+    pub fn disconnect(&self, id: &str, now_ms: u64) {
+        let mut inner = self.lock();
+        if let Some(s) = inner.subscribers.get_mut(id) {
+            s.streams = s.streams.saturating_sub(1);
+            s.last_seen_ms = now_ms;
+        }
+    }
+
+    /// A heartbeat on an open stream.
+    pub fn touch(&self, id: &str, now_ms: u64) {
+        if let Some(s) = self.lock().subscribers.get_mut(id) {
+            s.last_seen_ms = now_ms;
+        }
+    }
+
+    /// An explicit acknowledgement. Unknown subscribers may register here by giving their zone
+    /// and kind (for clients that poll instead of watching).
+    pub fn ack(
+        &self,
+        id: &str,
+        version: u64,
+        identity: Option<(&str, &str)>,
+        current_version: u64,
+        now_ms: u64,
+    ) -> Result<Subscriber, SubscriberError> {
+        check_id(id)?;
+        if version > current_version {
+            return Err(SubscriberError::FutureVersion {
+                acked: version,
+                current: current_version,
+            });
+        }
+        let mut inner = self.lock();
+        if !inner.subscribers.contains_key(id) {
+            let Some((zone, kind)) = identity else {
+                return Err(SubscriberError::Unknown(id.to_owned()));
+            };
+            check_label("zone", zone)?;
+            check_label("kind", kind)?;
+            if inner.subscribers.len() >= MAX_SUBSCRIBERS {
+                return Err(SubscriberError::Full);
+            }
+            inner.subscribers.insert(
+                id.to_owned(),
+                Subscriber {
+                    id: id.to_owned(),
+                    zone: zone.to_owned(),
+                    kind: kind.to_owned(),
+                    applied_version: 0,
+                    applied_at_ms: None,
+                    last_seen_ms: now_ms,
+                    streams: 0,
+                },
+            );
+        }
+        let s = inner.subscribers.get_mut(id).expect("inserted above");
+        s.last_seen_ms = now_ms;
+        if version > s.applied_version {
+            s.applied_version = version;
+            s.applied_at_ms = Some(now_ms);
+        }
+        let snapshot = s.clone();
+        drop(inner);
+        self.publish(now_ms, current_version);
+        Ok(snapshot)
+    }
+
+    fn is_live(&self, s: &Subscriber, now_ms: u64) -> bool {
+        s.streams > 0 || now_ms.saturating_sub(s.last_seen_ms) <= self.stale_after_ms
+    }
+
+    /// Forgets subscribers unseen for twice the stale timeout.
+    fn expire(&self, inner: &mut Inner, now_ms: u64) {
+        let limit = self.stale_after_ms.saturating_mul(2);
+        inner
+            .subscribers
+            .retain(|_, s| s.streams > 0 || now_ms.saturating_sub(s.last_seen_ms) <= limit);
+    }
+
+    /// Every tracked subscriber with whether it is live, sorted by id.
+    pub fn list(&self, now_ms: u64) -> Vec<(Subscriber, bool)> {
+        let mut inner = self.lock();
+        self.expire(&mut inner, now_ms);
+        inner.subscribers.values().map(|s| (s.clone(), self.is_live(s, now_ms))).collect()
+    }
+
+    /// How many live subscribers run `version` or newer, and who is behind since when.
+    pub fn convergence(&self, version: u64, now_ms: u64) -> Convergence {
+        let mut inner = self.lock();
+        self.expire(&mut inner, now_ms);
+        let mut live = 0;
+        let mut converged = 0;
+        let mut behind = Vec::new();
+        for s in inner.subscribers.values().filter(|s| self.is_live(s, now_ms)) {
+            live += 1;
+            if s.applied_version >= version {
+                converged += 1;
+                continue;
+            }
+            // Behind since the first version it lacks was committed (or since we met it).
+            let missing_since = inner
+                .commit_times
+                .iter()
+                .find(|(v, _)| *v > s.applied_version)
+                .map(|(_, at)| *at)
+                .unwrap_or(s.applied_at_ms.unwrap_or(s.last_seen_ms));
+            behind.push(Behind {
+                id: s.id.clone(),
+                zone: s.zone.clone(),
+                kind: s.kind.clone(),
+                applied_version: s.applied_version,
+                behind_for_ms: now_ms.saturating_sub(missing_since),
+            });
+        }
+        Convergence { version, live, converged, behind }
+    }
+
+    /// Updates the subscriber gauges (current / behind / stale).
+    pub fn publish(&self, now_ms: u64, current_version: u64) {
+        let inner = self.lock();
+        let (mut current, mut behind, mut stale) = (0u64, 0u64, 0u64);
+        for s in inner.subscribers.values() {
+            if !self.is_live(s, now_ms) {
+                stale += 1;
+            } else if s.applied_version >= current_version {
+                current += 1;
+            } else {
+                behind += 1;
+            }
+        }
+        telemetry::publish_subscribers(current, behind, stale);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn convergence_counts_live_subscribers_on_or_after_a_version() {
+        let subs = Subscribers::new(1000);
+        subs.committed(5, 100);
+        subs.committed(6, 200);
+        subs.connect("gw-1", "az-a", "gateway", Some(6), 6, 210).unwrap();
+        subs.connect("gw-2", "az-b", "gateway", Some(5), 6, 210).unwrap();
+        subs.ack("svc-1", 4, Some(("az-a", "service")), 6, 220).unwrap();
+        let c = subs.convergence(6, 300);
+        assert_eq!((c.live, c.converged), (3, 1));
+        let gw2 = c.behind.iter().find(|b| b.id == "gw-2").unwrap();
+        assert_eq!(gw2.behind_for_ms, 100, "missing version 6 since it was committed at 200");
+        let svc = c.behind.iter().find(|b| b.id == "svc-1").unwrap();
+        assert_eq!(svc.behind_for_ms, 200, "missing version 5 since 100");
+        subs.ack("gw-2", 6, None, 6, 310).unwrap();
+        assert_eq!(subs.convergence(6, 320).converged, 2);
+    }
+
+    #[test]
+    fn silent_subscribers_go_stale_then_are_forgotten_but_streams_keep_them_live() {
+        let subs = Subscribers::new(1000);
+        subs.ack("poller", 1, Some(("az-a", "service")), 1, 0).unwrap();
+        subs.connect("watcher", "az-a", "gateway", None, 1, 0).unwrap();
+        assert_eq!(subs.convergence(1, 500).live, 2);
+        assert_eq!(subs.convergence(1, 1500).live, 1, "the poller went stale");
+        assert_eq!(subs.list(1500).len(), 2);
+        assert_eq!(subs.list(2500).len(), 1, "forgotten after twice the timeout");
+        subs.disconnect("watcher", 2600);
+        assert_eq!(subs.convergence(1, 4000).live, 0);
+        assert_eq!(subs.convergence(1, 4000).fraction(), 1.0);
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let subs = Subscribers::new(1000);
+        assert!(subs.connect("", "az-a", "k", None, 1, 0).is_err());
+        assert!(subs.connect("a b", "az-a", "k", None, 1, 0).is_err());
+        assert!(subs.connect("ok", "az a", "k", None, 1, 0).is_err());
+        assert_eq!(
+            subs.ack("nobody", 1, None, 1, 0),
+            Err(SubscriberError::Unknown("nobody".into()))
+        );
+        assert!(matches!(
+            subs.ack("x", 9, Some(("az-a", "k")), 3, 0),
+            Err(SubscriberError::FutureVersion { .. })
+        ));
+    }
+}
