@@ -1,5 +1,25 @@
-//! The library services embed: decode and evaluate the routing table locally.
+//! The library services embed: a watched local copy of the routing table, local tagging, tag
+//! propagation headers and the ownership check. No Rocket and no async runtime required.
+//!
+//! ```no_run
+//! use tidegate::client::{Identity, Router, RouterOptions};
+//! let router = Router::connect(
+//!     "http://127.0.0.1:8080",
+//!     Identity { subscriber_id: "orders-7".into(), zone: "az-a".into(), kind: "service".into() },
+//!     RouterOptions { cache_path: Some("/var/lib/orders/tidegate.json".into()), ..Default::default() },
+//! )
+//! .unwrap();
+//! let tag = router.tag("user-42").unwrap();
+//! println!("{} -> {} in {}", "user-42", tag.color, tag.zone);
+//! ```
 
+pub mod headers;
+mod router;
+mod sse;
 pub mod wire;
 
+pub use headers::{COLOR_HEADER, Resolved, Source, VERSION_HEADER, headers_for, resolve};
+pub use router::{
+    ClientError, Identity, Misrouted, Origin, Router, RouterOptions, RouterStatus, Tag,
+};
 pub use wire::{DecodeError, decode_table};

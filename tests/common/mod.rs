@@ -70,8 +70,13 @@ pub struct Server {
 
 impl Server {
     pub fn start(config_file: &Path, data_dir: &Path) -> Server {
+        Server::start_at(config_file, data_dir, 0)
+    }
+
+    /// Starts on a given port (0 = any free one), e.g. to restart where clients expect it.
+    pub fn start_at(config_file: &Path, data_dir: &Path, port: u16) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tidegate"))
-            .args(["serve", "--port", "0", "--address", "127.0.0.1"])
+            .args(["serve", "--address", "127.0.0.1", "--port", &port.to_string()])
             .arg("--config")
             .arg(config_file)
             .arg("--data-dir")
@@ -108,6 +113,10 @@ impl Server {
     pub fn kill9(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    pub fn port(&self) -> u16 {
+        self.url.rsplit(':').next().unwrap().parse().unwrap()
     }
 
     pub fn stderr(&self) -> String {

@@ -1,0 +1,470 @@
+//! `Router`: a local, always-up-to-date copy of the routing table for services to tag with.
+//!
+//! A background thread keeps the watch stream open, applies each new table, acknowledges it, and
+//! saves it to disk. Tagging reads the current table through an `ArcSwap` and never waits for the
+//! network, so a service keeps routing on its last table while the coordinator is down, and can
+//! start from the disk copy when the coordinator is unreachable at boot.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::ArcSwapOption;
+use serde_json::Value;
+
+use super::sse::{self, Endpoint, Item};
+use super::wire::decode_table;
+use crate::core::{Color, Fallback, RoutingTable, UnitError, validate_user_id};
+use crate::telemetry::CLIENT_MISROUTED;
+
+/// How this client names itself to the coordinator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub subscriber_id: String,
+    pub zone: String,
+    pub kind: String,
+}
+
+/// Connection and behaviour settings; `RouterOptions::default()` suits most services.
+#[derive(Clone, Debug)]
+pub struct RouterOptions {
+    /// Bearer token, when the coordinator requires service tokens for reads.
+    pub token: Option<String>,
+    /// Where to keep the last known table (written atomically on every new version).
+    pub cache_path: Option<PathBuf>,
+    /// What an untagged request without a user ID gets.
+    pub fallback: Fallback,
+    pub connect_timeout: Duration,
+    /// Longest silence on the stream before reconnecting (the server sends heartbeats).
+    pub read_timeout: Duration,
+    /// Reconnect backoff: doubles from `backoff_min` to `backoff_max`, with full jitter.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// Acknowledge applied versions (turn off only to simulate a stuck subscriber in tests).
+    pub acknowledge: bool,
+}
+
+impl Default for RouterOptions {
+    fn default() -> Self {
+        RouterOptions {
+            token: None,
+            cache_path: None,
+            fallback: Fallback::Random,
+            connect_timeout: Duration::from_secs(3),
+            read_timeout: Duration::from_secs(20),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            acknowledge: true,
+        }
+    }
+}
+
+/// A user's tag, evaluated locally.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tag {
+    pub color: Color,
+    pub unit: u32,
+    pub zone: String,
+    pub version: u64,
+    pub pinned: bool,
+}
+
+/// Where the table being served came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// No table yet: tagging fails until one arrives.
+    Nothing,
+    /// Loaded from the disk cache; the coordinator has not been reached since start.
+    DiskCache,
+    /// Received from the coordinator's watch stream.
+    Coordinator,
+    /// Given to `Router::fixed`.
+    Fixed,
+}
+
+#[derive(Clone, Debug)]
+pub struct RouterStatus {
+    pub connected: bool,
+    pub origin: Origin,
+    pub version: Option<u64>,
+    pub updated_at: Option<SystemTime>,
+    pub last_error: Option<String>,
+    pub reconnects: u64,
+}
+
+impl std::fmt::Display for RouterStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let version = self.version.map_or("no table".to_owned(), |v| format!("version {v}"));
+        let origin = match self.origin {
+            Origin::Nothing => "nothing",
+            Origin::DiskCache => "the disk cache",
+            Origin::Coordinator => "the coordinator",
+            Origin::Fixed => "a fixed table",
+        };
+        write!(f, "serving {version} from {origin}")?;
+        if !self.connected && self.origin != Origin::Fixed {
+            write!(f, "; coordinator unreachable")?;
+            if let Some(e) = &self.last_error {
+                write!(f, " ({e})")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    #[error("no routing table yet (coordinator unreachable and no disk cache)")]
+    NoTable,
+    #[error(transparent)]
+    InvalidUserId(#[from] UnitError),
+    #[error("the request carries no tag and no user ID, and the fallback is `reject`")]
+    Untagged,
+    #[error("invalid coordinator URL: {0}")]
+    InvalidUrl(String),
+}
+
+/// A write for a user this colour does not own: refuse it (the LDC "last line" check).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("user {user_id} belongs to {owner} at routing version {version}, not to {local}")]
+pub struct Misrouted {
+    pub user_id: String,
+    pub owner: Color,
+    pub local: Color,
+    pub version: u64,
+}
+
+struct Shared {
+    table: ArcSwapOption<RoutingTable>,
+    status: Mutex<RouterStatus>,
+    stop: AtomicBool,
+    /// The open stream, so `Drop` can shut it down and wake the reader at once.
+    socket: Mutex<Option<std::net::TcpStream>>,
+    acked: AtomicU64,
+}
+
+/// The client. Cheap to share behind an `Arc`; dropping the last handle stops the watcher.
+pub struct Router {
+    shared: Arc<Shared>,
+    fallback: Fallback,
+    watcher: Option<JoinHandle<()>>,
+}
+
+impl Router {
+    /// Starts watching `url` (e.g. `http://127.0.0.1:8080`). Returns at once: with the disk
+    /// cache's table if there is one, else with no table until the first event arrives (see
+    /// [`Router::wait_for_version`]).
+    pub fn connect(
+        url: &str,
+        identity: Identity,
+        options: RouterOptions,
+    ) -> Result<Router, ClientError> {
+        let endpoint = Endpoint::parse(url).map_err(ClientError::InvalidUrl)?;
+        let shared = Arc::new(Shared {
+            table: ArcSwapOption::empty(),
+            status: Mutex::new(RouterStatus {
+                connected: false,
+                origin: Origin::Nothing,
+                version: None,
+                updated_at: None,
+                last_error: None,
+                reconnects: 0,
+            }),
+            stop: AtomicBool::new(false),
+            socket: Mutex::new(None),
+            acked: AtomicU64::new(0),
+        });
+        if let Some(path) = &options.cache_path
+            && let Some(table) = load_cache(path)
+        {
+            let mut status = shared.status.lock().unwrap();
+            status.origin = Origin::DiskCache;
+            status.version = Some(table.version());
+            shared.table.store(Some(Arc::new(table)));
+        }
+        let fallback = options.fallback;
+        let thread_shared = Arc::clone(&shared);
+        let watcher = std::thread::Builder::new()
+            .name(format!("tidegate-watch-{}", identity.subscriber_id))
+            .spawn(move || watch_loop(&thread_shared, &endpoint, &identity, &options))
+            .expect("spawning the watcher thread");
+        Ok(Router { shared, fallback, watcher: Some(watcher) })
+    }
+
+    /// A router over a fixed table, with no network: for tests, benchmarks and offline tools.
+    pub fn fixed(table: RoutingTable) -> Router {
+        let shared = Arc::new(Shared {
+            status: Mutex::new(RouterStatus {
+                connected: false,
+                origin: Origin::Fixed,
+                version: Some(table.version()),
+                updated_at: Some(SystemTime::now()),
+                last_error: None,
+                reconnects: 0,
+            }),
+            table: ArcSwapOption::from_pointee(table),
+            stop: AtomicBool::new(true),
+            socket: Mutex::new(None),
+            acked: AtomicU64::new(0),
+        });
+        Router { shared, fallback: Fallback::Random, watcher: None }
+    }
+
+    /// The current table, if any.
+    pub fn table(&self) -> Option<Arc<RoutingTable>> {
+        self.shared.table.load_full()
+    }
+
+    pub fn version(&self) -> Option<u64> {
+        self.shared.table.load().as_ref().map(|t| t.version())
+    }
+
+    /// The newest version this client has acknowledged to the coordinator.
+    pub fn acked_version(&self) -> u64 {
+        self.shared.acked.load(Ordering::SeqCst)
+    }
+
+    pub fn status(&self) -> RouterStatus {
+        self.shared.status.lock().unwrap().clone()
+    }
+
+    /// Blocks until the table is at `version` or newer, or `timeout` passes.
+    pub fn wait_for_version(&self, version: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.version().is_some_and(|v| v >= version) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    /// Tags a user locally: the same hash and table as the server's `GET /v1/tag`.
+    #[inline]
+    pub fn tag(&self, user_id: &str) -> Result<Tag, ClientError> {
+        validate_user_id(user_id)?;
+        let guard = self.shared.table.load();
+        let table = guard.as_ref().ok_or(ClientError::NoTable)?;
+        let tag = table.tag(user_id)?;
+        Ok(Tag {
+            color: tag.color,
+            unit: tag.unit.0,
+            zone: table.zone_of(tag.color).to_owned(),
+            version: table.version(),
+            pinned: tag.pinned,
+        })
+    }
+
+    /// The colour of a request without a user ID, by the configured fallback.
+    pub fn untagged(&self) -> Result<Color, ClientError> {
+        let table = self.table().ok_or(ClientError::NoTable)?;
+        table.untagged(self.fallback, rand::random::<f64>()).map_err(|_| ClientError::Untagged)
+    }
+
+    /// The last-line ownership check for write paths: `Ok` when `user_id` belongs to
+    /// `local_color` under the current table, else `Misrouted` (counted in metrics).
+    pub fn owns(&self, user_id: &str, local_color: Color) -> Result<(), Misrouted> {
+        let owner = match self.tag(user_id) {
+            Ok(tag) => tag,
+            // No table or a malformed ID: we cannot prove ownership, so refuse the write.
+            Err(_) => {
+                metrics::counter!(CLIENT_MISROUTED, "color" => "unknown").increment(1);
+                return Err(Misrouted {
+                    user_id: user_id.to_owned(),
+                    owner: local_color.other(),
+                    local: local_color,
+                    version: self.version().unwrap_or(0),
+                });
+            }
+        };
+        if owner.color == local_color {
+            return Ok(());
+        }
+        metrics::counter!(CLIENT_MISROUTED, "color" => owner.color.as_str()).increment(1);
+        Err(Misrouted {
+            user_id: user_id.to_owned(),
+            owner: owner.color,
+            local: local_color,
+            version: owner.version,
+        })
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(socket) = self.shared.socket.lock().unwrap().take() {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+        if let Some(watcher) = self.watcher.take() {
+            let _ = watcher.join();
+        }
+    }
+}
+
+impl crate::snapshot::TableSource for Router {
+    /// The current table. Panics if there is none yet: wait with `wait_for_version` first.
+    fn current_table(&self) -> Arc<RoutingTable> {
+        self.table().expect("Router has no table yet; call wait_for_version before producing")
+    }
+}
+
+fn load_cache(path: &Path) -> Option<RoutingTable> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: Value = serde_json::from_str(&text).ok()?;
+    decode_table(&value).ok()
+}
+
+/// Writes the table atomically: a crash mid-write leaves the previous copy intact.
+fn save_cache(path: &Path, data: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path)
+}
+
+fn sleep_unless_stopped(shared: &Shared, duration: Duration) {
+    let deadline = Instant::now() + duration;
+    while !shared.stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10).min(deadline - Instant::now()));
+    }
+}
+
+fn watch_loop(shared: &Shared, endpoint: &Endpoint, identity: &Identity, options: &RouterOptions) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let mut backoff = options.backoff_min;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let result = watch_once(shared, endpoint, identity, options, &agent, &mut backoff);
+        {
+            let mut status = shared.status.lock().unwrap();
+            status.connected = false;
+            if let Err(e) = result {
+                status.last_error = Some(e);
+            }
+            status.reconnects += 1;
+        }
+        // Full jitter: many clients losing the coordinator at once must not return in lockstep.
+        let jittered = backoff.mul_f64(rand::random::<f64>());
+        sleep_unless_stopped(shared, jittered.max(Duration::from_millis(10)));
+        backoff = (backoff * 2).min(options.backoff_max);
+    }
+}
+
+/// One connection: open, apply events until the stream ends. Errors come back as sentences.
+fn watch_once(
+    shared: &Shared,
+    endpoint: &Endpoint,
+    identity: &Identity,
+    options: &RouterOptions,
+    agent: &ureq::Agent,
+    backoff: &mut Duration,
+) -> Result<(), String> {
+    let path = format!(
+        "/v1/routing/watch?subscriber_id={}&zone={}&kind={}",
+        encode(&identity.subscriber_id),
+        encode(&identity.zone),
+        encode(&identity.kind)
+    );
+    let mut headers = Vec::new();
+    // Resume: the version we hold. The server sends nothing until something newer exists, and
+    // counts this as our acknowledgement of it.
+    if let Some(version) = shared.table.load().as_ref().map(|t| t.version())
+        && options.acknowledge
+    {
+        headers.push(("Last-Event-ID", version.to_string()));
+    }
+    if let Some(token) = &options.token {
+        headers.push(("Authorization", format!("Bearer {token}")));
+    }
+    let (socket, mut events) =
+        sse::open(endpoint, &path, &headers, options.connect_timeout, options.read_timeout)
+            .map_err(|e| format!("cannot watch {}: {e}", endpoint.base_url()))?;
+    *shared.socket.lock().unwrap() = Some(socket);
+    if shared.stop.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    {
+        let mut status = shared.status.lock().unwrap();
+        status.connected = true;
+        status.last_error = None;
+    }
+    *backoff = options.backoff_min;
+    loop {
+        let item = events.next_item().map_err(|e| format!("watch stream broke: {e}"))?;
+        let event = match item {
+            None => return Err("the coordinator closed the watch stream".into()),
+            Some(Item::Comment) => continue,
+            Some(Item::Event(event)) if event.event == "routing" => event,
+            Some(Item::Event(_)) => continue,
+        };
+        let value: Value =
+            serde_json::from_str(&event.data).map_err(|e| format!("bad routing event: {e}"))?;
+        let table = decode_table(&value).map_err(|e| e.to_string())?;
+        let version = table.version();
+        let newer = shared.table.load().as_ref().is_none_or(|t| t.version() < version);
+        if newer {
+            shared.table.store(Some(Arc::new(table)));
+            let mut status = shared.status.lock().unwrap();
+            status.origin = Origin::Coordinator;
+            status.version = Some(version);
+            status.updated_at = Some(SystemTime::now());
+        }
+        if let Some(path) = &options.cache_path
+            && let Err(e) = save_cache(path, &event.data)
+        {
+            shared.status.lock().unwrap().last_error =
+                Some(format!("cannot save {}: {e}", path.display()));
+        }
+        if options.acknowledge {
+            acknowledge(shared, agent, endpoint, identity, options, version);
+        }
+    }
+}
+
+fn acknowledge(
+    shared: &Shared,
+    agent: &ureq::Agent,
+    endpoint: &Endpoint,
+    identity: &Identity,
+    options: &RouterOptions,
+    version: u64,
+) {
+    let url =
+        format!("{}/v1/subscribers/{}/ack", endpoint.base_url(), encode(&identity.subscriber_id));
+    let body =
+        serde_json::json!({ "version": version, "zone": identity.zone, "kind": identity.kind });
+    let mut request = agent.post(&url);
+    if let Some(token) = &options.token {
+        request = request.header("Authorization", &format!("Bearer {token}"));
+    }
+    match request.send_json(body) {
+        Ok(response) if response.status().is_success() => {
+            shared.acked.fetch_max(version, Ordering::SeqCst);
+        }
+        Ok(response) => {
+            shared.status.lock().unwrap().last_error =
+                Some(format!("ack of v{version} got HTTP {}", response.status()));
+        }
+        Err(e) => {
+            shared.status.lock().unwrap().last_error =
+                Some(format!("ack of v{version} failed: {e}"))
+        }
+    }
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}

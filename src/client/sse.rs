@@ -1,0 +1,257 @@
+//! A minimal HTTP/1.1 server-sent-events reader over a plain `TcpStream`.
+//!
+//! Why not an HTTP client crate: the watch stream needs a *per-read* timeout (to notice a dead
+//! coordinator between heartbeats) and an abortable socket (to stop promptly on drop), on a
+//! plain thread so that sync and async services alike can embed the client. A `TcpStream` gives
+//! both directly; the protocol subset is small (one GET, chunked transfer, `event/id/data` lines).
+//! TLS is expected to be terminated by the service mesh or a local sidecar.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// `http://host:port` split into its parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Endpoint {
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| {
+            format!("`{url}` must start with http:// (terminate TLS in a sidecar)")
+        })?;
+        let authority = rest.split('/').next().unwrap_or_default();
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) => {
+                (host, port.parse::<u16>().map_err(|_| format!("bad port in `{url}`"))?)
+            }
+            None => (authority, 80),
+        };
+        if host.is_empty() {
+            return Err(format!("no host in `{url}`"));
+        }
+        Ok(Endpoint { host: host.trim_matches(['[', ']']).to_owned(), port })
+    }
+
+    pub fn base_url(&self) -> String {
+        if self.host.contains(':') {
+            format!("http://[{}]:{}", self.host, self.port)
+        } else {
+            format!("http://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// One server-sent event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: String,
+    pub id: Option<String>,
+    pub data: String,
+}
+
+/// What the reader produced: an event, or a comment line (heartbeats are comments).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Item {
+    Event(SseEvent),
+    Comment,
+}
+
+/// Opens the stream: connects, sends the GET and checks for `200`. Returns the socket (a clone,
+/// kept by the caller to abort the read from another thread) and the event reader.
+pub fn open(
+    endpoint: &Endpoint,
+    path_and_query: &str,
+    headers: &[(&str, String)],
+    connect_timeout: Duration,
+    read_timeout: Duration,
+) -> io::Result<(TcpStream, EventReader)> {
+    let address = (endpoint.host.as_str(), endpoint.port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host has no address"))?;
+    let stream = TcpStream::connect_timeout(&address, connect_timeout)?;
+    stream.set_read_timeout(Some(read_timeout))?;
+    stream.set_nodelay(true)?;
+    let mut request = format!(
+        "GET {path_and_query} HTTP/1.1\r\nHost: {}:{}\r\nAccept: text/event-stream\r\nCache-Control: no-cache\r\n",
+        endpoint.host, endpoint.port
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    (&stream).write_all(request.as_bytes())?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line)?;
+    let status = status_line.split_whitespace().nth(1).unwrap_or("");
+    let mut chunked = false;
+    let mut error_body_len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed in headers",
+            ));
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+            if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            }
+            if name == "content-length" {
+                error_body_len = value.parse().unwrap_or(0);
+            }
+        }
+    }
+    if status != "200" {
+        let mut body = vec![0u8; error_body_len.min(4096)];
+        let _ = reader.read_exact(&mut body);
+        return Err(io::Error::other(format!(
+            "watch answered {}: {}",
+            status_line.trim(),
+            String::from_utf8_lossy(&body)
+        )));
+    }
+    let body: Box<dyn BufRead + Send> = if chunked {
+        Box::new(BufReader::new(Chunked { inner: reader, left: 0, done: false }))
+    } else {
+        Box::new(reader)
+    };
+    Ok((stream, EventReader { body }))
+}
+
+/// Reads `text/event-stream` items.
+pub struct EventReader {
+    body: Box<dyn BufRead + Send>,
+}
+
+impl EventReader {
+    /// The next event or comment; `Ok(None)` when the server closed the stream.
+    pub fn next_item(&mut self) -> io::Result<Option<Item>> {
+        let mut event = SseEvent::default();
+        let mut has_field = false;
+        loop {
+            let mut line = String::new();
+            if self.body.read_line(&mut line)? == 0 {
+                return Ok(None);
+            }
+            let line = line.trim_end_matches(['\r', '\n']);
+            if line.is_empty() {
+                if has_field {
+                    return Ok(Some(Item::Event(event)));
+                }
+                continue;
+            }
+            if line.starts_with(':') {
+                if !has_field {
+                    return Ok(Some(Item::Comment));
+                }
+                continue;
+            }
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            has_field = true;
+            match field {
+                "event" => event.event = value.to_owned(),
+                "id" => event.id = Some(value.to_owned()),
+                "data" => {
+                    if !event.data.is_empty() {
+                        event.data.push('\n');
+                    }
+                    event.data.push_str(value);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// `Transfer-Encoding: chunked` decoding.
+struct Chunked<R> {
+    inner: R,
+    left: usize,
+    done: bool,
+}
+
+impl<R: BufRead> Read for Chunked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.done || buf.is_empty() {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            let mut size_line = String::new();
+            // Skip the CRLF that ends the previous chunk, if any.
+            while size_line.trim().is_empty() {
+                size_line.clear();
+                if self.inner.read_line(&mut size_line)? == 0 {
+                    return Ok(0);
+                }
+            }
+            let size = size_line.trim().split(';').next().unwrap_or("");
+            self.left = usize::from_str_radix(size, 16)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
+            if self.left == 0 {
+                self.done = true;
+                return Ok(0);
+            }
+        }
+        let n = {
+            let available = self.inner.fill_buf()?;
+            if available.is_empty() {
+                return Ok(0);
+            }
+            let n = available.len().min(buf.len()).min(self.left);
+            buf[..n].copy_from_slice(&available[..n]);
+            n
+        };
+        self.inner.consume(n);
+        self.left -= n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_events_comments_and_chunks() {
+        let payload = ": hello\n\nid: 7\nevent: routing\ndata: {\"a\":\ndata: 1}\n\n";
+        let chunked = format!(
+            "5\r\n{}\r\n{:x}\r\n{}\r\n0\r\n\r\n",
+            &payload[..5],
+            payload.len() - 5,
+            &payload[5..]
+        );
+        let inner = BufReader::new(io::Cursor::new(chunked.into_bytes()));
+        let mut reader =
+            EventReader { body: Box::new(BufReader::new(Chunked { inner, left: 0, done: false })) };
+        assert_eq!(reader.next_item().unwrap(), Some(Item::Comment));
+        let Some(Item::Event(e)) = reader.next_item().unwrap() else { panic!("an event") };
+        assert_eq!(
+            (e.event.as_str(), e.id.as_deref(), e.data.as_str()),
+            ("routing", Some("7"), "{\"a\":\n1}")
+        );
+        assert_eq!(reader.next_item().unwrap(), None);
+    }
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(
+            Endpoint::parse("http://127.0.0.1:8080/").unwrap(),
+            Endpoint { host: "127.0.0.1".into(), port: 8080 }
+        );
+        assert_eq!(Endpoint::parse("http://coordinator").unwrap().port, 80);
+        assert!(Endpoint::parse("https://x").is_err());
+        assert!(Endpoint::parse("http://:80").is_err());
+    }
+}

@@ -1,0 +1,279 @@
+//! The client library against the real binary: equality with the server, 100 subscribers
+//! converging, surviving a coordinator restart, and a stuck subscriber holding a drain.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+use tidegate::client::{Identity, Origin, Router, RouterOptions};
+
+fn identity(id: &str, zone: &str) -> Identity {
+    Identity { subscriber_id: id.into(), zone: zone.into(), kind: "test".into() }
+}
+
+fn fast() -> RouterOptions {
+    RouterOptions {
+        backoff_min: Duration::from_millis(20),
+        backoff_max: Duration::from_millis(200),
+        read_timeout: Duration::from_secs(3),
+        ..RouterOptions::default()
+    }
+}
+
+fn server(dir: &std::path::Path, extra: &str) -> (Server, std::path::PathBuf) {
+    let config = dir.join("tidegate.toml");
+    std::fs::write(&config, config_toml(extra)).unwrap();
+    (Server::start(&config, &dir.join("data")), config)
+}
+
+fn dial(url: &str, percent: u64) -> (Value, Instant) {
+    let (_, routing) = get_json(&format!("{url}/v1/routing"));
+    let (status, table) = put_json(
+        &format!("{url}/v1/dial"),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": percent, "expected_version": routing["version"], "reason": "client test"}),
+    );
+    let answered = Instant::now();
+    assert_eq!(status, 200, "{table}");
+    (table, answered)
+}
+
+/// A random user ID of 1..=40 characters, mixing ASCII, digits and some multi-byte characters.
+fn random_id() -> String {
+    const ALPHABET: &[char] =
+        &['a', 'b', 'z', 'Q', '0', '7', '-', '_', '.', '@', 'é', 'ü', '用', '户', '😀', ' '];
+    let len = 1 + (rand::random::<u32>() % 40) as usize;
+    (0..len).map(|_| ALPHABET[(rand::random::<u32>() as usize) % ALPHABET.len()]).collect()
+}
+
+#[test]
+fn local_tags_equal_the_servers_for_100_000_random_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), "initial_blue_percent = 37");
+    put_json(
+        &format!("{}/v1/pins/pinned-user", server.url),
+        OPERATOR_TOKEN,
+        json!({"color": "green", "expected_version": 1, "reason": "pin"}),
+    );
+    let router = Router::connect(&server.url, identity("equality", "az-a"), fast()).unwrap();
+    assert!(router.wait_for_version(2, Duration::from_secs(10)), "{}", router.status());
+    let mut checked = 0;
+    let mut blue = 0;
+    for batch in 0..10 {
+        let mut ids: Vec<String> = (0..10_000).map(|_| random_id()).collect();
+        if batch == 0 {
+            ids[0] = "pinned-user".into();
+        }
+        let mut response = agent()
+            .post(&format!("{}/v1/tag", server.url))
+            .send_json(json!({"user_ids": ids}))
+            .unwrap();
+        let body: Value = response.body_mut().read_json().unwrap();
+        for (id, server_tag) in ids.iter().zip(body["tags"].as_array().unwrap()) {
+            let local = router.tag(id).unwrap();
+            assert_eq!(local.color.as_str(), server_tag["color"], "{id:?}");
+            assert_eq!(u64::from(local.unit), server_tag["unit"].as_u64().unwrap(), "{id:?}");
+            assert_eq!(local.zone, server_tag["zone"], "{id:?}");
+            assert_eq!(local.pinned, server_tag["pinned"].as_bool().unwrap(), "{id:?}");
+            assert_eq!(local.version, body["version"].as_u64().unwrap());
+            blue += usize::from(local.color == tidegate::core::Color::Blue);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 100_000);
+    assert!((33_000..41_000).contains(&blue), "about 37% blue, got {blue}");
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[test]
+fn a_dial_change_reaches_and_is_acknowledged_by_100_subscribers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), "");
+    let routers: Vec<Router> = (0..100)
+        .map(|i| {
+            Router::connect(
+                &server.url,
+                identity(&format!("sub-{i}"), if i % 2 == 0 { "az-a" } else { "az-b" }),
+                fast(),
+            )
+            .unwrap()
+        })
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(20), || routers.iter().all(|r| r.acked_version() >= 1)),
+        "not every subscriber connected"
+    );
+    let mut delays = Vec::new();
+    let mut received = Vec::new();
+    for round in 0..20u64 {
+        let (table, answered) = dial(&server.url, if round % 2 == 0 { 30 } else { 60 });
+        let version = table["version"].as_u64().unwrap();
+        // A tight 1 ms poll so the measured delays are the subscribers', not the poll's.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !routers.iter().all(|r| r.version() >= Some(version)) {
+            assert!(Instant::now() < deadline, "round {round}: not all subscribers got v{version}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        received.push(answered.elapsed());
+        while !routers.iter().all(|r| r.acked_version() >= version) {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: not all subscribers acknowledged v{version}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        delays.push(answered.elapsed());
+        let (_, convergence) =
+            get_json(&format!("{}/v1/routing/convergence?version={version}", server.url));
+        assert_eq!(
+            (convergence["live"].as_u64(), convergence["converged"].as_u64()),
+            (Some(100), Some(100)),
+            "{convergence}"
+        );
+        assert_eq!(convergence["complete"], true);
+    }
+    delays.sort();
+    received.sort();
+    println!(
+        "PUT /v1/dial response -> all 100 subscribers applied the table: p50 {:?}, p99 {:?}",
+        percentile(&received, 0.5),
+        percentile(&received, 0.99)
+    );
+    println!(
+        "PUT /v1/dial response -> last of 100 acks: p50 {:?}, p99 {:?}, max {:?} over {} changes (debug build, 100 client threads in this process)",
+        percentile(&delays, 0.5),
+        percentile(&delays, 0.99),
+        delays.last().unwrap(),
+        delays.len()
+    );
+    let (_, subscribers) = get_json(&format!("{}/v1/subscribers", server.url));
+    let list = subscribers["subscribers"].as_array().unwrap();
+    assert_eq!(list.len(), 100);
+    assert!(list.iter().all(|s| s["state"] == "current" && s["lag"] == 0), "{subscribers}");
+    let metrics = agent()
+        .get(&format!("{}/metrics", server.url))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(metrics.contains("tidegate_subscribers{state=\"current\"} 100"), "subscriber gauge");
+}
+
+#[test]
+fn clients_keep_tagging_through_a_coordinator_restart_and_resume_without_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, config) = server(dir.path(), "");
+    let cache = dir.path().join("table-cache.json");
+    let options = RouterOptions { cache_path: Some(cache.clone()), ..fast() };
+    let routers: Vec<Router> = (0..3)
+        .map(|i| {
+            Router::connect(&server.url, identity(&format!("svc-{i}"), "az-a"), options.clone())
+                .unwrap()
+        })
+        .collect();
+    let (table, _) = dial(&server.url, 20);
+    let version = table["version"].as_u64().unwrap();
+    assert!(wait_until(Duration::from_secs(10), || routers
+        .iter()
+        .all(|r| r.version() == Some(version))));
+    let before: Vec<_> = (0..50).map(|i| routers[0].tag(&format!("u{i}")).unwrap()).collect();
+    let port = server.port();
+    server.kill9();
+
+    // Coordinator down: the routers keep their table, and say so.
+    assert!(wait_until(Duration::from_secs(10), || routers.iter().all(|r| !r.status().connected)));
+    for router in &routers {
+        assert_eq!(router.version(), Some(version));
+        assert_eq!(
+            (0..50).map(|i| router.tag(&format!("u{i}")).unwrap()).collect::<Vec<_>>(),
+            before
+        );
+        assert!(
+            router.status().to_string().contains("coordinator unreachable"),
+            "{}",
+            router.status()
+        );
+    }
+    // A service starting now comes up from the disk cache.
+    let late = Router::connect(
+        &format!("http://127.0.0.1:{port}"),
+        identity("late", "az-b"),
+        options.clone(),
+    )
+    .unwrap();
+    assert_eq!((late.status().origin, late.version()), (Origin::DiskCache, Some(version)));
+    assert_eq!(late.tag("u1").unwrap(), before[1]);
+
+    let server = Server::start_at(&config, &dir.path().join("data"), port);
+    assert!(
+        wait_until(Duration::from_secs(10), || routers
+            .iter()
+            .chain([&late])
+            .all(|r| r.status().connected)),
+        "clients did not reconnect"
+    );
+    // Resumed from their version: the coordinator sees them as current without a new push.
+    let (_, convergence) = get_json(&format!("{}/v1/routing/convergence", server.url));
+    assert_eq!(
+        (convergence["live"].as_u64(), convergence["converged"].as_u64()),
+        (Some(4), Some(4)),
+        "{convergence}"
+    );
+    let (table, _) = dial(&server.url, 70);
+    let next = table["version"].as_u64().unwrap();
+    assert_eq!(next, version + 1);
+    assert!(wait_until(Duration::from_secs(10), || routers
+        .iter()
+        .chain([&late])
+        .all(|r| r.version() == Some(next))));
+    assert_eq!(late.status().origin, Origin::Coordinator);
+}
+
+#[test]
+fn a_subscriber_that_stops_acknowledging_holds_a_drain_step_then_pauses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), "[drain]\ntick = \"20ms\"\nconvergence_timeout = \"1s\"");
+    let healthy = Router::connect(&server.url, identity("healthy-gw", "az-a"), fast()).unwrap();
+    let stuck = Router::connect(
+        &server.url,
+        identity("stuck-gw", "az-b"),
+        RouterOptions { acknowledge: false, ..fast() },
+    )
+    .unwrap();
+    assert!(
+        healthy.wait_for_version(1, Duration::from_secs(10))
+            && stuck.wait_for_version(1, Duration::from_secs(10))
+    );
+    let batch = json!([{"zone": "az-b", "color": "blue", "ok": 5000}, {"zone": "az-a", "color": "green", "ok": 5000}]);
+    agent().post(&format!("{}/v1/outcomes", server.url)).send_json(batch).unwrap();
+
+    let started = Instant::now();
+    let mut response = agent()
+        .post(&format!("{}/v1/drains", server.url))
+        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+        .send_json(json!({"zone": "az-b", "target_percent": 0, "step_percent": 10, "interval": "200ms", "reason": "convergence test"}))
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        201,
+        "{}",
+        response.body_mut().read_to_string().unwrap()
+    );
+    let drain = || get_json(&format!("{}/v1/drains/1", server.url)).1;
+    assert!(wait_until(Duration::from_secs(10), || drain()["state"] == "paused"), "{}", drain());
+    let paused = drain();
+    assert_eq!(paused["steps_done"], 1, "the second step waited for the first to converge");
+    let reason = paused["hold_reason"].as_str().unwrap();
+    assert!(reason.contains("stuck-gw") && reason.contains("50% of subscribers"), "{reason}");
+    assert!(!reason.contains("healthy-gw"), "{reason}");
+    assert!(started.elapsed() >= Duration::from_secs(1), "paused only after the 1 s timeout");
+    let (_, convergence) = get_json(&format!("{}/v1/routing/convergence", server.url));
+    assert_eq!(convergence["behind"][0]["subscriber_id"], "stuck-gw");
+    assert!(convergence["behind"][0]["behind_for_ms"].as_u64().unwrap() >= 1000);
+}
