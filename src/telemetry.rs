@@ -16,10 +16,10 @@ pub const TAG_REQUESTS: &str = "tidegate_tag_requests_total";
 pub const TAG_DURATION: &str = "tidegate_tag_duration_seconds";
 pub const CHANGES: &str = "tidegate_changes_total";
 pub const DIAL_CHANGES: &str = "tidegate_dial_changes_total";
-pub const BLUE_PERCENT: &str = "tidegate_blue_percent";
-pub const BLUE_UNITS: &str = "tidegate_blue_units";
+pub const BLUE_RATIO: &str = "tidegate_routing_blue_ratio";
+pub const BLUE_UNITS: &str = "tidegate_routing_blue_units";
 pub const ROUTING_VERSION: &str = "tidegate_routing_version";
-pub const PINS: &str = "tidegate_pins";
+pub const PINS: &str = "tidegate_routing_pins";
 pub const API_ERRORS: &str = "tidegate_api_errors_total";
 pub const LOG_APPEND_DURATION: &str = "tidegate_log_append_duration_seconds";
 pub const ZONE_REQUESTS: &str = "tidegate_zone_requests_total";
@@ -27,7 +27,7 @@ pub const ZONE_ERRORS: &str = "tidegate_zone_errors_total";
 pub const ZONE_ERROR_RATIO: &str = "tidegate_zone_error_ratio";
 pub const ZONE_WINDOW_REQUESTS: &str = "tidegate_zone_window_requests";
 pub const ZONE_HEALTH_KNOWN: &str = "tidegate_zone_health_known";
-pub const ZONE_SHARE: &str = "tidegate_zone_share_percent";
+pub const ZONE_SHARE: &str = "tidegate_zone_share_ratio";
 pub const DRAIN_ACTIVE: &str = "tidegate_drain_active";
 pub const DRAIN_STATE: &str = "tidegate_drain_state";
 pub const DRAIN_STEPS_DONE: &str = "tidegate_drain_steps_done";
@@ -35,6 +35,7 @@ pub const DRAIN_STEPS_PLANNED: &str = "tidegate_drain_steps_planned";
 pub const DRAIN_BREACHES: &str = "tidegate_drain_guard_breaches_total";
 pub const DRAIN_HOLDS: &str = "tidegate_drain_holds_total";
 pub const SUBSCRIBERS: &str = "tidegate_subscribers";
+pub const DRAIN_PAUSED: &str = "tidegate_drain_paused";
 pub const CLIENT_MISROUTED: &str = "tidegate_client_misrouted_total";
 
 /// Kind, name, unit and help text of every metric.
@@ -43,7 +44,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("histogram", TAG_DURATION, "Time to tag one user inside the handler, in seconds."),
     ("counter", CHANGES, "Accepted state changes, by action (dial, pin, unpin)."),
     ("counter", DIAL_CHANGES, "Accepted moves of the blue/green dial."),
-    ("gauge", BLUE_PERCENT, "Current share of units routed to blue, in percent (0-100)."),
+    ("gauge", BLUE_RATIO, "Current share of units routed to blue, as a ratio (0-1)."),
     ("gauge", BLUE_UNITS, "Current number of units routed to blue."),
     ("gauge", ROUTING_VERSION, "Version of the routing table currently served."),
     ("gauge", PINS, "Number of users pinned to a colour."),
@@ -70,7 +71,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         ZONE_HEALTH_KNOWN,
         "1 when the zone's health is known, 0 when the source cannot tell.",
     ),
-    ("gauge", ZONE_SHARE, "Share of users routed to each zone, in percent (0-100)."),
+    ("gauge", ZONE_SHARE, "Share of users routed to each zone, as a ratio (0-1)."),
     ("gauge", DRAIN_ACTIVE, "1 while a drain is running or paused, by drained zone."),
     ("gauge", DRAIN_STATE, "State of the latest drain: 1 for its current state, 0 for the others."),
     ("gauge", DRAIN_STEPS_DONE, "Steps the latest drain has taken toward its target."),
@@ -81,6 +82,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Guard checks that found a zone above the drain's error-rate limit.",
     ),
     ("counter", DRAIN_HOLDS, "Drain steps held by the guard, by kind (breach, unknown)."),
+    (
+        "gauge",
+        DRAIN_PAUSED,
+        "1 when the latest drain is paused, by cause (guard, convergence, operator).",
+    ),
     ("gauge", SUBSCRIBERS, "Routing-table subscribers by state: current, behind or stale."),
     (
         "counter",
@@ -175,9 +181,9 @@ pub fn publish_state(state: &State) {
             Color::Blue => share.blue_units,
             Color::Green => share.green_units(),
         };
-        let percent = f64::from(units) * 100.0 / f64::from(share.units);
+        let ratio = f64::from(units) / f64::from(share.units);
         metrics::gauge!(ZONE_SHARE, "zone" => table.zone_of(color).to_owned(), "color" => color.as_str())
-            .set(percent);
+            .set(ratio);
     }
     if let Some(drain) = state.drains().next_back() {
         for name in DRAIN_STATES {
@@ -185,6 +191,11 @@ pub fn publish_state(state: &State) {
             metrics::gauge!(DRAIN_STATE, "state" => name).set(on);
         }
         metrics::gauge!(DRAIN_STEPS_DONE).set(f64::from(drain.steps_done));
+        for cause in ["guard", "convergence", "operator"] {
+            let on = drain.status == crate::core::DrainStatus::Paused
+                && drain.pause_cause == Some(cause);
+            metrics::gauge!(DRAIN_PAUSED, "cause" => cause).set(if on { 1.0 } else { 0.0 });
+        }
         metrics::gauge!(DRAIN_STEPS_PLANNED).set(f64::from(drain.steps_total()));
     }
     for zone in [&table.zones().blue, &table.zones().green] {
@@ -231,7 +242,7 @@ pub fn count_drain_hold(zone: &str, breach: bool) {
 
 /// Updates the gauges that describe the table being served.
 pub fn publish_table(table: &RoutingTable) {
-    metrics::gauge!(BLUE_PERCENT).set(table.blue_percent());
+    metrics::gauge!(BLUE_RATIO).set(table.blue_percent() / 100.0);
     metrics::gauge!(BLUE_UNITS).set(f64::from(table.blue_units()));
     metrics::gauge!(ROUTING_VERSION).set(table.version() as f64);
     metrics::gauge!(PINS).set(table.pins().len() as f64);

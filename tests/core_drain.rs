@@ -281,6 +281,7 @@ fn the_dial_is_locked_while_a_drain_runs_and_free_while_it_is_paused() {
         CommandError::DrainRunning(id)
     );
     let s = apply(&s, 2, "bob", Command::PauseDrain { drain: id }).unwrap();
+    assert_eq!(latest(&s).pause_cause, Some("operator"));
     let s = apply(&s, 3, "bob", Command::SetBlueUnits { blue_units: 35 }).unwrap();
     assert_eq!(s.table().blue_units(), 35);
     // Resuming continues from wherever the dial now is, one step at a time.
@@ -421,6 +422,7 @@ fn a_step_waits_for_the_previous_one_to_converge_then_pauses_after_the_timeout()
     assert_eq!(latest(&paused).state_name(), "paused");
     let reason = latest(&paused).hold_reason.clone().unwrap();
     assert!(reason.contains("50% of subscribers") && reason.contains("gw-7"), "{reason}");
+    assert_eq!(latest(&paused).pause_cause, Some("convergence"));
     assert_eq!(paused.table().blue_units(), 40);
     // Resuming gives the stragglers a fresh timeout instead of pausing again at once.
     let resumed = apply(&paused, 3000, "alice", Command::ResumeDrain { drain: 1 }).unwrap();

@@ -362,7 +362,7 @@ fn health_readiness_and_metrics() {
     for name in [
         "tidegate_tag_requests_total",
         "tidegate_dial_changes_total",
-        "tidegate_blue_percent",
+        "tidegate_routing_blue_ratio",
         "tidegate_routing_version",
     ] {
         assert!(text.contains(&format!("# HELP {name} ")), "no HELP for {name}");

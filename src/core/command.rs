@@ -271,6 +271,7 @@ impl State {
                     next_due_ms: at_ms,
                     consecutive_breaches: 0,
                     hold_reason: None,
+                    pause_cause: None,
                     steps_done: 0,
                     last_step_version: None,
                     last_step_ms: at_ms,
@@ -328,6 +329,7 @@ impl State {
                         match drain.plan.guard.on_breach {
                             OnBreach::Pause => {
                                 drain.status = DrainStatus::Paused;
+                                drain.pause_cause = Some("guard");
                                 drain.hold_reason = Some(format!("paused by the guard: {reason}"));
                             }
                             OnBreach::Rollback => {
@@ -353,6 +355,9 @@ impl State {
                     return Ok(None);
                 }
                 drain.status = DrainStatus::Paused;
+                // The runner pauses as `drain:<id>` only when a step failed to converge.
+                let by_runner = envelope.audit.by.starts_with("drain:");
+                drain.pause_cause = Some(if by_runner { "convergence" } else { "operator" });
                 drain.hold_reason =
                     Some(format!("paused by {}: {}", envelope.audit.by, envelope.audit.reason));
                 next.insert_drain(drain);
@@ -366,6 +371,7 @@ impl State {
                 drain.status = DrainStatus::Running;
                 drain.consecutive_breaches = 0;
                 drain.hold_reason = None;
+                drain.pause_cause = None;
                 drain.next_due_ms = at_ms;
                 // Stragglers of the previous step get a fresh convergence timeout.
                 drain.last_step_ms = at_ms;
@@ -393,6 +399,7 @@ impl State {
                 drain.status = DrainStatus::Running;
                 drain.consecutive_breaches = 0;
                 drain.hold_reason = None;
+                drain.pause_cause = None;
                 drain.next_due_ms = at_ms;
                 finish_if_arrived(&mut drain, self.table.blue_units, at_ms);
                 let to = drain.state_name().to_owned();

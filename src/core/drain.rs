@@ -123,6 +123,8 @@ pub struct Drain {
     pub consecutive_breaches: u32,
     /// Why the drain is not moving, when it is not (guard hold, pause, ...).
     pub hold_reason: Option<String>,
+    /// Who paused it, while paused: "guard", "convergence" or "operator".
+    pub pause_cause: Option<&'static str>,
     pub steps_done: u32,
     /// The routing version the latest step produced, and when: the convergence gate waits for
     /// subscribers to apply it before the next step.

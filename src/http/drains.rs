@@ -240,6 +240,7 @@ pub fn drain_body(drain: &Drain, table: &RoutingTable) -> Value {
         "progress": if steps_total == 0 { 1.0 } else { f64::from(drain.steps_done) / f64::from(steps_total) },
         "next_step_at": (drain.status == crate::core::DrainStatus::Running).then(|| iso8601(drain.next_due_ms)),
         "hold_reason": drain.hold_reason,
+        "pause_cause": drain.pause_cause,
         "consecutive_breaches": drain.consecutive_breaches,
         "guard": {
             "max_error_rate": guard.max_error_rate,
