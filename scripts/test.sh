@@ -11,5 +11,8 @@ echo "== real components"
 bash scripts/prometheus.sh install
 command -v promtool >/dev/null || { echo "promtool is missing after install" >&2; exit 1; }
 
+echo "== dashboards are generated from dashboards/generate.py"
+python3 dashboards/generate.py --check
+
 echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, tidy; benches once in test mode)"
 cargo test -j 2 --all-targets

@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Generates tidegate's Grafana dashboards (the committed *.json files are its output).
+
+    python3 dashboards/generate.py          # rewrite the JSON files
+    python3 dashboards/generate.py --check  # fail if they are out of date (scripts/test.sh runs this)
+
+Why a generator: every panel must carry a title, a description, a unit and a datasource, use
+`$__rate_interval`, and filter by the `zone` variable where the metric has zones; writing that
+by hand in three dashboards invites drift. The habits follow the monitoring-mixins: one
+`datasource` variable, a multi-select `zone` variable, recording rules shared with the alerts,
+ratios computed as sums divided.
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DS = {"type": "prometheus", "uid": "${datasource}"}
+SCHEMA_VERSION = 39
+
+
+def variables(with_zone=True):
+    out = [{
+        "name": "datasource",
+        "label": "Data source",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+        "refresh": 1,
+        "description": "The Prometheus that scrapes tidegate (and has its recording rules loaded).",
+    }]
+    if with_zone:
+        out.append({
+            "name": "zone",
+            "label": "Zone",
+            "type": "query",
+            "datasource": DS,
+            "query": {"query": "label_values(tidegate_zone_share_ratio, zone)", "refId": "zones"},
+            "definition": "label_values(tidegate_zone_share_ratio, zone)",
+            "multi": True,
+            "includeAll": True,
+            "allValue": ".+",
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+            "refresh": 2,
+            "sort": 1,
+            "hide": 0,
+            "description": "Availability zones to show (from the share gauge, so every configured zone appears).",
+        })
+    return out
+
+
+class Board:
+    def __init__(self, uid, title, description, with_zone=True):
+        self.uid, self.title, self.description = uid, title, description
+        self.with_zone = with_zone
+        self.panels = []
+        self.annotations = [{
+            "builtIn": 1,
+            "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True,
+            "hide": True,
+            "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts",
+            "type": "dashboard",
+        }]
+        self.y = 0
+        self.x = 0
+        self.row_height = 0
+
+    def row(self, title):
+        self._newline()
+        self.panels.append({
+            "id": len(self.panels) + 1, "type": "row", "title": title, "collapsed": False,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": [],
+        })
+        self.y += 1
+
+    def _newline(self):
+        if self.x:
+            self.y += self.row_height
+            self.x = 0
+            self.row_height = 0
+
+    def panel(self, kind, title, description, unit, targets, width=12, height=8, **options):
+        if self.x + width > 24:
+            self._newline()
+        panel = {
+            "id": len(self.panels) + 1,
+            "type": kind,
+            "title": title,
+            "description": description,
+            "datasource": DS,
+            "gridPos": {"h": height, "w": width, "x": self.x, "y": self.y},
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "options": options.get("panel_options", {}),
+            "targets": [
+                {"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend,
+                 "range": True, "instant": False}
+                for i, (expr, legend) in enumerate(targets)
+            ],
+        }
+        if "min" in options:
+            panel["fieldConfig"]["defaults"]["min"] = options["min"]
+        if "max" in options:
+            panel["fieldConfig"]["defaults"]["max"] = options["max"]
+        if "thresholds" in options:
+            panel["fieldConfig"]["defaults"]["thresholds"] = options["thresholds"]
+        if "mappings" in options:
+            panel["fieldConfig"]["defaults"]["mappings"] = options["mappings"]
+        self.panels.append(panel)
+        self.x += width
+        self.row_height = max(self.row_height, height)
+
+    def annotation(self, name, expr, title, color):
+        self.annotations.append({
+            "name": name,
+            "datasource": DS,
+            "enable": True,
+            "iconColor": color,
+            "expr": expr,
+            "step": "15s",
+            "titleFormat": title,
+            "textFormat": "",
+            "useValueForTime": False,
+        })
+
+    def json(self):
+        return {
+            "uid": self.uid,
+            "title": self.title,
+            "description": self.description,
+            "tags": ["tidegate"],
+            "schemaVersion": SCHEMA_VERSION,
+            "version": 1,
+            "editable": True,
+            "graphTooltip": 1,
+            "time": {"from": "now-1h", "to": "now"},
+            "refresh": "10s",
+            "timezone": "",
+            "fiscalYearStartMonth": 0,
+            "liveNow": False,
+            "weekStart": "",
+            "links": [],
+            "templating": {"list": variables(self.with_zone)},
+            "annotations": {"list": self.annotations},
+            "panels": self.panels,
+        }
+
+
+ZONE = 'zone=~"$zone"'
+PERCENT_THRESHOLDS = {"mode": "absolute", "steps": [
+    {"color": "green", "value": None}, {"color": "orange", "value": 0.02}, {"color": "red", "value": 0.05}]}
+
+
+def zone_health():
+    b = Board("tidegate-zone-health", "tidegate / Zone health",
+              "Per-zone errors and traffic (RED), the share of users per zone, and drains with their guard.")
+    b.annotation("Dial changes", 'sum(increase(tidegate_changes_total{action="dial"}[1m])) > 0',
+                 "Dial moved", "rgba(255, 152, 48, 1)")
+    b.annotation("Drain steps", 'sum(increase(tidegate_changes_total{action="drain_step"}[1m])) > 0',
+                 "Drain step", "rgba(138, 184, 255, 1)")
+    b.row("Errors and traffic (reported outcomes)")
+    b.panel("timeseries", "Error ratio by zone",
+            "Failed / all requests reported through POST /v1/outcomes over the last minute "
+            "(recording rule zone:tidegate_zone_error:ratio_rate1m, the same the TidegateZoneErrorRatioHigh alert uses).",
+            "percentunit", [(f"zone:tidegate_zone_error:ratio_rate1m{{{ZONE}}}", "{{zone}}")],
+            min=0, thresholds=PERCENT_THRESHOLDS)
+    b.panel("timeseries", "Requests by zone",
+            "Requests per second reported per zone (ok and error).",
+            "reqps", [(f"sum by (zone) (rate(tidegate_zone_requests_total{{{ZONE}}}[$__rate_interval]))", "{{zone}}")], min=0)
+    b.panel("timeseries", "Errors by zone",
+            "Failed requests per second reported per zone.",
+            "reqps", [(f"sum by (zone) (rate(tidegate_zone_errors_total{{{ZONE}}}[$__rate_interval]))", "{{zone}}")], min=0)
+    b.panel("timeseries", "Requests by zone and colour",
+            "Requests per second by the zone that served them and the colour they were tagged with; "
+            "a colour appearing in the wrong zone means misrouted traffic.",
+            "reqps", [(f"sum by (zone, color) (rate(tidegate_zone_requests_total{{{ZONE}}}[$__rate_interval]))", "{{zone}} / {{color}}")], min=0)
+    b.row("Share of users")
+    b.panel("timeseries", "Share of users per zone",
+            "Fraction of users routed to each zone by the routing table; dial moves and drain steps are annotated.",
+            "percentunit", [(f"max by (zone, color) (tidegate_zone_share_ratio{{{ZONE}}})", "{{zone}} ({{color}})")],
+            min=0, max=1, panel_options={"legend": {"displayMode": "list", "placement": "bottom"}})
+    b.panel("stat", "Blue share",
+            "Current share of units routed to blue.",
+            "percentunit", [("max(tidegate_routing_blue_ratio)", "blue")], width=6, min=0, max=1)
+    b.panel("stat", "Routing version",
+            "Version of the routing table the coordinator serves; every change increments it.",
+            "none", [("max(tidegate_routing_version)", "version")], width=6)
+    b.row("Drains and guard")
+    b.panel("gauge", "Drain progress",
+            "Steps the latest drain has taken out of the steps it needs (0-100%).",
+            "percentunit", [("max(tidegate_drain_steps_done) / clamp_min(max(tidegate_drain_steps_planned), 1)", "progress")],
+            width=6, min=0, max=1)
+    b.panel("state-timeline", "Drain state",
+            "State of the latest drain over time (1 = current state).",
+            "none", [("max by (state) (tidegate_drain_state)", "{{state}}")], width=9)
+    b.panel("timeseries", "Drain pauses by cause",
+            "1 while the latest drain is paused, by who paused it: the guard, a step that did not converge, or an operator.",
+            "none", [("max by (cause) (tidegate_drain_paused)", "{{cause}}")], width=9, min=0, max=1)
+    b.panel("timeseries", "Guard reading: error ratio",
+            "The error ratio each zone's health source reports over the guard window: exactly what the drain guard compares with max_error_rate.",
+            "percentunit", [(f"max by (zone) (tidegate_zone_error_ratio{{{ZONE}}})", "{{zone}}")], min=0, thresholds=PERCENT_THRESHOLDS)
+    b.panel("timeseries", "Guard reading: requests in window",
+            "Requests each zone saw in the guard window (the guard only judges zones with at least min_requests).",
+            "short", [(f"max by (zone) (tidegate_zone_window_requests{{{ZONE}}})", "{{zone}}")], min=0)
+    b.panel("timeseries", "Guard breaches",
+            "Guard checks that found a zone above its error-rate limit, per minute.",
+            "short", [("sum by (zone) (increase(tidegate_drain_guard_breaches_total[$__rate_interval]))", "{{zone}}")], min=0)
+    b.panel("stat", "Zone health known",
+            "1 when the zone's health source has data; 0 (unknown) holds any drain.",
+            "bool", [(f"min by (zone) (tidegate_zone_health_known{{{ZONE}}})", "{{zone}}")], width=12)
+    return b
+
+
+def coordinator():
+    b = Board("tidegate-coordinator", "tidegate / Coordinator",
+              "The coordinator itself: tagging rate and latency, routing version, changes, API errors, the command log and subscribers.")
+    b.annotation("Dial changes", 'sum(increase(tidegate_changes_total{action="dial"}[1m])) > 0',
+                 "Dial moved", "rgba(255, 152, 48, 1)")
+    b.row("Tagging")
+    b.panel("timeseries", "Tags by colour and zone",
+            "Users tagged per second through GET/POST /v1/tag, by the colour and zone they were given "
+            "(recording rule color_zone:tidegate_tag_requests:rate1m).",
+            "reqps", [(f"sum by (color, zone) (color_zone:tidegate_tag_requests:rate1m{{{ZONE}}})", "{{color}} ({{zone}})")], min=0)
+    b.panel("timeseries", "Tag latency",
+            "Time to tag one user inside the handler: p50 and p99 across all instances.",
+            "s", [
+                ("histogram_quantile(0.5, sum by (le) (rate(tidegate_tag_duration_seconds_bucket[$__rate_interval])))", "p50"),
+                ("histogram_quantile(0.99, sum by (le) (rate(tidegate_tag_duration_seconds_bucket[$__rate_interval])))", "p99"),
+            ], min=0)
+    b.row("Routing state")
+    b.panel("stat", "Routing version", "Version of the routing table served.",
+            "none", [("max(tidegate_routing_version)", "version")], width=6)
+    b.panel("stat", "Blue share", "Share of units routed to blue.",
+            "percentunit", [("max(tidegate_routing_blue_ratio)", "blue")], width=6, min=0, max=1)
+    b.panel("stat", "Pinned users", "Users pinned to a colour regardless of their unit.",
+            "short", [("max(tidegate_routing_pins)", "pins")], width=6)
+    b.panel("stat", "Dial changes (1h)", "Dial moves in the last hour.",
+            "short", [("sum(increase(tidegate_dial_changes_total[1h]))", "changes")], width=6)
+    b.panel("timeseries", "Changes by action",
+            "Accepted state changes per interval, by action (dial, pin, drain_step, drain_hold, ...).",
+            "short", [("sum by (action) (increase(tidegate_changes_total[$__rate_interval]))", "{{action}}")], min=0)
+    b.panel("timeseries", "Command log append latency",
+            "p99 time to append and fsync one change to the command log; every change waits for it.",
+            "s", [("histogram_quantile(0.99, sum by (le) (rate(tidegate_log_append_duration_seconds_bucket[$__rate_interval])))", "p99")], min=0)
+    b.row("API and subscribers")
+    b.panel("timeseries", "API errors by code",
+            "Requests answered with an error, per second, by error code (recording rule code:tidegate_api_errors:rate1m).",
+            "reqps", [("sum by (code) (code:tidegate_api_errors:rate1m)", "{{code}}")], min=0)
+    b.panel("timeseries", "Subscribers by state",
+            "Routing-table subscribers: current (on the newest version), behind, or stale (silent past the timeout).",
+            "short", [("sum by (state) (tidegate_subscribers)", "{{state}}")], min=0)
+    return b
+
+
+def boards():
+    return {"zone-health.json": zone_health(), "coordinator.json": coordinator()}
+
+
+def main():
+    check = "--check" in sys.argv
+    stale = []
+    for name, board in boards().items():
+        path = os.path.join(HERE, name)
+        text = json.dumps(board.json(), indent=2, sort_keys=False) + "\n"
+        if check:
+            with open(path, encoding="utf-8") as f:
+                if f.read() != text:
+                    stale.append(name)
+        else:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+    if stale:
+        sys.exit("dashboards out of date (run python3 dashboards/generate.py): " + ", ".join(stale))
+    print("dashboards up to date" if check else "dashboards written")
+
+
+if __name__ == "__main__":
+    main()

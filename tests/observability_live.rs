@@ -1,0 +1,266 @@
+//! Every dashboard panel, annotation and rule expression, evaluated by a real Prometheus that
+//! scrapes a real tidegate under traffic (errors in both zones, a dial move, a guarded drain,
+//! a subscriber). Also `promtool check metrics` on the real `/metrics` output.
+//!
+//! Idle counters give empty or NaN results, so traffic keeps flowing while the queries run.
+
+mod common;
+mod observability_support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use observability_support::*;
+use serde_json::{Value, json};
+
+struct Prometheus {
+    run_dir: std::path::PathBuf,
+    url: String,
+}
+
+impl Prometheus {
+    fn start(run_dir: &Path, target: &str) -> Prometheus {
+        let script = root().join("scripts/prometheus.sh");
+        let rules = root().join("dashboards/rules/tidegate.rules.yml");
+        let output = Command::new("bash")
+            .arg(&script)
+            .args(["start", target])
+            .env("PROM_RUN_DIR", run_dir)
+            .env("PROM_SCRAPE_INTERVAL", "1s")
+            .env("PROM_RULE_FILES", &rules)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "Prometheus did not start:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let url = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+        let waited = Command::new("bash")
+            .arg(&script)
+            .args(["wait-scrape", "60"])
+            .env("PROM_RUN_DIR", run_dir)
+            .output()
+            .unwrap();
+        assert!(waited.status.success(), "no scrape: {}", String::from_utf8_lossy(&waited.stderr));
+        Prometheus { run_dir: run_dir.to_path_buf(), url }
+    }
+
+    fn query(&self, expr: &str) -> Value {
+        let mut response = agent()
+            .get(&format!("{}/api/v1/query", self.url))
+            .query("query", expr)
+            .call()
+            .expect("Prometheus answers");
+        response.body_mut().read_json().expect("JSON")
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(root().join("scripts/prometheus.sh"))
+            .arg("stop")
+            .env("PROM_RUN_DIR", &self.run_dir)
+            .output();
+    }
+}
+
+/// Keeps traffic flowing: outcomes with errors in both zones, tags, API errors, pin changes.
+fn traffic(
+    url: String,
+    az_b_errors_per_mille: Arc<AtomicU32>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let agent = agent();
+        let mut i = 0u64;
+        while !stop.load(Ordering::SeqCst) {
+            i += 1;
+            let b_err = u64::from(az_b_errors_per_mille.load(Ordering::SeqCst)) / 10;
+            let batch = json!([
+                {"zone": "az-a", "color": "green", "ok": 97, "error": 3},
+                {"zone": "az-a", "color": "blue", "ok": 10, "error": 0},
+                {"zone": "az-b", "color": "blue", "ok": 100 - b_err, "error": b_err},
+                {"zone": "az-b", "color": "green", "ok": 10, "error": 0}
+            ]);
+            let _ = agent.post(&format!("{url}/v1/outcomes")).send_json(batch);
+            for k in 0..5 {
+                let _ = agent.get(&format!("{url}/v1/tag?user_id=user-{}", i * 5 + k)).call();
+            }
+            let _ = agent.get(&format!("{url}/v1/tag?user_id=")).call(); // invalid_user_id
+            let _ = agent.get(&format!("{url}/v1/nothing")).call(); // not_found
+            if i % 5 == 0 {
+                // A change every half second keeps the log-append histogram and changes moving.
+                let (_, routing) = get_json(&format!("{url}/v1/routing"));
+                let color = if i % 10 == 0 { "blue" } else { "green" };
+                let _ = agent
+                    .put(&format!("{url}/v1/pins/canary"))
+                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                    .send_json(json!({"color": color, "expected_version": routing["version"], "reason": "traffic"}));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+}
+
+fn values(result: &Value) -> Vec<(Value, f64)> {
+    match result["data"]["resultType"].as_str() {
+        Some("vector") => result["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["metric"].clone(), s["value"][1].as_str().unwrap().parse::<f64>().unwrap()))
+            .collect(),
+        Some("scalar") => {
+            vec![(json!({}), result["data"]["result"][1].as_str().unwrap().parse().unwrap())]
+        }
+        other => panic!("unexpected result type {other:?}"),
+    }
+}
+
+/// Why `result` is not yet acceptable for `expr`, or `None` when it is.
+fn problem(expr: &str, original: &str, result: &Value) -> Option<String> {
+    if result["status"] != "success" {
+        return Some(format!("query failed: {}", result["error"]));
+    }
+    let samples = values(result);
+    if samples.is_empty() {
+        return Some("empty result (a typo in a metric name looks exactly like this)".into());
+    }
+    if let Some((labels, v)) = samples.iter().find(|(_, v)| !v.is_finite()) {
+        return Some(format!("non-finite value {v} for {labels}"));
+    }
+    if expects_every_zone(original) {
+        for zone in ZONES {
+            if !samples.iter().any(|(labels, _)| labels["zone"] == zone) {
+                return Some(format!("no series for zone {zone} in {samples:?} ({expr})"));
+            }
+        }
+        if let Some((labels, _)) =
+            samples.iter().find(|(l, _)| l["zone"].as_str().is_some_and(|z| !ZONES.contains(&z)))
+        {
+            return Some(format!("unexpected zone label in {labels}"));
+        }
+    }
+    None
+}
+
+#[test]
+fn every_panel_and_rule_expression_returns_finite_data_for_both_zones() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    std::fs::write(
+        &config,
+        config_toml(
+            "[health]\nwindow = \"2s\"\n[drain]\ntick = \"20ms\"\nconvergence_fraction = 0.0\n",
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let az_b_errors = Arc::new(AtomicU32::new(5)); // 0.5 %: healthy enough to start draining
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = traffic(server.url.clone(), Arc::clone(&az_b_errors), Arc::clone(&stop));
+    let _subscriber = tidegate::client::Router::connect(
+        &server.url,
+        tidegate::client::Identity {
+            subscriber_id: "obs-gw".into(),
+            zone: "az-a".into(),
+            kind: "gateway".into(),
+        },
+        Default::default(),
+    )
+    .unwrap();
+
+    let target = server.url.trim_start_matches("http://").to_owned();
+    let prometheus = Prometheus::start(&dir.path().join("prometheus"), &target);
+
+    // A dial move, then a drain of az-b whose guard pauses it once az-b fails 8 % of requests.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_, routing) = get_json(&format!("{}/v1/routing", server.url));
+    let (status, _) = put_json(
+        &format!("{}/v1/dial", server.url),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 60, "expected_version": routing["version"], "reason": "observability test"}),
+    );
+    assert_eq!(status, 200);
+    let mut response = agent()
+        .post(&format!("{}/v1/drains", server.url))
+        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+        .send_json(json!({
+            "zone": "az-b", "target_percent": 0, "step_percent": 5, "interval": "700ms",
+            "guard": {"max_error_rate": 0.05, "min_requests": 10, "breaches": 2, "on_breach": "pause"},
+            "reason": "observability test drain"
+        }))
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        201,
+        "{}",
+        response.body_mut().read_to_string().unwrap()
+    );
+    let drain = || get_json(&format!("{}/v1/drains/1", server.url)).1;
+    assert!(
+        wait_until(Duration::from_secs(10), || drain()["steps_done"].as_u64() >= Some(2)),
+        "{}",
+        drain()
+    );
+    az_b_errors.store(80, Ordering::SeqCst);
+    assert!(
+        wait_until(Duration::from_secs(20), || drain()["pause_cause"] == "guard"),
+        "{}",
+        drain()
+    );
+
+    // promtool's lint of the real exposition.
+    let mut metrics = agent().get(&format!("{}/metrics", server.url)).call().unwrap();
+    let text = metrics.body_mut().read_to_string().unwrap();
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    std::io::Write::write_all(&mut lint.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let lint = lint.wait_with_output().unwrap();
+    assert!(
+        lint.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&lint.stdout),
+        String::from_utf8_lossy(&lint.stderr)
+    );
+    for (_, name, _) in
+        tidegate::telemetry::METRICS.iter().filter(|(_, n, _)| !n.contains("misrouted"))
+    {
+        assert!(text.contains(&format!("# HELP {name} ")), "{name} has no HELP line in /metrics");
+    }
+
+    // Every expression, until it returns good data (series appear a scrape or two late).
+    let sources = all_expressions();
+    let started = Instant::now();
+    let mut checked = 0;
+    for s in &sources {
+        let base = parse(&substitute(&s.expr, "10s")).unwrap();
+        let expr = signal(&base).to_string();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let result = prometheus.query(&expr);
+            match problem(&expr, &s.expr, &result) {
+                None => break,
+                Some(why) if Instant::now() > deadline => {
+                    panic!("{} {}: `{expr}`: {why}\nresult: {result}", s.file, s.what)
+                }
+                Some(_) => std::thread::sleep(Duration::from_millis(500)),
+            }
+        }
+        checked += 1;
+    }
+    println!("{checked} expressions returned finite data in {:?}", started.elapsed());
+    stop.store(true, Ordering::SeqCst);
+    feeder.join().unwrap();
+}
