@@ -94,10 +94,10 @@ fn traffic(
             }
             let _ = agent.get(&format!("{url}/v1/tag?user_id=")).call(); // invalid_user_id
             let _ = agent.get(&format!("{url}/v1/nothing")).call(); // not_found
-            if i % 5 == 0 {
+            if i.is_multiple_of(5) {
                 // A change every half second keeps the log-append histogram and changes moving.
                 let (_, routing) = get_json(&format!("{url}/v1/routing"));
-                let color = if i % 10 == 0 { "blue" } else { "green" };
+                let color = if i.is_multiple_of(10) { "blue" } else { "green" };
                 let _ = agent
                     .put(&format!("{url}/v1/pins/canary"))
                     .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
