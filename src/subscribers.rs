@@ -30,6 +30,20 @@ pub struct Subscriber {
     pub streams: u32,
 }
 
+impl Subscriber {
+    fn new(id: &str, zone: &str, kind: &str, now_ms: u64) -> Subscriber {
+        Subscriber {
+            id: id.to_owned(),
+            zone: zone.to_owned(),
+            kind: kind.to_owned(),
+            applied_version: 0,
+            applied_at_ms: None,
+            last_seen_ms: now_ms,
+            streams: 0,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SubscriberError {
     #[error(
@@ -146,15 +160,10 @@ impl Subscribers {
                 return Err(SubscriberError::Full);
             }
         }
-        let s = inner.subscribers.entry(id.to_owned()).or_insert_with(|| Subscriber {
-            id: id.to_owned(),
-            zone: zone.to_owned(),
-            kind: kind.to_owned(),
-            applied_version: 0,
-            applied_at_ms: None,
-            last_seen_ms: now_ms,
-            streams: 0,
-        });
+        let s = inner
+            .subscribers
+            .entry(id.to_owned())
+            .or_insert_with(|| Subscriber::new(id, zone, kind, now_ms));
         s.zone = zone.to_owned();
         s.kind = kind.to_owned();
         s.streams += 1;
@@ -211,18 +220,7 @@ impl Subscribers {
             if inner.subscribers.len() >= MAX_SUBSCRIBERS {
                 return Err(SubscriberError::Full);
             }
-            inner.subscribers.insert(
-                id.to_owned(),
-                Subscriber {
-                    id: id.to_owned(),
-                    zone: zone.to_owned(),
-                    kind: kind.to_owned(),
-                    applied_version: 0,
-                    applied_at_ms: None,
-                    last_seen_ms: now_ms,
-                    streams: 0,
-                },
-            );
+            inner.subscribers.insert(id.to_owned(), Subscriber::new(id, zone, kind, now_ms));
         }
         let s = inner.subscribers.get_mut(id).expect("inserted above");
         s.last_seen_ms = now_ms;

@@ -7,7 +7,6 @@
 mod common;
 mod observability_support;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -16,59 +15,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use observability_support::*;
 use serde_json::{Value, json};
-
-struct Prometheus {
-    run_dir: std::path::PathBuf,
-    url: String,
-}
-
-impl Prometheus {
-    fn start(run_dir: &Path, target: &str) -> Prometheus {
-        let script = root().join("scripts/prometheus.sh");
-        let rules = root().join("dashboards/rules/tidegate.rules.yml");
-        let output = Command::new("bash")
-            .arg(&script)
-            .args(["start", target])
-            .env("PROM_RUN_DIR", run_dir)
-            .env("PROM_SCRAPE_INTERVAL", "1s")
-            .env("PROM_RULE_FILES", &rules)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "Prometheus did not start:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let url = String::from_utf8(output.stdout).unwrap().trim().to_owned();
-        let waited = Command::new("bash")
-            .arg(&script)
-            .args(["wait-scrape", "60"])
-            .env("PROM_RUN_DIR", run_dir)
-            .output()
-            .unwrap();
-        assert!(waited.status.success(), "no scrape: {}", String::from_utf8_lossy(&waited.stderr));
-        Prometheus { run_dir: run_dir.to_path_buf(), url }
-    }
-
-    fn query(&self, expr: &str) -> Value {
-        let mut response = agent()
-            .get(&format!("{}/api/v1/query", self.url))
-            .query("query", expr)
-            .call()
-            .expect("Prometheus answers");
-        response.body_mut().read_json().expect("JSON")
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(root().join("scripts/prometheus.sh"))
-            .arg("stop")
-            .env("PROM_RUN_DIR", &self.run_dir)
-            .output();
-    }
-}
 
 /// Keeps traffic flowing: outcomes with errors in both zones, tags, API errors, pin changes.
 fn traffic(
@@ -177,7 +123,8 @@ fn every_panel_and_rule_expression_returns_finite_data_for_both_zones() {
     .unwrap();
 
     let target = server.url.trim_start_matches("http://").to_owned();
-    let prometheus = Prometheus::start(&dir.path().join("prometheus"), &target);
+    let rules = root().join("dashboards/rules/tidegate.rules.yml");
+    let prometheus = Prometheus::start(&dir.path().join("prometheus"), &target, Some(&rules));
 
     // A dial move, then a drain of az-b whose guard pauses it once az-b fails 8 % of requests.
     std::thread::sleep(Duration::from_millis(1500));

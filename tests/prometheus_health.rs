@@ -8,8 +8,6 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -64,53 +62,6 @@ fn serve_target() -> Target {
     Target { port, az_a_error_per_mille }
 }
 
-/// A running Prometheus, stopped on drop.
-struct Prometheus {
-    run_dir: PathBuf,
-    url: String,
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/prometheus.sh")
-}
-
-impl Prometheus {
-    fn start(run_dir: &Path, target: &str) -> Prometheus {
-        let output = Command::new("bash")
-            .arg(script())
-            .args(["start", target])
-            .env("PROM_RUN_DIR", run_dir)
-            .env("PROM_SCRAPE_INTERVAL", "1s")
-            .output()
-            .expect("bash runs");
-        assert!(
-            output.status.success(),
-            "scripts/prometheus.sh start failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let url = String::from_utf8(output.stdout).unwrap().trim().to_owned();
-        let prometheus = Prometheus { run_dir: run_dir.to_path_buf(), url };
-        let waited = Command::new("bash")
-            .arg(script())
-            .args(["wait-scrape", "60"])
-            .env("PROM_RUN_DIR", run_dir)
-            .output()
-            .unwrap();
-        assert!(waited.status.success(), "no scrape: {}", String::from_utf8_lossy(&waited.stderr));
-        prometheus
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(script())
-            .arg("stop")
-            .env("PROM_RUN_DIR", &self.run_dir)
-            .output();
-    }
-}
-
 const ERROR_RATE: &str = r#"sum(rate(http_requests_errors_total{zone="$zone"}[5s])) / sum(rate(http_requests_total{zone="$zone"}[5s]))"#;
 const REQUESTS: &str = r#"sum(increase(http_requests_total{zone="$zone"}[5s]))"#;
 
@@ -118,8 +69,11 @@ const REQUESTS: &str = r#"sum(increase(http_requests_total{zone="$zone"}[5s]))"#
 fn the_drain_guard_reads_real_error_rates_through_promql() {
     let target = serve_target();
     let dir = tempfile::tempdir().unwrap();
-    let prometheus =
-        Prometheus::start(&dir.path().join("prometheus"), &format!("127.0.0.1:{}", target.port));
+    let prometheus = Prometheus::start(
+        &dir.path().join("prometheus"),
+        &format!("127.0.0.1:{}", target.port),
+        None,
+    );
 
     // The source on its own: a known rate, an empty result, a broken query, a dead server.
     let source = PrometheusSource::new(&prometheus.url, ERROR_RATE, Some(REQUESTS), 2000);

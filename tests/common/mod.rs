@@ -167,3 +167,76 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+pub fn post_json(url: &str, token: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let mut response = agent()
+        .post(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .send_json(body)
+        .expect("request sent");
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_json().expect("JSON body"))
+}
+
+/// A real Prometheus (Debian's package) run by `scripts/prometheus.sh`, stopped on drop.
+/// Starting fails the test loudly: these suites never skip for a missing component.
+pub struct Prometheus {
+    run_dir: std::path::PathBuf,
+    pub url: String,
+}
+
+fn prometheus_script() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/prometheus.sh")
+}
+
+impl Prometheus {
+    /// Scrapes `target` (host:port) every second, with `rule_files` loaded, and waits for the
+    /// first successful scrape.
+    pub fn start(run_dir: &Path, target: &str, rule_files: Option<&Path>) -> Prometheus {
+        let mut command = Command::new("bash");
+        command
+            .arg(prometheus_script())
+            .args(["start", target])
+            .env("PROM_RUN_DIR", run_dir)
+            .env("PROM_SCRAPE_INTERVAL", "1s");
+        if let Some(rules) = rule_files {
+            command.env("PROM_RULE_FILES", rules);
+        }
+        let output = command.output().expect("bash runs");
+        assert!(
+            output.status.success(),
+            "scripts/prometheus.sh start failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let url = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+        let prometheus = Prometheus { run_dir: run_dir.to_path_buf(), url };
+        let waited = Command::new("bash")
+            .arg(prometheus_script())
+            .args(["wait-scrape", "60"])
+            .env("PROM_RUN_DIR", run_dir)
+            .output()
+            .unwrap();
+        assert!(waited.status.success(), "no scrape: {}", String::from_utf8_lossy(&waited.stderr));
+        prometheus
+    }
+
+    /// An instant query through the HTTP API; the raw JSON answer.
+    pub fn query(&self, expr: &str) -> serde_json::Value {
+        let mut response = agent()
+            .get(&format!("{}/api/v1/query", self.url))
+            .query("query", expr)
+            .call()
+            .expect("Prometheus answers");
+        response.body_mut().read_json().expect("JSON")
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(prometheus_script())
+            .arg("stop")
+            .env("PROM_RUN_DIR", &self.run_dir)
+            .output();
+    }
+}
