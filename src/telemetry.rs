@@ -34,6 +34,7 @@ pub const DRAIN_STEPS_DONE: &str = "tidegate_drain_steps_done";
 pub const DRAIN_STEPS_PLANNED: &str = "tidegate_drain_steps_planned";
 pub const DRAIN_BREACHES: &str = "tidegate_drain_guard_breaches_total";
 pub const DRAIN_HOLDS: &str = "tidegate_drain_holds_total";
+pub const UI_LOGINS: &str = "tidegate_ui_logins_total";
 
 /// Kind, name, unit and help text of every metric.
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -79,6 +80,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Guard checks that found a zone above the drain's error-rate limit.",
     ),
     ("counter", DRAIN_HOLDS, "Drain steps held by the guard, by kind (breach, unknown)."),
+    ("counter", UI_LOGINS, "Logins to the operator web UI, by outcome (ok, failed)."),
 ];
 
 /// Every drain state name, for the one-hot state gauge.
@@ -228,6 +230,10 @@ pub fn count_change(action: &'static str) {
     if action == "dial" {
         metrics::counter!(DIAL_CHANGES).increment(1);
     }
+}
+
+pub fn count_ui_login(ok: bool) {
+    metrics::counter!(UI_LOGINS, "outcome" => if ok { "ok" } else { "failed" }).increment(1);
 }
 
 pub fn count_api_error(code: &'static str) {

@@ -10,6 +10,7 @@ pub mod error;
 mod health;
 mod routing;
 mod tag;
+pub mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -71,7 +72,8 @@ pub fn build(app: App) -> Rocket<Build> {
         .merge(("limits", Limits::default().limit("json", body_limit).limit("string", body_limit)))
         .merge(("log_level", rocket::config::LogLevel::Critical))
         .merge(("cli_colors", false))
-        .merge(("ident", "tidegate"));
+        .merge(("ident", "tidegate"))
+        .merge(("secret_key", ui::secret_key(&config.ui).to_vec()));
     rocket::custom(figment)
         .manage(app)
         .register("/", error::catchers())
@@ -79,6 +81,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(routing::stage())
         .attach(health::stage())
         .attach(drains::stage())
+        .attach(ui::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();
