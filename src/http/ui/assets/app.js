@@ -100,6 +100,14 @@
 
   function capitalise(text) { return text ? text[0].toUpperCase() + text.slice(1) : text; }
 
+  // Once the operator edits a field, its complaint is stale: drop it.
+  function clearOnInput(inputId, errorId) {
+    $(inputId).addEventListener('input', () => {
+      $(inputId).removeAttribute('aria-invalid');
+      show($(errorId), '');
+    });
+  }
+
   function show(node, text) {
     if (!node) return;
     node.textContent = text;
@@ -142,10 +150,19 @@
     routing: null,
     zones: null,
     drains: [],
-    history: {}, // zone -> [{t, rate}] over the last HISTORY_MS, kept only in this tab
+    history: loadHistory(), // zone -> [{t, rate}] over the last HISTORY_MS, kept in this tab only
     editing: false, // the operator moved the dial and has not confirmed or cancelled yet
     confirm: null, // {target, version} while the confirm step is open
   };
+
+  // The chart history survives moving between the console's pages (sessionStorage is per tab
+  // and ends with it), so a glance at the audit log does not blank the charts.
+  function loadHistory() {
+    try { return JSON.parse(sessionStorage.getItem('tidegate-history')) || {}; } catch (_) { return {}; }
+  }
+  function saveHistory(history) {
+    try { sessionStorage.setItem('tidegate-history', JSON.stringify(history)); } catch (_) { /* full or disabled: charts restart */ }
+  }
 
   async function refreshOverview() {
     const [routing, zones, drains] = await Promise.all([
@@ -162,6 +179,7 @@
       ring.push({ t: now, rate: z.error_rate });
       while (ring.length && ring[0].t < now - HISTORY_MS) ring.shift();
     }
+    saveHistory(view.history);
     renderDial();
     renderZones();
     renderDrain();
@@ -208,6 +226,7 @@
     });
     $('dial-cancel').addEventListener('click', () => closeConfirm(true));
     $('dial-apply').addEventListener('click', applyDial);
+    clearOnInput('dial-reason', 'dial-confirm-error');
     $('dial-reason').addEventListener('keydown', (event) => {
       if (event.key === 'Enter') { event.preventDefault(); applyDial(); }
     });
@@ -338,7 +357,7 @@
   // A small SVG line of the error rate, with the guard's limit as a dashed line.
   function chart(points) {
     const NS = 'http://www.w3.org/2000/svg';
-    const W = 300, H = 70, L = 34, T = 6, B = 14;
+    const W = 560, H = 96, L = 38, T = 8, B = 16;
     const active = view.drains.find((d) => ACTIVE_DRAIN.includes(d.state));
     const limit = active ? active.guard.max_error_rate : Number(body.dataset.guardMax || 0.02);
     const rates = points.filter((p) => p.rate !== null && p.rate !== undefined).map((p) => p.rate);
@@ -435,6 +454,7 @@
   }
 
   function wireDrainActions() {
+    clearOnInput('drain-reason', 'drain-error');
     for (const id of ['drain-pause', 'drain-resume', 'drain-abort', 'drain-rollback']) {
       $(id).addEventListener('click', async (event) => {
         const button = event.currentTarget;
@@ -572,6 +592,7 @@
   function startDrainForm() {
     const form = $('drain-form');
     if (!form) return;
+    for (const [input, error] of Object.values(FIELDS)) clearOnInput(input, error);
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
       show($('drain-form-error'), '');
