@@ -1,4 +1,4 @@
-//! The HTTP edge (Rocket): tagging, routing and operator APIs, health and metrics.
+//! The HTTP edge (Rocket): tagging, routing and operator APIs, health and metrics, and the operator web UI.
 //!
 //! Architecture invariant: only this module knows Rocket. Each feature module exposes one
 //! `stage() -> AdHoc`; [`build`] only attaches them. Handlers parse, call the coordinator or the

@@ -84,7 +84,7 @@
   function explain(err) {
     switch (err.code) {
       case 'drain_active':
-        return err.detail + '. Pause the drain first (in the Drain panel), or abort it.';
+        return capitalise(err.detail) + '. The Drain panel has the Pause and Abort buttons.';
       case 'unauthorized':
         return 'Your session has ended: log in again, then retry.';
       case 'forbidden':
