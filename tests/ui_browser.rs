@@ -8,6 +8,7 @@
 mod common;
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,7 +21,8 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const WAIT: Duration = Duration::from_secs(15);
 
-/// chromedriver on a free loopback port, killed on drop.
+/// chromedriver on a free loopback port, in its own process group, which is killed on drop:
+/// a test that fails before closing its session must not leave Chromium running.
 struct Driver {
     child: Child,
     url: String,
@@ -38,6 +40,7 @@ impl Driver {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -57,6 +60,8 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -77,7 +82,8 @@ async fn browser(driver: &Driver, profile: &Path) -> Client {
             "args": [
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1280,900",
+                "--disable-dev-shm-usage", "--disable-crash-reporter", "--disable-breakpad",
+                "--window-size=1280,900",
                 format!("--user-data-dir={}", profile.display()),
             ],
         }),
