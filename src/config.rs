@@ -32,6 +32,7 @@ pub struct Settings {
     pub health: HealthSettings,
     pub drain: DrainSettings,
     pub subscribers: SubscriberSettings,
+    pub ui: UiSettings,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -44,6 +45,21 @@ pub struct SubscriberSettings {
 impl Default for SubscriberSettings {
     fn default() -> Self {
         SubscriberSettings { stale_after: "30s".into(), heartbeat: "5s".into() }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiSettings {
+    pub secret_key: String,
+    pub session_ttl: String,
+}
+
+impl Default for UiSettings {
+    fn default() -> Self {
+        // 12 hours: long enough to cover a night shift, short enough that a forgotten browser
+        // does not stay signed in for days.
+        UiSettings { secret_key: String::new(), session_ttl: "12h".into() }
     }
 }
 
@@ -174,6 +190,7 @@ impl Default for Settings {
             health: HealthSettings::default(),
             drain: DrainSettings::default(),
             subscribers: SubscriberSettings::default(),
+            ui: UiSettings::default(),
         }
     }
 }
@@ -266,6 +283,25 @@ pub struct Config {
     pub subscriber_stale_after_ms: u64,
     /// Heartbeat period of the watch stream.
     pub watch_heartbeat_ms: u64,
+    pub ui: UiConfig,
+}
+
+/// The operator web UI: the key that encrypts session cookies and how long a session lasts.
+#[derive(Clone, Debug)]
+pub struct UiConfig {
+    /// `None`: a random key is drawn at start-up, so sessions end when tidegate restarts.
+    pub secret_key: Option<SecretKey>,
+    pub session_ttl_ms: u64,
+}
+
+/// 256 bits of key material. Its `Debug` hides the bytes so a logged `Config` leaks nothing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SecretKey(pub [u8; 32]);
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretKey(redacted)")
+    }
 }
 
 /// Where zone error rates come from.
@@ -418,9 +454,11 @@ impl Config {
                 "must be at most half of subscribers.stale_after, or live streams would look stale",
             ));
         }
+        let ui = validate_ui(&s.ui)?;
         Ok(Config {
             health,
             drain,
+            ui,
             subscriber_stale_after_ms,
             watch_heartbeat_ms,
             data_dir: s.data_dir,
@@ -527,6 +565,34 @@ fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, Config
         convergence_fraction: ratio("drain.convergence_fraction", d.convergence_fraction)?,
         convergence_timeout_ms: duration("drain.convergence_timeout", &d.convergence_timeout)?,
     })
+}
+
+fn validate_ui(u: &UiSettings) -> Result<UiConfig, ConfigError> {
+    let secret_key = match u.secret_key.trim() {
+        "" => None,
+        text => {
+            let mut key = [0u8; 32];
+            hex::decode_to_slice(text, &mut key).map_err(|_| {
+                invalid(
+                    "ui.secret_key",
+                    "must be 64 hex digits (32 random bytes), e.g. from `openssl rand -hex 32`",
+                )
+            })?;
+            // An all-zero key is what a template placeholder looks like, not a secret.
+            if key.iter().all(|b| *b == 0) {
+                return Err(invalid(
+                    "ui.secret_key",
+                    "must not be all zeros; use `openssl rand -hex 32`",
+                ));
+            }
+            Some(SecretKey(key))
+        }
+    };
+    let session_ttl_ms = duration("ui.session_ttl", &u.session_ttl)?;
+    if session_ttl_ms < 60_000 {
+        return Err(invalid("ui.session_ttl", "must be at least 1m"));
+    }
+    Ok(UiConfig { secret_key, session_ttl_ms })
 }
 
 fn check_label(key: &str, value: &str) -> Result<(), ConfigError> {

@@ -37,6 +37,7 @@ pub const DRAIN_HOLDS: &str = "tidegate_drain_holds_total";
 pub const SUBSCRIBERS: &str = "tidegate_subscribers";
 pub const DRAIN_PAUSED: &str = "tidegate_drain_paused";
 pub const CLIENT_MISROUTED: &str = "tidegate_client_misrouted_total";
+pub const UI_LOGINS: &str = "tidegate_ui_logins_total";
 
 /// Kind, name, unit and help text of every metric.
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -93,6 +94,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         CLIENT_MISROUTED,
         "Writes refused by the client library's ownership check, by the colour that owns the user.",
     ),
+    ("counter", UI_LOGINS, "Logins to the operator web UI, by outcome (ok, failed)."),
 ];
 
 /// Every drain state name, for the one-hot state gauge.
@@ -129,9 +131,19 @@ pub fn install() -> PrometheusHandle {
             // handle renders only what we record through it, which is still correct output.
             let _ = metrics::set_global_recorder(recorder);
             describe();
+            prime();
             handle
         })
         .clone()
+}
+
+/// Registers at zero the counters whose label sets are known up front, so they are exported
+/// (and `rate()` works) before the first event instead of appearing out of nowhere.
+fn prime() {
+    for outcome in ["ok", "failed"] {
+        metrics::counter!(UI_LOGINS, "outcome" => outcome).increment(0);
+    }
+    metrics::counter!(DIAL_CHANGES).increment(0);
 }
 
 fn describe() {
@@ -253,6 +265,10 @@ pub fn count_change(action: &'static str) {
     if action == "dial" {
         metrics::counter!(DIAL_CHANGES).increment(1);
     }
+}
+
+pub fn count_ui_login(ok: bool) {
+    metrics::counter!(UI_LOGINS, "outcome" => if ok { "ok" } else { "failed" }).increment(1);
 }
 
 pub fn count_api_error(code: &'static str) {

@@ -1,4 +1,10 @@
-//! Who is calling: bearer tokens checked against configured SHA-256 hashes in constant time.
+//! Who is calling: bearer tokens checked against configured SHA-256 hashes in constant time, or
+//! the operator UI's session cookie.
+//!
+//! A cookie is an ambient credential: the browser attaches it to any request to tidegate. So a
+//! change authenticated by the session cookie must also carry the session's CSRF token in the
+//! `X-CSRF-Token` header, which a foreign page cannot read. Bearer tokens are never ambient and
+//! stay as they were.
 
 use rocket::http::Status;
 use rocket::request::{FromRequest, Outcome, Request};
@@ -7,7 +13,8 @@ use subtle::ConstantTimeEq;
 
 use super::App;
 use super::error::ApiError;
-use crate::config::{Config, Role};
+use super::ui::session::{CSRF_HEADER, Csrf, Session};
+use crate::config::{Config, OperatorEntry, Role};
 
 /// The identity behind a request. The guard never fails; handlers ask for what they need, so the
 /// error body is always ours and always says what was wrong.
@@ -20,6 +27,12 @@ pub enum Caller {
     Operator {
         name: String,
         role: Role,
+    },
+    /// An operator signed in to the web UI (no `Authorization` header, a valid session cookie).
+    Session {
+        name: String,
+        role: Role,
+        csrf: Csrf,
     },
 }
 
@@ -35,14 +48,7 @@ impl Caller {
             return Caller::Rejected("the bearer token is empty");
         }
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        // Compare against every configured hash without stopping early, so the time taken does
-        // not reveal which (or whether any) entry matched.
-        let mut found: Option<&crate::config::OperatorEntry> = None;
-        for op in &config.operators {
-            if bool::from(op.token_sha256.ct_eq(&digest)) {
-                found = Some(op);
-            }
-        }
+        let found = find_operator(config, &digest, |_| true);
         let mut service = false;
         for hash in &config.service_tokens {
             service |= bool::from(hash.ct_eq(&digest));
@@ -54,10 +60,23 @@ impl Caller {
         }
     }
 
+    /// The caller behind a UI session cookie. The role comes from the configuration as it is now.
+    pub fn from_session(config: &Config, session: &Session, csrf_header: Option<&str>) -> Caller {
+        match config.operators.iter().find(|op| op.name == session.name) {
+            Some(op) => Caller::Session {
+                name: op.name.clone(),
+                role: op.role,
+                csrf: session.check_csrf(csrf_header),
+            },
+            // Signed by our key, but the operator is no longer configured.
+            None => Caller::Anonymous,
+        }
+    }
+
     /// For tagging and read endpoints: open unless service tokens are configured.
     pub fn require_reader(&self, config: &Config) -> Result<(), ApiError> {
         match self {
-            Caller::Service | Caller::Operator { .. } => Ok(()),
+            Caller::Service | Caller::Operator { .. } | Caller::Session { .. } => Ok(()),
             Caller::Rejected(why) => Err(unauthorized(why)),
             Caller::Anonymous if config.service_tokens.is_empty() => Ok(()),
             Caller::Anonymous => Err(unauthorized(
@@ -71,7 +90,15 @@ impl Caller {
     pub fn require_operator(&self, config: &Config) -> Result<String, ApiError> {
         match self {
             Caller::Operator { name, role: Role::Operator } => Ok(name.clone()),
-            Caller::Operator { name, role: Role::Viewer } => Err(ApiError::new(
+            Caller::Session { csrf: Csrf::Missing, .. } => Err(csrf_failed(
+                "a change from a signed-in browser must carry the session's X-CSRF-Token header; reload the page and try again",
+            )),
+            Caller::Session { csrf: Csrf::Wrong, .. } => Err(csrf_failed(
+                "the X-CSRF-Token header does not match this session (signed in again elsewhere?); reload the page and try again",
+            )),
+            Caller::Session { name, role: Role::Operator, csrf: Csrf::Valid } => Ok(name.clone()),
+            Caller::Operator { name, role: Role::Viewer }
+            | Caller::Session { name, role: Role::Viewer, .. } => Err(ApiError::new(
                 Status::Forbidden,
                 "forbidden",
                 format!("operator `{name}` has the viewer role and may not change state"),
@@ -96,12 +123,53 @@ fn unauthorized(detail: &str) -> ApiError {
     ApiError::new(Status::Unauthorized, "unauthorized", detail)
 }
 
+fn csrf_failed(detail: &str) -> ApiError {
+    ApiError::new(Status::Forbidden, "csrf_failed", detail)
+}
+
+/// The operator whose token hashes to `digest` (and who passes `wanted`), compared against every
+/// configured hash without stopping early, so the time taken does not reveal which (or whether
+/// any) entry matched.
+fn find_operator<'c>(
+    config: &'c Config,
+    digest: &[u8; 32],
+    wanted: impl Fn(&OperatorEntry) -> bool,
+) -> Option<&'c OperatorEntry> {
+    let mut found = None;
+    for op in &config.operators {
+        if bool::from(op.token_sha256.ct_eq(digest)) && wanted(op) {
+            found = Some(op);
+        }
+    }
+    found
+}
+
+/// The web UI's login check: the named operator's token, with the same constant-time
+/// comparison as bearer tokens.
+pub fn check_login<'c>(config: &'c Config, name: &str, token: &str) -> Option<&'c OperatorEntry> {
+    if token.is_empty() {
+        return None;
+    }
+    let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+    find_operator(config, &digest, |op| op.name == name.trim())
+}
+
 #[rocket::async_trait]
 impl<'r> FromRequest<'r> for Caller {
     type Error = std::convert::Infallible;
 
     async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
         let app = request.rocket().state::<App>().expect("App state is managed by http::build");
-        Outcome::Success(Caller::identify(&app.config, request.headers().get_one("Authorization")))
+        let headers = request.headers();
+        if let Some(authorization) = headers.get_one("Authorization") {
+            return Outcome::Success(Caller::identify(&app.config, Some(authorization)));
+        }
+        let caller = match Session::read(request.cookies(), super::now_ms()) {
+            Some(session) => {
+                Caller::from_session(&app.config, &session, headers.get_one(CSRF_HEADER))
+            }
+            None => Caller::Anonymous,
+        };
+        Outcome::Success(caller)
     }
 }

@@ -1,4 +1,4 @@
-//! The HTTP edge (Rocket): tagging, routing and operator APIs, health and metrics.
+//! The HTTP edge (Rocket): tagging, routing and operator APIs, health and metrics, and the operator web UI.
 //!
 //! Architecture invariant: only this module knows Rocket. Each feature module exposes one
 //! `stage() -> AdHoc`; [`build`] only attaches them. Handlers parse, call the coordinator or the
@@ -10,6 +10,7 @@ pub mod error;
 mod health;
 mod routing;
 mod tag;
+pub mod ui;
 mod watch;
 
 use std::net::SocketAddr;
@@ -21,8 +22,8 @@ use rocket::fairing::AdHoc;
 use rocket::{Build, Rocket};
 
 use crate::config::{Config, HealthSourceConfig};
-use crate::coordinator::{Coordinator, Submitted};
-use crate::core::{Audit, Command, Envelope};
+use crate::coordinator::{Coordinator, SubmitError, Submitted};
+use crate::core::{Audit, Command, CommandError, Envelope};
 use crate::health::{Health, PrometheusSource, Source};
 use crate::subscribers::Subscribers;
 use crate::telemetry::{self, TagCounters};
@@ -75,7 +76,8 @@ pub fn build(app: App) -> Rocket<Build> {
         .merge(("limits", Limits::default().limit("json", body_limit).limit("string", body_limit)))
         .merge(("log_level", rocket::config::LogLevel::Critical))
         .merge(("cli_colors", false))
-        .merge(("ident", "tidegate"));
+        .merge(("ident", "tidegate"))
+        .merge(("secret_key", ui::secret_key(&config.ui).to_vec()));
     rocket::custom(figment)
         .manage(app)
         .register("/", error::catchers())
@@ -84,6 +86,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(health::stage())
         .attach(drains::stage())
         .attach(watch::stage())
+        .attach(ui::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();
@@ -98,7 +101,9 @@ pub fn build(app: App) -> Rocket<Build> {
 
 /// Submits a command on a blocking thread (the log fsyncs). Without an `expected_version` the
 /// current version is used: drain controls name their target by drain ID, and the core's state
-/// checks (running, paused, finished) make them safe to retry.
+/// checks (running, paused, finished) make them safe to retry. So if the drain runner logs a step
+/// or a hold between reading the version and applying, the caller did not lose a race they
+/// cared about, and the command is tried again against the newer version (a few times at most).
 pub async fn submit(
     app: &App,
     command: Command,
@@ -106,14 +111,25 @@ pub async fn submit(
     by: String,
     reason: String,
 ) -> Result<Submitted, ApiError> {
-    let expected_version = expected_version.unwrap_or_else(|| app.coordinator.state().version());
-    let envelope =
-        Envelope { expected_version, command, audit: Audit { by, at_ms: now_ms(), reason } };
-    let coordinator = Arc::clone(&app.coordinator);
-    let submitted = rocket::tokio::task::spawn_blocking(move || coordinator.submit(&envelope))
-        .await
-        .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))??;
-    Ok(submitted)
+    const RETRIES: u32 = 3;
+    let mut attempt = 0;
+    loop {
+        let expected = expected_version.unwrap_or_else(|| app.coordinator.state().version());
+        let audit = Audit { by: by.clone(), at_ms: now_ms(), reason: reason.clone() };
+        let envelope = Envelope { expected_version: expected, command: command.clone(), audit };
+        let coordinator = Arc::clone(&app.coordinator);
+        let result = rocket::tokio::task::spawn_blocking(move || coordinator.submit(&envelope))
+            .await
+            .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+        match result {
+            Err(SubmitError::Command(CommandError::VersionConflict { .. }))
+                if expected_version.is_none() && attempt < RETRIES =>
+            {
+                attempt += 1;
+            }
+            other => return Ok(other?),
+        }
+    }
 }
 
 /// Serves `app` on Rocket's own runtime until Ctrl-C or SIGTERM.

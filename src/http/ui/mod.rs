@@ -1,0 +1,410 @@
+//! The operator web UI: login and logout, the overview (dial, zones, drain), the drain form and
+//! the audit log.
+//!
+//! Pages are plain HTML, CSS and JS embedded in the binary, so there is no build step and nothing
+//! to deploy beside tidegate. The server renders each page's shell with what only it knows (the
+//! operator, the role, the CSRF token, configured defaults). The page's script then reads and
+//! changes state only through the `/v1` JSON API, so a change from the browser passes the same
+//! checks, coordinator and audit log as one from the CLI, signed with the operator's name.
+//!
+//! Controls that change state are cut from the HTML for viewers (`<!--operator-->` sections),
+//! and the API refuses viewers anyway: hiding is for calm, refusing is for safety.
+
+pub mod session;
+
+use rocket::fairing::AdHoc;
+use rocket::form::{Errors, Form};
+use rocket::http::{ContentType, CookieJar, Header, Status};
+use rocket::request::{FromRequest, Outcome, Request};
+use rocket::response::Redirect;
+use rocket::{FromForm, Responder, State, get, post, routes};
+
+use super::auth::check_login;
+use super::error::ApiError;
+use super::{App, iso8601, now_ms};
+use crate::config::{Role, UiConfig};
+use crate::core::OnBreach;
+use crate::duration::format_duration_ms;
+use crate::telemetry;
+use session::{Csrf, Session};
+
+const LAYOUT: &str = include_str!("assets/layout.html");
+const LOGIN: &str = include_str!("assets/login.html");
+const OVERVIEW: &str = include_str!("assets/overview.html");
+const DRAIN: &str = include_str!("assets/drain.html");
+const AUDIT: &str = include_str!("assets/audit.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+/// Audit rows shown by default on the audit page.
+const AUDIT_PAGE_ROWS: usize = 200;
+
+pub fn stage() -> AdHoc {
+    AdHoc::on_ignite("operator ui", |rocket| async {
+        rocket.mount(
+            "/",
+            routes![root, overview, drain_page, audit_page, login_page, login, logout, asset],
+        )
+    })
+}
+
+/// The key Rocket encrypts private cookies with: the configured one, or 256 fresh random bits.
+/// With a random key every session ends when tidegate restarts (config/tidegate.toml says so).
+pub fn secret_key(ui: &UiConfig) -> [u8; 32] {
+    match ui.secret_key {
+        Some(key) => key.0,
+        None => rand::random(),
+    }
+}
+
+/// An operator signed in to the UI, as the pages need them.
+struct SignedIn {
+    name: String,
+    role: Role,
+    csrf: String,
+}
+
+#[rocket::async_trait]
+impl<'r> FromRequest<'r> for SignedIn {
+    type Error = ();
+
+    async fn from_request(request: &'r Request<'_>) -> Outcome<Self, ()> {
+        let app = request.rocket().state::<App>().expect("App state is managed by http::build");
+        let Some(session) = Session::read(request.cookies(), now_ms()) else {
+            return Outcome::Forward(Status::Unauthorized);
+        };
+        match app.config.operators.iter().find(|op| op.name == session.name) {
+            Some(op) => Outcome::Success(SignedIn {
+                name: op.name.clone(),
+                role: op.role,
+                csrf: session.csrf,
+            }),
+            None => Outcome::Forward(Status::Unauthorized),
+        }
+    }
+}
+
+/// An HTML page with the headers every UI page carries.
+#[derive(Responder)]
+#[response(content_type = "html")]
+struct Page {
+    body: String,
+    // Scripts and styles only from tidegate itself, no framing: an injected string can neither
+    // run script nor make the console clickjackable.
+    csp: Header<'static>,
+    frame: Header<'static>,
+    nosniff: Header<'static>,
+    referrer: Header<'static>,
+    // Pages carry the CSRF token; they must not sit in shared caches or the back-button cache.
+    cache: Header<'static>,
+}
+
+impl Page {
+    fn new(body: String) -> Page {
+        Page {
+            body,
+            csp: Header::new(
+                "Content-Security-Policy",
+                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                 connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            ),
+            frame: Header::new("X-Frame-Options", "DENY"),
+            nosniff: Header::new("X-Content-Type-Options", "nosniff"),
+            referrer: Header::new("Referrer-Policy", "same-origin"),
+            cache: Header::new("Cache-Control", "no-store"),
+        }
+    }
+}
+
+/// What a UI route answers: a page, a redirect, or a page with an error status.
+#[derive(Responder)]
+#[allow(clippy::large_enum_variant)] // one per request; boxing would only add noise
+enum Reply {
+    Page(Page),
+    Redirect(Redirect),
+    Refused((Status, Page)),
+}
+
+/// HTML-escapes text for element content and quoted attribute values.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Fills `{{key}}` placeholders. Values must already be escaped (or be our own markup).
+fn fill(template: &str, vars: &[(&str, String)]) -> String {
+    let mut out = template.to_owned();
+    for (key, value) in vars {
+        out = out.replace(&format!("{{{{{key}}}}}"), value);
+    }
+    out
+}
+
+/// Keeps the `<!--operator-->` sections for operators and the `<!--viewer-->` ones for viewers,
+/// and drops the others entirely, so a viewer's page holds no mutating control at all.
+fn for_role(template: &str, role: Role) -> String {
+    let (keep, drop) = match role {
+        Role::Operator => ("operator", "viewer"),
+        Role::Viewer => ("viewer", "operator"),
+    };
+    let mut out =
+        template.replace(&format!("<!--{keep}-->"), "").replace(&format!("<!--/{keep}-->"), "");
+    let (open, close) = (format!("<!--{drop}-->"), format!("<!--/{drop}-->"));
+    while let Some(start) = out.find(&open) {
+        let Some(end) = out[start..].find(&close) else { break };
+        out.replace_range(start..start + end + close.len(), "");
+    }
+    out
+}
+
+/// Renders `main` inside the layout for `user`.
+fn layout(app: &App, user: &SignedIn, page: &str, title: &str, main: &str) -> Page {
+    let config = &app.config;
+    let table = app.coordinator.table();
+    let current =
+        |p: &str| if p == page { " aria-current=\"page\"".to_owned() } else { String::new() };
+    let html = fill(
+        LAYOUT,
+        &[
+            ("title", esc(title)),
+            ("page", page.to_owned()),
+            ("role", user.role.as_str().to_owned()),
+            ("csrf", esc(&user.csrf)),
+            ("name", esc(&user.name)),
+            ("units", table.units().to_string()),
+            ("window", format_duration_ms(config.health.window_ms)),
+            ("guard_max", config.drain.guard.max_error_rate.to_string()),
+            ("blue_zone", esc(&config.zones.blue)),
+            ("green_zone", esc(&config.zones.green)),
+            ("nav_overview", current("overview")),
+            ("nav_drain", current("drain")),
+            ("nav_audit", current("audit")),
+            ("main", main.to_owned()),
+        ],
+    );
+    Page::new(for_role(&html, user.role))
+}
+
+/// The dial's granularity in percent: one unit.
+fn unit_step(units: u32) -> String {
+    trim_number(100.0 / f64::from(units))
+}
+
+fn trim_number(value: f64) -> String {
+    let text = format!("{value:.4}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[get("/")]
+fn root() -> Redirect {
+    Redirect::to("/ui")
+}
+
+#[get("/ui")]
+fn overview(app: &State<App>, user: Option<SignedIn>) -> Reply {
+    let Some(user) = user else { return to_login() };
+    let table = app.coordinator.table();
+    let main = fill(
+        OVERVIEW,
+        &[
+            ("blue_zone", esc(&app.config.zones.blue)),
+            ("green_zone", esc(&app.config.zones.green)),
+            ("step", unit_step(table.units())),
+            ("units", table.units().to_string()),
+            ("blue_percent", trim_number(table.blue_percent())),
+        ],
+    );
+    Reply::Page(layout(app, &user, "overview", "Overview", &main))
+}
+
+#[get("/ui/drain")]
+fn drain_page(app: &State<App>, user: Option<SignedIn>) -> Reply {
+    let Some(user) = user else { return to_login() };
+    let defaults = &app.config.drain;
+    let selected = |on: bool| if on { " selected".to_owned() } else { String::new() };
+    let main = fill(
+        DRAIN,
+        &[
+            ("blue_zone", esc(&app.config.zones.blue)),
+            ("green_zone", esc(&app.config.zones.green)),
+            ("step", unit_step(app.coordinator.table().units())),
+            ("default_step", trim_number(defaults.step_percent)),
+            ("default_interval", format_duration_ms(defaults.interval_ms)),
+            ("default_max_error", trim_number(defaults.guard.max_error_rate * 100.0)),
+            ("default_min_requests", defaults.guard.min_requests.to_string()),
+            ("default_breaches", defaults.guard.breaches.to_string()),
+            ("pause_selected", selected(defaults.guard.on_breach == OnBreach::Pause)),
+            ("rollback_selected", selected(defaults.guard.on_breach == OnBreach::Rollback)),
+        ],
+    );
+    Reply::Page(layout(app, &user, "drain", "Start a drain", &main))
+}
+
+#[get("/ui/audit?<limit>")]
+fn audit_page(app: &State<App>, user: Option<SignedIn>, limit: Option<usize>) -> Reply {
+    let Some(user) = user else { return to_login() };
+    let limit = limit.unwrap_or(AUDIT_PAGE_ROWS).clamp(1, crate::coordinator::AUDIT_IN_MEMORY);
+    let records = app.coordinator.audit(limit);
+    let mut rows = String::new();
+    for r in &records {
+        rows.push_str(&format!(
+            "<tr><td class=\"nowrap\">{}</td><td>{}</td><td><code>{}</code></td><td>{} → {}</td><td>{}</td><td class=\"num\">{}</td></tr>\n",
+            esc(&iso8601(r.at_ms).replace('T', " ").replace('Z', "")),
+            esc(&r.by),
+            esc(r.action),
+            esc(&r.from),
+            esc(&r.to),
+            esc(&r.reason),
+            r.version
+        ));
+    }
+    if records.is_empty() {
+        rows.push_str("<tr><td colspan=\"6\">No changes yet.</td></tr>\n");
+    }
+    let more = (limit * 2).min(crate::coordinator::AUDIT_IN_MEMORY);
+    let main = fill(
+        AUDIT,
+        &[("rows", rows), ("count", records.len().max(1).to_string()), ("more", more.to_string())],
+    );
+    Reply::Page(layout(app, &user, "audit", "Audit log", &main))
+}
+
+fn to_login() -> Reply {
+    Reply::Redirect(Redirect::to("/ui/login"))
+}
+
+/// The login page with a fresh form token and an optional notice (already HTML).
+fn login_view(app: &App, cookies: &CookieJar<'_>, notice: &str, name: &str) -> Page {
+    let notice = if app.config.operators.is_empty() {
+        "<p class=\"error\" id=\"login-error\">No operators are configured, so nobody can log in. Create one with <code>tidegate token new --name NAME</code> and add it to the configuration.</p>".to_owned()
+    } else {
+        notice.to_owned()
+    };
+    let token = session::issue_login_token(cookies, now_ms());
+    Page::new(fill(LOGIN, &[("notice", notice), ("csrf", token), ("name", esc(name))]))
+}
+
+fn login_error(text: &str) -> String {
+    format!("<p class=\"error\" id=\"login-error\" role=\"alert\">{}</p>", esc(text))
+}
+
+#[get("/ui/login?<signed_out>")]
+fn login_page(
+    app: &State<App>,
+    cookies: &CookieJar<'_>,
+    user: Option<SignedIn>,
+    signed_out: Option<&str>,
+) -> Reply {
+    if user.is_some() {
+        return Reply::Redirect(Redirect::to("/ui"));
+    }
+    let notice = if signed_out.is_some() {
+        "<p class=\"ok\" id=\"login-notice\" role=\"status\">You are logged out.</p>"
+    } else {
+        ""
+    };
+    Reply::Page(login_view(app, cookies, notice, ""))
+}
+
+#[derive(FromForm)]
+struct LoginForm {
+    name: String,
+    token: String,
+    csrf: String,
+}
+
+#[post("/ui/login", data = "<form>")]
+fn login(
+    app: &State<App>,
+    cookies: &CookieJar<'_>,
+    form: Result<Form<LoginForm>, Errors<'_>>,
+) -> Reply {
+    let Ok(form) = form else {
+        let notice = login_error("Fill in your operator name and token.");
+        return Reply::Refused((Status::BadRequest, login_view(app, cookies, &notice, "")));
+    };
+    if !session::take_login_token(cookies, &form.csrf) {
+        let notice = login_error(
+            "This login form had expired or did not come from this page. It has been renewed: log in again.",
+        );
+        return Reply::Refused((Status::Forbidden, login_view(app, cookies, &notice, &form.name)));
+    }
+    let Some(op) = check_login(&app.config, &form.name, &form.token) else {
+        telemetry::count_ui_login(false);
+        eprintln!("tidegate: ui: failed login for operator name {:?}", form.name);
+        let notice = login_error("That operator name and token do not match the configuration.");
+        return Reply::Refused((
+            Status::Unauthorized,
+            login_view(app, cookies, &notice, &form.name),
+        ));
+    };
+    telemetry::count_ui_login(true);
+    eprintln!("tidegate: ui: {} ({}) logged in", op.name, op.role.as_str());
+    let now = now_ms();
+    Session::new(&op.name, app.config.ui.session_ttl_ms, now).write(cookies, now);
+    Reply::Redirect(Redirect::to("/ui"))
+}
+
+#[derive(FromForm)]
+struct LogoutForm {
+    csrf: String,
+}
+
+#[post("/ui/logout", data = "<form>")]
+fn logout(app: &State<App>, cookies: &CookieJar<'_>, form: Option<Form<LogoutForm>>) -> Reply {
+    let Some(session) = Session::read(cookies, now_ms()) else {
+        return to_login();
+    };
+    // Even logging out needs the token: otherwise any page could sign operators out mid-incident.
+    if session.check_csrf(form.as_ref().map(|f| f.csrf.as_str())) != Csrf::Valid {
+        let notice = login_error("Logging out needs the page's token. Use the Log out button.");
+        let role = app.config.operators.iter().find(|op| op.name == session.name).map(|op| op.role);
+        let role = role.unwrap_or(Role::Viewer);
+        let user = SignedIn { name: session.name.clone(), role, csrf: session.csrf };
+        let main = format!("{notice}<p><a href=\"/ui\">Back to the overview</a></p>");
+        return Reply::Refused((Status::Forbidden, layout(app, &user, "logout", "Log out", &main)));
+    }
+    Session::remove(cookies);
+    eprintln!("tidegate: ui: {} logged out", session.name);
+    Reply::Redirect(Redirect::to("/ui/login?signed_out=1"))
+}
+
+#[derive(Responder)]
+struct Asset {
+    body: &'static str,
+    content_type: ContentType,
+    // Embedded assets change only with the binary; revalidating keeps an upgrade visible.
+    cache: Header<'static>,
+    nosniff: Header<'static>,
+}
+
+#[get("/ui/assets/<name>")]
+fn asset(name: &str) -> Result<Asset, ApiError> {
+    let (body, content_type) = match name {
+        "app.js" => (APP_JS, ContentType::JavaScript),
+        "app.css" => (APP_CSS, ContentType::CSS),
+        other => {
+            return Err(ApiError::new(
+                Status::NotFound,
+                "not_found",
+                format!("there is no UI asset `{other}`"),
+            ));
+        }
+    };
+    Ok(Asset {
+        body,
+        content_type,
+        cache: Header::new("Cache-Control", "no-cache"),
+        nosniff: Header::new("X-Content-Type-Options", "nosniff"),
+    })
+}

@@ -1,0 +1,379 @@
+//! The operator web UI in real headless Chromium, driven over WebDriver (fantoccini and Debian's
+//! chromedriver) against the real tidegate binary: log in, move the dial with confirmation, lose a
+//! version race, start a drain and pause it, look at it as a viewer, log out.
+//!
+//! Screenshots go to `ci-artifacts/screenshots/` (git-ignored; CI keeps the folder). A missing
+//! chromium or chromedriver fails the test: `scripts/test.sh` installs both.
+
+mod common;
+
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const WAIT: Duration = Duration::from_secs(15);
+
+/// chromedriver on a free loopback port, in its own process group, which is killed on drop:
+/// a test that fails before closing its session must not leave Chromium running.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        for (path, package) in [(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")] {
+            assert!(
+                Path::new(path).exists(),
+                "{path} is missing: the browser tests need Debian's `{package}` \
+                 (`apt-get install chromium chromium-driver`, which scripts/test.sh does)"
+            );
+        }
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let url = format!("http://127.0.0.1:{port}");
+        let mut driver = Driver { child, url };
+        let ready = wait_until(Duration::from_secs(20), || {
+            agent().get(&format!("{}/status", driver.url)).call().is_ok_and(|r| r.status() == 200)
+        });
+        if !ready {
+            let exit = driver.child.try_wait();
+            panic!("chromedriver did not answer on {} within 20s (exit: {exit:?})", driver.url);
+        }
+        driver
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn screenshots() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci-artifacts/screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn browser(driver: &Driver, profile: &Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--disable-crash-reporter", "--disable-breakpad",
+                "--window-size=1280,900",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .unwrap_or_else(|e| panic!("chromedriver could not start chromium: {e}"))
+}
+
+async fn js(c: &Client, script: &str) -> Value {
+    c.execute(script, vec![]).await.unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+}
+
+async fn shot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(screenshots().join(format!("{name}.png")), png).unwrap();
+}
+
+/// Waits until `script` (an expression) is truthy; on timeout saves a screenshot and fails with
+/// what the page says.
+async fn wait_for(c: &Client, what: &str, script: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let value = js(c, &format!("return !!({script});")).await;
+        if value == json!(true) {
+            return;
+        }
+        if Instant::now() > deadline {
+            shot(c, &format!("failed-{}", what.replace(' ', "-"))).await;
+            let text = js(c, "return document.body ? document.body.innerText : ''").await;
+            let url = c.current_url().await.map(|u| u.to_string()).unwrap_or_default();
+            panic!("timed out waiting for {what} ({script}) on {url}; the page says:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn text(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
+}
+
+async fn type_into(c: &Client, css: &str, value: &str) {
+    let field = c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+    field.clear().await.unwrap();
+    field.send_keys(value).await.unwrap();
+}
+
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.unwrap();
+}
+
+async fn log_in(c: &Client, base: &str, name: &str, token: &str) {
+    c.goto(&format!("{base}/ui")).await.unwrap();
+    wait_for(c, "the login form", "document.getElementById('login-form')").await;
+    type_into(c, "#login-name", name).await;
+    type_into(c, "#login-token", token).await;
+    click(c, "#login-submit").await;
+    wait_for(
+        c,
+        "the overview",
+        "location.pathname === '/ui' && document.getElementById('routing-version')",
+    )
+    .await;
+    wait_for(c, "the first poll", "document.getElementById('routing-version').textContent !== '–'")
+        .await;
+}
+
+/// No horizontal scrolling: everything fits the window's width.
+async fn assert_fits(c: &Client, width: &str) {
+    let overflow = js(c, "return document.documentElement.scrollWidth - window.innerWidth").await;
+    assert!(overflow.as_i64().unwrap() <= 0, "at {width} the page is {overflow} px too wide");
+}
+
+fn routing(base: &str) -> Value {
+    get_json(&format!("{base}/v1/routing")).1
+}
+
+fn latest_audit(base: &str) -> Value {
+    get_json(&format!("{base}/v1/audit?limit=1")).1["entries"][0].clone()
+}
+
+/// Who made each change with `action`, newest first.
+fn audit_by(base: &str, action: &str) -> Vec<String> {
+    let entries = get_json(&format!("{base}/v1/audit?limit=100")).1["entries"].clone();
+    let entries = entries.as_array().unwrap().clone();
+    entries
+        .iter()
+        .filter(|e| e["action"] == action)
+        .map(|e| e["by"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Services in both zones report outcomes, so the zones have error rates and the charts a line.
+fn report_outcomes(base: &str, round: u64) {
+    let body = json!([
+        {"zone": "az-b", "color": "blue", "ok": 900 + round * 7, "error": 4 + round % 3},
+        {"zone": "az-a", "color": "green", "ok": 1100 + round * 5, "error": 2 + round % 2},
+    ]);
+    let status = agent().post(&format!("{base}/v1/outcomes")).send_json(body).unwrap().status();
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_moves_the_dial_runs_a_drain_and_logs_out_in_chromium() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    std::fs::write(&config_file, config_toml("[drain]\ninterval = \"30s\"\n")).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    for round in 0..3 {
+        report_outcomes(&base, round);
+    }
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 900).await.unwrap();
+
+    // The console sends a signed-out browser to the login.
+    c.goto(&format!("{base}/ui")).await.unwrap();
+    wait_for(&c, "the login redirect", "location.pathname === '/ui/login'").await;
+    shot(&c, "01-login").await;
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+    assert_eq!(text(&c, "#routing-version").await, "1");
+    assert_eq!(text(&c, "#who-name").await, "alice");
+    wait_for(&c, "both zones", "document.querySelectorAll('#zones .zone').length === 2").await;
+
+    // Move the dial to 30 % blue: review, read the confirmation, give a reason, confirm.
+    report_outcomes(&base, 3);
+    type_into(&c, "#dial-number", "30").await;
+    click(&c, "#dial-review").await;
+    wait_for(&c, "the confirm step", "!document.getElementById('dial-confirm').hidden").await;
+    let summary = text(&c, "#dial-summary").await;
+    assert!(summary.starts_with("20 % of users (about "), "{summary}");
+    assert!(summary.contains("will move from blue (az-b) to green (az-a)"), "{summary}");
+    // Confirming without a reason is stopped in the page, next to the button.
+    click(&c, "#dial-apply").await;
+    wait_for(&c, "the reason message", "!document.getElementById('dial-confirm-error').hidden")
+        .await;
+    assert!(text(&c, "#dial-confirm-error").await.contains("Give a reason"));
+    assert_eq!(routing(&base)["version"], 1, "nothing was sent");
+    type_into(&c, "#dial-reason", "browser test: move 20% to green").await;
+    shot(&c, "02-dial-confirm").await;
+    click(&c, "#dial-apply").await;
+    wait_for(&c, "the dial's success message", "!document.getElementById('dial-ok').hidden").await;
+    let table = routing(&base);
+    assert_eq!((table["version"].as_u64(), table["blue_percent"].as_f64()), (Some(2), Some(30.0)));
+    let entry = latest_audit(&base);
+    assert_eq!((entry["by"].as_str(), entry["action"].as_str()), (Some("alice"), Some("dial")));
+    assert_eq!(entry["reason"], "browser test: move 20% to green");
+    wait_for(
+        &c,
+        "version 2 on the page",
+        "document.getElementById('routing-version').textContent === '2'",
+    )
+    .await;
+
+    // Someone else moves the dial while alice is confirming: her change is refused, explained,
+    // and the page shows the other value instead of overwriting it.
+    type_into(&c, "#dial-number", "40").await;
+    click(&c, "#dial-review").await;
+    wait_for(&c, "the confirm step", "!document.getElementById('dial-confirm').hidden").await;
+    type_into(&c, "#dial-reason", "back towards 50/50").await;
+    let (status, _) = put_json(
+        &format!("{base}/v1/dial"),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 35, "expected_version": 2, "reason": "someone else"}),
+    );
+    assert_eq!(status, 200);
+    click(&c, "#dial-apply").await;
+    wait_for(&c, "the conflict message", "!document.getElementById('dial-error').hidden").await;
+    let conflict = text(&c, "#dial-error").await;
+    assert!(conflict.contains("someone else changed the routing"), "{conflict}");
+    assert!(conflict.contains("it is now version 3"), "{conflict}");
+    wait_for(&c, "the refreshed value", "document.getElementById('dial-number').value === '35'")
+        .await;
+    assert_eq!(routing(&base)["blue_percent"], 35.0, "the other change stands");
+    assert_eq!(routing(&base)["version"], 3);
+    shot(&c, "03-dial-conflict").await;
+
+    // The drain form: defaults filled in, validation messages next to the fields.
+    c.set_window_size(1280, 1400).await.unwrap();
+    c.goto(&format!("{base}/ui/drain")).await.unwrap();
+    wait_for(&c, "the drain form", "document.getElementById('drain-form')").await;
+    assert_eq!(
+        c.find(Locator::Css("#f-interval")).await.unwrap().prop("value").await.unwrap().as_deref(),
+        Some("30s")
+    );
+    type_into(&c, "#f-target", "2.5").await;
+    type_into(&c, "#f-interval", "soon").await;
+    click(&c, "#drain-submit").await;
+    wait_for(&c, "the field messages", "!document.getElementById('e-target').hidden").await;
+    assert!(text(&c, "#e-target").await.contains("whole number of units"));
+    assert!(text(&c, "#e-interval").await.contains("with a unit"));
+    assert!(text(&c, "#e-reason").await.contains("Give a reason"));
+    shot(&c, "04-drain-form-validation").await;
+    c.set_window_size(1280, 900).await.unwrap();
+    assert_eq!(get_json(&format!("{base}/v1/drains")).1["drains"], json!([]), "nothing was sent");
+
+    // Start it for real, then pause it from the overview.
+    type_into(&c, "#f-target", "0").await;
+    type_into(&c, "#f-interval", "30s").await;
+    type_into(&c, "#f-reason", "browser test: az-b maintenance").await;
+    click(&c, "#drain-submit").await;
+    wait_for(
+        &c,
+        "the running drain",
+        "(document.getElementById('drain-state') || {}).textContent === '↘ Running'",
+    )
+    .await;
+    assert_eq!(get_json(&format!("{base}/v1/drains/current")).1["state"], "running");
+    // The runner may already have taken the first step (as `drain:1`): look for the start.
+    assert_eq!(audit_by(&base, "drain_start"), vec!["alice"]);
+    report_outcomes(&base, 4);
+    type_into(&c, "#drain-reason", "browser test: checking az-a dashboards").await;
+    click(&c, "#drain-pause").await;
+    wait_for(
+        &c,
+        "the paused drain",
+        "document.getElementById('drain-state').textContent.includes('Paused')",
+    )
+    .await;
+    let drain = get_json(&format!("{base}/v1/drains/current")).1;
+    assert_eq!(drain["state"], "paused");
+    assert_eq!(audit_by(&base, "drain_pause"), vec!["alice"]);
+    let enabled = js(
+        &c,
+        "return ['drain-pause', 'drain-resume'].map((id) => !document.getElementById(id).disabled)",
+    )
+    .await;
+    assert_eq!(enabled, json!([false, true]), "a paused drain offers Resume, not Pause");
+    // Let the zone charts gather a few points before the pictures.
+    report_outcomes(&base, 5);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    report_outcomes(&base, 6);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Each zone has a chart, and it has a line by now (the history outlives page changes).
+    wait_for(
+        &c,
+        "two chart lines",
+        "document.querySelectorAll('#zones svg.chart polyline.line').length === 2",
+    )
+    .await;
+    // Tall windows, so each picture holds the whole page.
+    c.set_window_size(1280, 1300).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_fits(&c, "1280 px").await;
+    shot(&c, "05-overview-1280").await;
+    c.set_window_size(820, 1900).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_fits(&c, "820 px").await;
+    shot(&c, "06-overview-820").await;
+    c.set_window_size(1280, 900).await.unwrap();
+
+    // The audit page lists alice's actions.
+    click(&c, "#audit-link").await;
+    wait_for(&c, "the audit table", "document.getElementById('audit-table')").await;
+    let audit = text(&c, "#audit-table").await;
+    for expected in
+        ["drain_pause", "drain_start", "browser test: move 20% to green", "someone else"]
+    {
+        assert!(audit.contains(expected), "the audit page lacks {expected}:\n{audit}");
+    }
+    shot(&c, "07-audit").await;
+
+    // Log out: back to the login, and the console is closed again.
+    click(&c, "#logout").await;
+    wait_for(&c, "the logged-out login page", "document.getElementById('login-notice')").await;
+    c.goto(&format!("{base}/ui")).await.unwrap();
+    wait_for(&c, "the login redirect", "location.pathname === '/ui/login'").await;
+
+    // A viewer sees the same numbers and no control at all.
+    log_in(&c, &base, "victor", VIEWER_TOKEN).await;
+    let controls = js(&c, "return ['dial-form', 'dial-apply', 'drain-actions', 'drain-pause'].filter((id) => document.getElementById(id))").await;
+    assert_eq!(controls, json!([]), "the viewer's page has controls");
+    wait_for(
+        &c,
+        "the paused drain",
+        "(document.getElementById('drain-state') || {}).textContent === '❚❚ Paused'",
+    )
+    .await;
+    shot(&c, "08-viewer").await;
+    click(&c, "#logout").await;
+    wait_for(&c, "the logged-out login page", "document.getElementById('login-notice')").await;
+
+    c.close().await.unwrap();
+    drop(driver);
+    assert_eq!(audit_by(&base, "dial"), vec!["alice", "alice"], "her dial move and the bearer one");
+    eprintln!("browser test: {:.1} s including chromium start-up", started.elapsed().as_secs_f64());
+    drop(server);
+}

@@ -1,0 +1,511 @@
+//! The operator web UI through `rocket::local`: every page and action, login and logout, roles,
+//! CSRF, session expiry and the dial's version conflict.
+
+mod common;
+
+use common::*;
+use rocket::http::{ContentType, Cookie, Header, Status};
+use rocket::local::blocking::{Client, LocalResponse};
+use serde_json::{Value, json};
+
+/// A fixed key, so two clients can play "the same tidegate after a restart".
+const KEY: &str = "4f1c0e2b9a7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3";
+
+fn config() -> String {
+    config_toml(&format!("[drain]\ntick = \"1h\"\n[ui]\nsecret_key = \"{KEY}\"\n"))
+}
+
+fn between<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
+    let from =
+        text.find(start).unwrap_or_else(|| panic!("`{start}` not in:\n{text}")) + start.len();
+    let len = text[from..].find(end).unwrap();
+    &text[from..from + len]
+}
+
+fn page(client: &Client, path: &str) -> (Status, String) {
+    let response = client.get(path.to_owned()).dispatch();
+    (response.status(), response.into_string().unwrap_or_default())
+}
+
+fn login_form(client: &Client) -> String {
+    let (status, html) = page(client, "/ui/login");
+    assert_eq!(status, Status::Ok);
+    between(&html, "name=\"csrf\" value=\"", "\"").to_owned()
+}
+
+fn post_login<'c>(
+    client: &'c Client,
+    name: &str,
+    token: &str,
+    form_token: &str,
+) -> LocalResponse<'c> {
+    client
+        .post("/ui/login")
+        .header(ContentType::Form)
+        .body(format!("name={name}&token={token}&csrf={form_token}"))
+        .dispatch()
+}
+
+/// Logs in through the form and returns the session's CSRF token, read from the overview page.
+fn login(client: &Client, name: &str, token: &str) -> String {
+    let form_token = login_form(client);
+    let response = post_login(client, name, token, &form_token);
+    assert_eq!(response.status(), Status::SeeOther);
+    assert_eq!(response.headers().get_one("Location"), Some("/ui"));
+    let (status, html) = page(client, "/ui");
+    assert_eq!(status, Status::Ok);
+    let csrf = between(&html, "data-csrf=\"", "\"").to_owned();
+    assert_eq!(csrf.len(), 64);
+    csrf
+}
+
+fn csrf(token: &str) -> Header<'static> {
+    Header::new("X-CSRF-Token", token.to_owned())
+}
+
+fn send<'c>(
+    client: &'c Client,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Value,
+) -> LocalResponse<'c> {
+    let mut request = match method {
+        "PUT" => client.put(path.to_owned()),
+        _ => client.post(path.to_owned()),
+    }
+    .header(ContentType::JSON)
+    .body(body.to_string());
+    if let Some(token) = token {
+        request = request.header(csrf(token));
+    }
+    request.dispatch()
+}
+
+fn error(response: LocalResponse<'_>, status: Status) -> Value {
+    assert_eq!(response.status(), status);
+    let body: Value = response.into_json().expect("a JSON error body");
+    assert!(body["detail"].as_str().is_some_and(|d| d.len() > 10), "{body}");
+    body
+}
+
+fn version(client: &Client) -> u64 {
+    client.get("/v1/routing").dispatch().into_json::<Value>().unwrap()["version"].as_u64().unwrap()
+}
+
+fn dial(blue_percent: u32, expected_version: u64, reason: &str) -> Value {
+    json!({"blue_percent": blue_percent, "expected_version": expected_version, "reason": reason})
+}
+
+fn latest_audit(client: &Client) -> Value {
+    client.get("/v1/audit?limit=1").dispatch().into_json::<Value>().unwrap()["entries"][0].clone()
+}
+
+#[test]
+fn pages_need_a_session_and_send_the_browser_to_the_login() {
+    let (client, _dir) = client_with(&config());
+    let response = client.get("/").dispatch();
+    assert_eq!(response.status(), Status::SeeOther);
+    assert_eq!(response.headers().get_one("Location"), Some("/ui"));
+    for path in ["/ui", "/ui/drain", "/ui/audit"] {
+        let response = client.get(path).dispatch();
+        assert_eq!(response.status(), Status::SeeOther, "{path}");
+        assert_eq!(response.headers().get_one("Location"), Some("/ui/login"), "{path}");
+    }
+}
+
+#[test]
+fn the_login_page_sets_a_form_token_cookie_and_security_headers() {
+    let (client, _dir) = client_with(&config());
+    let response = client.get("/ui/login").dispatch();
+    assert_eq!(response.status(), Status::Ok);
+    assert_eq!(response.content_type(), Some(ContentType::HTML));
+    let csp = response.headers().get_one("Content-Security-Policy").unwrap();
+    assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(response.headers().get_one("Cache-Control"), Some("no-store"));
+    let set_cookie: Vec<&str> = response.headers().get("Set-Cookie").collect();
+    let login = set_cookie.iter().find(|c| c.starts_with("tg_login=")).unwrap();
+    assert!(login.contains("HttpOnly") && login.contains("SameSite=Strict"), "{login}");
+    let html = response.into_string().unwrap();
+    assert!(html.contains("id=\"login-form\"") && html.contains("name=\"token\""));
+}
+
+#[test]
+fn login_checks_the_form_token_the_name_and_the_token() {
+    let (client, _dir) = client_with(&config());
+    // No form token from this browser at all.
+    let response = post_login(&client, "alice", OPERATOR_TOKEN, "forged");
+    assert_eq!(response.status(), Status::Forbidden);
+    assert!(response.into_string().unwrap().contains("expired or did not come from this page"));
+    // A wrong form token (the cookie exists, the value differs).
+    login_form(&client);
+    assert_eq!(
+        post_login(&client, "alice", OPERATOR_TOKEN, &"0".repeat(64)).status(),
+        Status::Forbidden
+    );
+    // Wrong token, another operator's token, an unknown name: all the same 401.
+    for (name, token) in
+        [("alice", "tg_wrong"), ("alice", VIEWER_TOKEN), ("mallory", OPERATOR_TOKEN)]
+    {
+        let form_token = login_form(&client);
+        let response = post_login(&client, name, token, &form_token);
+        assert_eq!(response.status(), Status::Unauthorized, "{name}");
+        let html = response.into_string().unwrap();
+        assert!(html.contains("do not match the configuration"), "{html}");
+        assert_eq!(client.get("/ui").dispatch().status(), Status::SeeOther, "still signed out");
+    }
+    // A form token is single-use.
+    let form_token = login_form(&client);
+    assert_eq!(
+        post_login(&client, "alice", OPERATOR_TOKEN, &form_token).status(),
+        Status::SeeOther
+    );
+    assert_eq!(
+        post_login(&client, "alice", OPERATOR_TOKEN, &form_token).status(),
+        Status::Forbidden
+    );
+    // Missing fields are a readable page, not a crash.
+    let response = client.post("/ui/login").header(ContentType::Form).body("name=alice").dispatch();
+    assert_eq!(response.status(), Status::BadRequest);
+    assert!(response.into_string().unwrap().contains("Fill in your operator name and token"));
+}
+
+#[test]
+fn the_session_cookie_is_private_httponly_strict_and_expires() {
+    let (client, _dir) = client_with(&config());
+    let form_token = login_form(&client);
+    let response = post_login(&client, "alice", OPERATOR_TOKEN, &form_token);
+    let session = response
+        .headers()
+        .get("Set-Cookie")
+        .find(|c| c.starts_with("tg_session="))
+        .unwrap()
+        .to_owned();
+    assert!(session.contains("HttpOnly"), "{session}");
+    assert!(session.contains("SameSite=Strict"), "{session}");
+    assert!(session.contains("Max-Age=43200"), "12h by default: {session}");
+    assert!(session.contains("Expires="), "{session}");
+    let value = between(&session, "tg_session=", ";");
+    assert!(!value.contains("alice"), "the value is encrypted: {value}");
+}
+
+#[test]
+fn an_operator_sees_every_control_and_a_viewer_none() {
+    let (client, _dir) = client_with(&config());
+    let csrf = login(&client, "alice", OPERATOR_TOKEN);
+    let (_, html) = page(&client, "/ui");
+    for control in
+        ["id=\"dial-form\"", "id=\"dial-apply\"", "id=\"drain-actions\"", "href=\"/ui/drain\""]
+    {
+        assert!(html.contains(control), "operator page lacks {control}");
+    }
+    assert!(html.contains("data-role=\"operator\"") && html.contains(&csrf));
+    assert!(html.contains("href=\"/ui/audit\""), "the overview links to the audit log");
+    assert!(!html.contains("viewer-notice"));
+
+    let (viewer, _dir) = client_with(&config());
+    login(&viewer, "victor", VIEWER_TOKEN);
+    let (status, html) = page(&viewer, "/ui");
+    assert_eq!(status, Status::Ok);
+    for control in ["dial-form", "dial-apply", "drain-actions", "drain-pause", "href=\"/ui/drain\""]
+    {
+        assert!(!html.contains(control), "viewer page holds {control}");
+    }
+    assert!(html.contains("id=\"viewer-notice\"") && html.contains("data-role=\"viewer\""));
+    let (status, html) = page(&viewer, "/ui/drain");
+    assert_eq!(status, Status::Ok);
+    assert!(!html.contains("id=\"drain-form\"") && html.contains("viewer-notice"));
+}
+
+#[test]
+fn the_drain_form_is_filled_with_the_configured_defaults() {
+    let toml = config_toml(&format!(
+        "[drain]\ntick = \"1h\"\nstep_percent = 5\ninterval = \"45s\"\nmax_error_rate = 0.03\nmin_requests = 250\nbreaches = 3\non_breach = \"rollback\"\n[ui]\nsecret_key = \"{KEY}\"\n"
+    ));
+    let (client, _dir) = client_with(&toml);
+    login(&client, "alice", OPERATOR_TOKEN);
+    let (status, html) = page(&client, "/ui/drain");
+    assert_eq!(status, Status::Ok);
+    for expected in [
+        "id=\"drain-form\"",
+        "<option value=\"az-b\">az-b (blue)</option>",
+        "id=\"f-step\" name=\"step_percent\" min=\"1\" max=\"100\" step=\"1\" value=\"5\"",
+        "id=\"f-interval\" name=\"interval\" value=\"45s\"",
+        "value=\"3\"> %",
+        "value=\"250\"",
+        "<option value=\"rollback\" selected>",
+    ] {
+        assert!(html.contains(expected), "drain form lacks {expected}");
+    }
+}
+
+#[test]
+fn assets_are_served_with_their_types_and_unknown_ones_are_json_404s() {
+    let (client, _dir) = client_with(&config());
+    let js = client.get("/ui/assets/app.js").dispatch();
+    assert_eq!(js.content_type(), Some(ContentType::JavaScript));
+    assert!(js.into_string().unwrap().contains("X-CSRF-Token"));
+    let css = client.get("/ui/assets/app.css").dispatch();
+    assert_eq!(css.content_type(), Some(ContentType::CSS));
+    let missing = error(client.get("/ui/assets/../../Cargo.toml").dispatch(), Status::NotFound);
+    assert_eq!(missing["error"], "not_found");
+    assert_eq!(
+        error(client.get("/ui/assets/x.js").dispatch(), Status::NotFound)["error"],
+        "not_found"
+    );
+}
+
+#[test]
+fn a_dial_change_from_the_ui_is_audited_under_the_operator() {
+    let (client, _dir) = client_with(&config());
+    let token = login(&client, "alice", OPERATOR_TOKEN);
+    let response = send(&client, "PUT", "/v1/dial", Some(&token), dial(40, 1, "drill from the UI"));
+    assert_eq!(response.status(), Status::Ok);
+    let body: Value = response.into_json().unwrap();
+    assert_eq!((body["version"].as_u64(), body["blue_percent"].as_f64()), (Some(2), Some(40.0)));
+    let entry = latest_audit(&client);
+    assert_eq!(entry["by"], "alice");
+    assert_eq!(entry["action"], "dial");
+    assert_eq!(entry["reason"], "drill from the UI");
+    // The audit page shows it too.
+    let (status, html) = page(&client, "/ui/audit");
+    assert_eq!(status, Status::Ok);
+    assert!(html.contains("<td>alice</td>") && html.contains("drill from the UI"), "{html}");
+}
+
+#[test]
+fn a_cookie_change_without_the_right_csrf_token_is_refused() {
+    let (client, _dir) = client_with(&config());
+    let token = login(&client, "alice", OPERATOR_TOKEN);
+    let missing =
+        error(send(&client, "PUT", "/v1/dial", None, dial(40, 1, "x")), Status::Forbidden);
+    assert_eq!(missing["error"], "csrf_failed");
+    assert!(missing["detail"].as_str().unwrap().contains("X-CSRF-Token"));
+    let mut wrong = token.clone();
+    wrong.replace_range(0..1, if wrong.starts_with('a') { "b" } else { "a" });
+    let wrong =
+        error(send(&client, "PUT", "/v1/dial", Some(&wrong), dial(40, 1, "x")), Status::Forbidden);
+    assert_eq!(wrong["error"], "csrf_failed");
+    let drain = json!({"zone": "az-b", "target_percent": 0, "reason": "x"});
+    assert_eq!(
+        error(send(&client, "POST", "/v1/drains", None, drain), Status::Forbidden)["error"],
+        "csrf_failed"
+    );
+    assert_eq!(version(&client), 1, "nothing changed");
+    // A bearer token is not an ambient credential: it needs no CSRF token, cookie or not.
+    let response = client
+        .put("/v1/dial")
+        .header(Header::new("Authorization", format!("Bearer {OPERATOR_TOKEN}")))
+        .body(dial(40, 1, "bearer").to_string())
+        .dispatch();
+    assert_eq!(response.status(), Status::Ok);
+    // And a bad bearer token is not rescued by a good cookie.
+    let response = client
+        .put("/v1/dial")
+        .header(Header::new("Authorization", "Bearer tg_nope"))
+        .header(csrf(&token))
+        .body(dial(30, 2, "x").to_string())
+        .dispatch();
+    assert_eq!(error(response, Status::Unauthorized)["error"], "unauthorized");
+}
+
+#[test]
+fn a_viewer_cannot_change_anything_even_with_the_csrf_token() {
+    let (client, _dir) = client_with(&config());
+    let token = login(&client, "victor", VIEWER_TOKEN);
+    let refused =
+        error(send(&client, "PUT", "/v1/dial", Some(&token), dial(40, 1, "x")), Status::Forbidden);
+    assert_eq!(refused["error"], "forbidden");
+    assert!(refused["detail"].as_str().unwrap().contains("viewer"));
+    let drain = json!({"zone": "az-b", "target_percent": 0, "reason": "x"});
+    assert_eq!(
+        error(send(&client, "POST", "/v1/drains", Some(&token), drain), Status::Forbidden)["error"],
+        "forbidden"
+    );
+    assert_eq!(version(&client), 1);
+    // Reads work.
+    assert_eq!(client.get("/v1/zones").dispatch().status(), Status::Ok);
+    assert_eq!(page(&client, "/ui/audit").0, Status::Ok);
+}
+
+#[test]
+fn a_stale_version_from_the_ui_gets_the_conflict_with_the_current_version() {
+    let (client, _dir) = client_with(&config());
+    let token = login(&client, "alice", OPERATOR_TOKEN);
+    // Someone else moves the dial first (version 1 -> 2).
+    let response = client
+        .put("/v1/dial")
+        .header(Header::new("Authorization", format!("Bearer {OPERATOR_TOKEN}")))
+        .body(dial(30, 1, "someone else").to_string())
+        .dispatch();
+    assert_eq!(response.status(), Status::Ok);
+    let conflict = error(
+        send(&client, "PUT", "/v1/dial", Some(&token), dial(40, 1, "mine")),
+        Status::Conflict,
+    );
+    assert_eq!(conflict["error"], "version_conflict");
+    assert_eq!(
+        (conflict["current_version"].as_u64(), conflict["expected_version"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let routing: Value = client.get("/v1/routing").dispatch().into_json().unwrap();
+    assert_eq!(routing["blue_percent"], 30.0, "the other change stands");
+    // The page's script explains the conflict and reloads instead of retrying.
+    let js = client.get("/ui/assets/app.js").dispatch().into_string().unwrap();
+    assert!(js.contains("'version_conflict'") && js.contains("someone else changed the routing"));
+}
+
+#[test]
+fn drains_started_and_controlled_from_the_ui_are_audited_under_the_operator() {
+    let (client, _dir) = client_with(&config());
+    let token = login(&client, "alice", OPERATOR_TOKEN);
+    let plan = json!({
+        "zone": "az-b", "target_percent": 0, "step_percent": 10, "interval": "30s",
+        "guard": {"max_error_rate": 0.02, "min_requests": 100, "breaches": 2, "on_breach": "pause"},
+        "reason": "az-b upgrade from the UI"
+    });
+    let response = send(&client, "POST", "/v1/drains", Some(&token), plan);
+    assert_eq!(response.status(), Status::Created);
+    let id = response.into_json::<Value>().unwrap()["id"].as_u64().unwrap();
+    assert_eq!(latest_audit(&client)["by"], "alice");
+    let control = |id: u64, action: &str| {
+        let response = send(
+            &client,
+            "POST",
+            &format!("/v1/drains/{id}/{action}"),
+            Some(&token),
+            json!({"reason": format!("{action} from the UI")}),
+        );
+        assert_eq!(response.status(), Status::Ok, "{action}");
+        let state = response.into_json::<Value>().unwrap()["state"].as_str().unwrap().to_owned();
+        let entry = latest_audit(&client);
+        assert_eq!(entry["by"], "alice", "{action}");
+        assert_eq!(entry["action"], format!("drain_{action}"));
+        state
+    };
+    assert_eq!(control(id, "pause"), "paused");
+    assert_eq!(control(id, "resume"), "running");
+    assert_eq!(control(id, "abort"), "aborted");
+    let plan = json!({"zone": "az-b", "target_percent": 0, "reason": "second"});
+    let second = send(&client, "POST", "/v1/drains", Some(&token), plan);
+    let second = second.into_json::<Value>().unwrap()["id"].as_u64().unwrap();
+    // No step was taken yet, so rolling back arrives at once.
+    assert_eq!(control(second, "rollback"), "rolled_back");
+    // Restoring a zone is a change too, and needs the token.
+    let restore = json!({"reason": "more to az-b", "target_percent": 60});
+    assert_eq!(
+        send(&client, "POST", "/v1/zones/az-b/restore", None, restore.clone()).status(),
+        Status::Forbidden
+    );
+    assert_eq!(
+        send(&client, "POST", "/v1/zones/az-b/restore", Some(&token), restore).status(),
+        Status::Created
+    );
+}
+
+#[test]
+fn logout_needs_the_token_and_ends_the_session() {
+    let (client, _dir) = client_with(&config());
+    let token = login(&client, "alice", OPERATOR_TOKEN);
+    let response = client.post("/ui/logout").header(ContentType::Form).body("csrf=nope").dispatch();
+    assert_eq!(response.status(), Status::Forbidden);
+    assert_eq!(page(&client, "/ui").0, Status::Ok, "still signed in");
+    let response = client
+        .post("/ui/logout")
+        .header(ContentType::Form)
+        .body(format!("csrf={token}"))
+        .dispatch();
+    assert_eq!(response.status(), Status::SeeOther);
+    assert_eq!(response.headers().get_one("Location"), Some("/ui/login?signed_out=1"));
+    assert_eq!(page(&client, "/ui").0, Status::SeeOther);
+    let (_, html) = page(&client, "/ui/login?signed_out=1");
+    assert!(html.contains("You are logged out."));
+    assert_eq!(
+        error(
+            send(&client, "PUT", "/v1/dial", Some(&token), dial(40, 1, "x")),
+            Status::Unauthorized
+        )["error"],
+        "unauthorized"
+    );
+}
+
+#[test]
+fn expired_foreign_and_unknown_sessions_are_ignored() {
+    let (client, _dir) = client_with(&config());
+    let forged = |name: &str, expires_ms: u64| {
+        let value = json!({"name": name, "csrf": "c".repeat(64), "expires_ms": expires_ms});
+        Cookie::new("tg_session", value.to_string())
+    };
+    let later = tidegate::http::now_ms() + 60_000;
+    // Encrypted with tidegate's key, so the only thing wrong is what is inside.
+    let expired = client.get("/ui").private_cookie(forged("alice", 1_000)).dispatch();
+    assert_eq!(expired.status(), Status::SeeOther);
+    let removed = client.get("/ui").private_cookie(forged("mallory", later)).dispatch();
+    assert_eq!(removed.status(), Status::SeeOther);
+    let valid = client.get("/ui").private_cookie(forged("alice", later)).dispatch();
+    assert_eq!(valid.status(), Status::Ok);
+    // A plain (unencrypted) cookie is not a session.
+    let plain = client.get("/ui").cookie(forged("alice", later)).dispatch();
+    assert_eq!(plain.status(), Status::SeeOther);
+    let response = client
+        .put("/v1/dial")
+        .private_cookie(forged("alice", 1_000))
+        .header(csrf(&"c".repeat(64)))
+        .body(dial(40, 1, "x").to_string())
+        .dispatch();
+    assert_eq!(error(response, Status::Unauthorized)["error"], "unauthorized");
+}
+
+#[test]
+fn sessions_survive_a_restart_with_the_configured_key_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = client_in(&config(), dir.path());
+    login(&first, "alice", OPERATOR_TOKEN);
+    let cookie = first.cookies().get("tg_session").unwrap().clone();
+    drop(first);
+    let again = client_in(&config(), dir.path());
+    assert_eq!(again.get("/ui").cookie(cookie.clone()).dispatch().status(), Status::Ok);
+    drop(again);
+    // Without ui.secret_key every start draws a new key: old sessions end.
+    let random_key = client_in(&config_toml("[drain]\ntick = \"1h\""), dir.path());
+    assert_eq!(random_key.get("/ui").cookie(cookie).dispatch().status(), Status::SeeOther);
+}
+
+#[test]
+fn user_text_is_escaped_on_the_audit_page() {
+    let (client, _dir) = client_with(&config());
+    let token = login(&client, "alice", OPERATOR_TOKEN);
+    let reason = "<script>alert(1)</script> & \"quotes\"";
+    assert_eq!(
+        send(&client, "PUT", "/v1/dial", Some(&token), dial(45, 1, reason)).status(),
+        Status::Ok
+    );
+    let (_, html) = page(&client, "/ui/audit");
+    assert!(!html.contains("<script>alert"), "raw markup leaked");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;quotes&quot;"));
+    let (_, html) = page(&client, "/ui/audit?limit=1");
+    assert_eq!(html.matches("<tr><td").count(), 1, "limit is honoured");
+}
+
+#[test]
+fn ui_configuration_errors_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[ui]\nsecret_key = \"short\"", "ui.secret_key"),
+        (&*format!("[ui]\nsecret_key = \"{}\"", "0".repeat(64)), "ui.secret_key"),
+        ("[ui]\nsession_ttl = \"30s\"", "ui.session_ttl"),
+        ("[ui]\nsession_ttl = \"12\"", "ui.session_ttl"),
+    ];
+    for (toml, key) in cases {
+        let figment = figment::Figment::from(figment::providers::Serialized::defaults(
+            tidegate::config::Settings::default(),
+        ))
+        .merge(<figment::providers::Toml as figment::providers::Format>::string(toml));
+        let overrides = tidegate::config::Overrides {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        };
+        let error = tidegate::config::Config::from_figment(figment, &overrides).unwrap_err();
+        assert!(error.to_string().contains(&format!("`{key}`")), "{toml}: {error}");
+    }
+}
