@@ -31,6 +31,31 @@ pub struct Settings {
     pub service_tokens_sha256: Vec<String>,
     pub health: HealthSettings,
     pub drain: DrainSettings,
+    pub lanes: LaneSettings,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LaneSettings {
+    pub session_timeout: String,
+    pub heartbeat_interval: String,
+    pub lag_interval: String,
+    pub kafka_bootstrap: String,
+    pub max_groups: usize,
+    pub max_members: usize,
+}
+
+impl Default for LaneSettings {
+    fn default() -> Self {
+        LaneSettings {
+            session_timeout: "10s".into(),
+            heartbeat_interval: "1s".into(),
+            lag_interval: "1s".into(),
+            kafka_bootstrap: String::new(),
+            max_groups: 64,
+            max_members: 256,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -155,6 +180,7 @@ impl Default for Settings {
             service_tokens_sha256: Vec::new(),
             health: HealthSettings::default(),
             drain: DrainSettings::default(),
+            lanes: LaneSettings::default(),
         }
     }
 }
@@ -243,6 +269,22 @@ pub struct Config {
     pub service_tokens: Vec<[u8; 32]>,
     pub health: HealthConfig,
     pub drain: DrainDefaults,
+    pub lanes: LanesConfig,
+}
+
+/// MQ lane membership and lag (see `crate::lanes`).
+#[derive(Clone, Debug)]
+pub struct LanesConfig {
+    /// A member that has not heartbeated for this long is dead; its partitions are handed over.
+    pub session_timeout_ms: u64,
+    /// How often members are told to heartbeat (they learn assignment changes from the answer).
+    pub heartbeat_interval_ms: u64,
+    /// How often each group's lag is read from Kafka.
+    pub lag_interval_ms: u64,
+    /// `bootstrap.servers` for reading lag; `None` leaves lag unknown.
+    pub kafka_bootstrap: Option<String>,
+    pub max_groups: usize,
+    pub max_members: usize,
 }
 
 /// Where zone error rates come from.
@@ -382,9 +424,11 @@ impl Config {
             .collect::<Result<Vec<_>, _>>()?;
         let health = validate_health(&s.health)?;
         let drain = validate_drain(&s.drain, scheme.count())?;
+        let lanes = validate_lanes(&s.lanes)?;
         Ok(Config {
             health,
             drain,
+            lanes,
             data_dir: s.data_dir,
             address,
             port: s.server.port,
@@ -486,6 +530,43 @@ fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, Config
             on_breach,
         },
         tick_ms: duration("drain.tick", &d.tick)?,
+    })
+}
+
+fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
+    let session_timeout_ms = duration("lanes.session_timeout", &l.session_timeout)?;
+    let heartbeat_interval_ms = duration("lanes.heartbeat_interval", &l.heartbeat_interval)?;
+    // Two heartbeats per session at least, or one delayed heartbeat would kill a healthy member.
+    if heartbeat_interval_ms.saturating_mul(2) > session_timeout_ms {
+        return Err(invalid(
+            "lanes.heartbeat_interval",
+            format!(
+                "must be at most half of lanes.session_timeout ({}), got {}",
+                l.session_timeout, l.heartbeat_interval
+            ),
+        ));
+    }
+    let lag_interval_ms = duration("lanes.lag_interval", &l.lag_interval)?;
+    let bootstrap = l.kafka_bootstrap.trim();
+    if bootstrap.chars().any(char::is_whitespace) {
+        return Err(invalid(
+            "lanes.kafka_bootstrap",
+            "must be a comma-separated host:port list without spaces",
+        ));
+    }
+    if !(1..=10_000).contains(&l.max_groups) {
+        return Err(invalid("lanes.max_groups", "must be between 1 and 10000"));
+    }
+    if !(1..=10_000).contains(&l.max_members) {
+        return Err(invalid("lanes.max_members", "must be between 1 and 10000"));
+    }
+    Ok(LanesConfig {
+        session_timeout_ms,
+        heartbeat_interval_ms,
+        lag_interval_ms,
+        kafka_bootstrap: (!bootstrap.is_empty()).then(|| bootstrap.to_owned()),
+        max_groups: l.max_groups,
+        max_members: l.max_members,
     })
 }
 

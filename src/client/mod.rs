@@ -1,5 +1,7 @@
-//! The library services embed: decode and evaluate the routing table locally.
+//! The library services embed: decode and evaluate the routing table locally, and the MQ lane
+//! membership calls.
 
+pub mod lanes;
 pub mod wire;
 
 pub use wire::{DecodeError, decode_table};

@@ -8,6 +8,7 @@ pub mod auth;
 mod drains;
 pub mod error;
 mod health;
+mod lanes;
 mod routing;
 mod tag;
 
@@ -23,6 +24,7 @@ use crate::config::{Config, HealthSourceConfig};
 use crate::coordinator::{Coordinator, Submitted};
 use crate::core::{Audit, Command, Envelope};
 use crate::health::{Health, PrometheusSource, Source};
+use crate::lanes::Lanes;
 use crate::telemetry::{self, TagCounters};
 use error::ApiError;
 use rocket::http::Status;
@@ -32,6 +34,7 @@ pub struct App {
     pub coordinator: Arc<Coordinator>,
     pub config: Arc<Config>,
     pub health: Arc<Health>,
+    pub lanes: Arc<Lanes>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -57,7 +60,13 @@ impl App {
             )),
         };
         let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
-        App { coordinator, config, health, tag_counters, metrics }
+        let lag_source = config.lanes.kafka_bootstrap.as_ref().map(|bootstrap| {
+            Arc::new(crate::mq::KafkaLag::new(bootstrap)) as Arc<dyn crate::lanes::LagSource>
+        });
+        let table: Arc<dyn crate::snapshot::TableSource> = coordinator.clone();
+        let lanes =
+            Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
+        App { coordinator, config, health, lanes, tag_counters, metrics }
     }
 }
 
@@ -79,6 +88,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(routing::stage())
         .attach(health::stage())
         .attach(drains::stage())
+        .attach(lanes::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();
