@@ -12,6 +12,7 @@ pub mod client;
 pub mod config;
 pub mod coordinator;
 pub mod core;
+pub mod demo;
 pub mod drain_runner;
 pub mod duration;
 pub mod health;
