@@ -282,3 +282,35 @@ fn http_errors_name_the_problem() {
     assert_eq!(r.status(), Status::Conflict);
     assert_eq!(body(r)["error"], "lane_mismatch");
 }
+
+#[test]
+fn lane_settings_are_checked_and_the_documented_file_loads() {
+    use figment::Figment;
+    use figment::providers::{Format, Serialized, Toml};
+    use tidegate::config::{Config, Overrides, Settings};
+    let cases = [
+        (
+            "[lanes]\nsession_timeout = \"1s\"\nheartbeat_interval = \"800ms\"",
+            "lanes.heartbeat_interval",
+        ),
+        ("[lanes]\nsession_timeout = \"0s\"", "lanes.session_timeout"),
+        ("[lanes]\nlag_interval = \"soon\"", "lanes.lag_interval"),
+        ("[lanes]\nkafka_bootstrap = \"a:1, b:2\"", "lanes.kafka_bootstrap"),
+        ("[lanes]\nmax_members = 0", "lanes.max_members"),
+        ("[lanes]\nsession = \"1s\"", "session"),
+    ];
+    for (toml, key) in cases {
+        let figment =
+            Figment::from(Serialized::defaults(Settings::default())).merge(Toml::string(toml));
+        let err = Config::from_figment(figment, &Overrides::default()).unwrap_err().to_string();
+        assert!(err.contains(key), "{toml:?} should name `{key}`: {err}");
+    }
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tidegate.toml");
+    let documented = Config::load(Some(&file), &Overrides::default()).unwrap();
+    let defaults = Config::validate(Settings::default(), &Overrides::default()).unwrap();
+    assert_eq!(documented.lanes.session_timeout_ms, defaults.lanes.session_timeout_ms);
+    assert_eq!(documented.lanes.heartbeat_interval_ms, defaults.lanes.heartbeat_interval_ms);
+    assert_eq!(documented.lanes.lag_interval_ms, defaults.lanes.lag_interval_ms);
+    assert_eq!(documented.lanes.kafka_bootstrap, None);
+    assert_eq!(documented.lanes.max_members, defaults.lanes.max_members);
+}
