@@ -2,8 +2,10 @@
 # The test command (README.md, .ci/run): installs what the suites need, then runs them all.
 #
 # Every suite runs; none is skipped for a missing component. A component that cannot be
-# installed fails this script loudly, before any test runs. Tests start their own instances
-# (tidegate binaries, Prometheus via scripts/prometheus.sh) on free loopback ports.
+# installed or started fails this script loudly, before any test runs. Tests start their own
+# instances (tidegate binaries, Prometheus via scripts/prometheus.sh) on free loopback ports.
+# One real Kafka broker (scripts/kafka.sh) is started here and shared by the tests/mq_* suites,
+# each on its own topics and groups; it is stopped (and its data wiped) when this script exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,5 +33,32 @@ fi
 /usr/bin/chromium --version
 /usr/bin/chromedriver --version
 
-echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, UI in Chromium, tidy; benches once in test mode)"
+
+# Kafka runs on Java and its jars come from Maven Central through mvn (cached after the first
+# run); a machine without them gets Debian's packages.
+if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq default-jre-headless maven >/dev/null
+fi
+
+# A run dir of our own, so a broker someone else started by hand is neither reused nor stopped.
+own_run_dir=0
+if [[ -z "${KAFKA_RUN_DIR:-}" ]]; then
+  export KAFKA_RUN_DIR="/tmp/tidegate-kafka-test-$$"
+  own_run_dir=1
+fi
+stop_kafka() {
+  local rc=$?
+  bash scripts/kafka.sh stop >/dev/null 2>&1 || true
+  # The broker's logs stay for a post-mortem when something failed.
+  if ((rc == 0 && own_run_dir == 1)); then rm -rf "$KAFKA_RUN_DIR"; fi
+}
+trap stop_kafka EXIT
+echo "== Kafka broker (scripts/kafka.sh start, run dir $KAFKA_RUN_DIR)"
+if ! bootstrap="$(bash scripts/kafka.sh start)"; then
+  echo "scripts/test.sh: the Kafka broker did not start; the tests/mq_* suites need it (see $KAFKA_RUN_DIR/logs)" >&2
+  exit 1
+fi
+echo "Kafka at $bootstrap"
+
+echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy; benches once in test mode)"
 cargo test -j 2 --all-targets

@@ -33,6 +33,7 @@ pub struct Settings {
     pub drain: DrainSettings,
     pub subscribers: SubscriberSettings,
     pub ui: UiSettings,
+    pub lanes: LaneSettings,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -60,6 +61,30 @@ impl Default for UiSettings {
         // 12 hours: long enough to cover a night shift, short enough that a forgotten browser
         // does not stay signed in for days.
         UiSettings { secret_key: String::new(), session_ttl: "12h".into() }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LaneSettings {
+    pub session_timeout: String,
+    pub heartbeat_interval: String,
+    pub lag_interval: String,
+    pub kafka_bootstrap: String,
+    pub max_groups: usize,
+    pub max_members: usize,
+}
+
+impl Default for LaneSettings {
+    fn default() -> Self {
+        LaneSettings {
+            session_timeout: "10s".into(),
+            heartbeat_interval: "1s".into(),
+            lag_interval: "1s".into(),
+            kafka_bootstrap: String::new(),
+            max_groups: 64,
+            max_members: 256,
+        }
     }
 }
 
@@ -191,6 +216,7 @@ impl Default for Settings {
             drain: DrainSettings::default(),
             subscribers: SubscriberSettings::default(),
             ui: UiSettings::default(),
+            lanes: LaneSettings::default(),
         }
     }
 }
@@ -284,6 +310,7 @@ pub struct Config {
     /// Heartbeat period of the watch stream.
     pub watch_heartbeat_ms: u64,
     pub ui: UiConfig,
+    pub lanes: LanesConfig,
 }
 
 /// The operator web UI: the key that encrypts session cookies and how long a session lasts.
@@ -302,6 +329,21 @@ impl std::fmt::Debug for SecretKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("SecretKey(redacted)")
     }
+}
+
+/// MQ lane membership and lag (see `crate::lanes`).
+#[derive(Clone, Debug)]
+pub struct LanesConfig {
+    /// A member that has not heartbeated for this long is dead; its partitions are handed over.
+    pub session_timeout_ms: u64,
+    /// How often members are told to heartbeat (they learn assignment changes from the answer).
+    pub heartbeat_interval_ms: u64,
+    /// How often each group's lag is read from Kafka.
+    pub lag_interval_ms: u64,
+    /// `bootstrap.servers` for reading lag; `None` leaves lag unknown.
+    pub kafka_bootstrap: Option<String>,
+    pub max_groups: usize,
+    pub max_members: usize,
 }
 
 /// Where zone error rates come from.
@@ -455,10 +497,12 @@ impl Config {
             ));
         }
         let ui = validate_ui(&s.ui)?;
+        let lanes = validate_lanes(&s.lanes)?;
         Ok(Config {
             health,
             drain,
             ui,
+            lanes,
             subscriber_stale_after_ms,
             watch_heartbeat_ms,
             data_dir: s.data_dir,
@@ -593,6 +637,43 @@ fn validate_ui(u: &UiSettings) -> Result<UiConfig, ConfigError> {
         return Err(invalid("ui.session_ttl", "must be at least 1m"));
     }
     Ok(UiConfig { secret_key, session_ttl_ms })
+}
+
+fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
+    let session_timeout_ms = duration("lanes.session_timeout", &l.session_timeout)?;
+    let heartbeat_interval_ms = duration("lanes.heartbeat_interval", &l.heartbeat_interval)?;
+    // Two heartbeats per session at least, or one delayed heartbeat would kill a healthy member.
+    if heartbeat_interval_ms.saturating_mul(2) > session_timeout_ms {
+        return Err(invalid(
+            "lanes.heartbeat_interval",
+            format!(
+                "must be at most half of lanes.session_timeout ({}), got {}",
+                l.session_timeout, l.heartbeat_interval
+            ),
+        ));
+    }
+    let lag_interval_ms = duration("lanes.lag_interval", &l.lag_interval)?;
+    let bootstrap = l.kafka_bootstrap.trim();
+    if bootstrap.chars().any(char::is_whitespace) {
+        return Err(invalid(
+            "lanes.kafka_bootstrap",
+            "must be a comma-separated host:port list without spaces",
+        ));
+    }
+    if !(1..=10_000).contains(&l.max_groups) {
+        return Err(invalid("lanes.max_groups", "must be between 1 and 10000"));
+    }
+    if !(1..=10_000).contains(&l.max_members) {
+        return Err(invalid("lanes.max_members", "must be between 1 and 10000"));
+    }
+    Ok(LanesConfig {
+        session_timeout_ms,
+        heartbeat_interval_ms,
+        lag_interval_ms,
+        kafka_bootstrap: (!bootstrap.is_empty()).then(|| bootstrap.to_owned()),
+        max_groups: l.max_groups,
+        max_members: l.max_members,
+    })
 }
 
 fn check_label(key: &str, value: &str) -> Result<(), ConfigError> {

@@ -2,7 +2,8 @@
 //!
 //! See ARCHITECTURE.md for the bird's-eye view. In short: [`core`] is the pure model, [`store`]
 //! makes changes durable, [`coordinator`] serialises them and publishes snapshots, [`http`] is the
-//! Rocket edge, and [`cli`] is the command line.
+//! Rocket edge, [`lanes`] and [`mq`] put message-queue traffic on the same split, and [`cli`] is
+//! the command line.
 
 #![forbid(unsafe_code)]
 
@@ -11,10 +12,13 @@ pub mod client;
 pub mod config;
 pub mod coordinator;
 pub mod core;
+pub mod demo;
 pub mod drain_runner;
 pub mod duration;
 pub mod health;
 pub mod http;
+pub mod lanes;
+pub mod mq;
 pub mod server;
 pub mod snapshot;
 pub mod store;

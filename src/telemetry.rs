@@ -38,6 +38,13 @@ pub const SUBSCRIBERS: &str = "tidegate_subscribers";
 pub const DRAIN_PAUSED: &str = "tidegate_drain_paused";
 pub const CLIENT_MISROUTED: &str = "tidegate_client_misrouted_total";
 pub const UI_LOGINS: &str = "tidegate_ui_logins_total";
+pub const LANE_LAG: &str = "tidegate_lane_lag_messages";
+pub const LANE_MEMBERS: &str = "tidegate_lane_members";
+pub const LANE_ASSIGNED: &str = "tidegate_lane_assigned_partitions";
+pub const LANE_GENERATION: &str = "tidegate_lane_generation";
+pub const LANE_LAG_ERRORS: &str = "tidegate_lane_lag_read_errors_total";
+pub const LANE_PRODUCED: &str = "tidegate_lane_produced_total";
+pub const LANE_CONSUMED: &str = "tidegate_lane_consumed_total";
 
 /// Kind, name, unit and help text of every metric.
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -95,6 +102,33 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Writes refused by the client library's ownership check, by the colour that owns the user.",
     ),
     ("counter", UI_LOGINS, "Logins to the operator web UI, by outcome (ok, failed)."),
+    (
+        "gauge",
+        LANE_LAG,
+        "Messages in a lane topic's half not yet committed by the group (high watermark minus committed offset), by group, topic, half and zone.",
+    ),
+    ("gauge", LANE_MEMBERS, "Live consumers registered in a lane group, by group and zone."),
+    (
+        "gauge",
+        LANE_ASSIGNED,
+        "Partitions a lane group's consumers in each zone may read now, by group and zone.",
+    ),
+    (
+        "gauge",
+        LANE_GENERATION,
+        "Generation of a lane group's assignment; it grows whenever the assignment changes.",
+    ),
+    ("counter", LANE_LAG_ERRORS, "Failed reads of a lane group's offsets from Kafka, by group."),
+    (
+        "counter",
+        LANE_PRODUCED,
+        "Messages a lane producer had acknowledged by Kafka, by topic and colour (half).",
+    ),
+    (
+        "counter",
+        LANE_CONSUMED,
+        "Messages handed to a lane consumer's application, by group, topic and zone.",
+    ),
 ];
 
 /// Every drain state name, for the one-hot state gauge.
@@ -273,4 +307,54 @@ pub fn count_ui_login(ok: bool) {
 
 pub fn count_api_error(code: &'static str) {
     metrics::counter!(API_ERRORS, "code" => code).increment(1);
+}
+
+/// Gauges of one lane group in one zone. `lag` is `None` while unknown (the gauge keeps its
+/// last value; `GET /v1/lanes/{group}` says `null`).
+pub fn publish_lane(
+    group: &str,
+    topic: &str,
+    zone: &str,
+    color: Color,
+    members: usize,
+    assigned: usize,
+    lag: Option<u64>,
+) {
+    let zone_labels = [("group", group.to_owned()), ("zone", zone.to_owned())];
+    metrics::gauge!(LANE_MEMBERS, &zone_labels).set(members as f64);
+    metrics::gauge!(LANE_ASSIGNED, &zone_labels).set(assigned as f64);
+    if let Some(lag) = lag {
+        let labels = [
+            ("group", group.to_owned()),
+            ("topic", topic.to_owned()),
+            ("half", color.as_str().to_owned()),
+            ("zone", zone.to_owned()),
+        ];
+        metrics::gauge!(LANE_LAG, &labels).set(lag as f64);
+    }
+}
+
+pub fn publish_lane_generation(group: &str, generation: u64) {
+    metrics::gauge!(LANE_GENERATION, "group" => group.to_owned()).set(generation as f64);
+}
+
+pub fn count_lane_lag_error(group: &str) {
+    metrics::counter!(LANE_LAG_ERRORS, "group" => group.to_owned()).increment(1);
+}
+
+/// Pre-registered handles for a lane producer's hot path, one per colour.
+pub fn lane_produced_counters(topic: &str) -> [Counter; 2] {
+    Color::ALL.map(|color| {
+        metrics::counter!(LANE_PRODUCED, "topic" => topic.to_owned(), "color" => color.as_str())
+    })
+}
+
+/// The handle a lane consumer counts its delivered messages with.
+pub fn lane_consumed_counter(group: &str, topic: &str, zone: &str) -> Counter {
+    metrics::counter!(
+        LANE_CONSUMED,
+        "group" => group.to_owned(),
+        "topic" => topic.to_owned(),
+        "zone" => zone.to_owned()
+    )
 }

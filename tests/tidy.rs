@@ -79,6 +79,21 @@ fn only_the_http_module_knows_rocket() {
 }
 
 #[test]
+fn only_the_mq_module_knows_rdkafka() {
+    for file in rust_files(&root().join("src")) {
+        let rel = file.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+        if rel.starts_with("src/mq/") {
+            continue;
+        }
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in code_lines(&text) {
+            assert!(!line.contains("rdkafka"), "{rel}:{n} names rdkafka outside src/mq: {line}");
+        }
+    }
+    assert!(root().join("src/mq/mod.rs").exists(), "the mq module moved?");
+}
+
+#[test]
 fn every_module_says_what_it_is_for() {
     for file in rust_files(&root().join("src")).into_iter().chain(rust_files(&root().join("tests")))
     {

@@ -1,4 +1,5 @@
-//! The command line: `serve` runs the coordinator; the other commands talk to one over HTTP.
+//! The command line: `serve` runs the coordinator, `demo` runs it with a mock Kafka and simulated
+//! traffic; the other commands talk to one over HTTP.
 
 mod client;
 
@@ -24,6 +25,8 @@ pub struct Cli {
 pub enum Commands {
     /// Run the coordinator (embedded defaults unless --config is given).
     Serve(ServeArgs),
+    /// Run a self-contained MQ lanes demo: coordinator, mock Kafka, producers and consumers.
+    Demo(DemoArgs),
     /// Ask the server which colour a user belongs to.
     Tag {
         user_id: String,
@@ -97,6 +100,22 @@ pub struct ServeArgs {
     /// Directory holding the command log.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// HTTP port (default 8080, or a free port when 8080 is taken).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Messages the simulated producers send per second.
+    #[arg(long, default_value_t = 200)]
+    pub rate: u32,
+    /// Directory for the demo's command log (default: a fresh temporary directory).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Seconds between status lines (0: none).
+    #[arg(long, default_value_t = 5)]
+    pub status_every: u64,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -228,6 +247,12 @@ pub enum TokenAction {
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Commands::Serve(args) => serve(args),
+        Commands::Demo(args) => crate::demo::run(crate::demo::DemoOptions {
+            port: args.port,
+            rate: args.rate,
+            data_dir: args.data_dir,
+            status_every: args.status_every,
+        }),
         Commands::Token { action: TokenAction::New { name, role } } => {
             new_token(&name, &role);
             Ok(())

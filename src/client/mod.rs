@@ -1,5 +1,6 @@
 //! The library services embed: a watched local copy of the routing table, local tagging, tag
-//! propagation headers and the ownership check. No Rocket and no async runtime required.
+//! propagation headers, the ownership check, and the MQ lane membership calls. No Rocket and no
+//! async runtime required.
 //!
 //! ```no_run
 //! use tidegate::client::{Identity, Router, RouterOptions};
@@ -14,6 +15,7 @@
 //! ```
 
 pub mod headers;
+pub mod lanes;
 mod router;
 mod sse;
 pub mod wire;

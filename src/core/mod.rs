@@ -1,4 +1,5 @@
-//! The pure model of tidegate: units, the routing table, the dial and the commands that change it.
+//! The pure model of tidegate: units, the routing table, the dial, the commands that change it,
+//! drains and the MQ lane maths.
 //!
 //! Architecture invariant: nothing under `core` does I/O, reads a clock, draws random numbers or
 //! knows tokio, Rocket, rdkafka or serde. Time and randomness arrive as arguments, so every
@@ -8,6 +9,7 @@ mod color;
 mod command;
 mod dial;
 mod drain;
+mod lanes;
 mod table;
 mod unit;
 
@@ -20,6 +22,10 @@ pub use dial::{DialError, Share};
 pub use drain::{
     Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, OnBreach, Reading,
     StepConvergence, step_toward,
+};
+pub use lanes::{
+    Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, MAX_LANE_PARTITIONS, ZoneFlags,
+    assign, grant, half_lags, partition_lag,
 };
 pub use table::{Fallback, RoutingTable, TableError, Tag, TagError};
 pub use unit::{

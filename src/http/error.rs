@@ -10,6 +10,7 @@ use rocket::{Catcher, catch, catchers};
 
 use crate::coordinator::SubmitError;
 use crate::core::{CommandError, TagError, UnitError};
+use crate::lanes::LanesError;
 use crate::store::StoreError;
 use crate::telemetry;
 
@@ -126,6 +127,30 @@ impl From<SubmitError> for ApiError {
         match e {
             SubmitError::Command(e) => e.into(),
             SubmitError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<LanesError> for ApiError {
+    fn from(e: LanesError) -> ApiError {
+        let detail = e.to_string();
+        match e {
+            LanesError::InvalidName { .. } => ApiError::bad_request("invalid_name", detail),
+            LanesError::UnknownZone { .. } => ApiError::bad_request("unknown_zone", detail),
+            LanesError::Lane(_) => ApiError::bad_request("invalid_lane", detail),
+            LanesError::BadHolding { .. } => ApiError::bad_request("invalid_holding", detail),
+            LanesError::GroupMismatch { .. } => {
+                ApiError::new(Status::Conflict, "lane_mismatch", detail)
+            }
+            LanesError::GroupNotFound(_) => {
+                ApiError::new(Status::NotFound, "group_not_found", detail)
+            }
+            LanesError::MemberNotFound { .. } => {
+                ApiError::new(Status::NotFound, "member_not_found", detail)
+            }
+            LanesError::TooManyGroups(_) | LanesError::TooManyMembers { .. } => {
+                ApiError::new(Status::Conflict, "too_many_members", detail)
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod auth;
 mod drains;
 pub mod error;
 mod health;
+mod lanes;
 mod routing;
 mod tag;
 pub mod ui;
@@ -25,6 +26,7 @@ use crate::config::{Config, HealthSourceConfig};
 use crate::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::core::{Audit, Command, CommandError, Envelope};
 use crate::health::{Health, PrometheusSource, Source};
+use crate::lanes::Lanes;
 use crate::subscribers::Subscribers;
 use crate::telemetry::{self, TagCounters};
 use error::ApiError;
@@ -36,6 +38,7 @@ pub struct App {
     pub config: Arc<Config>,
     pub health: Arc<Health>,
     pub subscribers: Arc<Subscribers>,
+    pub lanes: Arc<Lanes>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -62,7 +65,13 @@ impl App {
         };
         let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
         let subscribers = Arc::new(Subscribers::new(config.subscriber_stale_after_ms));
-        App { coordinator, config, health, subscribers, tag_counters, metrics }
+        let lag_source = config.lanes.kafka_bootstrap.as_ref().map(|bootstrap| {
+            Arc::new(crate::mq::KafkaLag::new(bootstrap)) as Arc<dyn crate::lanes::LagSource>
+        });
+        let table: Arc<dyn crate::snapshot::TableSource> = coordinator.clone();
+        let lanes =
+            Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
+        App { coordinator, config, health, subscribers, lanes, tag_counters, metrics }
     }
 }
 
@@ -87,6 +96,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(drains::stage())
         .attach(watch::stage())
         .attach(ui::stage())
+        .attach(lanes::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();

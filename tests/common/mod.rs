@@ -12,6 +12,8 @@ use figment::providers::{Format, Serialized, Toml};
 use rocket::local::blocking::Client;
 use tidegate::config::{Config, Overrides, Settings, token_sha256_hex};
 
+pub mod kafka;
+
 pub const OPERATOR_TOKEN: &str = "tg_test_operator_alice";
 pub const VIEWER_TOKEN: &str = "tg_test_viewer_victor";
 pub const SERVICE_TOKEN: &str = "tg_test_service";

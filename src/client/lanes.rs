@@ -1,0 +1,174 @@
+//! The lane membership client: register, heartbeat and leave over `/v1/lanes` (blocking HTTP).
+//!
+//! `mq::LaneConsumer` drives it; services in other languages can speak the same three calls.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// What the coordinator answers a registration or heartbeat with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assigned {
+    pub member_id: String,
+    pub generation: u64,
+    /// Partitions this member may read now.
+    pub assignment: Vec<u32>,
+    /// Partitions it will get once their previous owner released them.
+    pub pending: Vec<u32>,
+    pub heartbeat_interval_ms: u64,
+    pub session_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaneClientError {
+    /// The coordinator does not know the member (it expired, or the coordinator restarted).
+    #[error("{0}")]
+    MemberGone(String),
+    #[error("HTTP {status} {code}: {detail}")]
+    Api { status: u16, code: String, detail: String },
+    #[error("cannot reach tidegate at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error("unexpected answer from tidegate: {0}")]
+    Decode(String),
+}
+
+/// A small blocking client for one coordinator.
+#[derive(Clone)]
+pub struct LaneClient {
+    agent: ureq::Agent,
+    base: String,
+    token: Option<String>,
+}
+
+impl LaneClient {
+    /// `base` is the coordinator URL, e.g. `http://127.0.0.1:8080`; `token` a service token when
+    /// the coordinator requires one for reads.
+    pub fn new(base: &str, token: Option<String>, timeout: Duration) -> LaneClient {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .build()
+            .into();
+        LaneClient { agent, base: base.trim_end_matches('/').to_owned(), token }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, LaneClientError> {
+        let url = format!("{}{path}", self.base);
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let result = match method {
+            "GET" => {
+                let mut req = self.agent.get(&url);
+                if let Some(auth) = &auth {
+                    req = req.header("Authorization", auth);
+                }
+                req.call()
+            }
+            "DELETE" => {
+                let mut req = self.agent.delete(&url);
+                if let Some(auth) = &auth {
+                    req = req.header("Authorization", auth);
+                }
+                req.call()
+            }
+            _ => {
+                let mut req = self.agent.post(&url);
+                if let Some(auth) = &auth {
+                    req = req.header("Authorization", auth);
+                }
+                req.send_json(body.unwrap_or(json!({})))
+            }
+        };
+        let mut response = result.map_err(|e| LaneClientError::Unreachable {
+            url: self.base.clone(),
+            reason: e.to_string(),
+        })?;
+        let status = response.status().as_u16();
+        let value: Value = response
+            .body_mut()
+            .read_json()
+            .map_err(|e| LaneClientError::Decode(format!("HTTP {status}, body not JSON: {e}")))?;
+        if status >= 400 {
+            let code = value["error"].as_str().unwrap_or("error").to_owned();
+            let detail = value["detail"].as_str().unwrap_or("").to_owned();
+            if code == "member_not_found" {
+                return Err(LaneClientError::MemberGone(detail));
+            }
+            return Err(LaneClientError::Api { status, code, detail });
+        }
+        Ok(value)
+    }
+
+    /// Registers a member; `member_id` `None` lets the coordinator choose one.
+    pub fn register(
+        &self,
+        group: &str,
+        member_id: Option<&str>,
+        zone: &str,
+        topic: &str,
+        partitions: u32,
+    ) -> Result<Assigned, LaneClientError> {
+        let body = json!({
+            "member_id": member_id, "zone": zone, "topic": topic, "partitions": partitions,
+        });
+        decode(&self.call("POST", &format!("/v1/lanes/{group}/members"), Some(body))?)
+    }
+
+    /// Says the member is alive and still holds `holding`; the answer is what it may read.
+    pub fn heartbeat(
+        &self,
+        group: &str,
+        member_id: &str,
+        holding: &[u32],
+    ) -> Result<Assigned, LaneClientError> {
+        let path = format!("/v1/lanes/{group}/members/{member_id}/heartbeat");
+        decode(&self.call("POST", &path, Some(json!({ "holding": holding })))?)
+    }
+
+    /// Leaves the group after releasing everything.
+    pub fn leave(&self, group: &str, member_id: &str) -> Result<(), LaneClientError> {
+        self.call("DELETE", &format!("/v1/lanes/{group}/members/{member_id}"), None).map(|_| ())
+    }
+
+    /// `GET /v1/lanes/{group}` as JSON.
+    pub fn group(&self, group: &str) -> Result<Value, LaneClientError> {
+        self.call("GET", &format!("/v1/lanes/{group}"), None)
+    }
+}
+
+fn decode(v: &Value) -> Result<Assigned, LaneClientError> {
+    let number = |key: &str| {
+        v[key].as_u64().ok_or_else(|| LaneClientError::Decode(format!("`{key}` is missing")))
+    };
+    let list = |key: &str| -> Result<Vec<u32>, LaneClientError> {
+        v[key]
+            .as_array()
+            .ok_or_else(|| LaneClientError::Decode(format!("`{key}` is not a list")))?
+            .iter()
+            .map(|p| {
+                p.as_u64()
+                    .and_then(|p| u32::try_from(p).ok())
+                    .ok_or_else(|| LaneClientError::Decode(format!("`{key}` holds {p}")))
+            })
+            .collect()
+    };
+    Ok(Assigned {
+        member_id: v["member_id"]
+            .as_str()
+            .ok_or_else(|| LaneClientError::Decode("`member_id` is missing".into()))?
+            .to_owned(),
+        generation: number("generation")?,
+        assignment: list("assignment")?,
+        pending: list("pending")?,
+        heartbeat_interval_ms: number("heartbeat_interval_ms")?,
+        session_timeout_ms: number("session_timeout_ms")?,
+    })
+}

@@ -1,0 +1,216 @@
+//! MQ lanes, the pure part: a topic's halves, lag sums and who consumes which partition.
+//!
+//! A lane topic has an even number P of partitions. Blue messages go to `[0, P/2)` and green
+//! ones to `[P/2, P)`, so moving the dial moves message traffic as well as requests. The
+//! coordinator spreads each half over the live consumers of its colour's zone. [`assign`] is the
+//! rule; [`grant`] makes handovers safe: a partition that a consumer still holds is not handed to
+//! another one until the holder has committed and released it, or has been declared dead.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+use super::color::{Color, ColorZones};
+
+/// Most partitions a lane topic may have. Far above what one consumer group can use, low enough
+/// that an assignment always fits in a response.
+pub const MAX_LANE_PARTITIONS: u32 = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaneError {
+    #[error(
+        "a lane topic needs an even number of partitions (blue gets the first half, green the second), got {0}; add one partition"
+    )]
+    OddPartitions(u32),
+    #[error("a lane topic needs at least 2 partitions (one per colour), got {0}")]
+    TooFewPartitions(u32),
+    #[error("a lane topic may have at most {MAX_LANE_PARTITIONS} partitions, got {0}")]
+    TooManyPartitions(u32),
+    #[error("partition {partition} is outside the topic's {partitions} partitions")]
+    NoSuchPartition { partition: u32, partitions: u32 },
+}
+
+/// The shape of one lane topic: its partition count, always even.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LaneConfig {
+    partitions: u32,
+}
+
+impl LaneConfig {
+    pub fn new(partitions: u32) -> Result<LaneConfig, LaneError> {
+        if partitions < 2 {
+            return Err(LaneError::TooFewPartitions(partitions));
+        }
+        if partitions > MAX_LANE_PARTITIONS {
+            return Err(LaneError::TooManyPartitions(partitions));
+        }
+        if !partitions.is_multiple_of(2) {
+            return Err(LaneError::OddPartitions(partitions));
+        }
+        Ok(LaneConfig { partitions })
+    }
+
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    /// Partitions per half.
+    pub fn half_size(&self) -> u32 {
+        self.partitions / 2
+    }
+
+    /// The partitions of a colour's half: blue `[0, P/2)`, green `[P/2, P)`.
+    pub fn half(&self, color: Color) -> Range<u32> {
+        let mid = self.half_size();
+        match color {
+            Color::Blue => 0..mid,
+            Color::Green => mid..self.partitions,
+        }
+    }
+
+    /// The colour whose half holds `partition`.
+    pub fn color_of(&self, partition: u32) -> Result<Color, LaneError> {
+        if partition >= self.partitions {
+            return Err(LaneError::NoSuchPartition { partition, partitions: self.partitions });
+        }
+        Ok(if partition < self.half_size() { Color::Blue } else { Color::Green })
+    }
+}
+
+/// Lag of one partition for a consumer group: messages written but not yet committed.
+///
+/// `committed` is `None` when the group never committed on the partition; then everything still
+/// retained (from the low watermark on) counts as lag, because a new consumer starts there.
+pub fn partition_lag(low: i64, high: i64, committed: Option<i64>) -> u64 {
+    let from = committed.unwrap_or(low).max(low);
+    u64::try_from(high.saturating_sub(from)).unwrap_or(0)
+}
+
+/// Per-partition lags summed per half, `[blue, green]`. Partitions outside the topic are ignored.
+pub fn half_lags(config: LaneConfig, lags: impl IntoIterator<Item = (u32, u64)>) -> [u64; 2] {
+    let mut sums = [0u64; 2];
+    for (partition, lag) in lags {
+        if let Ok(color) = config.color_of(partition) {
+            sums[color as usize] = sums[color as usize].saturating_add(lag);
+        }
+    }
+    sums
+}
+
+/// A registered consumer as the assignment sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaneMember {
+    pub id: String,
+    pub zone: String,
+    /// False once the member missed its session timeout.
+    pub alive: bool,
+}
+
+/// What the coordinator knows about a zone when it assigns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZoneFlags {
+    /// The zone's share of users is 0 *and* its half's lag is zero: nothing is left for its
+    /// consumers to do, so they get nothing.
+    pub drained_empty: bool,
+    /// The zone has no live consumer: its half must be consumed by the other zone.
+    pub down: bool,
+}
+
+/// Everything [`assign`] looks at. Member order does not matter.
+#[derive(Clone, Debug)]
+pub struct AssignmentInput<'a> {
+    pub lane: LaneConfig,
+    pub zones: &'a ColorZones,
+    pub members: &'a [LaneMember],
+    /// Flags of the blue and green zones, indexed by colour.
+    pub flags: [ZoneFlags; 2],
+}
+
+/// Partitions per member ID. Every live member appears, possibly with no partitions.
+pub type Assignment = BTreeMap<String, BTreeSet<u32>>;
+
+/// Who consumes which partition.
+///
+/// For each colour's half, the owners are the first non-empty group of:
+/// 1. the live members of the colour's own zone, unless that zone is drained-and-empty or down;
+/// 2. the live members of the other zone, unless that zone is drained-and-empty or down;
+/// 3. every live member.
+///
+/// The last step exists because "every partition has a consumer" wins over "a drained zone gets
+/// nothing": a drained zone still receives stray messages (pinned users, producers on an old
+/// table), and when it is the only zone with consumers left, they must be read. (Both zones
+/// drained at once cannot come from one routing table; the rule still has an answer for it.) The half is then
+/// cut into contiguous runs over the owners sorted by ID, so the result depends only on the
+/// input and never moves a partition when nothing changed; owners get `n` or `n + 1` partitions.
+pub fn assign(input: &AssignmentInput<'_>) -> Assignment {
+    let mut assignment: Assignment =
+        input.members.iter().filter(|m| m.alive).map(|m| (m.id.clone(), BTreeSet::new())).collect();
+    let live_in = |zone: &str| -> Vec<&str> {
+        let set: BTreeSet<&str> = input
+            .members
+            .iter()
+            .filter(|m| m.alive && m.zone == zone)
+            .map(|m| m.id.as_str())
+            .collect();
+        set.into_iter().collect()
+    };
+    for color in Color::ALL {
+        let home = input.zones.zone_of(color);
+        let other = input.zones.zone_of(color.other());
+        let home_flags = input.flags[color as usize];
+        let other_flags = input.flags[color.other() as usize];
+        let mut owners = Vec::new();
+        if !home_flags.drained_empty && !home_flags.down {
+            owners = live_in(home);
+        }
+        if owners.is_empty() && !other_flags.drained_empty && !other_flags.down {
+            owners = live_in(other);
+        }
+        if owners.is_empty() {
+            owners = assignment.keys().map(String::as_str).collect();
+        }
+        if owners.is_empty() {
+            continue;
+        }
+        let owners: Vec<String> = owners.into_iter().map(str::to_owned).collect();
+        let half: Vec<u32> = input.lane.half(color).collect();
+        let base = half.len() / owners.len();
+        let extra = half.len() % owners.len();
+        let mut partitions = half.into_iter();
+        for (i, owner) in owners.iter().enumerate() {
+            let take = base + usize::from(i < extra);
+            let slot = assignment.entry(owner.clone()).or_default();
+            slot.extend(partitions.by_ref().take(take));
+        }
+    }
+    assignment
+}
+
+/// What the coordinator actually hands out, given the target assignment and what each member
+/// reported it still holds.
+///
+/// A member is granted a partition of its target only when no *other* member holds it. A holder
+/// releases a partition only after it stopped reading it and committed its offsets, so the next
+/// owner starts exactly at the committed offset: no committed message is read twice and none is
+/// skipped. `holding` must only contain live members: a dead member's claims are void (it cannot
+/// commit any more), which is how a zone's half gets handed over after a session timeout.
+pub fn grant(target: &Assignment, holding: &BTreeMap<String, BTreeSet<u32>>) -> Assignment {
+    let mut held_by: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for (member, partitions) in holding {
+        for &p in partitions {
+            held_by.entry(p).or_default().push(member);
+        }
+    }
+    target
+        .iter()
+        .map(|(member, partitions)| {
+            let mine = partitions
+                .iter()
+                .copied()
+                .filter(|p| {
+                    held_by.get(p).is_none_or(|holders| holders.iter().all(|h| *h == member))
+                })
+                .collect();
+            (member.clone(), mine)
+        })
+        .collect()
+}

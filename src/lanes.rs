@@ -1,0 +1,614 @@
+//! MQ lane membership: which consumers are alive, what each may read, and each half's lag.
+//!
+//! Membership is in-memory coordinator state, like heartbeats, and is not logged: it describes
+//! processes that are running now, and after a coordinator restart every member's next
+//! heartbeat gets `member_not_found` and the member registers again (see ARCHITECTURE.md).
+//!
+//! The assignment rule itself is pure (`core::assign`, `core::grant`). This service feeds it the
+//! live members, the colour-to-zone map and the per-zone flags, and keeps the handover protocol:
+//! a member reports in each heartbeat the partitions it still holds, and a partition moves to its
+//! new owner only once the old owner stopped reading it and committed (it no longer reports it),
+//! or missed its session timeout. Members learn assignment changes from their heartbeat answer.
+//!
+//! Time is an argument (`now_ms`) of every method, so the rules are testable in virtual time;
+//! [`run`] is the loop that reads the clock, expires members and reads lag from Kafka.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::config::LanesConfig;
+use crate::core::{
+    Assignment, AssignmentInput, Color, ColorZones, LaneConfig, LaneError, LaneMember, ZoneFlags,
+    assign, grant, half_lags, partition_lag,
+};
+use crate::snapshot::TableSource;
+use crate::telemetry;
+
+/// Offsets of one partition for one consumer group, as read from Kafka.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    pub partition: u32,
+    pub low: i64,
+    pub high: i64,
+    /// `None` when the group never committed on this partition.
+    pub committed: Option<i64>,
+}
+
+/// Reads a group's offsets from Kafka (`mq::KafkaLag`). Blocking: called on a blocking thread.
+pub trait LagSource: Send + Sync {
+    fn read(
+        &self,
+        group: &str,
+        topic: &str,
+        partitions: u32,
+    ) -> Result<Vec<PartitionOffsets>, String>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LanesError {
+    #[error("`{value}` is not a valid {what}: use 1-64 characters of a-z, A-Z, 0-9, `-`, `_`, `.`")]
+    InvalidName { what: &'static str, value: String },
+    #[error("zone `{zone}` is not one of this tidegate's zones ({blue}, {green})")]
+    UnknownZone { zone: String, blue: String, green: String },
+    #[error(transparent)]
+    Lane(#[from] LaneError),
+    #[error(
+        "group `{group}` consumes topic `{topic}` with {partitions} partitions; this member said `{asked_topic}` with {asked_partitions}"
+    )]
+    GroupMismatch {
+        group: String,
+        topic: String,
+        partitions: u32,
+        asked_topic: String,
+        asked_partitions: u32,
+    },
+    #[error("no lane group `{0}`; members create it by registering")]
+    GroupNotFound(String),
+    #[error(
+        "member `{member}` is not registered in group `{group}` (it expired, left, or the coordinator restarted); register again"
+    )]
+    MemberNotFound { group: String, member: String },
+    #[error("at most {0} lane groups may exist at once (lanes.max_groups)")]
+    TooManyGroups(usize),
+    #[error("group `{group}` already has {max} members (lanes.max_members)")]
+    TooManyMembers { group: String, max: usize },
+    #[error("partition {partition} is not one of the topic's {partitions} partitions")]
+    BadHolding { partition: u32, partitions: u32 },
+}
+
+/// A registration: which topic the member reads and where it runs.
+#[derive(Clone, Debug)]
+pub struct Registration {
+    /// Chosen by the member (stable across its restarts) or, when absent, by the coordinator.
+    pub member_id: Option<String>,
+    pub zone: String,
+    pub topic: String,
+    pub partitions: u32,
+}
+
+/// What a member is told on registration and on every heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberView {
+    pub group: String,
+    pub member_id: String,
+    pub zone: String,
+    pub topic: String,
+    pub partitions: u32,
+    pub generation: u64,
+    /// The partitions it may read now.
+    pub assignment: Vec<u32>,
+    /// Partitions it will get once their previous owner released them.
+    pub pending: Vec<u32>,
+    pub heartbeat_interval_ms: u64,
+    pub session_timeout_ms: u64,
+}
+
+/// One member in [`GroupView`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub member_id: String,
+    pub zone: String,
+    pub assignment: Vec<u32>,
+    pub pending: Vec<u32>,
+    pub holding: Vec<u32>,
+    pub registered_ms: u64,
+    pub last_seen_ms: u64,
+}
+
+/// How a zone looks to a group's assignment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZoneStatus {
+    pub zone: String,
+    pub color: Color,
+    pub members: usize,
+    /// `serving`, `drained` (share 0, backlog left), `drained_empty` or `down`.
+    pub state: &'static str,
+    pub half: Vec<u32>,
+    pub lag: Option<u64>,
+}
+
+/// The last lag reading of a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LagReading {
+    pub at_ms: u64,
+    pub partitions: Vec<PartitionOffsets>,
+    /// `[blue, green]`.
+    pub halves: [u64; 2],
+}
+
+/// `GET /v1/lanes/{group}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupView {
+    pub group: String,
+    pub topic: String,
+    pub partitions: u32,
+    pub generation: u64,
+    pub members: Vec<MemberStatus>,
+    pub zones: Vec<ZoneStatus>,
+    pub lag: Option<LagReading>,
+    pub lag_error: Option<String>,
+    pub routing_version: u64,
+}
+
+struct Member {
+    zone: String,
+    registered_ms: u64,
+    last_seen_ms: u64,
+    /// What it said it still reads, in its last heartbeat.
+    holding: BTreeSet<u32>,
+    /// What it was last told it may read. Counts as held until its next heartbeat: it may
+    /// already have started reading.
+    told: BTreeSet<u32>,
+}
+
+struct Group {
+    topic: String,
+    lane: LaneConfig,
+    members: BTreeMap<String, Member>,
+    target: Assignment,
+    granted: Assignment,
+    generation: u64,
+    lag: Option<LagReading>,
+    lag_error: Option<String>,
+    /// When each colour's share was first seen at 0, while it stays there.
+    drained_since: [Option<u64>; 2],
+    flags: [ZoneFlags; 2],
+}
+
+/// The membership service. Cheap to share (`Arc`); every method takes the lock briefly.
+pub struct Lanes {
+    zones: ColorZones,
+    config: LanesConfig,
+    table: Arc<dyn TableSource>,
+    lag_source: Option<Arc<dyn LagSource>>,
+    groups: Mutex<BTreeMap<String, Group>>,
+    next_member: AtomicU64,
+}
+
+fn check_name(what: &'static str, value: &str) -> Result<(), LanesError> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok { Ok(()) } else { Err(LanesError::InvalidName { what, value: value.to_owned() }) }
+}
+
+impl Lanes {
+    pub fn new(
+        zones: ColorZones,
+        config: LanesConfig,
+        table: Arc<dyn TableSource>,
+        lag_source: Option<Arc<dyn LagSource>>,
+    ) -> Lanes {
+        Lanes {
+            zones,
+            config,
+            table,
+            lag_source,
+            groups: Mutex::new(BTreeMap::new()),
+            next_member: AtomicU64::new(1),
+        }
+    }
+
+    pub fn config(&self) -> &LanesConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Group>> {
+        // Every mutation below recomputes the assignment from scratch, so a panic in the middle
+        // of one cannot leave a state the next call would misread.
+        self.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers (or re-registers) a member. A re-registering member holds nothing.
+    pub fn register(
+        &self,
+        group: &str,
+        r: Registration,
+        now_ms: u64,
+    ) -> Result<MemberView, LanesError> {
+        check_name("group name", group)?;
+        check_name("topic name", &r.topic)?;
+        if let Some(id) = &r.member_id {
+            check_name("member ID", id)?;
+        }
+        if self.zones.color_in(&r.zone).is_none() {
+            return Err(LanesError::UnknownZone {
+                zone: r.zone,
+                blue: self.zones.blue.clone(),
+                green: self.zones.green.clone(),
+            });
+        }
+        let lane = LaneConfig::new(r.partitions)?;
+        let mut groups = self.lock();
+        self.expire_locked(&mut groups, now_ms);
+        if !groups.contains_key(group) && groups.len() >= self.config.max_groups {
+            return Err(LanesError::TooManyGroups(self.config.max_groups));
+        }
+        let g = groups.entry(group.to_owned()).or_insert_with(|| Group {
+            topic: r.topic.clone(),
+            lane,
+            members: BTreeMap::new(),
+            target: Assignment::new(),
+            granted: Assignment::new(),
+            generation: 0,
+            lag: None,
+            lag_error: None,
+            drained_since: [None; 2],
+            flags: [ZoneFlags::default(); 2],
+        });
+        if g.topic != r.topic || g.lane != lane {
+            return Err(LanesError::GroupMismatch {
+                group: group.to_owned(),
+                topic: g.topic.clone(),
+                partitions: g.lane.partitions(),
+                asked_topic: r.topic,
+                asked_partitions: r.partitions,
+            });
+        }
+        let id = match r.member_id {
+            Some(id) => id,
+            None => format!("{}-{}", r.zone, self.next_member.fetch_add(1, Ordering::Relaxed)),
+        };
+        if !g.members.contains_key(&id) && g.members.len() >= self.config.max_members {
+            return Err(LanesError::TooManyMembers {
+                group: group.to_owned(),
+                max: self.config.max_members,
+            });
+        }
+        g.members.insert(
+            id.clone(),
+            Member {
+                zone: r.zone,
+                registered_ms: now_ms,
+                last_seen_ms: now_ms,
+                holding: BTreeSet::new(),
+                told: BTreeSet::new(),
+            },
+        );
+        self.recompute(group, g, now_ms);
+        Ok(self.member_view(group, g, &id))
+    }
+
+    /// A heartbeat: the member is alive and still holds `holding`. The answer is what it may
+    /// read now.
+    pub fn heartbeat(
+        &self,
+        group: &str,
+        member: &str,
+        holding: BTreeSet<u32>,
+        now_ms: u64,
+    ) -> Result<MemberView, LanesError> {
+        let mut groups = self.lock();
+        self.expire_locked(&mut groups, now_ms);
+        let not_found =
+            || LanesError::MemberNotFound { group: group.to_owned(), member: member.to_owned() };
+        let g = groups.get_mut(group).ok_or_else(not_found)?;
+        if let Some(&partition) = holding.iter().find(|p| **p >= g.lane.partitions()) {
+            return Err(LanesError::BadHolding { partition, partitions: g.lane.partitions() });
+        }
+        let m = g.members.get_mut(member).ok_or_else(not_found)?;
+        m.last_seen_ms = now_ms;
+        m.holding = holding;
+        self.recompute(group, g, now_ms);
+        Ok(self.member_view(group, g, member))
+    }
+
+    /// A member leaves after releasing everything: its partitions move on at once.
+    pub fn leave(&self, group: &str, member: &str, now_ms: u64) -> Result<(), LanesError> {
+        let mut groups = self.lock();
+        let not_found =
+            || LanesError::MemberNotFound { group: group.to_owned(), member: member.to_owned() };
+        let g = groups.get_mut(group).ok_or_else(not_found)?;
+        g.members.remove(member).ok_or_else(not_found)?;
+        self.recompute(group, g, now_ms);
+        self.expire_locked(&mut groups, now_ms);
+        Ok(())
+    }
+
+    /// Expires members past their session timeout and re-evaluates every group (the routing
+    /// table may have moved a zone to or from 0). Called by [`run`] on every tick.
+    pub fn tick(&self, now_ms: u64) {
+        let mut groups = self.lock();
+        self.expire_locked(&mut groups, now_ms);
+        for (name, g) in groups.iter_mut() {
+            self.recompute(name, g, now_ms);
+        }
+    }
+
+    fn expire_locked(&self, groups: &mut BTreeMap<String, Group>, now_ms: u64) {
+        let timeout = self.config.session_timeout_ms;
+        for (name, g) in groups.iter_mut() {
+            let before = g.members.len();
+            g.members.retain(|_, m| now_ms.saturating_sub(m.last_seen_ms) <= timeout);
+            if g.members.len() != before {
+                self.recompute(name, g, now_ms);
+            }
+        }
+        // A group without members is forgotten, so names cannot pile up: its lag gauges stay at
+        // their last value until the group comes back.
+        groups.retain(|_, g| !g.members.is_empty());
+    }
+
+    /// Recomputes the target and the grant; bumps the generation when either changed.
+    fn recompute(&self, name: &str, g: &mut Group, now_ms: u64) {
+        let table = self.table.current_table();
+        let share = table.share();
+        let mut flags = [ZoneFlags::default(); 2];
+        for color in Color::ALL {
+            let zone = self.zones.zone_of(color);
+            let units = match color {
+                Color::Blue => share.blue_units,
+                Color::Green => share.green_units(),
+            };
+            let since = &mut g.drained_since[color as usize];
+            if units == 0 {
+                since.get_or_insert(now_ms);
+            } else {
+                *since = None;
+            }
+            // Only a lag reading taken after the share reached 0 can say the backlog is done:
+            // an older zero predates the last messages produced for this colour.
+            let lag_zero = match (&g.lag, *since) {
+                (Some(lag), Some(since)) => lag.at_ms > since && lag.halves[color as usize] == 0,
+                _ => false,
+            };
+            flags[color as usize] = ZoneFlags {
+                drained_empty: units == 0 && lag_zero,
+                down: !g.members.values().any(|m| m.zone == zone),
+            };
+        }
+        let members: Vec<LaneMember> = g
+            .members
+            .iter()
+            .map(|(id, m)| LaneMember { id: id.clone(), zone: m.zone.clone(), alive: true })
+            .collect();
+        let target =
+            assign(&AssignmentInput { lane: g.lane, zones: &self.zones, members: &members, flags });
+        let claims: BTreeMap<String, BTreeSet<u32>> = g
+            .members
+            .iter()
+            .map(|(id, m)| (id.clone(), m.holding.union(&m.told).copied().collect()))
+            .collect();
+        let granted = grant(&target, &claims);
+        if target != g.target || granted != g.granted {
+            g.generation += 1;
+            g.target = target;
+            g.granted = granted;
+        }
+        g.flags = flags;
+        self.publish(name, g);
+    }
+
+    fn member_view(&self, group: &str, g: &mut Group, id: &str) -> MemberView {
+        let granted = g.granted.get(id).cloned().unwrap_or_default();
+        let target = g.target.get(id).cloned().unwrap_or_default();
+        let member = g.members.get_mut(id).expect("the member was just found or inserted");
+        member.told = granted.clone();
+        MemberView {
+            group: group.to_owned(),
+            member_id: id.to_owned(),
+            zone: member.zone.clone(),
+            topic: g.topic.clone(),
+            partitions: g.lane.partitions(),
+            generation: g.generation,
+            assignment: granted.iter().copied().collect(),
+            pending: target.difference(&granted).copied().collect(),
+            heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+            session_timeout_ms: self.config.session_timeout_ms,
+        }
+    }
+
+    /// The group as `GET /v1/lanes/{group}` shows it.
+    pub fn view(&self, group: &str, now_ms: u64) -> Result<GroupView, LanesError> {
+        let mut groups = self.lock();
+        self.expire_locked(&mut groups, now_ms);
+        let g = groups.get(group).ok_or_else(|| LanesError::GroupNotFound(group.to_owned()))?;
+        Ok(self.group_view(group, g))
+    }
+
+    /// Every group, by name.
+    pub fn views(&self, now_ms: u64) -> Vec<GroupView> {
+        let mut groups = self.lock();
+        self.expire_locked(&mut groups, now_ms);
+        groups.iter().map(|(name, g)| self.group_view(name, g)).collect()
+    }
+
+    fn group_view(&self, name: &str, g: &Group) -> GroupView {
+        let members = g
+            .members
+            .iter()
+            .map(|(id, m)| {
+                let granted = g.granted.get(id).cloned().unwrap_or_default();
+                let target = g.target.get(id).cloned().unwrap_or_default();
+                MemberStatus {
+                    member_id: id.clone(),
+                    zone: m.zone.clone(),
+                    assignment: granted.iter().copied().collect(),
+                    pending: target.difference(&granted).copied().collect(),
+                    holding: m.holding.iter().copied().collect(),
+                    registered_ms: m.registered_ms,
+                    last_seen_ms: m.last_seen_ms,
+                }
+            })
+            .collect();
+        let zones = Color::ALL
+            .iter()
+            .map(|&color| {
+                let zone = self.zones.zone_of(color).to_owned();
+                let f = g.flags[color as usize];
+                let state = if f.down {
+                    "down"
+                } else if f.drained_empty {
+                    "drained_empty"
+                } else if g.drained_since[color as usize].is_some() {
+                    "drained"
+                } else {
+                    "serving"
+                };
+                ZoneStatus {
+                    members: g.members.values().filter(|m| m.zone == zone).count(),
+                    zone,
+                    color,
+                    state,
+                    half: g.lane.half(color).collect(),
+                    lag: g.lag.as_ref().map(|l| l.halves[color as usize]),
+                }
+            })
+            .collect();
+        GroupView {
+            group: name.to_owned(),
+            topic: g.topic.clone(),
+            partitions: g.lane.partitions(),
+            generation: g.generation,
+            members,
+            zones,
+            lag: g.lag.clone(),
+            lag_error: g.lag_error.clone(),
+            routing_version: self.table.current_table().version(),
+        }
+    }
+
+    /// The current lag of `color`'s half for one group: the sum over the half's partitions of
+    /// the high watermark minus the group's committed offset. `None` while unknown (no reading
+    /// yet, Kafka not configured, or the last read failed).
+    pub fn half_lag(&self, group: &str, color: Color) -> Option<u64> {
+        let groups = self.lock();
+        let g = groups.get(group)?;
+        if g.lag_error.is_some() {
+            return None;
+        }
+        g.lag.as_ref().map(|l| l.halves[color as usize])
+    }
+
+    /// `color`'s half lag summed over every group; `None` if any group's lag is unknown. With
+    /// no groups at all it is `Some(0)`: nothing is waiting to be consumed.
+    pub fn total_half_lag(&self, color: Color) -> Option<u64> {
+        let groups = self.lock();
+        groups.values().try_fold(0u64, |sum, g| {
+            if g.lag_error.is_some() {
+                return None;
+            }
+            g.lag.as_ref().map(|l| sum.saturating_add(l.halves[color as usize]))
+        })
+    }
+
+    /// Groups whose lag should be read: `(group, topic, partitions)`.
+    pub fn lag_targets(&self) -> Vec<(String, String, u32)> {
+        let groups = self.lock();
+        groups.iter().map(|(n, g)| (n.clone(), g.topic.clone(), g.lane.partitions())).collect()
+    }
+
+    /// Stores a lag reading (or its failure) and re-evaluates the group's assignment.
+    pub fn record_lag(
+        &self,
+        group: &str,
+        reading: Result<Vec<PartitionOffsets>, String>,
+        now_ms: u64,
+    ) {
+        let mut groups = self.lock();
+        let Some(g) = groups.get_mut(group) else { return };
+        match reading {
+            Ok(partitions) => {
+                let lags = partitions
+                    .iter()
+                    .map(|p| (p.partition, partition_lag(p.low, p.high, p.committed)));
+                let halves = half_lags(g.lane, lags);
+                g.lag = Some(LagReading { at_ms: now_ms, partitions, halves });
+                g.lag_error = None;
+            }
+            Err(e) => {
+                telemetry::count_lane_lag_error(group);
+                g.lag_error = Some(e);
+            }
+        }
+        self.recompute(group, g, now_ms);
+    }
+
+    /// Whether lag can be read at all (`lanes.kafka_bootstrap` is set).
+    pub fn reads_lag(&self) -> bool {
+        self.lag_source.is_some()
+    }
+
+    fn publish(&self, name: &str, g: &Group) {
+        let mut members = [0usize; 2];
+        let mut assigned = [0usize; 2];
+        for (id, m) in &g.members {
+            if let Some(color) = self.zones.color_in(&m.zone) {
+                members[color as usize] += 1;
+                assigned[color as usize] += g.granted.get(id).map_or(0, BTreeSet::len);
+            }
+        }
+        for color in Color::ALL {
+            let zone = self.zones.zone_of(color);
+            let lag = g.lag.as_ref().map(|l| l.halves[color as usize]);
+            telemetry::publish_lane(
+                name,
+                &g.topic,
+                zone,
+                color,
+                members[color as usize],
+                assigned[color as usize],
+                lag,
+            );
+        }
+        telemetry::publish_lane_generation(name, g.generation);
+    }
+}
+
+/// Runs until `shutdown` completes: expires members and re-evaluates assignments every tick,
+/// and reads each group's lag every `lanes.lag_interval` (on a blocking thread).
+pub async fn run(lanes: Arc<Lanes>, now_ms: fn() -> u64, shutdown: impl Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    let cfg = lanes.config().clone();
+    // Expiry is checked a few times per session timeout so a dead zone is noticed promptly.
+    let tick = Duration::from_millis(
+        (cfg.session_timeout_ms / 5).min(cfg.lag_interval_ms).clamp(10, 1000),
+    );
+    let mut ticker = tokio::time::interval(tick);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next_lag_ms = 0u64;
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = ticker.tick() => {}
+        }
+        let now = now_ms();
+        lanes.tick(now);
+        let Some(source) = lanes.lag_source.clone() else { continue };
+        if now < next_lag_ms {
+            continue;
+        }
+        next_lag_ms = now + cfg.lag_interval_ms;
+        for (group, topic, partitions) in lanes.lag_targets() {
+            let source = Arc::clone(&source);
+            let g = group.clone();
+            let read = tokio::task::spawn_blocking(move || source.read(&g, &topic, partitions))
+                .await
+                .unwrap_or_else(|e| Err(format!("lag reader failed: {e}")));
+            lanes.record_lag(&group, read, now_ms());
+        }
+    }
+}

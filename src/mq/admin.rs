@@ -1,0 +1,63 @@
+//! Topic administration: create a lane topic, and read a topic's partition count.
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::types::RDKafkaErrorCode;
+
+use super::{MqError, QUERY_TIMEOUT, client_config};
+use crate::core::LaneConfig;
+
+/// Creates `topic` with `partitions` partitions (refused when odd: a lane topic has two equal
+/// halves) and replication factor `replication`. An existing topic with the same partition count
+/// is fine; one with another count is an error.
+pub async fn create_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: u32,
+    replication: i32,
+) -> Result<(), MqError> {
+    LaneConfig::new(partitions)
+        .map_err(|source| MqError::Lane { topic: topic.to_owned(), source })?;
+    let admin: AdminClient<DefaultClientContext> = client_config(bootstrap, &[]).create()?;
+    let new = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(replication));
+    let options = AdminOptions::new().operation_timeout(Some(QUERY_TIMEOUT));
+    let results = admin.create_topics([&new], &options).await?;
+    for result in results {
+        match result {
+            Ok(_) => {}
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                let bootstrap = bootstrap.to_owned();
+                let name = topic.to_owned();
+                let existing =
+                    tokio::task::spawn_blocking(move || partition_count(&bootstrap, &name))
+                        .await
+                        .map_err(|e| MqError::Kafka(e.to_string()))??;
+                if existing != partitions {
+                    return Err(MqError::Kafka(format!(
+                        "topic `{topic}` already exists with {existing} partitions, not {partitions}"
+                    )));
+                }
+            }
+            Err((name, code)) => {
+                return Err(MqError::Kafka(format!("creating topic `{name}`: {code}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The partition count of `topic`, from the cluster's metadata. Blocking.
+pub fn partition_count(bootstrap: &str, topic: &str) -> Result<u32, MqError> {
+    let consumer: BaseConsumer = client_config(bootstrap, &[]).create()?;
+    let metadata = consumer.fetch_metadata(Some(topic), QUERY_TIMEOUT)?;
+    let t = metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .ok_or_else(|| MqError::NoSuchTopic(topic.to_owned()))?;
+    if t.error().is_some() || t.partitions().is_empty() {
+        return Err(MqError::NoSuchTopic(topic.to_owned()));
+    }
+    Ok(t.partitions().len() as u32)
+}

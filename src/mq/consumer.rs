@@ -1,0 +1,477 @@
+//! The lane consumer: registers with the coordinator, reads exactly the partitions it is granted
+//! (`assign()`, never group subscription), commits to its Kafka group, and hands partitions over
+//! without losing or re-reading committed work.
+//!
+//! The contract is Kafka's usual one: a message returned by [`LaneConsumer::next`] counts as
+//! processed when `next` is called again (or on [`LaneConsumer::commit`] / `close`). Processed
+//! offsets are committed every `commit_interval`, and always before a partition is released.
+//!
+//! Handover, step by step. A background task heartbeats every `heartbeat_interval`, reporting
+//! the partitions this consumer still holds, and keeps the coordinator's answer. Inside `next`,
+//! between two messages, the consumer compares that answer with what it reads:
+//! 1. revoked partitions: stop reading them, commit their processed offsets (synchronously), and
+//!    only then stop reporting them, which is what lets the coordinator grant them to the next
+//!    owner;
+//! 2. granted partitions: look up the group's committed offset and start reading there.
+//!
+//! The coordinator never grants a partition that another live member still reports, so the next
+//! owner starts exactly at the last commit. A member that loses contact with the coordinator for
+//! a whole session timeout (or is told it is unknown) stops reading everything *without*
+//! committing, because its partitions may already have been handed over: its uncommitted
+//! messages are read again by the next owner (at-least-once for uncommitted work only).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use metrics::Counter;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+use tokio::task::JoinHandle;
+
+use super::{COLOR_HEADER, MqError, QUERY_TIMEOUT, VERSION_HEADER, client_config, partition_count};
+use crate::client::lanes::{Assigned, LaneClient, LaneClientError};
+use crate::core::{Color, LaneConfig};
+use crate::telemetry;
+
+/// Where the consumer runs and whom it talks to.
+#[derive(Clone, Debug)]
+pub struct ConsumerSettings {
+    /// Coordinator base URL, e.g. `http://127.0.0.1:8080`.
+    pub coordinator: String,
+    /// Service token, when the coordinator requires one for reads.
+    pub token: Option<String>,
+    pub bootstrap: String,
+    pub topic: String,
+    /// The lane group: the coordinator's membership group *and* the Kafka group offsets are
+    /// committed to.
+    pub group: String,
+    /// The zone this consumer runs in (one of the coordinator's colour zones).
+    pub zone: String,
+    /// A stable member ID; `None` lets the coordinator choose.
+    pub member_id: Option<String>,
+    pub commit_interval: Duration,
+    /// Extra librdkafka properties for the Kafka consumer.
+    pub extra: Vec<(String, String)>,
+}
+
+impl ConsumerSettings {
+    pub fn new(coordinator: &str, bootstrap: &str, topic: &str, group: &str, zone: &str) -> Self {
+        ConsumerSettings {
+            coordinator: coordinator.to_owned(),
+            token: None,
+            bootstrap: bootstrap.to_owned(),
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+            zone: zone.to_owned(),
+            member_id: None,
+            commit_interval: Duration::from_secs(1),
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// A message handed to the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaneMessage {
+    pub partition: u32,
+    pub offset: i64,
+    /// The producer's key: the user ID for messages from a `LaneProducer`.
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+    /// The colour from the `tidegate-color` header.
+    pub color: Option<Color>,
+    /// The routing version from the `tidegate-version` header.
+    pub routing_version: Option<u64>,
+}
+
+/// State shared with the heartbeat task.
+struct Shared {
+    member_id: String,
+    /// What this consumer reports as still held.
+    holding: Vec<u32>,
+    /// The coordinator's latest answer.
+    latest: Option<Assigned>,
+    last_ok: Instant,
+    /// The coordinator said it does not know this member: re-register.
+    gone: bool,
+    last_error: Option<String>,
+}
+
+struct Held {
+    /// Next offset to hand out; earlier offsets are duplicates and are skipped.
+    next: i64,
+    /// Offset to commit: one past the last processed message.
+    processed: Option<i64>,
+    committed: Option<i64>,
+}
+
+pub struct LaneConsumer {
+    settings: ConsumerSettings,
+    consumer: Arc<StreamConsumer>,
+    client: LaneClient,
+    shared: Arc<Mutex<Shared>>,
+    heartbeats: JoinHandle<()>,
+    held: BTreeMap<u32, Held>,
+    delivered: Option<(u32, i64)>,
+    last_commit: Instant,
+    session_timeout: Duration,
+    poll_slice: Duration,
+    consumed: Counter,
+    lane: LaneConfig,
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LaneConsumer {
+    /// Registers with the coordinator and starts heartbeating. Reads nothing until the first
+    /// call to [`next`](Self::next).
+    pub async fn start(settings: ConsumerSettings) -> Result<LaneConsumer, MqError> {
+        let (bootstrap, topic) = (settings.bootstrap.clone(), settings.topic.clone());
+        let partitions = tokio::task::spawn_blocking(move || partition_count(&bootstrap, &topic))
+            .await
+            .map_err(|e| MqError::Kafka(e.to_string()))??;
+        let lane = LaneConfig::new(partitions)
+            .map_err(|source| MqError::Lane { topic: settings.topic.clone(), source })?;
+        let mut config = client_config(&settings.bootstrap, &settings.extra);
+        config
+            .set("group.id", &settings.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest");
+        let consumer: StreamConsumer = config.create()?;
+        let client = LaneClient::new(&settings.coordinator, settings.token.clone(), QUERY_TIMEOUT);
+        let assigned = register(&client, &settings, lane.partitions()).await?;
+        let session_timeout = Duration::from_millis(assigned.session_timeout_ms);
+        let heartbeat = Duration::from_millis(assigned.heartbeat_interval_ms.max(10));
+        let shared = Arc::new(Mutex::new(Shared {
+            member_id: assigned.member_id.clone(),
+            holding: Vec::new(),
+            latest: Some(assigned),
+            last_ok: Instant::now(),
+            gone: false,
+            last_error: None,
+        }));
+        let heartbeats = tokio::spawn(heartbeat_loop(
+            client.clone(),
+            settings.group.clone(),
+            Arc::clone(&shared),
+            heartbeat,
+        ));
+        Ok(LaneConsumer {
+            consumed: telemetry::lane_consumed_counter(
+                &settings.group,
+                &settings.topic,
+                &settings.zone,
+            ),
+            settings,
+            consumer: Arc::new(consumer),
+            client,
+            shared,
+            heartbeats,
+            held: BTreeMap::new(),
+            delivered: None,
+            last_commit: Instant::now(),
+            session_timeout,
+            poll_slice: heartbeat.min(Duration::from_millis(100)),
+            lane,
+        })
+    }
+
+    /// This consumer's member ID in the coordinator's group.
+    pub fn member_id(&self) -> String {
+        lock(&self.shared).member_id.clone()
+    }
+
+    pub fn lane(&self) -> LaneConfig {
+        self.lane
+    }
+
+    /// The partitions this consumer reads now.
+    pub fn partitions(&self) -> Vec<u32> {
+        self.held.keys().copied().collect()
+    }
+
+    /// The coordinator's assignment generation as last seen.
+    pub fn generation(&self) -> Option<u64> {
+        lock(&self.shared).latest.as_ref().map(|a| a.generation)
+    }
+
+    /// The last error talking to the coordinator, if the last heartbeat failed.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.shared).last_error.clone()
+    }
+
+    /// The next message. Calling it again marks the previous one processed. Waits as long as
+    /// it takes; wrap it in `tokio::time::timeout` to bound the wait.
+    pub async fn next(&mut self) -> Result<LaneMessage, MqError> {
+        self.mark_processed();
+        loop {
+            self.sync_assignment().await?;
+            if self.last_commit.elapsed() >= self.settings.commit_interval {
+                self.commit().await?;
+            }
+            let consumer = Arc::clone(&self.consumer);
+            let received = tokio::time::timeout(self.poll_slice, consumer.recv()).await;
+            let message = match received {
+                Err(_) => continue,
+                // Transport errors (a broker restarting, a leader moving) are reported here
+                // while librdkafka retries by itself; the assignment stays as it is.
+                Ok(Err(_)) => continue,
+                Ok(Ok(message)) => message,
+            };
+            if let Some(out) = self.accept(&message) {
+                self.delivered = Some((out.partition, out.offset));
+                self.consumed.increment(1);
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Filters what librdkafka hands over: partitions no longer held and offsets already handed
+    /// out (after a re-assignment librdkafka may fetch a few again) are dropped.
+    fn accept(&mut self, m: &BorrowedMessage<'_>) -> Option<LaneMessage> {
+        let partition = u32::try_from(m.partition()).ok()?;
+        let held = self.held.get_mut(&partition)?;
+        if m.topic() != self.settings.topic || m.offset() < held.next {
+            return None;
+        }
+        held.next = m.offset() + 1;
+        let mut color = None;
+        let mut routing_version = None;
+        if let Some(headers) = m.headers() {
+            for h in headers.iter() {
+                let value = h.value.and_then(|v| std::str::from_utf8(v).ok());
+                match (h.key, value) {
+                    (COLOR_HEADER, Some(v)) => color = v.parse().ok(),
+                    (VERSION_HEADER, Some(v)) => routing_version = v.parse().ok(),
+                    _ => {}
+                }
+            }
+        }
+        Some(LaneMessage {
+            partition,
+            offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
+            payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+            color,
+            routing_version,
+        })
+    }
+
+    fn mark_processed(&mut self) {
+        if let Some((partition, offset)) = self.delivered.take()
+            && let Some(held) = self.held.get_mut(&partition)
+        {
+            held.processed = Some(offset + 1);
+        }
+    }
+
+    /// Commits the processed offsets of every held partition (synchronously). The message last
+    /// returned by `next` counts as processed.
+    pub async fn commit(&mut self) -> Result<(), MqError> {
+        self.mark_processed();
+        let partitions: Vec<u32> = self.held.keys().copied().collect();
+        self.commit_partitions(&partitions).await?;
+        self.last_commit = Instant::now();
+        Ok(())
+    }
+
+    async fn commit_partitions(&mut self, partitions: &[u32]) -> Result<(), MqError> {
+        let mut tpl = TopicPartitionList::new();
+        let mut to_commit = Vec::new();
+        for p in partitions {
+            let Some(held) = self.held.get(p) else { continue };
+            if let Some(offset) = held.processed
+                && held.committed != Some(offset)
+            {
+                tpl.add_partition_offset(&self.settings.topic, *p as i32, Offset::Offset(offset))?;
+                to_commit.push((*p, offset));
+            }
+        }
+        if to_commit.is_empty() {
+            return Ok(());
+        }
+        let consumer = Arc::clone(&self.consumer);
+        tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync))
+            .await
+            .map_err(|e| MqError::Kafka(e.to_string()))??;
+        for (p, offset) in to_commit {
+            if let Some(held) = self.held.get_mut(&p) {
+                held.committed = Some(offset);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the coordinator's latest answer: release revoked partitions (after committing
+    /// them), start reading granted ones at the group's committed offset.
+    async fn sync_assignment(&mut self) -> Result<(), MqError> {
+        let (gone, stale, wanted) = {
+            let shared = lock(&self.shared);
+            let stale = shared.last_ok.elapsed() > self.session_timeout;
+            let wanted: BTreeSet<u32> = shared
+                .latest
+                .as_ref()
+                .map(|a| a.assignment.iter().copied().collect())
+                .unwrap_or_default();
+            (shared.gone, stale, wanted)
+        };
+        if gone || stale {
+            // Fenced: the partitions may already belong to someone else, so committing now
+            // could move their offsets backwards. Drop everything uncommitted.
+            if !self.held.is_empty() {
+                self.held.clear();
+                self.delivered = None;
+                self.consumer.unassign()?;
+                lock(&self.shared).holding.clear();
+            }
+            if gone {
+                let assigned =
+                    register(&self.client, &self.settings, self.lane.partitions()).await?;
+                let mut shared = lock(&self.shared);
+                shared.member_id = assigned.member_id.clone();
+                shared.latest = Some(assigned);
+                shared.last_ok = Instant::now();
+                shared.gone = false;
+            }
+            return Ok(());
+        }
+        let held: BTreeSet<u32> = self.held.keys().copied().collect();
+        if held == wanted {
+            return Ok(());
+        }
+        let revoked: Vec<u32> = held.difference(&wanted).copied().collect();
+        let added: Vec<u32> = wanted.difference(&held).copied().collect();
+        if !revoked.is_empty() {
+            // Commit first: if it fails, keep the partitions and report them as held, so the
+            // next owner does not start before our last processed offset is in Kafka.
+            self.commit_partitions(&revoked).await?;
+            for p in &revoked {
+                self.held.remove(p);
+            }
+        }
+        if !added.is_empty() {
+            let mut tpl = TopicPartitionList::new();
+            for p in &added {
+                tpl.add_partition(&self.settings.topic, *p as i32);
+            }
+            let consumer = Arc::clone(&self.consumer);
+            let committed =
+                tokio::task::spawn_blocking(move || consumer.committed_offsets(tpl, QUERY_TIMEOUT))
+                    .await
+                    .map_err(|e| MqError::Kafka(e.to_string()))??;
+            for p in &added {
+                let offset =
+                    committed.find_partition(&self.settings.topic, *p as i32).and_then(|e| match e
+                        .offset()
+                    {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    });
+                self.held.insert(
+                    *p,
+                    Held { next: offset.unwrap_or(0), processed: offset, committed: offset },
+                );
+            }
+        }
+        self.reassign()?;
+        lock(&self.shared).holding = self.held.keys().copied().collect();
+        Ok(())
+    }
+
+    /// Points librdkafka at exactly the held partitions, each at its next offset (the committed
+    /// offset for new ones; the beginning when the group never committed there).
+    fn reassign(&mut self) -> Result<(), MqError> {
+        let mut tpl = TopicPartitionList::new();
+        for (p, held) in &self.held {
+            let offset = if held.next > 0 { Offset::Offset(held.next) } else { Offset::Beginning };
+            tpl.add_partition_offset(&self.settings.topic, *p as i32, offset)?;
+        }
+        self.consumer.assign(&tpl)?;
+        Ok(())
+    }
+
+    /// Commits, releases everything and leaves the group, so the partitions move on at once.
+    pub async fn close(mut self) -> Result<(), MqError> {
+        self.commit().await?;
+        self.held.clear();
+        self.consumer.unassign()?;
+        self.heartbeats.abort();
+        let client = self.client.clone();
+        let group = self.settings.group.clone();
+        let member = self.member_id();
+        tokio::task::spawn_blocking(move || client.leave(&group, &member))
+            .await
+            .map_err(|e| MqError::Kafka(e.to_string()))??;
+        Ok(())
+    }
+}
+
+impl Drop for LaneConsumer {
+    /// Dropping without `close` is a crash as far as the group is concerned: nothing is
+    /// committed, and the partitions move on after the session timeout.
+    fn drop(&mut self) {
+        self.heartbeats.abort();
+    }
+}
+
+async fn register(
+    client: &LaneClient,
+    settings: &ConsumerSettings,
+    partitions: u32,
+) -> Result<Assigned, MqError> {
+    let client = client.clone();
+    let s = settings.clone();
+    let assigned = tokio::task::spawn_blocking(move || {
+        client.register(&s.group, s.member_id.as_deref(), &s.zone, &s.topic, partitions)
+    })
+    .await
+    .map_err(|e| MqError::Kafka(e.to_string()))??;
+    Ok(assigned)
+}
+
+/// Heartbeats until aborted. Reports `holding` and stores the answer for `sync_assignment`.
+async fn heartbeat_loop(
+    client: LaneClient,
+    group: String,
+    shared: Arc<Mutex<Shared>>,
+    every: Duration,
+) {
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let (member, holding, gone) = {
+            let s = lock(&shared);
+            (s.member_id.clone(), s.holding.clone(), s.gone)
+        };
+        if gone {
+            // The consumer re-registers from `next`; heartbeating an unknown member is useless.
+            continue;
+        }
+        let c = client.clone();
+        let g = group.clone();
+        let result = tokio::task::spawn_blocking(move || c.heartbeat(&g, &member, &holding)).await;
+        let mut s = lock(&shared);
+        match result {
+            Ok(Ok(assigned)) if assigned.member_id == s.member_id => {
+                s.latest = Some(assigned);
+                s.last_ok = Instant::now();
+                s.last_error = None;
+            }
+            // A stale answer for a member ID replaced by a re-registration meanwhile.
+            Ok(Ok(_)) => {}
+            Ok(Err(LaneClientError::MemberGone(why))) => {
+                s.gone = true;
+                s.latest = None;
+                s.last_error = Some(why);
+            }
+            Ok(Err(e)) => s.last_error = Some(e.to_string()),
+            Err(e) => s.last_error = Some(e.to_string()),
+        }
+    }
+}

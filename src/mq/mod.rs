@@ -1,0 +1,71 @@
+//! Kafka (rdkafka): the lane producer, the lane consumer, lag reading, topic admin and the
+//! embedded mock cluster of `tidegate demo`.
+//!
+//! Architecture invariant: only this module names rdkafka (enforced by `tests/tidy.rs`). The
+//! rest of tidegate sees plain types: [`crate::lanes::LagSource`] for lag, and the producer and
+//! consumer below, whose settings are `key = value` pairs of librdkafka properties.
+
+mod admin;
+mod consumer;
+mod lag;
+mod mock;
+mod producer;
+
+pub use admin::{create_topic, partition_count};
+pub use consumer::{ConsumerSettings, LaneConsumer, LaneMessage};
+pub use lag::KafkaLag;
+pub use mock::MockKafka;
+pub use producer::{Delivered, LaneProducer, Pending, ProducerSettings, Route};
+
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+
+use crate::client::lanes::LaneClientError;
+use crate::core::LaneError;
+
+/// Header carrying the colour a message was produced for (`blue` or `green`).
+pub const COLOR_HEADER: &str = "tidegate-color";
+/// Header carrying the routing table version the producer tagged the user with.
+pub const VERSION_HEADER: &str = "tidegate-version";
+
+#[derive(Debug, thiserror::Error)]
+pub enum MqError {
+    #[error("Kafka: {0}")]
+    Kafka(String),
+    #[error("Kafka's send queue is full; wait for deliveries before sending more")]
+    QueueFull,
+    #[error("topic `{topic}`: {source}")]
+    Lane {
+        topic: String,
+        #[source]
+        source: LaneError,
+    },
+    #[error("topic `{0}` does not exist (tidegate does not create topics implicitly)")]
+    NoSuchTopic(String),
+    #[error("user_id is invalid: {0}")]
+    InvalidUserId(#[from] crate::core::UnitError),
+    #[error("lane membership: {0}")]
+    Membership(#[from] LaneClientError),
+    #[error("the message was not delivered: {0}")]
+    NotDelivered(String),
+}
+
+impl From<rdkafka::error::KafkaError> for MqError {
+    fn from(e: rdkafka::error::KafkaError) -> MqError {
+        MqError::Kafka(e.to_string())
+    }
+}
+
+/// A client configuration for `bootstrap` with the caller's extra librdkafka properties on top.
+fn client_config(bootstrap: &str, extra: &[(String, String)]) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    for (key, value) in extra {
+        config.set(key, value);
+    }
+    config
+}
+
+/// How long metadata and offset queries may take before they count as failed.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,0 +1,536 @@
+//! MQ lanes on a real Kafka broker (`scripts/kafka.sh`) with a real coordinator binary: the
+//! split of 10 000 messages, the dial moving while producing, a drain of az-b with consumers in
+//! both zones, and a zone going down. Every test has its own topic and group.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::kafka::{self, Got, Lane, Stop, TableFeed, TestConsumer, payload};
+use common::wait_until;
+use serde_json::{Value, json};
+use tidegate::core::{Color, RoutingTable};
+use tidegate::mq::{LaneProducer, ProducerSettings};
+
+fn producer(topic: &str, table: Arc<dyn tidegate::snapshot::TableSource>) -> LaneProducer {
+    LaneProducer::new(&ProducerSettings::new(&kafka::bootstrap(), topic), table).unwrap()
+}
+
+fn users(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("user-{i:04}")).collect()
+}
+
+/// Waits until every member's holding equals its assignment and together they cover all
+/// partitions: the group has settled.
+fn settled(coordinator: &kafka::Coordinator, group: &str, partitions: u64) -> bool {
+    let v = coordinator.group(group);
+    let Some(members) = v["members"].as_array() else { return false };
+    let mut covered = 0;
+    for m in members {
+        if m["holding"] != m["assignment"] || !m["pending"].as_array().unwrap().is_empty() {
+            return false;
+        }
+        covered += m["assignment"].as_array().unwrap().len() as u64;
+    }
+    covered == partitions
+}
+
+fn blue_half(partition: u32, partitions: u32) -> bool {
+    partition < partitions / 2
+}
+
+#[test]
+fn ten_thousand_messages_from_a_thousand_users_follow_the_user_split() {
+    let rt = kafka::runtime();
+    let coordinator = kafka::coordinator("3s", "150ms", "200ms");
+    let (topic, group) = (kafka::unique("split"), kafka::unique("split-g"));
+    kafka::create_topic(&rt, &topic, 8);
+    let table: RoutingTable = coordinator.table();
+    assert_eq!(table.blue_percent(), 50.0);
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let lane = Lane { coordinator: &coordinator.url, topic: &topic, group: &group };
+    let consumers = [("az-b", "b1"), ("az-a", "a1")]
+        .map(|(zone, id)| TestConsumer::start(&rt, &lane, zone, id, Duration::ZERO, sink.clone()));
+    assert!(
+        wait_until(Duration::from_secs(20), || settled(&coordinator, &group, 8)),
+        "the group did not settle: {}",
+        coordinator.group(&group)
+    );
+
+    let lanes = producer(&topic, Arc::new(arc_swap::ArcSwap::from_pointee(table.clone())));
+    let users = users(1000);
+    let started = Instant::now();
+    let mut acks = Vec::new();
+    rt.block_on(async {
+        let mut pending = Vec::new();
+        for seq in 0..10u64 {
+            for user in &users {
+                pending.push((
+                    user.clone(),
+                    seq,
+                    lanes.enqueue(user, &payload(user, seq)).unwrap(),
+                ));
+            }
+        }
+        for (user, seq, p) in pending {
+            acks.push((user, seq, p.await.unwrap()));
+        }
+    });
+    println!("produced 10000 messages in {:?}", started.elapsed());
+
+    assert!(
+        wait_until(Duration::from_secs(60), || sink.lock().unwrap().len() >= 10_000),
+        "consumed only {} of 10000",
+        sink.lock().unwrap().len()
+    );
+    // Consumers commit every 100 ms; the coordinator reads lag every 200 ms.
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let v = coordinator.group(&group);
+            v["lag"]["blue"] == 0 && v["lag"]["green"] == 0
+        }),
+        "lag did not reach zero: {}",
+        coordinator.group(&group)
+    );
+    for c in consumers {
+        c.stop(&rt, Stop::Close);
+    }
+    let got = sink.lock().unwrap().clone();
+
+    // Every message is in the half of its user's colour, and the header says so.
+    let mut blue_users = BTreeSet::new();
+    for (user, _, delivered) in &acks {
+        let color = table.tag(user).unwrap().color;
+        if color == Color::Blue {
+            blue_users.insert(user.clone());
+        }
+        assert_eq!(delivered.route.color, color);
+        assert_eq!(blue_half(delivered.route.partition, 8), color == Color::Blue, "{user}");
+    }
+    // Exactly once, each by the consumer of the right zone.
+    assert_eq!(got.len(), 10_000, "duplicates were delivered");
+    let distinct: BTreeSet<(String, u64)> = got.iter().map(|g| (g.user.clone(), g.seq)).collect();
+    assert_eq!(distinct.len(), 10_000);
+    for g in &got {
+        let color = table.tag(&g.user).unwrap().color;
+        assert_eq!(g.color, Some(color));
+        assert_eq!(g.version, Some(table.version()));
+        assert_eq!(g.zone, table.zone_of(color), "{g:?} read in the wrong zone");
+    }
+    // Per-user order: one partition per user, sequence numbers in order.
+    let mut per_user: HashMap<&str, (u32, u64)> = HashMap::new();
+    for g in &got {
+        match per_user.get(g.user.as_str()) {
+            None => assert_eq!(g.seq, 0, "{g:?} arrived before seq 0"),
+            Some((partition, seq)) => {
+                assert_eq!(*partition, g.partition, "{} changed partition", g.user);
+                assert_eq!(g.seq, seq + 1, "{} out of order", g.user);
+            }
+        }
+        per_user.insert(&g.user, (g.partition, g.seq));
+    }
+    // The message split is the user split.
+    let blue_messages = got.iter().filter(|g| blue_half(g.partition, 8)).count();
+    assert_eq!(blue_messages, blue_users.len() * 10);
+    println!("blue users {} of 1000, blue messages {blue_messages} of 10000", blue_users.len());
+    assert!((450..=550).contains(&blue_users.len()), "{} blue users at 50%", blue_users.len());
+    // Both partitions of a half are used (consistent hashing spreads users).
+    let used: BTreeSet<u32> = got.iter().map(|g| g.partition).collect();
+    assert_eq!(used.len(), 8, "partitions used: {used:?}");
+}
+
+/// One produced message, with when it was handed to the producer.
+struct Sent {
+    at: Instant,
+    user: String,
+    version: u64,
+    color: Color,
+    partition: u32,
+}
+
+#[test]
+fn dial_fifty_to_twenty_while_producing_moves_the_split() {
+    let rt = kafka::runtime();
+    let coordinator = kafka::coordinator("3s", "150ms", "200ms");
+    let topic = kafka::unique("dial");
+    kafka::create_topic(&rt, &topic, 8);
+    let before = coordinator.table();
+    // The producer's table comes from GET /v1/routing, polled every 10 ms, as a service
+    // without the watch stream would keep it.
+    let feed = TableFeed::start(&coordinator, Duration::from_millis(10));
+    let lanes = producer(&topic, feed.table.clone());
+    let users = users(1000);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sent: Arc<Mutex<Vec<Sent>>> = Arc::new(Mutex::new(Vec::new()));
+    let producing = {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        rt.spawn(async move {
+            let mut i = 0usize;
+            let mut inflight = std::collections::VecDeque::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let user = &users[i % users.len()];
+                let pending = lanes.enqueue(user, &payload(user, i as u64)).unwrap();
+                let route = pending.route();
+                sent.lock().unwrap().push(Sent {
+                    at: Instant::now(),
+                    user: user.clone(),
+                    version: route.version,
+                    color: route.color,
+                    partition: route.partition,
+                });
+                inflight.push_back(pending);
+                if inflight.len() > 200 {
+                    inflight.pop_front().unwrap().await.unwrap();
+                }
+                i += 1;
+                // About 4 000 messages a second: steady traffic, not a flood.
+                if i.is_multiple_of(4) {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            for p in inflight {
+                p.await.unwrap();
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let asked = Instant::now();
+    let new_version = coordinator.dial(20.0);
+    let acknowledged = Instant::now();
+    std::thread::sleep(Duration::from_millis(1500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    rt.block_on(producing).unwrap();
+    let after = coordinator.table();
+    assert_eq!(after.version(), new_version);
+    assert_eq!(after.blue_percent(), 20.0);
+
+    let sent = sent.lock().unwrap();
+    let first_new = sent.iter().position(|s| s.version == new_version).expect("new version used");
+    let last_old = sent.iter().rposition(|s| s.version < new_version).unwrap();
+    assert_eq!(last_old + 1, first_new, "the producer switched tables exactly once");
+    // Every message follows the table it was routed with: colour and half.
+    let mut moved_users = BTreeSet::new();
+    for s in sent.iter() {
+        let table = if s.version == new_version { &after } else { &before };
+        let color = table.tag(&s.user).unwrap().color;
+        assert_eq!(s.color, color, "{} at version {}", s.user, s.version);
+        assert_eq!(blue_half(s.partition, 8), color == Color::Blue);
+        if before.tag(&s.user).unwrap().color != after.tag(&s.user).unwrap().color {
+            moved_users.insert(s.user.clone());
+        }
+    }
+    // Exactly the users between unit 20 and 50 moved, from blue to green.
+    for user in &moved_users {
+        let unit = before.tag(user).unwrap().unit.0;
+        assert!((20..50).contains(&unit), "{user} (unit {unit}) moved");
+    }
+    // After the switch the message split is the new user split: blue messages are exactly the
+    // messages of users who are blue at 20 %, and those are about 20 % of the users.
+    let new_msgs = &sent[first_new..];
+    let blue = new_msgs.iter().filter(|s| blue_half(s.partition, 8)).count();
+    let share = blue as f64 / new_msgs.len() as f64;
+    println!(
+        "dial 50 -> 20: PUT took {:?}; first message on the new table {:?} after the acknowledgement; \
+         {} messages after the switch, {:.1}% blue; {} users moved",
+        acknowledged - asked,
+        sent[first_new].at.saturating_duration_since(acknowledged),
+        new_msgs.len(),
+        share * 100.0,
+        moved_users.len()
+    );
+    assert!((0.15..=0.25).contains(&share), "blue share after the dial: {share}");
+    assert!(!moved_users.is_empty());
+    drop(feed);
+}
+
+/// Posts healthy outcomes for both zones until stopped, so the drain guard has readings.
+fn report_outcomes(
+    url: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let _ = common::agent().post(&format!("{url}/v1/outcomes")).send_json(json!([
+                {"zone": "az-b", "color": "blue", "ok": 500, "error": 0},
+                {"zone": "az-a", "color": "green", "ok": 500, "error": 0}
+            ]));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+}
+
+fn zone<'a>(view: &'a Value, name: &str) -> &'a Value {
+    view["zones"].as_array().unwrap().iter().find(|z| z["zone"] == name).unwrap()
+}
+
+fn zone_assigned(view: &Value, zone: &str) -> usize {
+    view["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["zone"] == zone)
+        .map(|m| m["assignment"].as_array().unwrap().len() + m["holding"].as_array().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn draining_az_b_lets_its_consumers_finish_the_backlog_then_hands_over() {
+    let rt = kafka::runtime();
+    let coordinator = kafka::coordinator("2s", "150ms", "150ms");
+    let (topic, group) = (kafka::unique("drain"), kafka::unique("drain-g"));
+    kafka::create_topic(&rt, &topic, 8);
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let lane = Lane { coordinator: &coordinator.url, topic: &topic, group: &group };
+    // az-b's consumers are slow, so the blue half has a backlog when the drain starts.
+    let consumers: Vec<TestConsumer> =
+        [("az-b", "b1", 4u64), ("az-b", "b2", 4), ("az-a", "a1", 0), ("az-a", "a2", 0)]
+            .iter()
+            .map(|(zone, id, ms)| {
+                TestConsumer::start(&rt, &lane, zone, id, Duration::from_millis(*ms), sink.clone())
+            })
+            .collect();
+    assert!(
+        wait_until(Duration::from_secs(20), || settled(&coordinator, &group, 8)),
+        "the group did not settle: {}",
+        coordinator.group(&group)
+    );
+    let outcomes_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let outcomes = report_outcomes(coordinator.url.clone(), outcomes_stop.clone());
+    let feed = TableFeed::start(&coordinator, Duration::from_millis(10));
+    let lanes = producer(&topic, feed.table.clone());
+    let users = users(500);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let acks: Arc<Mutex<Vec<(u32, i64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let producing = {
+        let (stop, acks) = (stop.clone(), acks.clone());
+        rt.spawn(async move {
+            let mut i = 0u64;
+            let mut inflight = std::collections::VecDeque::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let user = &users[i as usize % users.len()];
+                inflight.push_back(lanes.enqueue(user, &payload(user, i)).unwrap());
+                if inflight.len() > 100 {
+                    let d = inflight.pop_front().unwrap().await.unwrap();
+                    acks.lock().unwrap().push((d.route.partition, d.offset));
+                }
+                i += 1;
+                if i.is_multiple_of(2) {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            for p in inflight {
+                let d = p.await.unwrap();
+                acks.lock().unwrap().push((d.route.partition, d.offset));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let backlog = coordinator.group(&group)["lag"]["blue"].as_u64().unwrap_or(0);
+    let (status, drain) = coordinator.post(
+        "/v1/drains",
+        json!({
+            "zone": "az-b", "target_percent": 0, "step_percent": 25, "interval": "250ms",
+            "guard": {"max_error_rate": 0.5, "min_requests": 1, "breaches": 3},
+            "reason": "mq lanes drain test"
+        }),
+    );
+    assert_eq!(status, 201, "{drain}");
+    // Watch the group: the first moment az-b owns nothing must come after its lag hit zero.
+    let mut watched = Vec::new();
+    let mut drain_done_at = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "az-b never released: {}", coordinator.group(&group));
+        let view = coordinator.group(&group);
+        let (_, current) =
+            common::get_json(&format!("{}/v1/drains/{}", coordinator.url, drain["id"]));
+        if drain_done_at.is_none() && current["state"] == "completed" {
+            drain_done_at = Some(Instant::now());
+            // Keep producing a little on the new table (all green), then stop.
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let released = drain_done_at.is_some() && zone_assigned(&view, "az-b") == 0;
+        watched.push((Instant::now(), view));
+        if released {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    rt.block_on(producing).unwrap();
+    let released_at = watched.last().unwrap().0;
+    let last = &watched.last().unwrap().1;
+    assert_eq!(zone(last, "az-b")["state"], "drained_empty", "{last}");
+    assert_eq!(zone(last, "az-b")["lag"], 0, "az-b released before its backlog was done: {last}");
+    // While az-b still had a backlog after the drain, it kept its half.
+    let mut saw_backlog_kept = false;
+    for (_, view) in &watched {
+        let lag = zone(view, "az-b")["lag"].as_u64().unwrap_or(0);
+        if lag > 0 {
+            assert!(zone_assigned(view, "az-b") > 0, "az-b lost its half with lag {lag}: {view}");
+            if zone(view, "az-b")["state"] == "drained" {
+                saw_backlog_kept = true;
+            }
+        }
+    }
+
+    // Everything produced is consumed exactly once, and committed.
+    let produced = acks.lock().unwrap().clone();
+    assert!(
+        wait_until(Duration::from_secs(60), || sink.lock().unwrap().len() >= produced.len()),
+        "consumed {} of {}",
+        sink.lock().unwrap().len(),
+        produced.len()
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let v = coordinator.group(&group);
+            v["lag"]["blue"] == 0 && v["lag"]["green"] == 0
+        }),
+        "lag did not reach zero: {}",
+        coordinator.group(&group)
+    );
+    // az-a picks the blue half up on its next heartbeat after az-b released it.
+    let a_holds_all = || {
+        let held: BTreeSet<u32> =
+            consumers.iter().filter(|c| c.zone == "az-a").flat_map(|c| c.partitions()).collect();
+        held == (0..8).collect()
+    };
+    assert!(wait_until(Duration::from_secs(10), a_holds_all), "az-a never took the blue half");
+    let partitions: Vec<(String, Vec<u32>)> =
+        consumers.iter().map(|c| (c.member.clone(), c.partitions())).collect();
+    for c in consumers {
+        c.stop(&rt, Stop::Close);
+    }
+    outcomes_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    outcomes.join().unwrap();
+    let got: Vec<Got> = sink.lock().unwrap().clone();
+    let mut counts: BTreeMap<(u32, i64), usize> = BTreeMap::new();
+    for g in &got {
+        *counts.entry((g.partition, g.offset)).or_default() += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "processed more than once: {twice:?}");
+    let produced_set: BTreeSet<(u32, i64)> = produced.iter().copied().collect();
+    let consumed_set: BTreeSet<(u32, i64)> = counts.keys().copied().collect();
+    assert_eq!(produced_set, consumed_set, "lost or unknown messages");
+    // The blue half's backlog was finished by az-b itself.
+    let blue_by_a = got.iter().filter(|g| blue_half(g.partition, 8) && g.zone == "az-a").count();
+    assert_eq!(blue_by_a, 0, "az-a read blue messages: az-b did not finish its own backlog");
+    for (member, held) in &partitions {
+        if member.starts_with('b') {
+            assert!(held.is_empty(), "{member} still reads {held:?}");
+        }
+    }
+    let a_held: BTreeSet<u32> = partitions
+        .iter()
+        .filter(|(m, _)| m.starts_with('a'))
+        .flat_map(|(_, p)| p.iter().copied())
+        .collect();
+    assert_eq!(a_held, (0..8).collect(), "az-a owns every partition after the drain");
+    println!(
+        "drain: blue backlog {backlog} when it started; az-b released its half {:?} after the drain completed; \
+         {} messages, each consumed once; backlog kept while draining: {saw_backlog_kept}",
+        released_at - drain_done_at.unwrap(),
+        produced.len()
+    );
+    drop(feed);
+}
+
+#[test]
+fn when_az_b_goes_down_az_a_takes_the_blue_half_and_nothing_is_lost() {
+    let rt = kafka::runtime();
+    let coordinator = kafka::coordinator("1500ms", "150ms", "200ms");
+    let (topic, group) = (kafka::unique("down"), kafka::unique("down-g"));
+    kafka::create_topic(&rt, &topic, 8);
+    let table = coordinator.table();
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let lane = Lane { coordinator: &coordinator.url, topic: &topic, group: &group };
+    let mut consumers: Vec<TestConsumer> =
+        [("az-b", "b1"), ("az-b", "b2"), ("az-a", "a1"), ("az-a", "a2")]
+            .iter()
+            .map(|(zone, id)| {
+                TestConsumer::start(&rt, &lane, zone, id, Duration::ZERO, sink.clone())
+            })
+            .collect();
+    assert!(
+        wait_until(Duration::from_secs(20), || settled(&coordinator, &group, 8)),
+        "the group did not settle: {}",
+        coordinator.group(&group)
+    );
+    let lanes = producer(&topic, Arc::new(arc_swap::ArcSwap::from_pointee(table.clone())));
+    let users = users(400);
+    let produce = |from: u64, n: u64| -> Vec<(u32, i64)> {
+        rt.block_on(async {
+            let mut pending = Vec::new();
+            for i in from..from + n {
+                let user = &users[i as usize % users.len()];
+                pending.push(lanes.enqueue(user, &payload(user, i)).unwrap());
+            }
+            let mut out = Vec::new();
+            for p in pending {
+                let d = p.await.unwrap();
+                out.push((d.route.partition, d.offset));
+            }
+            out
+        })
+    };
+    let mut produced = produce(0, 2000);
+    assert!(wait_until(Duration::from_secs(30), || sink.lock().unwrap().len() >= 2000));
+    // az-b dies: both of its consumers stop without committing or leaving.
+    let crashed_at = Instant::now();
+    let a_consumers = consumers.split_off(2);
+    for c in consumers {
+        c.stop(&rt, Stop::Crash);
+    }
+    produced.extend(produce(2000, 2000));
+    let blue_backlog: BTreeSet<(u32, i64)> =
+        produced[2000..].iter().copied().filter(|(p, _)| blue_half(*p, 8)).collect();
+    assert!(!blue_backlog.is_empty());
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let v = coordinator.group(&group);
+            zone(&v, "az-b")["state"] == "down" && zone_assigned(&v, "az-a") == 16
+        }),
+        "az-a did not take over: {}",
+        coordinator.group(&group)
+    );
+    let took_over = crashed_at.elapsed();
+    let consumed = |sink: &Mutex<Vec<Got>>| -> BTreeSet<(u32, i64)> {
+        sink.lock().unwrap().iter().map(|g| (g.partition, g.offset)).collect()
+    };
+    let all: BTreeSet<(u32, i64)> = produced.iter().copied().collect();
+    assert!(
+        wait_until(Duration::from_secs(30), || consumed(&sink).is_superset(&all)),
+        "lost: {} messages",
+        all.difference(&consumed(&sink)).count()
+    );
+    let got = sink.lock().unwrap().clone();
+    // The blue backlog produced after the crash was read by az-a.
+    for g in got.iter().filter(|g| blue_backlog.contains(&(g.partition, g.offset))) {
+        assert_eq!(g.zone, "az-a", "{g:?}");
+    }
+    // Anything read twice was read first by a crashed az-b consumer that never committed it.
+    let mut by_offset: BTreeMap<(u32, i64), Vec<&Got>> = BTreeMap::new();
+    for g in &got {
+        by_offset.entry((g.partition, g.offset)).or_default().push(g);
+    }
+    let mut redelivered = 0;
+    for reads in by_offset.values().filter(|r| r.len() > 1) {
+        assert_eq!(reads.len(), 2, "{reads:?}");
+        assert_eq!(reads[0].zone, "az-b", "{reads:?}");
+        assert_eq!(reads[1].zone, "az-a", "{reads:?}");
+        redelivered += 1;
+    }
+    println!(
+        "zone down: az-a owned the blue half {took_over:?} after az-b's consumers died \
+         (session timeout 1.5 s); {} messages, none lost; {redelivered} read again (uncommitted by the dead consumers)",
+        all.len()
+    );
+    for c in a_consumers {
+        c.check();
+        c.stop(&rt, Stop::Close);
+    }
+}
