@@ -12,8 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::coordinator::{Coordinator, SubmitError};
-use crate::core::{Audit, Command, CommandError, DrainAction, Envelope, StepConvergence};
+use crate::core::{
+    Audit, Command, CommandError, DrainAction, DrainStatus, Envelope, Inputs, Reading,
+    StepConvergence,
+};
 use crate::health::Health;
+use crate::lanes::Lanes;
 use crate::subscribers::Subscribers;
 use crate::telemetry;
 
@@ -22,6 +26,8 @@ pub struct Runner {
     pub coordinator: Arc<Coordinator>,
     pub health: Arc<Health>,
     pub subscribers: Arc<Subscribers>,
+    /// The MQ lanes, for the drained zone's backlog (a settling drain waits for it).
+    pub lanes: Arc<Lanes>,
     /// Required fraction of subscribers on a step's version before the next step (0 = off).
     pub convergence_fraction: f64,
     pub convergence_timeout_ms: u64,
@@ -55,6 +61,27 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
             continue;
         }
         let table = state.table();
+        if drain.status == DrainStatus::Settling {
+            // Only the backlog matters now; health is not read (a Prometheus source would be
+            // queried on every tick otherwise).
+            let backlog = runner.lanes.total_half_lag(drain.plan.color);
+            let unread = Reading::Unknown { why: "not read while settling".into() };
+            let inputs = Inputs {
+                blue_units: table.blue_units(),
+                now_ms: now,
+                receiving_zone: "",
+                draining: &unread,
+                receiving: &unread,
+                convergence: &StepConvergence::Disabled,
+                backlog,
+            };
+            if drain.decide(&inputs) == Some(DrainAction::Complete) {
+                let reason = format!("{}'s message backlog is consumed", drain.plan.zone);
+                let command = Command::CompleteDrain { drain: drain.id };
+                submit(&coordinator, state.version(), drain.id, now, command, reason).await;
+            }
+            continue;
+        }
         let receiving_zone = table.zone_of(drain.receiving_color()).to_owned();
         let draining_zone = drain.plan.zone.clone();
         let health_for_check = Arc::clone(&health);
@@ -87,18 +114,22 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
             }
             _ => StepConvergence::Disabled,
         };
-        let Some(action) = drain.decide(
-            table.blue_units(),
-            now,
-            &receiving_zone,
-            &draining,
-            &receiving,
-            &convergence,
-        ) else {
+        let inputs = Inputs {
+            blue_units: table.blue_units(),
+            now_ms: now,
+            receiving_zone: &receiving_zone,
+            draining: &draining,
+            receiving: &receiving,
+            convergence: &convergence,
+            backlog: None,
+        };
+        let Some(action) = drain.decide(&inputs) else {
             continue;
         };
         let command = match action {
             DrainAction::Step { blue_units } => Command::DrainStep { drain: drain.id, blue_units },
+            // Only a settling drain completes, and that case was handled above.
+            DrainAction::Complete => continue,
             DrainAction::Pause { reason } => {
                 quiet_until.remove(&drain.id);
                 submit(

@@ -505,13 +505,21 @@ impl Lanes {
 
     /// `color`'s half lag summed over every group; `None` if any group's lag is unknown. With
     /// no groups at all it is `Some(0)`: nothing is waiting to be consumed.
+    ///
+    /// Once the colour's share is 0, only a reading taken after that moment counts (the same rule
+    /// the assignment uses): an older zero predates the last messages produced for the colour,
+    /// so a drain must not be reported complete on it.
     pub fn total_half_lag(&self, color: Color) -> Option<u64> {
         let groups = self.lock();
         groups.values().try_fold(0u64, |sum, g| {
             if g.lag_error.is_some() {
                 return None;
             }
-            g.lag.as_ref().map(|l| sum.saturating_add(l.halves[color as usize]))
+            let lag = g.lag.as_ref()?;
+            if g.drained_since[color as usize].is_some_and(|since| lag.at_ms <= since) {
+                return None;
+            }
+            Some(sum.saturating_add(lag.halves[color as usize]))
         })
     }
 
@@ -532,6 +540,7 @@ impl Lanes {
         let Some(g) = groups.get_mut(group) else { return };
         match reading {
             Ok(partitions) => {
+                telemetry::publish_lane_offsets(group, &g.topic, g.lane, &partitions);
                 let lags = partitions
                     .iter()
                     .map(|p| (p.partition, partition_lag(p.low, p.high, p.committed)));

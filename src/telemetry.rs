@@ -39,6 +39,8 @@ pub const DRAIN_PAUSED: &str = "tidegate_drain_paused";
 pub const CLIENT_MISROUTED: &str = "tidegate_client_misrouted_total";
 pub const UI_LOGINS: &str = "tidegate_ui_logins_total";
 pub const LANE_LAG: &str = "tidegate_lane_lag_messages";
+pub const LANE_PARTITION_LAG: &str = "tidegate_lane_partition_lag_messages";
+pub const LANE_MESSAGES: &str = "tidegate_lane_messages_total";
 pub const LANE_MEMBERS: &str = "tidegate_lane_members";
 pub const LANE_ASSIGNED: &str = "tidegate_lane_assigned_partitions";
 pub const LANE_GENERATION: &str = "tidegate_lane_generation";
@@ -107,6 +109,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         LANE_LAG,
         "Messages in a lane topic's half not yet committed by the group (high watermark minus committed offset), by group, topic, half and zone.",
     ),
+    (
+        "gauge",
+        LANE_PARTITION_LAG,
+        "Messages in one partition of a lane topic not yet committed by the group, by group, topic, partition and half.",
+    ),
+    (
+        "counter",
+        LANE_MESSAGES,
+        "Messages written to each half of a lane topic (the sum of its partitions' high watermarks, read from Kafka), by topic and half.",
+    ),
     ("gauge", LANE_MEMBERS, "Live consumers registered in a lane group, by group and zone."),
     (
         "gauge",
@@ -132,8 +144,8 @@ pub const METRICS: &[(&str, &str, &str)] = &[
 ];
 
 /// Every drain state name, for the one-hot state gauge.
-const DRAIN_STATES: [&str; 6] =
-    ["running", "paused", "rolling_back", "completed", "aborted", "rolled_back"];
+const DRAIN_STATES: [&str; 7] =
+    ["running", "paused", "settling", "rolling_back", "completed", "aborted", "rolled_back"];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -331,6 +343,36 @@ pub fn publish_lane(
             ("zone", zone.to_owned()),
         ];
         metrics::gauge!(LANE_LAG, &labels).set(lag as f64);
+    }
+}
+
+/// Per-partition lag and the messages written to each half, from one lag reading.
+///
+/// Why the coordinator exports the produce side too: producers live in many services, but the
+/// high watermarks it reads for lag already say how many messages each half received, so the
+/// lanes dashboard can show the produce rate per half from one scrape target.
+pub fn publish_lane_offsets(
+    group: &str,
+    topic: &str,
+    lane: crate::core::LaneConfig,
+    partitions: &[crate::lanes::PartitionOffsets],
+) {
+    let mut written = [0u64; 2];
+    for p in partitions {
+        let Ok(color) = lane.color_of(p.partition) else { continue };
+        let lag = crate::core::partition_lag(p.low, p.high, p.committed);
+        let labels = [
+            ("group", group.to_owned()),
+            ("topic", topic.to_owned()),
+            ("partition", p.partition.to_string()),
+            ("half", color.as_str().to_owned()),
+        ];
+        metrics::gauge!(LANE_PARTITION_LAG, &labels).set(lag as f64);
+        written[color as usize] += u64::try_from(p.high).unwrap_or(0);
+    }
+    for color in Color::ALL {
+        let labels = [("topic", topic.to_owned()), ("half", color.as_str().to_owned())];
+        metrics::counter!(LANE_MESSAGES, &labels).absolute(written[color as usize]);
     }
 }
 

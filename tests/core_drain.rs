@@ -4,7 +4,7 @@ use serde_json::Value;
 use tidegate::core::Envelope;
 use tidegate::core::{
     Audit, Color, ColorZones, Command, CommandError, DrainAction, DrainPlan, Genesis, Guard,
-    OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme,
+    Inputs, OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme,
 };
 
 fn state(blue_units: u32) -> State {
@@ -57,19 +57,34 @@ fn tick_with(
     receiving: &Reading,
     convergence: &StepConvergence,
 ) -> State {
+    tick_full(state, now, draining, receiving, convergence, Some(0))
+}
+
+/// A tick with every input, the MQ backlog of the drained zone included.
+fn tick_full(
+    state: &State,
+    now: u64,
+    draining: &Reading,
+    receiving: &Reading,
+    convergence: &StepConvergence,
+    backlog: Option<u64>,
+) -> State {
     let drain = state.active_drain().expect("an active drain").clone();
     let receiving_zone = state.table().zone_of(drain.receiving_color()).to_owned();
-    let Some(action) = drain.decide(
-        state.table().blue_units(),
-        now,
-        &receiving_zone,
+    let inputs = Inputs {
+        blue_units: state.table().blue_units(),
+        now_ms: now,
+        receiving_zone: &receiving_zone,
         draining,
         receiving,
         convergence,
-    ) else {
+        backlog,
+    };
+    let Some(action) = drain.decide(&inputs) else {
         return state.clone();
     };
     let command = match action {
+        DrainAction::Complete => Command::CompleteDrain { drain: drain.id },
         DrainAction::Step { blue_units } => Command::DrainStep { drain: drain.id, blue_units },
         DrainAction::Hold { breach, reason } => {
             Command::DrainHold { drain: drain.id, breach, reason }
@@ -129,7 +144,7 @@ fn fixture_scenarios() {
         for (i, check) in sc["checks"].as_array().unwrap().iter().enumerate() {
             let requests = check["requests"].as_u64().unwrap();
             if s.active_drain()
-                .filter(|d| d.status == tidegate::core::DrainStatus::Running)
+                .filter(|d| d.status != tidegate::core::DrainStatus::Paused)
                 .is_some()
             {
                 s = tick(
@@ -205,7 +220,9 @@ fn resume_after_a_guard_pause_completes_the_drain() {
     s = tick(&s, 5000, &healthy(), &healthy());
     assert_eq!(s.table().blue_units(), 25);
     s = tick(&s, 6000, &healthy(), &healthy());
-    assert_eq!((s.table().blue_units(), latest(&s).state_name()), (0, "completed"));
+    assert_eq!((s.table().blue_units(), latest(&s).state_name()), (0, "settling"));
+    s = tick(&s, 6001, &healthy(), &healthy());
+    assert_eq!(latest(&s).state_name(), "completed");
     assert_eq!(latest(&s).steps_done, 2);
 }
 
@@ -444,4 +461,54 @@ fn rolling_back_does_not_wait_for_convergence() {
     let v = latest(&s).last_step_version.unwrap();
     s = tick_with(&s, 10, &healthy(), &healthy(), &measured(v, 0.0));
     assert_eq!((s.table().blue_units(), latest(&s).state_name()), (50, "rolled_back"));
+}
+
+#[test]
+fn a_drain_that_empties_its_zone_settles_until_the_backlog_is_consumed() {
+    let mut s = apply(
+        &state(20),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    s = tick(&s, 0, &healthy(), &healthy());
+    s = tick(&s, 1000, &healthy(), &healthy());
+    assert_eq!((s.table().blue_units(), latest(&s).state_name()), (0, "settling"));
+    assert!(latest(&s).hold_reason.as_deref().unwrap().contains("backlog"));
+    assert!(s.active_drain().is_some(), "settling is still active: no second drain yet");
+    // Backlog unknown or not yet consumed: keep waiting, whatever the time.
+    for backlog in [None, Some(359), Some(1)] {
+        let waiting =
+            tick_full(&s, 99_000, &healthy(), &healthy(), &StepConvergence::Disabled, backlog);
+        assert_eq!(latest(&waiting).state_name(), "settling", "{backlog:?}");
+    }
+    // The dial stays locked while settling.
+    assert_eq!(
+        apply(&s, 2000, "bob", Command::SetBlueUnits { blue_units: 10 }).unwrap_err(),
+        CommandError::DrainRunning(1)
+    );
+    let done = tick_full(&s, 2000, &healthy(), &healthy(), &StepConvergence::Disabled, Some(0));
+    assert_eq!(latest(&done).state_name(), "completed");
+    assert_eq!(latest(&done).finished_ms, Some(2000));
+    // Or the operator says otherwise.
+    let forced = apply(&s, 2500, "alice", Command::CompleteDrain { drain: 1 }).unwrap();
+    assert_eq!(latest(&forced).state_name(), "completed");
+}
+
+#[test]
+fn a_partial_drain_completes_without_settling_and_complete_is_only_for_settling_drains() {
+    let mut s = apply(
+        &state(50),
+        0,
+        "alice",
+        Command::StartDrain { plan: plan("az-b", 40, 10, guard(2, OnBreach::Pause)) },
+    )
+    .unwrap();
+    assert!(matches!(
+        apply(&s, 0, "alice", Command::CompleteDrain { drain: 1 }),
+        Err(CommandError::DrainNotRunning { .. })
+    ));
+    s = tick(&s, 0, &healthy(), &healthy());
+    assert_eq!((s.table().blue_units(), latest(&s).state_name()), (40, "completed"));
 }

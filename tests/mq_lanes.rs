@@ -340,13 +340,21 @@ fn draining_az_b_lets_its_consumers_finish_the_backlog_then_hands_over() {
     // Watch the group: the first moment az-b owns nothing must come after its lag hit zero.
     let mut watched = Vec::new();
     let mut drain_done_at = None;
+    let mut settling_seen_with_backlog = false;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         assert!(Instant::now() < deadline, "az-b never released: {}", coordinator.group(&group));
         let view = coordinator.group(&group);
         let (_, current) =
             common::get_json(&format!("{}/v1/drains/{}", coordinator.url, drain["id"]));
+        if current["state"] == "settling" {
+            settling_seen_with_backlog |=
+                current["backlog_messages"].as_u64().is_none_or(|b| b > 0);
+        }
         if drain_done_at.is_none() && current["state"] == "completed" {
+            // Reported completed only once az-b's half is consumed.
+            let blue_lag = coordinator.group(&group)["lag"]["blue"].as_u64();
+            assert_eq!(blue_lag, Some(0), "drain completed with az-b's half not consumed: {view}");
             drain_done_at = Some(Instant::now());
             // Keep producing a little on the new table (all green), then stop.
             std::thread::sleep(Duration::from_millis(300));
@@ -432,7 +440,8 @@ fn draining_az_b_lets_its_consumers_finish_the_backlog_then_hands_over() {
     assert_eq!(a_held, (0..8).collect(), "az-a owns every partition after the drain");
     println!(
         "drain: blue backlog {backlog} when it started; az-b released its half {:?} after the drain completed; \
-         {} messages, each consumed once; backlog kept while draining: {saw_backlog_kept}",
+         {} messages, each consumed once; backlog kept while draining: {saw_backlog_kept}; \
+         settled with a backlog before completing: {settling_seen_with_backlog}",
         released_at - drain_done_at.unwrap(),
         produced.len()
     );

@@ -173,6 +173,8 @@ pub enum DrainCommand {
     Abort(DrainControlArgs),
     /// Step back to the share the drain started from.
     Rollback(DrainControlArgs),
+    /// Report a settling drain completed without waiting for its zone's MQ backlog.
+    Complete(DrainControlArgs),
 }
 
 #[derive(Args, Debug)]
@@ -278,6 +280,9 @@ pub fn run(cli: Cli) -> ExitCode {
             DrainCommand::Abort(a) => client::drain_control(&a.client, a.id, "abort", &a.reason),
             DrainCommand::Rollback(a) => {
                 client::drain_control(&a.client, a.id, "rollback", &a.reason)
+            }
+            DrainCommand::Complete(a) => {
+                client::drain_control(&a.client, a.id, "complete", &a.reason)
             }
         },
         Commands::Zones { action: None, client } => client::zones(&client),

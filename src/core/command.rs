@@ -72,6 +72,11 @@ pub enum Command {
     RollbackDrain {
         drain: u64,
     },
+    /// A settling drain is done: its zone's backlog is consumed (the runner), or an operator
+    /// says so.
+    CompleteDrain {
+        drain: u64,
+    },
 }
 
 impl Command {
@@ -88,6 +93,7 @@ impl Command {
             Command::ResumeDrain { .. } => "drain_resume",
             Command::AbortDrain { .. } => "drain_abort",
             Command::RollbackDrain { .. } => "drain_rollback",
+            Command::CompleteDrain { .. } => "drain_complete",
         }
     }
 }
@@ -225,8 +231,7 @@ impl State {
         table.version = current + 1;
         let (from, to) = match &envelope.command {
             Command::SetBlueUnits { blue_units } => {
-                if let Some(drain) =
-                    self.active_drain().filter(|d| d.status == DrainStatus::Running)
+                if let Some(drain) = self.active_drain().filter(|d| d.status != DrainStatus::Paused)
                 {
                     return Err(CommandError::DrainRunning(drain.id));
                 }
@@ -307,11 +312,7 @@ impl State {
                 drain.last_step_version = Some(current + 1);
                 drain.last_step_ms = at_ms;
                 if *blue_units == target {
-                    drain.status = match drain.direction {
-                        Direction::Forward => DrainStatus::Completed,
-                        Direction::Back => DrainStatus::RolledBack,
-                    };
-                    drain.finished_ms = Some(at_ms);
+                    arrive(&mut drain, self.table.units(), at_ms);
                 }
                 let from = describe_share(&self.table);
                 let to = format!("{} ({})", describe_share(&table), drain.state_name());
@@ -375,7 +376,7 @@ impl State {
                 drain.next_due_ms = at_ms;
                 // Stragglers of the previous step get a fresh convergence timeout.
                 drain.last_step_ms = at_ms;
-                finish_if_arrived(&mut drain, self.table.blue_units, at_ms);
+                finish_if_arrived(&mut drain, &self.table, at_ms);
                 let to = drain.state_name().to_owned();
                 next.insert_drain(drain);
                 ("paused".to_owned(), to)
@@ -389,6 +390,21 @@ impl State {
                 next.insert_drain(drain);
                 (from, format!("aborted at {}", describe_share(&self.table)))
             }
+            Command::CompleteDrain { drain: id } => {
+                let mut drain = self.live_drain(*id, "complete")?.clone();
+                if drain.status != DrainStatus::Settling {
+                    return Err(CommandError::DrainNotRunning {
+                        id: *id,
+                        state: drain.state_name(),
+                        action: "complete (only a settling drain can)",
+                    });
+                }
+                drain.status = DrainStatus::Completed;
+                drain.hold_reason = None;
+                drain.finished_ms = Some(at_ms);
+                next.insert_drain(drain);
+                ("settling".to_owned(), "completed".to_owned())
+            }
             Command::RollbackDrain { drain: id } => {
                 let mut drain = self.live_drain(*id, "roll back")?.clone();
                 if drain.direction == Direction::Back && drain.status == DrainStatus::Running {
@@ -401,7 +417,7 @@ impl State {
                 drain.hold_reason = None;
                 drain.pause_cause = None;
                 drain.next_due_ms = at_ms;
-                finish_if_arrived(&mut drain, self.table.blue_units, at_ms);
+                finish_if_arrived(&mut drain, &self.table, at_ms);
                 let to = drain.state_name().to_owned();
                 next.insert_drain(drain);
                 (from, to)
@@ -450,13 +466,27 @@ impl State {
     }
 }
 
-/// A drain already at its destination when resumed or rolled back finishes at once.
-fn finish_if_arrived(drain: &mut Drain, blue_units: u32, at_ms: u64) {
-    if blue_units == drain.heading_for() {
-        drain.status = match drain.direction {
-            Direction::Forward => DrainStatus::Completed,
-            Direction::Back => DrainStatus::RolledBack,
-        };
+/// A drain already at its destination when resumed or rolled back arrives at once.
+fn finish_if_arrived(drain: &mut Drain, table: &RoutingTable, at_ms: u64) {
+    if table.blue_units == drain.heading_for() {
+        arrive(drain, table.units(), at_ms);
+    }
+}
+
+/// The drain reached where it was heading: rolled back, completed, or, when it emptied its
+/// zone, settling until the zone's message backlog is consumed.
+fn arrive(drain: &mut Drain, units: u32, at_ms: u64) {
+    drain.status = match drain.direction {
+        Direction::Back => DrainStatus::RolledBack,
+        Direction::Forward if drain.empties_zone(units) => DrainStatus::Settling,
+        Direction::Forward => DrainStatus::Completed,
+    };
+    if drain.status == DrainStatus::Settling {
+        drain.hold_reason = Some(format!(
+            "settling: waiting for {}'s message backlog to be consumed",
+            drain.plan.zone
+        ));
+    } else {
         drain.finished_ms = Some(at_ms);
     }
 }

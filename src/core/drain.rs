@@ -66,6 +66,9 @@ pub struct DrainPlan {
 pub enum DrainStatus {
     Running,
     Paused,
+    /// A full drain reached its target (the zone has no users) and waits for the zone's
+    /// message-queue half to be consumed before it reports completed.
+    Settling,
     Completed,
     Aborted,
     RolledBack,
@@ -150,11 +153,27 @@ pub enum DrainAction {
     Pause {
         reason: String,
     },
+    /// A settling drain's zone has no backlog left: report it completed.
+    Complete,
+}
+
+/// What the runner observed, for [`Drain::decide`].
+#[derive(Clone, Debug)]
+pub struct Inputs<'a> {
+    pub blue_units: u32,
+    pub now_ms: u64,
+    pub receiving_zone: &'a str,
+    pub draining: &'a Reading,
+    pub receiving: &'a Reading,
+    pub convergence: &'a StepConvergence,
+    /// Messages not yet consumed in the drained zone's half of the MQ lanes (0 when the
+    /// deployment has no lanes), `None` while unknown.
+    pub backlog: Option<u64>,
 }
 
 impl Drain {
     pub fn is_active(&self) -> bool {
-        matches!(self.status, DrainStatus::Running | DrainStatus::Paused)
+        matches!(self.status, DrainStatus::Running | DrainStatus::Paused | DrainStatus::Settling)
     }
 
     /// The blue-unit count this drain is currently heading for.
@@ -189,6 +208,7 @@ impl Drain {
             (DrainStatus::Running, Direction::Forward) => "running",
             (DrainStatus::Running, Direction::Back) => "rolling_back",
             (DrainStatus::Paused, _) => "paused",
+            (DrainStatus::Settling, _) => "settling",
             (DrainStatus::Completed, _) => "completed",
             (DrainStatus::Aborted, _) => "aborted",
             (DrainStatus::RolledBack, _) => "rolled_back",
@@ -196,8 +216,19 @@ impl Drain {
     }
 
     /// Whether a check is due at `now_ms`. The runner asks this before it reads health.
+    /// A settling drain is checked on every tick: it only waits for the backlog.
     pub fn is_due(&self, now_ms: u64) -> bool {
-        self.status == DrainStatus::Running && now_ms >= self.next_due_ms
+        match self.status {
+            DrainStatus::Running => now_ms >= self.next_due_ms,
+            DrainStatus::Settling => true,
+            _ => false,
+        }
+    }
+
+    /// Whether reaching the target empties the drained zone (its share becomes 0). Only such
+    /// drains settle: a zone that keeps users keeps consuming its half anyway.
+    pub fn empties_zone(&self, units: u32) -> bool {
+        self.zone_percent(self.plan.target_blue_units, units) == 0.0
     }
 
     /// The next command for this drain at `now_ms`, given the current blue units and the
@@ -210,17 +241,25 @@ impl Drain {
     /// Why forward steps wait for convergence: "do not declare a switch complete until all nodes
     /// run the new version". Moving more users while gateways still route by the previous table
     /// would split users between layers. Rollback steps do not wait, for the reason above.
-    pub fn decide(
-        &self,
-        blue_units: u32,
-        now_ms: u64,
-        receiving_zone: &str,
-        draining: &Reading,
-        receiving: &Reading,
-        convergence: &StepConvergence,
-    ) -> Option<DrainAction> {
+    ///
+    /// Why a settling drain waits for the backlog: the drained zone's consumers still own its
+    /// half of each lane topic until the half is consumed; calling the zone drained earlier would
+    /// invite an operator to stop consumers with messages left behind.
+    pub fn decide(&self, inputs: &Inputs<'_>) -> Option<DrainAction> {
+        let Inputs {
+            blue_units,
+            now_ms,
+            receiving_zone,
+            draining,
+            receiving,
+            convergence,
+            backlog,
+        } = *inputs;
         if !self.is_due(now_ms) {
             return None;
+        }
+        if self.status == DrainStatus::Settling {
+            return (backlog == Some(0)).then_some(DrainAction::Complete);
         }
         let target = self.heading_for();
         if blue_units == target {

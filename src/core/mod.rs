@@ -20,7 +20,7 @@ pub use command::{
 };
 pub use dial::{DialError, Share};
 pub use drain::{
-    Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, OnBreach, Reading,
+    Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, Inputs, OnBreach, Reading,
     StepConvergence, step_toward,
 };
 pub use lanes::{

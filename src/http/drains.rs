@@ -48,6 +48,7 @@ pub fn stage() -> AdHoc {
                         coordinator: Arc::clone(&app.coordinator),
                         health: Arc::clone(&app.health),
                         subscribers: Arc::clone(&app.subscribers),
+                        lanes: Arc::clone(&app.lanes),
                         convergence_fraction: app.config.drain.convergence_fraction,
                         convergence_timeout_ms: app.config.drain.convergence_timeout_ms,
                         tick: Duration::from_millis(app.config.drain.tick_ms),
@@ -218,7 +219,9 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
 // ---- drains ----------------------------------------------------------------------------------
 
 /// The wire form of a drain. Percentages are the drained zone's share of users.
-pub fn drain_body(drain: &Drain, table: &RoutingTable) -> Value {
+pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
+    // The drained zone's unconsumed MQ backlog: what a settling drain waits for.
+    let backlog = drain.is_active().then(|| app.lanes.total_half_lag(drain.plan.color)).flatten();
     let units = table.units();
     let steps_total = drain.steps_total();
     let guard = &drain.plan.guard;
@@ -240,6 +243,7 @@ pub fn drain_body(drain: &Drain, table: &RoutingTable) -> Value {
         "progress": if steps_total == 0 { 1.0 } else { f64::from(drain.steps_done) / f64::from(steps_total) },
         "next_step_at": (drain.status == crate::core::DrainStatus::Running).then(|| iso8601(drain.next_due_ms)),
         "hold_reason": drain.hold_reason,
+        "backlog_messages": backlog,
         "pause_cause": drain.pause_cause,
         "consecutive_breaches": drain.consecutive_breaches,
         "guard": {
@@ -360,7 +364,7 @@ async fn start_drain(
     let drain = submitted.state.drains().next_back().expect("a drain was just started");
     Ok((
         Status::Created,
-        Versioned::new(&drain_body(drain, &submitted.table), submitted.table.version()),
+        Versioned::new(&drain_body(app, drain, &submitted.table), submitted.table.version()),
     ))
 }
 
@@ -396,14 +400,15 @@ fn get_current_drain(app: &State<App>, caller: Caller) -> Result<Json<Value>, Ap
             "no drain is running or paused; GET /v1/drains lists past drains",
         )
     })?;
-    Ok(Json(drain_body(drain, state.table())))
+    Ok(Json(drain_body(app, drain, state.table())))
 }
 
 #[get("/v1/drains")]
 fn get_drains(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     let state = app.coordinator.state();
-    let drains: Vec<Value> = state.drains().rev().map(|d| drain_body(d, state.table())).collect();
+    let drains: Vec<Value> =
+        state.drains().rev().map(|d| drain_body(app, d, state.table())).collect();
     Ok(Json(json!({ "drains": drains })))
 }
 
@@ -413,7 +418,7 @@ fn get_drain(app: &State<App>, caller: Caller, id: &str) -> Result<Json<Value>, 
     let id = parse_id(id)?;
     let state = app.coordinator.state();
     let drain = state.drain(id).ok_or_else(|| not_found(id))?;
-    Ok(Json(drain_body(drain, state.table())))
+    Ok(Json(drain_body(app, drain, state.table())))
 }
 
 fn parse_id(id: &str) -> Result<u64, ApiError> {
@@ -451,18 +456,21 @@ async fn drain_action(
         "resume" => Command::ResumeDrain { drain: id },
         "abort" => Command::AbortDrain { drain: id },
         "rollback" => Command::RollbackDrain { drain: id },
+        "complete" => Command::CompleteDrain { drain: id },
         other => {
             return Err(ApiError::new(
                 Status::NotFound,
                 "not_found",
-                format!("`{other}` is not a drain action: pause, resume, abort or rollback"),
+                format!(
+                    "`{other}` is not a drain action: pause, resume, abort, rollback or complete"
+                ),
             ));
         }
     };
     let r = request.map_err(json_error)?.into_inner();
     let submitted = super::submit(app, command, r.expected_version, by, r.reason).await?;
     let drain = submitted.state.drain(id).ok_or_else(|| not_found(id))?;
-    let mut body = drain_body(drain, &submitted.table);
+    let mut body = drain_body(app, drain, &submitted.table);
     body["changed"] = json!(submitted.applied.is_some());
     Ok(Versioned::new(&body, submitted.table.version()))
 }

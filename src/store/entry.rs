@@ -82,6 +82,9 @@ pub enum WireCommand {
     RollbackDrain {
         drain: u64,
     },
+    CompleteDrain {
+        drain: u64,
+    },
 }
 
 impl LogEntry {
@@ -147,6 +150,7 @@ impl From<&Command> for WireCommand {
             Command::ResumeDrain { drain } => WireCommand::ResumeDrain { drain: *drain },
             Command::AbortDrain { drain } => WireCommand::AbortDrain { drain: *drain },
             Command::RollbackDrain { drain } => WireCommand::RollbackDrain { drain: *drain },
+            Command::CompleteDrain { drain } => WireCommand::CompleteDrain { drain: *drain },
         }
     }
 }
@@ -201,6 +205,7 @@ impl WireCommand {
             WireCommand::ResumeDrain { drain } => Command::ResumeDrain { drain: *drain },
             WireCommand::AbortDrain { drain } => Command::AbortDrain { drain: *drain },
             WireCommand::RollbackDrain { drain } => Command::RollbackDrain { drain: *drain },
+            WireCommand::CompleteDrain { drain } => Command::CompleteDrain { drain: *drain },
         })
     }
 }

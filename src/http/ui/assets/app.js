@@ -17,7 +17,7 @@
   const GREEN_ZONE = body.dataset.greenZone;
   const POLL_MS = 2000;
   const HISTORY_MS = 5 * 60 * 1000;
-  const ACTIVE_DRAIN = ['running', 'paused', 'rolling_back'];
+  const ACTIVE_DRAIN = ['running', 'paused', 'settling', 'rolling_back'];
 
   const $ = (id) => document.getElementById(id);
 
@@ -403,6 +403,7 @@
   const DRAIN_TEXT = {
     running: '↘ Running',
     rolling_back: '↩ Rolling back',
+    settling: '⧗ Settling (MQ backlog)',
     paused: '❚❚ Paused',
     completed: '✓ Completed',
     aborted: '■ Aborted',
