@@ -19,7 +19,7 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39
 
 
-def variables(with_zone=True):
+def variables(with_zone=True, with_group=False):
     out = [{
         "name": "datasource",
         "label": "Data source",
@@ -47,13 +47,31 @@ def variables(with_zone=True):
             "hide": 0,
             "description": "Availability zones to show (from the share gauge, so every configured zone appears).",
         })
+    if with_group:
+        out.append({
+            "name": "group",
+            "label": "Lane group",
+            "type": "query",
+            "datasource": DS,
+            "query": {"query": "label_values(tidegate_lane_members, group)", "refId": "groups"},
+            "definition": "label_values(tidegate_lane_members, group)",
+            "multi": True,
+            "includeAll": True,
+            "allValue": ".+",
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+            "refresh": 2,
+            "sort": 1,
+            "hide": 0,
+            "description": "Consumer groups of the MQ lanes.",
+        })
     return out
 
 
 class Board:
-    def __init__(self, uid, title, description, with_zone=True):
+    def __init__(self, uid, title, description, with_zone=True, with_group=False):
         self.uid, self.title, self.description = uid, title, description
         self.with_zone = with_zone
+        self.with_group = with_group
         self.panels = []
         self.annotations = [{
             "builtIn": 1,
@@ -142,7 +160,7 @@ class Board:
             "liveNow": False,
             "weekStart": "",
             "links": [],
-            "templating": {"list": variables(self.with_zone)},
+            "templating": {"list": variables(self.with_zone, self.with_group)},
             "annotations": {"list": self.annotations},
             "panels": self.panels,
         }
@@ -254,8 +272,44 @@ def coordinator():
     return b
 
 
+def mq_lanes():
+    b = Board("tidegate-mq-lanes", "tidegate / MQ lanes",
+              "Message-queue lanes: blue producers write the first half of each topic's partitions, green the second; "
+              "each zone's consumers read their half. Produce rate and lag per half, members and assignment per zone.",
+              with_group=True)
+    b.annotation("Dial changes", 'sum(increase(tidegate_changes_total{action="dial"}[1m])) > 0',
+                 "Dial moved", "rgba(255, 152, 48, 1)")
+    GROUP = 'group=~"$group"'
+    b.row("Produce and lag per half")
+    b.panel("timeseries", "Produce rate per half",
+            "Messages written per second to each half of each lane topic (from the partitions' high watermarks; "
+            "recording rule topic_half:tidegate_lane_messages:rate1m). Moving the dial moves this split.",
+            "ops", [("sum by (topic, half) (topic_half:tidegate_lane_messages:rate1m)", "{{topic}} {{half}}")], min=0)
+    b.panel("timeseries", "Consumer lag per half",
+            "Messages in each half not yet committed by the group (recording rule group_half:tidegate_lane_lag_messages:sum, "
+            "shared with the TidegateLaneLagGrowing alert). A drained zone keeps its half until this is 0.",
+            "short", [(f"sum by (group, topic, half) (group_half:tidegate_lane_lag_messages:sum{{{GROUP}}})", "{{group}} {{half}}")], min=0)
+    b.panel("timeseries", "Consumer lag per partition",
+            "Uncommitted messages per partition; one hot partition usually means one slow consumer.",
+            "short", [(f"max by (group, partition, half) (tidegate_lane_partition_lag_messages{{{GROUP}}})", "{{group}} p{{partition}} ({{half}})")], min=0)
+    b.panel("timeseries", "Lag reads failing",
+            "Failed reads of a group's offsets from Kafka per second; while they fail, lag is unknown and drains cannot settle.",
+            "ops", [(f"sum by (group) (rate(tidegate_lane_lag_read_errors_total{{{GROUP}}}[$__rate_interval]))", "{{group}}")], min=0)
+    b.row("Members and assignment")
+    b.panel("timeseries", "Members per zone",
+            "Live consumers registered per zone; a zone at 0 past the session timeout is down and its half moves to the other zone.",
+            "short", [(f'sum by (group, zone) (tidegate_lane_members{{{GROUP}, {ZONE}}})', "{{group}} {{zone}}")], min=0)
+    b.panel("timeseries", "Partitions assigned per zone",
+            "Partitions each zone's consumers may read now (granted after the previous owner released them).",
+            "short", [(f'sum by (group, zone) (tidegate_lane_assigned_partitions{{{GROUP}, {ZONE}}})', "{{group}} {{zone}}")], min=0)
+    b.panel("stat", "Assignment generation",
+            "Generation of each group's assignment: it grows on every change (members, dial, drains, zone down).",
+            "none", [(f"max by (group) (tidegate_lane_generation{{{GROUP}}})", "{{group}}")], width=12)
+    return b
+
+
 def boards():
-    return {"zone-health.json": zone_health(), "coordinator.json": coordinator()}
+    return {"zone-health.json": zone_health(), "coordinator.json": coordinator(), "mq-lanes.json": mq_lanes()}
 
 
 def main():

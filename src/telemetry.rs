@@ -378,6 +378,8 @@ pub fn publish_lane_offsets(
 
 pub fn publish_lane_generation(group: &str, generation: u64) {
     metrics::gauge!(LANE_GENERATION, "group" => group.to_owned()).set(generation as f64);
+    // Exported at 0 from the group's first appearance, so a rate of failures is 0, not absent.
+    metrics::counter!(LANE_LAG_ERRORS, "group" => group.to_owned()).increment(0);
 }
 
 pub fn count_lane_lag_error(group: &str) {

@@ -130,6 +130,7 @@ pub fn recorded_names() -> Vec<String> {
 /// Replaces Grafana variables with values Prometheus accepts.
 pub fn substitute(expr: &str, rate_interval: &str) -> String {
     expr.replace("$__rate_interval", rate_interval)
+        .replace("$group", ".+")
         .replace("${zone}", &ZONES.join("|"))
         .replace("$zone", &ZONES.join("|"))
 }
