@@ -181,8 +181,9 @@ fn every_panel_and_rule_expression_returns_finite_data_for_both_zones() {
         String::from_utf8_lossy(&lint.stdout),
         String::from_utf8_lossy(&lint.stderr)
     );
-    for (_, name, _) in
-        tidegate::telemetry::METRICS.iter().filter(|(_, n, _)| !n.contains("misrouted") && !n.starts_with("tidegate_lane_"))
+    for (_, name, _) in tidegate::telemetry::METRICS
+        .iter()
+        .filter(|(_, n, _)| !n.contains("misrouted") && !n.starts_with("tidegate_lane_"))
     {
         assert!(text.contains(&format!("# HELP {name} ")), "{name} has no HELP line in /metrics");
     }
