@@ -1,6 +1,7 @@
 //! The operator web UI in real headless Chromium, driven over WebDriver (fantoccini and Debian's
 //! chromedriver) against the real tidegate binary: log in, move the dial with confirmation, lose a
-//! version race, start a drain and pause it, look at it as a viewer, log out.
+//! version race, start a drain and pause it, look at it as a viewer, log out; and, as a viewer,
+//! watch lane consumers registered through the API appear on the MQ lanes page with their halves.
 //!
 //! Screenshots go to `ci-artifacts/screenshots/` (git-ignored; CI keeps the folder). A missing
 //! chromium or chromedriver fails the test: `scripts/test.sh` installs both.
@@ -376,4 +377,146 @@ async fn an_operator_moves_the_dial_runs_a_drain_and_logs_out_in_chromium() {
     assert_eq!(audit_by(&base, "dial"), vec!["alice", "alice"], "her dial move and the bearer one");
     eprintln!("browser test: {:.1} s including chromium start-up", started.elapsed().as_secs_f64());
     drop(server);
+}
+
+/// A lane call as a consumer makes it (reads are open here, so no token); the answer's body.
+fn lane_call(base: &str, path: &str, body: Value) -> Value {
+    let mut response =
+        agent().post(&format!("{base}/v1/lanes/billing/{path}")).send_json(body).unwrap();
+    assert!(response.status().is_success(), "{path}: {}", response.status());
+    response.body_mut().read_json().unwrap()
+}
+
+fn register_member(base: &str, id: &str, zone: &str) -> Value {
+    lane_call(
+        base,
+        "members",
+        json!({"member_id": id, "zone": zone, "topic": "orders", "partitions": 8}),
+    )
+}
+
+/// What the lanes page shows for one group, read from its DOM.
+const READ_GROUP: &str = r#"
+    const g = document.querySelector('article[data-group="billing"]');
+    const text = (root, css) => root.querySelector(css).textContent;
+    const half = (color) => {
+      const h = g.querySelector('.half[data-color="' + color + '"]');
+      return {
+        zone: h.dataset.zone,
+        partitions: text(h, '.half-partitions'),
+        state: text(h, '.badge'),
+        lag: text(h, '.half-lag'),
+        members: [...h.querySelectorAll('tr[data-member]')].map((r) =>
+          [r.dataset.member, text(r, '.member-assigned'), text(r, '.member-pending')]),
+      };
+    };
+    const rows = [...g.querySelectorAll('tr[data-partition]')];
+    return {
+      topic: text(g, '.lane-topic'),
+      partitions: text(g, '.lane-partitions'),
+      generation: text(g, '.lane-generation'),
+      lag: text(g, '.lane-lag'),
+      blue: half('blue'),
+      green: half('green'),
+      read_by: rows.map((r) => text(r, '.read-by')),
+      partition_lag: [...new Set(rows.map((r) => text(r, '.partition-lag')))],
+    };
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_watches_lane_members_and_halves_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    // The members here never heartbeat on their own: a long session timeout keeps them.
+    let lanes = "[lanes]\nsession_timeout = \"5m\"\nheartbeat_interval = \"1s\"\n";
+    std::fs::write(&config_file, config_toml(lanes)).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 900).await.unwrap();
+
+    // The page is read-only, so a viewer gets all of it. With no consumers it says so calmly.
+    log_in(&c, &base, "victor", VIEWER_TOKEN).await;
+    click(&c, "#nav-lanes").await;
+    wait_for(&c, "the empty state", "document.getElementById('lanes-empty')").await;
+    assert!(text(&c, "#lanes-empty").await.contains("No lane groups"));
+    js(&c, "window.notReloaded = true; return null").await;
+    shot(&c, "09-lanes-empty").await;
+
+    // A consumer in each zone registers, as LaneConsumer does on start; b1 was alone first, so
+    // it hands the green half to a1 by reporting that it released it.
+    assert_eq!(register_member(&base, "b1", "az-b")["assignment"], json!([0, 1, 2, 3, 4, 5, 6, 7]));
+    assert_eq!(register_member(&base, "a1", "az-a")["pending"], json!([4, 5, 6, 7]));
+    lane_call(&base, "members/b1/heartbeat", json!({"holding": [0, 1, 2, 3, 4, 5, 6, 7]}));
+    lane_call(&base, "members/b1/heartbeat", json!({"holding": [0, 1, 2, 3]}));
+    let a1 = lane_call(&base, "members/a1/heartbeat", json!({"holding": []}));
+    assert_eq!(a1["assignment"], json!([4, 5, 6, 7]));
+    let generation = get_json(&format!("{base}/v1/lanes/billing")).1["generation"].clone();
+
+    // The page picks it up on its own (polling), without a reload.
+    wait_for(
+        &c,
+        "the group at the API's generation",
+        &format!(
+            "(document.querySelector('article[data-group=\"billing\"] .lane-generation') || {{}}).textContent === '{generation}'"
+        ),
+    )
+    .await;
+    let shown = js(&c, READ_GROUP).await;
+    assert_eq!(shown["topic"], "orders");
+    assert_eq!(shown["partitions"], "8");
+    assert_eq!(
+        shown["blue"],
+        json!({"zone": "az-b", "partitions": "0–3", "state": "✓ Serving", "lag": "unknown",
+               "members": [["b1", "0–3", "none"]]})
+    );
+    assert_eq!(
+        shown["green"],
+        json!({"zone": "az-a", "partitions": "4–7", "state": "✓ Serving", "lag": "unknown",
+               "members": [["a1", "4–7", "none"]]})
+    );
+    assert_eq!(
+        shown["read_by"],
+        json!(["b1", "b1", "b1", "b1", "a1", "a1", "a1", "a1"]),
+        "the assignment, partition by partition"
+    );
+    // No Kafka is configured, so lag is unknown everywhere and says why; never a 0.
+    assert_eq!(shown["partition_lag"], json!(["unknown"]));
+    let lag = shown["lag"].as_str().unwrap();
+    assert!(lag.contains("Lag unknown") && lag.contains("lanes.kafka_bootstrap"), "{lag}");
+
+    // A second consumer in az-b: the blue half is split, and b2 waits for b1's release.
+    register_member(&base, "b2", "az-b");
+    wait_for(
+        &c,
+        "b2 on the page",
+        "document.querySelector('article[data-group=\"billing\"] tr[data-member=\"b2\"]')",
+    )
+    .await;
+    let shown = js(&c, READ_GROUP).await;
+    assert_eq!(shown["blue"]["members"], json!([["b1", "0–1", "none"], ["b2", "none", "2–3"]]));
+    assert_eq!(shown["read_by"][2], "nobody (b1 still releasing it)");
+    assert_eq!(js(&c, "return window.notReloaded === true").await, json!(true));
+
+    c.set_window_size(1280, 1500).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_fits(&c, "1280 px").await;
+    shot(&c, "10-lanes-1280").await;
+    c.set_window_size(820, 2000).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_fits(&c, "820 px").await;
+    let stacked = js(&c, "const [b, g] = document.querySelectorAll('.half'); return g.getBoundingClientRect().top >= b.getBoundingClientRect().bottom").await;
+    assert_eq!(stacked, json!(true), "at 820 px the halves stack");
+    shot(&c, "11-lanes-820").await;
+    c.set_window_size(1280, 900).await.unwrap();
+
+    // tidegate goes away: the page says it is no longer updating instead of freezing silently.
+    drop(server);
+    wait_for(&c, "the stale notice", "document.getElementById('live').classList.contains('stale')")
+        .await;
+    let live = text(&c, "#live").await;
+    assert!(live.contains("Not updating") && live.contains("may be old"), "{live}");
+    shot(&c, "12-lanes-tidegate-gone").await;
+    c.close().await.unwrap();
 }

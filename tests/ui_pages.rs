@@ -1,5 +1,5 @@
 //! The operator web UI through `rocket::local`: every page and action, login and logout, roles,
-//! CSRF, session expiry and the dial's version conflict.
+//! CSRF, session expiry, the dial's version conflict, and the MQ lanes page.
 
 mod common;
 
@@ -107,7 +107,7 @@ fn pages_need_a_session_and_send_the_browser_to_the_login() {
     let response = client.get("/").dispatch();
     assert_eq!(response.status(), Status::SeeOther);
     assert_eq!(response.headers().get_one("Location"), Some("/ui"));
-    for path in ["/ui", "/ui/drain", "/ui/audit"] {
+    for path in ["/ui", "/ui/lanes", "/ui/drain", "/ui/audit"] {
         let response = client.get(path).dispatch();
         assert_eq!(response.status(), Status::SeeOther, "{path}");
         assert_eq!(response.headers().get_one("Location"), Some("/ui/login"), "{path}");
@@ -508,4 +508,146 @@ fn ui_configuration_errors_name_the_key() {
         let error = tidegate::config::Config::from_figment(figment, &overrides).unwrap_err();
         assert!(error.to_string().contains(&format!("`{key}`")), "{toml}: {error}");
     }
+}
+
+/// The shell of `/ui/lanes` for whoever is signed in.
+fn lanes_page(client: &Client) -> String {
+    let (status, html) = page(client, "/ui/lanes");
+    assert_eq!(status, Status::Ok);
+    html
+}
+
+#[test]
+fn the_lanes_page_renders_for_operators_and_viewers_and_is_in_the_navigation() {
+    for (name, token, role) in
+        [("alice", OPERATOR_TOKEN, "operator"), ("victor", VIEWER_TOKEN, "viewer")]
+    {
+        let (client, _dir) = client_with(&config());
+        login(&client, name, token);
+        let html = lanes_page(&client);
+        assert!(html.contains("<title>MQ lanes · tidegate</title>"), "{role}: {html}");
+        assert!(
+            html.contains("data-page=\"lanes\"") && html.contains(&format!("data-role=\"{role}\""))
+        );
+        // The page's script fills this from GET /v1/lanes; the heartbeat interval (1s by
+        // default) is what it calls a member late against.
+        assert!(
+            html.contains("<div id=\"lanes\" class=\"lanes\" data-heartbeat-ms=\"1000\">"),
+            "{html}"
+        );
+        assert!(html.contains("read by consumers in <strong>az-b</strong>"), "blue half's zone");
+        assert!(html.contains("read in <strong>az-a</strong>"), "green half's zone");
+        assert!(html.contains("dropped after 10s of silence"));
+        assert!(
+            html.contains("Lag is not read, because <code>lanes.kafka_bootstrap</code> is not set")
+        );
+        assert!(
+            html.contains(
+                "<a href=\"/ui/lanes\" aria-current=\"page\" id=\"nav-lanes\">MQ lanes</a>"
+            ),
+            "{role}: the navigation marks the lanes page"
+        );
+        // Every page links to it, and it is read-only: no control, for either role.
+        let (_, overview) = page(&client, "/ui");
+        assert!(overview.contains("<a href=\"/ui/lanes\" id=\"nav-lanes\">MQ lanes</a>"), "{role}");
+        let main = between(&html, "<main id=\"main\">", "</main>");
+        for control in ["<form", "<button", "<input"] {
+            assert!(!main.contains(control), "{role}: the lanes page holds {control}");
+        }
+        assert_eq!(html.contains("id=\"viewer-notice\""), role == "viewer");
+    }
+}
+
+#[test]
+fn the_lanes_page_says_when_lag_is_read_from_kafka() {
+    // Nothing connects to this address: the lag reader only dials out once a group exists.
+    let toml = config_toml(&format!(
+        "[drain]\ntick = \"1h\"\n[ui]\nsecret_key = \"{KEY}\"\n[lanes]\nkafka_bootstrap = \"127.0.0.1:9\"\nlag_interval = \"5s\"\n"
+    ));
+    let (client, _dir) = client_with(&toml);
+    login(&client, "victor", VIEWER_TOKEN);
+    let html = lanes_page(&client);
+    assert!(html.contains("Lag is read from Kafka every 5s."), "{html}");
+    assert!(!html.contains("Lag is not read"));
+}
+
+#[test]
+fn the_lanes_page_reads_a_registered_group_with_the_session_even_where_reads_are_closed() {
+    // With service tokens configured an anonymous read is refused, so the page's reads only work
+    // because the session cookie counts as a reader.
+    let toml = config_toml(&format!(
+        "service_tokens_sha256 = [\"{}\"]\n[drain]\ntick = \"1h\"\n[ui]\nsecret_key = \"{KEY}\"\n",
+        tidegate::config::token_sha256_hex(SERVICE_TOKEN)
+    ));
+    let (client, _dir) = client_with(&toml);
+    let service = Header::new("Authorization", format!("Bearer {SERVICE_TOKEN}"));
+    let register = |id: &str, zone: &str| {
+        let member = json!({"member_id": id, "zone": zone, "topic": "orders", "partitions": 8});
+        let response = client
+            .post("/v1/lanes/billing/members")
+            .header(service.clone())
+            .header(ContentType::JSON)
+            .body(member.to_string())
+            .dispatch();
+        assert_eq!(response.status(), Status::Created, "{id}");
+    };
+    register("b1", "az-b");
+    assert_eq!(
+        error(client.get("/v1/lanes").dispatch(), Status::Unauthorized)["error"],
+        "unauthorized",
+        "signed out, reads are closed"
+    );
+
+    let csrf = login(&client, "victor", VIEWER_TOKEN);
+    lanes_page(&client);
+    let read = |client: &Client| -> Value {
+        let response = client.get("/v1/lanes").dispatch();
+        assert_eq!(response.status(), Status::Ok);
+        response.into_json().unwrap()
+    };
+    let lanes = read(&client);
+    assert_eq!(lanes["reads_lag"], false);
+    let groups = lanes["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1);
+    let group = &groups[0];
+    assert_eq!(
+        (group["group"].as_str(), group["topic"].as_str()),
+        (Some("billing"), Some("orders"))
+    );
+    assert_eq!(group["partitions"], 8);
+    assert_eq!(group["generation"], 1);
+    // The halves and their zones, as the page draws them.
+    assert_eq!(group["zones"][0]["zone"], "az-b");
+    assert_eq!(group["zones"][0]["color"], "blue");
+    assert_eq!(group["zones"][0]["half"], json!([0, 1, 2, 3]));
+    assert_eq!(group["zones"][0]["state"], "serving");
+    assert_eq!(group["zones"][1]["zone"], "az-a");
+    assert_eq!(group["zones"][1]["half"], json!([4, 5, 6, 7]));
+    assert_eq!(group["zones"][1]["state"], "down", "no consumer in az-a");
+    // Without Kafka the lag is unknown: null everywhere, never 0.
+    assert!(group["lag"].is_null() && group["lag_error"].is_null(), "{group}");
+    assert!(group["zones"][0]["lag"].is_null() && group["zones"][1]["lag"].is_null());
+    let member = &group["members"][0];
+    assert_eq!((member["member_id"].as_str(), member["zone"].as_str()), (Some("b1"), Some("az-b")));
+    assert_eq!(
+        member["assignment"],
+        json!([0, 1, 2, 3, 4, 5, 6, 7]),
+        "alone, b1 reads both halves"
+    );
+    assert!(member["last_seen_at"].as_str().is_some_and(|t| t.ends_with('Z')));
+
+    // A second member changes the assignment and its generation on the next read: the page
+    // polls, so this is what it shows two seconds later.
+    register("a1", "az-a");
+    let group = read(&client)["groups"][0].clone();
+    assert_eq!(group["generation"], 2);
+    assert_eq!(group["zones"][1]["state"], "serving");
+    let a1 = group["members"].as_array().unwrap().iter().find(|m| m["member_id"] == "a1").unwrap();
+    assert_eq!(a1["pending"], json!([4, 5, 6, 7]), "b1 has not released the green half yet");
+
+    // An operator's session reads the same.
+    let response = client.post("/ui/logout").header(ContentType::Form).body(format!("csrf={csrf}"));
+    assert_eq!(response.dispatch().status(), Status::SeeOther);
+    login(&client, "alice", OPERATOR_TOKEN);
+    assert_eq!(read(&client)["groups"][0]["members"].as_array().unwrap().len(), 2);
 }

@@ -1,5 +1,5 @@
-//! The operator web UI: login and logout, the overview (dial, zones, drain), the drain form and
-//! the audit log.
+//! The operator web UI: login and logout, the overview (dial, zones, drain), the MQ lanes page,
+//! the drain form and the audit log.
 //!
 //! Pages are plain HTML, CSS and JS embedded in the binary, so there is no build step and nothing
 //! to deploy beside tidegate. The server renders each page's shell with what only it knows (the
@@ -33,6 +33,7 @@ const LOGIN: &str = include_str!("assets/login.html");
 const OVERVIEW: &str = include_str!("assets/overview.html");
 const DRAIN: &str = include_str!("assets/drain.html");
 const AUDIT: &str = include_str!("assets/audit.html");
+const LANES: &str = include_str!("assets/lanes.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
@@ -43,7 +44,10 @@ pub fn stage() -> AdHoc {
     AdHoc::on_ignite("operator ui", |rocket| async {
         rocket.mount(
             "/",
-            routes![root, overview, drain_page, audit_page, login_page, login, logout, asset],
+            routes![
+                root, overview, lanes_page, drain_page, audit_page, login_page, login, logout,
+                asset
+            ],
         )
     })
 }
@@ -187,6 +191,7 @@ fn layout(app: &App, user: &SignedIn, page: &str, title: &str, main: &str) -> Pa
             ("blue_zone", esc(&config.zones.blue)),
             ("green_zone", esc(&config.zones.green)),
             ("nav_overview", current("overview")),
+            ("nav_lanes", current("lanes")),
             ("nav_drain", current("drain")),
             ("nav_audit", current("audit")),
             ("main", main.to_owned()),
@@ -225,6 +230,34 @@ fn overview(app: &State<App>, user: Option<SignedIn>) -> Reply {
         ],
     );
     Reply::Page(layout(app, &user, "overview", "Overview", &main))
+}
+
+/// The MQ lanes page. Read-only for everyone: the page's script renders the groups from
+/// `GET /v1/lanes`; the shell only says what the configuration decides (timeouts, whether lag is
+/// read at all), which the API does not repeat.
+#[get("/ui/lanes")]
+fn lanes_page(app: &State<App>, user: Option<SignedIn>) -> Reply {
+    let Some(user) = user else { return to_login() };
+    let lanes = &app.config.lanes;
+    let lag_source = if app.lanes.reads_lag() {
+        format!("Lag is read from Kafka every {}.", format_duration_ms(lanes.lag_interval_ms))
+    } else {
+        "Lag is not read, because <code>lanes.kafka_bootstrap</code> is not set: it shows as \
+         unknown, and a drained zone keeps its half."
+            .to_owned()
+    };
+    let main = fill(
+        LANES,
+        &[
+            ("blue_zone", esc(&app.config.zones.blue)),
+            ("green_zone", esc(&app.config.zones.green)),
+            ("heartbeat_interval", format_duration_ms(lanes.heartbeat_interval_ms)),
+            ("session_timeout", format_duration_ms(lanes.session_timeout_ms)),
+            ("heartbeat_ms", lanes.heartbeat_interval_ms.to_string()),
+            ("lag_source", lag_source),
+        ],
+    );
+    Reply::Page(layout(app, &user, "lanes", "MQ lanes", &main))
 }
 
 #[get("/ui/drain")]

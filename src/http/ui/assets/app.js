@@ -61,6 +61,7 @@
     } catch (e) {
       throw new ApiError(0, 'network', 'tidegate did not answer. Check that it is running and that this machine can reach it.');
     }
+    noteServerClock(response);
     let data = null;
     try { data = await response.json(); } catch (_) { data = null; }
     if (!response.ok) {
@@ -72,6 +73,16 @@
     return data;
   }
 
+  // The server's clock minus ours, from each answer's Date header (whole seconds, so +500 ms
+  // centres it). Ages such as "last heartbeat 3 s ago" compare server times with it, so a laptop
+  // whose clock is off does not show a live consumer as long silent.
+  let serverSkewMs = 0;
+  function noteServerClock(response) {
+    const date = Date.parse(response.headers.get('Date') || '');
+    if (!Number.isNaN(date)) serverSkewMs = date + 500 - Date.now();
+  }
+  function serverNow() { return Date.now() + serverSkewMs; }
+
   function sessionEnded() {
     const live = $('live');
     if (!live) return;
@@ -82,6 +93,8 @@
 
   // A readable sentence for an API error, for the message next to the control that caused it.
   function explain(err) {
+    // A bug in a renderer is not an API error; say so instead of failing inside the poll's catch.
+    if (!(err instanceof ApiError)) return 'The page could not show the answer (' + (err && err.message) + ').';
     switch (err.code) {
       case 'drain_active':
         return capitalise(err.detail) + '. The Drain panel has the Pause and Abort buttons.';
@@ -491,14 +504,17 @@
   // ---- polling ---------------------------------------------------------------------------
 
   let timer = null;
+  let refresh = refreshOverview; // the open page's reader; the lanes page swaps in its own
+  let refreshFailed = () => {};
   async function poll(once) {
     if (stopped) return;
     clearTimeout(timer);
     try {
-      await refreshOverview();
+      await refresh();
       setLive(true);
     } catch (err) {
       setLive(false, err);
+      refreshFailed(err);
     }
     if (!stopped) timer = setTimeout(() => poll(false), POLL_MS);
     return once;
@@ -511,6 +527,212 @@
     }
     const started = new URLSearchParams(location.search).get('started');
     if (started) show($('drain-flash'), 'Drain ' + started + ' started.');
+    poll(false);
+  }
+
+  // ---- MQ lanes ----------------------------------------------------------------------------
+
+  // The zone states of GET /v1/lanes, as a word, a symbol and a colour, like the overview's.
+  const LANE_STATE = {
+    serving: { text: '✓ Serving', css: 'state-active' },
+    drained: { text: '↘ Drained, emptying', css: 'state-draining' },
+    drained_empty: { text: '○ Drained and empty', css: 'state-drained' },
+    down: { text: '✕ Down', css: 'state-down' },
+  };
+
+  const lanesView = {
+    loaded: false,
+    // Which groups' partition tables the operator opened or closed: the table is rebuilt on
+    // every poll, and it must not snap back under their cursor.
+    open: new Map(),
+  };
+
+  // [0, 1, 2, 3, 6] -> "0–3, 6"
+  function ranges(list) {
+    if (!list || !list.length) return 'none';
+    const sorted = [...list].sort((a, b) => a - b);
+    const out = [];
+    let start = sorted[0];
+    let prev = sorted[0];
+    for (const p of sorted.slice(1).concat([null])) {
+      if (p === prev + 1) { prev = p; continue; }
+      out.push(start === prev ? String(start) : start + '–' + prev);
+      start = prev = p;
+    }
+    return out.join(', ');
+  }
+
+  function messages(n) { return count(n) + (n === 1 ? ' message' : ' messages'); }
+
+  function ago(iso) {
+    const seconds = Math.max(0, Math.round((serverNow() - Date.parse(iso)) / 1000));
+    return seconds < 120 ? seconds + ' s ago' : Math.round(seconds / 60) + ' min ago';
+  }
+
+  // Whether the group's lag is known now, and if not, why. A reading is kept after a failed
+  // read, but it is no longer the lag: it is shown only as "last known", never as the value.
+  function lagStatus(group, readsLag) {
+    if (group.lag && !group.lag_error) return { known: true };
+    let why;
+    if (!readsLag) why = 'tidegate does not read lag, because lanes.kafka_bootstrap is not set';
+    else if (group.lag_error) why = 'the last read from Kafka failed: ' + group.lag_error;
+    else why = 'no reading from Kafka yet';
+    return { known: false, why, last: group.lag };
+  }
+
+  function halfLag(zone, lag) {
+    if (lag.known) return el('dd', { class: 'half-lag' }, messages(zone.lag));
+    return el('dd', { class: 'half-lag muted' }, 'unknown',
+      lag.last ? el('span', { class: 'hint' }, ' (last known ' + count(zone.lag) + ' at ' + clock(lag.last.at) + ')') : null);
+  }
+
+  function halfHint(group, zone) {
+    const other = group.zones.find((z) => z.zone !== zone.zone);
+    const otherZone = other ? other.zone : 'the other zone';
+    switch (zone.state) {
+      case 'down': return 'No live consumer in ' + zone.zone + ': ' + otherZone + '’s consumers read this half.';
+      case 'drained': return zone.zone + '’s share is 0. Its consumers keep this half until a lag reading taken since then shows it empty.';
+      case 'drained_empty': return zone.zone + '’s share is 0 and this half is empty: ' + otherZone + '’s consumers read it.';
+      default: return null;
+    }
+  }
+
+  function memberTable(members) {
+    const heartbeat = Number($('lanes').dataset.heartbeatMs) || 1000;
+    const rows = members.map((m) => {
+      // Two missed heartbeats: worth a look before the session timeout drops it.
+      const late = serverNow() - Date.parse(m.last_seen_at) > 3 * heartbeat;
+      const releasing = (m.holding || []).filter((p) => !(m.assignment || []).includes(p));
+      return el('tr', { 'data-member': m.member_id },
+        el('th', { scope: 'row', class: 'nowrap' }, el('code', {}, m.member_id)),
+        el('td', { class: 'member-assigned' }, ranges(m.assignment)),
+        el('td', { class: 'member-holding' }, ranges(m.holding),
+          releasing.length ? el('span', { class: 'hint' }, ' (releasing ' + ranges(releasing) + ')') : null),
+        el('td', { class: 'member-pending' }, ranges(m.pending)),
+        el('td', { class: 'nowrap', title: 'registered ' + clock(m.registered_at) },
+          clock(m.last_seen_at) + ' · ' + ago(m.last_seen_at),
+          late ? el('span', { class: 'badge state-draining late' }, '⚠ late') : null));
+    });
+    return el('div', { class: 'table-wrap' },
+      el('table', { class: 'members' },
+        el('thead', {}, el('tr', {},
+          el('th', { scope: 'col' }, 'Member'),
+          el('th', { scope: 'col', title: 'the partitions it may read now' }, 'Assigned'),
+          el('th', { scope: 'col', title: 'what it said it still reads, in its last heartbeat' }, 'Holding'),
+          el('th', { scope: 'col', title: 'partitions it gets once their previous reader has committed and released them' }, 'Pending'),
+          el('th', { scope: 'col' }, 'Last heartbeat'))),
+        el('tbody', {}, rows)));
+  }
+
+  function renderHalf(group, zone, lag) {
+    const state = LANE_STATE[zone.state] || { text: zone.state, css: 'state-unknown' };
+    const members = group.members.filter((m) => m.zone === zone.zone);
+    const hint = halfHint(group, zone);
+    return el('section', { class: 'half half-' + zone.color, 'data-zone': zone.zone, 'data-color': zone.color },
+      el('div', { class: 'zone-head' },
+        el('h3', {}, zone.color === 'blue' ? 'Blue half' : 'Green half'),
+        el('span', { class: 'badge ' + state.css, 'data-state': zone.state }, state.text)),
+      el('dl', {},
+        el('div', {}, el('dt', {}, 'Partitions'), el('dd', { class: 'half-partitions' }, ranges(zone.half))),
+        el('div', {}, el('dt', {}, 'Zone'), el('dd', {}, zone.zone)),
+        el('div', {}, el('dt', {}, 'Lag'), halfLag(zone, lag))),
+      hint ? el('p', { class: 'hint half-hint' }, hint) : null,
+      el('h4', {}, 'Consumers in ' + zone.zone + ' (' + members.length + ')'),
+      members.length ? memberTable(members) : el('p', { class: 'muted' }, 'None registered.'));
+  }
+
+  // The partitions as a strip, blue half then green half, like the dial's split bar.
+  function strip(group) {
+    const mid = group.partitions / 2;
+    const cells = [];
+    for (let p = 0; p < group.partitions; p++) {
+      cells.push(el('span', { class: 'cell cell-' + (p < mid ? 'blue' : 'green') }, group.partitions <= 32 ? String(p) : ''));
+    }
+    return el('div', { class: 'strip', 'aria-hidden': 'true' }, cells);
+  }
+
+  function partitionTable(group, lag) {
+    const who = (field, p) => group.members.filter((m) => (m[field] || []).includes(p)).map((m) => m.member_id);
+    const offsets = {};
+    if (lag.known) for (const o of group.lag.partitions) offsets[o.partition] = o;
+    const mid = group.partitions / 2;
+    const rows = [];
+    for (let p = 0; p < group.partitions; p++) {
+      const readers = who('assignment', p);
+      const next = who('pending', p);
+      const held = who('holding', p).filter((id) => !readers.includes(id));
+      const o = offsets[p];
+      const color = p < mid ? 'blue' : 'green';
+      rows.push(el('tr', { 'data-partition': p },
+        el('td', { class: 'num' }, p),
+        el('td', {}, el('span', { class: 'chip chip-' + color }, color)),
+        el('td', { class: 'read-by' },
+          readers.length ? readers.join(', ') : el('span', { class: 'muted' }, 'nobody'),
+          held.length ? el('span', { class: 'hint' }, ' (' + held.join(', ') + ' still releasing it)') : null),
+        el('td', {}, next.length ? next.join(', ') : '–'),
+        el('td', { class: 'num' }, o ? (o.committed === null ? 'none yet' : count(o.committed)) : '–'),
+        el('td', { class: 'num' }, o ? count(o.high) : '–'),
+        el('td', { class: 'num partition-lag' + (o ? '' : ' muted') }, o ? count(o.lag) : 'unknown')));
+    }
+    const details = el('details', { class: 'partitions', 'data-group': group.group },
+      el('summary', {}, 'Partitions: assignment and lag (' + group.partitions + ')'),
+      el('div', { class: 'table-wrap' },
+        el('table', {},
+          el('thead', {}, el('tr', {},
+            el('th', { scope: 'col', class: 'num' }, 'Partition'),
+            el('th', { scope: 'col' }, 'Half'),
+            el('th', { scope: 'col' }, 'Read by'),
+            el('th', { scope: 'col' }, 'Pending for'),
+            el('th', { scope: 'col', class: 'num' }, 'Committed'),
+            el('th', { scope: 'col', class: 'num' }, 'High watermark'),
+            el('th', { scope: 'col', class: 'num' }, 'Lag'))),
+          el('tbody', {}, rows))));
+    const remembered = lanesView.open.get(group.group);
+    details.open = remembered === undefined ? group.partitions <= 32 : remembered;
+    details.addEventListener('toggle', () => { lanesView.open.set(group.group, details.open); });
+    return details;
+  }
+
+  function renderLaneGroup(group, readsLag) {
+    const lag = lagStatus(group, readsLag);
+    return el('article', { class: 'card lane-group', 'data-group': group.group },
+      el('div', { class: 'zone-head' }, el('h2', {}, group.group)),
+      el('p', { class: 'meta' },
+        'Topic ', el('strong', { class: 'lane-topic' }, group.topic),
+        ' · ', el('strong', { class: 'lane-partitions' }, group.partitions), ' partitions',
+        ' · assignment generation ', el('strong', { class: 'lane-generation' }, group.generation),
+        ' · routing version ', el('strong', {}, group.routing_version)),
+      lag.known
+        ? el('p', { class: 'meta lane-lag' }, 'Lag read from Kafka at ' + clock(group.lag.at) + '.')
+        : el('p', { class: 'unknown lane-lag' }, '? Lag unknown: ' + lag.why + '.'),
+      strip(group),
+      el('div', { class: 'halves' }, group.zones.map((zone) => renderHalf(group, zone, lag))),
+      partitionTable(group, lag));
+  }
+
+  async function refreshLanes() {
+    const data = await api('GET', '/v1/lanes');
+    const groups = data.groups || [];
+    lanesView.loaded = true;
+    if (!groups.length) {
+      $('lanes').replaceChildren(el('section', { class: 'card empty', id: 'lanes-empty' },
+        el('h2', {}, 'No lane groups'),
+        el('p', {}, 'Nothing is consuming a lane topic through tidegate right now. A group appears here when its first consumer registers (a LaneConsumer starting, or POST /v1/lanes/{group}/members) and goes away when its last consumer leaves or times out.'),
+        el('p', { class: 'hint' }, 'Membership lives in memory: after tidegate restarts, groups come back as their consumers register again.')));
+      return;
+    }
+    $('lanes').replaceChildren(...groups.map((g) => renderLaneGroup(g, data.reads_lag)));
+  }
+
+  function startLanes() {
+    refresh = refreshLanes;
+    // Before the first answer there is nothing to show but the reason. Afterwards the live line
+    // says the values may be old, as on the overview.
+    refreshFailed = (err) => {
+      if (lanesView.loaded) return;
+      $('lanes').replaceChildren(el('p', { class: 'error', id: 'lanes-error', role: 'alert' },
+        'Could not read the lane groups: ' + explain(err)));
+    };
     poll(false);
   }
 
@@ -628,5 +850,6 @@
   // ---- start -------------------------------------------------------------------------------
 
   if (PAGE === 'overview') startOverview();
+  if (PAGE === 'lanes') startLanes();
   if (PAGE === 'drain' && CAN_CHANGE) startDrainForm();
 })();
