@@ -19,6 +19,26 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39
 
 
+def label_variable(name, label, metric, description):
+    """A multi-select variable over one label's values, with All meaning any value."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": f"label_values({metric}, {name})", "refId": name},
+        "definition": f"label_values({metric}, {name})",
+        "multi": True,
+        "includeAll": True,
+        "allValue": ".+",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "refresh": 2,
+        "sort": 1,
+        "hide": 0,
+        "description": description,
+    }
+
+
 def variables(with_zone=True, with_group=False):
     out = [{
         "name": "datasource",
@@ -31,39 +51,11 @@ def variables(with_zone=True, with_group=False):
         "description": "The Prometheus that scrapes tidegate (and has its recording rules loaded).",
     }]
     if with_zone:
-        out.append({
-            "name": "zone",
-            "label": "Zone",
-            "type": "query",
-            "datasource": DS,
-            "query": {"query": "label_values(tidegate_zone_share_ratio, zone)", "refId": "zones"},
-            "definition": "label_values(tidegate_zone_share_ratio, zone)",
-            "multi": True,
-            "includeAll": True,
-            "allValue": ".+",
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-            "refresh": 2,
-            "sort": 1,
-            "hide": 0,
-            "description": "Availability zones to show (from the share gauge, so every configured zone appears).",
-        })
+        out.append(label_variable(
+            "zone", "Zone", "tidegate_zone_share_ratio",
+            "Availability zones to show (from the share gauge, so every configured zone appears)."))
     if with_group:
-        out.append({
-            "name": "group",
-            "label": "Lane group",
-            "type": "query",
-            "datasource": DS,
-            "query": {"query": "label_values(tidegate_lane_members, group)", "refId": "groups"},
-            "definition": "label_values(tidegate_lane_members, group)",
-            "multi": True,
-            "includeAll": True,
-            "allValue": ".+",
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-            "refresh": 2,
-            "sort": 1,
-            "hide": 0,
-            "description": "Consumer groups of the MQ lanes.",
-        })
+        out.append(label_variable("group", "Lane group", "tidegate_lane_members", "Consumer groups of the MQ lanes."))
     return out
 
 

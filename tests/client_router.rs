@@ -145,11 +145,12 @@ fn a_dial_change_reaches_and_is_acknowledged_by_100_subscribers() {
         percentile(&received, 0.99)
     );
     println!(
-        "PUT /v1/dial response -> last of 100 acks: p50 {:?}, p99 {:?}, max {:?} over {} changes (debug build, 100 client threads in this process)",
+        "PUT /v1/dial response -> last of 100 acks: p50 {:?}, p99 {:?}, max {:?} over {} changes ({} build, 100 client threads in this process)",
         percentile(&delays, 0.5),
         percentile(&delays, 0.99),
         delays.last().unwrap(),
-        delays.len()
+        delays.len(),
+        if cfg!(debug_assertions) { "debug" } else { "release" }
     );
     let (_, subscribers) = get_json(&format!("{}/v1/subscribers", server.url));
     let list = subscribers["subscribers"].as_array().unwrap();
@@ -254,17 +255,12 @@ fn a_subscriber_that_stops_acknowledging_holds_a_drain_step_then_pauses_it() {
     agent().post(&format!("{}/v1/outcomes", server.url)).send_json(batch).unwrap();
 
     let started = Instant::now();
-    let mut response = agent()
-        .post(&format!("{}/v1/drains", server.url))
-        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
-        .send_json(json!({"zone": "az-b", "target_percent": 0, "step_percent": 10, "interval": "200ms", "reason": "convergence test"}))
-        .unwrap();
-    assert_eq!(
-        response.status().as_u16(),
-        201,
-        "{}",
-        response.body_mut().read_to_string().unwrap()
+    let (status, body) = post_json(
+        &format!("{}/v1/drains", server.url),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "target_percent": 0, "step_percent": 10, "interval": "200ms", "reason": "convergence test"}),
     );
+    assert_eq!(status, 201, "{body}");
     let drain = || get_json(&format!("{}/v1/drains/1", server.url)).1;
     assert!(wait_until(Duration::from_secs(10), || drain()["state"] == "paused"), "{}", drain());
     let paused = drain();

@@ -180,21 +180,16 @@ fn every_panel_and_rule_expression_returns_finite_data_for_both_zones() {
         json!({"blue_percent": 60, "expected_version": routing["version"], "reason": "observability test"}),
     );
     assert_eq!(status, 200);
-    let mut response = agent()
-        .post(&format!("{}/v1/drains", server.url))
-        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
-        .send_json(json!({
+    let (status, body) = post_json(
+        &format!("{}/v1/drains", server.url),
+        OPERATOR_TOKEN,
+        json!({
             "zone": "az-b", "target_percent": 0, "step_percent": 5, "interval": "700ms",
             "guard": {"max_error_rate": 0.05, "min_requests": 10, "breaches": 2, "on_breach": "pause"},
             "reason": "observability test drain"
-        }))
-        .unwrap();
-    assert_eq!(
-        response.status().as_u16(),
-        201,
-        "{}",
-        response.body_mut().read_to_string().unwrap()
+        }),
     );
+    assert_eq!(status, 201, "{body}");
     let drain = || get_json(&format!("{}/v1/drains/1", server.url)).1;
     assert!(
         wait_until(Duration::from_secs(10), || drain()["steps_done"].as_u64() >= Some(2)),
