@@ -149,8 +149,11 @@ fn the_guard_pauses_a_drain_into_a_failing_zone_and_resume_completes_it() {
         stopped_after.as_millis(),
         paused["steps_done"].as_u64().unwrap() - steps_at_injection
     );
-    // Two failed checks, 300 ms apart, after the 1 s window has filled with errors.
-    assert!(stopped_after < Duration::from_millis(2500), "took {stopped_after:?}");
+    // Counted in steps, not seconds, so a loaded machine cannot make it flaky: once the 1 s
+    // window shows the errors the guard takes no step, and while the window still averages in
+    // the healthy second at most `breaches` (2) checks can pass.
+    let steps_meanwhile = paused["steps_done"].as_u64().unwrap() - steps_at_injection;
+    assert!(steps_meanwhile <= 2, "{steps_meanwhile} steps into a failing zone");
     assert!(paused["hold_reason"].as_str().unwrap().contains("az-a"), "{paused}");
     let (_, audit) = get_json(&format!("{}/v1/audit?limit=50", server.url));
     let breaches: Vec<&str> = audit["entries"]
