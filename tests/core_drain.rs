@@ -21,6 +21,11 @@ fn apply(state: &State, at_ms: u64, by: &str, command: Command) -> Result<State,
     Ok(state.apply(&env)?.map(|(s, _)| s).unwrap_or_else(|| state.clone()))
 }
 
+/// A state at `blue_units` with a drain of `plan` just started at t = 0 by alice.
+fn started(blue_units: u32, plan: DrainPlan) -> State {
+    apply(&state(blue_units), 0, "alice", Command::StartDrain { plan }).unwrap()
+}
+
 fn plan(zone: &str, target_blue: u32, step: u32, guard: Guard) -> DrainPlan {
     let color = ColorZones::default().color_in(zone).unwrap();
     DrainPlan {
@@ -172,13 +177,7 @@ fn fixture_scenarios() {
 fn a_breach_at_every_step_pauses_exactly_there() {
     // Drain 50 -> 0 in steps of 10; the receiving zone starts failing before step k.
     for k in 0..5u64 {
-        let mut s = apply(
-            &state(50),
-            0,
-            "alice",
-            Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
-        )
-        .unwrap();
+        let mut s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
         let mut t = 0;
         for _ in 0..k {
             s = tick(&s, t, &healthy(), &healthy());
@@ -204,13 +203,7 @@ fn a_breach_at_every_step_pauses_exactly_there() {
 
 #[test]
 fn resume_after_a_guard_pause_completes_the_drain() {
-    let mut s = apply(
-        &state(50),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 25, guard(1, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let mut s = started(50, plan("az-b", 0, 25, guard(1, OnBreach::Pause)));
     s = tick(&s, 0, &failing(), &healthy());
     assert_eq!(latest(&s).state_name(), "paused");
     let id = latest(&s).id;
@@ -228,13 +221,7 @@ fn resume_after_a_guard_pause_completes_the_drain() {
 
 #[test]
 fn operator_rollback_returns_to_the_start() {
-    let mut s = apply(
-        &state(60),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 20, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let mut s = started(60, plan("az-b", 0, 20, guard(2, OnBreach::Pause)));
     s = tick(&s, 0, &healthy(), &healthy());
     s = tick(&s, 1000, &healthy(), &healthy());
     assert_eq!(s.table().blue_units(), 20);
@@ -252,13 +239,7 @@ fn operator_rollback_returns_to_the_start() {
 
 #[test]
 fn abort_leaves_the_share_where_it_is_and_finishes_the_drain() {
-    let mut s = apply(
-        &state(50),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let mut s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
     s = tick(&s, 0, &healthy(), &healthy());
     let id = latest(&s).id;
     s = apply(&s, 10, "alice", Command::AbortDrain { drain: id }).unwrap();
@@ -285,13 +266,7 @@ fn abort_leaves_the_share_where_it_is_and_finishes_the_drain() {
 
 #[test]
 fn the_dial_is_locked_while_a_drain_runs_and_free_while_it_is_paused() {
-    let s = apply(
-        &state(50),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
     let id = latest(&s).id;
     assert_eq!(
         apply(&s, 1, "bob", Command::SetBlueUnits { blue_units: 10 }).unwrap_err(),
@@ -309,13 +284,7 @@ fn the_dial_is_locked_while_a_drain_runs_and_free_while_it_is_paused() {
 
 #[test]
 fn one_active_drain_at_a_time() {
-    let s = apply(
-        &state(50),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
     let err = apply(
         &s,
         1,
@@ -359,13 +328,7 @@ fn plans_are_validated() {
 
 #[test]
 fn a_step_that_skips_or_repeats_is_refused() {
-    let s = apply(
-        &state(50),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
     for wrong in [30, 50, 0] {
         let err = apply(&s, 0, "drain:1", Command::DrainStep { drain: 1, blue_units: wrong })
             .unwrap_err();
@@ -385,13 +348,7 @@ fn a_step_that_skips_or_repeats_is_refused() {
 
 #[test]
 fn repeated_operator_commands_change_nothing() {
-    let s = apply(
-        &state(50),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
     let env = |command| Envelope {
         expected_version: s.version(),
         command,
@@ -416,13 +373,7 @@ fn measured(version: u64, fraction: f64) -> StepConvergence {
 
 #[test]
 fn a_step_waits_for_the_previous_one_to_converge_then_pauses_after_the_timeout() {
-    let mut s = apply(
-        &state(50),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let mut s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
     // The first step has no previous step to wait for.
     s = tick_with(&s, 0, &healthy(), &healthy(), &measured(1, 0.0));
     assert_eq!(s.table().blue_units(), 40);
@@ -449,13 +400,7 @@ fn a_step_waits_for_the_previous_one_to_converge_then_pauses_after_the_timeout()
 
 #[test]
 fn rolling_back_does_not_wait_for_convergence() {
-    let mut s = apply(
-        &state(50),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let mut s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
     s = tick(&s, 0, &healthy(), &healthy());
     s = apply(&s, 10, "alice", Command::RollbackDrain { drain: 1 }).unwrap();
     let v = latest(&s).last_step_version.unwrap();
@@ -465,13 +410,7 @@ fn rolling_back_does_not_wait_for_convergence() {
 
 #[test]
 fn a_drain_that_empties_its_zone_settles_until_the_backlog_is_consumed() {
-    let mut s = apply(
-        &state(20),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let mut s = started(20, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
     s = tick(&s, 0, &healthy(), &healthy());
     s = tick(&s, 1000, &healthy(), &healthy());
     assert_eq!((s.table().blue_units(), latest(&s).state_name()), (0, "settling"));
@@ -498,13 +437,7 @@ fn a_drain_that_empties_its_zone_settles_until_the_backlog_is_consumed() {
 
 #[test]
 fn a_partial_drain_completes_without_settling_and_complete_is_only_for_settling_drains() {
-    let mut s = apply(
-        &state(50),
-        0,
-        "alice",
-        Command::StartDrain { plan: plan("az-b", 40, 10, guard(2, OnBreach::Pause)) },
-    )
-    .unwrap();
+    let mut s = started(50, plan("az-b", 40, 10, guard(2, OnBreach::Pause)));
     assert!(matches!(
         apply(&s, 0, "alice", Command::CompleteDrain { drain: 1 }),
         Err(CommandError::DrainNotRunning { .. })
