@@ -35,6 +35,49 @@ use crate::client::lanes::{Assigned, LaneClient, LaneClientError};
 use crate::core::{Color, LaneConfig};
 use crate::telemetry;
 
+/// Runs a blocking group-coordinator call, retrying the errors Kafka itself calls retriable.
+///
+/// Why: right after a broker starts, or while the group coordinator moves, offset fetches and
+/// commits answer `NOT_COORDINATOR` or `COORDINATOR_LOAD_IN_PROGRESS` for a moment. Those say
+/// "ask again shortly", not "this consumer is broken"; giving up would stop a healthy consumer.
+/// Both calls are idempotent (committing the same offsets twice is harmless).
+async fn retrying<T: Send + 'static>(
+    what: &'static str,
+    call: impl Fn() -> rdkafka::error::KafkaResult<T> + Send + Sync + 'static,
+) -> Result<T, MqError> {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    let call = Arc::new(call);
+    let mut delay = Duration::from_millis(50);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let attempt = Arc::clone(&call);
+        let result = tokio::task::spawn_blocking(move || attempt())
+            .await
+            .map_err(|e| MqError::Kafka(e.to_string()))?;
+        let error = match result {
+            Ok(value) => return Ok(value),
+            Err(e) => e,
+        };
+        let retriable = matches!(
+            error.rdkafka_error_code(),
+            Some(
+                Code::NotCoordinator
+                    | Code::CoordinatorLoadInProgress
+                    | Code::CoordinatorNotAvailable
+                    | Code::RequestTimedOut
+                    | Code::OperationTimedOut
+                    | Code::BrokerTransportFailure
+                    | Code::AllBrokersDown
+            )
+        );
+        if !retriable || Instant::now() + delay > deadline {
+            return Err(MqError::Kafka(format!("{what}: {error}")));
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}
+
 /// Where the consumer runs and whom it talks to.
 #[derive(Clone, Debug)]
 pub struct ConsumerSettings {
@@ -296,9 +339,7 @@ impl LaneConsumer {
             return Ok(());
         }
         let consumer = Arc::clone(&self.consumer);
-        tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync))
-            .await
-            .map_err(|e| MqError::Kafka(e.to_string()))??;
+        retrying("commit", move || consumer.commit(&tpl, CommitMode::Sync)).await?;
         for (p, offset) in to_commit {
             if let Some(held) = self.held.get_mut(&p) {
                 held.committed = Some(offset);
@@ -360,10 +401,10 @@ impl LaneConsumer {
                 tpl.add_partition(&self.settings.topic, *p as i32);
             }
             let consumer = Arc::clone(&self.consumer);
-            let committed =
-                tokio::task::spawn_blocking(move || consumer.committed_offsets(tpl, QUERY_TIMEOUT))
-                    .await
-                    .map_err(|e| MqError::Kafka(e.to_string()))??;
+            let committed = retrying("committed offsets", move || {
+                consumer.committed_offsets(tpl.clone(), QUERY_TIMEOUT)
+            })
+            .await?;
             for p in &added {
                 let offset =
                     committed.find_partition(&self.settings.topic, *p as i32).and_then(|e| match e
