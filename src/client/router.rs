@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -179,7 +179,7 @@ impl Router {
         if let Some(path) = &options.cache_path
             && let Some(table) = load_cache(path)
         {
-            let mut status = shared.status.lock().unwrap();
+            let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.origin = Origin::DiskCache;
             status.version = Some(table.version());
             shared.table.store(Some(Arc::new(table)));
@@ -227,7 +227,7 @@ impl Router {
     }
 
     pub fn status(&self) -> RouterStatus {
-        self.shared.status.lock().unwrap().clone()
+        self.shared.status.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Blocks until the table is at `version` or newer, or `timeout` passes.
@@ -296,7 +296,9 @@ impl Router {
 impl Drop for Router {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        if let Some(socket) = self.shared.socket.lock().unwrap().take() {
+        if let Some(socket) =
+            self.shared.socket.lock().unwrap_or_else(PoisonError::into_inner).take()
+        {
             let _ = socket.shutdown(std::net::Shutdown::Both);
         }
         if let Some(watcher) = self.watcher.take() {
@@ -342,7 +344,7 @@ fn watch_loop(shared: &Shared, endpoint: &Endpoint, identity: &Identity, options
     while !shared.stop.load(Ordering::SeqCst) {
         let result = watch_once(shared, endpoint, identity, options, &agent, &mut backoff);
         {
-            let mut status = shared.status.lock().unwrap();
+            let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.connected = false;
             if let Err(e) = result {
                 status.last_error = Some(e);
@@ -385,12 +387,12 @@ fn watch_once(
     let (socket, mut events) =
         sse::open(endpoint, &path, &headers, options.connect_timeout, options.read_timeout)
             .map_err(|e| format!("cannot watch {}: {e}", endpoint.base_url()))?;
-    *shared.socket.lock().unwrap() = Some(socket);
+    *shared.socket.lock().unwrap_or_else(PoisonError::into_inner) = Some(socket);
     if shared.stop.load(Ordering::SeqCst) {
         return Ok(());
     }
     {
-        let mut status = shared.status.lock().unwrap();
+        let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
         status.connected = true;
         status.last_error = None;
     }
@@ -410,7 +412,7 @@ fn watch_once(
         let newer = shared.table.load().as_ref().is_none_or(|t| t.version() < version);
         if newer {
             shared.table.store(Some(Arc::new(table)));
-            let mut status = shared.status.lock().unwrap();
+            let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.origin = Origin::Coordinator;
             status.version = Some(version);
             status.updated_at = Some(SystemTime::now());
@@ -418,7 +420,7 @@ fn watch_once(
         if let Some(path) = &options.cache_path
             && let Err(e) = save_cache(path, &event.data)
         {
-            shared.status.lock().unwrap().last_error =
+            shared.status.lock().unwrap_or_else(PoisonError::into_inner).last_error =
                 Some(format!("cannot save {}: {e}", path.display()));
         }
         if options.acknowledge {
@@ -448,11 +450,11 @@ fn acknowledge(
             shared.acked.fetch_max(version, Ordering::SeqCst);
         }
         Ok(response) => {
-            shared.status.lock().unwrap().last_error =
+            shared.status.lock().unwrap_or_else(PoisonError::into_inner).last_error =
                 Some(format!("ack of v{version} got HTTP {}", response.status()));
         }
         Err(e) => {
-            shared.status.lock().unwrap().last_error =
+            shared.status.lock().unwrap_or_else(PoisonError::into_inner).last_error =
                 Some(format!("ack of v{version} failed: {e}"))
         }
     }
