@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use metrics::{Counter, Unit};
+use metrics::{Counter, Histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::core::{Color, Reading, RoutingTable, State};
@@ -202,10 +202,11 @@ fn describe() {
     }
 }
 
-/// Pre-registered counter handles for the tagging hot path (no label lookup per request).
+/// Pre-registered metric handles for the tagging hot path (no registry lookup per request).
 pub struct TagCounters {
     blue: Counter,
     green: Counter,
+    duration: Histogram,
 }
 
 impl TagCounters {
@@ -217,7 +218,11 @@ impl TagCounters {
                 "zone" => table.zone_of(color).to_owned()
             )
         };
-        TagCounters { blue: counter(Color::Blue), green: counter(Color::Green) }
+        TagCounters {
+            blue: counter(Color::Blue),
+            green: counter(Color::Green),
+            duration: metrics::histogram!(TAG_DURATION),
+        }
     }
 
     #[inline]
@@ -226,6 +231,11 @@ impl TagCounters {
             Color::Blue => self.blue.increment(n),
             Color::Green => self.green.increment(n),
         }
+    }
+
+    #[inline]
+    pub fn time(&self, seconds: f64) {
+        self.duration.record(seconds);
     }
 }
 

@@ -12,7 +12,6 @@ use super::App;
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
 use crate::core::{Color, validate_user_id};
-use crate::telemetry::TAG_DURATION;
 
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("tagging", |rocket| async { rocket.mount("/", routes![tag_one, tag_batch]) })
@@ -88,7 +87,7 @@ fn tag_one(app: &State<App>, caller: Caller, user_id: Option<&str>) -> Result<Ta
         }
     };
     app.tag_counters.count(body.color_value, 1);
-    metrics::histogram!(TAG_DURATION).record(started.elapsed().as_secs_f64());
+    app.tag_counters.time(started.elapsed().as_secs_f64());
     Ok(Tagged {
         body: serde_json::to_string(&body).expect("tag bodies always serialise"),
         color: Header::new("x-tidegate-color", body.color),
