@@ -104,9 +104,7 @@ fn post_outcomes(
         let color: Color = b.color.parse().map_err(|e: crate::core::ParseColorError| {
             ApiError::bad_request("invalid_color", format!("batch {i}: {e}"))
         })?;
-        if app.config.zones.zone_of(Color::Blue) != b.zone
-            && app.config.zones.zone_of(Color::Green) != b.zone
-        {
+        if app.config.zones.color_in(&b.zone).is_none() {
             return Err(ApiError::bad_request(
                 "unknown_zone",
                 format!(
