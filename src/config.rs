@@ -331,7 +331,7 @@ impl std::fmt::Debug for SecretKey {
     }
 }
 
-/// MQ lane membership and lag (see `crate::lanes`).
+/// MQ lane membership and lag (see `crate::service::lane_membership`).
 #[derive(Clone, Debug)]
 pub struct LanesConfig {
     /// A member that has not heartbeated for this long is dead; its partitions are handed over.

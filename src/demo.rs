@@ -16,13 +16,13 @@ use std::time::Duration;
 use crate::config::{
     Config, LaneSettings, OperatorSettings, Overrides, Settings, token_sha256_hex,
 };
-use crate::coordinator::Coordinator;
 use crate::core::Color;
-use crate::health::Health;
 use crate::http::{self, App, now_ms};
-use crate::lanes::Lanes;
 use crate::mq::{ConsumerSettings, LaneConsumer, LaneProducer, MockKafka, ProducerSettings};
-use crate::snapshot::TableSource;
+use crate::service::coordinator::Coordinator;
+use crate::service::health::Health;
+use crate::service::lane_membership::Lanes;
+use crate::service::table_source::TableSource;
 
 pub const TOPIC: &str = "demo-orders";
 pub const GROUP: &str = "demo-consumers";

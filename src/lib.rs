@@ -1,26 +1,32 @@
 //! tidegate: a blue-green, same-city active-active traffic coordinator.
 //!
-//! See ARCHITECTURE.md for the bird's-eye view. In short: [`core`] is the pure model, [`store`]
-//! makes changes durable, [`coordinator`] serialises them and publishes snapshots, [`http`] is the
-//! Rocket edge, [`lanes`] and [`mq`] put message-queue traffic on the same split, and [`cli`] is
-//! the command line.
+//! See ARCHITECTURE.md for the bird's-eye view. The modules are layers, each using only the ones
+//! above it in this list (`tests/tidy.rs` checks it):
+//!
+//! 1. [`core`]: the pure model (units, routing table, dial, drains, lane maths). No I/O.
+//! 2. [`telemetry`], [`duration`], [`config`]: metric names and handles, parsing, settings.
+//! 3. [`store`]: the durable log of commands; state is the replay of the log.
+//! 4. [`service`]: the stateful services between the log and the edges: the coordinator, the
+//!    drain runner, subscribers, lane membership, zone health.
+//! 5. Edges: [`http`] (Rocket), [`mq`] (rdkafka), [`client`] (the library services embed),
+//!    [`cli`], plus [`server`] and [`demo`], which wire them together.
 
 #![forbid(unsafe_code)]
 
+// Layer 1: pure.
+pub mod core;
+// Layer 2: below everything that reports to it or reads settings.
+pub mod config;
+pub mod duration;
+pub mod telemetry;
+// Layer 3: durability.
+pub mod store;
+// Layer 4: stateful services.
+pub mod service;
+// Layer 5: edges and wiring.
 pub mod cli;
 pub mod client;
-pub mod config;
-pub mod coordinator;
-pub mod core;
 pub mod demo;
-pub mod drain_runner;
-pub mod duration;
-pub mod health;
 pub mod http;
-pub mod lanes;
 pub mod mq;
 pub mod server;
-pub mod snapshot;
-pub mod store;
-pub mod subscribers;
-pub mod telemetry;

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::coordinator::{Boot, Coordinator, StartError};
 use crate::http::{self, App, now_ms};
+use crate::service::coordinator::{Boot, Coordinator, StartError};
 use crate::store::FileLog;
 
 /// Opens the embedded file log under `config.data_dir` and rebuilds the coordinator from it.

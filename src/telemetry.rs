@@ -10,7 +10,6 @@ use metrics::{Counter, Histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::core::{Color, Reading, RoutingTable, State};
-use crate::health::ZoneHealth;
 
 pub const TAG_REQUESTS: &str = "tidegate_tag_requests_total";
 pub const TAG_DURATION: &str = "tidegate_tag_duration_seconds";
@@ -278,9 +277,11 @@ pub fn count_outcomes(zone: &str, color: Color, ok: u64, error: u64) {
     metrics::counter!(ZONE_ERRORS, &labels).increment(error);
 }
 
-pub fn publish_zone_health(health: &ZoneHealth) {
-    let zone = health.zone.clone();
-    match &health.reading {
+/// Publishes one zone's health reading; `requests` is the window's request count when the source
+/// counts requests.
+pub fn publish_zone_health(zone: &str, reading: &Reading, requests: Option<u64>) {
+    let zone = zone.to_owned();
+    match reading {
         Reading::Known { error_rate, .. } => {
             metrics::gauge!(ZONE_ERROR_RATIO, "zone" => zone.clone()).set(*error_rate);
             metrics::gauge!(ZONE_HEALTH_KNOWN, "zone" => zone.clone()).set(1.0);
@@ -289,7 +290,7 @@ pub fn publish_zone_health(health: &ZoneHealth) {
             metrics::gauge!(ZONE_HEALTH_KNOWN, "zone" => zone.clone()).set(0.0)
         }
     }
-    if let Some(requests) = health.requests {
+    if let Some(requests) = requests {
         metrics::gauge!(ZONE_WINDOW_REQUESTS, "zone" => zone).set(requests as f64);
     }
 }
@@ -365,7 +366,7 @@ pub fn publish_lane_offsets(
     group: &str,
     topic: &str,
     lane: crate::core::LaneConfig,
-    partitions: &[crate::lanes::PartitionOffsets],
+    partitions: &[crate::core::PartitionOffsets],
 ) {
     let mut written = [0u64; 2];
     for p in partitions {

@@ -11,7 +11,7 @@ use rocket::http::{ContentType, Status};
 use serde_json::{Value, json};
 use tidegate::config::LanesConfig;
 use tidegate::core::{Color, ColorZones, RoutingTable, UnitMode, UnitScheme};
-use tidegate::lanes::{Lanes, LanesError, PartitionOffsets, Registration};
+use tidegate::service::lane_membership::{Lanes, LanesError, PartitionOffsets, Registration};
 
 fn table(version: u64, blue_units: u32) -> RoutingTable {
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();

@@ -14,7 +14,10 @@ use serde_json::{Value, json};
 use tidegate::core::{Color, RoutingTable};
 use tidegate::mq::{LaneProducer, ProducerSettings};
 
-fn producer(topic: &str, table: Arc<dyn tidegate::snapshot::TableSource>) -> LaneProducer {
+fn producer(
+    topic: &str,
+    table: Arc<dyn tidegate::service::table_source::TableSource>,
+) -> LaneProducer {
     LaneProducer::new(&ProducerSettings::new(&kafka::bootstrap(), topic), table).unwrap()
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 use tidegate::core::Reading;
-use tidegate::health::PrometheusSource;
+use tidegate::service::health::PrometheusSource;
 
 /// Counters for two zones, advanced 100 requests per zone every 100 ms.
 struct Target {

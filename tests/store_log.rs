@@ -3,8 +3,8 @@
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 
-use tidegate::coordinator::{Boot, Coordinator, StartError};
 use tidegate::core::{Audit, ColorZones, Command, Envelope, Genesis, UnitMode, UnitScheme};
+use tidegate::service::coordinator::{Boot, Coordinator, StartError};
 use tidegate::store::{FileLog, LOG_FILE, StoreError};
 
 fn boot(units: u32) -> Boot {

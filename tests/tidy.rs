@@ -150,3 +150,49 @@ fn every_metric_recorded_is_described() {
         }
     }
 }
+
+/// The layers of `src/lib.rs`, lowest first. A module may name its own layer and those before
+/// it, never one after it: core -> (telemetry, duration, config) -> store -> service -> edges.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("core", &["core"]),
+    ("base", &["telemetry", "duration", "config"]),
+    ("store", &["store"]),
+    ("service", &["service"]),
+    ("edge", &["http", "mq", "client", "cli", "edge", "server", "demo"]),
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|(_, mods)| mods.contains(&module))
+}
+
+#[test]
+fn layers_only_look_down() {
+    for file in rust_files(&root().join("src")) {
+        let rel = file.strip_prefix(root().join("src")).unwrap().to_string_lossy().into_owned();
+        let top = rel.split(['/', '.']).next().unwrap();
+        let Some(own) = layer_of(top) else { continue };
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in code_lines(&text) {
+            let mut rest = line;
+            while let Some(at) = rest.find("crate::") {
+                let tail = &rest[at + "crate::".len()..];
+                let name: String =
+                    tail.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if let Some(theirs) = layer_of(&name) {
+                    // Edges are one layer, but only the CLI and the wiring itself start the
+                    // wiring (`serve`, `demo`).
+                    let wiring = ["server", "demo"].contains(&name.as_str())
+                        && !["cli", "server", "demo"].contains(&top);
+                    assert!(
+                        theirs <= own && !wiring,
+                        "src/{rel}:{n}: the {} layer (`{top}`) uses `{name}` from the {} layer above it: {line}",
+                        LAYERS[own].0,
+                        LAYERS[theirs].0
+                    );
+                }
+                rest = tail;
+            }
+        }
+    }
+    assert!(root().join("src/service/mod.rs").exists(), "the service layer moved?");
+}

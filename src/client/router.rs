@@ -307,7 +307,7 @@ impl Drop for Router {
     }
 }
 
-impl crate::snapshot::TableSource for Router {
+impl crate::service::table_source::TableSource for Router {
     /// The current table. Panics if there is none yet: wait with `wait_for_version` first.
     fn current_table(&self) -> Arc<RoutingTable> {
         self.table().expect("Router has no table yet; call wait_for_version before producing")

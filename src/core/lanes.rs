@@ -214,3 +214,13 @@ pub fn grant(target: &Assignment, holding: &BTreeMap<String, BTreeSet<u32>>) -> 
         })
         .collect()
 }
+
+/// Offsets of one partition for one consumer group, as read from Kafka.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    pub partition: u32,
+    pub low: i64,
+    pub high: i64,
+    /// `None` when the group never committed on this partition.
+    pub committed: Option<i64>,
+}

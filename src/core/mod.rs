@@ -24,8 +24,8 @@ pub use drain::{
     StepConvergence, step_toward,
 };
 pub use lanes::{
-    Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, MAX_LANE_PARTITIONS, ZoneFlags,
-    assign, grant, half_lags, partition_lag,
+    Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, MAX_LANE_PARTITIONS,
+    PartitionOffsets, ZoneFlags, assign, grant, half_lags, partition_lag,
 };
 pub use table::{Fallback, RoutingTable, TableError, Tag, TagError};
 pub use unit::{

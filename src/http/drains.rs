@@ -18,9 +18,9 @@ use crate::core::{
     Color, Command, Drain, DrainPlan, Guard, OnBreach, Reading, RoutingTable, Share,
     State as CoreState,
 };
-use crate::drain_runner;
 use crate::duration::{format_duration_ms, parse_duration_ms};
-use crate::health::ZoneHealth;
+use crate::service::drain_runner;
+use crate::service::health::ZoneHealth;
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 

@@ -8,9 +8,9 @@ use rocket::response::{self, Responder, Response};
 use rocket::serde::json::serde_json::{self, Map, Value, json};
 use rocket::{Catcher, catch, catchers};
 
-use crate::coordinator::SubmitError;
 use crate::core::{CommandError, TagError, UnitError};
-use crate::lanes::LanesError;
+use crate::service::coordinator::SubmitError;
+use crate::service::lane_membership::LanesError;
 use crate::store::StoreError;
 use crate::telemetry;
 

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
 use super::{App, iso8601, now_ms};
-use crate::lanes::{self, GroupView, MemberView, Registration};
+use crate::service::lane_membership::{self, GroupView, MemberView, Registration};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 
@@ -28,7 +28,11 @@ pub fn stage() -> AdHoc {
                 Box::pin(async move {
                     let app = rocket.state::<App>().expect("App state is managed");
                     let shutdown = rocket.shutdown();
-                    rocket::tokio::spawn(lanes::run(Arc::clone(&app.lanes), now_ms, shutdown));
+                    rocket::tokio::spawn(lane_membership::run(
+                        Arc::clone(&app.lanes),
+                        now_ms,
+                        shutdown,
+                    ));
                 })
             }),
         )

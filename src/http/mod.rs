@@ -23,11 +23,11 @@ use rocket::fairing::AdHoc;
 use rocket::{Build, Rocket};
 
 use crate::config::{Config, HealthSourceConfig};
-use crate::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::core::{Audit, Command, CommandError, Envelope};
-use crate::health::{Health, PrometheusSource, Source};
-use crate::lanes::Lanes;
-use crate::subscribers::Subscribers;
+use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
+use crate::service::health::{Health, PrometheusSource, Source};
+use crate::service::lane_membership::Lanes;
+use crate::service::subscribers::Subscribers;
 use crate::telemetry::{self, TagCounters};
 use error::ApiError;
 use rocket::http::Status;
@@ -66,9 +66,10 @@ impl App {
         let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
         let subscribers = Arc::new(Subscribers::new(config.subscriber_stale_after_ms));
         let lag_source = config.lanes.kafka_bootstrap.as_ref().map(|bootstrap| {
-            Arc::new(crate::mq::KafkaLag::new(bootstrap)) as Arc<dyn crate::lanes::LagSource>
+            Arc::new(crate::mq::KafkaLag::new(bootstrap))
+                as Arc<dyn crate::service::lane_membership::LagSource>
         });
-        let table: Arc<dyn crate::snapshot::TableSource> = coordinator.clone();
+        let table: Arc<dyn crate::service::table_source::TableSource> = coordinator.clone();
         let lanes =
             Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
         App { coordinator, config, health, subscribers, lanes, tag_counters, metrics }

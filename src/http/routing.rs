@@ -162,7 +162,7 @@ fn get_audit(
     limit: Option<&str>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
-    let max = crate::coordinator::AUDIT_IN_MEMORY;
+    let max = crate::service::coordinator::AUDIT_IN_MEMORY;
     let limit = match limit {
         None => 100,
         Some(text) => {

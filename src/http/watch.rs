@@ -17,7 +17,7 @@ use super::error::{ApiError, json_error};
 use super::routing::routing_body;
 use super::{App, iso8601, now_ms};
 use crate::core::State as CoreState;
-use crate::subscribers::{SubscriberError, Subscribers};
+use crate::service::subscribers::{SubscriberError, Subscribers};
 
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("routing watch", |rocket| async {

@@ -7,7 +7,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::{QUERY_TIMEOUT, client_config};
-use crate::lanes::{LagSource, PartitionOffsets};
+use crate::service::lane_membership::{LagSource, PartitionOffsets};
 
 /// The coordinator's lag reader. One idle client per group is kept: creating a librdkafka client
 /// starts threads and connections, far too much to do every second. The clients never join the

@@ -2,7 +2,7 @@
 //! embedded mock cluster of `tidegate demo`.
 //!
 //! Architecture invariant: only this module names rdkafka (enforced by `tests/tidy.rs`). The
-//! rest of tidegate sees plain types: [`crate::lanes::LagSource`] for lag, and the producer and
+//! rest of tidegate sees plain types: [`crate::service::lane_membership::LagSource`] for lag, and the producer and
 //! consumer below, whose settings are `key = value` pairs of librdkafka properties.
 
 mod admin;

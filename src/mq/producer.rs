@@ -23,7 +23,7 @@ use rdkafka::types::RDKafkaErrorCode;
 
 use super::{COLOR_HEADER, MqError, VERSION_HEADER, client_config, partition_count};
 use crate::core::{Color, LaneConfig, validate_user_id};
-use crate::snapshot::TableSource;
+use crate::service::table_source::TableSource;
 use crate::telemetry;
 
 /// Virtual nodes per partition on the ring: enough that a half's partitions get shares within a

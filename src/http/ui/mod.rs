@@ -286,7 +286,8 @@ fn drain_page(app: &State<App>, user: Option<SignedIn>) -> Reply {
 #[get("/ui/audit?<limit>")]
 fn audit_page(app: &State<App>, user: Option<SignedIn>, limit: Option<usize>) -> Reply {
     let Some(user) = user else { return to_login() };
-    let limit = limit.unwrap_or(AUDIT_PAGE_ROWS).clamp(1, crate::coordinator::AUDIT_IN_MEMORY);
+    let limit =
+        limit.unwrap_or(AUDIT_PAGE_ROWS).clamp(1, crate::service::coordinator::AUDIT_IN_MEMORY);
     let records = app.coordinator.audit(limit);
     let mut rows = String::new();
     for r in &records {
@@ -304,7 +305,7 @@ fn audit_page(app: &State<App>, user: Option<SignedIn>, limit: Option<usize>) ->
     if records.is_empty() {
         rows.push_str("<tr><td colspan=\"6\">No changes yet.</td></tr>\n");
     }
-    let more = (limit * 2).min(crate::coordinator::AUDIT_IN_MEMORY);
+    let more = (limit * 2).min(crate::service::coordinator::AUDIT_IN_MEMORY);
     let main = fill(
         AUDIT,
         &[("rows", rows), ("count", records.len().max(1).to_string()), ("more", more.to_string())],

@@ -145,7 +145,7 @@ impl Health {
                 }
             }
         };
-        telemetry::publish_zone_health(&health);
+        telemetry::publish_zone_health(&health.zone, &health.reading, health.requests);
         health
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::coordinator::Coordinator;
 use crate::core::RoutingTable;
+use crate::service::coordinator::Coordinator;
 
 /// A source of the current routing table. Reads must be cheap and lock-free: they sit on hot
 /// paths (every tagged request, every produced message).

@@ -11,14 +11,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::coordinator::{Coordinator, SubmitError};
 use crate::core::{
     Audit, Command, CommandError, DrainAction, DrainStatus, Envelope, Inputs, Reading,
     StepConvergence,
 };
-use crate::health::Health;
-use crate::lanes::Lanes;
-use crate::subscribers::Subscribers;
+use crate::service::coordinator::{Coordinator, SubmitError};
+use crate::service::health::Health;
+use crate::service::lane_membership::Lanes;
+use crate::service::subscribers::Subscribers;
 use crate::telemetry;
 
 /// What the runner reads and writes through.

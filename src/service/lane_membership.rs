@@ -24,18 +24,10 @@ use crate::core::{
     Assignment, AssignmentInput, Color, ColorZones, LaneConfig, LaneError, LaneMember, ZoneFlags,
     assign, grant, half_lags, partition_lag,
 };
-use crate::snapshot::TableSource;
+use crate::service::table_source::TableSource;
 use crate::telemetry;
 
-/// Offsets of one partition for one consumer group, as read from Kafka.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PartitionOffsets {
-    pub partition: u32,
-    pub low: i64,
-    pub high: i64,
-    /// `None` when the group never committed on this partition.
-    pub committed: Option<i64>,
-}
+pub use crate::core::PartitionOffsets;
 
 /// Reads a group's offsets from Kafka (`mq::KafkaLag`). Blocking: called on a blocking thread.
 pub trait LagSource: Send + Sync {

@@ -1,0 +1,12 @@
+//! The stateful services between the log and the edges.
+//!
+//! Each service keeps state in memory and does its I/O through injected sources (the log, the
+//! clock, a `LagSource`, a health source), so none of them knows Rocket or rdkafka. Edges
+//! (`http`, `mq`, `client`, `cli`) call into them; they never call an edge.
+
+pub mod coordinator;
+pub mod drain_runner;
+pub mod health;
+pub mod lane_membership;
+pub mod subscribers;
+pub mod table_source;
