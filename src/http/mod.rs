@@ -27,7 +27,10 @@ use crate::core::{Audit, Command, CommandError, Envelope};
 use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::service::health::{Health, PrometheusSource, Source};
 use crate::service::lane_membership::Lanes;
+use crate::service::login_limit::LoginLimiter;
 use crate::service::subscribers::Subscribers;
+use crate::service::ui_sessions::Revocations;
+use crate::service::zone_history::{self, ZoneHistory};
 use crate::telemetry::{self, TagCounters};
 use error::ApiError;
 use rocket::http::Status;
@@ -39,6 +42,11 @@ pub struct App {
     pub health: Arc<Health>,
     pub subscribers: Arc<Subscribers>,
     pub lanes: Arc<Lanes>,
+    /// Web UI sessions that were logged out before they expired.
+    pub revocations: Arc<Revocations>,
+    pub login_limiter: Arc<LoginLimiter>,
+    /// The last minutes of each zone's health, for the UI's charts.
+    pub zone_history: Arc<ZoneHistory>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -72,7 +80,34 @@ impl App {
         let table: Arc<dyn crate::service::table_source::TableSource> = coordinator.clone();
         let lanes =
             Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
-        App { coordinator, config, health, subscribers, lanes, tag_counters, metrics }
+        let revocations = match Revocations::open(&config.data_dir, now_ms()) {
+            Ok(list) => list,
+            Err(e) => {
+                eprintln!(
+                    "tidegate: warning: cannot use {}: {e}; logged-out UI sessions are remembered only until restart",
+                    config.data_dir.join(crate::service::ui_sessions::FILE_NAME).display()
+                );
+                Revocations::in_memory()
+            }
+        };
+        let zone_history = Arc::new(ZoneHistory::new(
+            &config.zones.blue,
+            &config.zones.green,
+            zone_history::KEEP_MS,
+            zone_history::SAMPLE_EVERY_MS,
+        ));
+        App {
+            coordinator,
+            config,
+            health,
+            subscribers,
+            lanes,
+            revocations: Arc::new(revocations),
+            login_limiter: Arc::new(LoginLimiter::new()),
+            zone_history,
+            tag_counters,
+            metrics,
+        }
     }
 }
 
