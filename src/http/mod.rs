@@ -115,7 +115,7 @@ impl App {
 pub fn build(app: App) -> Rocket<Build> {
     let config = &app.config;
     let body_limit = ByteUnit::from(config.max_body_bytes);
-    let figment = rocket::Config::figment()
+    let mut figment = rocket::Config::figment()
         .merge(("address", config.address))
         .merge(("port", config.port))
         .merge(("limits", Limits::default().limit("json", body_limit).limit("string", body_limit)))
@@ -123,6 +123,12 @@ pub fn build(app: App) -> Rocket<Build> {
         .merge(("cli_colors", false))
         .merge(("ident", "tidegate"))
         .merge(("secret_key", ui::secret_key(&config.ui).to_vec()));
+    // HTTPS with rustls when `[server.tls]` names the files. Rocket then also marks every cookie
+    // it sets (the UI session, the login form token) `Secure`.
+    if let Some(tls) = &config.tls {
+        figment =
+            figment.merge(("tls", rocket::config::TlsConfig::from_paths(&tls.certs, &tls.key)));
+    }
     rocket::custom(figment)
         .manage(app)
         .register("/", error::catchers())
@@ -137,8 +143,9 @@ pub fn build(app: App) -> Rocket<Build> {
             Box::pin(async move {
                 let config = rocket.config();
                 // Tests and scripts start tidegate on port 0 and read this line for the real port.
+                let scheme = if config.tls_enabled() { "https" } else { "http" };
                 println!(
-                    "tidegate listening on http://{}",
+                    "tidegate listening on {scheme}://{}",
                     SocketAddr::new(config.address, config.port)
                 );
             })
