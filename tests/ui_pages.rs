@@ -734,6 +734,16 @@ fn failed_logins_are_limited_per_address_across_names() {
         let response = post_login_as(&client, &name, "wrong", "text/html", "10.2.0.1");
         assert_eq!(response.status(), Status::Unauthorized, "attempt {i}");
     }
+    // A forwarded-for header does not make the same peer someone else.
+    let form_token = login_form(&client);
+    let spoofed = client
+        .post("/ui/login")
+        .header(ContentType::Form)
+        .header(Header::new("X-Real-IP", "10.77.0.1"))
+        .remote("10.2.0.1:40000".parse().unwrap())
+        .body(format!("name=alice&token={OPERATOR_TOKEN}&csrf={form_token}"))
+        .dispatch();
+    assert_eq!(spoofed.status(), Status::TooManyRequests);
     let response = post_login_as(&client, "alice", OPERATOR_TOKEN, "application/json", "10.2.0.1");
     let body = error(response, Status::TooManyRequests);
     assert!(body["detail"].as_str().unwrap().contains("address"), "{body}");

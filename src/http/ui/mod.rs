@@ -12,7 +12,7 @@
 
 pub mod session;
 
-use std::net::IpAddr;
+use std::net::SocketAddr;
 
 use rocket::fairing::AdHoc;
 use rocket::form::{Errors, Form};
@@ -384,7 +384,9 @@ struct LoginForm {
 fn login(
     app: &State<App>,
     cookies: &CookieJar<'_>,
-    ip: Option<IpAddr>,
+    // The socket's peer, not `client_ip()`: that trusts an `X-Real-IP` header, which a guesser
+    // would simply vary.
+    remote: Option<SocketAddr>,
     html: WantsHtml,
     form: Result<Form<LoginForm>, Errors<'_>>,
 ) -> Reply {
@@ -401,7 +403,7 @@ fn login(
     // Failures are counted per configured operator name and per address; past the limit even
     // the right token is refused until the window moves on, so guessing gains nothing.
     let now = now_ms();
-    let address = ip.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+    let address = remote.map_or_else(|| "unknown".to_owned(), |peer| peer.ip().to_string());
     let known = app.config.operators.iter().find(|op| op.name == form.name.trim());
     let name = known.map(|op| op.name.as_str());
     if let Err(limited) = app.login_limiter.check(name, &address, now) {
