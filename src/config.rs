@@ -522,11 +522,7 @@ impl Config {
         let ui = validate_ui(&s.ui)?;
         let lanes = validate_lanes(&s.lanes)?;
         if let Some(tls) = &s.server.tls {
-            for (key, path) in [("server.tls.certs", &tls.certs), ("server.tls.key", &tls.key)] {
-                if let Err(e) = std::fs::metadata(path) {
-                    return Err(invalid(key, format!("cannot read {}: {e}", path.display())));
-                }
-            }
+            validate_tls(tls)?;
         }
         if let Some(path) = &s.client.ca_file
             && let Err(e) = std::fs::metadata(path)
@@ -554,6 +550,35 @@ impl Config {
             service_tokens,
         })
     }
+}
+
+/// Reads both PEM files now, so a wrong path or a file of the wrong kind names its key instead
+/// of failing later as "binding failed".
+fn validate_tls(tls: &TlsSettings) -> Result<(), ConfigError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(&tls.certs)
+        .map_err(|e| {
+            invalid("server.tls.certs", format!("cannot read {}: {e}", tls.certs.display()))
+        })?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid("server.tls.certs", format!("{}: {e}", tls.certs.display())))?;
+    if certs.is_empty() {
+        return Err(invalid(
+            "server.tls.certs",
+            format!("{} holds no PEM certificate", tls.certs.display()),
+        ));
+    }
+    PrivateKeyDer::from_pem_file(&tls.key).map_err(|e| {
+        invalid(
+            "server.tls.key",
+            format!(
+                "{} holds no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}",
+                tls.key.display()
+            ),
+        )
+    })?;
+    Ok(())
 }
 
 fn duration(key: &str, text: &str) -> Result<u64, ConfigError> {

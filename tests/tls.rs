@@ -267,6 +267,7 @@ fn tls_configuration_errors_name_the_key() {
         ),
         ("[client]\nca_file = \"/nonexistent/ca.pem\"\n", "client.ca_file"),
         ("[server.tls]\ncerts = \"/etc/hostname\"\n", "key"),
+        ("[server.tls]\ncerts = \"/etc/hostname\"\nkey = \"/etc/hostname\"\n", "server.tls.certs"),
     ] {
         let config_file = dir.path().join("bad.toml");
         std::fs::write(&config_file, toml).unwrap();
@@ -275,4 +276,17 @@ fn tls_configuration_errors_name_the_key() {
             .to_string();
         assert!(err.contains(key), "{toml}: {err}");
     }
+    // A certificate where the key should be.
+    let pki = make_pki(dir.path());
+    let toml = format!(
+        "[server.tls]\ncerts = \"{}\"\nkey = \"{}\"\n",
+        pki.certs.display(),
+        pki.certs.display()
+    );
+    let config_file = dir.path().join("swapped.toml");
+    std::fs::write(&config_file, toml).unwrap();
+    let err = tidegate::config::Config::load(Some(&config_file), &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("server.tls.key") && err.contains("private key"), "{err}");
 }
