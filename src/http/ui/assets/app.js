@@ -126,7 +126,7 @@
         return 'Refused for safety: ' + err.detail + '.';
       case 'network':
       case 'timeout':
-        return capitalise(err.detail);
+        return err.detail;
       default:
         return capitalise(err.detail) + (err.detail.endsWith('.') ? '' : '.');
     }
