@@ -8,5 +8,8 @@ pub mod coordinator;
 pub mod drain_runner;
 pub mod health;
 pub mod lane_membership;
+pub mod login_limit;
 pub mod subscribers;
 pub mod table_source;
+pub mod ui_sessions;
+pub mod zone_history;
