@@ -596,9 +596,13 @@ fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, Config
     if d.breaches == 0 {
         return Err(invalid("drain.breaches", "must be at least 1"));
     }
+    let interval_ms = duration("drain.interval", &d.interval)?;
+    if interval_ms > crate::core::MAX_DRAIN_INTERVAL_MS {
+        return Err(invalid("drain.interval", "must be at most 24h"));
+    }
     Ok(DrainDefaults {
         step_percent: d.step_percent,
-        interval_ms: duration("drain.interval", &d.interval)?,
+        interval_ms,
         guard: Guard {
             max_error_rate: ratio("drain.max_error_rate", d.max_error_rate)?,
             min_requests: d.min_requests,

@@ -273,3 +273,12 @@ fn a_subscriber_that_stops_acknowledging_holds_a_drain_step_then_pauses_it() {
     assert_eq!(convergence["behind"][0]["subscriber_id"], "stuck-gw");
     assert!(convergence["behind"][0]["behind_for_ms"].as_u64().unwrap() >= 1000);
 }
+
+#[test]
+fn a_router_without_a_table_yet_answers_none_instead_of_panicking() {
+    use tidegate::service::table_source::TableSource;
+    // Nothing listens on port 1 and there is no disk cache: no table can arrive.
+    let router =
+        Router::connect("http://127.0.0.1:1", identity("no-table", "az-a"), fast()).unwrap();
+    assert!(router.current_table().is_none());
+}

@@ -62,6 +62,11 @@ pub struct DrainPlan {
     pub guard: Guard,
 }
 
+/// The longest interval between drain steps that the API and the config accept: a day. Longer
+/// is a mistake (a drain that moves once a week is a manual change), and the bound keeps
+/// `now + interval` far from overflowing.
+pub const MAX_DRAIN_INTERVAL_MS: u64 = 24 * 3_600_000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DrainStatus {
     Running,
