@@ -130,7 +130,9 @@ fn watch(
     };
     let guard = StreamGuard { subscribers, id };
     let heartbeat = Duration::from_millis(app.config.watch_heartbeat_ms);
-    let mut sent = last_event_id.0.unwrap_or(0);
+    // A `Last-Event-ID` ahead of this server (a log restored from a backup, a new data
+    // directory) names a table this server never had: send the current one.
+    let mut sent = last_event_id.0.filter(|v| *v <= current.version()).unwrap_or(0);
     Ok(EventStream! {
         let guard = guard;
         if current.version() > sent {
