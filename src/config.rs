@@ -94,6 +94,8 @@ pub struct HealthSettings {
     pub source: String,
     pub window: String,
     pub down_error_rate: f64,
+    /// How often the per-zone health gauges are refreshed, whether or not anyone asks.
+    pub publish_interval: String,
     pub prometheus: PrometheusSettings,
 }
 
@@ -126,6 +128,7 @@ impl Default for HealthSettings {
             source: "outcomes".into(),
             window: "60s".into(),
             down_error_rate: 0.5,
+            publish_interval: "5s".into(),
             prometheus: PrometheusSettings::default(),
         }
     }
@@ -363,6 +366,7 @@ pub struct HealthConfig {
     pub source: HealthSourceConfig,
     pub window_ms: u64,
     pub down_error_rate: f64,
+    pub publish_interval_ms: u64,
 }
 
 /// Defaults for drain fields a request leaves out, and the runner's tick.
@@ -541,6 +545,10 @@ fn validate_health(h: &HealthSettings) -> Result<HealthConfig, ConfigError> {
         return Err(invalid("health.window", "must be at least 1s"));
     }
     let down_error_rate = ratio("health.down_error_rate", h.down_error_rate)?;
+    let publish_interval_ms = duration("health.publish_interval", &h.publish_interval)?;
+    if !(100..=3_600_000).contains(&publish_interval_ms) {
+        return Err(invalid("health.publish_interval", "must be between 100ms and 1h"));
+    }
     let source = match h.source.as_str() {
         "outcomes" => HealthSourceConfig::Outcomes,
         "prometheus" => {
@@ -574,7 +582,7 @@ fn validate_health(h: &HealthSettings) -> Result<HealthConfig, ConfigError> {
             ));
         }
     };
-    Ok(HealthConfig { source, window_ms, down_error_rate })
+    Ok(HealthConfig { source, window_ms, down_error_rate, publish_interval_ms })
 }
 
 fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, ConfigError> {

@@ -152,6 +152,8 @@ pub enum DrainAction {
     },
     Hold {
         breach: bool,
+        /// The zone whose reading caused the hold (the draining or the receiving zone).
+        zone: String,
         reason: String,
     },
     /// The previous step did not reach enough subscribers in time.
@@ -301,6 +303,7 @@ impl Drain {
                     Reading::Unknown { why } => {
                         return Some(DrainAction::Hold {
                             breach: false,
+                            zone: zone.to_owned(),
                             reason: format!(
                                 "holding: health of {role} zone {zone} is unknown ({why})"
                             ),
@@ -312,6 +315,7 @@ impl Drain {
                     {
                         return Some(DrainAction::Hold {
                             breach: true,
+                            zone: zone.to_owned(),
                             reason: format!(
                                 "guard breach {}/{}: {role} zone {zone} has an error rate of {:.2}% over {requests} requests, above {:.2}%",
                                 self.consecutive_breaches + 1,
