@@ -111,6 +111,8 @@ pub struct HealthSettings {
     pub source: String,
     pub window: String,
     pub down_error_rate: f64,
+    /// How often the per-zone health gauges are refreshed, whether or not anyone asks.
+    pub publish_interval: String,
     pub prometheus: PrometheusSettings,
 }
 
@@ -143,6 +145,7 @@ impl Default for HealthSettings {
             source: "outcomes".into(),
             window: "60s".into(),
             down_error_rate: 0.5,
+            publish_interval: "5s".into(),
             prometheus: PrometheusSettings::default(),
         }
     }
@@ -386,6 +389,7 @@ pub struct HealthConfig {
     pub source: HealthSourceConfig,
     pub window_ms: u64,
     pub down_error_rate: f64,
+    pub publish_interval_ms: u64,
 }
 
 /// Defaults for drain fields a request leaves out, and the runner's tick.
@@ -603,6 +607,10 @@ fn validate_health(h: &HealthSettings) -> Result<HealthConfig, ConfigError> {
         return Err(invalid("health.window", "must be at least 1s"));
     }
     let down_error_rate = ratio("health.down_error_rate", h.down_error_rate)?;
+    let publish_interval_ms = duration("health.publish_interval", &h.publish_interval)?;
+    if !(100..=3_600_000).contains(&publish_interval_ms) {
+        return Err(invalid("health.publish_interval", "must be between 100ms and 1h"));
+    }
     let source = match h.source.as_str() {
         "outcomes" => HealthSourceConfig::Outcomes,
         "prometheus" => {
@@ -636,7 +644,7 @@ fn validate_health(h: &HealthSettings) -> Result<HealthConfig, ConfigError> {
             ));
         }
     };
-    Ok(HealthConfig { source, window_ms, down_error_rate })
+    Ok(HealthConfig { source, window_ms, down_error_rate, publish_interval_ms })
 }
 
 fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, ConfigError> {
@@ -658,9 +666,13 @@ fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, Config
     if d.breaches == 0 {
         return Err(invalid("drain.breaches", "must be at least 1"));
     }
+    let interval_ms = duration("drain.interval", &d.interval)?;
+    if interval_ms > crate::core::MAX_DRAIN_INTERVAL_MS {
+        return Err(invalid("drain.interval", "must be at most 24h"));
+    }
     Ok(DrainDefaults {
         step_percent: d.step_percent,
-        interval_ms: duration("drain.interval", &d.interval)?,
+        interval_ms,
         guard: Guard {
             max_error_rate: ratio("drain.max_error_rate", d.max_error_rate)?,
             min_requests: d.min_requests,

@@ -172,6 +172,7 @@ pub fn install() -> PrometheusHandle {
                 .expect("bucket lists are non-empty constants")
                 .build_recorder();
             let handle = recorder.handle();
+            spawn_upkeep(handle.clone());
             // Another recorder may already be installed by an embedding application; then our
             // handle renders only what we record through it, which is still correct output.
             let _ = metrics::set_global_recorder(recorder);
@@ -182,6 +183,27 @@ pub fn install() -> PrometheusHandle {
         .clone()
 }
 
+/// How often the recorder's upkeep runs.
+pub const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs the recorder's upkeep on a timer.
+///
+/// Why: histogram samples are buffered until something drains them, which `render` (a scrape)
+/// does and nothing else; with no Prometheus scraping, every tag would keep its sample (about
+/// 21 bytes) forever. Upkeep folds the buffers into the histograms, so memory stays flat.
+fn spawn_upkeep(handle: PrometheusHandle) {
+    let spawned =
+        std::thread::Builder::new().name("tidegate-metrics-upkeep".into()).spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP_INTERVAL);
+                handle.run_upkeep();
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("tidegate: warning: cannot start the metrics upkeep thread: {e}");
+    }
+}
+
 /// Registers at zero the counters whose label sets are known up front, so they are exported
 /// (and `rate()` works) before the first event instead of appearing out of nowhere.
 fn prime() {
@@ -189,6 +211,24 @@ fn prime() {
         metrics::counter!(UI_LOGINS, "outcome" => outcome).increment(0);
     }
     metrics::counter!(DIAL_CHANGES).increment(0);
+    for action in crate::core::Command::ACTIONS {
+        metrics::counter!(CHANGES, "action" => *action).increment(0);
+    }
+    for kind in ["breach", "unknown"] {
+        metrics::counter!(DRAIN_HOLDS, "kind" => kind).increment(0);
+    }
+}
+
+/// Registers at zero the counters labelled by this deployment's zones.
+pub fn prime_zones(zones: &crate::core::ColorZones) {
+    for zone in [&zones.blue, &zones.green] {
+        metrics::counter!(DRAIN_BREACHES, "zone" => zone.clone()).increment(0);
+        for color in Color::ALL {
+            let labels = [("zone", zone.clone()), ("color", color.as_str().to_owned())];
+            metrics::counter!(ZONE_REQUESTS, &labels).increment(0);
+            metrics::counter!(ZONE_ERRORS, &labels).increment(0);
+        }
+    }
 }
 
 fn describe() {
@@ -287,12 +327,14 @@ pub fn publish_zone_health(zone: &str, reading: &Reading, requests: Option<u64>)
             metrics::gauge!(ZONE_HEALTH_KNOWN, "zone" => zone.clone()).set(1.0);
         }
         Reading::Unknown { .. } => {
-            metrics::gauge!(ZONE_HEALTH_KNOWN, "zone" => zone.clone()).set(0.0)
+            // Cleared, not frozen at the last ratio: NaN matches no alert threshold and shows as
+            // a gap, where a stale ratio would look like a live reading.
+            metrics::gauge!(ZONE_ERROR_RATIO, "zone" => zone.clone()).set(f64::NAN);
+            metrics::gauge!(ZONE_HEALTH_KNOWN, "zone" => zone.clone()).set(0.0);
         }
     }
-    if let Some(requests) = requests {
-        metrics::gauge!(ZONE_WINDOW_REQUESTS, "zone" => zone).set(requests as f64);
-    }
+    let requests = requests.map_or(f64::NAN, |r| r as f64);
+    metrics::gauge!(ZONE_WINDOW_REQUESTS, "zone" => zone).set(requests);
 }
 
 pub fn publish_subscribers(current: u64, behind: u64, stale: u64) {
@@ -301,6 +343,8 @@ pub fn publish_subscribers(current: u64, behind: u64, stale: u64) {
     metrics::gauge!(SUBSCRIBERS, "state" => "stale").set(stale as f64);
 }
 
+/// Counts a drain hold; `zone` is the zone the hold is about (for a breach, the zone whose error
+/// rate was too high, which may be the receiving zone).
 pub fn count_drain_hold(zone: &str, breach: bool) {
     let kind = if breach { "breach" } else { "unknown" };
     metrics::counter!(DRAIN_HOLDS, "kind" => kind).increment(1);

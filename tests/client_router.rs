@@ -273,3 +273,48 @@ fn a_subscriber_that_stops_acknowledging_holds_a_drain_step_then_pauses_it() {
     assert_eq!(convergence["behind"][0]["subscriber_id"], "stuck-gw");
     assert!(convergence["behind"][0]["behind_for_ms"].as_u64().unwrap() >= 1000);
 }
+
+#[test]
+fn a_router_without_a_table_yet_answers_none_instead_of_panicking() {
+    use tidegate::service::table_source::TableSource;
+    // Nothing listens on port 1 and there is no disk cache: no table can arrive.
+    let router =
+        Router::connect("http://127.0.0.1:1", identity("no-table", "az-a"), fast()).unwrap();
+    assert!(router.current_table().is_none());
+}
+
+/// Opens `GET /v1/routing/watch` on a raw socket with `headers` and returns what arrives
+/// within `wait` (the stream never ends on its own).
+fn watch_raw(port: u16, query: &str, headers: &str, wait: Duration) -> String {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        socket,
+        "GET /v1/routing/watch{query} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Accept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let deadline = Instant::now() + wait;
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while Instant::now() < deadline {
+        socket.set_read_timeout(Some(deadline - Instant::now())).unwrap();
+        match socket.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+        }
+    }
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+#[test]
+fn a_last_event_id_ahead_of_the_server_still_gets_the_table() {
+    // A client that held version 9 of a log that was since replaced (restored, or a fresh data
+    // directory) must not be left with no event at all: it gets the server's table.
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), "");
+    let text = watch_raw(server.port(), "", "Last-Event-ID: 9\r\n", Duration::from_secs(2));
+    assert!(text.contains("event:routing") && text.contains("id:1"), "{text}");
+    // And a client that holds the current version gets nothing new on connect.
+    let text = watch_raw(server.port(), "", "Last-Event-ID: 1\r\n", Duration::from_millis(500));
+    assert!(!text.contains("event:routing"), "{text}");
+}

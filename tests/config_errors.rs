@@ -24,6 +24,7 @@ fn start_failure(toml: &str) -> String {
 fn each_bad_value_names_its_key() {
     let cases = [
         ("[units]\ncount = 1", "units.count"),
+        ("[drain]\ninterval = \"18446744073709551615ms\"", "drain.interval"),
         ("[units]\ncount = 64\nmode = \"digits\"", "units.mode"),
         ("[units]\nmode = \"modulo\"", "units.mode"),
         ("initial_blue_percent = 150", "initial_blue_percent"),

@@ -91,7 +91,7 @@ fn tick_full(
     let command = match action {
         DrainAction::Complete => Command::CompleteDrain { drain: drain.id },
         DrainAction::Step { blue_units } => Command::DrainStep { drain: drain.id, blue_units },
-        DrainAction::Hold { breach, reason } => {
+        DrainAction::Hold { breach, reason, .. } => {
             Command::DrainHold { drain: drain.id, breach, reason }
         }
         DrainAction::Pause { reason } => {

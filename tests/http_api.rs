@@ -60,6 +60,23 @@ fn tag_percent_decodes_user_ids() {
 fn bad_user_ids_are_client_errors() {
     let (client, _dir) = client();
     assert_error(client.get("/v1/tag?user_id=").dispatch(), Status::BadRequest, "invalid_user_id");
+    // Not UTF-8: replacing the byte with U+FFFD would make all such IDs collide.
+    assert_error(
+        client.get("/v1/tag?user_id=%FF").dispatch(),
+        Status::BadRequest,
+        "invalid_user_id",
+    );
+    assert_error(
+        client.get("/v1/tag?user_id=a%C3").dispatch(),
+        Status::BadRequest,
+        "invalid_user_id",
+    );
+    // A repeated parameter is ambiguous, not "no user" (which gets a random colour).
+    assert_error(
+        client.get("/v1/tag?user_id=a&user_id=b").dispatch(),
+        Status::BadRequest,
+        "invalid_user_id",
+    );
     assert_error(
         client.get("/v1/tag?user_id=a%0Ab").dispatch(),
         Status::BadRequest,

@@ -81,6 +81,8 @@ fn drain_requests_are_validated() {
         (json!({"step_percent": 2.5}), "invalid_drain"),
         (json!({"interval": "30"}), "invalid_drain"),
         (json!({"interval": "5ms"}), "invalid_drain"),
+        (json!({"interval": "18446744073709551615ms"}), "invalid_drain"),
+        (json!({"interval": "25h"}), "invalid_drain"),
         (json!({"guard": {"on_breach": "panic"}}), "invalid_drain"),
         (json!({"guard": {"max_error_rate": 2}}), "invalid_drain"),
         (json!({"guard": {"breaches": 0}}), "invalid_drain"),

@@ -326,9 +326,9 @@ impl Drop for Router {
 }
 
 impl crate::service::table_source::TableSource for Router {
-    /// The current table. Panics if there is none yet: wait with `wait_for_version` first.
-    fn current_table(&self) -> Arc<RoutingTable> {
-        self.table().expect("Router has no table yet; call wait_for_version before producing")
+    /// The current table; `None` until the first table arrives (see `wait_for_version`).
+    fn current_table(&self) -> Option<Arc<RoutingTable>> {
+        self.table()
     }
 }
 
@@ -339,10 +339,23 @@ fn load_cache(path: &Path) -> Option<RoutingTable> {
 }
 
 /// Writes the table atomically: a crash mid-write leaves the previous copy intact.
+///
+/// The data is fsynced before the rename (or the rename could land before the bytes, leaving an
+/// empty cache after a power loss), and the directory after it (or the rename itself could be
+/// lost).
 fn save_cache(path: &Path, data: &str) -> std::io::Result<()> {
+    use std::io::Write;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, path)
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(data.as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&tmp, path)?;
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)?.sync_all()
 }
 
 fn sleep_unless_stopped(shared: &Shared, duration: Duration) {

@@ -80,6 +80,21 @@ pub enum Command {
 }
 
 impl Command {
+    /// Every value [`Command::action`] can return.
+    pub const ACTIONS: &[&str] = &[
+        "dial",
+        "pin",
+        "unpin",
+        "drain_start",
+        "drain_step",
+        "drain_hold",
+        "drain_pause",
+        "drain_resume",
+        "drain_abort",
+        "drain_rollback",
+        "drain_complete",
+    ];
+
     /// A short name for the audit log and metrics.
     pub fn action(&self) -> &'static str {
         match self {

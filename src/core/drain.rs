@@ -62,6 +62,11 @@ pub struct DrainPlan {
     pub guard: Guard,
 }
 
+/// The longest interval between drain steps that the API and the config accept: a day. Longer
+/// is a mistake (a drain that moves once a week is a manual change), and the bound keeps
+/// `now + interval` far from overflowing.
+pub const MAX_DRAIN_INTERVAL_MS: u64 = 24 * 3_600_000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DrainStatus {
     Running,
@@ -147,6 +152,8 @@ pub enum DrainAction {
     },
     Hold {
         breach: bool,
+        /// The zone whose reading caused the hold (the draining or the receiving zone).
+        zone: String,
         reason: String,
     },
     /// The previous step did not reach enough subscribers in time.
@@ -296,6 +303,7 @@ impl Drain {
                     Reading::Unknown { why } => {
                         return Some(DrainAction::Hold {
                             breach: false,
+                            zone: zone.to_owned(),
                             reason: format!(
                                 "holding: health of {role} zone {zone} is unknown ({why})"
                             ),
@@ -307,6 +315,7 @@ impl Drain {
                     {
                         return Some(DrainAction::Hold {
                             breach: true,
+                            zone: zone.to_owned(),
                             reason: format!(
                                 "guard breach {}/{}: {role} zone {zone} has an error rate of {:.2}% over {requests} requests, above {:.2}%",
                                 self.consecutive_breaches + 1,

@@ -20,8 +20,8 @@ pub use command::{
 };
 pub use dial::{DialError, Share};
 pub use drain::{
-    Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, Inputs, OnBreach, Reading,
-    StepConvergence, step_toward,
+    Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, Inputs, MAX_DRAIN_INTERVAL_MS,
+    OnBreach, Reading, StepConvergence, step_toward,
 };
 pub use lanes::{
     Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, MAX_LANE_PARTITIONS,

@@ -368,6 +368,12 @@ fn plan_from(
     if interval_ms < 10 {
         return Err(invalid("interval must be at least 10ms".into()));
     }
+    if interval_ms > crate::core::MAX_DRAIN_INTERVAL_MS {
+        return Err(invalid(format!(
+            "interval must be at most {}",
+            format_duration_ms(crate::core::MAX_DRAIN_INTERVAL_MS)
+        )));
+    }
     let on_breach = match guard.on_breach.as_deref() {
         None => defaults.guard.on_breach,
         Some("pause") => OnBreach::Pause,

@@ -114,11 +114,22 @@ impl From<CommandError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
-        ApiError::new(
-            Status::ServiceUnavailable,
-            "store_unavailable",
-            format!("the change was not saved: {e}"),
-        )
+        match e {
+            // The write or the fsync failed after it started: the record may be on disk and
+            // apply after a restart, so "not saved" would be a lie.
+            StoreError::Io { .. } => ApiError::new(
+                Status::ServiceUnavailable,
+                "outcome_unknown",
+                format!(
+                    "the outcome of the change is unknown: the log write failed after it began, so the change may still be on disk and take effect after a restart; read the current version before retrying ({e})"
+                ),
+            ),
+            e => ApiError::new(
+                Status::ServiceUnavailable,
+                "store_unavailable",
+                format!("the change was not saved: {e}"),
+            ),
+        }
     }
 }
 
@@ -191,4 +202,29 @@ fn default_catcher(status: Status, request: &Request<'_>) -> ApiError {
 
 pub fn catchers() -> Vec<Catcher> {
     catchers![default_catcher]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_fsync_says_the_outcome_is_unknown() {
+        let e = StoreError::Io {
+            action: "append to",
+            path: "data/tidegate.log".into(),
+            source: std::io::Error::other("fsync: EIO"),
+        };
+        let api = ApiError::from(e);
+        assert_eq!(api.status, Status::ServiceUnavailable);
+        assert_eq!(api.code, "outcome_unknown");
+        assert!(
+            api.detail.contains("unknown") && !api.detail.contains("not saved"),
+            "{}",
+            api.detail
+        );
+        let refused = ApiError::from(StoreError::Poisoned);
+        assert_eq!(refused.code, "store_unavailable");
+        assert!(refused.detail.contains("not saved"), "{}", refused.detail);
+    }
 }

@@ -1,5 +1,7 @@
 //! Liveness, readiness and the Prometheus scrape endpoint.
 
+use std::time::Duration;
+
 use rocket::fairing::AdHoc;
 use rocket::http::{ContentType, Status};
 use rocket::serde::json::Json;
@@ -11,7 +13,36 @@ use super::error::ApiError;
 
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("health", |rocket| async {
-        rocket.mount("/", routes![healthz, readyz, metrics])
+        rocket.mount("/", routes![healthz, readyz, metrics]).attach(AdHoc::on_liftoff(
+            "zone health gauges",
+            |rocket| {
+                Box::pin(async move {
+                    let app = rocket.state::<App>().expect("App state is managed");
+                    let health = std::sync::Arc::clone(&app.health);
+                    let zones = app.config.zones.clone();
+                    let every = Duration::from_millis(app.config.health.publish_interval_ms);
+                    let mut shutdown = rocket.shutdown();
+                    rocket::tokio::spawn(async move {
+                        let mut ticker = rocket::tokio::time::interval(every);
+                        loop {
+                            rocket::tokio::select! {
+                                _ = ticker.tick() => {}
+                                _ = &mut shutdown => return,
+                            }
+                            // Reading a zone publishes its gauges; the Prometheus source does
+                            // HTTP, hence the blocking thread.
+                            let (health, zones) = (std::sync::Arc::clone(&health), zones.clone());
+                            let _ = rocket::tokio::task::spawn_blocking(move || {
+                                let now = super::now_ms();
+                                health.zone(&zones.blue, now);
+                                health.zone(&zones.green, now);
+                            })
+                            .await;
+                        }
+                    });
+                })
+            },
+        ))
     })
 }
 

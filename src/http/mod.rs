@@ -55,6 +55,7 @@ impl App {
     pub fn new(coordinator: Arc<Coordinator>, config: Arc<Config>) -> App {
         let metrics = telemetry::install();
         let table = coordinator.table();
+        telemetry::prime_zones(&config.zones);
         telemetry::publish_state(&coordinator.state());
         let tag_counters = TagCounters::new(&table);
         let source = match &config.health.source {

@@ -1,9 +1,11 @@
 //! `GET /v1/tag` and `POST /v1/tag`: which colour a user belongs to. The hot path.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use rocket::fairing::AdHoc;
 use rocket::http::Header;
+use rocket::http::uri::Origin;
 use rocket::serde::json::Json;
 use rocket::{Responder, State, get, post, routes};
 use serde::{Deserialize, Serialize};
@@ -54,10 +56,39 @@ struct Tagged {
     version: Header<'static>,
 }
 
-#[get("/v1/tag?<user_id>")]
-fn tag_one(app: &State<App>, caller: Caller, user_id: Option<&str>) -> Result<Tagged, ApiError> {
+/// The `user_id` query parameter, decoded strictly. Rocket's own form decoding would replace
+/// bytes that are not UTF-8 with U+FFFD (so all such IDs would collide) and turn a repeated
+/// parameter into "none given" (a random colour); both are 400 here.
+fn user_id_param<'q>(origin: &'q Origin<'_>) -> Result<Option<Cow<'q, str>>, ApiError> {
+    let mut found = None;
+    for segment in origin.query().into_iter().flat_map(|q| q.raw_segments()) {
+        let (name, value) = segment.split_at_byte(b'=');
+        if name.as_str() != "user_id" {
+            continue;
+        }
+        if found.is_some() {
+            return Err(ApiError::bad_request(
+                "invalid_user_id",
+                "user_id is given more than once; give exactly one",
+            ));
+        }
+        let decoded = value.url_decode().map_err(|_| {
+            ApiError::bad_request(
+                "invalid_user_id",
+                "user_id is not valid UTF-8 once percent-decoded",
+            )
+        })?;
+        found = Some(decoded);
+    }
+    Ok(found)
+}
+
+#[get("/v1/tag")]
+fn tag_one(app: &State<App>, caller: Caller, origin: &Origin<'_>) -> Result<Tagged, ApiError> {
     caller.require_reader(&app.config)?;
     let started = Instant::now();
+    let user_id = user_id_param(origin)?;
+    let user_id = user_id.as_deref();
     let table = app.coordinator.table();
     let body = match user_id {
         Some(user_id) => {

@@ -130,7 +130,9 @@ fn watch(
     };
     let guard = StreamGuard { subscribers, id };
     let heartbeat = Duration::from_millis(app.config.watch_heartbeat_ms);
-    let mut sent = last_event_id.0.unwrap_or(0);
+    // A `Last-Event-ID` ahead of this server (a log restored from a backup, a new data
+    // directory) names a table this server never had: send the current one.
+    let mut sent = last_event_id.0.filter(|v| *v <= current.version()).unwrap_or(0);
     Ok(EventStream! {
         let guard = guard;
         if current.version() > sent {
@@ -184,12 +186,18 @@ fn ack(
     };
     let current = app.coordinator.state().version();
     let s = app.subscribers.ack(id, r.version, identity, current, now_ms())?;
-    Ok(Json(json!({
-        "subscriber_id": s.id,
-        "applied_version": s.applied_version,
-        "current_version": current,
-        "lag": current - s.applied_version,
-    })))
+    Ok(Json(ack_body(&s.id, s.applied_version, current)))
+}
+
+/// The ack answer. `current` was read before the ack, so a concurrent ack of a newer version can
+/// leave `applied` above it: the lag is then 0, never a wrapped-around number.
+fn ack_body(id: &str, applied: u64, current: u64) -> Value {
+    json!({
+        "subscriber_id": id,
+        "applied_version": applied,
+        "current_version": current.max(applied),
+        "lag": current.saturating_sub(applied),
+    })
 }
 
 #[get("/v1/subscribers")]
@@ -267,4 +275,14 @@ fn convergence(
         "complete": c.converged == c.live,
         "behind": behind,
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_ack_answer_cannot_wrap_when_a_newer_ack_raced_ahead() {
+        let body = super::ack_body("gw-1", 8, 7);
+        assert_eq!((body["lag"].as_u64(), body["current_version"].as_u64()), (Some(0), Some(8)));
+        assert_eq!(super::ack_body("gw-1", 5, 7)["lag"].as_u64(), Some(2));
+    }
 }

@@ -49,6 +49,10 @@ pub enum MqError {
     Membership(#[from] LaneClientError),
     #[error("the message was not delivered: {0}")]
     NotDelivered(String),
+    #[error(
+        "no routing table yet: the coordinator has not been reached and there is no disk cache"
+    )]
+    NoTable,
 }
 
 impl From<rdkafka::error::KafkaError> for MqError {

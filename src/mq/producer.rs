@@ -135,7 +135,7 @@ impl LaneProducer {
     /// The colour and partition a user's message goes to now. Pure apart from reading the table.
     pub fn route(&self, user_id: &str) -> Result<Route, MqError> {
         validate_user_id(user_id)?;
-        let table = self.table.current_table();
+        let table = self.table.current_table().ok_or(MqError::NoTable)?;
         let color = table.tag(user_id)?.color;
         Ok(Route {
             color,

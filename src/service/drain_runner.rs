@@ -143,14 +143,14 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
                 .await;
                 continue;
             }
-            DrainAction::Hold { breach: false, reason }
+            DrainAction::Hold { breach: false, reason, .. }
                 if drain.hold_reason.as_deref() == Some(reason.as_str()) =>
             {
                 quiet_until.insert(drain.id, now + drain.plan.interval_ms);
                 continue;
             }
-            DrainAction::Hold { breach, reason } => {
-                telemetry::count_drain_hold(&draining_zone, breach);
+            DrainAction::Hold { breach, zone, reason } => {
+                telemetry::count_drain_hold(&zone, breach);
                 Command::DrainHold { drain: drain.id, breach, reason }
             }
         };

@@ -346,7 +346,9 @@ impl Lanes {
 
     /// Recomputes the target and the grant; bumps the generation when either changed.
     fn recompute(&self, name: &str, g: &mut Group, now_ms: u64) {
-        let table = self.table.current_table();
+        let Some(table) = self.table.current_table() else {
+            return; // no table yet: keep the current target until one arrives
+        };
         let share = table.share();
         let mut flags = [ZoneFlags::default(); 2];
         for color in Color::ALL {
@@ -479,7 +481,7 @@ impl Lanes {
             zones,
             lag: g.lag.clone(),
             lag_error: g.lag_error.clone(),
-            routing_version: self.table.current_table().version(),
+            routing_version: self.table.current_table().map_or(0, |t| t.version()),
         }
     }
 

@@ -13,23 +13,25 @@ use crate::service::coordinator::Coordinator;
 /// A source of the current routing table. Reads must be cheap and lock-free: they sit on hot
 /// paths (every tagged request, every produced message).
 pub trait TableSource: Send + Sync {
-    fn current_table(&self) -> Arc<RoutingTable>;
+    /// The current table, or `None` while none has arrived yet (a client that has not reached
+    /// the coordinator and has no disk cache).
+    fn current_table(&self) -> Option<Arc<RoutingTable>>;
 }
 
 impl TableSource for Coordinator {
-    fn current_table(&self) -> Arc<RoutingTable> {
-        self.table()
+    fn current_table(&self) -> Option<Arc<RoutingTable>> {
+        Some(self.table())
     }
 }
 
 impl TableSource for ArcSwap<RoutingTable> {
-    fn current_table(&self) -> Arc<RoutingTable> {
-        self.load_full()
+    fn current_table(&self) -> Option<Arc<RoutingTable>> {
+        Some(self.load_full())
     }
 }
 
 impl<T: TableSource + ?Sized> TableSource for Arc<T> {
-    fn current_table(&self) -> Arc<RoutingTable> {
+    fn current_table(&self) -> Option<Arc<RoutingTable>> {
         (**self).current_table()
     }
 }

@@ -4,9 +4,14 @@
 //! an operator can read the history with `cut -d' ' -f2- tidegate.log | jq`, and line-based so a
 //! torn write (a crash in the middle of `write`) can only damage the last line.
 //!
-//! On open: a damaged *last* line is a torn write of an unacknowledged change (acknowledgement
-//! waits for fsync), so it is cut off with a warning. A damaged line *followed by* good lines
-//! cannot come from a crash; it is corruption, and start-up stops rather than guess.
+//! On open, the framing tells a torn append from damage to an acknowledged record. A crash can
+//! only cut the last append short: the file then ends in a prefix of a line with no newline, or
+//! (when a page of the line was not written back before the crash) a line with NUL bytes, which
+//! JSON lines never contain. Such a tail was never acknowledged (acknowledgement waits for
+//! fsync), so it is cut off with a warning. Every other line that ends in a newline was written
+//! whole: if its checksum fails, it is damage to a record that may have been acknowledged, and
+//! start-up stops rather than drop it, wherever the line is. A tail without a newline that is a
+//! whole record whose checksum holds lost only its line end: it is kept and the newline repaired.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -64,21 +69,30 @@ impl FileLog {
         };
         let parsed = parse(&path, &data)?;
         let mut warnings = Vec::new();
-        if let Some(torn) = &parsed.torn {
-            warnings.push(format!(
+        match &parsed.tail {
+            Tail::Clean => {}
+            Tail::Torn(torn) => warnings.push(format!(
                 "dropped a torn last record of {} bytes at byte {} of {} ({torn}); it was never acknowledged",
                 data.len() - parsed.valid_len,
                 parsed.valid_len,
                 path.display()
-            ));
+            )),
+            Tail::LineEndDamaged => warnings.push(format!(
+                "the last record of {} had a damaged line end at byte {}; its checksum holds, so it was kept and the newline rewritten",
+                path.display(),
+                parsed.valid_len
+            )),
         }
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
             .map_err(io_err("open", &path))?;
-        if parsed.torn.is_some() {
+        if parsed.tail != Tail::Clean {
             file.set_len(parsed.valid_len as u64).map_err(io_err("truncate", &path))?;
+            if parsed.tail == Tail::LineEndDamaged {
+                file.write_all(b"\n").map_err(io_err("repair the line end of", &path))?;
+            }
             file.sync_all().map_err(io_err("fsync", &path))?;
         }
         if !existed {
@@ -121,10 +135,19 @@ pub fn encode_line(entry: &LogEntry) -> Result<String, StoreError> {
 
 struct Parsed {
     entries: Vec<LogEntry>,
-    /// Bytes that hold whole, valid lines.
+    /// Bytes that hold whole, valid lines (without the damaged newline for `LineEndDamaged`).
     valid_len: usize,
-    /// Why the tail after `valid_len` was judged torn, if there is one.
-    torn: Option<String>,
+    tail: Tail,
+}
+
+/// What follows the last whole, valid line.
+#[derive(Debug, PartialEq, Eq)]
+enum Tail {
+    Clean,
+    /// A torn append, and why it was judged torn.
+    Torn(String),
+    /// A whole record whose checksum holds, but whose newline is another byte.
+    LineEndDamaged,
 }
 
 fn parse(path: &Path, data: &[u8]) -> Result<Parsed, StoreError> {
@@ -132,28 +155,37 @@ fn parse(path: &Path, data: &[u8]) -> Result<Parsed, StoreError> {
     let mut offset = 0;
     while offset < data.len() {
         let line_no = entries.len() + 1;
+        let corrupt = |reason: String| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            line: line_no,
+            offset: offset as u64,
+            reason,
+        };
         let Some(newline) = data[offset..].iter().position(|&b| b == b'\n') else {
-            let torn = Some("no line end".to_owned());
-            return Ok(Parsed { entries, valid_len: offset, torn });
+            let tail = &data[offset..];
+            if let Ok(entry) = decode_line(&tail[..tail.len() - 1]) {
+                entries.push(entry);
+                let valid_len = data.len() - 1;
+                return Ok(Parsed { entries, valid_len, tail: Tail::LineEndDamaged });
+            }
+            let torn = Tail::Torn("no line end".to_owned());
+            return Ok(Parsed { entries, valid_len: offset, tail: torn });
         };
         let end = offset + newline;
-        match decode_line(&data[offset..end]) {
+        let line = &data[offset..end];
+        match decode_line(line) {
             Ok(entry) => entries.push(entry),
-            Err(LineError::Damaged(reason)) if end + 1 == data.len() => {
-                return Ok(Parsed { entries, valid_len: offset, torn: Some(reason) });
+            Err(LineError::Damaged(reason)) if end + 1 == data.len() && line.contains(&0) => {
+                let torn = Tail::Torn(format!("{reason}, with zeroed bytes"));
+                return Ok(Parsed { entries, valid_len: offset, tail: torn });
             }
             Err(LineError::Damaged(reason)) | Err(LineError::Unreadable(reason)) => {
-                return Err(StoreError::Corrupt {
-                    path: path.to_path_buf(),
-                    line: line_no,
-                    offset: offset as u64,
-                    reason,
-                });
+                return Err(corrupt(reason));
             }
         }
         offset = end + 1;
     }
-    Ok(Parsed { entries, valid_len: data.len(), torn: None })
+    Ok(Parsed { entries, valid_len: data.len(), tail: Tail::Clean })
 }
 
 enum LineError {

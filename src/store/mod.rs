@@ -41,7 +41,7 @@ pub enum StoreError {
     )]
     Locked(PathBuf),
     #[error(
-        "the command log {path} is corrupt at line {line} (byte {offset}): {reason}. Records after it exist, so this is not a torn write; restore the file from a backup or move it aside"
+        "the command log {path} is corrupt at line {line} (byte {offset}): {reason}. The line is complete, so this is not a torn write and it may hold an acknowledged change; restore the file from a backup or move it aside"
     )]
     Corrupt { path: PathBuf, line: usize, offset: u64, reason: String },
     #[error("the command log {path} cannot be replayed at entry {line}: {reason}")]
