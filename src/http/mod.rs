@@ -27,6 +27,7 @@ use crate::core::{Audit, Command, CommandError, Envelope};
 use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::service::health::{Health, PrometheusSource, Source};
 use crate::service::lane_membership::Lanes;
+use crate::service::member_key::MemberKey;
 use crate::service::subscribers::Subscribers;
 use crate::telemetry::{self, TagCounters};
 use error::ApiError;
@@ -39,6 +40,8 @@ pub struct App {
     pub health: Arc<Health>,
     pub subscribers: Arc<Subscribers>,
     pub lanes: Arc<Lanes>,
+    /// Signs and checks lane member secrets (`service::member_key`).
+    pub member_key: MemberKey,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -64,7 +67,10 @@ impl App {
             )),
         };
         let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
-        let subscribers = Arc::new(Subscribers::new(config.subscriber_stale_after_ms));
+        let subscribers = Arc::new(Subscribers::new(
+            config.subscriber_stale_after_ms,
+            config.subscriber_max_per_caller,
+        ));
         let lag_source = config.lanes.kafka_bootstrap.as_ref().map(|bootstrap| {
             Arc::new(crate::mq::KafkaLag::new(bootstrap))
                 as Arc<dyn crate::service::lane_membership::LagSource>
@@ -72,8 +78,25 @@ impl App {
         let table: Arc<dyn crate::service::table_source::TableSource> = coordinator.clone();
         let lanes =
             Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
-        App { coordinator, config, health, subscribers, lanes, tag_counters, metrics }
+        let member_key = member_key(&config);
+        App { coordinator, config, health, subscribers, lanes, member_key, tag_counters, metrics }
     }
+}
+
+/// The configured member-secret key, else the one kept in the data directory. If that cannot be
+/// read or written, a key for this run only: membership is in memory anyway, so members
+/// re-register after a restart and get secrets under the new key.
+fn member_key(config: &Config) -> MemberKey {
+    if let Some(key) = &config.lanes.member_key {
+        return MemberKey::new(key.0);
+    }
+    MemberKey::load_or_create(&config.data_dir).unwrap_or_else(|e| {
+        eprintln!(
+            "tidegate: warning: cannot keep the lane member key in {}: {e}; using one for this run only",
+            config.data_dir.display()
+        );
+        MemberKey::new(rand::random())
+    })
 }
 
 /// The Rocket instance for `app`, listening where the configuration says.

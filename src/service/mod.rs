@@ -8,5 +8,6 @@ pub mod coordinator;
 pub mod drain_runner;
 pub mod health;
 pub mod lane_membership;
+pub mod member_key;
 pub mod subscribers;
 pub mod table_source;
