@@ -58,11 +58,17 @@ pub struct TlsSettings {
 pub struct SubscriberSettings {
     pub stale_after: String,
     pub heartbeat: String,
+    /// Most subscribers one caller (token) may register, so one token cannot crowd out others.
+    pub max_per_caller: usize,
 }
 
 impl Default for SubscriberSettings {
     fn default() -> Self {
-        SubscriberSettings { stale_after: "30s".into(), heartbeat: "5s".into() }
+        SubscriberSettings {
+            stale_after: "30s".into(),
+            heartbeat: "5s".into(),
+            max_per_caller: 2_500,
+        }
     }
 }
 
@@ -90,6 +96,12 @@ pub struct LaneSettings {
     pub kafka_bootstrap: String,
     pub max_groups: usize,
     pub max_members: usize,
+    /// HMAC key for member secrets, 64 hex digits; the same on every replica. Empty: generated
+    /// once and kept in `<data_dir>/lane-member.key`.
+    pub member_key: String,
+    /// Most groups one caller (token) may create, and most members it may hold in all groups.
+    pub max_groups_per_caller: usize,
+    pub max_members_per_caller: usize,
 }
 
 impl Default for LaneSettings {
@@ -101,6 +113,9 @@ impl Default for LaneSettings {
             kafka_bootstrap: String::new(),
             max_groups: 64,
             max_members: 256,
+            member_key: String::new(),
+            max_groups_per_caller: 16,
+            max_members_per_caller: 256,
         }
     }
 }
@@ -337,6 +352,8 @@ pub struct Config {
     pub tls: Option<TlsSettings>,
     /// The CA file the CLI trusts (`[client] ca_file`).
     pub client_ca_file: Option<PathBuf>,
+    /// Most subscribers one caller may register (`subscribers.max_per_caller`).
+    pub subscriber_max_per_caller: usize,
 }
 
 /// The operator web UI: the key that encrypts session cookies and how long a session lasts.
@@ -370,6 +387,10 @@ pub struct LanesConfig {
     pub kafka_bootstrap: Option<String>,
     pub max_groups: usize,
     pub max_members: usize,
+    /// The configured member-secret key; `None`: the data directory's `lane-member.key`.
+    pub member_key: Option<SecretKey>,
+    pub max_groups_per_caller: usize,
+    pub max_members_per_caller: usize,
 }
 
 /// Where zone error rates come from.
@@ -523,6 +544,9 @@ impl Config {
                 "must be at most half of subscribers.stale_after, or live streams would look stale",
             ));
         }
+        if !(1..=100_000).contains(&s.subscribers.max_per_caller) {
+            return Err(invalid("subscribers.max_per_caller", "must be between 1 and 100000"));
+        }
         let ui = validate_ui(&s.ui)?;
         let lanes = validate_lanes(&s.lanes)?;
         if let Some(tls) = &s.server.tls {
@@ -552,6 +576,7 @@ impl Config {
             max_body_bytes: s.limits.max_body_bytes,
             operators,
             service_tokens,
+            subscriber_max_per_caller: s.subscribers.max_per_caller,
         })
     }
 }
@@ -686,26 +711,7 @@ fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, Config
 }
 
 fn validate_ui(u: &UiSettings) -> Result<UiConfig, ConfigError> {
-    let secret_key = match u.secret_key.trim() {
-        "" => None,
-        text => {
-            let mut key = [0u8; 32];
-            hex::decode_to_slice(text, &mut key).map_err(|_| {
-                invalid(
-                    "ui.secret_key",
-                    "must be 64 hex digits (32 random bytes), e.g. from `openssl rand -hex 32`",
-                )
-            })?;
-            // An all-zero key is what a template placeholder looks like, not a secret.
-            if key.iter().all(|b| *b == 0) {
-                return Err(invalid(
-                    "ui.secret_key",
-                    "must not be all zeros; use `openssl rand -hex 32`",
-                ));
-            }
-            Some(SecretKey(key))
-        }
-    };
+    let secret_key = secret_key("ui.secret_key", &u.secret_key)?;
     let session_ttl_ms = duration("ui.session_ttl", &u.session_ttl)?;
     if session_ttl_ms < 60_000 {
         return Err(invalid("ui.session_ttl", "must be at least 1m"));
@@ -740,6 +746,13 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
     if !(1..=10_000).contains(&l.max_members) {
         return Err(invalid("lanes.max_members", "must be between 1 and 10000"));
     }
+    if !(1..=10_000).contains(&l.max_groups_per_caller) {
+        return Err(invalid("lanes.max_groups_per_caller", "must be between 1 and 10000"));
+    }
+    if !(1..=100_000).contains(&l.max_members_per_caller) {
+        return Err(invalid("lanes.max_members_per_caller", "must be between 1 and 100000"));
+    }
+    let member_key = secret_key("lanes.member_key", &l.member_key)?;
     Ok(LanesConfig {
         session_timeout_ms,
         heartbeat_interval_ms,
@@ -747,6 +760,9 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
         kafka_bootstrap: (!bootstrap.is_empty()).then(|| bootstrap.to_owned()),
         max_groups: l.max_groups,
         max_members: l.max_members,
+        member_key,
+        max_groups_per_caller: l.max_groups_per_caller,
+        max_members_per_caller: l.max_members_per_caller,
     })
 }
 
@@ -759,6 +775,26 @@ fn check_label(key: &str, value: &str) -> Result<(), ConfigError> {
     } else {
         Err(invalid(key, format!("`{value}` must be 1-64 characters of a-z, 0-9, `-`, `_`, `.`")))
     }
+}
+
+/// A 32-byte key given as 64 hex digits; empty means none configured.
+fn secret_key(key_name: &str, text: &str) -> Result<Option<SecretKey>, ConfigError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let mut key = [0u8; 32];
+    hex::decode_to_slice(text, &mut key).map_err(|_| {
+        invalid(
+            key_name,
+            "must be 64 hex digits (32 random bytes), e.g. from `openssl rand -hex 32`",
+        )
+    })?;
+    // An all-zero key is what a template placeholder looks like, not a secret.
+    if key.iter().all(|b| *b == 0) {
+        return Err(invalid(key_name, "must not be all zeros; use `openssl rand -hex 32`"));
+    }
+    Ok(Some(SecretKey(key)))
 }
 
 fn parse_sha256(key: &str, hex_text: &str) -> Result<[u8; 32], ConfigError> {

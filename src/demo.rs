@@ -93,7 +93,17 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     let (health, lanes) = (Arc::clone(&app.health), Arc::clone(&app.lanes));
 
     print_intro(&url, &bootstrap, &token, options.rate, &data_dir);
-    let sim = Simulation { url: url.clone(), bootstrap, coordinator, health, lanes, options };
+    // The simulated consumers hold lane membership, a write: they use the demo's operator token
+    // (a real deployment gives them a service token).
+    let sim = Simulation {
+        url: url.clone(),
+        token: token.clone(),
+        bootstrap,
+        coordinator,
+        health,
+        lanes,
+        options,
+    };
     std::thread::Builder::new()
         .name("demo-simulation".into())
         .spawn(move || sim.run())
@@ -133,6 +143,7 @@ Ctrl-C stops the demo.
 
 struct Simulation {
     url: String,
+    token: String,
     bootstrap: String,
     coordinator: Arc<Coordinator>,
     health: Arc<Health>,
@@ -181,7 +192,8 @@ impl Simulation {
         for (zone, id) in [("az-b", "b1"), ("az-b", "b2"), ("az-a", "a1"), ("az-a", "a2")] {
             let mut settings =
                 ConsumerSettings::new(&self.url, &self.bootstrap, TOPIC, GROUP, zone);
-            settings.member_id = Some(format!("{zone}-{id}"));
+            settings.member_name = Some(format!("{zone}-{id}"));
+            settings.token = Some(self.token.clone());
             tokio::spawn(consume(settings, Arc::clone(&counts)));
         }
         let table: Arc<dyn TableSource> = self.coordinator.clone();

@@ -18,6 +18,8 @@ fn fast() -> RouterOptions {
         backoff_min: Duration::from_millis(20),
         backoff_max: Duration::from_millis(200),
         read_timeout: Duration::from_secs(3),
+        // Registering as a subscriber and acknowledging are writes.
+        token: Some(OPERATOR_TOKEN.into()),
         ..RouterOptions::default()
     }
 }
@@ -252,7 +254,7 @@ fn a_subscriber_that_stops_acknowledging_holds_a_drain_step_then_pauses_it() {
             && stuck.wait_for_version(1, Duration::from_secs(10))
     );
     let batch = json!([{"zone": "az-b", "color": "blue", "ok": 5000}, {"zone": "az-a", "color": "green", "ok": 5000}]);
-    agent().post(&format!("{}/v1/outcomes", server.url)).send_json(batch).unwrap();
+    post_json(&format!("{}/v1/outcomes", server.url), OPERATOR_TOKEN, batch);
 
     let started = Instant::now();
     let (status, body) = post_json(

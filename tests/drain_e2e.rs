@@ -38,7 +38,10 @@ impl Feeder {
                 ]);
                 let target = format!("{}/v1/outcomes", u.lock().unwrap());
                 // The server may be down during a restart: keep trying.
-                let _ = agent.post(&target).send_json(&body);
+                let _ = agent
+                    .post(&target)
+                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                    .send_json(&body);
                 std::thread::sleep(Duration::from_millis(50));
             }
         });

@@ -249,13 +249,15 @@ fn outcomes_feed_the_zone_view() {
         {"zone": "az-b", "color": "blue", "ok": 950, "error": 50},
         {"zone": "az-a", "color": "green", "ok": 400, "error": 600}
     ]);
-    let response = client.post("/v1/outcomes").body(batch.to_string()).dispatch();
+    let response = post(&client, "/v1/outcomes", OPERATOR_TOKEN, batch);
     assert_eq!(response.status(), Status::Ok);
     assert_eq!(json_of(response)["accepted"], 2);
-    let single = client
-        .post("/v1/outcomes")
-        .body(json!({"zone": "az-b", "color": "green", "ok": 1000}).to_string())
-        .dispatch();
+    let single = post(
+        &client,
+        "/v1/outcomes",
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "color": "green", "ok": 1000}),
+    );
     assert_eq!(single.status(), Status::Ok);
 
     let zones = json_of(client.get("/v1/zones").dispatch());
@@ -277,10 +279,7 @@ fn outcomes_feed_the_zone_view() {
     ];
     for (body, code) in bad {
         assert_eq!(
-            error_code(
-                client.post("/v1/outcomes").body(body.to_string()).dispatch(),
-                Status::BadRequest
-            ),
+            error_code(post(&client, "/v1/outcomes", OPERATOR_TOKEN, body), Status::BadRequest),
             code
         );
     }

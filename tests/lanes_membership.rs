@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use rocket::http::{ContentType, Status};
+use rocket::http::{ContentType, Header, Status};
 use serde_json::{Value, json};
 use tidegate::config::LanesConfig;
 use tidegate::core::{Color, ColorZones, RoutingTable, UnitMode, UnitScheme};
@@ -28,6 +28,9 @@ fn service() -> (Lanes, Arc<ArcSwap<RoutingTable>>) {
         kafka_bootstrap: None,
         max_groups: 4,
         max_members: 8,
+        member_key: None,
+        max_groups_per_caller: 4,
+        max_members_per_caller: 100,
     };
     let lanes = Lanes::new(ColorZones::default(), config, source.clone(), None);
     (lanes, source)
@@ -36,6 +39,7 @@ fn service() -> (Lanes, Arc<ArcSwap<RoutingTable>>) {
 fn reg(id: &str, zone: &str) -> Registration {
     Registration {
         member_id: Some(id.into()),
+        owner: "service:test".into(),
         zone: zone.into(),
         topic: "orders".into(),
         partitions: 8,
@@ -200,23 +204,27 @@ fn body(response: rocket::local::blocking::LocalResponse<'_>) -> Value {
 #[test]
 fn the_http_api_registers_heartbeats_and_shows_the_group() {
     let (client, _dir) = common::client();
+    let auth = Header::new("Authorization", format!("Bearer {}", common::OPERATOR_TOKEN));
     let r = client
         .post("/v1/lanes/orders-g/members")
         .header(ContentType::JSON)
-        .body(
-            json!({"member_id": "b1", "zone": "az-b", "topic": "orders", "partitions": 4})
-                .to_string(),
-        )
+        .header(auth.clone())
+        .body(json!({"name": "b1", "zone": "az-b", "topic": "orders", "partitions": 4}).to_string())
         .dispatch();
     assert_eq!(r.status(), Status::Created);
     let v = body(r);
     assert_eq!(v["assignment"], json!([0, 1, 2, 3]));
-    assert_eq!(v["member_id"], "b1");
+    let b1 = v["member_id"].as_str().unwrap().to_owned();
+    assert!(b1.starts_with("b1-") && b1.len() == "b1-".len() + 16, "{b1}");
+    let secret =
+        Header::new("X-Tidegate-Member-Secret", v["member_secret"].as_str().unwrap().to_owned());
     assert!(v["heartbeat_interval_ms"].as_u64().unwrap() > 0);
 
     let r = client
-        .post("/v1/lanes/orders-g/members/b1/heartbeat")
+        .post(format!("/v1/lanes/orders-g/members/{b1}/heartbeat"))
         .header(ContentType::JSON)
+        .header(auth.clone())
+        .header(secret.clone())
         .body(json!({"holding": [0, 1, 2, 3]}).to_string())
         .dispatch();
     assert_eq!(r.status(), Status::Ok);
@@ -235,11 +243,17 @@ fn the_http_api_registers_heartbeats_and_shows_the_group() {
     assert_eq!(all["groups"].as_array().unwrap().len(), 1);
     assert_eq!(all["reads_lag"], false);
 
-    let r = client.delete("/v1/lanes/orders-g/members/b1").dispatch();
+    let r = client
+        .delete(format!("/v1/lanes/orders-g/members/{b1}"))
+        .header(auth.clone())
+        .header(secret.clone())
+        .dispatch();
     assert_eq!(r.status(), Status::Ok);
     let r = client
-        .post("/v1/lanes/orders-g/members/b1/heartbeat")
+        .post(format!("/v1/lanes/orders-g/members/{b1}/heartbeat"))
         .header(ContentType::JSON)
+        .header(auth)
+        .header(secret)
         .body(json!({"holding": []}).to_string())
         .dispatch();
     assert_eq!(r.status(), Status::NotFound);
@@ -249,6 +263,7 @@ fn the_http_api_registers_heartbeats_and_shows_the_group() {
 #[test]
 fn http_errors_name_the_problem() {
     let (client, _dir) = common::client();
+    let auth = Header::new("Authorization", format!("Bearer {}", common::OPERATOR_TOKEN));
     let cases = [
         (json!({"zone": "az-b", "topic": "t", "partitions": 3}), 400, "invalid_lane"),
         (json!({"zone": "az-z", "topic": "t", "partitions": 4}), 400, "unknown_zone"),
@@ -259,6 +274,7 @@ fn http_errors_name_the_problem() {
         let r = client
             .post("/v1/lanes/g/members")
             .header(ContentType::JSON)
+            .header(auth.clone())
             .body(request.to_string())
             .dispatch();
         assert_eq!(r.status().code, status, "{request}");
@@ -272,11 +288,13 @@ fn http_errors_name_the_problem() {
     client
         .post("/v1/lanes/g/members")
         .header(ContentType::JSON)
+        .header(auth.clone())
         .body(json!({"zone": "az-b", "topic": "t", "partitions": 4}).to_string())
         .dispatch();
     let r = client
         .post("/v1/lanes/g/members")
         .header(ContentType::JSON)
+        .header(auth.clone())
         .body(json!({"zone": "az-b", "topic": "u", "partitions": 4}).to_string())
         .dispatch();
     assert_eq!(r.status(), Status::Conflict);

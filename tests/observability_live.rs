@@ -34,7 +34,10 @@ fn traffic(
                 {"zone": "az-b", "color": "blue", "ok": 100 - b_err, "error": b_err},
                 {"zone": "az-b", "color": "green", "ok": 10, "error": 0}
             ]);
-            let _ = agent.post(&format!("{url}/v1/outcomes")).send_json(batch);
+            let _ = agent
+                .post(&format!("{url}/v1/outcomes"))
+                .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                .send_json(batch);
             for k in 0..5 {
                 let _ = agent.get(&format!("{url}/v1/tag?user_id=user-{}", i * 5 + k)).call();
             }

@@ -186,7 +186,12 @@ fn report_outcomes(base: &str, round: u64) {
         {"zone": "az-b", "color": "blue", "ok": 900 + round * 7, "error": 4 + round % 3},
         {"zone": "az-a", "color": "green", "ok": 1100 + round * 5, "error": 2 + round % 2},
     ]);
-    let status = agent().post(&format!("{base}/v1/outcomes")).send_json(body).unwrap().status();
+    let status = agent()
+        .post(&format!("{base}/v1/outcomes"))
+        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+        .send_json(body)
+        .unwrap()
+        .status();
     assert_eq!(status, 200);
 }
 
@@ -379,20 +384,43 @@ async fn an_operator_moves_the_dial_runs_a_drain_and_logs_out_in_chromium() {
     drop(server);
 }
 
-/// A lane call as a consumer makes it (reads are open here, so no token); the answer's body.
-fn lane_call(base: &str, path: &str, body: Value) -> Value {
-    let mut response =
-        agent().post(&format!("{base}/v1/lanes/billing/{path}")).send_json(body).unwrap();
+/// A lane call as a consumer makes it (membership is a write: a token, and for heartbeats the
+/// member's secret); the answer's body.
+fn lane_call(base: &str, path: &str, secret: &str, body: Value) -> Value {
+    let mut response = agent()
+        .post(&format!("{base}/v1/lanes/billing/{path}"))
+        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+        .header("X-Tidegate-Member-Secret", secret)
+        .send_json(body)
+        .unwrap();
     assert!(response.status().is_success(), "{path}: {}", response.status());
     response.body_mut().read_json().unwrap()
 }
 
-fn register_member(base: &str, id: &str, zone: &str) -> Value {
+/// Registers a member named `name`; the answer carries its ID (`name-<random>`) and secret.
+fn register_member(base: &str, name: &str, zone: &str) -> Value {
     lane_call(
         base,
         "members",
-        json!({"member_id": id, "zone": zone, "topic": "orders", "partitions": 8}),
+        "",
+        json!({"name": name, "zone": zone, "topic": "orders", "partitions": 8}),
     )
+}
+
+fn heartbeat_member(base: &str, member: &Value, holding: Value) -> Value {
+    let id = member["member_id"].as_str().unwrap();
+    let secret = member["member_secret"].as_str().unwrap();
+    lane_call(base, &format!("members/{id}/heartbeat"), secret, json!({ "holding": holding }))
+}
+
+/// The page shows member IDs (`b1-<random>`); the assertions below use the names.
+fn named(shown: Value, members: &[&Value]) -> Value {
+    let mut text = shown.to_string();
+    for m in members {
+        let id = m["member_id"].as_str().unwrap();
+        text = text.replace(id, id.split('-').next().unwrap());
+    }
+    serde_json::from_str(&text).unwrap()
 }
 
 /// What the lanes page shows for one group, read from its DOM.
@@ -446,12 +474,13 @@ async fn a_viewer_watches_lane_members_and_halves_in_chromium() {
 
     // A consumer in each zone registers, as LaneConsumer does on start; b1 was alone first, so
     // it hands the green half to a1 by reporting that it released it.
-    assert_eq!(register_member(&base, "b1", "az-b")["assignment"], json!([0, 1, 2, 3, 4, 5, 6, 7]));
-    assert_eq!(register_member(&base, "a1", "az-a")["pending"], json!([4, 5, 6, 7]));
-    lane_call(&base, "members/b1/heartbeat", json!({"holding": [0, 1, 2, 3, 4, 5, 6, 7]}));
-    lane_call(&base, "members/b1/heartbeat", json!({"holding": [0, 1, 2, 3]}));
-    let a1 = lane_call(&base, "members/a1/heartbeat", json!({"holding": []}));
-    assert_eq!(a1["assignment"], json!([4, 5, 6, 7]));
+    let b1 = register_member(&base, "b1", "az-b");
+    assert_eq!(b1["assignment"], json!([0, 1, 2, 3, 4, 5, 6, 7]));
+    let a1 = register_member(&base, "a1", "az-a");
+    assert_eq!(a1["pending"], json!([4, 5, 6, 7]));
+    heartbeat_member(&base, &b1, json!([0, 1, 2, 3, 4, 5, 6, 7]));
+    heartbeat_member(&base, &b1, json!([0, 1, 2, 3]));
+    assert_eq!(heartbeat_member(&base, &a1, json!([]))["assignment"], json!([4, 5, 6, 7]));
     let generation = get_json(&format!("{base}/v1/lanes/billing")).1["generation"].clone();
 
     // The page picks it up on its own (polling), without a reload.
@@ -463,7 +492,7 @@ async fn a_viewer_watches_lane_members_and_halves_in_chromium() {
         ),
     )
     .await;
-    let shown = js(&c, READ_GROUP).await;
+    let shown = named(js(&c, READ_GROUP).await, &[&b1, &a1]);
     assert_eq!(shown["topic"], "orders");
     assert_eq!(shown["partitions"], "8");
     assert_eq!(
@@ -487,14 +516,17 @@ async fn a_viewer_watches_lane_members_and_halves_in_chromium() {
     assert!(lag.contains("Lag unknown") && lag.contains("lanes.kafka_bootstrap"), "{lag}");
 
     // A second consumer in az-b: the blue half is split, and b2 waits for b1's release.
-    register_member(&base, "b2", "az-b");
+    let b2 = register_member(&base, "b2", "az-b");
     wait_for(
         &c,
         "b2 on the page",
-        "document.querySelector('article[data-group=\"billing\"] tr[data-member=\"b2\"]')",
+        &format!(
+            "document.querySelector('article[data-group=\"billing\"] tr[data-member=\"{}\"]')",
+            b2["member_id"].as_str().unwrap()
+        ),
     )
     .await;
-    let shown = js(&c, READ_GROUP).await;
+    let shown = named(js(&c, READ_GROUP).await, &[&b1, &a1, &b2]);
     assert_eq!(shown["blue"]["members"], json!([["b1", "0–1", "none"], ["b2", "none", "2–3"]]));
     assert_eq!(shown["read_by"][2], "nobody (b1 still releasing it)");
     assert_eq!(js(&c, "return window.notReloaded === true").await, json!(true));

@@ -1,6 +1,8 @@
 //! The lane membership client: register, heartbeat and leave over `/v1/lanes` (blocking HTTP).
 //!
 //! `mq::LaneConsumer` drives it; services in other languages can speak the same three calls.
+//! Every call sends the service token; heartbeat and leave also present the member secret the
+//! registration answered (header `X-Tidegate-Member-Secret`).
 
 use std::time::Duration;
 
@@ -10,6 +12,8 @@ use serde_json::{Value, json};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assigned {
     pub member_id: String,
+    /// The member's secret: in the registration answer only (heartbeat answers leave it out).
+    pub member_secret: Option<String>,
     pub generation: u64,
     /// Partitions this member may read now.
     pub assignment: Vec<u32>,
@@ -43,9 +47,10 @@ pub struct LaneClient {
 }
 
 impl LaneClient {
-    /// `base` is the coordinator URL, e.g. `http://127.0.0.1:8080` or `https://…`; `token` a
-    /// service token when the coordinator requires one for reads. An `https://` coordinator is
-    /// verified against the system's roots, or the CA file in `TIDEGATE_CA_FILE` when it is set.
+    /// `base` is the coordinator URL, e.g. `http://127.0.0.1:8080` or `https://…`; `token` a service
+    /// (or operator) token: membership is a write, so the coordinator refuses anonymous members.
+    /// An `https://` coordinator is verified against the system's roots, or the CA file in
+    /// `TIDEGATE_CA_FILE` when it is set.
     pub fn new(base: &str, token: Option<String>, timeout: Duration) -> LaneClient {
         LaneClient::with_ca_file(base, token, timeout, super::tls::ca_file_from_env().as_deref())
     }
@@ -70,7 +75,9 @@ impl LaneClient {
         method: &str,
         path: &str,
         body: Option<Value>,
+        secret: Option<&str>,
     ) -> Result<Value, LaneClientError> {
+        const SECRET_HEADER: &str = "X-Tidegate-Member-Secret";
         let url = format!("{}{path}", self.base);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
         let agent = self.agent.as_ref().map_err(|e| LaneClientError::Unreachable {
@@ -90,12 +97,18 @@ impl LaneClient {
                 if let Some(auth) = &auth {
                     req = req.header("Authorization", auth);
                 }
+                if let Some(secret) = secret {
+                    req = req.header(SECRET_HEADER, secret);
+                }
                 req.call()
             }
             _ => {
                 let mut req = agent.post(&url);
                 if let Some(auth) = &auth {
                     req = req.header("Authorization", auth);
+                }
+                if let Some(secret) = secret {
+                    req = req.header(SECRET_HEADER, secret);
                 }
                 req.send_json(body.unwrap_or(json!({})))
             }
@@ -120,19 +133,26 @@ impl LaneClient {
         Ok(value)
     }
 
-    /// Registers a member; `member_id` `None` lets the coordinator choose one.
+    /// Registers a member. The coordinator answers a fresh member ID (`name`, or the zone, and
+    /// 64 random bits) and the member's secret, which heartbeat and leave must present.
     pub fn register(
         &self,
         group: &str,
-        member_id: Option<&str>,
+        name: Option<&str>,
         zone: &str,
         topic: &str,
         partitions: u32,
     ) -> Result<Assigned, LaneClientError> {
-        let body = json!({
-            "member_id": member_id, "zone": zone, "topic": topic, "partitions": partitions,
-        });
-        decode(&self.call("POST", &format!("/v1/lanes/{group}/members"), Some(body))?)
+        let mut body = json!({ "zone": zone, "topic": topic, "partitions": partitions });
+        if let Some(name) = name {
+            body["name"] = json!(name);
+        }
+        let assigned =
+            decode(&self.call("POST", &format!("/v1/lanes/{group}/members"), Some(body), None)?)?;
+        if assigned.member_secret.is_none() {
+            return Err(LaneClientError::Decode("`member_secret` is missing".into()));
+        }
+        Ok(assigned)
     }
 
     /// Says the member is alive and still holds `holding`; the answer is what it may read.
@@ -140,20 +160,22 @@ impl LaneClient {
         &self,
         group: &str,
         member_id: &str,
+        secret: &str,
         holding: &[u32],
     ) -> Result<Assigned, LaneClientError> {
         let path = format!("/v1/lanes/{group}/members/{member_id}/heartbeat");
-        decode(&self.call("POST", &path, Some(json!({ "holding": holding })))?)
+        decode(&self.call("POST", &path, Some(json!({ "holding": holding })), Some(secret))?)
     }
 
     /// Leaves the group after releasing everything.
-    pub fn leave(&self, group: &str, member_id: &str) -> Result<(), LaneClientError> {
-        self.call("DELETE", &format!("/v1/lanes/{group}/members/{member_id}"), None).map(|_| ())
+    pub fn leave(&self, group: &str, member_id: &str, secret: &str) -> Result<(), LaneClientError> {
+        let path = format!("/v1/lanes/{group}/members/{member_id}");
+        self.call("DELETE", &path, None, Some(secret)).map(|_| ())
     }
 
     /// `GET /v1/lanes/{group}` as JSON.
     pub fn group(&self, group: &str) -> Result<Value, LaneClientError> {
-        self.call("GET", &format!("/v1/lanes/{group}"), None)
+        self.call("GET", &format!("/v1/lanes/{group}"), None, None)
     }
 }
 
@@ -178,6 +200,7 @@ fn decode(v: &Value) -> Result<Assigned, LaneClientError> {
             .as_str()
             .ok_or_else(|| LaneClientError::Decode("`member_id` is missing".into()))?
             .to_owned(),
+        member_secret: v["member_secret"].as_str().map(str::to_owned),
         generation: number("generation")?,
         assignment: list("assignment")?,
         pending: list("pending")?,

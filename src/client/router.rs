@@ -31,7 +31,9 @@ pub struct Identity {
 /// Connection and behaviour settings; `RouterOptions::default()` suits most services.
 #[derive(Clone, Debug)]
 pub struct RouterOptions {
-    /// Bearer token, when the coordinator requires service tokens for reads.
+    /// Bearer token (a service token), sent on the watch and on every ack. Registering as a
+    /// subscriber and acknowledging are writes (they steer drains through the convergence gate):
+    /// without a token the client only reads the table, anonymously, and is not counted.
     pub token: Option<String>,
     /// Where to keep the last known table (written atomically on every new version).
     pub cache_path: Option<PathBuf>,
@@ -422,12 +424,16 @@ fn watch_once(
     agent: &ureq::Agent,
     backoff: &mut Duration,
 ) -> Result<(), String> {
-    let path = format!(
-        "/v1/routing/watch?subscriber_id={}&zone={}&kind={}",
-        encode(&identity.subscriber_id),
-        encode(&identity.zone),
-        encode(&identity.kind)
-    );
+    let path = if options.token.is_some() {
+        format!(
+            "/v1/routing/watch?subscriber_id={}&zone={}&kind={}",
+            encode(&identity.subscriber_id),
+            encode(&identity.zone),
+            encode(&identity.kind)
+        )
+    } else {
+        "/v1/routing/watch".to_owned()
+    };
     let mut headers = Vec::new();
     // Resume: the version we hold. The server sends nothing until something newer exists, and
     // counts this as our acknowledgement of it.
@@ -478,7 +484,7 @@ fn watch_once(
             shared.status.lock().unwrap_or_else(PoisonError::into_inner).last_error =
                 Some(format!("cannot save {}: {e}", path.display()));
         }
-        if options.acknowledge {
+        if options.acknowledge && options.token.is_some() {
             acknowledge(shared, agent, endpoint, identity, options, version);
         }
     }

@@ -5,8 +5,15 @@
 //! change authenticated by the session cookie must also carry the session's CSRF token in the
 //! `X-CSRF-Token` header, which a foreign page cannot read. Bearer tokens are never ambient and
 //! stay as they were.
+//!
+//! Three gates, one per kind of request (README "Trust model"): [`Caller::require_reader`] for
+//! reads (open to anonymous callers only while no service tokens are configured),
+//! [`Caller::require_writer`] for the signals services send (outcomes, acknowledgements, lane
+//! membership: a service token or an operator), and [`Caller::require_operator`] for routing
+//! changes. Every gate first refuses a body that is not declared as JSON (415), so a web page
+//! cannot post to tidegate with a form or a `text/plain` fetch, which need no CORS preflight.
 
-use rocket::http::Status;
+use rocket::http::{ContentType, Method, Status};
 use rocket::request::{FromRequest, Outcome, Request};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -23,7 +30,13 @@ pub enum Caller {
     Anonymous,
     /// An `Authorization` header that is malformed or names no known token.
     Rejected(&'static str),
-    Service,
+    /// A request to `/v1/` whose body is not declared as JSON: refused by every gate (415).
+    UnsupportedMedia(String),
+    /// A service token; `id` names it without revealing it (`service:` and the start of its
+    /// configured SHA-256), for ownership and per-caller limits.
+    Service {
+        id: String,
+    },
     Operator {
         name: String,
         role: Role,
@@ -41,22 +54,28 @@ impl Caller {
         let Some(header) = authorization else {
             return Caller::Anonymous;
         };
-        let Some(token) = header.strip_prefix("Bearer ").map(str::trim) else {
+        // RFC 7235: the scheme is case-insensitive (`bearer`, `BEARER` are the same).
+        let header = header.trim_start();
+        let (scheme, token) = header.split_once([' ', '\t']).unwrap_or((header, ""));
+        if !scheme.eq_ignore_ascii_case("Bearer") {
             return Caller::Rejected("the Authorization header must be `Bearer <token>`");
-        };
+        }
+        let token = token.trim();
         if token.is_empty() {
             return Caller::Rejected("the bearer token is empty");
         }
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let found = find_operator(config, &digest, |_| true);
-        let mut service = false;
+        let mut service = None;
         for hash in &config.service_tokens {
-            service |= bool::from(hash.ct_eq(&digest));
+            if bool::from(hash.ct_eq(&digest)) {
+                service = Some(hash);
+            }
         }
         match (found, service) {
             (Some(op), _) => Caller::Operator { name: op.name.clone(), role: op.role },
-            (None, true) => Caller::Service,
-            (None, false) => Caller::Rejected("the bearer token is not known"),
+            (None, Some(hash)) => Caller::Service { id: service_id(hash) },
+            (None, None) => Caller::Rejected("the bearer token is not known"),
         }
     }
 
@@ -76,7 +95,8 @@ impl Caller {
     /// For tagging and read endpoints: open unless service tokens are configured.
     pub fn require_reader(&self, config: &Config) -> Result<(), ApiError> {
         match self {
-            Caller::Service | Caller::Operator { .. } | Caller::Session { .. } => Ok(()),
+            Caller::UnsupportedMedia(got) => Err(unsupported_media(got)),
+            Caller::Service { .. } | Caller::Operator { .. } | Caller::Session { .. } => Ok(()),
             Caller::Rejected(why) => Err(unauthorized(why)),
             Caller::Anonymous if config.service_tokens.is_empty() => Ok(()),
             Caller::Anonymous => Err(unauthorized(
@@ -89,6 +109,7 @@ impl Caller {
     /// audit record.
     pub fn require_operator(&self, config: &Config) -> Result<String, ApiError> {
         match self {
+            Caller::UnsupportedMedia(got) => Err(unsupported_media(got)),
             Caller::Operator { name, role: Role::Operator } => Ok(name.clone()),
             Caller::Session { csrf: Csrf::Missing, .. } => Err(csrf_failed(
                 "a change from a signed-in browser must carry the session's X-CSRF-Token header; reload the page and try again",
@@ -103,10 +124,10 @@ impl Caller {
                 "forbidden",
                 format!("operator `{name}` has the viewer role and may not change state"),
             )),
-            Caller::Service => Err(ApiError::new(
+            Caller::Service { .. } => Err(ApiError::new(
                 Status::Forbidden,
                 "forbidden",
-                "service tokens may tag and read but not change state",
+                "service tokens may tag, read, report outcomes, acknowledge versions and hold lane membership, but not change routing",
             )),
             Caller::Rejected(why) => Err(unauthorized(why)),
             Caller::Anonymous if config.operators.is_empty() => Err(unauthorized(
@@ -117,6 +138,55 @@ impl Caller {
             }
         }
     }
+}
+
+impl Caller {
+    /// For the signals services send (outcomes, acknowledgements, watch registration, lane
+    /// membership): a service token, or an operator with the `operator` role. Never anonymous,
+    /// never a viewer. Returns the caller's identity (`service:…` or `operator:NAME`), which owns
+    /// what it registers and is what per-caller limits count.
+    pub fn require_writer(&self, config: &Config) -> Result<String, ApiError> {
+        match self {
+            Caller::Service { id } => Ok(id.clone()),
+            Caller::Anonymous => Err(unauthorized(if config.service_tokens.is_empty() {
+                "this signal moves traffic, so it needs a service or operator token (`Authorization: Bearer <token>`); add one to service_tokens_sha256"
+            } else {
+                "a service or operator token is required: `Authorization: Bearer <token>`"
+            })),
+            _ => self.require_operator(config).map(|name| format!("operator:{name}")),
+        }
+    }
+}
+
+/// How a service token is named in ownership records, limits and errors: not secret (the hash
+/// is in the configuration), stable across restarts, distinct per token.
+fn service_id(hash: &[u8; 32]) -> String {
+    format!("service:{}", &hex::encode(hash)[..12])
+}
+
+/// Whether a request's body is declared as JSON. Requests without a body pass; a body without a
+/// `Content-Type` does not (a browser sends a `Blob` body that way without a preflight).
+pub fn body_is_json(content_type: Option<&ContentType>, has_body: bool) -> Result<(), String> {
+    match content_type {
+        Some(ct)
+            if ct.top() == "application"
+                && (ct.sub() == "json"
+                    || ct.sub().as_str().to_ascii_lowercase().ends_with("+json")) =>
+        {
+            Ok(())
+        }
+        Some(ct) => Err(ct.to_string()),
+        None if has_body => Err("no Content-Type".to_owned()),
+        None => Ok(()),
+    }
+}
+
+fn unsupported_media(got: &str) -> ApiError {
+    ApiError::new(
+        Status::UnsupportedMediaType,
+        "unsupported_media_type",
+        format!("the request body must be JSON with `Content-Type: application/json`, got {got}"),
+    )
 }
 
 fn unauthorized(detail: &str) -> ApiError {
@@ -161,6 +231,13 @@ impl<'r> FromRequest<'r> for Caller {
     async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
         let app = request.rocket().state::<App>().expect("App state is managed by http::build");
         let headers = request.headers();
+        if writes_body(request) {
+            let has_body = headers.get_one("Transfer-Encoding").is_some()
+                || headers.get_one("Content-Length").is_some_and(|n| n.trim() != "0");
+            if let Err(got) = body_is_json(request.content_type(), has_body) {
+                return Outcome::Success(Caller::UnsupportedMedia(got));
+            }
+        }
         if let Some(authorization) = headers.get_one("Authorization") {
             return Outcome::Success(Caller::identify(&app.config, Some(authorization)));
         }
@@ -172,4 +249,10 @@ impl<'r> FromRequest<'r> for Caller {
         };
         Outcome::Success(caller)
     }
+}
+
+/// API requests that may carry a body (the UI's own forms under `/ui/` are not API requests).
+fn writes_body(request: &Request<'_>) -> bool {
+    matches!(request.method(), Method::Post | Method::Put | Method::Patch | Method::Delete)
+        && request.uri().path().as_str().starts_with("/v1/")
 }

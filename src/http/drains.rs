@@ -103,7 +103,8 @@ fn post_outcomes(
     caller: Caller,
     body: JsonBody<'_, Outcomes>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require_reader(&app.config)?;
+    // Outcomes steer drains (a forged batch can pause, roll back or hide a zone): a writer only.
+    caller.require_writer(&app.config)?;
     let batches = match body.map_err(json_error)?.into_inner() {
         Outcomes::One(batch) => vec![batch],
         Outcomes::Many(batches) => batches,

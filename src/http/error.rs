@@ -162,6 +162,9 @@ impl From<LanesError> for ApiError {
             LanesError::TooManyGroups(_) | LanesError::TooManyMembers { .. } => {
                 ApiError::new(Status::Conflict, "too_many_members", detail)
             }
+            LanesError::CallerGroupsFull { .. } | LanesError::CallerMembersFull { .. } => {
+                ApiError::new(Status::TooManyRequests, "caller_limit", detail)
+            }
         }
     }
 }

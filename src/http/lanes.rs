@@ -1,14 +1,20 @@
 //! MQ lane membership over HTTP: register, heartbeat, leave, and the group view with lag.
 //!
 //! Members learn assignment changes from their heartbeat answer (no long-poll): they must
-//! heartbeat anyway, and the answer is small. Members are services, so every call here needs
-//! only the reader role, like tagging.
+//! heartbeat anyway, and the answer is small.
+//!
+//! Membership decides who reads which partitions, so register, heartbeat and leave need a
+//! writer (a service token or an operator). Registration answers a fresh, random member ID and
+//! its secret (`service::member_key`); heartbeat and leave must present that secret in the
+//! `X-Tidegate-Member-Secret` header, so holding a token is not enough to speak for another
+//! consumer's member.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use rocket::fairing::AdHoc;
 use rocket::http::Status;
+use rocket::request::{FromRequest, Outcome, Request};
 use rocket::serde::json::Json;
 use rocket::{State, delete, get, post, routes};
 use serde::Deserialize;
@@ -18,6 +24,7 @@ use super::auth::Caller;
 use super::error::{ApiError, json_error};
 use super::{App, iso8601, now_ms};
 use crate::service::lane_membership::{self, GroupView, MemberView, Registration};
+use crate::service::member_key::{MAX_NAME, SECRET_HEADER, new_member_id};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 
@@ -118,10 +125,53 @@ fn group_body(v: &GroupView) -> Value {
     })
 }
 
+/// The `X-Tidegate-Member-Secret` header of a heartbeat or leave.
+struct MemberSecret(Option<String>);
+
+#[rocket::async_trait]
+impl<'r> FromRequest<'r> for MemberSecret {
+    type Error = std::convert::Infallible;
+
+    async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
+        Outcome::Success(MemberSecret(request.headers().get_one(SECRET_HEADER).map(str::to_owned)))
+    }
+}
+
+/// Checks that the caller speaks for `member`: 401 without a secret, 403 with a wrong one.
+fn check_secret(
+    app: &App,
+    group: &str,
+    member: &str,
+    secret: &MemberSecret,
+) -> Result<(), ApiError> {
+    let Some(presented) = &secret.0 else {
+        return Err(ApiError::new(
+            Status::Unauthorized,
+            "member_secret_required",
+            format!(
+                "heartbeat and leave must carry the member's secret from its registration in the {SECRET_HEADER} header"
+            ),
+        ));
+    };
+    if app.member_key.verify(group, member, presented) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            Status::Forbidden,
+            "member_secret_mismatch",
+            format!(
+                "the {SECRET_HEADER} header is not the secret of member `{member}` in group `{group}`"
+            ),
+        ))
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RegisterRequest {
-    member_id: Option<String>,
+    /// A readable prefix for the member ID (default: the zone); the coordinator appends 64
+    /// random bits, so the ID is new on every registration.
+    name: Option<String>,
     zone: String,
     topic: String,
     partitions: u32,
@@ -134,16 +184,26 @@ fn register(
     group: &str,
     request: JsonBody<'_, RegisterRequest>,
 ) -> Result<(Status, Json<Value>), ApiError> {
-    caller.require_reader(&app.config)?;
+    let owner = caller.require_writer(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    let name = r.name.as_deref().unwrap_or(&r.zone);
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Err(ApiError::bad_request(
+            "invalid_name",
+            format!("`name` must be 1-{MAX_NAME} characters of a-z, A-Z, 0-9, `-`, `_`, `.`"),
+        ));
+    }
     let registration = Registration {
-        member_id: r.member_id,
+        member_id: Some(new_member_id(name)),
+        owner,
         zone: r.zone,
         topic: r.topic,
         partitions: r.partitions,
     };
     let view = app.lanes.register(group, registration, now_ms())?;
-    Ok((Status::Created, Json(member_body(&view))))
+    let mut body = member_body(&view);
+    body["member_secret"] = json!(app.member_key.secret(group, &view.member_id));
+    Ok((Status::Created, Json(body)))
 }
 
 #[derive(Deserialize, Default)]
@@ -159,9 +219,11 @@ fn heartbeat(
     caller: Caller,
     group: &str,
     member: &str,
+    secret: MemberSecret,
     request: JsonBody<'_, HeartbeatRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require_reader(&app.config)?;
+    caller.require_writer(&app.config)?;
+    check_secret(app, group, member, &secret)?;
     let holding: BTreeSet<u32> =
         request.map_err(json_error)?.into_inner().holding.into_iter().collect();
     let view = app.lanes.heartbeat(group, member, holding, now_ms())?;
@@ -174,8 +236,10 @@ fn leave(
     caller: Caller,
     group: &str,
     member: &str,
+    secret: MemberSecret,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require_reader(&app.config)?;
+    caller.require_writer(&app.config)?;
+    check_secret(app, group, member, &secret)?;
     app.lanes.leave(group, member, now_ms())?;
     Ok(Json(json!({ "left": member, "group": group })))
 }

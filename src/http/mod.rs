@@ -28,6 +28,7 @@ use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::service::health::{Health, PrometheusSource, Source};
 use crate::service::lane_membership::Lanes;
 use crate::service::login_limit::LoginLimiter;
+use crate::service::member_key::MemberKey;
 use crate::service::subscribers::Subscribers;
 use crate::service::ui_sessions::Revocations;
 use crate::service::zone_history::{self, ZoneHistory};
@@ -47,6 +48,8 @@ pub struct App {
     pub login_limiter: Arc<LoginLimiter>,
     /// The last minutes of each zone's health, for the UI's charts.
     pub zone_history: Arc<ZoneHistory>,
+    /// Signs and checks lane member secrets (`service::member_key`).
+    pub member_key: MemberKey,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -73,7 +76,10 @@ impl App {
             )),
         };
         let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
-        let subscribers = Arc::new(Subscribers::new(config.subscriber_stale_after_ms));
+        let subscribers = Arc::new(Subscribers::new(
+            config.subscriber_stale_after_ms,
+            config.subscriber_max_per_caller,
+        ));
         let lag_source = config.lanes.kafka_bootstrap.as_ref().map(|bootstrap| {
             Arc::new(crate::mq::KafkaLag::new(bootstrap))
                 as Arc<dyn crate::service::lane_membership::LagSource>
@@ -97,6 +103,7 @@ impl App {
             zone_history::KEEP_MS,
             zone_history::SAMPLE_EVERY_MS,
         ));
+        let member_key = member_key(&config);
         App {
             coordinator,
             config,
@@ -106,10 +113,27 @@ impl App {
             revocations: Arc::new(revocations),
             login_limiter: Arc::new(LoginLimiter::new()),
             zone_history,
+            member_key,
             tag_counters,
             metrics,
         }
     }
+}
+
+/// The configured member-secret key, else the one kept in the data directory. If that cannot be
+/// read or written, a key for this run only: membership is in memory anyway, so members
+/// re-register after a restart and get secrets under the new key.
+fn member_key(config: &Config) -> MemberKey {
+    if let Some(key) = &config.lanes.member_key {
+        return MemberKey::new(key.0);
+    }
+    MemberKey::load_or_create(&config.data_dir).unwrap_or_else(|e| {
+        eprintln!(
+            "tidegate: warning: cannot keep the lane member key in {}: {e}; using one for this run only",
+            config.data_dir.display()
+        );
+        MemberKey::new(rand::random())
+    })
 }
 
 /// The Rocket instance for `app`, listening where the configuration says.

@@ -67,6 +67,12 @@ impl From<SubscriberError> for ApiError {
             SubscriberError::FutureVersion { .. } => {
                 ApiError::bad_request("invalid_version", detail)
             }
+            SubscriberError::CallerFull { .. } => {
+                ApiError::new(Status::TooManyRequests, "caller_limit", detail)
+            }
+            SubscriberError::NotOwner { .. } => {
+                ApiError::new(Status::Forbidden, "not_subscriber_owner", detail)
+            }
         }
     }
 }
@@ -116,17 +122,24 @@ fn watch(
     mut shutdown: Shutdown,
 ) -> Result<EventStream![Event + 'static], ApiError> {
     caller.require_reader(&app.config)?;
+    // Watching is a read; registering as a subscriber counts towards convergence, which holds
+    // or releases drain steps, so it needs a writer, who then owns the subscriber.
+    let owner = match subscriber_id {
+        Some(_) => Some(caller.require_writer(&app.config)?),
+        None => None,
+    };
     let mut changes = app.coordinator.subscribe();
     let current = changes.borrow_and_update().clone();
     let subscribers = Arc::clone(&app.subscribers);
-    let id = match subscriber_id {
-        Some(id) => {
+    let id = match (subscriber_id, owner) {
+        (Some(id), Some(owner)) => {
             let zone = zone.unwrap_or("unknown");
             let kind = kind.unwrap_or("unknown");
-            subscribers.connect(id, zone, kind, last_event_id.0, current.version(), now_ms())?;
+            let version = current.version();
+            subscribers.connect(id, &owner, zone, kind, last_event_id.0, version, now_ms())?;
             Some(id.to_owned())
         }
-        None => None,
+        _ => None,
     };
     let guard = StreamGuard { subscribers, id };
     let heartbeat = Duration::from_millis(app.config.watch_heartbeat_ms);
@@ -177,7 +190,7 @@ fn ack(
     id: &str,
     request: Result<Json<AckRequest>, rocket::serde::json::Error<'_>>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require_reader(&app.config)?;
+    let owner = caller.require_writer(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
     let identity = match (&r.zone, &r.kind) {
         (Some(zone), Some(kind)) => Some((zone.as_str(), kind.as_str())),
@@ -185,7 +198,7 @@ fn ack(
         _ => None,
     };
     let current = app.coordinator.state().version();
-    let s = app.subscribers.ack(id, r.version, identity, current, now_ms())?;
+    let s = app.subscribers.ack(id, &owner, r.version, identity, current, now_ms())?;
     Ok(Json(ack_body(&s.id, s.applied_version, current)))
 }
 

@@ -83,7 +83,7 @@ async fn retrying<T: Send + 'static>(
 pub struct ConsumerSettings {
     /// Coordinator base URL, e.g. `http://127.0.0.1:8080`.
     pub coordinator: String,
-    /// Service token, when the coordinator requires one for reads.
+    /// Service (or operator) token: lane membership is a write, so the coordinator requires one.
     pub token: Option<String>,
     /// For an `https://` coordinator: trust only this CA (PEM) instead of the system's roots.
     /// Defaults to `TIDEGATE_CA_FILE` when that is set.
@@ -95,8 +95,9 @@ pub struct ConsumerSettings {
     pub group: String,
     /// The zone this consumer runs in (one of the coordinator's colour zones).
     pub zone: String,
-    /// A stable member ID; `None` lets the coordinator choose.
-    pub member_id: Option<String>,
+    /// A readable prefix for the member ID (default: the zone). The coordinator appends 64
+    /// random bits, so every registration, also after a restart, gets a new ID.
+    pub member_name: Option<String>,
     pub commit_interval: Duration,
     /// Extra librdkafka properties for the Kafka consumer.
     pub extra: Vec<(String, String)>,
@@ -112,7 +113,7 @@ impl ConsumerSettings {
             topic: topic.to_owned(),
             group: group.to_owned(),
             zone: zone.to_owned(),
-            member_id: None,
+            member_name: None,
             commit_interval: Duration::from_secs(1),
             extra: Vec::new(),
         }
@@ -136,6 +137,8 @@ pub struct LaneMessage {
 /// State shared with the heartbeat task.
 struct Shared {
     member_id: String,
+    /// Presented with every heartbeat and the leave: proves we are the member we claim.
+    member_secret: String,
     /// What this consumer reports as still held.
     holding: Vec<u32>,
     /// The coordinator's latest answer.
@@ -201,6 +204,7 @@ impl LaneConsumer {
         let heartbeat = Duration::from_millis(assigned.heartbeat_interval_ms.max(10));
         let shared = Arc::new(Mutex::new(Shared {
             member_id: assigned.member_id.clone(),
+            member_secret: assigned.member_secret.clone().unwrap_or_default(),
             holding: Vec::new(),
             latest: Some(assigned),
             last_ok: Instant::now(),
@@ -384,6 +388,7 @@ impl LaneConsumer {
                     register(&self.client, &self.settings, self.lane.partitions()).await?;
                 let mut shared = lock(&self.shared);
                 shared.member_id = assigned.member_id.clone();
+                shared.member_secret = assigned.member_secret.clone().unwrap_or_default();
                 shared.latest = Some(assigned);
                 shared.last_ok = Instant::now();
                 shared.gone = false;
@@ -453,8 +458,11 @@ impl LaneConsumer {
         self.heartbeats.abort();
         let client = self.client.clone();
         let group = self.settings.group.clone();
-        let member = self.member_id();
-        tokio::task::spawn_blocking(move || client.leave(&group, &member))
+        let (member, secret) = {
+            let s = lock(&self.shared);
+            (s.member_id.clone(), s.member_secret.clone())
+        };
+        tokio::task::spawn_blocking(move || client.leave(&group, &member, &secret))
             .await
             .map_err(|e| MqError::Kafka(e.to_string()))??;
         Ok(())
@@ -477,7 +485,7 @@ async fn register(
     let client = client.clone();
     let s = settings.clone();
     let assigned = tokio::task::spawn_blocking(move || {
-        client.register(&s.group, s.member_id.as_deref(), &s.zone, &s.topic, partitions)
+        client.register(&s.group, s.member_name.as_deref(), &s.zone, &s.topic, partitions)
     })
     .await
     .map_err(|e| MqError::Kafka(e.to_string()))??;
@@ -495,9 +503,9 @@ async fn heartbeat_loop(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let (member, holding, gone) = {
+        let (member, secret, holding, gone) = {
             let s = lock(&shared);
-            (s.member_id.clone(), s.holding.clone(), s.gone)
+            (s.member_id.clone(), s.member_secret.clone(), s.holding.clone(), s.gone)
         };
         if gone {
             // The consumer re-registers from `next`; heartbeating an unknown member is useless.
@@ -505,7 +513,8 @@ async fn heartbeat_loop(
         }
         let c = client.clone();
         let g = group.clone();
-        let result = tokio::task::spawn_blocking(move || c.heartbeat(&g, &member, &holding)).await;
+        let result =
+            tokio::task::spawn_blocking(move || c.heartbeat(&g, &member, &secret, &holding)).await;
         let mut s = lock(&shared);
         match result {
             Ok(Ok(assigned)) if assigned.member_id == s.member_id => {

@@ -15,7 +15,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -67,6 +66,14 @@ pub enum LanesError {
     TooManyGroups(usize),
     #[error("group `{group}` already has {max} members (lanes.max_members)")]
     TooManyMembers { group: String, max: usize },
+    #[error(
+        "caller `{caller}` already created {max} lane groups (lanes.max_groups_per_caller); let one empty out or use another token"
+    )]
+    CallerGroupsFull { caller: String, max: usize },
+    #[error(
+        "caller `{caller}` already holds {max} lane members (lanes.max_members_per_caller); leave with some or use another token"
+    )]
+    CallerMembersFull { caller: String, max: usize },
     #[error("partition {partition} is not one of the topic's {partitions} partitions")]
     BadHolding { partition: u32, partitions: u32 },
 }
@@ -74,8 +81,11 @@ pub enum LanesError {
 /// A registration: which topic the member reads and where it runs.
 #[derive(Clone, Debug)]
 pub struct Registration {
-    /// Chosen by the member (stable across its restarts) or, when absent, by the coordinator.
+    /// The ID to register under, or `None` for a fresh random one (`member_key::new_member_id`).
+    /// The HTTP edge always passes a fresh one, so IDs are never reused (ARCHITECTURE.md).
     pub member_id: Option<String>,
+    /// Who registers (`service:…`, `operator:NAME`): counted against the per-caller limits.
+    pub owner: String,
     pub zone: String,
     pub topic: String,
     pub partitions: u32,
@@ -147,6 +157,7 @@ pub struct GroupView {
 
 struct Member {
     zone: String,
+    owner: String,
     registered_ms: u64,
     last_seen_ms: u64,
     /// What it said it still reads, in its last heartbeat.
@@ -158,6 +169,8 @@ struct Member {
 
 struct Group {
     topic: String,
+    /// The caller whose registration created the group (per-caller group limit).
+    created_by: String,
     lane: LaneConfig,
     members: BTreeMap<String, Member>,
     target: Assignment,
@@ -177,7 +190,6 @@ pub struct Lanes {
     table: Arc<dyn TableSource>,
     lag_source: Option<Arc<dyn LagSource>>,
     groups: Mutex<BTreeMap<String, Group>>,
-    next_member: AtomicU64,
 }
 
 fn check_name(what: &'static str, value: &str) -> Result<(), LanesError> {
@@ -194,14 +206,7 @@ impl Lanes {
         table: Arc<dyn TableSource>,
         lag_source: Option<Arc<dyn LagSource>>,
     ) -> Lanes {
-        Lanes {
-            zones,
-            config,
-            table,
-            lag_source,
-            groups: Mutex::new(BTreeMap::new()),
-            next_member: AtomicU64::new(1),
-        }
+        Lanes { zones, config, table, lag_source, groups: Mutex::new(BTreeMap::new()) }
     }
 
     pub fn config(&self) -> &LanesConfig {
@@ -236,10 +241,31 @@ impl Lanes {
         let lane = LaneConfig::new(r.partitions)?;
         let mut groups = self.lock();
         self.expire_locked(&mut groups, now_ms);
-        if !groups.contains_key(group) && groups.len() >= self.config.max_groups {
-            return Err(LanesError::TooManyGroups(self.config.max_groups));
+        if !groups.contains_key(group) {
+            // The caller's own limit first: a flooding token hits it long before the global one.
+            let max = self.config.max_groups_per_caller;
+            if groups.values().filter(|g| g.created_by == r.owner).count() >= max {
+                return Err(LanesError::CallerGroupsFull { caller: r.owner, max });
+            }
+            if groups.len() >= self.config.max_groups {
+                return Err(LanesError::TooManyGroups(self.config.max_groups));
+            }
+        }
+        let id = match &r.member_id {
+            Some(id) => id.clone(),
+            None => super::member_key::new_member_id(&r.zone),
+        };
+        let held = groups
+            .iter()
+            .flat_map(|(name, g)| g.members.iter().map(move |(m, member)| (name, m, member)))
+            .filter(|(name, m, member)| member.owner == r.owner && !(*name == group && **m == id))
+            .count();
+        if held >= self.config.max_members_per_caller {
+            let max = self.config.max_members_per_caller;
+            return Err(LanesError::CallerMembersFull { caller: r.owner, max });
         }
         let g = groups.entry(group.to_owned()).or_insert_with(|| Group {
+            created_by: r.owner.clone(),
             topic: r.topic.clone(),
             lane,
             members: BTreeMap::new(),
@@ -260,10 +286,6 @@ impl Lanes {
                 asked_partitions: r.partitions,
             });
         }
-        let id = match r.member_id {
-            Some(id) => id,
-            None => format!("{}-{}", r.zone, self.next_member.fetch_add(1, Ordering::Relaxed)),
-        };
         if !g.members.contains_key(&id) && g.members.len() >= self.config.max_members {
             return Err(LanesError::TooManyMembers {
                 group: group.to_owned(),
@@ -273,6 +295,7 @@ impl Lanes {
         g.members.insert(
             id.clone(),
             Member {
+                owner: r.owner,
                 zone: r.zone,
                 registered_ms: now_ms,
                 last_seen_ms: now_ms,

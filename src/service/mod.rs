@@ -9,6 +9,7 @@ pub mod drain_runner;
 pub mod health;
 pub mod lane_membership;
 pub mod login_limit;
+pub mod member_key;
 pub mod subscribers;
 pub mod table_source;
 pub mod ui_sessions;

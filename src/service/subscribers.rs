@@ -4,6 +4,11 @@
 //! version they have *applied*. The registry is in-memory: it describes live connections, which a
 //! restarted coordinator learns again within one heartbeat as clients reconnect. Time is passed
 //! in as `now_ms`, so the bookkeeping is testable without a clock.
+//!
+//! Acknowledgements move drains (the convergence gate), so each subscriber belongs to the caller
+//! identity that registered it (by watching or by a first ack): acks and streams for it from
+//! another identity are refused, and each identity may register at most `max_per_caller`
+//! subscribers, so one token cannot fill the registry for the others.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -20,6 +25,8 @@ const COMMIT_TIMES_KEPT: usize = 1024;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Subscriber {
     pub id: String,
+    /// The caller identity that registered it (`service:…`, `operator:NAME`).
+    pub owner: String,
     pub zone: String,
     pub kind: String,
     /// The newest version the subscriber says it has applied (0 before its first ack).
@@ -31,9 +38,10 @@ pub struct Subscriber {
 }
 
 impl Subscriber {
-    fn new(id: &str, zone: &str, kind: &str, now_ms: u64) -> Subscriber {
+    fn new(id: &str, owner: &str, zone: &str, kind: &str, now_ms: u64) -> Subscriber {
         Subscriber {
             id: id.to_owned(),
+            owner: owner.to_owned(),
             zone: zone.to_owned(),
             kind: kind.to_owned(),
             applied_version: 0,
@@ -56,6 +64,14 @@ pub enum SubscriberError {
     Unknown(String),
     #[error("at most {MAX_SUBSCRIBERS} subscribers are tracked")]
     Full,
+    #[error(
+        "caller `{caller}` already registered {max} subscribers (subscribers.max_per_caller); reuse subscriber IDs or use another token"
+    )]
+    CallerFull { caller: String, max: usize },
+    #[error(
+        "subscriber `{id}` was registered by another caller; it only takes acks and streams from that caller"
+    )]
+    NotOwner { id: String },
     #[error("version {acked} has not been committed yet (the newest is {current})")]
     FutureVersion { acked: u64, current: u64 },
 }
@@ -97,6 +113,7 @@ struct Inner {
 /// this long is no longer live; it is forgotten after twice that.
 pub struct Subscribers {
     stale_after_ms: u64,
+    max_per_caller: usize,
     inner: Mutex<Inner>,
 }
 
@@ -115,8 +132,42 @@ fn check_label(field: &'static str, value: &str) -> Result<(), SubscriberError> 
 }
 
 impl Subscribers {
-    pub fn new(stale_after_ms: u64) -> Subscribers {
-        Subscribers { stale_after_ms, inner: Mutex::new(Inner::default()) }
+    pub fn new(stale_after_ms: u64, max_per_caller: usize) -> Subscribers {
+        Subscribers { stale_after_ms, max_per_caller, inner: Mutex::new(Inner::default()) }
+    }
+
+    /// Checks that `owner` may use `id`, registering it if it is new (and there is room).
+    fn admit(
+        &self,
+        inner: &mut Inner,
+        id: &str,
+        owner: &str,
+        zone: &str,
+        kind: &str,
+        now_ms: u64,
+    ) -> Result<(), SubscriberError> {
+        if let Some(s) = inner.subscribers.get(id) {
+            return if s.owner == owner {
+                Ok(())
+            } else {
+                Err(SubscriberError::NotOwner { id: id.to_owned() })
+            };
+        }
+        let owned = |inner: &Inner| inner.subscribers.values().filter(|s| s.owner == owner).count();
+        if inner.subscribers.len() >= MAX_SUBSCRIBERS || owned(inner) >= self.max_per_caller {
+            self.expire(inner, now_ms);
+        }
+        if owned(inner) >= self.max_per_caller {
+            return Err(SubscriberError::CallerFull {
+                caller: owner.to_owned(),
+                max: self.max_per_caller,
+            });
+        }
+        if inner.subscribers.len() >= MAX_SUBSCRIBERS {
+            return Err(SubscriberError::Full);
+        }
+        inner.subscribers.insert(id.to_owned(), Subscriber::new(id, owner, zone, kind, now_ms));
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -141,9 +192,11 @@ impl Subscribers {
 
     /// A watch stream opened. `applied` is the version the client says it holds (Last-Event-ID),
     /// which counts as an acknowledgement.
+    #[allow(clippy::too_many_arguments)]
     pub fn connect(
         &self,
         id: &str,
+        owner: &str,
         zone: &str,
         kind: &str,
         applied: Option<u64>,
@@ -154,16 +207,8 @@ impl Subscribers {
         check_label("zone", zone)?;
         check_label("kind", kind)?;
         let mut inner = self.lock();
-        if !inner.subscribers.contains_key(id) && inner.subscribers.len() >= MAX_SUBSCRIBERS {
-            self.expire(&mut inner, now_ms);
-            if inner.subscribers.len() >= MAX_SUBSCRIBERS {
-                return Err(SubscriberError::Full);
-            }
-        }
-        let s = inner
-            .subscribers
-            .entry(id.to_owned())
-            .or_insert_with(|| Subscriber::new(id, zone, kind, now_ms));
+        self.admit(&mut inner, id, owner, zone, kind, now_ms)?;
+        let s = inner.subscribers.get_mut(id).expect("admitted above");
         s.zone = zone.to_owned();
         s.kind = kind.to_owned();
         s.streams += 1;
@@ -198,6 +243,7 @@ impl Subscribers {
     pub fn ack(
         &self,
         id: &str,
+        owner: &str,
         version: u64,
         identity: Option<(&str, &str)>,
         current_version: u64,
@@ -217,10 +263,9 @@ impl Subscribers {
             };
             check_label("zone", zone)?;
             check_label("kind", kind)?;
-            if inner.subscribers.len() >= MAX_SUBSCRIBERS {
-                return Err(SubscriberError::Full);
-            }
-            inner.subscribers.insert(id.to_owned(), Subscriber::new(id, zone, kind, now_ms));
+            self.admit(&mut inner, id, owner, zone, kind, now_ms)?;
+        } else {
+            self.admit(&mut inner, id, owner, "", "", now_ms)?;
         }
         let s = inner.subscribers.get_mut(id).expect("inserted above");
         s.last_seen_ms = now_ms;
@@ -307,27 +352,27 @@ mod tests {
 
     #[test]
     fn convergence_counts_live_subscribers_on_or_after_a_version() {
-        let subs = Subscribers::new(1000);
+        let subs = Subscribers::new(1000, 100);
         subs.committed(5, 100);
         subs.committed(6, 200);
-        subs.connect("gw-1", "az-a", "gateway", Some(6), 6, 210).unwrap();
-        subs.connect("gw-2", "az-b", "gateway", Some(5), 6, 210).unwrap();
-        subs.ack("svc-1", 4, Some(("az-a", "service")), 6, 220).unwrap();
+        subs.connect("gw-1", "svc", "az-a", "gateway", Some(6), 6, 210).unwrap();
+        subs.connect("gw-2", "svc", "az-b", "gateway", Some(5), 6, 210).unwrap();
+        subs.ack("svc-1", "svc", 4, Some(("az-a", "service")), 6, 220).unwrap();
         let c = subs.convergence(6, 300);
         assert_eq!((c.live, c.converged), (3, 1));
         let gw2 = c.behind.iter().find(|b| b.id == "gw-2").unwrap();
         assert_eq!(gw2.behind_for_ms, 100, "missing version 6 since it was committed at 200");
         let svc = c.behind.iter().find(|b| b.id == "svc-1").unwrap();
         assert_eq!(svc.behind_for_ms, 200, "missing version 5 since 100");
-        subs.ack("gw-2", 6, None, 6, 310).unwrap();
+        subs.ack("gw-2", "svc", 6, None, 6, 310).unwrap();
         assert_eq!(subs.convergence(6, 320).converged, 2);
     }
 
     #[test]
     fn silent_subscribers_go_stale_then_are_forgotten_but_streams_keep_them_live() {
-        let subs = Subscribers::new(1000);
-        subs.ack("poller", 1, Some(("az-a", "service")), 1, 0).unwrap();
-        subs.connect("watcher", "az-a", "gateway", None, 1, 0).unwrap();
+        let subs = Subscribers::new(1000, 100);
+        subs.ack("poller", "svc", 1, Some(("az-a", "service")), 1, 0).unwrap();
+        subs.connect("watcher", "svc", "az-a", "gateway", None, 1, 0).unwrap();
         assert_eq!(subs.convergence(1, 500).live, 2);
         assert_eq!(subs.convergence(1, 1500).live, 1, "the poller went stale");
         assert_eq!(subs.list(1500).len(), 2);
@@ -339,17 +384,51 @@ mod tests {
 
     #[test]
     fn bad_input_is_refused() {
-        let subs = Subscribers::new(1000);
-        assert!(subs.connect("", "az-a", "k", None, 1, 0).is_err());
-        assert!(subs.connect("a b", "az-a", "k", None, 1, 0).is_err());
-        assert!(subs.connect("ok", "az a", "k", None, 1, 0).is_err());
+        let subs = Subscribers::new(1000, 100);
+        assert!(subs.connect("", "svc", "az-a", "k", None, 1, 0).is_err());
+        assert!(subs.connect("a b", "svc", "az-a", "k", None, 1, 0).is_err());
+        assert!(subs.connect("ok", "svc", "az a", "k", None, 1, 0).is_err());
         assert_eq!(
-            subs.ack("nobody", 1, None, 1, 0),
+            subs.ack("nobody", "svc", 1, None, 1, 0),
             Err(SubscriberError::Unknown("nobody".into()))
         );
         assert!(matches!(
-            subs.ack("x", 9, Some(("az-a", "k")), 3, 0),
+            subs.ack("x", "svc", 9, Some(("az-a", "k")), 3, 0),
             Err(SubscriberError::FutureVersion { .. })
         ));
+    }
+
+    #[test]
+    fn a_subscriber_takes_acks_and_streams_only_from_its_owner() {
+        let subs = Subscribers::new(1000, 100);
+        subs.connect("gw-1", "service:aaaa", "az-a", "gateway", None, 3, 0).unwrap();
+        assert_eq!(
+            subs.ack("gw-1", "service:bbbb", 3, None, 3, 10),
+            Err(SubscriberError::NotOwner { id: "gw-1".into() })
+        );
+        assert_eq!(
+            subs.connect("gw-1", "service:bbbb", "az-a", "gateway", Some(3), 3, 10),
+            Err(SubscriberError::NotOwner { id: "gw-1".into() })
+        );
+        assert_eq!(subs.list(20)[0].0.applied_version, 0, "the foreign ack changed nothing");
+        assert_eq!(subs.ack("gw-1", "service:aaaa", 3, None, 3, 20).unwrap().applied_version, 3);
+    }
+
+    #[test]
+    fn each_caller_has_its_own_cap() {
+        let subs = Subscribers::new(1000, 3);
+        for i in 0..3 {
+            subs.connect(&format!("flood-{i}"), "service:bad", "az-a", "k", None, 1, 0).unwrap();
+        }
+        assert!(matches!(
+            subs.connect("flood-3", "service:bad", "az-a", "k", None, 1, 0),
+            Err(SubscriberError::CallerFull { .. })
+        ));
+        assert!(matches!(
+            subs.ack("flood-4", "service:bad", 1, Some(("az-a", "k")), 1, 0),
+            Err(SubscriberError::CallerFull { .. })
+        ));
+        subs.connect("gw-1", "service:good", "az-a", "gateway", None, 1, 0).unwrap();
+        subs.connect("flood-0", "service:bad", "az-a", "k", None, 1, 0).unwrap();
     }
 }

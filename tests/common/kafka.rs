@@ -226,7 +226,9 @@ impl TestConsumer {
             lane.group,
             zone,
         );
-        settings.member_id = Some(member.to_owned());
+        // Lane membership is a write: the test configurations' operator token (see `config_toml`).
+        settings.member_name = Some(member.to_owned());
+        settings.token = Some(super::OPERATOR_TOKEN.to_owned());
         settings.commit_interval = Duration::from_millis(100);
         let stop = Arc::new(std::sync::atomic::AtomicU8::new(0));
         let partitions = Arc::new(std::sync::Mutex::new(Vec::new()));
