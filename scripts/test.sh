@@ -62,3 +62,6 @@ echo "Kafka at $bootstrap"
 
 echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy; benches once in test mode)"
 cargo test -j 2 --all-targets
+
+echo "== API contract: schemathesis against the real binary (scripts/schemathesis.sh)"
+bash scripts/schemathesis.sh

@@ -9,6 +9,7 @@ mod drains;
 pub mod error;
 mod health;
 mod lanes;
+pub mod openapi;
 mod routing;
 mod tag;
 pub mod ui;
@@ -164,6 +165,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(watch::stage())
         .attach(ui::stage())
         .attach(lanes::stage())
+        .attach(openapi::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();
