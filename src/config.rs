@@ -21,6 +21,8 @@ const CLIENT_ONLY_ENV: [&str; 4] = ["token", "url", "config", "ca_file"];
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub data_dir: PathBuf,
+    /// Write a snapshot of the state every this many log entries (0: only at clean shutdown).
+    pub snapshot_every: u64,
     pub initial_blue_percent: f64,
     pub fallback: String,
     pub server: ServerSettings,
@@ -240,6 +242,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             data_dir: PathBuf::from("data"),
+            snapshot_every: 1000,
             initial_blue_percent: 50.0,
             fallback: "random".into(),
             server: ServerSettings::default(),
@@ -331,6 +334,7 @@ pub struct OperatorEntry {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub data_dir: PathBuf,
+    pub snapshot_every: u64,
     pub address: IpAddr,
     pub port: u16,
     pub genesis: Genesis,
@@ -567,6 +571,7 @@ impl Config {
             subscriber_stale_after_ms,
             watch_heartbeat_ms,
             data_dir: s.data_dir,
+            snapshot_every: s.snapshot_every,
             address,
             port: s.server.port,
             genesis: Genesis { scheme, blue_units: share.blue_units },

@@ -5,17 +5,20 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::http::{self, App, now_ms};
 use crate::service::coordinator::{Boot, Coordinator, StartError};
-use crate::store::FileLog;
+use crate::store::{FileLog, Snapshots};
 
-/// Opens the embedded file log under `config.data_dir` and rebuilds the coordinator from it.
-/// Torn-tail warnings are printed to stderr: they are expected after a crash, and worth seeing.
+/// Opens the embedded file log under `config.data_dir` and rebuilds the coordinator from the
+/// newest snapshot and the log after it. Warnings (a torn tail, an ignored snapshot) are printed
+/// to stderr: they are expected after a crash, and worth seeing.
 pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
-    let opened = FileLog::open(&config.data_dir)?;
-    for warning in &opened.warnings {
+    let log = FileLog::open(&config.data_dir)?;
+    let boot = Boot { genesis: config.genesis, zones: config.zones.clone(), now_ms: now_ms() };
+    let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
+    let started = Coordinator::start(Box::new(log), Some(snapshots), boot)?;
+    for warning in &started.warnings {
         eprintln!("tidegate: warning: {warning}");
     }
-    let boot = Boot { genesis: config.genesis, zones: config.zones.clone(), now_ms: now_ms() };
-    Coordinator::start(Box::new(opened.log), opened.entries, boot)
+    Ok(started.coordinator)
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.
@@ -37,6 +40,12 @@ pub fn serve(config: Config) -> Result<(), String> {
             "tidegate: note: no operators configured, so changes are refused; run `tidegate token new --name NAME`"
         );
     }
-    let app = App::new(Arc::new(coordinator), config);
-    http::run(app)
+    let coordinator = Arc::new(coordinator);
+    let app = App::new(Arc::clone(&coordinator), config);
+    let served = http::run(app);
+    // Clean shutdown: the next start reads this snapshot and no log entry at all.
+    if let Err(e) = coordinator.snapshot_now() {
+        eprintln!("tidegate: warning: could not write a snapshot at shutdown: {e}");
+    }
+    served
 }

@@ -17,9 +17,8 @@ fn boot(units: u32) -> Boot {
 }
 
 fn open(dir: &std::path::Path) -> Result<(Coordinator, Vec<String>), StartError> {
-    let opened = FileLog::open(dir)?;
-    let warnings = opened.warnings.clone();
-    Ok((Coordinator::start(Box::new(opened.log), opened.entries, boot(100))?, warnings))
+    let started = Coordinator::start(Box::new(FileLog::open(dir)?), None, boot(100))?;
+    Ok((started.coordinator, started.warnings))
 }
 
 fn dial(c: &Coordinator, blue_units: u32) {
@@ -174,8 +173,8 @@ fn a_corrupt_middle_record_refuses_start_up() {
 fn a_changed_unit_count_refuses_start_up() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path()).unwrap());
-    let opened = FileLog::open(dir.path()).unwrap();
-    let err = Coordinator::start(Box::new(opened.log), opened.entries, boot(1000)).err().unwrap();
+    let log = FileLog::open(dir.path()).unwrap();
+    let err = Coordinator::start(Box::new(log), None, boot(1000)).err().unwrap();
     assert!(
         err.to_string().contains("100 units") && err.to_string().contains("1000 units"),
         "{err}"

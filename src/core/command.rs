@@ -229,6 +229,22 @@ impl State {
         self.table.version
     }
 
+    /// The ID the next drain will get.
+    pub fn next_drain_id(&self) -> u64 {
+        self.next_drain_id
+    }
+
+    /// A state from its parts, as a snapshot of an earlier replay stores them. Only the store
+    /// calls this, with parts that a replay through [`State::apply`] produced and a checksum
+    /// guarded; the log after the snapshot is then applied as usual.
+    pub fn restore(table: RoutingTable, drains: Vec<Drain>, next_drain_id: u64) -> State {
+        State {
+            table: Arc::new(table),
+            drains: Arc::new(drains.into_iter().map(|d| (d.id, d)).collect()),
+            next_drain_id,
+        }
+    }
+
     /// Applies an envelope. `Ok(None)` means the command is valid but changes nothing (moving
     /// the dial to where it already is): no version is spent and nothing needs logging.
     pub fn apply(&self, envelope: &Envelope) -> Result<Option<(State, Applied)>, CommandError> {

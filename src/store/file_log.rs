@@ -4,20 +4,24 @@
 //! an operator can read the history with `cut -d' ' -f2- tidegate.log | jq`, and line-based so a
 //! torn write (a crash in the middle of `write`) can only damage the last line.
 //!
-//! On open, the framing tells a torn append from damage to an acknowledged record. A crash can
-//! only cut the last append short: the file then ends in a prefix of a line with no newline, or
-//! (when a page of the line was not written back before the crash) a line with NUL bytes, which
-//! JSON lines never contain. Such a tail was never acknowledged (acknowledgement waits for
-//! fsync), so it is cut off with a warning. Every other line that ends in a newline was written
-//! whole: if its checksum fails, it is damage to a record that may have been acknowledged, and
-//! start-up stops rather than drop it, wherever the line is. A tail without a newline that is a
-//! whole record whose checksum holds lost only its line end: it is kept and the newline repaired.
+//! Positions ([`LogPosition`]) are byte offsets just after a line, so reading after a snapshot's
+//! position seeks there and parses only the newer lines.
+//!
+//! On the first read, the framing tells a torn append from damage to an acknowledged record. A
+//! crash can only cut the last append short: the file then ends in a prefix of a line with no
+//! newline, or (when a page of the line was not written back before the crash) a line with NUL
+//! bytes, which JSON lines never contain. Such a tail was never acknowledged (acknowledgement
+//! waits for fsync), so it is cut off with a warning. Every other line that ends in a newline was
+//! written whole: if its checksum fails, it is damage to a record that may have been
+//! acknowledged, and start-up stops rather than drop it, wherever the line is. A tail without a
+//! newline that is a whole record whose checksum holds lost only its line end: it is kept and the
+//! newline repaired.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::{CommandLog, LogEntry, StoreError};
+use super::{CommandLog, LogEntry, LogPosition, StoreError, Tail};
 
 pub const LOG_FILE: &str = "tidegate.log";
 const LOCK_FILE: &str = "tidegate.lock";
@@ -27,25 +31,18 @@ pub struct FileLog {
     file: File,
     /// Held for the life of the log: an exclusive lock so two instances never share a data dir.
     _lock: File,
+    /// Bytes of whole lines in the file: the position after the last entry.
+    len: u64,
+    /// Set once `read_after` has looked at (and repaired) the tail: appends wait for it, so a
+    /// torn last line is never followed by a good one.
+    tail_checked: bool,
     poisoned: bool,
 }
 
-/// What opening the log found.
-pub struct Opened {
-    pub log: FileLog,
-    pub entries: Vec<LogEntry>,
-    /// Torn tails that were dropped, as sentences for the start-up log.
-    pub warnings: Vec<String>,
-}
-
 impl FileLog {
-    /// Opens (creating if needed) the log in `dir`, takes the directory lock, drops a torn last
-    /// line and returns the entries.
-    pub fn open(dir: &Path) -> Result<Opened, StoreError> {
-        let io_err = |action, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| StoreError::Io { action, path, source }
-        };
+    /// Opens (creating if needed) the log in `dir` and takes the directory lock. Reads nothing:
+    /// [`CommandLog::read_after`] reads, from the start or from a snapshot's position.
+    pub fn open(dir: &Path) -> Result<FileLog, StoreError> {
         fs::create_dir_all(dir).map_err(io_err("create data directory", dir))?;
         let lock_path = dir.join(LOCK_FILE);
         let lock = OpenOptions::new()
@@ -62,55 +59,101 @@ impl FileLog {
 
         let path = dir.join(LOG_FILE);
         let existed = path.exists();
-        let data = match fs::read(&path) {
-            Ok(data) => data,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(io_err("read", &path)(e)),
-        };
-        let parsed = parse(&path, &data)?;
-        let mut warnings = Vec::new();
-        match &parsed.tail {
-            Tail::Clean => {}
-            Tail::Torn(torn) => warnings.push(format!(
-                "dropped a torn last record of {} bytes at byte {} of {} ({torn}); it was never acknowledged",
-                data.len() - parsed.valid_len,
-                parsed.valid_len,
-                path.display()
-            )),
-            Tail::LineEndDamaged => warnings.push(format!(
-                "the last record of {} had a damaged line end at byte {}; its checksum holds, so it was kept and the newline rewritten",
-                path.display(),
-                parsed.valid_len
-            )),
-        }
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .open(&path)
             .map_err(io_err("open", &path))?;
-        if parsed.tail != Tail::Clean {
-            file.set_len(parsed.valid_len as u64).map_err(io_err("truncate", &path))?;
-            if parsed.tail == Tail::LineEndDamaged {
-                file.write_all(b"\n").map_err(io_err("repair the line end of", &path))?;
-            }
-            file.sync_all().map_err(io_err("fsync", &path))?;
-        }
         if !existed {
             // Make the new file's directory entry durable too, or a crash could lose the file.
             File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("fsync", dir))?;
         }
-        Ok(Opened {
-            log: FileLog { path, file, _lock: lock, poisoned: false },
-            entries: parsed.entries,
-            warnings,
-        })
+        let len = file.metadata().map_err(io_err("stat", &path))?.len();
+        Ok(FileLog { path, file, _lock: lock, len, tail_checked: false, poisoned: false })
+    }
+
+    fn position_error(&self, position: LogPosition, reason: String) -> StoreError {
+        StoreError::Position { log: self.describe(), position: position.0, reason }
+    }
+
+    /// The 1-based line number of the line that starts at byte `offset` (for error messages).
+    fn line_at(&self, offset: u64) -> usize {
+        let mut head = Vec::new();
+        let read = File::open(&self.path).and_then(|f| f.take(offset).read_to_end(&mut head));
+        match read {
+            Ok(_) => head.iter().filter(|&&b| b == b'\n').count() + 1,
+            Err(_) => 0,
+        }
     }
 }
 
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Io { action, path, source }
+}
+
 impl CommandLog for FileLog {
-    fn append(&mut self, entry: &LogEntry) -> Result<(), StoreError> {
+    fn read_after(&mut self, position: LogPosition) -> Result<Tail, StoreError> {
+        let path = self.path.clone();
+        let size = self.file.metadata().map_err(io_err("stat", &path))?.len();
+        if position.0 > size {
+            let why = format!("the log has only {size} bytes");
+            return Err(self.position_error(position, why));
+        }
+        let mut reader = File::open(&path).map_err(io_err("open", &path))?;
+        if position.0 > 0 {
+            let mut before = [0u8; 1];
+            reader.seek(SeekFrom::Start(position.0 - 1)).map_err(io_err("seek in", &path))?;
+            reader.read_exact(&mut before).map_err(io_err("read", &path))?;
+            if before[0] != b'\n' {
+                return Err(self.position_error(position, "it is not at a line end".into()));
+            }
+        }
+        let mut data = Vec::with_capacity((size - position.0) as usize);
+        reader.read_to_end(&mut data).map_err(io_err("read", &path))?;
+        let parsed = match parse(&data) {
+            Ok(parsed) => parsed,
+            Err(Corrupt { line, offset, reason }) => {
+                let offset = position.0 + offset as u64;
+                let line = if position.0 == 0 { line } else { self.line_at(offset) };
+                return Err(StoreError::Corrupt { path, line, offset, reason });
+            }
+        };
+        let mut valid_end = position.0 + parsed.valid_len as u64;
+        let mut warnings = Vec::new();
+        match &parsed.tail {
+            TailState::Clean => {}
+            TailState::Torn(torn) => warnings.push(format!(
+                "dropped a torn last record of {} bytes at byte {valid_end} of {} ({torn}); it was never acknowledged",
+                data.len() - parsed.valid_len,
+                path.display()
+            )),
+            TailState::LineEndDamaged => warnings.push(format!(
+                "the last record of {} had a damaged line end at byte {valid_end}; its checksum holds, so it was kept and the newline rewritten",
+                path.display(),
+            )),
+        }
+        if parsed.tail != TailState::Clean {
+            self.file.set_len(valid_end).map_err(io_err("truncate", &path))?;
+            if parsed.tail == TailState::LineEndDamaged {
+                self.file.seek(SeekFrom::End(0)).map_err(io_err("seek in", &path))?;
+                self.file.write_all(b"\n").map_err(io_err("repair the line end of", &path))?;
+                valid_end += 1;
+            }
+            self.file.sync_all().map_err(io_err("fsync", &path))?;
+        }
+        self.len = valid_end;
+        self.tail_checked = true;
+        Ok(Tail { entries: parsed.entries, end: LogPosition(valid_end), warnings })
+    }
+
+    fn append(&mut self, entry: &LogEntry) -> Result<LogPosition, StoreError> {
         if self.poisoned {
             return Err(StoreError::Poisoned);
+        }
+        if !self.tail_checked {
+            return Err(StoreError::Unread);
         }
         let line = encode_line(entry)?;
         // Why poison on failure: a failed write may have left part of a line behind; appending
@@ -119,7 +162,9 @@ impl CommandLog for FileLog {
         result.map_err(|source| {
             self.poisoned = true;
             StoreError::Io { action: "append to", path: self.path.clone(), source }
-        })
+        })?;
+        self.len += line.len() as u64;
+        Ok(LogPosition(self.len))
     }
 
     fn describe(&self) -> String {
@@ -137,12 +182,12 @@ struct Parsed {
     entries: Vec<LogEntry>,
     /// Bytes that hold whole, valid lines (without the damaged newline for `LineEndDamaged`).
     valid_len: usize,
-    tail: Tail,
+    tail: TailState,
 }
 
 /// What follows the last whole, valid line.
 #[derive(Debug, PartialEq, Eq)]
-enum Tail {
+enum TailState {
     Clean,
     /// A torn append, and why it was judged torn.
     Torn(String),
@@ -150,42 +195,43 @@ enum Tail {
     LineEndDamaged,
 }
 
-fn parse(path: &Path, data: &[u8]) -> Result<Parsed, StoreError> {
+/// A damaged line with good lines after it: 1-based line and byte offset within the data read.
+struct Corrupt {
+    line: usize,
+    offset: usize,
+    reason: String,
+}
+
+fn parse(data: &[u8]) -> Result<Parsed, Corrupt> {
     let mut entries = Vec::new();
     let mut offset = 0;
     while offset < data.len() {
-        let line_no = entries.len() + 1;
-        let corrupt = |reason: String| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            line: line_no,
-            offset: offset as u64,
-            reason,
-        };
+        let line = entries.len() + 1;
         let Some(newline) = data[offset..].iter().position(|&b| b == b'\n') else {
             let tail = &data[offset..];
             if let Ok(entry) = decode_line(&tail[..tail.len() - 1]) {
                 entries.push(entry);
                 let valid_len = data.len() - 1;
-                return Ok(Parsed { entries, valid_len, tail: Tail::LineEndDamaged });
+                return Ok(Parsed { entries, valid_len, tail: TailState::LineEndDamaged });
             }
-            let torn = Tail::Torn("no line end".to_owned());
+            let torn = TailState::Torn("no line end".to_owned());
             return Ok(Parsed { entries, valid_len: offset, tail: torn });
         };
         let end = offset + newline;
-        let line = &data[offset..end];
-        match decode_line(line) {
+        let line_bytes = &data[offset..end];
+        match decode_line(line_bytes) {
             Ok(entry) => entries.push(entry),
-            Err(LineError::Damaged(reason)) if end + 1 == data.len() && line.contains(&0) => {
-                let torn = Tail::Torn(format!("{reason}, with zeroed bytes"));
+            Err(LineError::Damaged(reason)) if end + 1 == data.len() && line_bytes.contains(&0) => {
+                let torn = TailState::Torn(format!("{reason}, with zeroed bytes"));
                 return Ok(Parsed { entries, valid_len: offset, tail: torn });
             }
             Err(LineError::Damaged(reason)) | Err(LineError::Unreadable(reason)) => {
-                return Err(corrupt(reason));
+                return Err(Corrupt { line, offset, reason });
             }
         }
         offset = end + 1;
     }
-    Ok(Parsed { entries, valid_len: data.len(), tail: Tail::Clean })
+    Ok(Parsed { entries, valid_len: data.len(), tail: TailState::Clean })
 }
 
 enum LineError {

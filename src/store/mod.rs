@@ -10,18 +10,52 @@
 mod entry;
 mod file_log;
 mod replay;
+mod snapshot;
 
 pub use entry::{LogEntry, WireCommand};
-pub use file_log::{FileLog, LOG_FILE, Opened, encode_line};
-pub use replay::{AuditRecord, ReplayError, Replayed, replay};
+pub use file_log::{FileLog, LOG_FILE, encode_line};
+pub use replay::{
+    AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, push_audit, replay, replay_after,
+};
+pub use snapshot::{Loaded, SNAPSHOT_FILE, Snapshots};
 
 use std::path::PathBuf;
 
+/// An opaque, ordered place in a log, *between* entries: everything before it is covered.
+///
+/// Only the log that handed a position out knows what the number means: the file log uses the
+/// byte offset just after an entry's line, a Kafka-topic log would use the offset of the next
+/// record. Positions of one log only grow, and [`LogPosition::START`] is before the first entry.
+/// A snapshot records the position it covers, and start-up reads the entries after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LogPosition(pub u64);
+
+impl LogPosition {
+    pub const START: LogPosition = LogPosition(0);
+}
+
+/// The entries after a position, as [`CommandLog::read_after`] found them.
+#[derive(Debug)]
+pub struct Tail {
+    pub entries: Vec<LogEntry>,
+    /// The position after the last entry (the position given when there are none).
+    pub end: LogPosition,
+    /// Damage that was repaired (a torn last write), as sentences for the start-up log.
+    pub warnings: Vec<String>,
+}
+
 /// An append-only, durable sequence of [`LogEntry`]s.
 pub trait CommandLog: Send {
-    /// Appends one entry. Returns only once the entry would survive a crash (`kill -9` or power
-    /// loss); after an error the log refuses further appends until it is reopened.
-    fn append(&mut self, entry: &LogEntry) -> Result<(), StoreError>;
+    /// Every entry after `position`, oldest first, and the position after the last one. Called
+    /// once at start-up, before any append: the file log also cuts a torn last write here. A
+    /// `position` that this log never handed out is [`StoreError::Position`] (the caller then
+    /// reads from [`LogPosition::START`]).
+    fn read_after(&mut self, position: LogPosition) -> Result<Tail, StoreError>;
+
+    /// Appends one entry and returns the position just after it. Returns only once the entry
+    /// would survive a crash (`kill -9` or power loss); after an error the log refuses further
+    /// appends until it is reopened.
+    fn append(&mut self, entry: &LogEntry) -> Result<LogPosition, StoreError>;
 
     /// Where the log lives, for messages and `/readyz`.
     fn describe(&self) -> String;
@@ -46,6 +80,10 @@ pub enum StoreError {
     Corrupt { path: PathBuf, line: usize, offset: u64, reason: String },
     #[error("the command log {path} cannot be replayed at entry {line}: {reason}")]
     Replay { path: String, line: usize, reason: String },
+    #[error("position {position} is not an entry boundary of the command log {log}: {reason}")]
+    Position { log: String, position: u64, reason: String },
+    #[error("the command log was appended to before its tail was read (a bug)")]
+    Unread,
     #[error("the command log refused the write because an earlier write failed; restart tidegate")]
     Poisoned,
     #[error("cannot encode a log entry: {0}")]

@@ -1,8 +1,14 @@
 //! Rebuilding the state from log entries: the only way state is ever constructed.
 
+use std::collections::VecDeque;
+
 use crate::core::{Audit, ColorZones, Envelope, Genesis, State};
 
 use super::entry::{LogEntry, scheme_of};
+
+/// How many audit records are kept in memory (and in a snapshot) for `GET /v1/audit`; older ones
+/// stay in the log.
+pub const AUDIT_IN_MEMORY: usize = 10_000;
 
 /// One line of the audit trail, newest last in memory and newest first over the API.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,11 +23,14 @@ pub struct AuditRecord {
 }
 
 /// The result of a replay.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Replayed {
     pub genesis: Genesis,
+    /// The genesis entry as logged (a snapshot stores it).
+    pub genesis_entry: LogEntry,
     pub state: State,
-    pub audit: Vec<AuditRecord>,
+    /// The newest [`AUDIT_IN_MEMORY`] audit records, oldest first.
+    pub audit: VecDeque<AuditRecord>,
 }
 
 /// Why an entry could not be replayed: its 1-based position and a sentence.
@@ -47,8 +56,8 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
     };
     let scheme = scheme_of(*units, unit_mode, *digits_skip).map_err(|e| fail(1, e))?;
     let genesis = Genesis { scheme, blue_units: *blue_units };
-    let mut state = State::genesis(genesis, zones.clone()).map_err(|e| fail(1, e.to_string()))?;
-    let mut audit = vec![AuditRecord {
+    let state = State::genesis(genesis, zones.clone()).map_err(|e| fail(1, e.to_string()))?;
+    let audit = VecDeque::from([AuditRecord {
         version: 1,
         at_ms: *at_ms,
         by: by.clone(),
@@ -56,9 +65,22 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
         action: "genesis",
         from: String::new(),
         to: format!("{} units, {blue_units} blue", units),
-    }];
-    for (index, entry) in entries.iter().enumerate().skip(1) {
-        let line = index + 1;
+    }]);
+    let mut replayed = Replayed { genesis, genesis_entry: first.clone(), state, audit };
+    replay_after(&mut replayed, &entries[1..], 1)?;
+    Ok(replayed)
+}
+
+/// Applies `entries` (changes only) to an earlier replay, such as a snapshot. `before` is how
+/// many log entries `replayed` already covers, for the positions in errors.
+pub fn replay_after(
+    replayed: &mut Replayed,
+    entries: &[LogEntry],
+    before: u64,
+) -> Result<(), ReplayError> {
+    let fail = |line: usize, reason: String| ReplayError { line, reason };
+    for (index, entry) in entries.iter().enumerate() {
+        let line = before as usize + index + 1;
         let LogEntry::Change { version, expected_version, at_ms, by, reason, command, from, to } =
             entry
         else {
@@ -71,7 +93,7 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
             command,
             audit: Audit { by: by.clone(), at_ms: *at_ms, reason: reason.clone() },
         };
-        let (next, applied) = match state.apply(&envelope) {
+        let (next, applied) = match replayed.state.apply(&envelope) {
             Ok(Some(done)) => done,
             Ok(None) => return Err(fail(line, "the entry changes nothing".into())),
             Err(e) => return Err(fail(line, e.to_string())),
@@ -82,16 +104,46 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
                 format!("the entry says version {version}, the replay reached {}", applied.version),
             ));
         }
-        audit.push(AuditRecord {
-            version: *version,
-            at_ms: *at_ms,
-            by: by.clone(),
-            reason: reason.clone(),
-            action,
-            from: from.clone(),
-            to: to.clone(),
-        });
-        state = next;
+        push_audit(
+            &mut replayed.audit,
+            AuditRecord {
+                version: *version,
+                at_ms: *at_ms,
+                by: by.clone(),
+                reason: reason.clone(),
+                action,
+                from: from.clone(),
+                to: to.clone(),
+            },
+        );
+        replayed.state = next;
     }
-    Ok(Replayed { genesis, state, audit })
+    Ok(())
+}
+
+/// Appends to the in-memory audit trail, forgetting the oldest beyond [`AUDIT_IN_MEMORY`].
+pub fn push_audit(audit: &mut VecDeque<AuditRecord>, record: AuditRecord) {
+    audit.push_back(record);
+    while audit.len() > AUDIT_IN_MEMORY {
+        audit.pop_front();
+    }
+}
+
+/// The `'static` name of an audit action read back from a snapshot.
+pub(crate) fn action_name(name: &str) -> Option<&'static str> {
+    const ACTIONS: [&str; 12] = [
+        "genesis",
+        "dial",
+        "pin",
+        "unpin",
+        "drain_start",
+        "drain_step",
+        "drain_hold",
+        "drain_pause",
+        "drain_resume",
+        "drain_abort",
+        "drain_rollback",
+        "drain_complete",
+    ];
+    ACTIONS.iter().find(|a| **a == name).copied()
 }

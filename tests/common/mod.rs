@@ -117,6 +117,14 @@ impl Server {
         self.child.wait().unwrap();
     }
 
+    /// SIGTERM, then wait: a clean shutdown.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        self.child.wait().unwrap()
+    }
+
     pub fn port(&self) -> u16 {
         self.url.rsplit(':').next().unwrap().parse().unwrap()
     }

@@ -1,0 +1,339 @@
+//! Snapshots: the replayed state at a log position, so start-up need not replay the whole log.
+//!
+//! A snapshot is one file, `tidegate.snapshot`, in the same framing as a log line
+//! (`<crc32 hex> <JSON>\n`). It holds the state (table without zones, drains), the genesis entry,
+//! the newest [`AUDIT_IN_MEMORY`] audit records and the [`LogPosition`] it covers. It is written to
+//! a temporary file, fsynced, renamed over the old one and the directory fsynced, so a crash at
+//! any point leaves either the old snapshot or the new one, never a mix.
+//!
+//! Architecture invariant: a snapshot is only a cache of a replay. The log keeps every entry, the
+//! snapshot carries nothing the log does not, and a snapshot that is damaged, unreadable, from
+//! another format or does not fit the log is ignored with a warning and the whole log is
+//! replayed. The position is the log's own opaque position (a byte offset in the file log, the
+//! next offset in a Kafka-topic log), so each replica of a replicated log keeps its own snapshot.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::{
+    Color, ColorZones, Direction, Drain, DrainPlan, DrainStatus, Guard, OnBreach, RoutingTable,
+    State,
+};
+
+use super::entry::{LogEntry, scheme_of};
+use super::replay::{AUDIT_IN_MEMORY, AuditRecord, Replayed, action_name};
+use super::{LogPosition, StoreError};
+
+pub const SNAPSHOT_FILE: &str = "tidegate.snapshot";
+const SNAPSHOT_TMP: &str = "tidegate.snapshot.tmp";
+/// Version of the snapshot format; a snapshot of another format is ignored (the log replays).
+const FORMAT: u32 = 1;
+
+/// Where snapshots of one log are kept, and how often they are taken.
+#[derive(Clone, Debug)]
+pub struct Snapshots {
+    dir: PathBuf,
+    /// Take a snapshot once this many entries were appended since the last one (0: never, apart
+    /// from the one at clean shutdown).
+    pub every: u64,
+}
+
+/// A snapshot read back: the replay it stands for, and where in the log it stops.
+#[derive(Debug)]
+pub struct Loaded {
+    pub replayed: Replayed,
+    pub position: LogPosition,
+    /// How many entries of the log it covers (genesis included).
+    pub entries: u64,
+}
+
+impl Snapshots {
+    pub fn new(dir: &Path, every: u64) -> Snapshots {
+        Snapshots { dir: dir.to_path_buf(), every }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(SNAPSHOT_FILE)
+    }
+
+    /// The stored snapshot. `Ok(None)` when there is none; `Err(sentence)` when there is one
+    /// that cannot be used (the caller warns and replays the whole log).
+    pub fn load(&self, zones: &ColorZones) -> Result<Option<Loaded>, String> {
+        let path = self.path();
+        let data = match fs::read(&path) {
+            Ok(data) => data,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        decode(&data, zones).map(Some).map_err(|why| format!("{} {why}", path.display()))
+    }
+
+    /// Writes a snapshot of `replayed` covering the log up to `position` (`entries` entries),
+    /// atomically and durably.
+    pub fn save(
+        &self,
+        replayed: &Replayed,
+        position: LogPosition,
+        entries: u64,
+    ) -> Result<(), StoreError> {
+        let line = encode(replayed, position, entries)?;
+        let tmp = self.dir.join(SNAPSHOT_TMP);
+        let path = self.path();
+        let io_err = |action, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { action, path, source }
+        };
+        let mut file = File::create(&tmp).map_err(io_err("create", &tmp))?;
+        file.write_all(line.as_bytes()).map_err(io_err("write", &tmp))?;
+        file.sync_all().map_err(io_err("fsync", &tmp))?;
+        drop(file);
+        fs::rename(&tmp, &path).map_err(io_err("rename into place", &path))?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err("fsync", &self.dir))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    format: u32,
+    position: u64,
+    entries: u64,
+    genesis: LogEntry,
+    version: u64,
+    blue_units: u32,
+    pins: BTreeMap<String, String>,
+    drains: Vec<WireDrain>,
+    next_drain_id: u64,
+    audit: Vec<WireAudit>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireAudit {
+    version: u64,
+    at_ms: u64,
+    by: String,
+    reason: String,
+    action: String,
+    from: String,
+    to: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireDrain {
+    id: u64,
+    zone: String,
+    color: String,
+    target_blue_units: u32,
+    step_units: u32,
+    interval_ms: u64,
+    /// The bits of the `f64`, so the snapshot restores exactly what the replay computed.
+    max_error_rate_bits: u64,
+    min_requests: u64,
+    breaches: u32,
+    on_breach: String,
+    start_blue_units: u32,
+    status: String,
+    direction: String,
+    next_due_ms: u64,
+    consecutive_breaches: u32,
+    hold_reason: Option<String>,
+    pause_cause: Option<String>,
+    steps_done: u32,
+    last_step_version: Option<u64>,
+    last_step_ms: u64,
+    started_ms: u64,
+    started_by: String,
+    reason: String,
+    finished_ms: Option<u64>,
+}
+
+fn encode(replayed: &Replayed, position: LogPosition, entries: u64) -> Result<String, StoreError> {
+    let table = replayed.state.table();
+    let body = Body {
+        format: FORMAT,
+        position: position.0,
+        entries,
+        genesis: replayed.genesis_entry.clone(),
+        version: table.version(),
+        blue_units: table.blue_units(),
+        pins: table.pins().iter().map(|(id, c)| (id.clone(), c.as_str().to_owned())).collect(),
+        drains: replayed.state.drains().map(wire_drain).collect(),
+        next_drain_id: replayed.state.next_drain_id(),
+        audit: replayed
+            .audit
+            .iter()
+            .map(|a| WireAudit {
+                version: a.version,
+                at_ms: a.at_ms,
+                by: a.by.clone(),
+                reason: a.reason.clone(),
+                action: a.action.to_owned(),
+                from: a.from.clone(),
+                to: a.to.clone(),
+            })
+            .collect(),
+    };
+    let json = serde_json::to_string(&body)?;
+    Ok(format!("{:08x} {json}\n", crc32fast::hash(json.as_bytes())))
+}
+
+fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
+    let line = data.strip_suffix(b"\n").ok_or("is incomplete (no line end)")?;
+    if line.len() < 10 || line[8] != b' ' {
+        return Err("has no checksum prefix".into());
+    }
+    let crc = std::str::from_utf8(&line[..8])
+        .ok()
+        .and_then(|t| u32::from_str_radix(t, 16).ok())
+        .ok_or("has a bad checksum prefix")?;
+    let json = &line[9..];
+    if crc32fast::hash(json) != crc {
+        return Err("fails its checksum".into());
+    }
+    let body: Body = serde_json::from_slice(json).map_err(|e| format!("cannot be read ({e})"))?;
+    if body.format != FORMAT {
+        return Err(format!("has format {}, this tidegate writes {FORMAT}", body.format));
+    }
+    let LogEntry::Genesis { units, ref unit_mode, digits_skip, blue_units, .. } = body.genesis
+    else {
+        return Err("holds no genesis entry".into());
+    };
+    let scheme = scheme_of(units, unit_mode, digits_skip)?;
+    let genesis = crate::core::Genesis { scheme, blue_units };
+    let pins = body
+        .pins
+        .into_iter()
+        .map(|(id, c)| Ok((id, c.parse::<Color>().map_err(|e| e.to_string())?)))
+        .collect::<Result<BTreeMap<_, _>, String>>()?;
+    let table =
+        RoutingTable::from_parts(body.version, scheme, body.blue_units, pins, zones.clone())
+            .map_err(|e| e.to_string())?;
+    let drains = body.drains.into_iter().map(core_drain).collect::<Result<Vec<_>, String>>()?;
+    let mut audit = VecDeque::with_capacity(body.audit.len().min(AUDIT_IN_MEMORY));
+    for a in body.audit {
+        let action =
+            action_name(&a.action).ok_or_else(|| format!("unknown action {}", a.action))?;
+        audit.push_back(AuditRecord {
+            version: a.version,
+            at_ms: a.at_ms,
+            by: a.by,
+            reason: a.reason,
+            action,
+            from: a.from,
+            to: a.to,
+        });
+    }
+    let state = State::restore(table, drains, body.next_drain_id);
+    Ok(Loaded {
+        replayed: Replayed { genesis, genesis_entry: body.genesis, state, audit },
+        position: LogPosition(body.position),
+        entries: body.entries,
+    })
+}
+
+fn wire_drain(d: &Drain) -> WireDrain {
+    WireDrain {
+        id: d.id,
+        zone: d.plan.zone.clone(),
+        color: d.plan.color.as_str().to_owned(),
+        target_blue_units: d.plan.target_blue_units,
+        step_units: d.plan.step_units,
+        interval_ms: d.plan.interval_ms,
+        max_error_rate_bits: d.plan.guard.max_error_rate.to_bits(),
+        min_requests: d.plan.guard.min_requests,
+        breaches: d.plan.guard.breaches,
+        on_breach: d.plan.guard.on_breach.as_str().to_owned(),
+        start_blue_units: d.start_blue_units,
+        status: status_name(d.status).to_owned(),
+        direction: match d.direction {
+            Direction::Forward => "forward",
+            Direction::Back => "back",
+        }
+        .to_owned(),
+        next_due_ms: d.next_due_ms,
+        consecutive_breaches: d.consecutive_breaches,
+        hold_reason: d.hold_reason.clone(),
+        pause_cause: d.pause_cause.map(str::to_owned),
+        steps_done: d.steps_done,
+        last_step_version: d.last_step_version,
+        last_step_ms: d.last_step_ms,
+        started_ms: d.started_ms,
+        started_by: d.started_by.clone(),
+        reason: d.reason.clone(),
+        finished_ms: d.finished_ms,
+    }
+}
+
+const STATUSES: [(DrainStatus, &str); 6] = [
+    (DrainStatus::Running, "running"),
+    (DrainStatus::Paused, "paused"),
+    (DrainStatus::Settling, "settling"),
+    (DrainStatus::Completed, "completed"),
+    (DrainStatus::Aborted, "aborted"),
+    (DrainStatus::RolledBack, "rolled_back"),
+];
+
+fn status_name(status: DrainStatus) -> &'static str {
+    STATUSES.iter().find(|(s, _)| *s == status).map(|(_, n)| *n).unwrap_or("running")
+}
+
+fn core_drain(w: WireDrain) -> Result<Drain, String> {
+    let status = STATUSES
+        .iter()
+        .find(|(_, n)| *n == w.status)
+        .map(|(s, _)| *s)
+        .ok_or_else(|| format!("unknown drain status {}", w.status))?;
+    let direction = match w.direction.as_str() {
+        "forward" => Direction::Forward,
+        "back" => Direction::Back,
+        other => return Err(format!("unknown drain direction {other}")),
+    };
+    let on_breach = match w.on_breach.as_str() {
+        "pause" => OnBreach::Pause,
+        "rollback" => OnBreach::Rollback,
+        other => return Err(format!("unknown on_breach {other}")),
+    };
+    let pause_cause = match w.pause_cause.as_deref() {
+        None => None,
+        Some("guard") => Some("guard"),
+        Some("convergence") => Some("convergence"),
+        Some("operator") => Some("operator"),
+        Some(other) => return Err(format!("unknown pause cause {other}")),
+    };
+    Ok(Drain {
+        id: w.id,
+        plan: DrainPlan {
+            zone: w.zone,
+            color: w.color.parse::<Color>().map_err(|e| e.to_string())?,
+            target_blue_units: w.target_blue_units,
+            step_units: w.step_units,
+            interval_ms: w.interval_ms,
+            guard: Guard {
+                max_error_rate: f64::from_bits(w.max_error_rate_bits),
+                min_requests: w.min_requests,
+                breaches: w.breaches,
+                on_breach,
+            },
+        },
+        start_blue_units: w.start_blue_units,
+        status,
+        direction,
+        next_due_ms: w.next_due_ms,
+        consecutive_breaches: w.consecutive_breaches,
+        hold_reason: w.hold_reason,
+        pause_cause,
+        steps_done: w.steps_done,
+        last_step_version: w.last_step_version,
+        last_step_ms: w.last_step_ms,
+        started_ms: w.started_ms,
+        started_by: w.started_by,
+        reason: w.reason,
+        finished_ms: w.finished_ms,
+    })
+}
