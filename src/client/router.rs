@@ -92,6 +92,8 @@ pub struct RouterStatus {
     pub updated_at: Option<SystemTime>,
     pub last_error: Option<String>,
     pub reconnects: u64,
+    /// The coordinator the stream is open to (or was last tried), when watching.
+    pub coordinator: Option<String>,
 }
 
 impl std::fmt::Display for RouterStatus {
@@ -153,7 +155,8 @@ pub struct Router {
 }
 
 impl Router {
-    /// Starts watching `url` (e.g. `http://127.0.0.1:8080`). Returns at once: with the disk
+    /// Starts watching `url` (e.g. `http://127.0.0.1:8080`, or several comma-separated
+    /// coordinators, tried in turn whenever the stream breaks). Returns at once: with the disk
     /// cache's table if there is one, else with no table until the first event arrives (see
     /// [`Router::wait_for_version`]).
     pub fn connect(
@@ -161,7 +164,16 @@ impl Router {
         identity: Identity,
         options: RouterOptions,
     ) -> Result<Router, ClientError> {
-        let endpoint = Endpoint::parse(url).map_err(ClientError::InvalidUrl)?;
+        let endpoints = url
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(Endpoint::parse)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ClientError::InvalidUrl)?;
+        if endpoints.is_empty() {
+            return Err(ClientError::InvalidUrl("no coordinator URL given".into()));
+        }
         let shared = Arc::new(Shared {
             table: ArcSwapOption::empty(),
             status: Mutex::new(RouterStatus {
@@ -171,6 +183,7 @@ impl Router {
                 updated_at: None,
                 last_error: None,
                 reconnects: 0,
+                coordinator: None,
             }),
             stop: AtomicBool::new(false),
             socket: Mutex::new(None),
@@ -182,13 +195,15 @@ impl Router {
             let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.origin = Origin::DiskCache;
             status.version = Some(table.version());
+            // The cache is rewritten on every new version, so its age is the table's age.
+            status.updated_at = std::fs::metadata(path).and_then(|m| m.modified()).ok();
             shared.table.store(Some(Arc::new(table)));
         }
         let fallback = options.fallback;
         let thread_shared = Arc::clone(&shared);
         let watcher = std::thread::Builder::new()
             .name(format!("tidegate-watch-{}", identity.subscriber_id))
-            .spawn(move || watch_loop(&thread_shared, &endpoint, &identity, &options))
+            .spawn(move || watch_loop(&thread_shared, &endpoints, &identity, &options))
             .expect("spawning the watcher thread");
         Ok(Router { shared, fallback, watcher: Some(watcher) })
     }
@@ -203,6 +218,7 @@ impl Router {
                 updated_at: Some(SystemTime::now()),
                 last_error: None,
                 reconnects: 0,
+                coordinator: None,
             }),
             table: ArcSwapOption::from_pointee(table),
             stop: AtomicBool::new(true),
@@ -334,14 +350,25 @@ fn sleep_unless_stopped(shared: &Shared, duration: Duration) {
     }
 }
 
-fn watch_loop(shared: &Shared, endpoint: &Endpoint, identity: &Identity, options: &RouterOptions) {
+fn watch_loop(
+    shared: &Shared,
+    endpoints: &[Endpoint],
+    identity: &Identity,
+    options: &RouterOptions,
+) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(5)))
         .build()
         .into();
     let mut backoff = options.backoff_min;
+    let mut next = 0;
     while !shared.stop.load(Ordering::SeqCst) {
+        // Failover: each new attempt goes to the next coordinator in the list.
+        let endpoint = &endpoints[next % endpoints.len()];
+        next += 1;
+        shared.status.lock().unwrap_or_else(PoisonError::into_inner).coordinator =
+            Some(endpoint.base_url());
         let result = watch_once(shared, endpoint, identity, options, &agent, &mut backoff);
         {
             let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
@@ -350,6 +377,10 @@ fn watch_loop(shared: &Shared, endpoint: &Endpoint, identity: &Identity, options
                 status.last_error = Some(e);
             }
             status.reconnects += 1;
+        }
+        if next % endpoints.len() != 0 {
+            // Another coordinator is left to try in this round: try it at once.
+            continue;
         }
         // Full jitter: many clients losing the coordinator at once must not return in lockstep.
         let jittered = backoff.mul_f64(rand::random::<f64>());

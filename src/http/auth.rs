@@ -11,7 +11,8 @@ use rocket::request::{FromRequest, Outcome, Request};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::App;
+use std::sync::Arc;
+
 use super::error::ApiError;
 use super::ui::session::{CSRF_HEADER, Csrf, Session};
 use crate::config::{Config, OperatorEntry, Role};
@@ -159,15 +160,17 @@ impl<'r> FromRequest<'r> for Caller {
     type Error = std::convert::Infallible;
 
     async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
-        let app = request.rocket().state::<App>().expect("App state is managed by http::build");
+        // Both the coordinator and the edge manage their `Arc<Config>`.
+        let config = request
+            .rocket()
+            .state::<Arc<Config>>()
+            .expect("the configuration is managed by http::build and http::edge::build");
         let headers = request.headers();
         if let Some(authorization) = headers.get_one("Authorization") {
-            return Outcome::Success(Caller::identify(&app.config, Some(authorization)));
+            return Outcome::Success(Caller::identify(config, Some(authorization)));
         }
         let caller = match Session::read(request.cookies(), super::now_ms()) {
-            Some(session) => {
-                Caller::from_session(&app.config, &session, headers.get_one(CSRF_HEADER))
-            }
+            Some(session) => Caller::from_session(config, &session, headers.get_one(CSRF_HEADER)),
             None => Caller::Anonymous,
         };
         Outcome::Success(caller)

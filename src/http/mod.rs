@@ -6,9 +6,11 @@
 
 pub mod auth;
 mod drains;
+pub mod edge;
 pub mod error;
 mod health;
 mod lanes;
+mod ofrep;
 mod routing;
 mod tag;
 pub mod ui;
@@ -89,6 +91,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .merge(("ident", "tidegate"))
         .merge(("secret_key", ui::secret_key(&config.ui).to_vec()));
     rocket::custom(figment)
+        .manage(Arc::clone(&app.config))
         .manage(app)
         .register("/", error::catchers())
         .attach(tag::stage())
@@ -98,6 +101,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(watch::stage())
         .attach(ui::stage())
         .attach(lanes::stage())
+        .attach(ofrep::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();
