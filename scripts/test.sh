@@ -34,6 +34,22 @@ fi
 /usr/bin/chromedriver --version
 
 
+# The edge's gateway tests (tests/edge_nginx.rs) run Debian's nginx with config/nginx/.
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "nginx is missing and we are not root; run: apt-get install -y nginx-light (or nginx)" >&2; exit 1; }
+  echo "installing Debian's nginx (one-off)..."
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 nginx >/dev/null ||
+    { echo "installing nginx with apt-get failed" >&2; exit 1; }
+fi
+/usr/sbin/nginx -v
+
+# The OpenFeature SDK tests (tests/edge_openfeature.rs): the Python SDK + OFREP provider (PyPI)
+# and the JavaScript server SDK + OFREP provider (npm).
+echo "== OpenFeature SDKs (scripts/openfeature-sdks.sh)"
+OPENFEATURE_SDK_DIR="$(bash scripts/openfeature-sdks.sh)" ||
+  { echo "scripts/test.sh: installing the OpenFeature SDKs failed" >&2; exit 1; }
+export OPENFEATURE_SDK_DIR
+
 # Kafka runs on Java and its jars come from Maven Central through mvn (cached after the first
 # run); a machine without them gets Debian's packages.
 if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then

@@ -37,6 +37,54 @@ pub struct Settings {
     pub ui: UiSettings,
     pub lanes: LaneSettings,
     pub client: ClientSettings,
+    pub openfeature: OpenFeatureSettings,
+    pub edge: EdgeSettings,
+}
+
+/// `[openfeature]`: the OFREP endpoints of the coordinator and of the edge.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpenFeatureSettings {
+    pub flag_key: String,
+}
+
+impl Default for OpenFeatureSettings {
+    fn default() -> Self {
+        OpenFeatureSettings { flag_key: crate::core::DEFAULT_FLAG_KEY.into() }
+    }
+}
+
+/// `[edge]`: `tidegate edge`, the local evaluator next to a gateway or a group of services.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EdgeSettings {
+    pub coordinators: Vec<String>,
+    pub address: String,
+    pub port: u16,
+    pub user_header: String,
+    pub user_cookie: String,
+    pub user_query: String,
+    pub cache_path: String,
+    pub zone: String,
+    pub subscriber_id: String,
+    pub token: String,
+}
+
+impl Default for EdgeSettings {
+    fn default() -> Self {
+        EdgeSettings {
+            coordinators: Vec::new(),
+            address: "127.0.0.1".into(),
+            port: 8081,
+            user_header: "x-user-id".into(),
+            user_cookie: "tidegate-user".into(),
+            user_query: "user_id".into(),
+            cache_path: String::new(),
+            zone: String::new(),
+            subscriber_id: String::new(),
+            token: String::new(),
+        }
+    }
 }
 
 /// `[client]`: how tidegate's own clients (the CLI) reach a coordinator.
@@ -257,6 +305,8 @@ impl Default for Settings {
             ui: UiSettings::default(),
             lanes: LaneSettings::default(),
             client: ClientSettings::default(),
+            openfeature: OpenFeatureSettings::default(),
+            edge: EdgeSettings::default(),
         }
     }
 }
@@ -358,6 +408,30 @@ pub struct Config {
     pub client_ca_file: Option<PathBuf>,
     /// Most subscribers one caller may register (`subscribers.max_per_caller`).
     pub subscriber_max_per_caller: usize,
+    /// The OpenFeature key of the colour flag.
+    pub flag_key: String,
+    pub edge: EdgeConfig,
+}
+
+/// The validated `[edge]` section (used only by `tidegate edge`).
+#[derive(Clone, Debug)]
+pub struct EdgeConfig {
+    /// Coordinator base URLs, tried in turn (empty is refused when the edge starts).
+    pub coordinators: Vec<String>,
+    pub address: IpAddr,
+    pub port: u16,
+    /// Lowercase header name carrying the user ID for `GET /v1/gate`.
+    pub user_header: String,
+    pub user_cookie: String,
+    pub user_query: String,
+    /// Where the last table is kept; `<data_dir>/edge-table.json` when not configured.
+    pub cache_path: PathBuf,
+    /// The zone this edge runs in, as reported to the coordinator (`unknown` when not set).
+    pub zone: String,
+    /// The subscriber ID it acknowledges as (`edge-<host>-<port>` when not set).
+    pub subscriber_id: Option<String>,
+    /// Bearer token for the coordinator, when it requires service tokens for reads.
+    pub token: Option<String>,
 }
 
 /// The operator web UI: the key that encrypts session cookies and how long a session lasts.
@@ -561,9 +635,18 @@ impl Config {
         {
             return Err(invalid("client.ca_file", format!("cannot read {}: {e}", path.display())));
         }
+            tls: s.server.tls.clone(),
+            client_ca_file: s.client.ca_file.clone(),
+        let flag_key = s.openfeature.flag_key.trim().to_owned();
+        if flag_key.is_empty() || flag_key.len() > 128 || flag_key.contains('/') {
+            return Err(invalid("openfeature.flag_key", "must be 1-128 characters without `/`"));
+        }
+        let edge = validate_edge(&s.edge, &s.data_dir)?;
         Ok(Config {
             tls: s.server.tls.clone(),
             client_ca_file: s.client.ca_file.clone(),
+            flag_key,
+            edge,
             health,
             drain,
             ui,
@@ -769,6 +852,64 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
         max_groups_per_caller: l.max_groups_per_caller,
         max_members_per_caller: l.max_members_per_caller,
     })
+}
+
+fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, ConfigError> {
+    let address: IpAddr = e
+        .address
+        .parse()
+        .map_err(|_| invalid("edge.address", format!("`{}` is not an IP address", e.address)))?;
+    let mut coordinators = Vec::new();
+    for (i, url) in e.coordinators.iter().enumerate() {
+        coordinators.push(check_coordinator_url(&format!("edge.coordinators[{i}]"), url)?);
+    }
+    let name = |key: &str, value: &str| -> Result<String, ConfigError> {
+        let value = value.trim().to_ascii_lowercase();
+        let ok = !value.is_empty()
+            && value.len() <= 64
+            && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+        if ok {
+            Ok(value)
+        } else {
+            Err(invalid(key, "must be 1-64 characters of a-z, 0-9, `-`, `_`"))
+        }
+    };
+    let zone = if e.zone.is_empty() { "unknown".to_owned() } else { e.zone.clone() };
+    check_label("edge.zone", &zone)?;
+    let subscriber_id = if e.subscriber_id.is_empty() {
+        None
+    } else {
+        check_label("edge.subscriber_id", &e.subscriber_id)?;
+        Some(e.subscriber_id.clone())
+    };
+    Ok(EdgeConfig {
+        coordinators,
+        address,
+        port: e.port,
+        user_header: name("edge.user_header", &e.user_header)?,
+        user_cookie: name("edge.user_cookie", &e.user_cookie)?,
+        user_query: name("edge.user_query", &e.user_query)?,
+        cache_path: if e.cache_path.is_empty() {
+            data_dir.join("edge-table.json")
+        } else {
+            PathBuf::from(&e.cache_path)
+        },
+        zone,
+        subscriber_id,
+        token: (!e.token.is_empty()).then(|| e.token.clone()),
+    })
+}
+
+/// A coordinator base URL as the edge's watcher takes it: `http://host:port`, no path.
+pub fn check_coordinator_url(key: &str, url: &str) -> Result<String, ConfigError> {
+    let url = url.trim().trim_end_matches('/');
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        invalid(key, format!("`{url}` must be an http://host:port URL (no https: run the edge next to a TLS-terminating proxy or on a private network)"))
+    })?;
+    if rest.is_empty() || rest.contains('/') || rest.contains(',') {
+        return Err(invalid(key, format!("`{url}` must be http://host:port without a path")));
+    }
+    Ok(url.to_owned())
 }
 
 fn check_label(key: &str, value: &str) -> Result<(), ConfigError> {

@@ -9,7 +9,8 @@
 //! 4. [`service`]: the stateful services between the log and the edges: the coordinator, the
 //!    drain runner, subscribers, lane membership, zone health.
 //! 5. Edges: [`http`] (Rocket), [`mq`] (rdkafka), [`client`] (the library services embed),
-//!    [`cli`], plus [`server`] and [`demo`], which wire them together.
+//!    [`cli`], [`edge`] (`tidegate edge`, the local evaluator for gateways and OpenFeature), plus
+//!    [`server`] and [`demo`], which wire them together.
 
 #![forbid(unsafe_code)]
 
@@ -27,6 +28,7 @@ pub mod service;
 pub mod cli;
 pub mod client;
 pub mod demo;
+pub mod edge;
 pub mod http;
 pub mod mq;
 pub mod server;

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use metrics::{Counter, Histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::core::{Color, Reading, RoutingTable, State};
+use crate::core::{Color, ColorZones, Reading, RoutingTable, State};
 
 pub const TAG_REQUESTS: &str = "tidegate_tag_requests_total";
 pub const TAG_DURATION: &str = "tidegate_tag_duration_seconds";
@@ -46,9 +46,21 @@ pub const LANE_GENERATION: &str = "tidegate_lane_generation";
 pub const LANE_LAG_ERRORS: &str = "tidegate_lane_lag_read_errors_total";
 pub const LANE_PRODUCED: &str = "tidegate_lane_produced_total";
 pub const LANE_CONSUMED: &str = "tidegate_lane_consumed_total";
+pub const EDGE_CONNECTED: &str = "tidegate_edge_coordinator_connected";
+pub const EDGE_TABLE_AGE: &str = "tidegate_edge_table_age_seconds";
+pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
+pub const OFREP_EVALUATIONS: &str = "tidegate_ofrep_evaluations_total";
 
 /// Kind, name, unit and help text of every metric.
 pub const METRICS: &[(&str, &str, &str)] = &[
+    ("gauge", EDGE_CONNECTED, "1 while the edge's watch stream to a coordinator is open, else 0."),
+    (
+        "gauge",
+        EDGE_TABLE_AGE,
+        "Seconds since the edge received (or cached) the routing table it serves.",
+    ),
+    ("counter", EDGE_GATE, "Gateway checks answered by the edge, by colour and source."),
+    ("counter", OFREP_EVALUATIONS, "OpenFeature flag evaluations, by reason or error code."),
     ("counter", TAG_REQUESTS, "Users tagged, by the colour and zone they were given."),
     ("histogram", TAG_DURATION, "Time to tag one user inside the handler, in seconds."),
     ("counter", CHANGES, "Accepted state changes, by action (dial, pin, unpin)."),
@@ -250,11 +262,16 @@ pub struct TagCounters {
 
 impl TagCounters {
     pub fn new(table: &RoutingTable) -> TagCounters {
+        TagCounters::for_zones(table.zones())
+    }
+
+    /// Counters labelled with the zone of each colour.
+    pub fn for_zones(zones: &ColorZones) -> TagCounters {
         let counter = |color: Color| {
             metrics::counter!(
                 TAG_REQUESTS,
                 "color" => color.as_str(),
-                "zone" => table.zone_of(color).to_owned()
+                "zone" => zones.zone_of(color).to_owned()
             )
         };
         TagCounters {
@@ -456,4 +473,22 @@ pub fn lane_consumed_counter(group: &str, topic: &str, zone: &str) -> Counter {
         "topic" => topic.to_owned(),
         "zone" => zone.to_owned()
     )
+}
+
+/// The edge's view of its coordinator, set at each scrape.
+pub fn publish_edge(connected: bool, table_age_seconds: Option<f64>) {
+    metrics::gauge!(EDGE_CONNECTED).set(if connected { 1.0 } else { 0.0 });
+    if let Some(age) = table_age_seconds {
+        metrics::gauge!(EDGE_TABLE_AGE).set(age);
+    }
+}
+
+/// Counts one OFREP evaluation by its reason or error code.
+pub fn count_ofrep(outcome: &'static str) {
+    metrics::counter!(OFREP_EVALUATIONS, "outcome" => outcome).increment(1);
+}
+
+/// Counts one gateway check.
+pub fn count_gate(color: Color, source: &'static str) {
+    metrics::counter!(EDGE_GATE, "color" => color.as_str(), "source" => source).increment(1);
 }

@@ -25,6 +25,9 @@ pub struct Cli {
 pub enum Commands {
     /// Run the coordinator (embedded defaults unless --config is given).
     Serve(ServeArgs),
+    /// Run an edge: a local evaluator for gateways (GET /v1/gate) and OpenFeature (OFREP), fed
+    /// by the coordinators' watch stream.
+    Edge(EdgeArgs),
     /// Run a self-contained MQ lanes demo: coordinator, mock Kafka, producers and consumers.
     Demo(DemoArgs),
     /// Ask the server which colour a user belongs to.
@@ -100,6 +103,22 @@ pub struct ServeArgs {
     /// Directory holding the command log.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct EdgeArgs {
+    /// TOML configuration file; the edge reads its `[edge]` section (and fallback, tokens).
+    #[arg(long, env = "TIDEGATE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Coordinator URL(s), comma-separated or repeated; tried in turn (wins over edge.coordinators).
+    #[arg(long = "coordinator", value_delimiter = ',')]
+    pub coordinators: Vec<String>,
+    /// Address to listen on (wins over edge.address).
+    #[arg(long)]
+    pub address: Option<String>,
+    /// Port to listen on; 0 picks a free one (the real port is printed).
+    #[arg(long)]
+    pub port: Option<u16>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -253,6 +272,7 @@ pub enum TokenAction {
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Commands::Serve(args) => serve(args),
+        Commands::Edge(args) => edge(args),
         Commands::Demo(args) => crate::demo::run(crate::demo::DemoOptions {
             port: args.port,
             rate: args.rate,
@@ -308,6 +328,27 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let overrides = Overrides { address: args.address, port: args.port, data_dir: args.data_dir };
     let config = Config::load(args.config.as_deref(), &overrides).map_err(|e| e.to_string())?;
     crate::server::serve(config)
+}
+
+fn edge(args: EdgeArgs) -> Result<(), String> {
+    let mut config =
+        Config::load(args.config.as_deref(), &Overrides::default()).map_err(|e| e.to_string())?;
+    if !args.coordinators.is_empty() {
+        config.edge.coordinators = args
+            .coordinators
+            .iter()
+            .map(|url| crate::config::check_coordinator_url("--coordinator", url))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+    }
+    if let Some(address) = args.address {
+        config.edge.address =
+            address.parse().map_err(|_| format!("--address: `{address}` is not an IP address"))?;
+    }
+    if let Some(port) = args.port {
+        config.edge.port = port;
+    }
+    crate::edge::run(config)
 }
 
 fn new_token(name: &str, role: &str) {

@@ -99,6 +99,8 @@ pub struct RouterStatus {
     pub updated_at: Option<SystemTime>,
     pub last_error: Option<String>,
     pub reconnects: u64,
+    /// The coordinator the stream is open to (or was last tried), when watching.
+    pub coordinator: Option<String>,
 }
 
 impl std::fmt::Display for RouterStatus {
@@ -163,7 +165,8 @@ pub struct Router {
 }
 
 impl Router {
-    /// Starts watching `url` (e.g. `http://127.0.0.1:8080`). Returns at once: with the disk
+    /// Starts watching `url` (e.g. `http://127.0.0.1:8080`, or several comma-separated
+    /// coordinators, tried in turn whenever the stream breaks). Returns at once: with the disk
     /// cache's table if there is one, else with no table until the first event arrives (see
     /// [`Router::wait_for_version`]).
     pub fn connect(
@@ -171,16 +174,26 @@ impl Router {
         identity: Identity,
         options: RouterOptions,
     ) -> Result<Router, ClientError> {
-        let endpoint = Endpoint::parse(url).map_err(ClientError::InvalidUrl)?;
+        let endpoints = url
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(Endpoint::parse)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ClientError::InvalidUrl)?;
+        if endpoints.is_empty() {
+            return Err(ClientError::InvalidUrl("no coordinator URL given".into()));
+        }
         // TLS settings are checked here, so a wrong CA file fails `connect`, not every retry.
-        let tls = if endpoint.tls {
-            let ca_file = options.ca_file.as_deref();
-            let config = tls::client_config(ca_file).map_err(ClientError::Tls)?;
-            let agent =
-                tls::agent(&endpoint.base_url(), ACK_TIMEOUT, ca_file).map_err(ClientError::Tls)?;
-            Some((config, agent))
-        } else {
-            None
+        let tls = match endpoints.iter().find(|e| e.tls) {
+            Some(https) => {
+                let ca_file = options.ca_file.as_deref();
+                let config = tls::client_config(ca_file).map_err(ClientError::Tls)?;
+                let agent = tls::agent(&https.base_url(), ACK_TIMEOUT, ca_file)
+                    .map_err(ClientError::Tls)?;
+                Some((config, agent))
+            }
+            None => None,
         };
         let shared = Arc::new(Shared {
             table: ArcSwapOption::empty(),
@@ -191,6 +204,7 @@ impl Router {
                 updated_at: None,
                 last_error: None,
                 reconnects: 0,
+                coordinator: None,
             }),
             stop: AtomicBool::new(false),
             socket: Mutex::new(None),
@@ -202,13 +216,15 @@ impl Router {
             let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.origin = Origin::DiskCache;
             status.version = Some(table.version());
+            // The cache is rewritten on every new version, so its age is the table's age.
+            status.updated_at = std::fs::metadata(path).and_then(|m| m.modified()).ok();
             shared.table.store(Some(Arc::new(table)));
         }
         let fallback = options.fallback;
         let thread_shared = Arc::clone(&shared);
         let watcher = std::thread::Builder::new()
             .name(format!("tidegate-watch-{}", identity.subscriber_id))
-            .spawn(move || watch_loop(&thread_shared, &endpoint, tls, &identity, &options))
+            .spawn(move || watch_loop(&thread_shared, &endpoints, tls, &identity, &options))
             .expect("spawning the watcher thread");
         Ok(Router { shared, fallback, watcher: Some(watcher) })
     }
@@ -223,6 +239,7 @@ impl Router {
                 updated_at: Some(SystemTime::now()),
                 last_error: None,
                 reconnects: 0,
+                coordinator: None,
             }),
             table: ArcSwapOption::from_pointee(table),
             stop: AtomicBool::new(true),
@@ -372,7 +389,7 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn watch_loop(
     shared: &Shared,
-    endpoint: &Endpoint,
+    endpoints: &[Endpoint],
     tls: Option<(Arc<rustls::ClientConfig>, ureq::Agent)>,
     identity: &Identity,
     options: &RouterOptions,
@@ -389,16 +406,16 @@ fn watch_loop(
         ),
     };
     let mut backoff = options.backoff_min;
+    let mut next = 0;
     while !shared.stop.load(Ordering::SeqCst) {
-        let result = watch_once(
-            shared,
-            endpoint,
-            tls_config.as_ref(),
-            identity,
-            options,
-            &agent,
-            &mut backoff,
-        );
+        // Failover: each new attempt goes to the next coordinator in the list.
+        let endpoint = &endpoints[next % endpoints.len()];
+        next += 1;
+        shared.status.lock().unwrap_or_else(PoisonError::into_inner).coordinator =
+            Some(endpoint.base_url());
+        // Only an https:// endpoint speaks TLS, even when another one in the list does.
+        let tls = if endpoint.tls { tls_config.as_ref() } else { None };
+        let result = watch_once(shared, endpoint, tls, identity, options, &agent, &mut backoff);
         {
             let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.connected = false;
@@ -406,6 +423,10 @@ fn watch_loop(
                 status.last_error = Some(e);
             }
             status.reconnects += 1;
+        }
+        if next % endpoints.len() != 0 {
+            // Another coordinator is left to try in this round: try it at once.
+            continue;
         }
         // Full jitter: many clients losing the coordinator at once must not return in lockstep.
         let jittered = backoff.mul_f64(rand::random::<f64>());

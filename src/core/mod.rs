@@ -9,6 +9,7 @@ mod color;
 mod command;
 mod dial;
 mod drain;
+mod flag;
 mod lanes;
 mod table;
 mod unit;
@@ -22,6 +23,9 @@ pub use dial::{DialError, Share};
 pub use drain::{
     Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, Inputs, MAX_DRAIN_INTERVAL_MS,
     OnBreach, Reading, StepConvergence, step_toward,
+};
+pub use flag::{
+    DEFAULT_FLAG_KEY, FlagError, FlagEvaluation, FlagReason, TargetingKey, evaluate_color_flag,
 };
 pub use lanes::{
     Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, MAX_LANE_PARTITIONS,

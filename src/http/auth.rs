@@ -18,7 +18,8 @@ use rocket::request::{FromRequest, Outcome, Request};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::App;
+use std::sync::Arc;
+
 use super::error::ApiError;
 use super::ui::session::{CSRF_HEADER, Csrf, Session};
 use crate::config::{Config, OperatorEntry, Role};
@@ -229,7 +230,11 @@ impl<'r> FromRequest<'r> for Caller {
     type Error = std::convert::Infallible;
 
     async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
-        let app = request.rocket().state::<App>().expect("App state is managed by http::build");
+        // Both the coordinator and the edge manage their `Arc<Config>`.
+        let config = request
+            .rocket()
+            .state::<Arc<Config>>()
+            .expect("the configuration is managed by http::build and http::edge::build");
         let headers = request.headers();
         if writes_body(request) {
             let has_body = headers.get_one("Transfer-Encoding").is_some()
@@ -239,12 +244,14 @@ impl<'r> FromRequest<'r> for Caller {
             }
         }
         if let Some(authorization) = headers.get_one("Authorization") {
-            return Outcome::Success(Caller::identify(&app.config, Some(authorization)));
+            return Outcome::Success(Caller::identify(config, Some(authorization)));
         }
-        let caller = match Session::read(request.cookies(), &app.revocations, super::now_ms()) {
-            Some(session) => {
-                Caller::from_session(&app.config, &session, headers.get_one(CSRF_HEADER))
-            }
+        // The edge has no UI and so no sessions: only the coordinator's `App` keeps revocations.
+        let session = request.rocket().state::<App>().and_then(|app| {
+            Session::read(request.cookies(), &app.revocations, super::now_ms())
+        });
+        let caller = match session {
+            Some(session) => Caller::from_session(config, &session, headers.get_one(CSRF_HEADER)),
             None => Caller::Anonymous,
         };
         Outcome::Success(caller)

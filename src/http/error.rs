@@ -207,6 +207,83 @@ pub fn catchers() -> Vec<Catcher> {
     catchers![default_catcher]
 }
 
+/// An OpenFeature Remote Evaluation Protocol failure. OFREP clients parse their own error shape,
+/// `{"key", "errorCode", "errorDetails"}`, so the OFREP endpoints answer with it instead of
+/// `{"error", "detail"}`; authentication failures stay ordinary [`ApiError`]s (401/403).
+#[derive(Debug)]
+pub struct OfrepError {
+    pub status: Status,
+    /// The flag key, for single-flag evaluations.
+    pub key: Option<String>,
+    pub code: &'static str,
+    pub detail: String,
+}
+
+impl OfrepError {
+    /// The body is not the JSON OFREP expects (`PARSE_ERROR`, 400).
+    pub fn parse(key: Option<&str>, detail: impl Into<String>) -> OfrepError {
+        OfrepError {
+            status: Status::BadRequest,
+            key: key.map(str::to_owned),
+            code: "PARSE_ERROR",
+            detail: detail.into(),
+        }
+    }
+
+    /// The context is not an object (`INVALID_CONTEXT`, 400).
+    pub fn invalid_context(key: Option<&str>, detail: impl Into<String>) -> OfrepError {
+        OfrepError {
+            status: Status::BadRequest,
+            key: key.map(str::to_owned),
+            code: "INVALID_CONTEXT",
+            detail: detail.into(),
+        }
+    }
+
+    /// No routing table to evaluate against (`GENERAL`, 500): an edge that has not reached a
+    /// coordinator yet and has no cache.
+    pub fn no_table(key: Option<&str>) -> OfrepError {
+        OfrepError {
+            status: Status::InternalServerError,
+            key: key.map(str::to_owned),
+            code: "GENERAL",
+            detail:
+                "no routing table yet: the coordinator has not been reached and there is no cache"
+                    .into(),
+        }
+    }
+
+    pub fn from_flag(key: Option<&str>, e: &crate::core::FlagError) -> OfrepError {
+        let status = match e {
+            crate::core::FlagError::FlagNotFound(..) => Status::NotFound,
+            _ => Status::BadRequest,
+        };
+        OfrepError { status, key: key.map(str::to_owned), code: e.code(), detail: e.to_string() }
+    }
+
+    pub fn body(&self) -> Value {
+        let mut body = Map::new();
+        if let Some(key) = &self.key {
+            body.insert("key".into(), json!(key));
+        }
+        body.insert("errorCode".into(), json!(self.code));
+        body.insert("errorDetails".into(), json!(self.detail));
+        Value::Object(body)
+    }
+}
+
+impl<'r> Responder<'r, 'static> for OfrepError {
+    fn respond_to(self, _: &'r Request<'_>) -> response::Result<'static> {
+        telemetry::count_ofrep(self.code);
+        let body = serde_json::to_string(&self.body()).unwrap_or_default();
+        Response::build()
+            .status(self.status)
+            .header(ContentType::JSON)
+            .sized_body(body.len(), Cursor::new(body))
+            .ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

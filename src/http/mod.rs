@@ -6,9 +6,11 @@
 
 pub mod auth;
 mod drains;
+pub mod edge;
 pub mod error;
 mod health;
 mod lanes;
+mod ofrep;
 pub mod openapi;
 mod routing;
 mod tag;
@@ -156,6 +158,7 @@ pub fn build(app: App) -> Rocket<Build> {
             figment.merge(("tls", rocket::config::TlsConfig::from_paths(&tls.certs, &tls.key)));
     }
     rocket::custom(figment)
+        .manage(Arc::clone(&app.config))
         .manage(app)
         .register("/", error::catchers())
         .attach(tag::stage())
@@ -166,6 +169,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(ui::stage())
         .attach(lanes::stage())
         .attach(openapi::stage())
+        .attach(ofrep::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::App;
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
-use crate::core::{Color, validate_user_id};
+use crate::core::{Color, Fallback, RoutingTable, validate_user_id};
+use crate::telemetry::TagCounters;
 
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("tagging", |rocket| async { rocket.mount("/", routes![tag_one, tag_batch]) })
@@ -50,7 +51,7 @@ impl Versioned {
 
 #[derive(Responder)]
 #[response(content_type = "json")]
-struct Tagged {
+pub(crate) struct Tagged {
     body: String,
     color: Header<'static>,
     version: Header<'static>,
@@ -59,7 +60,7 @@ struct Tagged {
 /// The `user_id` query parameter, decoded strictly. Rocket's own form decoding would replace
 /// bytes that are not UTF-8 with U+FFFD (so all such IDs would collide) and turn a repeated
 /// parameter into "none given" (a random colour); both are 400 here.
-fn user_id_param<'q>(origin: &'q Origin<'_>) -> Result<Option<Cow<'q, str>>, ApiError> {
+pub(crate) fn user_id_param<'q>(origin: &'q Origin<'_>) -> Result<Option<Cow<'q, str>>, ApiError> {
     let mut found = None;
     for segment in origin.query().into_iter().flat_map(|q| q.raw_segments()) {
         let (name, value) = segment.split_at_byte(b'=');
@@ -86,10 +87,18 @@ fn user_id_param<'q>(origin: &'q Origin<'_>) -> Result<Option<Cow<'q, str>>, Api
 #[get("/v1/tag")]
 fn tag_one(app: &State<App>, caller: Caller, origin: &Origin<'_>) -> Result<Tagged, ApiError> {
     caller.require_reader(&app.config)?;
-    let started = Instant::now();
     let user_id = user_id_param(origin)?;
-    let user_id = user_id.as_deref();
-    let table = app.coordinator.table();
+    tag_one_with(&app.coordinator.table(), app.config.fallback, &app.tag_counters, user_id.as_deref())
+}
+
+/// `GET /v1/tag` against `table`: shared by the coordinator and the edge.
+pub(crate) fn tag_one_with(
+    table: &RoutingTable,
+    fallback: Fallback,
+    counters: &TagCounters,
+    user_id: Option<&str>,
+) -> Result<Tagged, ApiError> {
+    let started = Instant::now();
     let body = match user_id {
         Some(user_id) => {
             validate_user_id(user_id)?;
@@ -105,7 +114,7 @@ fn tag_one(app: &State<App>, caller: Caller, origin: &Origin<'_>) -> Result<Tagg
             }
         }
         None => {
-            let color = table.untagged(app.config.fallback, rand::random::<f64>())?;
+            let color = table.untagged(fallback, rand::random::<f64>())?;
             TagBody {
                 color_value: color,
                 user_id: None,
@@ -117,8 +126,8 @@ fn tag_one(app: &State<App>, caller: Caller, origin: &Origin<'_>) -> Result<Tagg
             }
         }
     };
-    app.tag_counters.count(body.color_value, 1);
-    app.tag_counters.time(started.elapsed().as_secs_f64());
+    counters.count(body.color_value, 1);
+    counters.time(started.elapsed().as_secs_f64());
     Ok(Tagged {
         body: serde_json::to_string(&body).expect("tag bodies always serialise"),
         color: Header::new("x-tidegate-color", body.color),
@@ -128,7 +137,7 @@ fn tag_one(app: &State<App>, caller: Caller, origin: &Origin<'_>) -> Result<Tagg
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BatchRequest {
+pub(crate) struct BatchRequest {
     user_ids: Vec<String>,
 }
 
@@ -154,8 +163,17 @@ fn tag_batch(
     request: Result<Json<BatchRequest>, rocket::serde::json::Error<'_>>,
 ) -> Result<Versioned, ApiError> {
     caller.require_reader(&app.config)?;
-    let request = request.map_err(json_error)?;
-    let max = app.config.max_batch;
+    let request = request.map_err(json_error)?.into_inner();
+    tag_batch_with(&app.coordinator.table(), app.config.max_batch, &app.tag_counters, &request)
+}
+
+/// `POST /v1/tag` against `table`: shared by the coordinator and the edge.
+pub(crate) fn tag_batch_with(
+    table: &RoutingTable,
+    max: usize,
+    counters: &TagCounters,
+    request: &BatchRequest,
+) -> Result<Versioned, ApiError> {
     if request.user_ids.len() > max {
         return Err(ApiError::bad_request(
             "batch_too_large",
@@ -165,7 +183,6 @@ fn tag_batch(
             ),
         ));
     }
-    let table = app.coordinator.table();
     let mut tags = Vec::with_capacity(request.user_ids.len());
     let mut counts = [0u64; 2];
     for (i, user_id) in request.user_ids.iter().enumerate() {
@@ -183,7 +200,7 @@ fn tag_batch(
         });
     }
     for color in Color::ALL {
-        app.tag_counters.count(color, counts[color as usize]);
+        counters.count(color, counts[color as usize]);
     }
     Ok(Versioned::new(&BatchBody { version: table.version(), tags }, table.version()))
 }

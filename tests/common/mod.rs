@@ -12,6 +12,7 @@ use figment::providers::{Format, Serialized, Toml};
 use rocket::local::blocking::Client;
 use tidegate::config::{Config, Overrides, Settings, token_sha256_hex};
 
+pub mod gateway;
 pub mod kafka;
 
 pub const OPERATOR_TOKEN: &str = "tg_test_operator_alice";

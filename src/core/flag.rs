@@ -1,0 +1,118 @@
+//! The colour as an OpenFeature flag: the pure evaluation behind the OFREP endpoints of the
+//! coordinator and of `tidegate edge` (both call [`evaluate_color_flag`], so they cannot disagree).
+//!
+//! Reasons (OpenFeature's standard reason strings):
+//! - `SPLIT`: the user's unit decided (a pseudorandom, sticky split by hash or digits);
+//! - `TARGETING_MATCH`: a pin for this very user decided;
+//! - `DEFAULT`: no targeting key, and the configured fallback (`random`) drew the colour.
+//!
+//! Errors follow OFREP's error codes: an unknown key is `FLAG_NOT_FOUND`; a context without a
+//! targeting key under the `reject` fallback is `TARGETING_KEY_MISSING`; a targeting key that is
+//! not a valid user ID (not a string, too long, not numeric in digits mode...) is
+//! `INVALID_CONTEXT`. `PARSE_ERROR` and `GENERAL` are decided by the HTTP layer (bad JSON, no table).
+
+use super::color::Color;
+use super::table::{Fallback, RoutingTable};
+use super::unit::Unit;
+
+/// The flag key when none is configured.
+pub const DEFAULT_FLAG_KEY: &str = "tidegate-color";
+
+/// Why the flag has its value, as an OpenFeature reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagReason {
+    /// The user's unit decided.
+    Split,
+    /// A pin for this user decided.
+    TargetingMatch,
+    /// No targeting key: the fallback decided.
+    Default,
+}
+
+impl FlagReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlagReason::Split => "SPLIT",
+            FlagReason::TargetingMatch => "TARGETING_MATCH",
+            FlagReason::Default => "DEFAULT",
+        }
+    }
+}
+
+/// The targeting key as found in an evaluation context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetingKey<'a> {
+    /// Absent or `null`.
+    Missing,
+    /// Present but not a string.
+    NotAString,
+    Given(&'a str),
+}
+
+/// A successful evaluation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagEvaluation {
+    pub color: Color,
+    pub reason: FlagReason,
+    /// The unit, when a targeting key was given.
+    pub unit: Option<Unit>,
+    pub version: u64,
+}
+
+/// OFREP's error codes, for the failures the pure evaluation can decide.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagError {
+    #[error("flag `{0}` does not exist here; the colour flag is `{1}`")]
+    FlagNotFound(String, String),
+    #[error(
+        "the evaluation context has no targetingKey (the user ID), and the fallback is `reject`"
+    )]
+    TargetingKeyMissing,
+    #[error("the evaluation context is invalid: {0}")]
+    InvalidContext(String),
+}
+
+impl FlagError {
+    /// The OFREP `errorCode`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            FlagError::FlagNotFound(..) => "FLAG_NOT_FOUND",
+            FlagError::TargetingKeyMissing => "TARGETING_KEY_MISSING",
+            FlagError::InvalidContext(_) => "INVALID_CONTEXT",
+        }
+    }
+}
+
+/// Evaluates flag `requested` for `key` against `table`. `draw` is a uniform sample in `[0, 1)`
+/// for the random fallback (the core draws no random numbers).
+pub fn evaluate_color_flag(
+    table: &RoutingTable,
+    flag_key: &str,
+    requested: &str,
+    key: TargetingKey<'_>,
+    fallback: Fallback,
+    draw: f64,
+) -> Result<FlagEvaluation, FlagError> {
+    if requested != flag_key {
+        return Err(FlagError::FlagNotFound(requested.to_owned(), flag_key.to_owned()));
+    }
+    let version = table.version();
+    match key {
+        TargetingKey::NotAString => {
+            Err(FlagError::InvalidContext("targetingKey must be a string (the user ID)".into()))
+        }
+        TargetingKey::Missing => match table.untagged(fallback, draw) {
+            Ok(color) => {
+                Ok(FlagEvaluation { color, reason: FlagReason::Default, unit: None, version })
+            }
+            Err(_) => Err(FlagError::TargetingKeyMissing),
+        },
+        TargetingKey::Given(user_id) => {
+            let tag = super::validate_user_id(user_id)
+                .and_then(|()| table.tag(user_id))
+                .map_err(|e| FlagError::InvalidContext(format!("targetingKey: {e}")))?;
+            let reason = if tag.pinned { FlagReason::TargetingMatch } else { FlagReason::Split };
+            Ok(FlagEvaluation { color: tag.color, reason, unit: Some(tag.unit), version })
+        }
+    }
+}

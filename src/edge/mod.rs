@@ -1,0 +1,70 @@
+//! `tidegate edge`: a local evaluator next to a gateway or a group of services.
+//!
+//! It watches one or more coordinators through the client `Router` (subscriber kind `edge`,
+//! disk cache, failover in list order) and serves tagging, the gateway check and OFREP from the
+//! table it holds (see `http::edge`). When every coordinator is unreachable it keeps serving its
+//! last table, says so in `/readyz` and `/metrics`, and logs each change of reachability.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::{Identity, Router, RouterOptions};
+use crate::config::Config;
+use crate::http::edge::EdgeApp;
+
+/// Runs the edge until Ctrl-C or SIGTERM.
+pub fn run(config: Config) -> Result<(), String> {
+    let edge = &config.edge;
+    if edge.coordinators.is_empty() {
+        return Err(
+            "edge.coordinators: give at least one coordinator URL (--coordinator http://host:port)"
+                .into(),
+        );
+    }
+    if let Some(dir) = edge.cache_path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("edge.cache_path: cannot create {}: {e}", dir.display()))?;
+    }
+    let subscriber_id =
+        edge.subscriber_id.clone().unwrap_or_else(|| format!("edge-{}-{}", hostname(), edge.port));
+    let identity = Identity { subscriber_id, zone: edge.zone.clone(), kind: "edge".into() };
+    let options = RouterOptions {
+        token: edge.token.clone(),
+        cache_path: Some(edge.cache_path.clone()),
+        fallback: config.fallback,
+        ..RouterOptions::default()
+    };
+    let router = Arc::new(
+        Router::connect(&edge.coordinators.join(","), identity, options)
+            .map_err(|e| format!("edge.coordinators: {e}"))?,
+    );
+    spawn_reachability_log(Arc::downgrade(&router));
+    crate::http::edge::run(EdgeApp::new(router, Arc::new(config)))
+}
+
+/// Logs to stderr whenever the edge gains or loses its coordinator.
+fn spawn_reachability_log(router: std::sync::Weak<Router>) {
+    std::thread::spawn(move || {
+        let mut last: Option<(bool, Option<u64>)> = None;
+        while let Some(router) = router.upgrade() {
+            let status = router.status();
+            let now = (status.connected, status.version);
+            if last.map(|(connected, _)| connected) != Some(status.connected) {
+                eprintln!("tidegate edge: {status}");
+            }
+            last = Some(now);
+            drop(router);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty() && h.len() <= 40)
+        .unwrap_or_else(|| "local".into())
+}

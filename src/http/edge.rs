@@ -1,0 +1,360 @@
+//! The Rocket instance of `tidegate edge`: tagging, the read-only routing table, the gateway
+//! check `GET /v1/gate`, OFREP, health and metrics, all answered from the table a client
+//! `Router` keeps current over the watch stream. No request waits for the coordinator.
+//!
+//! The handlers share their bodies with the coordinator's (`tag::tag_one_with`,
+//! `routing::routing_body`, `ofrep::one` / `ofrep::bulk`), so the edge cannot answer differently
+//! from the coordinator at the same routing version.
+
+use std::io::Cursor;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use rocket::data::{ByteUnit, Limits};
+use rocket::fairing::AdHoc;
+use rocket::http::{ContentType, Header, Status};
+use rocket::request::{FromRequest, Outcome, Request};
+use rocket::response::{self, Responder, Response};
+use rocket::serde::json::Json;
+use rocket::{Build, Rocket, State, delete, get, post, put, routes};
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::error::{self, ApiError, json_error};
+use super::ofrep::{self, IfNoneMatch, Ofrep};
+use super::routing::routing_body;
+use super::tag::{self, BatchRequest, Tagged, Versioned};
+use crate::client::{Origin, Router, RouterStatus};
+use crate::config::Config;
+use crate::core::{Color, RoutingTable, validate_user_id};
+use crate::telemetry::{self, TagCounters};
+
+/// Everything the edge's handlers need, managed by Rocket.
+pub struct EdgeApp {
+    pub router: Arc<Router>,
+    pub config: Arc<Config>,
+    pub tag_counters: TagCounters,
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+}
+
+impl EdgeApp {
+    pub fn new(router: Arc<Router>, config: Arc<Config>) -> EdgeApp {
+        let metrics = telemetry::install();
+        let tag_counters = TagCounters::for_zones(&config.zones);
+        EdgeApp { router, config, tag_counters, metrics }
+    }
+
+    /// The table being served, or 503 `no_table` saying why there is none.
+    fn table(&self) -> Result<Arc<RoutingTable>, ApiError> {
+        self.router.table().ok_or_else(|| {
+            ApiError::new(
+                Status::ServiceUnavailable,
+                "no_table",
+                format!(
+                    "the edge has no routing table yet: {}",
+                    describe(&self.router.status(), None)
+                ),
+            )
+        })
+    }
+}
+
+/// The Rocket instance of the edge, listening on `[edge] address` and `port`.
+pub fn build(app: EdgeApp) -> Rocket<Build> {
+    let config = Arc::clone(&app.config);
+    let body_limit = ByteUnit::from(config.max_body_bytes);
+    let figment = rocket::Config::figment()
+        .merge(("address", config.edge.address))
+        .merge(("port", config.edge.port))
+        .merge(("limits", Limits::default().limit("json", body_limit).limit("string", body_limit)))
+        .merge(("log_level", rocket::config::LogLevel::Critical))
+        .merge(("cli_colors", false))
+        .merge(("ident", "tidegate-edge"))
+        .merge(("secret_key", super::ui::secret_key(&config.ui).to_vec()));
+    rocket::custom(figment)
+        .manage(config)
+        .manage(app)
+        .register("/", error::catchers())
+        .mount(
+            "/",
+            routes![
+                tag_one,
+                tag_batch,
+                get_routing,
+                gate,
+                evaluate_flag,
+                evaluate_flags,
+                healthz,
+                readyz,
+                metrics,
+                read_only_put,
+                read_only_post,
+                read_only_delete,
+            ],
+        )
+        .attach(AdHoc::on_liftoff("announce", |rocket| {
+            Box::pin(async move {
+                let config = rocket.config();
+                // Tests and scripts start the edge on port 0 and read this line for the port.
+                println!(
+                    "tidegate edge listening on http://{}",
+                    SocketAddr::new(config.address, config.port)
+                );
+            })
+        }))
+}
+
+/// Serves `app` until Ctrl-C or SIGTERM.
+pub fn run(app: EdgeApp) -> Result<(), String> {
+    rocket::execute(build(app).launch()).map(|_| ()).map_err(|e| format!("edge failed: {e}"))
+}
+
+#[get("/v1/tag")]
+fn tag_one(
+    app: &State<EdgeApp>,
+    caller: Caller,
+    origin: &rocket::http::uri::Origin<'_>,
+) -> Result<Tagged, ApiError> {
+    caller.require_reader(&app.config)?;
+    let user_id = tag::user_id_param(origin)?;
+    let table = app.table()?;
+    tag::tag_one_with(&table, app.config.fallback, &app.tag_counters, user_id.as_deref())
+}
+
+#[post("/v1/tag", data = "<request>")]
+fn tag_batch(
+    app: &State<EdgeApp>,
+    caller: Caller,
+    request: Result<Json<BatchRequest>, rocket::serde::json::Error<'_>>,
+) -> Result<Versioned, ApiError> {
+    caller.require_reader(&app.config)?;
+    let request = request.map_err(json_error)?.into_inner();
+    let table = app.table()?;
+    tag::tag_batch_with(&table, app.config.max_batch, &app.tag_counters, &request)
+}
+
+#[get("/v1/routing")]
+fn get_routing(app: &State<EdgeApp>, caller: Caller) -> Result<Versioned, ApiError> {
+    caller.require_reader(&app.config)?;
+    let table = app.table()?;
+    Ok(Versioned::new(&routing_body(&table), table.version()))
+}
+
+/// Changes go to the coordinator: the edge has no log and no write path.
+fn read_only(path: &std::path::Path) -> ApiError {
+    ApiError::new(
+        Status::MethodNotAllowed,
+        "read_only",
+        format!(
+            "the edge serves routing read-only; send changes to /v1/{} on a coordinator",
+            path.display()
+        ),
+    )
+}
+
+#[put("/v1/<path..>")]
+fn read_only_put(path: PathBuf) -> ApiError {
+    read_only(&path)
+}
+
+#[post("/v1/<path..>", rank = 5)]
+fn read_only_post(path: PathBuf) -> ApiError {
+    read_only(&path)
+}
+
+#[delete("/v1/<path..>")]
+fn read_only_delete(path: PathBuf) -> ApiError {
+    read_only(&path)
+}
+
+/// The user ID of a gateway check: the configured header, else the cookie, else the query
+/// parameter of this request or of the original request (`X-Original-URI`, which nginx's
+/// `auth_request` sets in the example because the subrequest has its own URI).
+pub struct GateUser(Option<String>);
+
+#[rocket::async_trait]
+impl<'r> FromRequest<'r> for GateUser {
+    type Error = std::convert::Infallible;
+
+    async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
+        let edge = &request.rocket().state::<EdgeApp>().expect("EdgeApp is managed").config.edge;
+        let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let from_header = request.headers().get_one(&edge.user_header).and_then(nonempty);
+        let from_cookie =
+            || request.cookies().get(&edge.user_cookie).and_then(|c| nonempty(c.value()));
+        let from_query = || {
+            let own = request.uri().query().map(|q| q.as_str().to_owned());
+            let original = request
+                .headers()
+                .get_one("x-original-uri")
+                .and_then(|uri| uri.split_once('?').map(|(_, q)| q.to_owned()));
+            [own, original]
+                .into_iter()
+                .flatten()
+                .find_map(|query| query_param(&query, &edge.user_query))
+        };
+        Outcome::Success(GateUser(from_header.or_else(from_cookie).or_else(from_query)))
+    }
+}
+
+/// `name`'s value in a query string, percent-decoded.
+fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (key == name && !value.is_empty()).then(|| percent_decode(value))
+    })
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(high), Some(low)) => {
+                    out.push(high * 16 + low);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            other => out.push(other),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The gateway check's answer: 200, no body, the routing headers.
+pub struct GateAnswer {
+    color: Color,
+    zone: String,
+    version: u64,
+    source: &'static str,
+}
+
+impl<'r> Responder<'r, 'static> for GateAnswer {
+    fn respond_to(self, _: &'r Request<'_>) -> response::Result<'static> {
+        Response::build()
+            .status(Status::Ok)
+            .header(Header::new("x-tidegate-color", self.color.as_str()))
+            .header(Header::new("x-tidegate-zone", self.zone))
+            .header(Header::new("x-tidegate-version", self.version.to_string()))
+            .header(Header::new("x-tidegate-source", self.source))
+            .sized_body(0, Cursor::new(Vec::new()))
+            .ok()
+    }
+}
+
+/// The gateway check (nginx `auth_request`, Envoy HTTP `ext_authz`). `x-tidegate-source` says
+/// what decided: `unit`, `pin`, or `fallback` for a request without a user ID. With the
+/// `reject` fallback such a request gets 403 `missing_user_id` (the gateway refuses it).
+#[get("/v1/gate")]
+fn gate(app: &State<EdgeApp>, caller: Caller, user: GateUser) -> Result<GateAnswer, ApiError> {
+    caller.require_reader(&app.config)?;
+    let table = app.table()?;
+    let (color, source) = match &user.0 {
+        Some(user_id) => {
+            validate_user_id(user_id)?;
+            let tag = table.tag(user_id)?;
+            (tag.color, if tag.pinned { "pin" } else { "unit" })
+        }
+        None => {
+            let color = table
+                .untagged(app.config.fallback, rand::random::<f64>())
+                .map_err(|e| ApiError::new(Status::Forbidden, "missing_user_id", e.to_string()))?;
+            (color, "fallback")
+        }
+    };
+    app.tag_counters.count(color, 1);
+    telemetry::count_gate(color, source);
+    Ok(GateAnswer {
+        color,
+        zone: table.zone_of(color).to_owned(),
+        version: table.version(),
+        source,
+    })
+}
+
+#[post("/ofrep/v1/evaluate/flags/<key>", data = "<body>")]
+fn evaluate_flag(app: &State<EdgeApp>, caller: Caller, key: &str, body: String) -> Ofrep {
+    if let Err(e) = caller.require_reader(&app.config) {
+        return Ofrep::Refused(e);
+    }
+    let table = app.router.table();
+    ofrep::one(table.as_deref(), &app.config.flag_key, app.config.fallback, key, &body)
+}
+
+#[post("/ofrep/v1/evaluate/flags", data = "<body>")]
+fn evaluate_flags(
+    app: &State<EdgeApp>,
+    caller: Caller,
+    if_none_match: IfNoneMatch,
+    body: String,
+) -> Ofrep {
+    if let Err(e) = caller.require_reader(&app.config) {
+        return Ofrep::Refused(e);
+    }
+    let table = app.router.table();
+    let flag_key = &app.config.flag_key;
+    ofrep::bulk(table.as_deref(), flag_key, app.config.fallback, &body, if_none_match.0.as_deref())
+}
+
+#[get("/healthz")]
+fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// A sentence for operators: what is served, from where, and whether the coordinator is reachable.
+fn describe(status: &RouterStatus, age: Option<f64>) -> String {
+    let mut text = status.to_string();
+    if let Some(age) = age {
+        text.push_str(&format!("; table received {age:.1}s ago"));
+    }
+    text
+}
+
+fn age_seconds(status: &RouterStatus) -> Option<f64> {
+    let at = status.updated_at?;
+    Some(SystemTime::now().duration_since(at).map(|d| d.as_secs_f64()).unwrap_or(0.0))
+}
+
+/// Ready once a table is served; says whether it came from a coordinator or the disk cache, how
+/// old it is, and whether a coordinator is reachable right now.
+#[get("/readyz")]
+fn readyz(app: &State<EdgeApp>) -> Result<Json<Value>, ApiError> {
+    let status = app.router.status();
+    let age = age_seconds(&status);
+    let table = app.table()?;
+    let source = match status.origin {
+        Origin::Coordinator => "coordinator",
+        Origin::DiskCache => "cache",
+        Origin::Fixed => "fixed",
+        Origin::Nothing => "nothing",
+    };
+    Ok(Json(json!({
+        "status": "ready",
+        "version": table.version(),
+        "source": source,
+        "table_age_seconds": age,
+        "coordinator_connected": status.connected,
+        "coordinator": status.coordinator,
+        "last_error": status.last_error,
+        "detail": describe(&status, age),
+    })))
+}
+
+#[get("/metrics")]
+fn metrics(app: &State<EdgeApp>) -> (ContentType, String) {
+    let status = app.router.status();
+    telemetry::publish_edge(status.connected, age_seconds(&status));
+    if let Some(table) = app.router.table() {
+        telemetry::publish_table(&table);
+    }
+    let text = ContentType::new("text", "plain").with_params([("version", "0.0.4")]);
+    (text, app.metrics.render())
+}
