@@ -24,6 +24,7 @@ use rocket::{Build, Rocket};
 
 use crate::config::{Config, HealthSourceConfig};
 use crate::core::{Audit, Command, CommandError, Envelope};
+use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::service::health::{Health, PrometheusSource, Source};
 use crate::service::lane_membership::Lanes;
@@ -39,6 +40,7 @@ pub struct App {
     pub health: Arc<Health>,
     pub subscribers: Arc<Subscribers>,
     pub lanes: Arc<Lanes>,
+    pub capacities: Arc<Capacities>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -55,13 +57,17 @@ impl App {
                 url,
                 error_rate_query,
                 requests_query,
+                load_query,
                 timeout_ms,
-            } => Source::Prometheus(PrometheusSource::new(
-                url,
-                error_rate_query,
-                requests_query.as_deref(),
-                *timeout_ms,
-            )),
+            } => Source::Prometheus(
+                PrometheusSource::new(
+                    url,
+                    error_rate_query,
+                    requests_query.as_deref(),
+                    *timeout_ms,
+                )
+                .with_load_query(load_query),
+            ),
         };
         let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
         let subscribers = Arc::new(Subscribers::new(config.subscriber_stale_after_ms));
@@ -72,7 +78,8 @@ impl App {
         let table: Arc<dyn crate::service::table_source::TableSource> = coordinator.clone();
         let lanes =
             Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
-        App { coordinator, config, health, subscribers, lanes, tag_counters, metrics }
+        let capacities = Arc::new(Capacities::new(Arc::clone(&health), config.capacity.clone()));
+        App { coordinator, config, health, subscribers, lanes, capacities, tag_counters, metrics }
     }
 }
 
