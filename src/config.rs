@@ -3,6 +3,7 @@
 //! Every value is checked once at start-up; a bad one stops tidegate with the key and the reason,
 //! because a coordinator that guesses at its own configuration is worse than one that won't start.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,32 @@ pub struct Settings {
     pub client: ClientSettings,
     pub openfeature: OpenFeatureSettings,
     pub edge: EdgeSettings,
+    /// Per-zone settings, `[zones.<zone>]`: today only the capacity.
+    pub zones: BTreeMap<String, ZoneSettings>,
+    pub capacity: CapacitySettings,
+}
+
+/// `[zones.<zone>]`: the zone's capacity in requests per second, or a PromQL query for it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZoneSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_rps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_query: Option<String>,
+}
+
+/// `[capacity]`: the fraction of every zone's capacity kept free.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CapacitySettings {
+    pub headroom: f64,
+}
+
+impl Default for CapacitySettings {
+    fn default() -> Self {
+        CapacitySettings { headroom: 0.1 }
+    }
 }
 
 /// `[openfeature]`: the OFREP endpoints of the coordinator and of the edge.
@@ -187,6 +214,8 @@ pub struct PrometheusSettings {
     pub url: String,
     pub error_rate_query: String,
     pub requests_query: String,
+    /// A zone's current load in requests per second, for capacity checks.
+    pub load_query: String,
     pub timeout: String,
 }
 
@@ -202,6 +231,36 @@ pub struct DrainSettings {
     pub tick: String,
     pub convergence_fraction: f64,
     pub convergence_timeout: String,
+    /// Defaults of `mode: "evacuate"` drains: faster than maintenance.
+    pub evacuate: EvacuateSettings,
+}
+
+/// `[drain.evacuate]`: the defaults of an evacuation (its guard judges the receiving zone only).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvacuateSettings {
+    pub step_percent: f64,
+    pub interval: String,
+    pub max_error_rate: f64,
+    pub min_requests: u64,
+    pub breaches: u32,
+    pub on_breach: String,
+}
+
+impl Default for EvacuateSettings {
+    fn default() -> Self {
+        // A failing zone loses users every second it keeps them: big steps, short interval.
+        // The guard still pauses (never rolls back: that would send users back into the
+        // failing zone) when the receiving zone breaches twice in a row.
+        EvacuateSettings {
+            step_percent: 25.0,
+            interval: "5s".into(),
+            max_error_rate: 0.05,
+            min_requests: 20,
+            breaches: 2,
+            on_breach: "pause".into(),
+        }
+    }
 }
 
 impl Default for HealthSettings {
@@ -222,6 +281,7 @@ impl Default for PrometheusSettings {
             url: String::new(),
             error_rate_query: r#"sum(rate(http_requests_errors_total{zone="$zone"}[1m])) / sum(rate(http_requests_total{zone="$zone"}[1m]))"#.into(),
             requests_query: r#"sum(increase(http_requests_total{zone="$zone"}[1m]))"#.into(),
+            load_query: r#"sum(rate(http_requests_total{zone="$zone"}[1m]))"#.into(),
             timeout: "2s".into(),
         }
     }
@@ -239,6 +299,7 @@ impl Default for DrainSettings {
             tick: "50ms".into(),
             convergence_fraction: 1.0,
             convergence_timeout: "60s".into(),
+            evacuate: EvacuateSettings::default(),
         }
     }
 }
@@ -307,6 +368,8 @@ impl Default for Settings {
             client: ClientSettings::default(),
             openfeature: OpenFeatureSettings::default(),
             edge: EdgeSettings::default(),
+            zones: BTreeMap::new(),
+            capacity: CapacitySettings::default(),
         }
     }
 }
@@ -432,6 +495,22 @@ pub struct EdgeConfig {
     pub subscriber_id: Option<String>,
     /// Bearer token for the coordinator, when it requires service tokens for reads.
     pub token: Option<String>,
+    pub capacity: CapacityConfig,
+}
+
+/// Where a zone's capacity comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ZoneCapacity {
+    Rps(f64),
+    /// A PromQL query (with `$zone`), when health comes from Prometheus.
+    Query(String),
+}
+
+/// Capacity checks: per zone (zones without one are not checked) and the headroom kept free.
+#[derive(Clone, Debug, Default)]
+pub struct CapacityConfig {
+    pub zones: BTreeMap<String, ZoneCapacity>,
+    pub headroom: f64,
 }
 
 /// The operator web UI: the key that encrypts session cookies and how long a session lasts.
@@ -479,6 +558,7 @@ pub enum HealthSourceConfig {
         url: String,
         error_rate_query: String,
         requests_query: Option<String>,
+        load_query: String,
         timeout_ms: u64,
     },
 }
@@ -502,6 +582,15 @@ pub struct DrainDefaults {
     /// the gate off), and how long to wait before pausing the drain.
     pub convergence_fraction: f64,
     pub convergence_timeout_ms: u64,
+    pub evacuate: EvacuateDefaults,
+}
+
+/// Defaults of evacuation drains (`[drain.evacuate]`).
+#[derive(Clone, Debug)]
+pub struct EvacuateDefaults {
+    pub step_percent: f64,
+    pub interval_ms: u64,
+    pub guard: Guard,
 }
 
 impl Config {
@@ -635,18 +724,18 @@ impl Config {
         {
             return Err(invalid("client.ca_file", format!("cannot read {}: {e}", path.display())));
         }
-            tls: s.server.tls.clone(),
-            client_ca_file: s.client.ca_file.clone(),
         let flag_key = s.openfeature.flag_key.trim().to_owned();
         if flag_key.is_empty() || flag_key.len() > 128 || flag_key.contains('/') {
             return Err(invalid("openfeature.flag_key", "must be 1-128 characters without `/`"));
         }
         let edge = validate_edge(&s.edge, &s.data_dir)?;
+        let capacity = validate_capacity(&s, &zones, &health)?;
         Ok(Config {
             tls: s.server.tls.clone(),
             client_ca_file: s.client.ca_file.clone(),
             flag_key,
             edge,
+            capacity,
             health,
             drain,
             ui,
@@ -743,9 +832,16 @@ fn validate_health(h: &HealthSettings) -> Result<HealthConfig, ConfigError> {
             }
             let requests_query =
                 (!p.requests_query.trim().is_empty()).then(|| p.requests_query.clone());
+            if !p.load_query.contains("$zone") {
+                return Err(invalid(
+                    "health.prometheus.load_query",
+                    "must contain `$zone`, which is replaced by each zone's name",
+                ));
+            }
             HealthSourceConfig::Prometheus {
                 url: p.url.clone(),
                 error_rate_query: p.error_rate_query.clone(),
+                load_query: p.load_query.clone(),
                 requests_query,
                 timeout_ms: duration("health.prometheus.timeout", &p.timeout)?,
             }
@@ -760,42 +856,140 @@ fn validate_health(h: &HealthSettings) -> Result<HealthConfig, ConfigError> {
     Ok(HealthConfig { source, window_ms, down_error_rate, publish_interval_ms })
 }
 
-fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, ConfigError> {
-    let step = Share::from_percent(d.step_percent, units)
-        .map_err(|e| invalid("drain.step_percent", e.to_string()))?;
+/// Step, interval and guard defaults under `prefix` (`drain` or `drain.evacuate`).
+#[allow(clippy::too_many_arguments)]
+fn drain_defaults(
+    prefix: &str,
+    units: u32,
+    step_percent: f64,
+    interval: &str,
+    max_error_rate: f64,
+    min_requests: u64,
+    breaches: u32,
+    on_breach: &str,
+) -> Result<(f64, u64, Guard), ConfigError> {
+    let step = Share::from_percent(step_percent, units)
+        .map_err(|e| invalid(format!("{prefix}.step_percent"), e.to_string()))?;
     if step.blue_units == 0 {
-        return Err(invalid("drain.step_percent", "must move at least one unit"));
+        return Err(invalid(format!("{prefix}.step_percent"), "must move at least one unit"));
     }
-    let on_breach = match d.on_breach.as_str() {
+    let on_breach = match on_breach {
         "pause" => OnBreach::Pause,
         "rollback" => OnBreach::Rollback,
         other => {
             return Err(invalid(
-                "drain.on_breach",
+                format!("{prefix}.on_breach"),
                 format!("`{other}` is not an action: expected `pause` or `rollback`"),
             ));
         }
     };
-    if d.breaches == 0 {
-        return Err(invalid("drain.breaches", "must be at least 1"));
+    if breaches == 0 {
+        return Err(invalid(format!("{prefix}.breaches"), "must be at least 1"));
     }
-    let interval_ms = duration("drain.interval", &d.interval)?;
+    let guard = Guard {
+        max_error_rate: ratio(&format!("{prefix}.max_error_rate"), max_error_rate)?,
+        min_requests,
+        breaches,
+        on_breach,
+    };
+    let interval_ms = duration(&format!("{prefix}.interval"), interval)?;
     if interval_ms > crate::core::MAX_DRAIN_INTERVAL_MS {
-        return Err(invalid("drain.interval", "must be at most 24h"));
+        return Err(invalid(format!("{prefix}.interval"), "must be at most 24h"));
     }
+    Ok((step_percent, interval_ms, guard))
+}
+
+fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, ConfigError> {
+    let (step_percent, interval_ms, guard) = drain_defaults(
+        "drain",
+        units,
+        d.step_percent,
+        &d.interval,
+        d.max_error_rate,
+        d.min_requests,
+        d.breaches,
+        &d.on_breach,
+    )?;
+    let e = &d.evacuate;
+    let (ev_step, ev_interval, ev_guard) = drain_defaults(
+        "drain.evacuate",
+        units,
+        e.step_percent,
+        &e.interval,
+        e.max_error_rate,
+        e.min_requests,
+        e.breaches,
+        &e.on_breach,
+    )?;
     Ok(DrainDefaults {
-        step_percent: d.step_percent,
+        step_percent,
         interval_ms,
-        guard: Guard {
-            max_error_rate: ratio("drain.max_error_rate", d.max_error_rate)?,
-            min_requests: d.min_requests,
-            breaches: d.breaches,
-            on_breach,
+        guard,
+        evacuate: EvacuateDefaults {
+            step_percent: ev_step,
+            interval_ms: ev_interval,
+            guard: ev_guard,
         },
         tick_ms: duration("drain.tick", &d.tick)?,
         convergence_fraction: ratio("drain.convergence_fraction", d.convergence_fraction)?,
         convergence_timeout_ms: duration("drain.convergence_timeout", &d.convergence_timeout)?,
     })
+}
+
+fn validate_capacity(
+    s: &Settings,
+    zones: &ColorZones,
+    health: &HealthConfig,
+) -> Result<CapacityConfig, ConfigError> {
+    let headroom = s.capacity.headroom;
+    if !(0.0..1.0).contains(&headroom) {
+        return Err(invalid(
+            "capacity.headroom",
+            "must be at least 0 and below 1 (0.2 = keep 20% free)",
+        ));
+    }
+    let mut out = BTreeMap::new();
+    for (zone, z) in &s.zones {
+        let key = format!("zones.{zone}");
+        if zones.color_in(zone).is_none() {
+            return Err(invalid(
+                key,
+                format!(
+                    "`{zone}` is not one of this tidegate's zones ({}, {})",
+                    zones.blue, zones.green
+                ),
+            ));
+        }
+        let capacity = match (z.capacity_rps, &z.capacity_query) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    format!("{key}.capacity_query"),
+                    "give capacity_rps or capacity_query, not both",
+                ));
+            }
+            (Some(rps), None) => {
+                if !(rps.is_finite() && rps > 0.0) {
+                    return Err(invalid(
+                        format!("{key}.capacity_rps"),
+                        "must be a positive number of requests per second",
+                    ));
+                }
+                ZoneCapacity::Rps(rps)
+            }
+            (None, Some(query)) => {
+                if !matches!(health.source, HealthSourceConfig::Prometheus { .. }) {
+                    return Err(invalid(
+                        format!("{key}.capacity_query"),
+                        "needs health.source = \"prometheus\" (use capacity_rps otherwise)",
+                    ));
+                }
+                ZoneCapacity::Query(query.clone())
+            }
+            (None, None) => continue,
+        };
+        out.insert(zone.clone(), capacity);
+    }
+    Ok(CapacityConfig { zones: out, headroom })
 }
 
 fn validate_ui(u: &UiSettings) -> Result<UiConfig, ConfigError> {

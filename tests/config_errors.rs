@@ -41,6 +41,12 @@ fn each_bad_value_names_its_key() {
         ),
         ("unts = 5", "unts"),
         ("[limits]\nmax_batch = 0", "limits.max_batch"),
+        ("[drain.evacuate]\non_breach = \"flee\"", "drain.evacuate.on_breach"),
+        ("[drain.evacuate]\nstep_percent = 0", "drain.evacuate.step_percent"),
+        ("[zones.az-c]\ncapacity_rps = 100", "zones.az-c"),
+        ("[zones.az-a]\ncapacity_rps = -1", "zones.az-a.capacity_rps"),
+        ("[zones.az-a]\ncapacity_query = \"up\"", "zones.az-a.capacity_query"),
+        ("[capacity]\nheadroom = 1.0", "capacity.headroom"),
     ];
     for (toml, key) in cases {
         let stderr = start_failure(toml);

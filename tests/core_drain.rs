@@ -3,8 +3,8 @@
 use serde_json::Value;
 use tidegate::core::Envelope;
 use tidegate::core::{
-    Audit, Color, ColorZones, Command, CommandError, DrainAction, DrainPlan, Genesis, Guard,
-    Inputs, OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme,
+    Audit, Color, ColorZones, Command, CommandError, DrainAction, DrainMode, DrainPlan, Genesis,
+    Guard, Inputs, OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme,
 };
 
 fn state(blue_units: u32) -> State {
@@ -35,6 +35,7 @@ fn plan(zone: &str, target_blue: u32, step: u32, guard: Guard) -> DrainPlan {
         step_units: step,
         interval_ms: 1000,
         guard,
+        mode: DrainMode::Maintenance,
     }
 }
 
@@ -84,6 +85,7 @@ fn tick_full(
         receiving,
         convergence,
         backlog,
+        capacity: None,
     };
     let Some(action) = drain.decide(&inputs) else {
         return state.clone();

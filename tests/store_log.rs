@@ -229,6 +229,7 @@ fn drains_replay_to_the_same_state() {
             step_units: 10,
             interval_ms: 1000,
             guard,
+            mode: tidegate::core::DrainMode::Maintenance,
         };
         submit(&c, "alice", 10, Command::StartDrain { plan });
         submit(&c, "drain:1", 20, Command::DrainStep { drain: 1, blue_units: 40 });

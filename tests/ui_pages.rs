@@ -235,8 +235,31 @@ fn the_drain_form_is_filled_with_the_configured_defaults() {
         "value=\"3\"> %",
         "value=\"250\"",
         "<option value=\"rollback\" selected>",
+        "id=\"f-mode\" name=\"mode\" value=\"maintenance\"",
     ] {
         assert!(html.contains(expected), "drain form lacks {expected}");
+    }
+}
+
+#[test]
+fn the_evacuate_action_fills_the_form_with_the_evacuation_defaults_and_the_zone() {
+    let toml = config_toml(&format!(
+        "[drain]\ntick = \"1h\"\n[drain.evacuate]\nstep_percent = 20\ninterval = \"7s\"\nmin_requests = 15\n[ui]\nsecret_key = \"{KEY}\"\n"
+    ));
+    let (client, _dir) = client_with(&toml);
+    login(&client, "alice", OPERATOR_TOKEN);
+    let (status, html) = page(&client, "/ui/drain?mode=evacuate&zone=az-a");
+    assert_eq!(status, Status::Ok);
+    for expected in [
+        "Evacuate a zone",
+        "Start the evacuation",
+        "id=\"f-mode\" name=\"mode\" value=\"evacuate\"",
+        "<option value=\"az-a\" selected>az-a (green)</option>",
+        "value=\"20\"",
+        "id=\"f-interval\" name=\"interval\" value=\"7s\"",
+        "value=\"15\"",
+    ] {
+        assert!(html.contains(expected), "evacuation form lacks {expected}");
     }
 }
 

@@ -158,6 +158,7 @@ pub fn dial_set(
     percent: f64,
     reason: &str,
     expected_version: Option<u64>,
+    force: bool,
 ) -> Result<(), String> {
     let client = Client::new(args)?;
     let before = client.call("GET", "/v1/routing", None)?;
@@ -165,7 +166,11 @@ pub fn dial_set(
         Some(v) => v,
         None => before["version"].as_u64().ok_or("the server sent no version")?,
     };
-    let body = json!({ "blue_percent": percent, "expected_version": expected, "reason": reason });
+    let mut body =
+        json!({ "blue_percent": percent, "expected_version": expected, "reason": reason });
+    if force {
+        body["force"] = json!(true);
+    }
     let value = client.call("PUT", "/v1/dial", Some(body))?;
     client.print(&value, |after| {
         if after["changed"].as_bool() == Some(false) {
@@ -259,8 +264,9 @@ fn drain_line(d: &Value) -> String {
     let total = d["steps_total"].as_u64().unwrap_or(0).max(1);
     let width = 20;
     let filled = (done * width / total) as usize;
+    let kind = if d["mode"] == "evacuate" { "evacuation" } else { "drain" };
     format!(
-        "drain {} of {} ({}): [{}{}] {done}/{total} steps, {}% now, {}% -> {}% every {}",
+        "{kind} {} of {} ({}): [{}{}] {done}/{total} steps, {}% now, {}% -> {}% every {}",
         d["id"],
         d["zone"].as_str().unwrap_or("?"),
         d["state"].as_str().unwrap_or("?"),
@@ -278,8 +284,15 @@ fn zone_line(z: &Value) -> String {
         Some(rate) => format!("{:.2}% errors over {} requests", rate * 100.0, z["requests"]),
         None => format!("health unknown ({})", z["unknown_reason"].as_str().unwrap_or("no data")),
     };
+    let c = &z["capacity"];
+    let load = match (c["load_rps"].as_f64(), c["allowed_rps"].as_f64()) {
+        (Some(load), Some(allowed)) => format!("  load {load:.0}/{allowed:.0} rps allowed"),
+        (None, Some(allowed)) => format!("  load unknown/{allowed:.0} rps allowed"),
+        _ if c["checked"] == true => "  capacity unknown".to_owned(),
+        _ => String::new(),
+    };
     format!(
-        "{:<8} {:<6} {:<10} share {:>6.2}%  {rate}",
+        "{:<8} {:<6} {:<10} share {:>6.2}%  {rate}{load}",
         z["zone"].as_str().unwrap_or("?"),
         z["color"].as_str().unwrap_or("?"),
         z["state"].as_str().unwrap_or("?"),
@@ -308,6 +321,9 @@ pub fn drain_start(args: &super::DrainStartArgs) -> Result<(), String> {
     }
     if let Some(every) = &args.every {
         body["interval"] = json!(every);
+    }
+    if let Some(mode) = &args.mode {
+        body["mode"] = json!(mode);
     }
     let value = client.call("POST", "/v1/drains", Some(body))?;
     client.print(&value, |d| format!("started {}", drain_line(d)));

@@ -172,6 +172,9 @@ pub enum DialAction {
         /// Version you expect the table to be at; by default the version just read.
         #[arg(long)]
         expected_version: Option<u64>,
+        /// Move even when the receiving zone's capacity says no (recorded in the audit).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -226,6 +229,10 @@ pub struct DrainStartArgs {
     /// What the guard does: pause or rollback.
     #[arg(long, value_parser = ["pause", "rollback"])]
     pub on_breach: Option<String>,
+    /// maintenance (both zones guarded) or evacuate (only the receiving zone and its capacity;
+    /// [drain.evacuate] defaults).
+    #[arg(long, value_parser = ["maintenance", "evacuate"])]
+    pub mode: Option<String>,
     #[arg(long)]
     pub reason: String,
     #[command(flatten)]
@@ -286,8 +293,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Commands::Tag { user_id, client } => client::tag(&client, &user_id),
         Commands::Dial { action: DialAction::Get { client } } => client::dial_get(&client),
         Commands::Dial {
-            action: DialAction::Set { percent, reason, expected_version, client },
-        } => client::dial_set(&client, percent, &reason, expected_version),
+            action: DialAction::Set { percent, reason, expected_version, force, client },
+        } => client::dial_set(&client, percent, &reason, expected_version, force),
         Commands::Pin { user_id, color, reason, client } => {
             client::pin(&client, &user_id, Some(&color), &reason)
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::color::{Color, ColorZones};
 use super::dial::{DialError, Share, percent_of};
-use super::drain::{Direction, Drain, DrainPlan, DrainStatus, OnBreach, step_toward};
+use super::drain::{Direction, Drain, DrainMode, DrainPlan, DrainStatus, OnBreach, step_toward};
 use super::table::RoutingTable;
 use super::unit::{UnitError, UnitScheme};
 use super::validate_user_id;
@@ -551,8 +551,13 @@ fn validate_plan(plan: &DrainPlan, table: &RoutingTable) -> Result<(), CommandEr
 
 fn describe_plan(drain: &Drain, units: u32) -> String {
     let plan = &drain.plan;
+    let kind = match plan.mode {
+        DrainMode::Maintenance => "drain",
+        DrainMode::Evacuate => "evacuation (drain)",
+    };
     format!(
-        "drain {} of {}: {}% -> {}% in steps of {}% every {} ms (guard: error rate <= {}% with >= {} requests, {} breach(es) -> {})",
+        "{} {} of {}: {}% -> {}% in steps of {}% every {} ms (guard: error rate <= {}% with >= {} requests, {} breach(es) -> {})",
+        kind,
         drain.id,
         plan.zone,
         drain.zone_percent(drain.start_blue_units, units),

@@ -17,8 +17,38 @@
 //!        rolling back ── steps back to the start ──▶ rolled_back
 //! ```
 
+use super::capacity::{Verdict, ZoneLoad, judge};
 use super::color::Color;
 use super::dial::percent_of;
+
+/// Why a zone is drained, which decides whose health guards the drain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DrainMode {
+    /// Planned work: both zones must be healthy, and unknown health anywhere holds.
+    #[default]
+    Maintenance,
+    /// Moving users out of a failing zone: only the receiving zone (and its capacity) is
+    /// judged. The source zone's errors and unknown health are reported, never a reason to hold,
+    /// since they are exactly why the zone is being evacuated.
+    Evacuate,
+}
+
+impl DrainMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainMode::Maintenance => "maintenance",
+            DrainMode::Evacuate => "evacuate",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<DrainMode> {
+        match text {
+            "maintenance" => Some(DrainMode::Maintenance),
+            "evacuate" => Some(DrainMode::Evacuate),
+            _ => None,
+        }
+    }
+}
 
 /// What the guard does once `breaches` consecutive checks failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +90,7 @@ pub struct DrainPlan {
     pub step_units: u32,
     pub interval_ms: u64,
     pub guard: Guard,
+    pub mode: DrainMode,
 }
 
 /// The longest interval between drain steps that the API and the config accept: a day. Longer
@@ -176,6 +207,19 @@ pub struct Inputs<'a> {
     /// Messages not yet consumed in the drained zone's half of the MQ lanes (0 when the
     /// deployment has no lanes), `None` while unknown.
     pub backlog: Option<u64>,
+    /// Both zones' load and capacity, `None` when no zone has a capacity configured.
+    pub capacity: Option<&'a CapacityInputs>,
+}
+
+/// The load and capacity readings a forward step is judged against.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapacityInputs {
+    /// Units in the routing table.
+    pub units: u32,
+    pub draining: ZoneLoad,
+    pub receiving: ZoneLoad,
+    /// Fraction of a zone's capacity kept free (0..1).
+    pub headroom: f64,
 }
 
 impl Drain {
@@ -261,6 +305,7 @@ impl Drain {
             receiving,
             convergence,
             backlog,
+            capacity,
         } = *inputs;
         if !self.is_due(now_ms) {
             return None;
@@ -294,10 +339,10 @@ impl Drain {
             });
         }
         if self.direction == Direction::Forward {
-            let zones = [
-                (self.plan.zone.as_str(), draining, "draining"),
-                (receiving_zone, receiving, "receiving"),
-            ];
+            let mut zones = vec![(receiving_zone, receiving, "receiving")];
+            if self.plan.mode == DrainMode::Maintenance {
+                zones.insert(0, (self.plan.zone.as_str(), draining, "draining"));
+            }
             for (zone, reading, role) in zones {
                 match reading {
                     Reading::Unknown { why } => {
@@ -329,8 +374,53 @@ impl Drain {
                 }
             }
         }
-        Some(DrainAction::Step {
-            blue_units: step_toward(blue_units, target, self.plan.step_units),
+        let next = step_toward(blue_units, target, self.plan.step_units);
+        if self.direction == Direction::Forward
+            && let Some(verdict) = capacity.map(|c| self.capacity_verdict(blue_units, next, c))
+            && verdict.blocks()
+        {
+            return Some(DrainAction::Hold {
+                breach: false,
+                reason: format!("holding: insufficient_capacity: {}", verdict.explain()),
+            });
+        }
+        Some(DrainAction::Step { blue_units: next })
+    }
+
+    /// Whether moving the dial from `blue_units` to `next` fits the receiving zone's capacity.
+    ///
+    /// Why rolling back is not judged: like the guard, a rollback returns users to where they
+    /// were served before the drain began.
+    pub fn capacity_verdict(&self, blue_units: u32, next: u32, c: &CapacityInputs) -> Verdict {
+        let zone_units = |color: Color| match color {
+            Color::Blue => blue_units,
+            Color::Green => c.units - blue_units,
+        };
+        judge(
+            blue_units.abs_diff(next),
+            zone_units(self.plan.color),
+            zone_units(self.receiving_color()),
+            &c.draining,
+            &c.receiving,
+            c.headroom,
+        )
+    }
+
+    /// What an evacuation reports (and logs with each step) about the zone it empties, whose
+    /// health does not hold it. `None` for maintenance drains, where that health is judged.
+    pub fn source_note(&self, draining: &Reading) -> Option<String> {
+        if self.plan.mode != DrainMode::Evacuate {
+            return None;
+        }
+        let zone = &self.plan.zone;
+        Some(match draining {
+            Reading::Known { error_rate, requests } => format!(
+                "evacuating {zone}: its error rate is {:.2}% over {requests} requests (not judged)",
+                error_rate * 100.0
+            ),
+            Reading::Unknown { why } => {
+                format!("evacuating {zone}: its health is unknown ({why}; not judged)")
+            }
         })
     }
 }

@@ -5,6 +5,7 @@
 //! knows tokio, Rocket, rdkafka or serde. Time and randomness arrive as arguments, so every
 //! behaviour here is a function of its inputs and can be tested exhaustively (see `tests/core_*`).
 
+mod capacity;
 mod color;
 mod command;
 mod dial;
@@ -14,6 +15,7 @@ mod lanes;
 mod table;
 mod unit;
 
+pub use capacity::{Capacity, Projection, Verdict, ZoneLoad, judge};
 pub use color::{Color, ColorZones, ParseColorError};
 pub use command::{
     Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, Genesis, MAX_PINS,
@@ -21,8 +23,8 @@ pub use command::{
 };
 pub use dial::{DialError, Share};
 pub use drain::{
-    Direction, Drain, DrainAction, DrainPlan, DrainStatus, Guard, Inputs, MAX_DRAIN_INTERVAL_MS,
-    OnBreach, Reading, StepConvergence, step_toward,
+    CapacityInputs, Direction, Drain, DrainAction, DrainMode, DrainPlan, DrainStatus, Guard,
+    Inputs, MAX_DRAIN_INTERVAL_MS, OnBreach, Reading, StepConvergence, step_toward,
 };
 pub use flag::{
     DEFAULT_FLAG_KEY, FlagError, FlagEvaluation, FlagReason, TargetingKey, evaluate_color_flag,

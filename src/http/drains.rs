@@ -15,8 +15,8 @@ use super::error::{ApiError, json_error};
 use super::tag::Versioned;
 use super::{App, iso8601, now_ms};
 use crate::core::{
-    Color, Command, Drain, DrainPlan, Guard, OnBreach, Reading, RoutingTable, Share,
-    State as CoreState,
+    Capacity, Color, Command, Drain, DrainMode, DrainPlan, Guard, OnBreach, Reading, RoutingTable,
+    Share, State as CoreState,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
 use crate::service::health::ZoneHealth;
@@ -50,6 +50,7 @@ pub fn stage() -> AdHoc {
                         health: Arc::clone(&app.health),
                         subscribers: Arc::clone(&app.subscribers),
                         lanes: Arc::clone(&app.lanes),
+                        capacities: Arc::clone(&app.capacities),
                         convergence_fraction: app.config.drain.convergence_fraction,
                         convergence_timeout_ms: app.config.drain.convergence_timeout_ms,
                         tick: Duration::from_millis(app.config.drain.tick_ms),
@@ -159,6 +160,27 @@ fn health_body(h: &ZoneHealth) -> Value {
     })
 }
 
+/// A zone's load and capacity. Unknown values are `null` with the reason, never a number.
+fn capacity_body(load: &crate::core::ZoneLoad, headroom: f64) -> Value {
+    let (capacity, capacity_unknown) = match &load.capacity {
+        Capacity::Unchecked => (Value::Null, Value::Null),
+        Capacity::Unknown { why } => (Value::Null, json!(why)),
+        Capacity::Rps(rps) => (json!(rps), Value::Null),
+    };
+    json!({
+        "checked": load.capacity != Capacity::Unchecked,
+        "load_rps": load.load_rps.as_ref().ok(),
+        "load_unknown_reason": load.load_rps.as_ref().err(),
+        "capacity_rps": capacity,
+        "capacity_unknown_reason": capacity_unknown,
+        "allowed_rps": match &load.capacity {
+            Capacity::Rps(rps) => json!(rps * (1.0 - headroom)),
+            _ => Value::Null,
+        },
+        "headroom": headroom,
+    })
+}
+
 fn zone_state(
     state: &CoreState,
     zone: &str,
@@ -229,10 +251,14 @@ fn get_zone_history(app: &State<App>, caller: Caller) -> Result<Json<Value>, Api
 async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     let health = Arc::clone(&app.health);
+    let capacities = Arc::clone(&app.capacities);
     let zones = app.config.zones.clone();
     let now = now_ms();
     let readings = rocket::tokio::task::spawn_blocking(move || {
-        [Color::Blue, Color::Green].map(|c| (c, health.zone(zones.zone_of(c), now)))
+        [Color::Blue, Color::Green].map(|c| {
+            let zone = zones.zone_of(c);
+            (c, health.zone(zone, now), capacities.zone(zone, now))
+        })
     })
     .await
     .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
@@ -241,7 +267,7 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
     let share = table.share();
     let zones: Vec<Value> = readings
         .iter()
-        .map(|(color, h)| {
+        .map(|(color, h, load)| {
             let units = match color {
                 Color::Blue => share.blue_units,
                 Color::Green => share.green_units(),
@@ -254,6 +280,7 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
                 "units": units,
             });
             body.as_object_mut().unwrap().extend(health_body(h).as_object().unwrap().clone());
+            body["capacity"] = capacity_body(load, app.capacities.headroom());
             body
         })
         .collect();
@@ -277,6 +304,7 @@ pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
         "id": drain.id,
         "zone": drain.plan.zone,
         "color": drain.plan.color.as_str(),
+        "mode": drain.plan.mode.as_str(),
         "receiving_zone": table.zone_of(drain.receiving_color()),
         "state": drain.state_name(),
         "direction": match drain.direction { crate::core::Direction::Forward => "forward", crate::core::Direction::Back => "back" },
@@ -325,11 +353,14 @@ struct DrainRequest {
     interval: Option<String>,
     #[serde(default)]
     guard: GuardRequest,
+    /// `maintenance` (the default) or `evacuate`.
+    mode: Option<String>,
     reason: String,
     expected_version: Option<u64>,
 }
 
 /// Turns the request's zone-share terms into a plan in blue units, filling in config defaults.
+#[allow(clippy::too_many_arguments)]
 fn plan_from(
     app: &App,
     table: &RoutingTable,
@@ -338,8 +369,16 @@ fn plan_from(
     step_percent: Option<f64>,
     interval: Option<&str>,
     guard: &GuardRequest,
+    mode: DrainMode,
 ) -> Result<DrainPlan, ApiError> {
-    let defaults = &app.config.drain;
+    let config = &app.config.drain;
+    let (default_step, default_interval, default_guard) = match mode {
+        DrainMode::Maintenance => (config.step_percent, config.interval_ms, config.guard),
+        DrainMode::Evacuate => {
+            let e = &config.evacuate;
+            (e.step_percent, e.interval_ms, e.guard)
+        }
+    };
     let invalid = |what: String| ApiError::bad_request("invalid_drain", what);
     let color = app.config.zones.color_in(zone).ok_or_else(|| {
         ApiError::bad_request(
@@ -357,14 +396,14 @@ fn plan_from(
         Color::Blue => target.blue_units,
         Color::Green => units - target.blue_units,
     };
-    let step = Share::from_percent(step_percent.unwrap_or(defaults.step_percent), units)
+    let step = Share::from_percent(step_percent.unwrap_or(default_step), units)
         .map_err(|e| invalid(format!("step_percent: {e}")))?;
     if step.blue_units == 0 {
         return Err(invalid("step_percent must move at least one unit".into()));
     }
     let interval_ms = match interval {
         Some(text) => parse_duration_ms(text).map_err(|e| invalid(format!("interval: {e}")))?,
-        None => defaults.interval_ms,
+        None => default_interval,
     };
     if interval_ms < 10 {
         return Err(invalid("interval must be at least 10ms".into()));
@@ -376,7 +415,7 @@ fn plan_from(
         )));
     }
     let on_breach = match guard.on_breach.as_deref() {
-        None => defaults.guard.on_breach,
+        None => default_guard.on_breach,
         Some("pause") => OnBreach::Pause,
         Some("rollback") => OnBreach::Rollback,
         Some(other) => {
@@ -385,7 +424,7 @@ fn plan_from(
             )));
         }
     };
-    let max_error_rate = guard.max_error_rate.unwrap_or(defaults.guard.max_error_rate);
+    let max_error_rate = guard.max_error_rate.unwrap_or(default_guard.max_error_rate);
     if !(0.0..=1.0).contains(&max_error_rate) {
         return Err(invalid(format!(
             "guard.max_error_rate must be between 0 and 1 (0.02 = 2%), got {max_error_rate}"
@@ -399,10 +438,11 @@ fn plan_from(
         interval_ms,
         guard: Guard {
             max_error_rate,
-            min_requests: guard.min_requests.unwrap_or(defaults.guard.min_requests),
-            breaches: guard.breaches.unwrap_or(defaults.guard.breaches),
+            min_requests: guard.min_requests.unwrap_or(default_guard.min_requests),
+            breaches: guard.breaches.unwrap_or(default_guard.breaches),
             on_breach,
         },
+        mode,
     })
 }
 
@@ -430,6 +470,15 @@ async fn post_drain(
 ) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    let mode = match r.mode.as_deref() {
+        None => DrainMode::Maintenance,
+        Some(text) => DrainMode::parse(text).ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_drain",
+                format!("mode: `{text}` is not `maintenance` or `evacuate`"),
+            )
+        })?,
+    };
     let table = app.coordinator.table();
     let plan = plan_from(
         app,
@@ -439,6 +488,7 @@ async fn post_drain(
         r.step_percent,
         r.interval.as_deref(),
         &r.guard,
+        mode,
     )?;
     start_drain(app, by, plan, r.reason, r.expected_version).await
 }
@@ -572,6 +622,7 @@ async fn restore_zone(
         r.step_percent,
         r.interval.as_deref(),
         &r.guard,
+        DrainMode::Maintenance,
     )?;
     start_drain(app, by, plan, r.reason, r.expected_version).await
 }

@@ -8,7 +8,7 @@ use rocket::response::{self, Responder, Response};
 use rocket::serde::json::serde_json::{self, Map, Value, json};
 use rocket::{Catcher, catch, catchers};
 
-use crate::core::{CommandError, TagError, UnitError};
+use crate::core::{CommandError, TagError, UnitError, Verdict};
 use crate::service::coordinator::SubmitError;
 use crate::service::lane_membership::LanesError;
 use crate::store::StoreError;
@@ -36,6 +36,27 @@ impl ApiError {
     pub fn with(mut self, key: &str, value: Value) -> ApiError {
         self.extra.insert(key.to_owned(), value);
         self
+    }
+
+    /// 409 `insufficient_capacity`: a dial change that would overload (or cannot be judged
+    /// against) the receiving zone. The detail gives projected and allowed load.
+    pub fn insufficient_capacity(verdict: &Verdict) -> ApiError {
+        let error = ApiError::new(
+            Status::Conflict,
+            "insufficient_capacity",
+            format!("{}; send \"force\": true to move anyway (audited)", verdict.explain()),
+        );
+        match verdict {
+            Verdict::Fits(p) | Verdict::Exceeds(p) => error
+                .with("zone", json!(p.zone))
+                .with("projected_rps", json!(p.projected_rps))
+                .with("allowed_rps", json!(p.allowed_rps)),
+            Verdict::Unknown { zone, .. } => error
+                .with("zone", json!(zone))
+                .with("projected_rps", Value::Null)
+                .with("allowed_rps", Value::Null),
+            Verdict::Unchecked => error,
+        }
     }
 
     pub fn body(&self) -> Value {

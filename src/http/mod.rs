@@ -27,6 +27,7 @@ use rocket::{Build, Rocket};
 
 use crate::config::{Config, HealthSourceConfig};
 use crate::core::{Audit, Command, CommandError, Envelope};
+use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::service::health::{Health, PrometheusSource, Source};
 use crate::service::lane_membership::Lanes;
@@ -53,6 +54,7 @@ pub struct App {
     pub zone_history: Arc<ZoneHistory>,
     /// Signs and checks lane member secrets (`service::member_key`).
     pub member_key: MemberKey,
+    pub capacities: Arc<Capacities>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -70,13 +72,17 @@ impl App {
                 url,
                 error_rate_query,
                 requests_query,
+                load_query,
                 timeout_ms,
-            } => Source::Prometheus(PrometheusSource::new(
-                url,
-                error_rate_query,
-                requests_query.as_deref(),
-                *timeout_ms,
-            )),
+            } => Source::Prometheus(
+                PrometheusSource::new(
+                    url,
+                    error_rate_query,
+                    requests_query.as_deref(),
+                    *timeout_ms,
+                )
+                .with_load_query(load_query),
+            ),
         };
         let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
         let subscribers = Arc::new(Subscribers::new(
@@ -107,6 +113,7 @@ impl App {
             zone_history::SAMPLE_EVERY_MS,
         ));
         let member_key = member_key(&config);
+        let capacities = Arc::new(Capacities::new(Arc::clone(&health), config.capacity.clone()));
         App {
             coordinator,
             config,
@@ -117,6 +124,7 @@ impl App {
             login_limiter: Arc::new(LoginLimiter::new()),
             zone_history,
             member_key,
+            capacities,
             tag_counters,
             metrics,
         }

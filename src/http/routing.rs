@@ -1,6 +1,7 @@
 //! The routing table and the operator API that changes it: dial, pins, audit.
 
 use rocket::fairing::AdHoc;
+use rocket::http::Status;
 use rocket::serde::json::Json;
 use rocket::{State, delete, get, put, routes};
 use serde::{Deserialize, Serialize};
@@ -59,6 +60,9 @@ struct DialRequest {
     blue_units: Option<u64>,
     expected_version: u64,
     reason: String,
+    /// Move even when the receiving zone's capacity says no (audited in the reason).
+    #[serde(default)]
+    force: bool,
 }
 
 #[put("/v1/dial", data = "<request>")]
@@ -81,8 +85,25 @@ async fn put_dial(
         }
     }
     .map_err(|e| ApiError::from(crate::core::CommandError::from(e)))?;
+    let mut reason = request.reason;
+    if app.capacities.is_configured() {
+        let capacities = std::sync::Arc::clone(&app.capacities);
+        let table = app.coordinator.table();
+        let to = share.blue_units;
+        let verdict = rocket::tokio::task::spawn_blocking(move || {
+            capacities.judge_dial(&table, to, super::now_ms())
+        })
+        .await
+        .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+        if verdict.blocks() {
+            if !request.force {
+                return Err(ApiError::insufficient_capacity(&verdict));
+            }
+            reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
+        }
+    }
     let command = Command::SetBlueUnits { blue_units: share.blue_units };
-    submit(app, command, request.expected_version, by, request.reason).await
+    submit(app, command, request.expected_version, by, reason).await
 }
 
 #[derive(Deserialize)]

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::{
-    Audit, Command, CommandError, DrainAction, DrainStatus, Envelope, Inputs, Reading,
+    Audit, Command, CommandError, Direction, DrainAction, DrainStatus, Envelope, Inputs, Reading,
     StepConvergence,
 };
+use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError};
 use crate::service::health::Health;
 use crate::service::lane_membership::Lanes;
@@ -28,6 +29,8 @@ pub struct Runner {
     pub subscribers: Arc<Subscribers>,
     /// The MQ lanes, for the drained zone's backlog (a settling drain waits for it).
     pub lanes: Arc<Lanes>,
+    /// Zone load and capacity: a forward step that would overload the receiving zone holds.
+    pub capacities: Arc<Capacities>,
     /// Required fraction of subscribers on a step's version before the next step (0 = off).
     pub convergence_fraction: f64,
     pub convergence_timeout_ms: u64,
@@ -74,6 +77,7 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
                 receiving: &unread,
                 convergence: &StepConvergence::Disabled,
                 backlog,
+                capacity: None,
             };
             if drain.decide(&inputs) == Some(DrainAction::Complete) {
                 let reason = format!("{}'s message backlog is consumed", drain.plan.zone);
@@ -85,13 +89,20 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         let receiving_zone = table.zone_of(drain.receiving_color()).to_owned();
         let draining_zone = drain.plan.zone.clone();
         let health_for_check = Arc::clone(&health);
+        let capacities = Arc::clone(&runner.capacities);
         let zones = (draining_zone.clone(), receiving_zone.clone());
+        let table_arc = state.table_arc();
+        let color = drain.plan.color;
+        let forward = drain.direction == Direction::Forward;
         let readings = tokio::task::spawn_blocking(move || {
             let h = health_for_check;
-            (h.zone(&zones.0, now).reading, h.zone(&zones.1, now).reading)
+            // Capacity is read only for forward steps: rollbacks are not judged.
+            let capacity =
+                forward.then(|| capacities.drain_inputs(&table_arc, color, now)).flatten();
+            (h.zone(&zones.0, now).reading, h.zone(&zones.1, now).reading, capacity)
         })
         .await;
-        let Ok((draining, receiving)) = readings else { continue };
+        let Ok((draining, receiving, capacity)) = readings else { continue };
         let convergence = match drain.last_step_version {
             Some(version) if runner.convergence_fraction > 0.0 => {
                 let c = subscribers.convergence(version, now);
@@ -122,6 +133,7 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
             receiving: &receiving,
             convergence: &convergence,
             backlog: None,
+            capacity: capacity.as_ref(),
         };
         let Some(action) = drain.decide(&inputs) else {
             continue;
@@ -156,11 +168,23 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         };
         quiet_until.remove(&drain.id);
         let reason = match &command {
-            Command::DrainStep { blue_units, .. } => format!(
-                "step {} of {}: guard passed, moving to {blue_units} blue units",
-                drain.steps_done + 1,
-                drain.steps_total()
-            ),
+            Command::DrainStep { blue_units, .. } => {
+                let mut reason = format!(
+                    "step {} of {}: guard passed, moving to {blue_units} blue units",
+                    drain.steps_done + 1,
+                    drain.steps_total()
+                );
+                if let Some(c) = &capacity {
+                    let verdict = drain.capacity_verdict(table.blue_units(), *blue_units, c);
+                    reason.push_str(&format!("; capacity: {}", verdict.explain()));
+                }
+                if drain.direction == Direction::Forward
+                    && let Some(note) = drain.source_note(&draining)
+                {
+                    reason.push_str(&format!("; {note}"));
+                }
+                reason
+            }
             Command::DrainHold { reason, .. } => reason.clone(),
             _ => String::new(),
         };

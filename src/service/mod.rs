@@ -4,6 +4,7 @@
 //! clock, a `LagSource`, a health source), so none of them knows Rocket or rdkafka. Edges
 //! (`http`, `mq`, `client`, `cli`) call into them; they never call an edge.
 
+pub mod capacity;
 pub mod coordinator;
 pub mod drain_runner;
 pub mod health;

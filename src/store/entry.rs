@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Audit, Color, Command, DrainPlan, Envelope, Genesis, Guard, OnBreach, UnitMode, UnitScheme,
+    Audit, Color, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard, OnBreach, UnitMode,
+    UnitScheme,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -60,6 +61,9 @@ pub enum WireCommand {
         min_requests: u64,
         breaches: u32,
         on_breach: String,
+        /// `evacuate`; absent for maintenance drains (and in logs written before modes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<String>,
     },
     DrainStep {
         drain: u64,
@@ -139,6 +143,7 @@ impl From<&Command> for WireCommand {
                 min_requests: plan.guard.min_requests,
                 breaches: plan.guard.breaches,
                 on_breach: plan.guard.on_breach.as_str().to_owned(),
+                mode: (plan.mode != DrainMode::Maintenance).then(|| plan.mode.as_str().to_owned()),
             },
             Command::DrainStep { drain, blue_units } => {
                 WireCommand::DrainStep { drain: *drain, blue_units: *blue_units }
@@ -176,6 +181,7 @@ impl WireCommand {
                 min_requests,
                 breaches,
                 on_breach,
+                mode,
             } => Command::StartDrain {
                 plan: DrainPlan {
                     zone: zone.clone(),
@@ -192,6 +198,11 @@ impl WireCommand {
                             "rollback" => OnBreach::Rollback,
                             other => return Err(format!("unknown on_breach `{other}`")),
                         },
+                    },
+                    mode: match mode.as_deref() {
+                        None => DrainMode::Maintenance,
+                        Some(text) => DrainMode::parse(text)
+                            .ok_or_else(|| format!("unknown drain mode `{text}`"))?,
                     },
                 },
             },

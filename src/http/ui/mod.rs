@@ -278,27 +278,59 @@ fn lanes_page(app: &State<App>, user: Option<SignedIn>) -> Reply {
     Reply::Page(layout(app, &user, "lanes", "MQ lanes", &main))
 }
 
-#[get("/ui/drain")]
-fn drain_page(app: &State<App>, user: Option<SignedIn>) -> Reply {
+/// The drain form; `?mode=evacuate&zone=az-b` (the overview's "Evacuate" action) fills in the
+/// `[drain.evacuate]` defaults and the zone.
+#[get("/ui/drain?<mode>&<zone>")]
+fn drain_page(
+    app: &State<App>,
+    user: Option<SignedIn>,
+    mode: Option<&str>,
+    zone: Option<&str>,
+) -> Reply {
     let Some(user) = user else { return to_login() };
-    let defaults = &app.config.drain;
+    let evacuate = mode == Some("evacuate");
+    let d = &app.config.drain;
+    let (step, interval_ms, guard) = if evacuate {
+        (d.evacuate.step_percent, d.evacuate.interval_ms, d.evacuate.guard)
+    } else {
+        (d.step_percent, d.interval_ms, d.guard)
+    };
     let selected = |on: bool| if on { " selected".to_owned() } else { String::new() };
+    let (title, intro, submit) = if evacuate {
+        (
+            "Evacuate a zone",
+            "An evacuation moves users out of a failing zone step by step. Only the zone receiving them is judged: its error rate and its capacity. The failing zone's errors are logged, never a reason to hold. Defaults come from the <code>[drain.evacuate]</code> configuration.",
+            "Start the evacuation",
+        )
+    } else {
+        (
+            "Start a drain",
+            "A drain moves users out of a zone step by step. Before each step the guard checks the error rate of the zone being drained and of the zone receiving its users. Defaults come from the <code>[drain]</code> configuration.",
+            "Start the drain",
+        )
+    };
     let main = fill(
         DRAIN,
         &[
+            ("title", title.to_owned()),
+            ("intro", intro.to_owned()),
+            ("submit", submit.to_owned()),
+            ("mode", if evacuate { "evacuate" } else { "maintenance" }.to_owned()),
             ("blue_zone", esc(&app.config.zones.blue)),
             ("green_zone", esc(&app.config.zones.green)),
+            ("blue_selected", selected(zone == Some(app.config.zones.blue.as_str()))),
+            ("green_selected", selected(zone == Some(app.config.zones.green.as_str()))),
             ("step", unit_step(app.coordinator.table().units())),
-            ("default_step", trim_number(defaults.step_percent)),
-            ("default_interval", format_duration_ms(defaults.interval_ms)),
-            ("default_max_error", trim_number(defaults.guard.max_error_rate * 100.0)),
-            ("default_min_requests", defaults.guard.min_requests.to_string()),
-            ("default_breaches", defaults.guard.breaches.to_string()),
-            ("pause_selected", selected(defaults.guard.on_breach == OnBreach::Pause)),
-            ("rollback_selected", selected(defaults.guard.on_breach == OnBreach::Rollback)),
+            ("default_step", trim_number(step)),
+            ("default_interval", format_duration_ms(interval_ms)),
+            ("default_max_error", trim_number(guard.max_error_rate * 100.0)),
+            ("default_min_requests", guard.min_requests.to_string()),
+            ("default_breaches", guard.breaches.to_string()),
+            ("pause_selected", selected(guard.on_breach == OnBreach::Pause)),
+            ("rollback_selected", selected(guard.on_breach == OnBreach::Rollback)),
         ],
     );
-    Reply::Page(layout(app, &user, "drain", "Start a drain", &main))
+    Reply::Page(layout(app, &user, "drain", title, &main))
 }
 
 #[get("/ui/audit?<limit>")]

@@ -108,6 +108,46 @@ impl Health {
         (totals, last)
     }
 
+    /// The zone's load in requests per second, or why it is unknown. Outcomes: the requests
+    /// reported in the window over the time the window covers. Prometheus: the load query.
+    /// Blocks on the network with the Prometheus source.
+    pub fn load_rps(&self, zone: &str, now_ms: u64) -> Result<f64, String> {
+        match &self.source {
+            Source::Outcomes => {
+                let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+                let mut requests = 0;
+                let mut span_ms = 0;
+                for color in Color::ALL {
+                    if let Some(w) = windows.get(&(zone.to_owned(), color)) {
+                        requests += w.totals(now_ms).requests();
+                        if w.last_update_ms().is_some() {
+                            span_ms = span_ms.max(w.span_ms(now_ms));
+                        }
+                    }
+                }
+                if requests == 0 {
+                    return Err(format!(
+                        "no outcomes reported for {zone} in the last {}",
+                        crate::duration::format_duration_ms(self.window_ms)
+                    ));
+                }
+                Ok(requests as f64 * 1000.0 / span_ms.max(1) as f64)
+            }
+            Source::Prometheus(prometheus) => prometheus.load(zone),
+        }
+    }
+
+    /// Runs a capacity query for `zone`; only the Prometheus source has queries.
+    pub fn capacity_query(&self, query: &str, zone: &str) -> Result<f64, String> {
+        match &self.source {
+            Source::Outcomes => Err("a capacity query needs the Prometheus health source".into()),
+            Source::Prometheus(prometheus) => match prometheus.query(query, zone)? {
+                rps if rps > 0.0 => Ok(rps),
+                rps => Err(format!("the capacity query for {zone} returned {rps}")),
+            },
+        }
+    }
+
     /// The zone's health now. Blocks on the network with the Prometheus source: call it from a
     /// blocking context.
     pub fn zone(&self, zone: &str, now_ms: u64) -> ZoneHealth {

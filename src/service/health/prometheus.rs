@@ -11,6 +11,7 @@ pub struct PrometheusSource {
     base_url: String,
     error_rate_query: String,
     requests_query: Option<String>,
+    load_query: Option<String>,
     agent: ureq::Agent,
 }
 
@@ -30,7 +31,23 @@ impl PrometheusSource {
             base_url: base_url.trim_end_matches('/').to_owned(),
             error_rate_query: error_rate_query.to_owned(),
             requests_query: requests_query.map(str::to_owned),
+            load_query: None,
             agent,
+        }
+    }
+
+    /// The query of a zone's load in requests per second (capacity checks).
+    pub fn with_load_query(mut self, load_query: &str) -> PrometheusSource {
+        self.load_query = Some(load_query.to_owned());
+        self
+    }
+
+    /// The zone's load in requests per second, or why it is unknown.
+    pub fn load(&self, zone: &str) -> Result<f64, String> {
+        let query = self.load_query.as_deref().ok_or("no load query is configured")?;
+        match self.query(query, zone)? {
+            rps if rps >= 0.0 => Ok(rps),
+            rps => Err(format!("the load query for {zone} returned {rps}")),
         }
     }
 
@@ -62,7 +79,7 @@ impl PrometheusSource {
     }
 
     /// Runs one instant query and returns its single sample value.
-    fn query(&self, template: &str, zone: &str) -> Result<f64, String> {
+    pub fn query(&self, template: &str, zone: &str) -> Result<f64, String> {
         let query = template.replace("$zone", zone);
         let url = format!("{}/api/v1/query", self.base_url);
         let mut response = self

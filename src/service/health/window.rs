@@ -19,6 +19,7 @@ struct Bucket {
 pub struct Window {
     bucket_ms: u64,
     buckets: [Bucket; BUCKETS],
+    first_update_ms: Option<u64>,
     last_update_ms: Option<u64>,
 }
 
@@ -44,7 +45,12 @@ impl Totals {
 impl Window {
     pub fn new(window_ms: u64) -> Window {
         let bucket_ms = (window_ms / BUCKETS as u64).max(1);
-        Window { bucket_ms, buckets: [Bucket::default(); BUCKETS], last_update_ms: None }
+        Window {
+            bucket_ms,
+            buckets: [Bucket::default(); BUCKETS],
+            first_update_ms: None,
+            last_update_ms: None,
+        }
     }
 
     pub fn record(&mut self, now_ms: u64, ok: u64, error: u64) {
@@ -55,7 +61,18 @@ impl Window {
         }
         slot.ok = slot.ok.saturating_add(ok);
         slot.error = slot.error.saturating_add(error);
+        self.first_update_ms.get_or_insert(now_ms);
         self.last_update_ms = Some(now_ms);
+    }
+
+    /// How long the counts in [`Window::totals`] cover: the whole window, or less while the
+    /// first report is younger than the window (so a rate is not diluted by time before it).
+    pub fn span_ms(&self, now_ms: u64) -> u64 {
+        let window = self.bucket_ms * BUCKETS as u64;
+        match self.first_update_ms {
+            None => window,
+            Some(first) => (now_ms.saturating_sub(first) + self.bucket_ms).min(window),
+        }
     }
 
     pub fn totals(&self, now_ms: u64) -> Totals {
@@ -87,6 +104,15 @@ mod tests {
         assert_eq!(w.totals(61_500), Totals { ok: 50, error: 50 });
         assert_eq!(w.totals(200_000), Totals::default());
         assert_eq!(w.totals(200_000).error_rate(), None);
+    }
+
+    #[test]
+    fn the_span_grows_until_the_window_is_full() {
+        let mut w = Window::new(60_000);
+        w.record(10_000, 1, 0);
+        assert_eq!(w.span_ms(10_000), 1_000);
+        assert_eq!(w.span_ms(20_000), 11_000);
+        assert_eq!(w.span_ms(100_000), 60_000);
     }
 
     #[test]

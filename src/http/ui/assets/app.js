@@ -395,6 +395,14 @@
     down: '✕ Down',
   };
 
+  // Load against capacity less headroom; unknown is said, never shown as fine.
+  function capacityLine(c) {
+    if (!c || !c.checked) return null;
+    const load = c.load_rps === null || c.load_rps === undefined ? 'unknown' : Math.round(c.load_rps) + ' rps';
+    const allowed = c.allowed_rps === null || c.allowed_rps === undefined ? 'unknown (' + (c.capacity_unknown_reason || 'no reading') + ')' : Math.round(c.allowed_rps) + ' rps';
+    return el('p', { class: 'capacity' }, 'Load ' + load + ' of ' + allowed + ' allowed');
+  }
+
   function renderZones() {
     const z = view.zones;
     $('zones-window').textContent = 'error rate and requests over the last ' + z.window + '; charts: last 5 minutes, sampled by tidegate every ' + (view.historyEvery || '2s');
@@ -410,7 +418,11 @@
           el('div', {}, el('dt', {}, 'Error rate'), el('dd', { class: known ? '' : 'muted' }, known ? pct(zone.error_rate * 100, 2) : 'unknown')),
           el('div', {}, el('dt', {}, 'Requests (' + z.window + ')'), el('dd', {}, count(zone.requests)))),
         known ? null : el('p', { class: 'unknown' }, '? Health unknown: ' + (zone.unknown_reason || 'no reading') + '.'),
-        chart(view.history[zone.zone] || []));
+        capacityLine(zone.capacity),
+        chart(view.history[zone.zone] || []),
+        CAN_CHANGE && zone.share_percent > 0
+          ? el('p', {}, el('a', { class: 'button-link warn', id: 'evacuate-' + zone.zone, href: '/ui/drain?mode=evacuate&zone=' + encodeURIComponent(zone.zone) }, 'Evacuate ' + zone.zone + '…'))
+          : null);
     });
     $('zones').replaceChildren(...cards);
   }
@@ -835,6 +847,7 @@
     if (!problems.interval && /^\d+\s*ms$/.test(v('f-interval')) && parseInt(v('f-interval'), 10) < 10) problems.interval = 'The interval must be at least 10ms.';
     const request = {
       zone: v('f-zone'),
+      mode: v('f-mode') || 'maintenance',
       target_percent: Number(v('f-target')),
       step_percent: Number(v('f-step')),
       interval: v('f-interval').replace(/\s+/g, ''),
