@@ -474,6 +474,7 @@ pub struct Config {
     /// The OpenFeature key of the colour flag.
     pub flag_key: String,
     pub edge: EdgeConfig,
+    pub capacity: CapacityConfig,
 }
 
 /// The validated `[edge]` section (used only by `tidegate edge`).
@@ -495,7 +496,6 @@ pub struct EdgeConfig {
     pub subscriber_id: Option<String>,
     /// Bearer token for the coordinator, when it requires service tokens for reads.
     pub token: Option<String>,
-    pub capacity: CapacityConfig,
 }
 
 /// Where a zone's capacity comes from.

@@ -105,7 +105,7 @@ fn fixture_scenarios() {
                 Some(DrainAction::Step { blue_units }) => {
                     s = apply(&s, now, &runner, Command::DrainStep { drain: drain.id, blue_units })
                 }
-                Some(DrainAction::Hold { breach, reason }) => {
+                Some(DrainAction::Hold { breach, reason, .. }) => {
                     s = apply(
                         &s,
                         now,

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use tidegate::core::{
-    Audit, Color, ColorZones, Command, DrainPlan, Envelope, Genesis, Guard, OnBreach, UnitMode,
-    UnitScheme, step_toward,
+    Audit, Color, ColorZones, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard, OnBreach,
+    UnitMode, UnitScheme, step_toward,
 };
 use tidegate::service::coordinator::{AUDIT_IN_MEMORY, Boot, Coordinator, Started};
 use tidegate::store::{FileLog, LOG_FILE, SNAPSHOT_FILE, Snapshots};
@@ -72,6 +72,8 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                     target_blue_units: *target,
                     step_units: *step,
                     interval_ms: 1000,
+                    // Both modes, so the snapshot must carry the mode to match the replay.
+                    mode: if *step % 2 == 0 { DrainMode::Evacuate } else { DrainMode::Maintenance },
                     guard: Guard {
                         max_error_rate: 0.1 / 3.0,
                         min_requests: 10,

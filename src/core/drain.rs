@@ -381,6 +381,7 @@ impl Drain {
         {
             return Some(DrainAction::Hold {
                 breach: false,
+                zone: receiving_zone.to_owned(),
                 reason: format!("holding: insufficient_capacity: {}", verdict.explain()),
             });
         }

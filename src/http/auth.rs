@@ -20,6 +20,7 @@ use subtle::ConstantTimeEq;
 
 use std::sync::Arc;
 
+use super::App;
 use super::error::ApiError;
 use super::ui::session::{CSRF_HEADER, Csrf, Session};
 use crate::config::{Config, OperatorEntry, Role};
@@ -247,9 +248,10 @@ impl<'r> FromRequest<'r> for Caller {
             return Outcome::Success(Caller::identify(config, Some(authorization)));
         }
         // The edge has no UI and so no sessions: only the coordinator's `App` keeps revocations.
-        let session = request.rocket().state::<App>().and_then(|app| {
-            Session::read(request.cookies(), &app.revocations, super::now_ms())
-        });
+        let session = request
+            .rocket()
+            .state::<App>()
+            .and_then(|app| Session::read(request.cookies(), &app.revocations, super::now_ms()));
         let caller = match session {
             Some(session) => Caller::from_session(config, &session, headers.get_one(CSRF_HEADER)),
             None => Caller::Anonymous,

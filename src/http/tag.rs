@@ -88,7 +88,12 @@ pub(crate) fn user_id_param<'q>(origin: &'q Origin<'_>) -> Result<Option<Cow<'q,
 fn tag_one(app: &State<App>, caller: Caller, origin: &Origin<'_>) -> Result<Tagged, ApiError> {
     caller.require_reader(&app.config)?;
     let user_id = user_id_param(origin)?;
-    tag_one_with(&app.coordinator.table(), app.config.fallback, &app.tag_counters, user_id.as_deref())
+    tag_one_with(
+        &app.coordinator.table(),
+        app.config.fallback,
+        &app.tag_counters,
+        user_id.as_deref(),
+    )
 }
 
 /// `GET /v1/tag` against `table`: shared by the coordinator and the edge.

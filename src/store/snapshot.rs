@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Color, ColorZones, Direction, Drain, DrainPlan, DrainStatus, Guard, OnBreach, RoutingTable,
-    State,
+    Color, ColorZones, Direction, Drain, DrainMode, DrainPlan, DrainStatus, Guard, OnBreach,
+    RoutingTable, State,
 };
 
 use super::entry::{LogEntry, scheme_of};
@@ -137,6 +137,9 @@ struct WireDrain {
     min_requests: u64,
     breaches: u32,
     on_breach: String,
+    /// `maintenance` or `evacuate` (snapshots written before evacuations had only the former).
+    #[serde(default = "maintenance")]
+    mode: String,
     start_blue_units: u32,
     status: String,
     direction: String,
@@ -249,6 +252,7 @@ fn wire_drain(d: &Drain) -> WireDrain {
         min_requests: d.plan.guard.min_requests,
         breaches: d.plan.guard.breaches,
         on_breach: d.plan.guard.on_breach.as_str().to_owned(),
+        mode: d.plan.mode.as_str().to_owned(),
         start_blue_units: d.start_blue_units,
         status: status_name(d.status).to_owned(),
         direction: match d.direction {
@@ -309,6 +313,8 @@ fn core_drain(w: WireDrain) -> Result<Drain, String> {
     Ok(Drain {
         id: w.id,
         plan: DrainPlan {
+            mode: DrainMode::parse(&w.mode)
+                .ok_or_else(|| format!("unknown drain mode {}", w.mode))?,
             zone: w.zone,
             color: w.color.parse::<Color>().map_err(|e| e.to_string())?,
             target_blue_units: w.target_blue_units,
@@ -336,4 +342,8 @@ fn core_drain(w: WireDrain) -> Result<Drain, String> {
         reason: w.reason,
         finished_ms: w.finished_ms,
     })
+}
+
+fn maintenance() -> String {
+    DrainMode::Maintenance.as_str().to_owned()
 }
