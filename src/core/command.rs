@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::color::{Color, ColorZones};
 use super::dial::{DialError, Share, percent_of};
 use super::drain::{Direction, Drain, DrainMode, DrainPlan, DrainStatus, OnBreach, step_toward};
+use super::plan::{self, Plan, StoredPlan};
 use super::table::RoutingTable;
 use super::unit::{UnitError, UnitScheme};
 use super::validate_user_id;
@@ -77,6 +78,10 @@ pub enum Command {
     CompleteDrain {
         drain: u64,
     },
+    /// Store (or replace) a prepared plan under its name.
+    PutPlan {
+        plan: Plan,
+    },
 }
 
 impl Command {
@@ -94,6 +99,7 @@ impl Command {
             Command::AbortDrain { .. } => "drain_abort",
             Command::RollbackDrain { .. } => "drain_rollback",
             Command::CompleteDrain { .. } => "drain_complete",
+            Command::PutPlan { .. } => "plan_put",
         }
     }
 }
@@ -154,6 +160,8 @@ pub enum CommandError {
     DrainStepMismatch { id: u64, expected: u32, got: u32 },
     #[error("invalid drain: {0}")]
     InvalidDrain(String),
+    #[error("invalid plan: {0}")]
+    InvalidPlan(String),
 }
 
 /// How many finished drains the state remembers (active drains are always kept).
@@ -168,6 +176,7 @@ pub struct State {
     table: Arc<RoutingTable>,
     drains: Arc<BTreeMap<u64, Drain>>,
     next_drain_id: u64,
+    plans: Arc<BTreeMap<String, StoredPlan>>,
 }
 
 impl State {
@@ -184,6 +193,7 @@ impl State {
             }),
             drains: Arc::new(BTreeMap::new()),
             next_drain_id: 1,
+            plans: Arc::new(BTreeMap::new()),
         })
     }
 
@@ -212,6 +222,15 @@ impl State {
 
     pub fn version(&self) -> u64 {
         self.table.version
+    }
+
+    /// Every stored plan, by name.
+    pub fn plans(&self) -> impl Iterator<Item = &StoredPlan> {
+        self.plans.values()
+    }
+
+    pub fn plan(&self, name: &str) -> Option<&StoredPlan> {
+        self.plans.get(name)
     }
 
     /// Applies an envelope. `Ok(None)` means the command is valid but changes nothing (moving
@@ -404,6 +423,37 @@ impl State {
                 drain.finished_ms = Some(at_ms);
                 next.insert_drain(drain);
                 ("settling".to_owned(), "completed".to_owned())
+            }
+            Command::PutPlan { plan } => {
+                plan::validate_plan(plan, &self.table.zones, self.table.units())
+                    .map_err(CommandError::InvalidPlan)?;
+                let before = self.plans.get(&plan.name);
+                if before.is_some_and(|p| &p.plan == plan) {
+                    return Ok(None);
+                }
+                let revision = before.map_or(1, |p| p.revision + 1);
+                let from = match before {
+                    Some(p) => format!("plan {} revision {}", plan.name, p.revision),
+                    None => format!("no plan {}", plan.name),
+                };
+                Arc::make_mut(&mut next.plans).insert(
+                    plan.name.clone(),
+                    StoredPlan {
+                        plan: plan.clone(),
+                        revision,
+                        updated_by: envelope.audit.by.clone(),
+                        updated_ms: at_ms,
+                        reason: envelope.audit.reason.clone(),
+                    },
+                );
+                let to = format!(
+                    "plan {} revision {revision}: {} step(s), {} precondition(s), RTO {} ms",
+                    plan.name,
+                    plan.steps.len(),
+                    plan.preconditions.len(),
+                    plan.rto_ms
+                );
+                (from, to)
             }
             Command::RollbackDrain { drain: id } => {
                 let mut drain = self.live_drain(*id, "roll back")?.clone();

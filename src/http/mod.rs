@@ -9,6 +9,7 @@ mod drains;
 pub mod error;
 mod health;
 mod lanes;
+mod plans;
 mod routing;
 mod tag;
 pub mod ui;
@@ -28,6 +29,7 @@ use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::service::health::{Health, PrometheusSource, Source};
 use crate::service::lane_membership::Lanes;
+use crate::service::preconditions::Preconditions;
 use crate::service::subscribers::Subscribers;
 use crate::telemetry::{self, TagCounters};
 use error::ApiError;
@@ -41,6 +43,7 @@ pub struct App {
     pub subscribers: Arc<Subscribers>,
     pub lanes: Arc<Lanes>,
     pub capacities: Arc<Capacities>,
+    pub preconditions: Arc<Preconditions>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -79,7 +82,18 @@ impl App {
         let lanes =
             Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
         let capacities = Arc::new(Capacities::new(Arc::clone(&health), config.capacity.clone()));
-        App { coordinator, config, health, subscribers, lanes, capacities, tag_counters, metrics }
+        let preconditions = Arc::new(Preconditions::new(Arc::clone(&health), 2_000));
+        App {
+            coordinator,
+            config,
+            health,
+            subscribers,
+            lanes,
+            capacities,
+            preconditions,
+            tag_counters,
+            metrics,
+        }
     }
 }
 
@@ -105,6 +119,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(watch::stage())
         .attach(ui::stage())
         .attach(lanes::stage())
+        .attach(plans::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();

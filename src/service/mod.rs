@@ -9,5 +9,6 @@ pub mod coordinator;
 pub mod drain_runner;
 pub mod health;
 pub mod lane_membership;
+pub mod preconditions;
 pub mod subscribers;
 pub mod table_source;

@@ -11,7 +11,7 @@ mod entry;
 mod file_log;
 mod replay;
 
-pub use entry::{LogEntry, WireCommand};
+pub use entry::{LogEntry, WireCommand, WirePlan, WirePrecondition, WireStep};
 pub use file_log::{FileLog, LOG_FILE, Opened, encode_line};
 pub use replay::{AuditRecord, ReplayError, Replayed, replay};
 
