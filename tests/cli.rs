@@ -124,3 +124,42 @@ fn client_commands_print_summaries_and_errors() {
     let unreachable = fails(tidegate(&["dial", "get"], "http://127.0.0.1:9", None));
     assert!(unreachable.contains("cannot reach tidegate"), "{unreachable}");
 }
+
+#[test]
+fn plans_list_show_and_dry_run_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("t.toml");
+    std::fs::write(
+        &config,
+        config_toml("[drain]\ninterval = \"1h\"\n[zones.az-a]\ncapacity_rps = 100000"),
+    )
+    .unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.as_str();
+    assert!(ok(tidegate(&["plans"], url, None)).contains("no plans"));
+    let version = get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    let (status, body) = put_json(
+        &format!("{url}/v1/plans/az-b-failing"),
+        OPERATOR_TOKEN,
+        serde_json::json!({
+            "expected_version": version, "reason": "reviewed", "rto": "2m",
+            "steps": [{"type": "evacuate", "zone": "az-b", "to_percent": 0}]
+        }),
+    );
+    assert_eq!(status, 200, "{body}");
+    let list = ok(tidegate(&["plans", "list"], url, None));
+    assert!(
+        list.contains("az-b-failing (revision 1): 1 step(s), 0 precondition(s), RTO 2m"),
+        "{list}"
+    );
+    let show = ok(tidegate(&["plans", "show", "az-b-failing"], url, None));
+    assert!(show.contains("\"type\":\"evacuate\""), "{show}");
+    // No outcomes yet: az-a's load is unknown, so the capacity check holds, and the dry run says so.
+    let dry = ok(tidegate(&["plans", "dry-run", "az-b-failing"], url, None));
+    assert!(dry.contains("would start; expected 5s against an RTO of 2m (fits)"), "{dry}");
+    assert!(dry.contains("blue 50% -> 0% (50% of users move)"), "{dry}");
+    assert!(dry.contains("hold: step 1: would hold: insufficient_capacity"), "{dry}");
+    assert!(dry.contains("current load is unknown"), "{dry}");
+    let missing = fails(tidegate(&["plans", "dry-run", "nope"], url, None));
+    assert!(missing.contains("plan_not_found"), "{missing}");
+}

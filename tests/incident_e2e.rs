@@ -12,19 +12,21 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{Value, json};
 
-/// Requests per 50 ms batch across both zones: 4000 rps in all, split by the current share.
-const BATCH: u64 = 200;
+/// Requests per second across both zones, split by the current share.
+const RATE: f64 = 4000.0;
 
 fn config(capacity_rps: u32) -> String {
     format!(
-        "[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"\n\
+        "[health]\nwindow = \"2s\"\n[drain]\ntick = \"20ms\"\n\
          [drain.evacuate]\nstep_percent = 25.0\ninterval = \"300ms\"\nmin_requests = 20\n\
          [capacity]\nheadroom = 0.1\n[zones.az-a]\ncapacity_rps = {capacity_rps}\n"
     )
 }
 
-/// Posts outcomes every 50 ms as the users' traffic would arrive: each zone gets its share of
-/// `BATCH` requests, and az-b fails 60 % of its own. Posts with a token, as services must.
+/// Posts outcomes about every 50 ms as the users' traffic would arrive: each batch counts the
+/// requests of the time since the previous one (at `RATE`), so the rate tidegate sees does not
+/// depend on how fast this loop runs on a loaded machine. Each zone gets its share, and az-b
+/// fails 60 % of its own. Posts with a token, as services must.
 struct Traffic {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -41,29 +43,33 @@ impl Traffic {
             let agent = agent();
             let mut blue_percent = 50.0;
             let mut n = 0u64;
-            // Batches on a fixed 50 ms schedule, so the rate does not depend on request times.
-            let mut next = Instant::now();
+            let mut last = Instant::now();
             while !s.load(Ordering::SeqCst) {
-                if n.is_multiple_of(2) {
-                    if let Ok(mut r) = agent.get(&format!("{url}/v1/routing")).call() {
-                        let body: Value = r.body_mut().read_json().unwrap();
-                        blue_percent = body["blue_percent"].as_f64().unwrap();
-                    }
-                    if let Ok(mut r) = agent.get(&format!("{url}/v1/zones")).call() {
-                        let body: Value = r.body_mut().read_json().unwrap();
-                        for z in body["zones"].as_array().unwrap() {
-                            if z["zone"] == "az-a"
-                                && let Some(rps) = z["capacity"]["load_rps"].as_f64()
-                            {
-                                let mut p = peak.lock().unwrap();
-                                *p = (*p).max(rps);
-                            }
+                if let Ok(mut r) = agent.get(&format!("{url}/v1/routing")).call() {
+                    let body: Value = r.body_mut().read_json().unwrap();
+                    blue_percent = body["blue_percent"].as_f64().unwrap();
+                }
+                if n.is_multiple_of(4)
+                    && let Ok(mut r) = agent.get(&format!("{url}/v1/zones")).call()
+                {
+                    let body: Value = r.body_mut().read_json().unwrap();
+                    for z in body["zones"].as_array().unwrap() {
+                        if z["zone"] == "az-a"
+                            && let Some(rps) = z["capacity"]["load_rps"].as_f64()
+                        {
+                            let mut p = peak.lock().unwrap();
+                            *p = (*p).max(rps);
                         }
                     }
                 }
                 n += 1;
-                let b = (BATCH as f64 * blue_percent / 100.0).round() as u64;
-                let a = BATCH - b;
+                // At most 250 ms per batch: a stalled loop loses traffic rather than bursting.
+                let now = Instant::now();
+                let elapsed = now.duration_since(last).min(Duration::from_millis(250));
+                last = now;
+                let total = (RATE * elapsed.as_secs_f64()).round() as u64;
+                let b = (total as f64 * blue_percent / 100.0).round() as u64;
+                let a = total - b;
                 let b_errors = b * 6 / 10;
                 let body = json!([
                     {"zone": "az-b", "color": "blue", "ok": b - b_errors, "error": b_errors},
@@ -73,8 +79,7 @@ impl Traffic {
                     .post(&format!("{url}/v1/outcomes"))
                     .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
                     .send_json(&body);
-                next += Duration::from_millis(50);
-                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                std::thread::sleep(Duration::from_millis(50));
             }
         });
         Traffic { stop, thread: Some(thread), peak_az_a }
@@ -107,7 +112,7 @@ fn start(dir: &std::path::Path, capacity_rps: u32) -> (Server, Traffic) {
     });
     assert!(ready, "both zones report health and load");
     // A full window of steady traffic before anything is measured or judged.
-    std::thread::sleep(Duration::from_millis(1200));
+    std::thread::sleep(Duration::from_millis(2200));
     (server, traffic)
 }
 
@@ -198,7 +203,7 @@ fn a_failing_zone_holds_maintenance_but_is_evacuated_within_capacity() {
         assert!(step.contains("within its allowed 4500 rps"), "{step}");
     }
     // Let the window see the whole load on az-a, then check it stayed under its capacity.
-    std::thread::sleep(Duration::from_millis(1200));
+    std::thread::sleep(Duration::from_millis(2500));
     let peak = traffic.peak_az_a();
     println!(
         "az-a load: {before:.0} rps before, peak {peak:.0} rps during the run (allowed 4500, capacity 5000)"

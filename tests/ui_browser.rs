@@ -1,7 +1,8 @@
 //! The operator web UI in real headless Chromium, driven over WebDriver (fantoccini and Debian's
 //! chromedriver) against the real tidegate binary: log in, move the dial with confirmation, lose a
-//! version race, start a drain and pause it, look at it as a viewer, log out; and, as a viewer,
-//! watch lane consumers registered through the API appear on the MQ lanes page with their halves.
+//! version race, start a drain and pause it, look at it as a viewer, log out; start an evacuation
+//! from the overview's "Evacuate <zone>" action; and, as a viewer, watch lane consumers
+//! registered through the API appear on the MQ lanes page with their halves.
 //!
 //! Screenshots go to `ci-artifacts/screenshots/` (git-ignored; CI keeps the folder). A missing
 //! chromium or chromedriver fails the test: `scripts/test.sh` installs both.
@@ -682,6 +683,59 @@ async fn the_overview_tells_the_truth_in_an_incident_in_chromium() {
     assert_eq!(visible, json!(["col-when", "col-who", "col-action", "col-reason"]));
     shot(&c, "12-audit-phone").await;
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evacuate_on_the_overview_starts_an_evacuation_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    let toml = "[drain]\ninterval = \"30s\"\n[drain.evacuate]\ninterval = \"20s\"\n[zones.az-a]\ncapacity_rps = 100000\n";
+    std::fs::write(&config_file, config_toml(toml)).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    report_outcomes(&base, 0);
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1400).await.unwrap();
+
+    // A viewer gets no Evacuate action.
+    log_in(&c, &base, "victor", VIEWER_TOKEN).await;
+    wait_for(&c, "both zones", "document.querySelectorAll('#zones .zone').length === 2").await;
+    assert_eq!(js(&c, "return !!document.getElementById('evacuate-az-b')").await, json!(false));
+    click(&c, "#logout").await;
+    wait_for(&c, "the logged-out login page", "document.getElementById('login-notice')").await;
+
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+    wait_for(&c, "the Evacuate action", "document.getElementById('evacuate-az-b')").await;
+    assert_eq!(text(&c, "#evacuate-az-b").await, "Evacuate az-b…");
+    // az-a has a capacity: its card shows the load against what it may carry.
+    wait_for(&c, "az-a's capacity line", "document.querySelector('#zone-az-a .capacity')").await;
+    assert!(text(&c, "#zone-az-a .capacity").await.contains("of 90000 rps allowed"));
+    shot(&c, "13-evacuate-action").await;
+    click(&c, "#evacuate-az-b").await;
+    wait_for(&c, "the evacuation form", "document.getElementById('drain-form')").await;
+    assert_eq!(text(&c, "#drain-form-title").await, "Evacuate a zone");
+    let value = |css: &'static str| {
+        let c = c.clone();
+        async move { c.find(Locator::Css(css)).await.unwrap().prop("value").await.unwrap() }
+    };
+    assert_eq!(value("#f-mode").await.as_deref(), Some("evacuate"));
+    assert_eq!(value("#f-zone").await.as_deref(), Some("az-b"));
+    assert_eq!(value("#f-interval").await.as_deref(), Some("20s"), "[drain.evacuate] defaults");
+    type_into(&c, "#f-reason", "browser test: az-b is failing").await;
+    shot(&c, "14-evacuate-form").await;
+    click(&c, "#drain-submit").await;
+    wait_for(
+        &c,
+        "the overview with the drain",
+        "location.pathname === '/ui' && document.getElementById('drain-state')",
+    )
+    .await;
+    let current = get_json(&format!("{base}/v1/drains/current")).1;
+    assert_eq!(
+        (current["mode"].as_str(), current["zone"].as_str()),
+        (Some("evacuate"), Some("az-b"))
+    );
+    assert_eq!(current["interval_ms"], 20_000);
+    assert_eq!(audit_by(&base, "drain_start"), vec!["alice"]);
     c.close().await.unwrap();
     drop(driver);
     drop(server);

@@ -424,3 +424,113 @@ pub fn restore(
     client.print(&value, |d| format!("restoring: {}", drain_line(d)));
     Ok(())
 }
+
+// ---- plans ----
+
+fn plan_line(p: &Value) -> String {
+    format!(
+        "{} (revision {}): {} step(s), {} precondition(s), RTO {}; by {} at {}: {}",
+        p["name"].as_str().unwrap_or("?"),
+        p["revision"],
+        p["steps"].as_array().map_or(0, Vec::len),
+        p["preconditions"].as_array().map_or(0, Vec::len),
+        p["rto"].as_str().unwrap_or("?"),
+        p["updated_by"].as_str().unwrap_or("?"),
+        p["updated_at"].as_str().unwrap_or("?"),
+        p["reason"].as_str().unwrap_or(""),
+    )
+}
+
+pub fn plans_list(args: &ClientArgs) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let value = client.call("GET", "/v1/plans", None)?;
+    client.print(&value, |v| {
+        let plans = v["plans"].as_array().cloned().unwrap_or_default();
+        if plans.is_empty() {
+            return "no plans (PUT /v1/plans/{name} stores one)".to_owned();
+        }
+        plans.iter().map(plan_line).collect::<Vec<_>>().join("\n")
+    });
+    Ok(())
+}
+
+pub fn plan_show(args: &ClientArgs, name: &str) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let value = client.call("GET", &format!("/v1/plans/{}", encode(name)), None)?;
+    client.print(&value, |p| {
+        let mut out = plan_line(p);
+        for c in p["preconditions"].as_array().into_iter().flatten() {
+            let check = match (c["promql"].as_str(), c["http"].as_str()) {
+                (Some(q), _) => format!("promql {q}"),
+                (_, Some(u)) => format!("http {u}"),
+                _ => "?".to_owned(),
+            };
+            out.push_str(&format!(
+                "\n  precondition {}: {check}",
+                c["name"].as_str().unwrap_or("?")
+            ));
+        }
+        for (i, s) in p["steps"].as_array().into_iter().flatten().enumerate() {
+            out.push_str(&format!("\n  {}. {s}", i + 1));
+        }
+        out
+    });
+    Ok(())
+}
+
+pub fn plan_dry_run(args: &ClientArgs, name: &str) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let value =
+        client.call("POST", &format!("/v1/plans/{}/dry-run", encode(name)), Some(json!({})))?;
+    client.print(&value, |d| {
+        let mut out = format!(
+            "dry run of {} (revision {}): {}; expected {} against an RTO of {} ({})",
+            d["plan"].as_str().unwrap_or("?"),
+            d["revision"],
+            if d["would_start"] == true { "would start" } else { "would NOT start" },
+            d["expected_duration"].as_str().unwrap_or("?"),
+            d["rto"].as_str().unwrap_or("?"),
+            if d["fits_rto"] == true { "fits" } else { "MISSES" },
+        );
+        for c in d["preconditions"].as_array().into_iter().flatten() {
+            let result = match c["passed"].as_bool() {
+                Some(true) => "true".to_owned(),
+                Some(false) => "false".to_owned(),
+                None => format!("unknown ({})", c["error"].as_str().unwrap_or("?")),
+            };
+            out.push_str(&format!(
+                "\n  precondition {}: {result}",
+                c["name"].as_str().unwrap_or("?")
+            ));
+        }
+        for s in d["steps"].as_array().into_iter().flatten() {
+            let c = &s["capacity"];
+            let capacity = match c["verdict"].as_str() {
+                Some("fits") | Some("exceeds") => format!(
+                    "; {} {} -> {} rps of {} allowed",
+                    c["zone"].as_str().unwrap_or("?"),
+                    num(&c["current_rps"].as_f64().map(f64::round).into()),
+                    num(&c["projected_rps"].as_f64().map(f64::round).into()),
+                    num(&c["allowed_rps"].as_f64().map(f64::round).into()),
+                ),
+                Some("unknown") => {
+                    format!("; capacity unknown: {}", c["detail"].as_str().unwrap_or("?"))
+                }
+                _ => String::new(),
+            };
+            out.push_str(&format!(
+                "\n  {}. {}: blue {}% -> {}% ({}% of users move){capacity}",
+                s["index"].as_u64().unwrap_or(0) + 1,
+                s["description"].as_str().unwrap_or("?"),
+                num(&s["blue_percent_before"]),
+                num(&s["blue_percent_after"]),
+                num(&s["users_moved_percent"]),
+            ));
+        }
+        for h in d["holds"].as_array().into_iter().flatten() {
+            out.push_str(&format!("\n  hold: {}", h.as_str().unwrap_or("?")));
+        }
+        out
+    });
+    Ok(())
+}

@@ -82,6 +82,13 @@ pub enum Commands {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Prepared plans: list them, show one, or dry-run one (changes nothing).
+    Plans {
+        #[command(subcommand)]
+        action: Option<PlansCommand>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Manage operator tokens.
     Token {
         #[command(subcommand)]
@@ -178,6 +185,16 @@ pub enum DialAction {
         #[command(flatten)]
         client: ClientArgs,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PlansCommand {
+    /// List the stored plans (the default).
+    List,
+    /// Show one plan's preconditions and steps.
+    Show { name: String },
+    /// What running the plan now would do: users moved, projected load, duration vs RTO, holds.
+    DryRun { name: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -315,6 +332,11 @@ pub fn run(cli: Cli) -> ExitCode {
             DrainCommand::Complete(a) => {
                 client::drain_control(&a.client, a.id, "complete", &a.reason)
             }
+        },
+        Commands::Plans { action, client } => match action {
+            None | Some(PlansCommand::List) => client::plans_list(&client),
+            Some(PlansCommand::Show { name }) => client::plan_show(&client, &name),
+            Some(PlansCommand::DryRun { name }) => client::plan_dry_run(&client, &name),
         },
         Commands::Zones { action: None, client } => client::zones(&client),
         Commands::Zones {

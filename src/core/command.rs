@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::color::{Color, ColorZones};
 use super::dial::{DialError, Share, percent_of};
 use super::drain::{Direction, Drain, DrainMode, DrainPlan, DrainStatus, OnBreach, step_toward};
+use super::plan::{self, Plan, StoredPlan};
 use super::table::RoutingTable;
 use super::unit::{UnitError, UnitScheme};
 use super::validate_user_id;
@@ -77,6 +78,10 @@ pub enum Command {
     CompleteDrain {
         drain: u64,
     },
+    /// Store (or replace) a prepared plan under its name.
+    PutPlan {
+        plan: Plan,
+    },
 }
 
 impl Command {
@@ -109,6 +114,7 @@ impl Command {
             Command::AbortDrain { .. } => "drain_abort",
             Command::RollbackDrain { .. } => "drain_rollback",
             Command::CompleteDrain { .. } => "drain_complete",
+            Command::PutPlan { .. } => "plan_put",
         }
     }
 }
@@ -169,6 +175,8 @@ pub enum CommandError {
     DrainStepMismatch { id: u64, expected: u32, got: u32 },
     #[error("invalid drain: {0}")]
     InvalidDrain(String),
+    #[error("invalid plan: {0}")]
+    InvalidPlan(String),
 }
 
 /// How many finished drains the state remembers (active drains are always kept).
@@ -183,6 +191,7 @@ pub struct State {
     table: Arc<RoutingTable>,
     drains: Arc<BTreeMap<u64, Drain>>,
     next_drain_id: u64,
+    plans: Arc<BTreeMap<String, StoredPlan>>,
 }
 
 impl State {
@@ -199,6 +208,7 @@ impl State {
             }),
             drains: Arc::new(BTreeMap::new()),
             next_drain_id: 1,
+            plans: Arc::new(BTreeMap::new()),
         })
     }
 
@@ -237,12 +247,27 @@ impl State {
     /// A state from its parts, as a snapshot of an earlier replay stores them. Only the store
     /// calls this, with parts that a replay through [`State::apply`] produced and a checksum
     /// guarded; the log after the snapshot is then applied as usual.
-    pub fn restore(table: RoutingTable, drains: Vec<Drain>, next_drain_id: u64) -> State {
+    pub fn restore(
+        table: RoutingTable,
+        drains: Vec<Drain>,
+        next_drain_id: u64,
+        plans: Vec<StoredPlan>,
+    ) -> State {
         State {
             table: Arc::new(table),
             drains: Arc::new(drains.into_iter().map(|d| (d.id, d)).collect()),
             next_drain_id,
+            plans: Arc::new(plans.into_iter().map(|p| (p.plan.name.clone(), p)).collect()),
         }
+    }
+
+    /// Every stored plan, by name.
+    pub fn plans(&self) -> impl Iterator<Item = &StoredPlan> {
+        self.plans.values()
+    }
+
+    pub fn plan(&self, name: &str) -> Option<&StoredPlan> {
+        self.plans.get(name)
     }
 
     /// Applies an envelope. `Ok(None)` means the command is valid but changes nothing (moving
@@ -435,6 +460,37 @@ impl State {
                 drain.finished_ms = Some(at_ms);
                 next.insert_drain(drain);
                 ("settling".to_owned(), "completed".to_owned())
+            }
+            Command::PutPlan { plan } => {
+                plan::validate_plan(plan, &self.table.zones, self.table.units())
+                    .map_err(CommandError::InvalidPlan)?;
+                let before = self.plans.get(&plan.name);
+                if before.is_some_and(|p| &p.plan == plan) {
+                    return Ok(None);
+                }
+                let revision = before.map_or(1, |p| p.revision + 1);
+                let from = match before {
+                    Some(p) => format!("plan {} revision {}", plan.name, p.revision),
+                    None => format!("no plan {}", plan.name),
+                };
+                Arc::make_mut(&mut next.plans).insert(
+                    plan.name.clone(),
+                    StoredPlan {
+                        plan: plan.clone(),
+                        revision,
+                        updated_by: envelope.audit.by.clone(),
+                        updated_ms: at_ms,
+                        reason: envelope.audit.reason.clone(),
+                    },
+                );
+                let to = format!(
+                    "plan {} revision {revision}: {} step(s), {} precondition(s), RTO {} ms",
+                    plan.name,
+                    plan.steps.len(),
+                    plan.preconditions.len(),
+                    plan.rto_ms
+                );
+                (from, to)
             }
             Command::RollbackDrain { drain: id } => {
                 let mut drain = self.live_drain(*id, "roll back")?.clone();

@@ -12,6 +12,7 @@ mod dial;
 mod drain;
 mod flag;
 mod lanes;
+mod plan;
 mod table;
 mod unit;
 
@@ -32,6 +33,10 @@ pub use flag::{
 pub use lanes::{
     Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, MAX_LANE_PARTITIONS,
     PartitionOffsets, ZoneFlags, assign, grant, half_lags, partition_lag,
+};
+pub use plan::{
+    CheckKind, DryRun, DryRunInputs, DryRunStep, MAX_PLAN_STEPS, Plan, PlanStep, Precondition,
+    StepDefaults, StoredPlan, dry_run, validate_plan,
 };
 pub use table::{Fallback, RoutingTable, TableError, Tag, TagError};
 pub use unit::{

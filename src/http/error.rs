@@ -126,6 +126,7 @@ impl From<CommandError> for ApiError {
                 ApiError::new(Status::Conflict, "drain_state", detail)
             }
             CommandError::InvalidDrain(_) => ApiError::bad_request("invalid_drain", detail),
+            CommandError::InvalidPlan(_) => ApiError::bad_request("invalid_plan", detail),
             CommandError::MissingActor => {
                 ApiError::new(Status::InternalServerError, "internal", detail)
             }

@@ -12,6 +12,7 @@ mod health;
 mod lanes;
 mod ofrep;
 pub mod openapi;
+mod plans;
 mod routing;
 mod tag;
 pub mod ui;
@@ -33,6 +34,7 @@ use crate::service::health::{Health, PrometheusSource, Source};
 use crate::service::lane_membership::Lanes;
 use crate::service::login_limit::LoginLimiter;
 use crate::service::member_key::MemberKey;
+use crate::service::preconditions::Preconditions;
 use crate::service::subscribers::Subscribers;
 use crate::service::ui_sessions::Revocations;
 use crate::service::zone_history::{self, ZoneHistory};
@@ -55,6 +57,7 @@ pub struct App {
     /// Signs and checks lane member secrets (`service::member_key`).
     pub member_key: MemberKey,
     pub capacities: Arc<Capacities>,
+    pub preconditions: Arc<Preconditions>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -114,6 +117,7 @@ impl App {
         ));
         let member_key = member_key(&config);
         let capacities = Arc::new(Capacities::new(Arc::clone(&health), config.capacity.clone()));
+        let preconditions = Arc::new(Preconditions::new(Arc::clone(&health), 2_000));
         App {
             coordinator,
             config,
@@ -125,6 +129,7 @@ impl App {
             zone_history,
             member_key,
             capacities,
+            preconditions,
             tag_counters,
             metrics,
         }
@@ -178,6 +183,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(lanes::stage())
         .attach(openapi::stage())
         .attach(ofrep::stage())
+        .attach(plans::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Audit, Color, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard, OnBreach, UnitMode,
-    UnitScheme,
+    Audit, CheckKind, Color, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard, OnBreach,
+    Plan, PlanStep, Precondition, UnitMode, UnitScheme,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -89,6 +89,130 @@ pub enum WireCommand {
     CompleteDrain {
         drain: u64,
     },
+    PutPlan {
+        plan: WirePlan,
+    },
+}
+
+/// The serde form of a plan, in the log and (with `rto` as text) in the API.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WirePlan {
+    pub name: String,
+    #[serde(default)]
+    pub preconditions: Vec<WirePrecondition>,
+    pub steps: Vec<WireStep>,
+    pub rto_ms: u64,
+}
+
+/// A precondition: exactly one of `promql` (true when non-zero) and `http` (true on 2xx).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WirePrecondition {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promql: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WireStep {
+    Drain { zone: String, to_percent: f64 },
+    Evacuate { zone: String, to_percent: f64 },
+    Dial { blue_percent: f64 },
+    Pin { user_id: String, color: String },
+    Unpin { user_id: String },
+    WaitConsumed { zone: String },
+    WaitPrecondition { name: String },
+}
+
+impl From<&Plan> for WirePlan {
+    fn from(plan: &Plan) -> WirePlan {
+        WirePlan {
+            name: plan.name.clone(),
+            preconditions: plan
+                .preconditions
+                .iter()
+                .map(|p| {
+                    let (promql, http) = match &p.check {
+                        CheckKind::Promql(q) => (Some(q.clone()), None),
+                        CheckKind::Http(u) => (None, Some(u.clone())),
+                    };
+                    WirePrecondition { name: p.name.clone(), promql, http }
+                })
+                .collect(),
+            steps: plan
+                .steps
+                .iter()
+                .map(|s| match s {
+                    PlanStep::MoveZone { zone, to_percent, mode: DrainMode::Maintenance } => {
+                        WireStep::Drain { zone: zone.clone(), to_percent: *to_percent }
+                    }
+                    PlanStep::MoveZone { zone, to_percent, mode: DrainMode::Evacuate } => {
+                        WireStep::Evacuate { zone: zone.clone(), to_percent: *to_percent }
+                    }
+                    PlanStep::Dial { blue_percent } => {
+                        WireStep::Dial { blue_percent: *blue_percent }
+                    }
+                    PlanStep::Pin { user_id, color } => {
+                        WireStep::Pin { user_id: user_id.clone(), color: color.as_str().to_owned() }
+                    }
+                    PlanStep::Unpin { user_id } => WireStep::Unpin { user_id: user_id.clone() },
+                    PlanStep::WaitConsumed { zone } => {
+                        WireStep::WaitConsumed { zone: zone.clone() }
+                    }
+                    PlanStep::WaitPrecondition { name } => {
+                        WireStep::WaitPrecondition { name: name.clone() }
+                    }
+                })
+                .collect(),
+            rto_ms: plan.rto_ms,
+        }
+    }
+}
+
+impl WirePlan {
+    pub fn to_plan(&self) -> Result<Plan, String> {
+        let mut preconditions = Vec::new();
+        for (i, p) in self.preconditions.iter().enumerate() {
+            let check = match (&p.promql, &p.http) {
+                (Some(q), None) => CheckKind::Promql(q.clone()),
+                (None, Some(u)) => CheckKind::Http(u.clone()),
+                _ => {
+                    return Err(format!("preconditions[{i}]: give exactly one of promql and http"));
+                }
+            };
+            preconditions.push(Precondition { name: p.name.clone(), check });
+        }
+        let mut steps = Vec::new();
+        for (i, s) in self.steps.iter().enumerate() {
+            steps.push(match s {
+                WireStep::Drain { zone, to_percent } => PlanStep::MoveZone {
+                    zone: zone.clone(),
+                    to_percent: *to_percent,
+                    mode: DrainMode::Maintenance,
+                },
+                WireStep::Evacuate { zone, to_percent } => PlanStep::MoveZone {
+                    zone: zone.clone(),
+                    to_percent: *to_percent,
+                    mode: DrainMode::Evacuate,
+                },
+                WireStep::Dial { blue_percent } => PlanStep::Dial { blue_percent: *blue_percent },
+                WireStep::Pin { user_id, color } => PlanStep::Pin {
+                    user_id: user_id.clone(),
+                    color: color.parse::<Color>().map_err(|e| format!("steps[{i}].color: {e}"))?,
+                },
+                WireStep::Unpin { user_id } => PlanStep::Unpin { user_id: user_id.clone() },
+                WireStep::WaitConsumed { zone } => PlanStep::WaitConsumed { zone: zone.clone() },
+                WireStep::WaitPrecondition { name } => {
+                    PlanStep::WaitPrecondition { name: name.clone() }
+                }
+            });
+        }
+        Ok(Plan { name: self.name.clone(), preconditions, steps, rto_ms: self.rto_ms })
+    }
 }
 
 impl LogEntry {
@@ -156,6 +280,7 @@ impl From<&Command> for WireCommand {
             Command::AbortDrain { drain } => WireCommand::AbortDrain { drain: *drain },
             Command::RollbackDrain { drain } => WireCommand::RollbackDrain { drain: *drain },
             Command::CompleteDrain { drain } => WireCommand::CompleteDrain { drain: *drain },
+            Command::PutPlan { plan } => WireCommand::PutPlan { plan: WirePlan::from(plan) },
         }
     }
 }
@@ -217,6 +342,7 @@ impl WireCommand {
             WireCommand::AbortDrain { drain } => Command::AbortDrain { drain: *drain },
             WireCommand::RollbackDrain { drain } => Command::RollbackDrain { drain: *drain },
             WireCommand::CompleteDrain { drain } => Command::CompleteDrain { drain: *drain },
+            WireCommand::PutPlan { plan } => Command::PutPlan { plan: plan.to_plan()? },
         })
     }
 }

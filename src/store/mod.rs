@@ -12,7 +12,7 @@ mod file_log;
 mod replay;
 mod snapshot;
 
-pub use entry::{LogEntry, WireCommand};
+pub use entry::{LogEntry, WireCommand, WirePlan, WirePrecondition, WireStep};
 pub use file_log::{FileLog, LOG_FILE, encode_line};
 pub use replay::{
     AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, push_audit, replay, replay_after,

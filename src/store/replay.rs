@@ -131,7 +131,9 @@ pub fn push_audit(audit: &mut VecDeque<AuditRecord>, record: AuditRecord) {
 
 /// The `'static` name of an audit action read back from a snapshot.
 pub(crate) fn action_name(name: &str) -> Option<&'static str> {
-    const ACTIONS: [&str; 12] = [
+    // Every name `Command::action` gives, plus the genesis. A name missing here makes every
+    // snapshot holding it unreadable (start-up then replays the whole log).
+    const ACTIONS: [&str; 13] = [
         "genesis",
         "dial",
         "pin",
@@ -144,6 +146,7 @@ pub(crate) fn action_name(name: &str) -> Option<&'static str> {
         "drain_abort",
         "drain_rollback",
         "drain_complete",
+        "plan_put",
     ];
     ACTIONS.iter().find(|a| **a == name).copied()
 }

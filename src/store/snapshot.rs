@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::{
     Color, ColorZones, Direction, Drain, DrainMode, DrainPlan, DrainStatus, Guard, OnBreach,
-    RoutingTable, State,
+    RoutingTable, State, StoredPlan,
 };
 
-use super::entry::{LogEntry, scheme_of};
+use super::entry::{LogEntry, WirePlan, scheme_of};
 use super::replay::{AUDIT_IN_MEMORY, AuditRecord, Replayed, action_name};
 use super::{LogPosition, StoreError};
 
@@ -108,7 +108,20 @@ struct Body {
     pins: BTreeMap<String, String>,
     drains: Vec<WireDrain>,
     next_drain_id: u64,
+    /// Stored plans, in the log's own wire form (absent in snapshots from before plans).
+    #[serde(default)]
+    plans: Vec<WireStoredPlan>,
     audit: Vec<WireAudit>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireStoredPlan {
+    plan: WirePlan,
+    revision: u64,
+    updated_by: String,
+    updated_ms: u64,
+    reason: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -168,6 +181,17 @@ fn encode(replayed: &Replayed, position: LogPosition, entries: u64) -> Result<St
         pins: table.pins().iter().map(|(id, c)| (id.clone(), c.as_str().to_owned())).collect(),
         drains: replayed.state.drains().map(wire_drain).collect(),
         next_drain_id: replayed.state.next_drain_id(),
+        plans: replayed
+            .state
+            .plans()
+            .map(|p| WireStoredPlan {
+                plan: WirePlan::from(&p.plan),
+                revision: p.revision,
+                updated_by: p.updated_by.clone(),
+                updated_ms: p.updated_ms,
+                reason: p.reason.clone(),
+            })
+            .collect(),
         audit: replayed
             .audit
             .iter()
@@ -232,7 +256,20 @@ fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
             to: a.to,
         });
     }
-    let state = State::restore(table, drains, body.next_drain_id);
+    let plans = body
+        .plans
+        .into_iter()
+        .map(|p| {
+            Ok(StoredPlan {
+                plan: p.plan.to_plan()?,
+                revision: p.revision,
+                updated_by: p.updated_by,
+                updated_ms: p.updated_ms,
+                reason: p.reason,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let state = State::restore(table, drains, body.next_drain_id, plans);
     Ok(Loaded {
         replayed: Replayed { genesis, genesis_entry: body.genesis, state, audit },
         position: LogPosition(body.position),

@@ -137,6 +137,16 @@ impl Health {
         }
     }
 
+    /// Runs a PromQL expression (plan preconditions); only the Prometheus source has queries.
+    pub fn promql_truth(&self, query: &str) -> Result<bool, String> {
+        match &self.source {
+            Source::Outcomes => {
+                Err("PromQL preconditions need health.source = \"prometheus\"".into())
+            }
+            Source::Prometheus(prometheus) => prometheus.truth(query),
+        }
+    }
+
     /// Runs a capacity query for `zone`; only the Prometheus source has queries.
     pub fn capacity_query(&self, query: &str, zone: &str) -> Result<f64, String> {
         match &self.source {

@@ -81,6 +81,20 @@ impl PrometheusSource {
     /// Runs one instant query and returns its single sample value.
     pub fn query(&self, template: &str, zone: &str) -> Result<f64, String> {
         let query = template.replace("$zone", zone);
+        self.sample(template, zone)?
+            .ok_or_else(|| format!("`{query}` returned no series (empty result)"))
+    }
+
+    /// Whether a PromQL condition holds, the way alerting rules read it: an empty result (a
+    /// comparison that filtered every series out) is false, a single sample is true when it is
+    /// not zero.
+    pub fn truth(&self, query: &str) -> Result<bool, String> {
+        Ok(self.sample(query, "")?.is_some_and(|v| v != 0.0))
+    }
+
+    /// The single sample of an instant query, `None` for an empty result.
+    fn sample(&self, template: &str, zone: &str) -> Result<Option<f64>, String> {
+        let query = template.replace("$zone", zone);
         let url = format!("{}/api/v1/query", self.base_url);
         let mut response = self
             .agent
@@ -103,7 +117,7 @@ impl PrometheusSource {
         let sample = match body["data"]["resultType"].as_str() {
             Some("vector") => match result.as_array().map(Vec::as_slice) {
                 Some([one]) => &one["value"][1],
-                Some([]) => return Err(format!("`{query}` returned no series (empty result)")),
+                Some([]) => return Ok(None),
                 Some(_) => {
                     return Err(format!(
                         "`{query}` returned several series; aggregate it with sum()"
@@ -119,7 +133,7 @@ impl PrometheusSource {
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| format!("`{query}` returned a sample that is not a number"))?;
         if value.is_finite() {
-            Ok(value)
+            Ok(Some(value))
         } else {
             Err(format!("`{query}` returned {value} (no traffic in the range?)"))
         }

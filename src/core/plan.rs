@@ -1,0 +1,390 @@
+//! Prepared plans (预案): named, versioned switch procedures written before the incident, and
+//! their dry run.
+//!
+//! A plan is stored in the log (`Command::PutPlan`) like any other change, so every replica and
+//! every restart sees the same plans. [`dry_run`] is pure: given the table, each zone's load,
+//! capacity and health, the MQ backlog and the preconditions' results, it says what running the
+//! plan would do (users moved per step, projected load against capacity, expected duration
+//! against the RTO) and every reason it would hold, without changing anything.
+
+use super::capacity::{Verdict, ZoneLoad, judge};
+use super::color::{Color, ColorZones};
+use super::dial::{Share, percent_of};
+use super::drain::{DrainMode, Guard, Reading, step_toward};
+
+/// Most steps and preconditions a plan may have.
+pub const MAX_PLAN_STEPS: usize = 50;
+
+/// A check that must pass before a plan runs (or a step waits for it).
+#[derive(Clone, Debug, PartialEq)]
+pub enum CheckKind {
+    /// A PromQL expression whose value must be non-zero ("true").
+    Promql(String),
+    /// A URL that must answer 2xx to a GET.
+    Http(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Precondition {
+    pub name: String,
+    pub check: CheckKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum PlanStep {
+    /// Drain (maintenance) or evacuate `zone` to `to_percent` of the users.
+    MoveZone {
+        zone: String,
+        to_percent: f64,
+        mode: DrainMode,
+    },
+    /// Set the dial.
+    Dial {
+        blue_percent: f64,
+    },
+    Pin {
+        user_id: String,
+        color: Color,
+    },
+    Unpin {
+        user_id: String,
+    },
+    /// Wait until `zone`'s half of every MQ lane is consumed.
+    WaitConsumed {
+        zone: String,
+    },
+    /// Wait until the named precondition passes.
+    WaitPrecondition {
+        name: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub name: String,
+    pub preconditions: Vec<Precondition>,
+    pub steps: Vec<PlanStep>,
+    /// Recovery time objective: the run should be done within this.
+    pub rto_ms: u64,
+}
+
+/// A stored plan: the plan plus who stored which revision, when and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredPlan {
+    pub plan: Plan,
+    pub revision: u64,
+    pub updated_by: String,
+    pub updated_ms: u64,
+    pub reason: String,
+}
+
+/// Checks a plan against the zones and the unit count; the error names the field.
+pub fn validate_plan(plan: &Plan, zones: &ColorZones, units: u32) -> Result<(), String> {
+    let label_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 64
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    };
+    if !label_ok(&plan.name) {
+        return Err("name: 1 to 64 characters of letters, digits, '-', '_' or '.'".into());
+    }
+    if plan.steps.is_empty() || plan.steps.len() > MAX_PLAN_STEPS {
+        return Err(format!("steps: give 1 to {MAX_PLAN_STEPS} steps"));
+    }
+    if plan.preconditions.len() > MAX_PLAN_STEPS {
+        return Err(format!("preconditions: at most {MAX_PLAN_STEPS}"));
+    }
+    if plan.rto_ms == 0 {
+        return Err("rto: must be longer than zero".into());
+    }
+    for (i, p) in plan.preconditions.iter().enumerate() {
+        if p.name.trim().is_empty() {
+            return Err(format!("preconditions[{i}].name: must not be empty"));
+        }
+        if plan.preconditions[..i].iter().any(|q| q.name == p.name) {
+            return Err(format!("preconditions[{i}].name: `{}` appears twice", p.name));
+        }
+        match &p.check {
+            CheckKind::Promql(q) if q.trim().is_empty() => {
+                return Err(format!("preconditions[{i}].promql: must not be empty"));
+            }
+            CheckKind::Http(url)
+                if !(url.starts_with("http://") || url.starts_with("https://")) =>
+            {
+                return Err(format!("preconditions[{i}].http: must be an http:// or https:// URL"));
+            }
+            _ => {}
+        }
+    }
+    let zone_ok = |i: usize, zone: &str| {
+        zones.color_in(zone).map(|_| ()).ok_or_else(|| {
+            format!("steps[{i}].zone: `{zone}` is not one of {}, {}", zones.blue, zones.green)
+        })
+    };
+    for (i, step) in plan.steps.iter().enumerate() {
+        match step {
+            PlanStep::MoveZone { zone, to_percent, .. } => {
+                zone_ok(i, zone)?;
+                Share::from_percent(*to_percent, units)
+                    .map_err(|e| format!("steps[{i}].to_percent: {e}"))?;
+            }
+            PlanStep::Dial { blue_percent } => {
+                Share::from_percent(*blue_percent, units)
+                    .map_err(|e| format!("steps[{i}].blue_percent: {e}"))?;
+            }
+            PlanStep::Pin { user_id, .. } | PlanStep::Unpin { user_id } => {
+                super::validate_user_id(user_id).map_err(|e| format!("steps[{i}].user_id: {e}"))?;
+            }
+            PlanStep::WaitConsumed { zone } => zone_ok(i, zone)?,
+            PlanStep::WaitPrecondition { name } => {
+                if !plan.preconditions.iter().any(|p| &p.name == name) {
+                    return Err(format!(
+                        "steps[{i}].precondition: no precondition is named `{name}`"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How drains of each mode step, for the dry run's arithmetic (from the configuration).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepDefaults {
+    pub step_units: u32,
+    pub interval_ms: u64,
+    pub guard: Guard,
+}
+
+/// Everything a dry run looks at, read by the caller.
+#[derive(Clone, Debug)]
+pub struct DryRunInputs<'a> {
+    pub zones: &'a ColorZones,
+    pub units: u32,
+    pub blue_units: u32,
+    /// Load and capacity of the blue zone and the green zone.
+    pub blue_load: &'a ZoneLoad,
+    pub green_load: &'a ZoneLoad,
+    pub headroom: f64,
+    /// Health of the blue zone and the green zone.
+    pub blue_health: &'a Reading,
+    pub green_health: &'a Reading,
+    pub maintenance: StepDefaults,
+    pub evacuate: StepDefaults,
+    /// Each precondition's result: passed, failed, or could not be checked.
+    pub preconditions: &'a [(String, Result<bool, String>)],
+    /// Unconsumed messages in the blue and green halves (`None`: unknown).
+    pub backlog: [Option<u64>; 2],
+    /// Whether a drain or another run is active now (a run could not start).
+    pub busy: Option<String>,
+}
+
+/// One step of the dry run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DryRunStep {
+    pub index: usize,
+    pub description: String,
+    pub blue_percent_before: f64,
+    pub blue_percent_after: f64,
+    /// Share of all users that change zone in this step, in percent.
+    pub users_moved_percent: f64,
+    /// The tightest capacity verdict among the step's moves (`Unchecked` when nothing moves or
+    /// the receiving zone has no capacity).
+    pub capacity: Verdict,
+    pub expected_ms: u64,
+    pub holds: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DryRun {
+    pub steps: Vec<DryRunStep>,
+    /// Reasons the run could not start now (failed preconditions, an active drain or run).
+    pub refusals: Vec<String>,
+    pub expected_ms: u64,
+    pub rto_ms: u64,
+    /// Every reason the run would hold or could not start, in order.
+    pub holds: Vec<String>,
+}
+
+impl DryRun {
+    pub fn fits_rto(&self) -> bool {
+        self.expected_ms <= self.rto_ms
+    }
+
+    pub fn would_start(&self) -> bool {
+        self.refusals.is_empty()
+    }
+}
+
+/// What running `plan` now would do. Pure.
+///
+/// Load moves with users: after each simulated move, the moved share of the source zone's load
+/// is carried over to the receiving zone, so later steps are judged against the load earlier
+/// steps put there.
+pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
+    let units = inputs.units;
+    let mut refusals = Vec::new();
+    if let Some(busy) = &inputs.busy {
+        refusals.push(busy.clone());
+    }
+    for p in &plan.preconditions {
+        match inputs.preconditions.iter().find(|(n, _)| n == &p.name).map(|(_, r)| r) {
+            Some(Ok(true)) => {}
+            Some(Ok(false)) => refusals.push(format!("precondition `{}` is false", p.name)),
+            Some(Err(why)) => {
+                refusals.push(format!("precondition `{}` could not be checked: {why}", p.name))
+            }
+            None => refusals.push(format!("precondition `{}` was not checked", p.name)),
+        }
+    }
+    let mut blue = inputs.blue_units;
+    let mut loads = [inputs.blue_load.clone(), inputs.green_load.clone()];
+    let idx = |c: Color| if c == Color::Blue { 0 } else { 1 };
+    let mut steps = Vec::new();
+    for (index, step) in plan.steps.iter().enumerate() {
+        let before = blue;
+        let mut holds = Vec::new();
+        let mut verdict = Verdict::Unchecked;
+        let mut expected_ms = 0;
+        // Moves the dial from `blue` to `to` in one move, judging and carrying load.
+        let mut move_to = |blue: &mut u32, to: u32, verdict: &mut Verdict| {
+            if to == *blue {
+                return;
+            }
+            let source = if to < *blue { Color::Blue } else { Color::Green };
+            let zone_units = |c: Color, b: u32| if c == Color::Blue { b } else { units - b };
+            let moved = blue.abs_diff(to);
+            let (s, r) = (idx(source), idx(source.other()));
+            let v = judge(
+                moved,
+                zone_units(source, *blue),
+                zone_units(source.other(), *blue),
+                &loads[s],
+                &loads[r],
+                inputs.headroom,
+            );
+            if let (Ok(src), Ok(recv)) = (loads[s].load_rps.clone(), loads[r].load_rps.clone()) {
+                let src_units = zone_units(source, *blue);
+                let carried = if src_units == 0 {
+                    0.0
+                } else {
+                    src * f64::from(moved) / f64::from(src_units)
+                };
+                loads[s].load_rps = Ok(src - carried);
+                loads[r].load_rps = Ok(recv + carried);
+            }
+            // The first blocking verdict, or else the latest (the highest projection: load only
+            // grows on the receiving side as a step's moves go on).
+            if !verdict.blocks() {
+                *verdict = v;
+            }
+            *blue = to;
+        };
+        let description = match step {
+            PlanStep::MoveZone { zone, to_percent, mode } => {
+                let color = inputs.zones.color_in(zone).unwrap_or(Color::Blue);
+                let share =
+                    Share::from_percent(*to_percent, units).map(|s| s.blue_units).unwrap_or(0);
+                let target = if color == Color::Blue { share } else { units - share };
+                let defaults =
+                    if *mode == DrainMode::Evacuate { inputs.evacuate } else { inputs.maintenance };
+                let health = [inputs.blue_health, inputs.green_health];
+                let moving_out = (color == Color::Blue) == (target < blue);
+                let receiving = if moving_out { color.other() } else { color };
+                let mut judged = vec![(receiving, "receiving")];
+                if *mode == DrainMode::Maintenance {
+                    judged.push((receiving.other(), "draining"));
+                }
+                if target != blue {
+                    for (c, role) in judged {
+                        let zone = inputs.zones.zone_of(c);
+                        match health[idx(c)] {
+                            Reading::Unknown { why } => holds.push(format!(
+                                "{} would hold: health of {role} zone {zone} is unknown ({why})",
+                                mode.as_str()
+                            )),
+                            Reading::Known { error_rate, requests }
+                                if *requests >= defaults.guard.min_requests
+                                    && *error_rate > defaults.guard.max_error_rate =>
+                            {
+                                holds.push(format!(
+                                    "{} would hold: {role} zone {zone} has an error rate of {:.2}%, above {:.2}%",
+                                    mode.as_str(),
+                                    error_rate * 100.0,
+                                    defaults.guard.max_error_rate * 100.0
+                                ))
+                            }
+                            Reading::Known { .. } => {}
+                        }
+                    }
+                }
+                let mut n = 0u64;
+                while blue != target {
+                    let next = step_toward(blue, target, defaults.step_units.max(1));
+                    move_to(&mut blue, next, &mut verdict);
+                    n += 1;
+                }
+                expected_ms = n.saturating_sub(1) * defaults.interval_ms;
+                format!(
+                    "{} {zone} to {}% in {n} step(s) of {}% every {} ms",
+                    if *mode == DrainMode::Evacuate { "evacuate" } else { "drain" },
+                    to_percent,
+                    percent_of(defaults.step_units, units),
+                    defaults.interval_ms
+                )
+            }
+            PlanStep::Dial { blue_percent } => {
+                let to =
+                    Share::from_percent(*blue_percent, units).map(|s| s.blue_units).unwrap_or(blue);
+                move_to(&mut blue, to, &mut verdict);
+                format!("set the dial to {blue_percent}% blue")
+            }
+            PlanStep::Pin { user_id, color } => format!("pin {user_id} to {color}"),
+            PlanStep::Unpin { user_id } => format!("unpin {user_id}"),
+            PlanStep::WaitConsumed { zone } => {
+                let color = inputs.zones.color_in(zone).unwrap_or(Color::Blue);
+                match inputs.backlog[idx(color)] {
+                    Some(0) => {}
+                    Some(n) => holds
+                        .push(format!("waits for {n} message(s) in {zone}'s half to be consumed")),
+                    None => holds.push(format!("waits: {zone}'s MQ backlog is unknown")),
+                }
+                format!("wait until {zone}'s MQ half is consumed")
+            }
+            PlanStep::WaitPrecondition { name } => {
+                match inputs.preconditions.iter().find(|(n, _)| n == name).map(|(_, r)| r) {
+                    Some(Ok(true)) => {}
+                    Some(Ok(false)) => holds.push(format!("waits: precondition `{name}` is false")),
+                    Some(Err(why)) => holds
+                        .push(format!("waits: precondition `{name}` cannot be checked ({why})")),
+                    None => holds.push(format!("waits: precondition `{name}` was not checked")),
+                }
+                format!("wait for precondition `{name}`")
+            }
+        };
+        if verdict.blocks() {
+            holds.push(format!("would hold: insufficient_capacity: {}", verdict.explain()));
+        }
+        steps.push(DryRunStep {
+            index,
+            description,
+            blue_percent_before: percent_of(before, units),
+            blue_percent_after: percent_of(blue, units),
+            users_moved_percent: percent_of(before.abs_diff(blue), units),
+            capacity: verdict,
+            expected_ms,
+            holds,
+        });
+    }
+    let mut holds = refusals.clone();
+    for s in &steps {
+        holds.extend(s.holds.iter().map(|h| format!("step {}: {h}", s.index + 1)));
+    }
+    DryRun {
+        expected_ms: steps.iter().map(|s| s.expected_ms).sum(),
+        steps,
+        refusals,
+        rto_ms: plan.rto_ms,
+        holds,
+    }
+}

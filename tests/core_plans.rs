@@ -1,0 +1,122 @@
+//! Plan dry runs in pure code: load carried across steps, guard holds by mode, and the RTO.
+
+use tidegate::core::{
+    Capacity, CheckKind, Color, ColorZones, DrainMode, DryRunInputs, Guard, OnBreach, Plan,
+    PlanStep, Precondition, Reading, StepDefaults, Verdict, ZoneLoad, dry_run, validate_plan,
+};
+
+fn defaults(step_units: u32, interval_ms: u64) -> StepDefaults {
+    StepDefaults {
+        step_units,
+        interval_ms,
+        guard: Guard {
+            max_error_rate: 0.05,
+            min_requests: 10,
+            breaches: 2,
+            on_breach: OnBreach::Pause,
+        },
+    }
+}
+
+fn load(zone: &str, rps: f64, capacity: Capacity) -> ZoneLoad {
+    ZoneLoad { zone: zone.into(), load_rps: Ok(rps), capacity }
+}
+
+fn plan(steps: Vec<PlanStep>, rto_ms: u64) -> Plan {
+    Plan {
+        name: "az-b-failing".into(),
+        preconditions: vec![Precondition {
+            name: "db".into(),
+            check: CheckKind::Http("http://db/primary".into()),
+        }],
+        steps,
+        rto_ms,
+    }
+}
+
+#[test]
+fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
+    let zones = ColorZones::default();
+    // az-b (blue) 50 units at 500 rps, az-a 500 rps with 1000 capacity and no headroom.
+    let blue = load("az-b", 500.0, Capacity::Unchecked);
+    let green = load("az-a", 500.0, Capacity::Rps(1000.0));
+    let sick = Reading::Known { error_rate: 0.6, requests: 1000 };
+    let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
+    let results = vec![("db".to_owned(), Ok(true))];
+    let inputs = DryRunInputs {
+        zones: &zones,
+        units: 100,
+        blue_units: 50,
+        blue_load: &blue,
+        green_load: &green,
+        headroom: 0.0,
+        blue_health: &sick,
+        green_health: &fine,
+        maintenance: defaults(10, 30_000),
+        evacuate: defaults(25, 5_000),
+        preconditions: &results,
+        backlog: [Some(0), Some(0)],
+        busy: None,
+    };
+    // Evacuating to 20 % moves 300 rps (fits: 800); the dial to 0 then adds the last 200: 1000
+    // fits exactly; a maintenance drain of the sick zone would hold on its errors.
+    let p = plan(
+        vec![
+            PlanStep::MoveZone { zone: "az-b".into(), to_percent: 20.0, mode: DrainMode::Evacuate },
+            PlanStep::Dial { blue_percent: 0.0 },
+            PlanStep::MoveZone {
+                zone: "az-b".into(),
+                to_percent: 10.0,
+                mode: DrainMode::Maintenance,
+            },
+        ],
+        10_000,
+    );
+    validate_plan(&p, &zones, 100).unwrap();
+    let run = dry_run(&p, &inputs);
+    assert!(run.would_start(), "{:?}", run.refusals);
+    let [evacuate, dial, drain] = &run.steps[..] else { panic!() };
+    assert_eq!((evacuate.users_moved_percent, evacuate.expected_ms), (30.0, 5_000));
+    let Verdict::Fits(p1) = &evacuate.capacity else { panic!("{:?}", evacuate.capacity) };
+    assert_eq!(p1.projected_rps, 800.0);
+    assert!(evacuate.holds.is_empty(), "{:?}", evacuate.holds);
+    let Verdict::Fits(p2) = &dial.capacity else { panic!("{:?}", dial.capacity) };
+    assert_eq!((p2.current_rps, p2.projected_rps), (800.0, 1000.0));
+    // Restoring az-b to 10 % moves users into az-b (no capacity configured), and maintenance
+    // judges both zones: az-b's errors hold it.
+    assert_eq!(drain.capacity, Verdict::Unchecked);
+    assert!(
+        drain.holds.iter().any(|h| h.contains("az-b has an error rate of 60.00%")),
+        "{:?}",
+        drain.holds
+    );
+    assert_eq!(run.expected_ms, 5_000);
+    assert!(run.fits_rto());
+
+    let slow = plan(
+        vec![PlanStep::MoveZone {
+            zone: "az-b".into(),
+            to_percent: 0.0,
+            mode: DrainMode::Maintenance,
+        }],
+        60_000,
+    );
+    let run = dry_run(&slow, &DryRunInputs { blue_health: &fine, ..inputs.clone() });
+    assert_eq!(run.expected_ms, 4 * 30_000, "5 steps of 10 %, 30 s apart");
+    assert!(!run.fits_rto());
+
+    let refused = dry_run(
+        &slow,
+        &DryRunInputs {
+            preconditions: &[("db".into(), Ok(false))],
+            busy: Some("drain 3 is running".into()),
+            ..inputs
+        },
+    );
+    assert!(!refused.would_start());
+    assert_eq!(
+        refused.refusals,
+        vec!["drain 3 is running".to_owned(), "precondition `db` is false".to_owned()]
+    );
+    let _ = Color::Blue;
+}
