@@ -64,7 +64,9 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         if drain.status == DrainStatus::Settling {
             // Only the backlog matters now; health is not read (a Prometheus source would be
             // queried on every tick otherwise).
-            let backlog = runner.lanes.total_half_lag(drain.plan.color);
+            // The step that emptied the zone was logged at `last_step_ms`: only a lag reading
+            // started after it can say the backlog is consumed.
+            let backlog = runner.lanes.total_half_lag(drain.plan.color, drain.last_step_ms, now);
             let unread = Reading::Unknown { why: "not read while settling".into() };
             let inputs = Inputs {
                 blue_units: table.blue_units(),
