@@ -15,7 +15,7 @@ pub use admin::{create_topic, partition_count};
 pub use consumer::{ConsumerSettings, LaneConsumer, LaneMessage};
 pub use lag::KafkaLag;
 pub use mock::MockKafka;
-pub use producer::{Delivered, LaneProducer, Pending, ProducerSettings, Route};
+pub use producer::{Delivered, HalfRings, LaneProducer, Pending, ProducerSettings, Route};
 
 use std::time::Duration;
 
