@@ -350,3 +350,31 @@ fn a_long_straggler_list_still_pauses_the_drain_with_a_reason_cut_to_the_limit()
     let reason = audit["entries"][0]["reason"].as_str().unwrap().to_owned();
     assert!(reason.len() <= 1024 && reason.contains("behind:"), "{} bytes: {reason}", reason.len());
 }
+
+#[test]
+fn a_dropped_router_leaves_the_subscribers_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) =
+        server(dir.path(), "[subscribers]\nstale_after = \"30s\"\nheartbeat = \"200ms\"");
+    let state = || {
+        let (_, list) = get_json(&format!("{}/v1/subscribers", server.url));
+        list["subscribers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subscriber_id"] == "short-lived")
+            .map(|s| s["state"].as_str().unwrap().to_owned())
+    };
+    let router = Router::connect(&server.url, identity("short-lived", "az-a"), fast()).unwrap();
+    assert!(router.wait_for_version(1, Duration::from_secs(10)));
+    assert!(wait_until(Duration::from_secs(5), || state().as_deref() == Some("current")));
+    let dropped = Instant::now();
+    drop(router);
+    // Not live until stale_after (30 s): gone from the convergence gate within a heartbeat or so.
+    assert!(
+        wait_until(Duration::from_secs(5), || state().as_deref() == Some("stale")),
+        "still {:?} {:?} after the drop",
+        state(),
+        dropped.elapsed()
+    );
+}
