@@ -53,6 +53,10 @@ pub enum MqError {
         "no routing table yet: the coordinator has not been reached and there is no disk cache"
     )]
     NoTable,
+    #[error(
+        "the lane session is not known to be alive (no heartbeat answer within the session timeout); offsets were not committed, and the partitions are being released"
+    )]
+    SessionLost,
 }
 
 impl From<rdkafka::error::KafkaError> for MqError {
