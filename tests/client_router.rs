@@ -320,3 +320,63 @@ fn a_last_event_id_ahead_of_the_server_still_gets_the_table() {
     let text = watch_raw(server.port(), "", "Last-Event-ID: 1\r\n", Duration::from_millis(500));
     assert!(!text.contains("event:routing"), "{text}");
 }
+
+#[test]
+fn a_long_straggler_list_still_pauses_the_drain_with_a_reason_cut_to_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) =
+        server(dir.path(), "[drain]\ntick = \"20ms\"\nconvergence_timeout = \"300ms\"");
+    // Six subscribers with the longest IDs and zone labels allowed, stuck on version 1: the
+    // runner's "behind: ..." list alone is longer than the 1024-byte audit limit.
+    for i in 0..6 {
+        let id = format!("{i}{}", "s".repeat(127));
+        let zone = format!("{i}{}", "z".repeat(63));
+        let (status, body) = post_json(
+            &format!("{}/v1/subscribers/{id}/ack", server.url),
+            OPERATOR_TOKEN,
+            json!({"version": 1, "zone": zone, "kind": "gateway"}),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    let batch = json!([{"zone": "az-b", "color": "blue", "ok": 5000}, {"zone": "az-a", "color": "green", "ok": 5000}]);
+    agent().post(&format!("{}/v1/outcomes", server.url)).send_json(batch).unwrap();
+    let (status, body) = post_json(
+        &format!("{}/v1/drains", server.url),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "target_percent": 0, "step_percent": 10, "interval": "100ms", "reason": "long reason test"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let drain = || get_json(&format!("{}/v1/drains/1", server.url)).1;
+    assert!(wait_until(Duration::from_secs(10), || drain()["state"] == "paused"), "{}", drain());
+    let (_, audit) = get_json(&format!("{}/v1/audit", server.url));
+    let reason = audit["entries"][0]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.len() <= 1024 && reason.contains("behind:"), "{} bytes: {reason}", reason.len());
+}
+
+#[test]
+fn a_dropped_router_leaves_the_subscribers_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) =
+        server(dir.path(), "[subscribers]\nstale_after = \"30s\"\nheartbeat = \"200ms\"");
+    let state = || {
+        let (_, list) = get_json(&format!("{}/v1/subscribers", server.url));
+        list["subscribers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subscriber_id"] == "short-lived")
+            .map(|s| s["state"].as_str().unwrap().to_owned())
+    };
+    let router = Router::connect(&server.url, identity("short-lived", "az-a"), fast()).unwrap();
+    assert!(router.wait_for_version(1, Duration::from_secs(10)));
+    assert!(wait_until(Duration::from_secs(5), || state().as_deref() == Some("current")));
+    let dropped = Instant::now();
+    drop(router);
+    // Not live until stale_after (30 s): gone from the convergence gate within a heartbeat or so.
+    assert!(
+        wait_until(Duration::from_secs(5), || state().as_deref() == Some("stale")),
+        "still {:?} {:?} after the drop",
+        state(),
+        dropped.elapsed()
+    );
+}

@@ -128,7 +128,7 @@ fn a_drained_zone_keeps_its_half_until_the_lag_is_zero() {
     lanes.record_lag("g", Ok(offsets([5, 0, 3, 0, 0, 0, 0, 0])), 150);
     assert_eq!(lanes.half_lag("g", Color::Blue), Some(8));
     assert_eq!(lanes.half_lag("g", Color::Green), Some(0));
-    assert_eq!(lanes.total_half_lag(Color::Blue), Some(8));
+    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 500), Some(8));
     let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), 200).unwrap();
     assert_eq!(b.assignment, vec![0, 1, 2, 3], "b1 finishes its backlog first");
     let view = lanes.view("g", 200).unwrap();
@@ -144,7 +144,7 @@ fn a_drained_zone_keeps_its_half_until_the_lag_is_zero() {
     // A failed read makes the lag unknown rather than stale.
     lanes.record_lag("g", Err("broker down".into()), 400);
     assert_eq!(lanes.half_lag("g", Color::Blue), None);
-    assert_eq!(lanes.total_half_lag(Color::Blue), None);
+    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 500), None);
 }
 
 #[test]
@@ -157,6 +157,51 @@ fn a_zero_lag_read_before_the_drain_does_not_count() {
     lanes.tick(100);
     let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), 110).unwrap();
     assert_eq!(b.assignment, vec![0, 1, 2, 3], "only a reading after the drain may end it");
+}
+
+#[test]
+fn a_zero_lag_read_before_the_emptying_step_does_not_complete_a_drain() {
+    let (lanes, source) = service();
+    lanes.register("g", reg("b1", "az-b"), 0).unwrap();
+    lanes.record_lag("g", Ok(offsets([0; 8])), 50);
+    // The step to 0 % blue is logged at 100; the lanes loop has not ticked since, so it has not
+    // seen the share at 0 yet. The zero read at 50 predates messages produced until 100.
+    source.store(Arc::new(table(2, 0)));
+    assert_eq!(lanes.total_half_lag(Color::Blue, 100, 120), None);
+    // A read started after the step (and after the lanes loop saw the share at 0) counts.
+    lanes.tick(110);
+    assert_eq!(lanes.total_half_lag(Color::Blue, 100, 120), None);
+    lanes.record_lag("g", Ok(offsets([0; 8])), 130);
+    assert_eq!(lanes.total_half_lag(Color::Blue, 100, 140), Some(0));
+}
+
+struct Quiet;
+
+impl tidegate::service::lane_membership::LagSource for Quiet {
+    fn read(&self, _: &str, _: &str, partitions: u32) -> Result<Vec<PartitionOffsets>, String> {
+        Ok((0..partitions)
+            .map(|partition| PartitionOffsets { partition, low: 0, high: 0, committed: None })
+            .collect())
+    }
+}
+
+#[test]
+fn no_groups_right_after_a_restart_is_not_a_backlog_of_zero() {
+    let source = Arc::new(ArcSwap::from_pointee(table(1, 0)));
+    let config = LanesConfig {
+        session_timeout_ms: 1000,
+        heartbeat_interval_ms: 200,
+        lag_interval_ms: 200,
+        kafka_bootstrap: Some("127.0.0.1:9092".into()),
+        max_groups: 4,
+        max_members: 8,
+    };
+    let lanes = Lanes::new(ColorZones::default(), config, source, Some(Arc::new(Quiet)));
+    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 5_000), None, "not even ticked yet");
+    lanes.tick(5_000);
+    // The consumers of before the restart have one session timeout to register again.
+    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 5_500), None);
+    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 6_000), Some(0));
 }
 
 #[test]

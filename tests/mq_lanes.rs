@@ -546,3 +546,44 @@ fn when_az_b_goes_down_az_a_takes_the_blue_half_and_nothing_is_lost() {
         c.stop(&rt, Stop::Close);
     }
 }
+
+#[test]
+fn a_consumer_does_not_commit_once_its_session_may_have_expired() {
+    let rt = kafka::runtime();
+    let coordinator = kafka::coordinator("1s", "100ms", "200ms");
+    let (topic, group) = (kafka::unique("fence"), kafka::unique("fence-g"));
+    kafka::create_topic(&rt, &topic, 2);
+    let lanes = producer(&topic, Arc::new(arc_swap::ArcSwap::from_pointee(coordinator.table())));
+    let mut settings = tidegate::mq::ConsumerSettings::new(
+        &coordinator.url,
+        &kafka::bootstrap(),
+        &topic,
+        &group,
+        "az-a",
+    );
+    settings.commit_interval = Duration::from_secs(3600); // commits only when asked
+    let pid = coordinator.server.child.id().to_string();
+    let signal = |sig: &str| {
+        assert!(std::process::Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    };
+    let outcome = rt.block_on(async {
+        let mut consumer = tidegate::mq::LaneConsumer::start(settings).await.unwrap();
+        let users = users(20);
+        for (i, user) in users.iter().enumerate() {
+            lanes.enqueue(user, &payload(user, i as u64)).unwrap().await.unwrap();
+        }
+        // The only member (az-b has none) reads both halves: take one message.
+        tokio::time::timeout(Duration::from_secs(30), consumer.next()).await.unwrap().unwrap();
+        // The coordinator freezes: no heartbeat is answered for longer than the session, so
+        // the partitions may already be another member's. The commit must be refused.
+        signal("-STOP");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let outcome = consumer.commit().await;
+        signal("-CONT");
+        outcome
+    });
+    assert!(
+        matches!(outcome, Err(tidegate::mq::MqError::SessionLost)),
+        "committed with the session unknown: {outcome:?}"
+    );
+}

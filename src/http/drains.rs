@@ -15,8 +15,8 @@ use super::error::{ApiError, json_error};
 use super::tag::Versioned;
 use super::{App, iso8601, now_ms};
 use crate::core::{
-    Capacity, Color, Command, Drain, DrainMode, DrainPlan, Guard, OnBreach, Reading, RoutingTable,
-    Share, State as CoreState,
+    Capacity, Color, Command, Drain, DrainMode, DrainPlan, DrainStatus, Guard, OnBreach, Reading,
+    RoutingTable, Share, State as CoreState,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
 use crate::service::health::ZoneHealth;
@@ -296,7 +296,11 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
 /// The wire form of a drain. Percentages are the drained zone's share of users.
 pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
     // The drained zone's unconsumed MQ backlog: what a settling drain waits for.
-    let backlog = drain.is_active().then(|| app.lanes.total_half_lag(drain.plan.color)).flatten();
+    let since = if drain.status == DrainStatus::Settling { drain.last_step_ms } else { 0 };
+    let backlog = drain
+        .is_active()
+        .then(|| app.lanes.total_half_lag(drain.plan.color, since, super::now_ms()))
+        .flatten();
     let units = table.units();
     let steps_total = drain.steps_total();
     let guard = &drain.plan.guard;

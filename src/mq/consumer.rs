@@ -199,6 +199,9 @@ impl LaneConsumer {
             QUERY_TIMEOUT,
             settings.ca_file.as_deref(),
         );
+        // The coordinator starts the session when the request reaches it, so this side counts
+        // from the moment the request left, never from the (later) answer.
+        let requested = Instant::now();
         let assigned = register(&client, &settings, lane.partitions()).await?;
         let session_timeout = Duration::from_millis(assigned.session_timeout_ms);
         let heartbeat = Duration::from_millis(assigned.heartbeat_interval_ms.max(10));
@@ -207,7 +210,7 @@ impl LaneConsumer {
             member_secret: assigned.member_secret.clone().unwrap_or_default(),
             holding: Vec::new(),
             latest: Some(assigned),
-            last_ok: Instant::now(),
+            last_ok: requested,
             gone: false,
             last_error: None,
         }));
@@ -351,6 +354,15 @@ impl LaneConsumer {
         if to_commit.is_empty() {
             return Ok(());
         }
+        // Commit only while the session is known alive: once it may have expired, the
+        // partitions may belong to another member, and our commit could move its offsets back.
+        let alive = {
+            let shared = lock(&self.shared);
+            !shared.gone && shared.last_ok.elapsed() < self.session_timeout
+        };
+        if !alive {
+            return Err(MqError::SessionLost);
+        }
         let consumer = Arc::clone(&self.consumer);
         retrying("commit", move || consumer.commit(&tpl, CommitMode::Sync)).await?;
         for (p, offset) in to_commit {
@@ -384,13 +396,14 @@ impl LaneConsumer {
                 lock(&self.shared).holding.clear();
             }
             if gone {
+                let requested = Instant::now();
                 let assigned =
                     register(&self.client, &self.settings, self.lane.partitions()).await?;
                 let mut shared = lock(&self.shared);
                 shared.member_id = assigned.member_id.clone();
                 shared.member_secret = assigned.member_secret.clone().unwrap_or_default();
                 shared.latest = Some(assigned);
-                shared.last_ok = Instant::now();
+                shared.last_ok = requested;
                 shared.gone = false;
             }
             return Ok(());
@@ -513,13 +526,17 @@ async fn heartbeat_loop(
         }
         let c = client.clone();
         let g = group.clone();
+        // The session is extended from when the heartbeat left: the coordinator extends it from
+        // when the request arrived, which is later, so this side never believes in a longer
+        // session than the coordinator (a slow answer cannot make two readers).
+        let sent = Instant::now();
         let result =
             tokio::task::spawn_blocking(move || c.heartbeat(&g, &member, &secret, &holding)).await;
         let mut s = lock(&shared);
         match result {
             Ok(Ok(assigned)) if assigned.member_id == s.member_id => {
                 s.latest = Some(assigned);
-                s.last_ok = Instant::now();
+                s.last_ok = s.last_ok.max(sent);
                 s.last_error = None;
             }
             // A stale answer for a member ID replaced by a re-registration meanwhile.

@@ -15,7 +15,7 @@ pub use admin::{create_topic, partition_count};
 pub use consumer::{ConsumerSettings, LaneConsumer, LaneMessage};
 pub use lag::KafkaLag;
 pub use mock::MockKafka;
-pub use producer::{Delivered, LaneProducer, Pending, ProducerSettings, Route};
+pub use producer::{Delivered, HalfRings, LaneProducer, Pending, ProducerSettings, Route};
 
 use std::time::Duration;
 
@@ -53,6 +53,10 @@ pub enum MqError {
         "no routing table yet: the coordinator has not been reached and there is no disk cache"
     )]
     NoTable,
+    #[error(
+        "the lane session is not known to be alive (no heartbeat answer within the session timeout); offsets were not committed, and the partitions are being released"
+    )]
+    SessionLost,
 }
 
 impl From<rdkafka::error::KafkaError> for MqError {

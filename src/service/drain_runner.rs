@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::{
-    Audit, Command, CommandError, Direction, DrainAction, DrainStatus, Envelope, Inputs, Reading,
-    StepConvergence,
+    Audit, Command, CommandError, Direction, DrainAction, DrainStatus, Envelope, Inputs,
+    MAX_REASON_BYTES, Reading, StepConvergence,
 };
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError};
@@ -67,7 +67,9 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         if drain.status == DrainStatus::Settling {
             // Only the backlog matters now; health is not read (a Prometheus source would be
             // queried on every tick otherwise).
-            let backlog = runner.lanes.total_half_lag(drain.plan.color);
+            // The step that emptied the zone was logged at `last_step_ms`: only a lag reading
+            // started after it can say the backlog is consumed.
+            let backlog = runner.lanes.total_half_lag(drain.plan.color, drain.last_step_ms, now);
             let unread = Reading::Unknown { why: "not read while settling".into() };
             let inputs = Inputs {
                 blue_units: table.blue_units(),
@@ -163,7 +165,7 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
             }
             DrainAction::Hold { breach, zone, reason } => {
                 telemetry::count_drain_hold(&zone, breach);
-                Command::DrainHold { drain: drain.id, breach, reason }
+                Command::DrainHold { drain: drain.id, breach, reason: truncate_reason(reason) }
             }
         };
         quiet_until.remove(&drain.id);
@@ -193,6 +195,11 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
 }
 
 /// Submits a drain command as `drain:<id>` on a blocking thread (the log fsyncs).
+///
+/// Reasons built here quote stragglers and Prometheus errors, so they are cut to the audit
+/// limit. If the core still refuses the command, the drain is held with the refusal as its
+/// reason, which moves its next due time forward: it must not show `running` with a step due in
+/// the past while every tick is refused again.
 async fn submit(
     coordinator: &Arc<Coordinator>,
     expected_version: u64,
@@ -201,18 +208,81 @@ async fn submit(
     command: Command,
     reason: String,
 ) {
+    let was_hold = matches!(command, Command::DrainHold { .. });
+    let refused =
+        match submit_once(coordinator, expected_version, drain, now, command, reason).await {
+            Some(SubmitError::Command(e)) if !was_hold => e,
+            Some(e) => {
+                eprintln!("tidegate: drain {drain}: could not submit: {e}");
+                return;
+            }
+            None => return,
+        };
+    eprintln!("tidegate: drain {drain}: the core refused the runner's command: {refused}");
+    let hold = Command::DrainHold {
+        drain,
+        breach: false,
+        reason: truncate_reason(format!(
+            "holding: the drain runner's command was refused: {refused}"
+        )),
+    };
+    let reason = truncate_reason(format!("the drain runner's command was refused: {refused}"));
+    let version = coordinator.state().version();
+    if let Some(e) = submit_once(coordinator, version, drain, now, hold, reason).await {
+        eprintln!("tidegate: drain {drain}: could not hold the drain either: {e}");
+    }
+}
+
+/// One attempt; `None` when it was logged or lost a version race (the next tick decides again
+/// from the new state), else the error.
+async fn submit_once(
+    coordinator: &Arc<Coordinator>,
+    expected_version: u64,
+    drain: u64,
+    now: u64,
+    command: Command,
+    reason: String,
+) -> Option<SubmitError> {
     let envelope = Envelope {
         expected_version,
         command,
-        audit: Audit { by: format!("drain:{drain}"), at_ms: now, reason },
+        audit: Audit { by: format!("drain:{drain}"), at_ms: now, reason: truncate_reason(reason) },
     };
     let coordinator = Arc::clone(coordinator);
     match tokio::task::spawn_blocking(move || coordinator.submit(&envelope)).await {
-        Ok(Ok(_)) => {}
-        // Someone else changed the state between our read and our write (an operator paused
-        // the drain, say): the next tick decides again from the new state.
-        Ok(Err(SubmitError::Command(CommandError::VersionConflict { .. }))) => {}
-        Ok(Err(e)) => eprintln!("tidegate: drain {drain}: could not submit: {e}"),
-        Err(e) => eprintln!("tidegate: drain {drain}: runner task failed: {e}"),
+        Ok(Ok(_)) => None,
+        Ok(Err(SubmitError::Command(CommandError::VersionConflict { .. }))) => None,
+        Ok(Err(e)) => Some(e),
+        Err(e) => {
+            eprintln!("tidegate: drain {drain}: runner task failed: {e}");
+            None
+        }
+    }
+}
+
+/// Cuts `reason` to [`MAX_REASON_BYTES`] on a character boundary, marking the cut with "…".
+pub fn truncate_reason(mut reason: String) -> String {
+    if reason.len() <= MAX_REASON_BYTES {
+        return reason;
+    }
+    let mut end = MAX_REASON_BYTES - '…'.len_utf8();
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason.truncate(end);
+    reason.push('…');
+    reason
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_cut_to_the_limit_on_a_character_boundary() {
+        let long = "é".repeat(700); // 1400 bytes
+        let cut = truncate_reason(long);
+        assert!(cut.len() <= MAX_REASON_BYTES && cut.ends_with('…'), "{}", cut.len());
+        assert_eq!(truncate_reason("short".into()), "short");
     }
 }

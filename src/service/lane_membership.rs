@@ -190,6 +190,9 @@ pub struct Lanes {
     table: Arc<dyn TableSource>,
     lag_source: Option<Arc<dyn LagSource>>,
     groups: Mutex<BTreeMap<String, Group>>,
+    /// The clock at the first tick: members registered before a restart have one session
+    /// timeout from then to come back, so until then "no groups" does not mean "no backlog".
+    first_tick_ms: std::sync::OnceLock<u64>,
 }
 
 fn check_name(what: &'static str, value: &str) -> Result<(), LanesError> {
@@ -206,7 +209,14 @@ impl Lanes {
         table: Arc<dyn TableSource>,
         lag_source: Option<Arc<dyn LagSource>>,
     ) -> Lanes {
-        Lanes { zones, config, table, lag_source, groups: Mutex::new(BTreeMap::new()) }
+        Lanes {
+            zones,
+            config,
+            table,
+            lag_source,
+            groups: Mutex::new(BTreeMap::new()),
+            first_tick_ms: std::sync::OnceLock::new(),
+        }
     }
 
     pub fn config(&self) -> &LanesConfig {
@@ -346,6 +356,7 @@ impl Lanes {
     /// Expires members past their session timeout and re-evaluates every group (the routing
     /// table may have moved a zone to or from 0). Called by [`run`] on every tick.
     pub fn tick(&self, now_ms: u64) {
+        self.first_tick_ms.get_or_init(|| now_ms);
         let mut groups = self.lock();
         self.expire_locked(&mut groups, now_ms);
         for (name, g) in groups.iter_mut() {
@@ -520,20 +531,31 @@ impl Lanes {
         g.lag.as_ref().map(|l| l.halves[color as usize])
     }
 
-    /// `color`'s half lag summed over every group; `None` if any group's lag is unknown. With
-    /// no groups at all it is `Some(0)`: nothing is waiting to be consumed.
+    /// `color`'s half lag summed over every group; `None` if any group's lag is unknown.
     ///
-    /// Once the colour's share is 0, only a reading taken after that moment counts (the same rule
-    /// the assignment uses): an older zero predates the last messages produced for the colour,
-    /// so a drain must not be reported complete on it.
-    pub fn total_half_lag(&self, color: Color) -> Option<u64> {
+    /// Only a reading whose read *started* after `zero_since_ms` (when the caller saw the
+    /// colour's share reach 0; pass 0 for "any reading") counts, and after the moment this
+    /// service saw the share at 0 (the same rule the assignment uses): an older zero predates
+    /// the last messages produced for the colour, so a drain must not be completed on it.
+    ///
+    /// With no groups it is `Some(0)` only once lag is not read at all, or one session timeout
+    /// has passed since this service started: after a restart the registry is empty until the
+    /// consumers re-register, and that emptiness says nothing about their backlog.
+    pub fn total_half_lag(&self, color: Color, zero_since_ms: u64, now_ms: u64) -> Option<u64> {
         let groups = self.lock();
+        if groups.is_empty() && self.lag_source.is_some() {
+            let started = *self.first_tick_ms.get()?;
+            if now_ms < started.saturating_add(self.config.session_timeout_ms) {
+                return None;
+            }
+        }
         groups.values().try_fold(0u64, |sum, g| {
             if g.lag_error.is_some() {
                 return None;
             }
             let lag = g.lag.as_ref()?;
-            if g.drained_since[color as usize].is_some_and(|since| lag.at_ms <= since) {
+            let since = g.drained_since[color as usize].unwrap_or(0).max(zero_since_ms);
+            if since > 0 && lag.at_ms <= since {
                 return None;
             }
             Some(sum.saturating_add(lag.halves[color as usize]))
@@ -546,7 +568,8 @@ impl Lanes {
         groups.iter().map(|(n, g)| (n.clone(), g.topic.clone(), g.lane.partitions())).collect()
     }
 
-    /// Stores a lag reading (or its failure) and re-evaluates the group's assignment.
+    /// Stores a lag reading (or its failure) and re-evaluates the group's assignment. `now_ms`
+    /// is when the read *started*: the offsets may be that old.
     pub fn record_lag(
         &self,
         group: &str,
@@ -631,10 +654,13 @@ pub async fn run(lanes: Arc<Lanes>, now_ms: fn() -> u64, shutdown: impl Future<O
         for (group, topic, partitions) in lanes.lag_targets() {
             let source = Arc::clone(&source);
             let g = group.clone();
+            // Stamped when the read starts, not when it returns: a commit seen as "lag 0" may
+            // be from any moment during the read.
+            let started = now_ms();
             let read = tokio::task::spawn_blocking(move || source.read(&g, &topic, partitions))
                 .await
                 .unwrap_or_else(|e| Err(format!("lag reader failed: {e}")));
-            lanes.record_lag(&group, read, now_ms());
+            lanes.record_lag(&group, read, started);
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct Subscriber {
     pub last_seen_ms: u64,
     /// Open watch streams from this subscriber.
     pub streams: u32,
+    /// Its last watch stream closed (a dropped `Router`, a closed connection): it left, and is
+    /// not waited for until it connects again, instead of looking live until `stale_after`.
+    pub left: bool,
 }
 
 impl Subscriber {
@@ -48,6 +51,7 @@ impl Subscriber {
             applied_at_ms: None,
             last_seen_ms: now_ms,
             streams: 0,
+            left: false,
         }
     }
 }
@@ -212,6 +216,7 @@ impl Subscribers {
         s.zone = zone.to_owned();
         s.kind = kind.to_owned();
         s.streams += 1;
+        s.left = false;
         s.last_seen_ms = now_ms;
         if let Some(v) = applied.filter(|v| *v <= current_version && *v > s.applied_version) {
             s.applied_version = v;
@@ -227,6 +232,7 @@ impl Subscribers {
         let mut inner = self.lock();
         if let Some(s) = inner.subscribers.get_mut(id) {
             s.streams = s.streams.saturating_sub(1);
+            s.left = s.streams == 0;
             s.last_seen_ms = now_ms;
         }
     }
@@ -280,7 +286,7 @@ impl Subscribers {
     }
 
     fn is_live(&self, s: &Subscriber, now_ms: u64) -> bool {
-        s.streams > 0 || now_ms.saturating_sub(s.last_seen_ms) <= self.stale_after_ms
+        s.streams > 0 || (!s.left && now_ms.saturating_sub(s.last_seen_ms) <= self.stale_after_ms)
     }
 
     /// Forgets subscribers unseen for twice the stale timeout.
