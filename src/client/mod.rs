@@ -17,7 +17,7 @@
 pub mod headers;
 pub mod lanes;
 mod router;
-mod sse;
+pub mod sse;
 pub mod wire;
 
 pub use headers::{COLOR_HEADER, Resolved, Source, VERSION_HEADER, headers_for, resolve};

@@ -12,7 +12,7 @@ mod file_log;
 mod replay;
 
 pub use entry::{LogEntry, WireCommand};
-pub use file_log::{FileLog, LOG_FILE, Opened, encode_line};
+pub use file_log::{FileLog, LOG_FILE, Opened, decode_log, encode_line};
 pub use replay::{AuditRecord, ReplayError, Replayed, replay};
 
 use std::path::PathBuf;
