@@ -607,6 +607,14 @@ impl Config {
         Config::from_figment(figment, overrides)
     }
 
+    /// The configuration a TOML text gives over the defaults, without the environment or files:
+    /// what `load` does with a file's contents (the config fuzz target's entry point).
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
+        let figment =
+            Figment::from(Serialized::defaults(Settings::default())).merge(Toml::string(text));
+        Config::from_figment(figment, &Overrides::default())
+    }
+
     pub fn from_figment(figment: Figment, overrides: &Overrides) -> Result<Config, ConfigError> {
         let settings: Settings = figment.extract().map_err(|e| {
             // Figment names keys by profile ("default.units.count"); operators know "units.count".

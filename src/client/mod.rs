@@ -17,7 +17,7 @@
 pub mod headers;
 pub mod lanes;
 mod router;
-mod sse;
+pub mod sse;
 pub mod tls;
 pub mod wire;
 

@@ -166,6 +166,18 @@ pub struct EventReader {
 }
 
 impl EventReader {
+    /// A reader over bytes already received (`chunked`: the body is `Transfer-Encoding:
+    /// chunked`): the parser without a socket, the SSE fuzz target's entry point.
+    pub fn from_bytes(bytes: Vec<u8>, chunked: bool) -> EventReader {
+        let inner = BufReader::new(io::Cursor::new(bytes));
+        let body: Box<dyn BufRead + Send> = if chunked {
+            Box::new(BufReader::new(Chunked { inner, left: 0, done: false }))
+        } else {
+            Box::new(inner)
+        };
+        EventReader { body }
+    }
+
     /// The next event or comment; `Ok(None)` when the server closed the stream.
     pub fn next_item(&mut self) -> io::Result<Option<Item>> {
         let mut event = SseEvent::default();

@@ -178,6 +178,14 @@ pub fn encode_line(entry: &LogEntry) -> Result<String, StoreError> {
     Ok(format!("{:08x} {json}\n", crc32fast::hash(json.as_bytes())))
 }
 
+/// The entries held by a log file's bytes, as [`FileLog::open`] reads them but without I/O (the
+/// log decoder fuzz target's entry point). A torn last line is dropped; damage before it is an error.
+pub fn decode_log(data: &[u8]) -> Result<Vec<LogEntry>, StoreError> {
+    parse(data).map(|parsed| parsed.entries).map_err(|Corrupt { line, offset, reason }| {
+        StoreError::Corrupt { path: PathBuf::from(LOG_FILE), line, offset: offset as u64, reason }
+    })
+}
+
 struct Parsed {
     entries: Vec<LogEntry>,
     /// Bytes that hold whole, valid lines (without the damaged newline for `LineEndDamaged`).

@@ -13,7 +13,7 @@ mod replay;
 mod snapshot;
 
 pub use entry::{LogEntry, WireCommand, WirePlan, WirePrecondition, WireStep};
-pub use file_log::{FileLog, LOG_FILE, encode_line};
+pub use file_log::{FileLog, LOG_FILE, decode_log, encode_line};
 pub use replay::{
     AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, push_audit, replay, replay_after,
 };
