@@ -112,6 +112,15 @@ fn the_gate_answers_with_headers_only() {
         &mut agent.get(&gate).header("x-original-uri", "/shop?a=b&user_id=alice").call().unwrap(),
         "unit",
     );
+    // Envoy's ext_authz sends the original method and path after its `path_prefix`.
+    check(
+        &mut agent.post(&format!("{gate}/shop/cart?user_id=alice")).send("ignored").unwrap(),
+        "unit",
+    );
+    check(
+        &mut agent.delete(&format!("{gate}/x")).header("x-user-id", "alice").call().unwrap(),
+        "unit",
+    );
     // Without a user ID: the random fallback, said so.
     let response = agent.get(&gate).call().unwrap();
     assert_eq!(response.status(), 200);
