@@ -18,7 +18,7 @@ use rocket::http::{ContentType, Header, Status};
 use rocket::request::{FromRequest, Outcome, Request};
 use rocket::response::{self, Responder, Response};
 use rocket::serde::json::Json;
-use rocket::{Build, Rocket, State, delete, get, post, put, routes};
+use rocket::{Build, Rocket, State, delete, get, patch, post, put, routes};
 use serde_json::{Value, json};
 
 use super::auth::Caller;
@@ -84,6 +84,10 @@ pub fn build(app: EdgeApp) -> Rocket<Build> {
                 tag_batch,
                 get_routing,
                 gate,
+                gate_post,
+                gate_put,
+                gate_delete,
+                gate_patch,
                 evaluate_flag,
                 evaluate_flags,
                 healthz,
@@ -154,17 +158,17 @@ fn read_only(path: &std::path::Path) -> ApiError {
     )
 }
 
-#[put("/v1/<path..>")]
+#[put("/v1/<path..>", rank = 10)]
 fn read_only_put(path: PathBuf) -> ApiError {
     read_only(&path)
 }
 
-#[post("/v1/<path..>", rank = 5)]
+#[post("/v1/<path..>", rank = 10)]
 fn read_only_post(path: PathBuf) -> ApiError {
     read_only(&path)
 }
 
-#[delete("/v1/<path..>")]
+#[delete("/v1/<path..>", rank = 10)]
 fn read_only_delete(path: PathBuf) -> ApiError {
     read_only(&path)
 }
@@ -253,8 +257,41 @@ impl<'r> Responder<'r, 'static> for GateAnswer {
 /// The gateway check (nginx `auth_request`, Envoy HTTP `ext_authz`). `x-tidegate-source` says
 /// what decided: `unit`, `pin`, or `fallback` for a request without a user ID. With the
 /// `reject` fallback such a request gets 403 `missing_user_id` (the gateway refuses it).
-#[get("/v1/gate")]
+#[get("/v1/gate/<_..>")]
 fn gate(app: &State<EdgeApp>, caller: Caller, user: GateUser) -> Result<GateAnswer, ApiError> {
+    gate_check(app, &caller, &user)
+}
+
+// Envoy's HTTP ext_authz forwards the original method, with `path_prefix` before the path.
+#[post("/v1/gate/<_..>")]
+fn gate_post(app: &State<EdgeApp>, caller: Caller, user: GateUser) -> Result<GateAnswer, ApiError> {
+    gate_check(app, &caller, &user)
+}
+
+#[put("/v1/gate/<_..>")]
+fn gate_put(app: &State<EdgeApp>, caller: Caller, user: GateUser) -> Result<GateAnswer, ApiError> {
+    gate_check(app, &caller, &user)
+}
+
+#[delete("/v1/gate/<_..>")]
+fn gate_delete(
+    app: &State<EdgeApp>,
+    caller: Caller,
+    user: GateUser,
+) -> Result<GateAnswer, ApiError> {
+    gate_check(app, &caller, &user)
+}
+
+#[patch("/v1/gate/<_..>")]
+fn gate_patch(
+    app: &State<EdgeApp>,
+    caller: Caller,
+    user: GateUser,
+) -> Result<GateAnswer, ApiError> {
+    gate_check(app, &caller, &user)
+}
+
+fn gate_check(app: &EdgeApp, caller: &Caller, user: &GateUser) -> Result<GateAnswer, ApiError> {
     caller.require_reader(&app.config)?;
     let table = app.table()?;
     let (color, source) = match &user.0 {

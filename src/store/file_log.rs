@@ -178,7 +178,7 @@ pub fn encode_line(entry: &LogEntry) -> Result<String, StoreError> {
     Ok(format!("{:08x} {json}\n", crc32fast::hash(json.as_bytes())))
 }
 
-/// The entries held by a log file's bytes, as [`FileLog::open`] reads them but without I/O (the
+/// The entries held by a log file's bytes, as `read_after` reads them from the start, without I/O (the
 /// log decoder fuzz target's entry point). A torn last line is dropped; damage before it is an error.
 pub fn decode_log(data: &[u8]) -> Result<Vec<LogEntry>, StoreError> {
     parse(data).map(|parsed| parsed.entries).map_err(|Corrupt { line, offset, reason }| {

@@ -15,19 +15,21 @@ const [baseUrl, casesPath] = process.argv.slice(2);
 const cases = JSON.parse(readFileSync(casesPath, 'utf8'));
 await OpenFeature.setProviderAndWait(new OFREPProvider({ baseUrl }));
 const client = OpenFeature.getClient();
-const lines = [];
-for (const c of cases) {
+const evaluate = async (c) => {
   const context = c.targetingKey === null ? {} : { targetingKey: c.targetingKey };
   const d = await client.getStringDetails(c.flag, 'no-colour', context);
-  lines.push(
-    JSON.stringify({
-      value: d.value,
-      variant: d.variant ?? null,
-      reason: d.reason ?? null,
-      error_code: d.errorCode ?? null,
-      metadata: d.flagMetadata ?? {},
-    }),
-  );
+  return JSON.stringify({
+    value: d.value,
+    variant: d.variant ?? null,
+    reason: d.reason ?? null,
+    error_code: d.errorCode ?? null,
+    metadata: d.flagMetadata ?? {},
+  });
+};
+// Like a server handling requests: up to 32 evaluations in flight at once, answers in order.
+const lines = [];
+for (let i = 0; i < cases.length; i += 32) {
+  lines.push(...(await Promise.all(cases.slice(i, i + 32).map(evaluate))));
 }
 process.stdout.write(lines.join('\n') + '\n');
 await OpenFeature.close();

@@ -1,0 +1,241 @@
+//! `tidegate edge` as a real process against a real coordinator: the same answers as the
+//! coordinator for 100 000 random users, the gate's headers, readiness from the coordinator or
+//! the cache, failover across coordinators, read-only refusals, OFREP errors, and tokens.
+
+mod common;
+
+use std::time::Duration;
+
+use common::gateway::{Edge, free_port};
+use common::*;
+use serde_json::{Value, json};
+
+fn write_config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
+    let config = dir.join("tidegate.toml");
+    std::fs::write(&config, config_toml(extra)).unwrap();
+    config
+}
+
+fn random_user() -> String {
+    const ALPHABET: &[char] = &['a', 'b', 'z', 'Q', '0', '7', '-', '_', '.', '@', 'é', '用', '😀'];
+    let len = 1 + (rand::random::<u32>() % 30) as usize;
+    (0..len).map(|_| ALPHABET[(rand::random::<u32>() as usize) % ALPHABET.len()]).collect()
+}
+
+fn batch(url: &str, users: &[String]) -> Value {
+    let (status, body) =
+        post_json(&format!("{url}/v1/tag"), OPERATOR_TOKEN, json!({ "user_ids": users }));
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+#[test]
+fn the_edge_answers_exactly_as_the_coordinator_for_100_000_random_users() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "initial_blue_percent = 37");
+    let coordinator = Server::start(&config, &dir.path().join("data"));
+    for (user, color, version) in [("pinned-a", "green", 1), ("pinned-b", "blue", 2)] {
+        let (status, _) = put_json(
+            &format!("{}/v1/pins/{user}", coordinator.url),
+            OPERATOR_TOKEN,
+            json!({"color": color, "expected_version": version, "reason": "edge test"}),
+        );
+        assert_eq!(status, 200);
+    }
+    let edge = Edge::start(&config, &coordinator.url, &dir.path().join("edge.json"), 0);
+    edge.wait_for_version(3);
+    let mut users: Vec<String> = (0..100_000).map(|_| random_user()).collect();
+    users[0] = "pinned-a".into();
+    users[1] = "pinned-b".into();
+    for chunk in users.chunks(10_000) {
+        let theirs = batch(&coordinator.url, chunk);
+        let ours = batch(&edge.url, chunk);
+        assert_eq!(ours, theirs);
+    }
+    // Single tags, the routing table and OFREP agree too.
+    for user in &users[..200] {
+        let path = format!("/v1/tag?user_id={}", urlencode(user));
+        let (_, theirs) = get_json(&format!("{}{path}", coordinator.url));
+        let (_, ours) = get_json(&format!("{}{path}", edge.url));
+        assert_eq!(ours, theirs);
+        let body = json!({"context": {"targetingKey": user}});
+        let flag = "/ofrep/v1/evaluate/flags/tidegate-color";
+        let (_, theirs) =
+            post_json(&format!("{}{flag}", coordinator.url), OPERATOR_TOKEN, body.clone());
+        let (_, ours) = post_json(&format!("{}{flag}", edge.url), OPERATOR_TOKEN, body);
+        assert_eq!(ours, theirs);
+    }
+    let (_, theirs) = get_json(&format!("{}/v1/routing", coordinator.url));
+    let (_, ours) = get_json(&format!("{}/v1/routing", edge.url));
+    assert_eq!(ours, theirs);
+    // The edge acknowledged its version as a subscriber of kind `edge`.
+    let acked = wait_until(Duration::from_secs(10), || {
+        let (_, subs) = get_json(&format!("{}/v1/subscribers", coordinator.url));
+        subs.to_string().contains("\"edge\"")
+    });
+    assert!(acked, "the edge is not listed as a subscriber of kind edge");
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn the_gate_answers_with_headers_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "initial_blue_percent = 60");
+    let coordinator = Server::start(&config, &dir.path().join("data"));
+    let edge = Edge::start(&config, &coordinator.url, &dir.path().join("edge.json"), 0);
+    edge.wait_for_version(1);
+    let agent = agent();
+    let (_, tag) = get_json(&format!("{}/v1/tag?user_id=alice", coordinator.url));
+    let check = |response: &mut ureq::http::Response<ureq::Body>, source: &str| {
+        assert_eq!(response.status(), 200);
+        let header =
+            |name: &str| response.headers().get(name).unwrap().to_str().unwrap().to_owned();
+        assert_eq!(header("x-tidegate-color"), tag["color"].as_str().unwrap());
+        assert_eq!(header("x-tidegate-zone"), tag["zone"].as_str().unwrap());
+        assert_eq!(header("x-tidegate-version"), "1");
+        assert_eq!(header("x-tidegate-source"), source);
+        assert_eq!(response.body_mut().read_to_string().unwrap(), "", "no body");
+    };
+    let gate = format!("{}/v1/gate", edge.url);
+    check(&mut agent.get(&gate).header("x-user-id", "alice").call().unwrap(), "unit");
+    check(&mut agent.get(&gate).header("cookie", "tidegate-user=alice").call().unwrap(), "unit");
+    check(&mut agent.get(&format!("{gate}?user_id=alice")).call().unwrap(), "unit");
+    check(
+        &mut agent.get(&gate).header("x-original-uri", "/shop?a=b&user_id=alice").call().unwrap(),
+        "unit",
+    );
+    // Envoy's ext_authz sends the original method and path after its `path_prefix`.
+    check(
+        &mut agent.post(&format!("{gate}/shop/cart?user_id=alice")).send("ignored").unwrap(),
+        "unit",
+    );
+    check(
+        &mut agent.delete(&format!("{gate}/x")).header("x-user-id", "alice").call().unwrap(),
+        "unit",
+    );
+    // Without a user ID: the random fallback, said so.
+    let response = agent.get(&gate).call().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers().get("x-tidegate-source").unwrap(), "fallback");
+    // A bad user ID is a client error, not a routing decision.
+    let long = "x".repeat(300);
+    let response = agent.get(&gate).header("x-user-id", &long).call().unwrap();
+    assert_eq!(response.status(), 400);
+}
+
+#[test]
+fn readiness_says_where_the_table_came_from_and_the_cache_survives_the_coordinator() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "initial_blue_percent = 25");
+    let cache = dir.path().join("cache/edge.json");
+    // No coordinator and no cache: not ready, and every answer says why.
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let lonely = Edge::start(&config, &dead, &cache, 0);
+    let (status, body) = get_json(&format!("{}/readyz", lonely.url));
+    assert_eq!((status, body["error"].as_str()), (503, Some("no_table")), "{body}");
+    let (status, body) = get_json(&format!("{}/v1/tag?user_id=a", lonely.url));
+    assert_eq!((status, body["error"].as_str()), (503, Some("no_table")));
+    let (status, body) = post_json(
+        &format!("{}/ofrep/v1/evaluate/flags/tidegate-color", lonely.url),
+        OPERATOR_TOKEN,
+        json!({"context": {"targetingKey": "a"}}),
+    );
+    assert_eq!((status, body["errorCode"].as_str()), (500, Some("GENERAL")), "{body}");
+    let response = agent().get(&format!("{}/v1/gate", lonely.url)).header("x-user-id", "a").call();
+    assert_eq!(response.unwrap().status(), 503, "the gateway's fallback takes over");
+    drop(lonely);
+
+    // The first coordinator in the list is dead; the edge fails over to the second.
+    let coordinator = Server::start(&config, &dir.path().join("data"));
+    let edge = Edge::start(&config, &format!("{dead},{}", coordinator.url), &cache, 0);
+    edge.wait_for_version(1);
+    let (_, ready) = get_json(&format!("{}/readyz", edge.url));
+    assert_eq!(ready["source"], "coordinator");
+    assert_eq!(ready["coordinator_connected"], true);
+    assert_eq!(ready["coordinator"], coordinator.url.as_str());
+    let (_, before) = batch_of(&edge.url);
+    drop(edge);
+    coordinator.kill9();
+
+    // Every coordinator gone: a new edge starts from the cache and says so.
+    let edge = Edge::start(&config, &dead, &cache, 0);
+    let (status, ready) = get_json(&format!("{}/readyz", edge.url));
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["source"], "cache");
+    assert_eq!(ready["coordinator_connected"], false);
+    assert!(ready["table_age_seconds"].as_f64().is_some());
+    let (_, after) = batch_of(&edge.url);
+    assert_eq!(after, before);
+    let metrics = agent()
+        .get(&format!("{}/metrics", edge.url))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(metrics.contains("tidegate_edge_coordinator_connected 0"), "{metrics}");
+    assert!(metrics.contains("tidegate_routing_version 1"));
+}
+
+fn batch_of(url: &str) -> (u16, Value) {
+    let users: Vec<String> = (0..1000).map(|i| format!("user-{i}")).collect();
+    (200, batch(url, &users))
+}
+
+#[test]
+fn the_edge_is_read_only_and_follows_service_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = format!(
+        "service_tokens_sha256 = [\"{}\"]\n[edge]\ntoken = \"{SERVICE_TOKEN}\"",
+        tidegate::config::token_sha256_hex(SERVICE_TOKEN)
+    );
+    let config = write_config(dir.path(), &tokens);
+    let coordinator = Server::start(&config, &dir.path().join("data"));
+    // The edge reads the watch stream with its `[edge] token`.
+    let edge = Edge::start(&config, &coordinator.url, &dir.path().join("edge.json"), 0);
+    edge.wait_for_version(1);
+    let agent = agent();
+    for path in ["/v1/tag?user_id=a", "/v1/routing", "/v1/gate?user_id=a"] {
+        let response = agent.get(&format!("{}{path}", edge.url)).call().unwrap();
+        assert_eq!(response.status(), 401, "anonymous {path}");
+        for token in [SERVICE_TOKEN, VIEWER_TOKEN] {
+            let response = agent
+                .get(&format!("{}{path}", edge.url))
+                .header("Authorization", &format!("Bearer {token}"))
+                .call()
+                .unwrap();
+            assert_eq!(response.status(), 200, "{path} with {token}");
+        }
+    }
+    let (status, body) = post_json(
+        &format!("{}/ofrep/v1/evaluate/flags", edge.url),
+        "tg_not_a_token",
+        json!({"context": {"targetingKey": "a"}}),
+    );
+    assert_eq!((status, body["error"].as_str()), (401, Some("unauthorized")));
+    // Changes go to the coordinator; the edge refuses them, whoever asks.
+    for token in [OPERATOR_TOKEN, VIEWER_TOKEN] {
+        let (status, body) = put_json(
+            &format!("{}/v1/dial", edge.url),
+            token,
+            json!({"blue_percent": 10, "expected_version": 1, "reason": "no"}),
+        );
+        assert_eq!((status, body["error"].as_str()), (405, Some("read_only")), "{body}");
+    }
+    let (status, body) = post_json(
+        &format!("{}/v1/drains", edge.url),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "to": 0, "reason": "no"}),
+    );
+    assert_eq!((status, body["error"].as_str()), (405, Some("read_only")), "{body}");
+    let response = agent.get(&format!("{}/healthz", edge.url)).call().unwrap();
+    assert_eq!(response.status(), 200, "health stays open for probes");
+}
