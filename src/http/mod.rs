@@ -41,6 +41,8 @@ pub struct App {
     pub lanes: Arc<Lanes>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// The routing event of the newest version, serialised once for every watch stream.
+    pub frames: Arc<watch::RoutingFrames>,
 }
 
 impl App {
@@ -72,7 +74,8 @@ impl App {
         let table: Arc<dyn crate::service::table_source::TableSource> = coordinator.clone();
         let lanes =
             Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
-        App { coordinator, config, health, subscribers, lanes, tag_counters, metrics }
+        let frames = Arc::default();
+        App { coordinator, config, health, subscribers, lanes, tag_counters, metrics, frames }
     }
 }
 

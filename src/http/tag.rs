@@ -57,7 +57,7 @@ struct Tagged {
 #[get("/v1/tag?<user_id>")]
 fn tag_one(app: &State<App>, caller: Caller, user_id: Option<&str>) -> Result<Tagged, ApiError> {
     caller.require_reader(&app.config)?;
-    let started = Instant::now();
+    let started = app.tag_counters.sample_timing().then(Instant::now);
     let table = app.coordinator.table();
     let body = match user_id {
         Some(user_id) => {
@@ -87,7 +87,9 @@ fn tag_one(app: &State<App>, caller: Caller, user_id: Option<&str>) -> Result<Ta
         }
     };
     app.tag_counters.count(body.color_value, 1);
-    app.tag_counters.time(started.elapsed().as_secs_f64());
+    if let Some(started) = started {
+        app.tag_counters.time(started.elapsed().as_secs_f64());
+    }
     Ok(Tagged {
         body: serde_json::to_string(&body).expect("tag bodies always serialise"),
         color: Header::new("x-tidegate-color", body.color),
