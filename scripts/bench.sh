@@ -12,6 +12,8 @@
 # Rows:
 #   tag_rps      GET /v1/tag req/s, tidegate / bare hyper (same body size), wrk 64 connections
 #   tag_p99_4c   p99 latency of GET /v1/tag at 4 connections, tidegate / bare hyper
+#   watch        N SSE subscribers that ack every version: resident memory per stream, and the
+#                p99 across streams of dial request -> acknowledged
 #   startup      start-up to /readyz with N log entries (from its snapshot) / with a fresh log
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +21,12 @@ cd "$(dirname "$0")/.."
 smoke=0
 [ "${1:-}" = "--smoke" ] && smoke=1
 if [ "$smoke" = 1 ]; then
-  rounds=1; duration=2; entries=20000
+  rounds=1; duration=2; entries=20000; watchers=200
 else
   rounds="${BENCH_ROUNDS:-5}"; duration="${BENCH_SECONDS:-10}"; entries="${BENCH_ENTRIES:-1000000}"
+  watchers="${BENCH_WATCHERS:-10000}"
 fi
+ulimit -n "$(ulimit -Hn)"
 
 if ! command -v wrk >/dev/null 2>&1; then
   echo "installing wrk (Debian package)..." >&2
@@ -41,30 +45,41 @@ bare="$target/bare-hyper/release/bare-hyper"
 work="$(mktemp -d)"
 pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-# Starts "$@" with stdout to $work/$name.out and waits for its "listening on URL" line.
+# Starts "$@" with stdout to $work/$name.out, waits for its "listening on URL" line, and sets
+# $url and $pid (not a subshell, so the pid reaches the cleanup list).
 start() {
   local name="$1"; shift
   "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=("$!")
-  local url=""
+  pid=$!
+  pids+=("$pid")
+  url=""
   for _ in $(seq 1 300); do
     url="$(sed -n 's/^.* listening on //p' "$work/$name.out")"
     [ -n "$url" ] && break
     sleep 0.1
   done
   [ -n "$url" ] || { echo "$name did not start:" >&2; cat "$work/$name.err" >&2; exit 1; }
-  echo "$url"
 }
 
-tg_url="$(start tidegate "$tidegate" serve --address 127.0.0.1 --port 0 --data-dir "$work/data")"
+# An operator token for the dial changes of the watch bench.
+token="tg_bench_operator"
+cat >"$work/bench.toml" <<TOML
+[[operators]]
+name = "bench"
+token_sha256 = "$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
+role = "operator"
+TOML
+start tidegate "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/data"
+tg_url="$url"
 body_bytes="$(curl -s "$tg_url/v1/tag?user_id=user-1" | wc -c)"
-bare_url="$(start bare "$bare" 0 "$body_bytes")"
+start bare "$bare" 0 "$body_bytes"
+bare_url="$url"
 
 cat >"$work/ids.lua" <<'LUA'
 -- Random user IDs (a fixed pseudo-random walk over a billion IDs, so every request misses caches).
@@ -99,7 +114,15 @@ for round in $(seq 1 "$rounds"); do
   echo "round $round: tidegate ${tg_rps} req/s, bare ${bare_rps} req/s; p99 at 4 conns ${tg_p99} ms vs ${bare_p99} ms" >&2
   echo "$tg_rps $bare_rps $tg_p99 $bare_p99" >>"$work/tag.txt"
 done
-for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+
+echo "watch: $watchers streams" >&2
+start watch "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/watch-data"
+python3 scripts/bench/watchers.py "$url" "$token" "$pid" "$watchers" 3 >"$work/watch.txt"
+cat "$work/watch.txt" >&2
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
 
@@ -122,4 +145,7 @@ echo "| measure | ratio p50 (min-max) | target | subject / reference |"
 echo "|---|---|---|---|"
 echo "| GET /v1/tag req/s, tidegate / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $1/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $1}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
 echo "| GET /v1/tag p99 at 4 conns, tidegate / bare hyper | $(awk '{print $3/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $3}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
+w() { sed -n "s/^$1=//p" "$work/watch.txt"; }
+echo "| watch: resident memory per open stream, $watchers streams | $(w watch_rss_per_stream_kb) KB | <= 8 KB | $(w watch_rss_streams_kb) KB with the streams, $(w watch_rss_idle_kb) KB idle |"
+echo "| watch: dial -> all $watchers acked, p99 across streams (p50/min/max of 3 rounds) | $(w watch_ack_p99_ms_p50_min_max) ms | <= 250 ms | |"
 echo "| start-up to /readyz, $entries entries (snapshot) / fresh log | $startup_ratio | (<= 1 s) | $startup_ms / $fresh_ms; full replay without snapshot: $full_ms ms |"

@@ -62,3 +62,6 @@ echo "Kafka at $bootstrap"
 
 echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy; benches once in test mode)"
 cargo test -j 2 --all-targets
+
+echo "== benchmark smoke (scripts/bench.sh --smoke: a few seconds each, no thresholds)"
+bash scripts/bench.sh --smoke
