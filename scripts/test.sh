@@ -81,3 +81,6 @@ cargo test -j 2 --all-targets
 
 echo "== API contract: schemathesis against the real binary (scripts/schemathesis.sh)"
 bash scripts/schemathesis.sh
+
+echo "== benchmark smoke (scripts/bench.sh --smoke: a few seconds each, no thresholds)"
+bash scripts/bench.sh --smoke

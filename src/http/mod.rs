@@ -60,6 +60,8 @@ pub struct App {
     pub preconditions: Arc<Preconditions>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// The routing event of the newest version, serialised once for every watch stream.
+    pub frames: Arc<watch::RoutingFrames>,
 }
 
 impl App {
@@ -132,6 +134,7 @@ impl App {
             preconditions,
             tag_counters,
             metrics,
+            frames: Arc::default(),
         }
     }
 }

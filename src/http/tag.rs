@@ -103,7 +103,7 @@ pub(crate) fn tag_one_with(
     counters: &TagCounters,
     user_id: Option<&str>,
 ) -> Result<Tagged, ApiError> {
-    let started = Instant::now();
+    let started = counters.sample_timing().then(Instant::now);
     let body = match user_id {
         Some(user_id) => {
             validate_user_id(user_id)?;
@@ -132,7 +132,9 @@ pub(crate) fn tag_one_with(
         }
     };
     counters.count(body.color_value, 1);
-    counters.time(started.elapsed().as_secs_f64());
+    if let Some(started) = started {
+        counters.time(started.elapsed().as_secs_f64());
+    }
     Ok(Tagged {
         body: serde_json::to_string(&body).expect("tag bodies always serialise"),
         color: Header::new("x-tidegate-color", body.color),

@@ -1,12 +1,14 @@
 //! Routing push and convergence: the watch stream (SSE), acknowledgements, subscriber views.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rocket::fairing::AdHoc;
-use rocket::http::Status;
+use rocket::futures::stream::{Stream, StreamExt};
+use rocket::http::{ContentType, Status};
 use rocket::request::{FromRequest, Outcome, Request};
-use rocket::response::stream::{Event, EventStream};
+use rocket::response::stream::{ByteStream, ReaderStream};
+use rocket::response::{self, Responder, Response};
 use rocket::serde::json::Json;
 use rocket::{Shutdown, State, get, post, routes};
 use serde::Deserialize;
@@ -104,8 +106,67 @@ impl Drop for StreamGuard {
     }
 }
 
-fn routing_event(state: &CoreState) -> Event {
-    Event::json(&routing_body(state.table())).id(state.version().to_string()).event("routing")
+/// One server-sent event, already framed (`id:`, `event:`, `data:` lines and the blank line).
+/// The routing event of a version is built once and shared by every stream that sends it, so a
+/// change costs one serialisation however many subscribers watch, and no stream holds a copy.
+#[derive(Clone)]
+pub(crate) enum Frame {
+    Shared(Arc<[u8]>),
+    Static(&'static [u8]),
+}
+
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Frame::Shared(bytes) => bytes,
+            Frame::Static(bytes) => bytes,
+        }
+    }
+}
+
+const HEARTBEAT: Frame = Frame::Static(b":heartbeat\n\n");
+
+/// The newest routing frame, built on first demand for its version.
+#[derive(Default)]
+pub struct RoutingFrames {
+    newest: Mutex<Option<(u64, Arc<[u8]>)>>,
+}
+
+impl RoutingFrames {
+    fn frame(&self, state: &CoreState) -> Frame {
+        let mut newest = self.newest.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((version, bytes)) = newest.as_ref()
+            && *version == state.version()
+        {
+            return Frame::Shared(Arc::clone(bytes));
+        }
+        // Compact JSON has no line breaks, so the body fits one `data:` line.
+        let json = routing_body(state.table()).to_string();
+        let text = format!("id:{}\nevent:routing\ndata:{json}\n\n", state.version());
+        let bytes: Arc<[u8]> = Arc::from(text.into_bytes());
+        if newest.as_ref().is_none_or(|(version, _)| *version < state.version()) {
+            *newest = Some((state.version(), Arc::clone(&bytes)));
+        }
+        Frame::Shared(bytes)
+    }
+}
+
+/// An SSE response over pre-framed events (Rocket's `EventStream` frames, and so copies, every
+/// event per stream).
+pub(crate) struct EventFrames<S>(ByteStream<S>);
+
+impl<'r, S> Responder<'r, 'r> for EventFrames<S>
+where
+    S: Stream<Item = Frame> + Send + 'r,
+{
+    fn respond_to(self, _: &'r Request<'_>) -> response::Result<'r> {
+        Response::build()
+            .header(ContentType::EventStream)
+            .raw_header("Cache-Control", "no-cache")
+            .raw_header("Expires", "0")
+            .streamed_body(ReaderStream::from(self.0.0.map(std::io::Cursor::new)))
+            .ok()
+    }
 }
 
 /// `GET /v1/routing/watch`: the full table on connect (unless `Last-Event-ID` already names
@@ -120,7 +181,7 @@ fn watch(
     kind: Option<&str>,
     last_event_id: LastEventId,
     mut shutdown: Shutdown,
-) -> Result<EventStream![Event + 'static], ApiError> {
+) -> Result<EventFrames<impl Stream<Item = Frame> + Send + 'static>, ApiError> {
     caller.require_reader(&app.config)?;
     // Watching is a read; registering as a subscriber counts towards convergence, which holds
     // or releases drain steps, so it needs a writer, who then owns the subscriber.
@@ -146,12 +207,14 @@ fn watch(
     // A `Last-Event-ID` ahead of this server (a log restored from a backup, a new data
     // directory) names a table this server never had: send the current one.
     let mut sent = last_event_id.0.filter(|v| *v <= current.version()).unwrap_or(0);
-    Ok(EventStream! {
+    let frames = Arc::clone(&app.frames);
+    Ok(EventFrames(ByteStream! {
         let guard = guard;
         if current.version() > sent {
             sent = current.version();
-            yield routing_event(&current);
+            yield frames.frame(&current);
         }
+        drop(current);
         let mut ticker = rocket::tokio::time::interval_at(rocket::tokio::time::Instant::now() + heartbeat, heartbeat);
         loop {
             rocket::tokio::select! {
@@ -160,19 +223,19 @@ fn watch(
                     let state = changes.borrow_and_update().clone();
                     if state.version() > sent {
                         sent = state.version();
-                        yield routing_event(&state);
+                        yield frames.frame(&state);
                     }
                 }
                 _ = ticker.tick() => {
                     if let Some(id) = &guard.id {
                         guard.subscribers.touch(id, now_ms());
                     }
-                    yield Event::comment("heartbeat");
+                    yield HEARTBEAT;
                 }
                 _ = &mut shutdown => break,
             }
         }
-    })
+    }))
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Every tidegate benchmark, each against a reference measured in the same run, as one ratio table.
+#
+#   scripts/bench.sh            # full: 5 alternating rounds of 10 s, 1 000 000 log entries
+#   scripts/bench.sh --smoke    # a few seconds each (CI runs this so the script cannot rot)
+#
+# Builds tidegate (release) and the bare hyper reference (benches/bare-hyper, its own workspace),
+# starts and stops every process it uses on 127.0.0.1, and prints ratios as p50 (min-max) over
+# the rounds. Figures are ratios because absolute numbers on shared machines move by 3x from one
+# day to the next; the reference runs on the same cores, alternating with the subject.
+#
+# Rows:
+#   tag_rps      GET /v1/tag req/s, tidegate / bare hyper (same body size), wrk 64 connections
+#   tag_p99_4c   p99 latency of GET /v1/tag at 4 connections, tidegate / bare hyper
+#   watch        N SSE subscribers that ack every version: resident memory per stream, and the
+#                p99 across streams of dial request -> acknowledged
+#   startup      start-up to /readyz with N log entries (from its snapshot) / with a fresh log
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+smoke=0
+[ "${1:-}" = "--smoke" ] && smoke=1
+if [ "$smoke" = 1 ]; then
+  rounds=1; duration=2; entries=20000; watchers=200
+else
+  rounds="${BENCH_ROUNDS:-5}"; duration="${BENCH_SECONDS:-10}"; entries="${BENCH_ENTRIES:-1000000}"
+  watchers="${BENCH_WATCHERS:-10000}"
+fi
+ulimit -n "$(ulimit -Hn)"
+
+if ! command -v wrk >/dev/null 2>&1; then
+  echo "installing wrk (Debian package)..." >&2
+  (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null \
+    || { echo "bench.sh: cannot install wrk" >&2; exit 1; }
+fi
+command -v curl >/dev/null 2>&1 || { echo "bench.sh: curl is required" >&2; exit 1; }
+
+target="${CARGO_TARGET_DIR:-target}"
+cargo build --release -j 2 --bin tidegate >&2
+cargo build --release -j 2 --manifest-path benches/bare-hyper/Cargo.toml \
+  --target-dir "$target/bare-hyper" >&2
+tidegate="$target/release/tidegate"
+bare="$target/bare-hyper/release/bare-hyper"
+
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Starts "$@" with stdout to $work/$name.out, waits for its "listening on URL" line, and sets
+# $url and $pid (not a subshell, so the pid reaches the cleanup list).
+start() {
+  local name="$1"; shift
+  "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  pid=$!
+  pids+=("$pid")
+  url=""
+  for _ in $(seq 1 300); do
+    url="$(sed -n 's/^.* listening on //p' "$work/$name.out")"
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  [ -n "$url" ] || { echo "$name did not start:" >&2; cat "$work/$name.err" >&2; exit 1; }
+}
+
+# An operator token for the dial changes of the watch bench.
+token="tg_bench_operator"
+cat >"$work/bench.toml" <<TOML
+[[operators]]
+name = "bench"
+token_sha256 = "$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
+role = "operator"
+TOML
+start tidegate "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/data"
+tg_url="$url"
+body_bytes="$(curl -s "$tg_url/v1/tag?user_id=user-1" | wc -c)"
+start bare "$bare" 0 "$body_bytes"
+bare_url="$url"
+
+cat >"$work/ids.lua" <<'LUA'
+-- Random user IDs (a fixed pseudo-random walk over a billion IDs, so every request misses caches).
+counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", "/v1/tag?user_id=user-" .. ((counter * 2654435761) % 1000000007))
+end
+LUA
+
+# wrk_run URL CONNECTIONS -> "rps p99_ms"
+wrk_run() {
+  local out="$work/wrk.txt"
+  wrk -t2 -c"$2" -d"${duration}s" --latency -s "$work/ids.lua" "$1/v1/tag" >"$out"
+  local non2xx
+  non2xx="$(awk '/Non-2xx/ {print $NF}' "$out")"
+  [ -z "$non2xx" ] || { echo "bench.sh: $non2xx non-2xx answers from $1" >&2; cat "$out" >&2; exit 1; }
+  awk '
+    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    /^Requests\/sec/ { rps = $2 }
+    $1 == "99%" { p99 = ms($2) }
+    END { printf "%s %s\n", rps, p99 }' "$out"
+}
+
+echo "tag: $rounds rounds of ${duration}s, body $body_bytes bytes, alternating tidegate and bare hyper" >&2
+: >"$work/tag.txt"
+for round in $(seq 1 "$rounds"); do
+  read -r tg_rps _ < <(wrk_run "$tg_url" 64)
+  read -r bare_rps _ < <(wrk_run "$bare_url" 64)
+  read -r _ tg_p99 < <(wrk_run "$tg_url" 4)
+  read -r _ bare_p99 < <(wrk_run "$bare_url" 4)
+  echo "round $round: tidegate ${tg_rps} req/s, bare ${bare_rps} req/s; p99 at 4 conns ${tg_p99} ms vs ${bare_p99} ms" >&2
+  echo "$tg_rps $bare_rps $tg_p99 $bare_p99" >>"$work/tag.txt"
+done
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+
+echo "watch: $watchers streams" >&2
+start watch "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/watch-data"
+python3 scripts/bench/watchers.py "$url" "$token" "$pid" "$watchers" 3 >"$work/watch.txt"
+cat "$work/watch.txt" >&2
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+
+echo "startup: $entries log entries, $rounds rounds" >&2
+python3 scripts/bench/startup.py "$tidegate" "$work/startup" "$entries" "$rounds" >"$work/startup.txt"
+cat "$work/startup.txt" >&2
+
+# p50 (min-max) of a column of numbers.
+dist() { sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'; }
+
+startup_ratio="$(sed -n 's/^startup_ratio_p50_min_max=//p' "$work/startup.txt" | awk -F/ '{ printf "%s (%s-%s)", $1, $2, $3 }')"
+startup_ms="$(sed -n 's/^startup_snapshot_ms_p50_min_max=//p' "$work/startup.txt" | awk -F/ '{ printf "%s ms (%s-%s)", $1, $2, $3 }')"
+fresh_ms="$(sed -n 's/^startup_fresh_ms_p50_min_max=//p' "$work/startup.txt" | awk -F/ '{ printf "%s ms (%s-%s)", $1, $2, $3 }')"
+full_ms="$(sed -n 's/^startup_full_replay_ms=//p' "$work/startup.txt")"
+
+echo
+echo "tidegate benchmarks: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load generator on the same cores, $rounds round(s)"
+echo
+echo "| measure | ratio p50 (min-max) | target | subject / reference |"
+echo "|---|---|---|---|"
+echo "| GET /v1/tag req/s, tidegate / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $1/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $1}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
+echo "| GET /v1/tag p99 at 4 conns, tidegate / bare hyper | $(awk '{print $3/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $3}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
+w() { sed -n "s/^$1=//p" "$work/watch.txt"; }
+echo "| watch: resident memory per open stream, $watchers streams | $(w watch_rss_per_stream_kb) KB | <= 8 KB | $(w watch_rss_streams_kb) KB with the streams, $(w watch_rss_idle_kb) KB idle |"
+echo "| watch: dial -> all $watchers acked, p99 across streams (p50/min/max of 3 rounds) | $(w watch_ack_p99_ms_p50_min_max) ms | <= 250 ms | |"
+echo "| start-up to /readyz, $entries entries (snapshot) / fresh log | $startup_ratio | (<= 1 s) | $startup_ms / $fresh_ms; full replay without snapshot: $full_ms ms |"

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Holds N routing watch streams (SSE) on one asyncio loop, then measures a dial change.
+
+    scripts/bench/watchers.py URL OPERATOR_TOKEN TIDEGATE_PID N [ROUNDS]
+
+Each stream is a subscriber (`subscriber_id=bench-<i>`) that acknowledges every routing version
+it receives with `POST /v1/subscribers/<id>/ack`, as `tidegate::client::Router` does. Prints:
+the coordinator's resident memory idle and with N streams open (per stream), and for each round
+the time from the dial request to the last stream's acknowledgement (p50/p99/max across streams).
+"""
+import asyncio
+import json
+import resource
+import statistics
+import sys
+import time
+
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+async def request(host, port, method, path, body=None, token=None):
+    reader, writer = await asyncio.open_connection(host, port)
+    data = json.dumps(body).encode() if body is not None else b""
+    head = "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n" % (
+        method, path, host, len(data))
+    if body is not None:
+        head += "Content-Type: application/json\r\n"
+    if token:
+        head += "Authorization: Bearer %s\r\n" % token
+    writer.write(head.encode() + b"\r\n" + data)
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    status = int(response.split(b" ", 2)[1])
+    payload = response.split(b"\r\n\r\n", 1)[1]
+    return status, payload
+
+
+class Watcher:
+    def __init__(self, host, port, index):
+        self.host, self.port, self.id = host, port, "bench-%d" % index
+        self.versions = {}  # version -> monotonic time acknowledged
+        self.connected = asyncio.Event()
+
+    async def run(self):
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        path = "/v1/routing/watch?subscriber_id=%s&zone=az-a&kind=bench" % self.id
+        writer.write(("GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n"
+                      % (path, self.host)).encode())
+        await writer.drain()
+        await reader.readuntil(b"\r\n\r\n")
+        event_id = None
+        while True:
+            line = await reader.readline()
+            if not line:
+                return
+            line = line.rstrip(b"\r\n")
+            if line.startswith(b"id:"):
+                event_id = int(line[3:].strip())
+            elif line == b"" and event_id is not None:
+                version, event_id = event_id, None
+                status, _ = await request(self.host, self.port, "POST",
+                                          "/v1/subscribers/%s/ack" % self.id, {"version": version})
+                if status != 200:
+                    raise SystemExit("ack of %s answered %d" % (self.id, status))
+                self.versions[version] = time.monotonic()
+                self.connected.set()
+
+
+async def main():
+    url, token, pid, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    rounds = int(sys.argv[5]) if len(sys.argv) > 5 else 3
+    host, port = url.split("//", 1)[1].split(":")
+    port = int(port)
+    idle = rss_kb(pid)
+    watchers = [Watcher(host, port, i) for i in range(count)]
+    tasks = []
+    for i, w in enumerate(watchers):
+        tasks.append(asyncio.create_task(w.run()))
+        if i % 200 == 199:
+            await asyncio.sleep(0.05)
+    await asyncio.wait_for(asyncio.gather(*(w.connected.wait() for w in watchers)), 300)
+    await asyncio.sleep(1)
+    held = rss_kb(pid)
+    print("watch_streams=%d" % count)
+    print("watch_rss_idle_kb=%d" % idle)
+    print("watch_rss_streams_kb=%d" % held)
+    print("watch_rss_per_stream_kb=%.1f" % ((held - idle) / count))
+    latencies = []
+    for r in range(rounds):
+        status, body = await request(host, port, "GET", "/v1/routing")
+        table = json.loads(body)
+        target = 40 if table["blue_units"] != 40 else 60
+        began = time.monotonic()
+        status, body = await request(host, port, "PUT", "/v1/dial", {
+            "blue_units": target, "expected_version": table["version"],
+            "reason": "watch bench round %d" % r}, token)
+        if status != 200:
+            raise SystemExit("dial answered %d: %s" % (status, body))
+        version = json.loads(body)["version"]
+        deadline = began + 60
+        while any(version not in w.versions for w in watchers):
+            if time.monotonic() > deadline:
+                raise SystemExit("not every stream acknowledged version %d in 60 s" % version)
+            await asyncio.sleep(0.005)
+        times = sorted(w.versions[version] - began for w in watchers)
+        p99 = times[int(len(times) * 0.99) - 1]
+        latencies.append(p99)
+        print("watch_round_%d_ms_p50_p99_max=%.0f/%.0f/%.0f"
+              % (r, statistics.median(times) * 1000, p99 * 1000, times[-1] * 1000))
+    print("watch_ack_p99_ms_p50_min_max=%.0f/%.0f/%.0f" % (
+        statistics.median(latencies) * 1000, min(latencies) * 1000, max(latencies) * 1000))
+    for t in tasks:
+        t.cancel()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
