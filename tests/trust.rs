@@ -653,3 +653,26 @@ fn the_lane_client_sends_its_token_and_secret_and_a_refused_secret_means_registe
         Err(LaneClientError::MemberGone(_))
     ));
 }
+
+#[test]
+fn bad_trust_settings_name_their_key() {
+    use figment::Figment;
+    use figment::providers::{Format, Serialized, Toml};
+    use tidegate::config::{Config, Overrides, Settings};
+    let cases = [
+        ("[lanes]\nmember_key = \"not hex\"", "lanes.member_key"),
+        (
+            "[lanes]\nmember_key = \"00000000000000000000000000000000000000000000000000000000000000\"",
+            "lanes.member_key",
+        ),
+        ("[lanes]\nmax_members_per_caller = 0", "lanes.max_members_per_caller"),
+        ("[lanes]\nmax_groups_per_caller = 0", "lanes.max_groups_per_caller"),
+        ("[subscribers]\nmax_per_caller = 0", "subscribers.max_per_caller"),
+    ];
+    for (toml, key) in cases {
+        let figment =
+            Figment::from(Serialized::defaults(Settings::default())).merge(Toml::string(toml));
+        let error = Config::from_figment(figment, &Overrides::default()).unwrap_err().to_string();
+        assert!(error.contains(key), "{toml}: {error}");
+    }
+}
