@@ -36,6 +36,9 @@ fn main() {
                 kind: "example".into(),
             },
             RouterOptions {
+                // A service token lets it register as a subscriber and acknowledge versions;
+                // without one it only follows the table.
+                token: std::env::var("TIDEGATE_SERVICE_TOKEN").ok(),
                 cache_path: Some(std::env::temp_dir().join("tidegate-example-table.json")),
                 ..Default::default()
             },

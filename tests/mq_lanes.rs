@@ -255,10 +255,13 @@ fn report_outcomes(
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            let _ = common::agent().post(&format!("{url}/v1/outcomes")).send_json(json!([
-                {"zone": "az-b", "color": "blue", "ok": 500, "error": 0},
-                {"zone": "az-a", "color": "green", "ok": 500, "error": 0}
-            ]));
+            let _ = common::agent()
+                .post(&format!("{url}/v1/outcomes"))
+                .header("Authorization", &format!("Bearer {}", common::OPERATOR_TOKEN))
+                .send_json(json!([
+                    {"zone": "az-b", "color": "blue", "ok": 500, "error": 0},
+                    {"zone": "az-a", "color": "green", "ok": 500, "error": 0}
+                ]));
             std::thread::sleep(Duration::from_millis(100));
         }
     })

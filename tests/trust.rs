@@ -525,6 +525,10 @@ fn acks_for_a_subscriber_come_only_from_the_identity_that_registered_it() {
     );
     assert_eq!(status, Status::Forbidden);
     assert_eq!(ack(SERVICE_TOKEN, 1).0, Status::Ok, "the owner still may");
+    let (_, list) = send(&client, Method::Get, "/v1/subscribers", Some(VIEWER_TOKEN), vec![], None);
+    let owner = list["subscribers"][0]["owner"].as_str().unwrap();
+    let hash = token_sha256_hex(SERVICE_TOKEN);
+    assert_eq!(owner, format!("service:{}", &hash[..12]), "named by its hash, never the token");
 }
 
 #[test]
@@ -608,4 +612,67 @@ fn a_flooding_token_hits_its_own_limits_and_the_others_still_register() {
         "{v}"
     );
     assert!(v["detail"].as_str().unwrap().contains("lanes.max_groups_per_caller"), "{v}");
+}
+
+#[test]
+fn the_lane_client_sends_its_token_and_secret_and_a_refused_secret_means_register_again() {
+    use tidegate::client::lanes::{LaneClient, LaneClientError};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    std::fs::write(&config, toml("")).unwrap();
+    let server = common::Server::start(&config, &dir.path().join("data"));
+    let timeout = std::time::Duration::from_secs(5);
+    let anonymous = LaneClient::new(&server.url, None, timeout);
+    match anonymous.register("orders", Some("b1"), "az-b", "orders", 4) {
+        Err(LaneClientError::Api { status: 401, .. }) => {}
+        other => panic!("an anonymous member must be refused: {other:?}"),
+    }
+    let client = LaneClient::new(&server.url, Some(SERVICE_TOKEN.to_owned()), timeout);
+    let b1 = client.register("orders", Some("b1"), "az-b", "orders", 4).unwrap();
+    let b2 = client.register("orders", Some("b2"), "az-b", "orders", 4).unwrap();
+    assert!(b1.member_id.starts_with("b1-") && b1.member_id != b2.member_id);
+    let (s1, s2) = (b1.member_secret.unwrap(), b2.member_secret.unwrap());
+    let beat = client.heartbeat("orders", &b1.member_id, &s1, &[]).unwrap();
+    assert_eq!(beat.member_id, b1.member_id);
+    assert!(matches!(
+        client.heartbeat("orders", &b1.member_id, &s2, &[]),
+        Err(LaneClientError::MemberGone(_))
+    ));
+    // Over a real socket too, a text/plain body (what a web page may send without a preflight)
+    // is refused before it is read.
+    let response = common::agent()
+        .post(&format!("{}/v1/outcomes", server.url))
+        .header("Authorization", &format!("Bearer {SERVICE_TOKEN}"))
+        .header("Content-Type", "text/plain")
+        .send(r#"{"zone": "az-a", "color": "green", "ok": 0, "error": 1000}"#)
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 415);
+    client.leave("orders", &b1.member_id, &s1).unwrap();
+    assert!(matches!(
+        client.heartbeat("orders", &b1.member_id, &s1, &[]),
+        Err(LaneClientError::MemberGone(_))
+    ));
+}
+
+#[test]
+fn bad_trust_settings_name_their_key() {
+    use figment::Figment;
+    use figment::providers::{Format, Serialized, Toml};
+    use tidegate::config::{Config, Overrides, Settings};
+    let cases = [
+        ("[lanes]\nmember_key = \"not hex\"", "lanes.member_key"),
+        (
+            "[lanes]\nmember_key = \"00000000000000000000000000000000000000000000000000000000000000\"",
+            "lanes.member_key",
+        ),
+        ("[lanes]\nmax_members_per_caller = 0", "lanes.max_members_per_caller"),
+        ("[lanes]\nmax_groups_per_caller = 0", "lanes.max_groups_per_caller"),
+        ("[subscribers]\nmax_per_caller = 0", "subscribers.max_per_caller"),
+    ];
+    for (toml, key) in cases {
+        let figment =
+            Figment::from(Serialized::defaults(Settings::default())).merge(Toml::string(toml));
+        let error = Config::from_figment(figment, &Overrides::default()).unwrap_err().to_string();
+        assert!(error.contains(key), "{toml}: {error}");
+    }
 }

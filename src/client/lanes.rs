@@ -25,7 +25,8 @@ pub struct Assigned {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LaneClientError {
-    /// The coordinator does not know the member (it expired, or the coordinator restarted).
+    /// The coordinator does not know the member (it expired, or the coordinator restarted), or
+    /// does not accept its secret: register again.
     #[error("{0}")]
     MemberGone(String),
     #[error("HTTP {status} {code}: {detail}")]
@@ -125,7 +126,10 @@ impl LaneClient {
         if status >= 400 {
             let code = value["error"].as_str().unwrap_or("error").to_owned();
             let detail = value["detail"].as_str().unwrap_or("").to_owned();
-            if code == "member_not_found" {
+            // A secret this coordinator does not accept (its key was rotated, or a failover
+            // reached a replica with another key) means the same as an unknown member: the
+            // consumer stops reading and registers again.
+            if code == "member_not_found" || code == "member_secret_mismatch" {
                 return Err(LaneClientError::MemberGone(detail));
             }
             return Err(LaneClientError::Api { status, code, detail });

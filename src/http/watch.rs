@@ -297,6 +297,7 @@ fn list_subscribers(app: &State<App>, caller: Caller) -> Result<Json<Value>, Api
                 "subscriber_id": s.id,
                 "zone": s.zone,
                 "kind": s.kind,
+                "owner": s.owner,
                 "state": state,
                 "applied_version": s.applied_version,
                 "lag": current.saturating_sub(s.applied_version),
