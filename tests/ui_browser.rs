@@ -683,6 +683,11 @@ async fn the_overview_tells_the_truth_in_an_incident_in_chromium() {
     assert_eq!(visible, json!(["col-when", "col-who", "col-action", "col-reason"]));
     shot(&c, "12-audit-phone").await;
 
+    c.close().await.unwrap();
+    drop(driver);
+    drop(server);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evacuate_on_the_overview_starts_an_evacuation_in_chromium() {
     let dir = tempfile::tempdir().unwrap();

@@ -148,7 +148,7 @@ async fn post_dry_run(
             health.zone(&zone_of(Color::Blue), now).reading,
             health.zone(&zone_of(Color::Green), now).reading,
             preconditions.check_all(&list),
-            [lanes.total_half_lag(Color::Blue), lanes.total_half_lag(Color::Green)],
+            [lanes.total_half_lag(Color::Blue, 0, now), lanes.total_half_lag(Color::Green, 0, now)],
         )
     })
     .await
