@@ -14,7 +14,7 @@ use crate::core::{ColorZones, Fallback, Genesis, Guard, OnBreach, Share, UnitMod
 use crate::duration::parse_duration_ms;
 
 /// Environment variables with the `TIDEGATE_` prefix that belong to the CLI, not to the server.
-const CLIENT_ONLY_ENV: [&str; 3] = ["token", "url", "config"];
+const CLIENT_ONLY_ENV: [&str; 4] = ["token", "url", "config", "ca_file"];
 
 /// The raw, serialisable settings, as written in `config/tidegate.toml`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -34,6 +34,23 @@ pub struct Settings {
     pub subscribers: SubscriberSettings,
     pub ui: UiSettings,
     pub lanes: LaneSettings,
+    pub client: ClientSettings,
+}
+
+/// `[client]`: how tidegate's own clients (the CLI) reach a coordinator.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientSettings {
+    /// PEM file of the CA to trust for `https://` coordinators instead of the system's roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `[server.tls]`: serve HTTPS with this certificate chain and private key (PEM files).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    pub certs: PathBuf,
+    pub key: PathBuf,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -178,6 +195,7 @@ impl Default for DrainSettings {
 pub struct ServerSettings {
     pub address: String,
     pub port: u16,
+    pub tls: Option<TlsSettings>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -232,13 +250,14 @@ impl Default for Settings {
             subscribers: SubscriberSettings::default(),
             ui: UiSettings::default(),
             lanes: LaneSettings::default(),
+            client: ClientSettings::default(),
         }
     }
 }
 
 impl Default for ServerSettings {
     fn default() -> Self {
-        ServerSettings { address: "127.0.0.1".into(), port: 8080 }
+        ServerSettings { address: "127.0.0.1".into(), port: 8080, tls: None }
     }
 }
 
@@ -328,6 +347,10 @@ pub struct Config {
     pub lanes: LanesConfig,
     /// Most subscribers one caller may register (`subscribers.max_per_caller`).
     pub subscriber_max_per_caller: usize,
+    /// Serve HTTPS with these files; `None` serves plain HTTP.
+    pub tls: Option<TlsSettings>,
+    /// The CA file the CLI trusts (`[client] ca_file`).
+    pub client_ca_file: Option<PathBuf>,
 }
 
 /// The operator web UI: the key that encrypts session cookies and how long a session lasts.
@@ -522,7 +545,17 @@ impl Config {
         }
         let ui = validate_ui(&s.ui)?;
         let lanes = validate_lanes(&s.lanes)?;
+        if let Some(tls) = &s.server.tls {
+            validate_tls(tls)?;
+        }
+        if let Some(path) = &s.client.ca_file
+            && let Err(e) = std::fs::metadata(path)
+        {
+            return Err(invalid("client.ca_file", format!("cannot read {}: {e}", path.display())));
+        }
         Ok(Config {
+            tls: s.server.tls.clone(),
+            client_ca_file: s.client.ca_file.clone(),
             health,
             drain,
             ui,
@@ -542,6 +575,35 @@ impl Config {
             subscriber_max_per_caller: s.subscribers.max_per_caller,
         })
     }
+}
+
+/// Reads both PEM files now, so a wrong path or a file of the wrong kind names its key instead
+/// of failing later as "binding failed".
+fn validate_tls(tls: &TlsSettings) -> Result<(), ConfigError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(&tls.certs)
+        .map_err(|e| {
+            invalid("server.tls.certs", format!("cannot read {}: {e}", tls.certs.display()))
+        })?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid("server.tls.certs", format!("{}: {e}", tls.certs.display())))?;
+    if certs.is_empty() {
+        return Err(invalid(
+            "server.tls.certs",
+            format!("{} holds no PEM certificate", tls.certs.display()),
+        ));
+    }
+    PrivateKeyDer::from_pem_file(&tls.key).map_err(|e| {
+        invalid(
+            "server.tls.key",
+            format!(
+                "{} holds no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}",
+                tls.key.display()
+            ),
+        )
+    })?;
+    Ok(())
 }
 
 fn duration(key: &str, text: &str) -> Result<u64, ConfigError> {

@@ -552,3 +552,137 @@ async fn a_viewer_watches_lane_members_and_halves_in_chromium() {
     shot(&c, "12-lanes-tidegate-gone").await;
     c.close().await.unwrap();
 }
+
+/// Sends a signal to the server process (SIGSTOP freezes it as a hung coordinator would be).
+fn signal(server: &Server, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name}");
+}
+
+/// What the overview shows during an incident: history from before the page was opened, who made
+/// the last change, a paused drain's zone, no "null"; a double Enter sends one change; a stopped
+/// coordinator stops looking live; and the audit log on a phone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_tells_the_truth_in_an_incident_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    std::fs::write(&config_file, config_toml("[drain]\ninterval = \"1h\"\n")).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    // The incident starts before anyone opens the console: tidegate samples it meanwhile.
+    for round in 0..3 {
+        report_outcomes(&base, round);
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+    }
+    let (status, _) = put_json(
+        &format!("{base}/v1/dial"),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 45, "expected_version": 1, "reason": "shift 5% off az-b"}),
+    );
+    assert_eq!(status, 200);
+
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1300).await.unwrap();
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+    // A fresh browser profile has no history of its own: the lines come from tidegate, at once.
+    let lines =
+        js(&c, "return document.querySelectorAll('#zones svg.chart polyline.line').length").await;
+    assert_eq!(lines, json!(2), "both charts have a line on the first poll");
+    let points = js(&c, "return document.querySelector('#zones svg.chart polyline.line').getAttribute('points').split(' ').length").await;
+    assert!(points.as_u64().unwrap() >= 3, "the line spans the samples taken before: {points}");
+    // Who made the last change, and why.
+    wait_for(&c, "the last change", "document.getElementById('last-change-by')").await;
+    assert_eq!(text(&c, "#last-change-by").await, "alice");
+    let last = text(&c, "#last-change").await;
+    assert!(last.contains("shift 5% off az-b") && last.contains("dial"), "{last}");
+
+    // Enter twice in the confirmation sends one change, and the page says Done without a conflict.
+    type_into(&c, "#dial-number", "40").await;
+    click(&c, "#dial-review").await;
+    wait_for(&c, "the confirm step", "!document.getElementById('dial-confirm').hidden").await;
+    type_into(&c, "#dial-reason", "double enter").await;
+    c.find(Locator::Css("#dial-reason"))
+        .await
+        .unwrap()
+        .send_keys("\u{E007}\u{E007}")
+        .await
+        .unwrap();
+    wait_for(&c, "the dial's success message", "!document.getElementById('dial-ok').hidden").await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(routing(&base)["version"], 3, "one change, not two");
+    assert_eq!(audit_by(&base, "dial"), vec!["alice", "alice"]);
+    let error_shown = js(&c, "return !document.getElementById('dial-error').hidden").await;
+    assert_eq!(error_shown, json!(false), "no conflict message next to Done");
+
+    // A paused drain: the zone says so, and nothing reads "null" or "undefined".
+    let (status, _) = post_json(
+        &format!("{base}/v1/drains"),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "target_percent": 0, "step_percent": 10, "interval": "1h",
+               "reason": "az-b failing"}),
+    );
+    assert_eq!(status, 201);
+    let (status, _) = post_json(
+        &format!("{base}/v1/drains/1/pause"),
+        OPERATOR_TOKEN,
+        json!({"reason": "hold while we look"}),
+    );
+    assert_eq!(status, 200);
+    wait_for(
+        &c,
+        "the paused zone",
+        "(document.getElementById('zone-state-az-b') || {}).textContent === '❚❚ Drain paused'",
+    )
+    .await;
+    let panel = text(&c, "#drain-card").await;
+    assert!(!panel.contains("null") && !panel.contains("undefined"), "{panel}");
+    let page = js(&c, "return document.body.innerText").await;
+    let page = page.as_str().unwrap();
+    assert!(
+        !page.contains("null") && !page.contains("undefined") && !page.contains("Draining"),
+        "{page}"
+    );
+    shot(&c, "10-incident-overview").await;
+
+    // A stopped coordinator: within a few seconds the page stops saying "Live".
+    wait_for(&c, "live", "document.getElementById('live').textContent.startsWith('Live')").await;
+    signal(&server, "STOP");
+    let stopped = Instant::now();
+    wait_for(&c, "the stale banner", "document.getElementById('live').classList.contains('stale')")
+        .await;
+    let banner = text(&c, "#live").await;
+    eprintln!("stale after {:.1} s: {banner}", stopped.elapsed().as_secs_f64());
+    assert!(banner.contains("did not answer within 4 s"), "{banner}");
+    shot(&c, "11-coordinator-stopped").await;
+    signal(&server, "CONT");
+    wait_for(&c, "live again", "document.getElementById('live').textContent.startsWith('Live')")
+        .await;
+
+    // The audit log on a phone: when, who, action and reason are on screen, and nothing scrolls
+    // sideways.
+    c.set_window_size(390, 844).await.unwrap();
+    c.goto(&format!("{base}/ui/audit")).await.unwrap();
+    wait_for(&c, "the audit table", "document.getElementById('audit-table')").await;
+    let width = js(&c, "return window.innerWidth").await;
+    assert!(width.as_i64().unwrap() <= 520, "a phone-sized viewport: {width}");
+    assert_fits(&c, "390 px").await;
+    let visible = js(
+        &c,
+        "const row = document.querySelector('#audit-table tbody tr');
+         return ['col-when', 'col-who', 'col-action', 'col-reason'].filter((c) => {
+           const r = row.querySelector('.' + c).getBoundingClientRect();
+           return r.width > 0 && r.height > 0 && r.left >= 0 && r.right <= window.innerWidth;
+         })",
+    )
+    .await;
+    assert_eq!(visible, json!(["col-when", "col-who", "col-action", "col-reason"]));
+    shot(&c, "12-audit-phone").await;
+
+    c.close().await.unwrap();
+    drop(driver);
+    drop(server);
+}

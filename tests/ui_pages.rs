@@ -7,6 +7,7 @@ use common::*;
 use rocket::http::{ContentType, Cookie, Header, Status};
 use rocket::local::blocking::{Client, LocalResponse};
 use serde_json::{Value, json};
+use tidegate::config::token_sha256_hex;
 
 /// A fixed key, so two clients can play "the same tidegate after a restart".
 const KEY: &str = "4f1c0e2b9a7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3";
@@ -270,7 +271,7 @@ fn a_dial_change_from_the_ui_is_audited_under_the_operator() {
     // The audit page shows it too.
     let (status, html) = page(&client, "/ui/audit");
     assert_eq!(status, Status::Ok);
-    assert!(html.contains("<td>alice</td>") && html.contains("drill from the UI"), "{html}");
+    assert!(html.contains(">alice</td>") && html.contains("drill from the UI"), "{html}");
 }
 
 #[test]
@@ -433,7 +434,7 @@ fn logout_needs_the_token_and_ends_the_session() {
 fn expired_foreign_and_unknown_sessions_are_ignored() {
     let (client, _dir) = client_with(&config());
     let forged = |name: &str, expires_ms: u64| {
-        let value = json!({"name": name, "csrf": "c".repeat(64), "expires_ms": expires_ms});
+        let value = json!({"id": "ab".repeat(32), "name": name, "csrf": "c".repeat(64), "expires_ms": expires_ms});
         Cookie::new("tg_session", value.to_string())
     };
     let later = tidegate::http::now_ms() + 60_000;
@@ -656,4 +657,155 @@ fn the_lanes_page_reads_a_registered_group_with_the_session_even_where_reads_are
     assert_eq!(response.dispatch().status(), Status::SeeOther);
     login(&client, "alice", OPERATOR_TOKEN);
     assert_eq!(read(&client)["groups"][0]["members"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn logout_ends_the_session_on_the_server_so_a_copied_cookie_stops_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = client_in(&config(), dir.path());
+    let token = login(&client, "alice", OPERATOR_TOKEN);
+    let copied = client.cookies().get("tg_session").unwrap().clone();
+    // The copy works while the session is open, for pages and for changes.
+    let thief = client_in(&config(), &dir.path().join("other"));
+    assert_eq!(thief.get("/ui").cookie(copied.clone()).dispatch().status(), Status::Ok);
+    let logout = client.post("/ui/logout").header(ContentType::Form).body(format!("csrf={token}"));
+    assert_eq!(logout.dispatch().status(), Status::SeeOther);
+    // The same tidegate refuses the copy: the page, and a dial change with the right CSRF token.
+    assert_eq!(client.get("/ui").cookie(copied.clone()).dispatch().status(), Status::SeeOther);
+    let change = client
+        .put("/v1/dial")
+        .cookie(copied.clone())
+        .header(ContentType::JSON)
+        .header(csrf(&token))
+        .body(dial(40, 1, "replayed cookie").to_string())
+        .dispatch();
+    assert_eq!(error(change, Status::Unauthorized)["error"], "unauthorized");
+    assert_eq!(version(&client), 1, "nothing changed");
+    drop(thief);
+    drop(client);
+    // The logout is durable: after a restart with the same key the copy still does not work.
+    let restarted = client_in(&config(), dir.path());
+    assert_eq!(restarted.get("/ui").cookie(copied).dispatch().status(), Status::SeeOther);
+    // A fresh login still works.
+    login(&restarted, "alice", OPERATOR_TOKEN);
+}
+
+fn post_login_as<'c>(
+    client: &'c Client,
+    name: &str,
+    token: &str,
+    accept: &str,
+    address: &str,
+) -> LocalResponse<'c> {
+    let form_token = login_form(client);
+    client
+        .post("/ui/login")
+        .header(ContentType::Form)
+        .header(Header::new("Accept", accept.to_owned()))
+        .remote(format!("{address}:40000").parse().unwrap())
+        .body(format!("name={name}&token={token}&csrf={form_token}"))
+        .dispatch()
+}
+
+#[test]
+fn failed_logins_are_limited_per_operator_name() {
+    let (client, _dir) = client_with(&config());
+    for _ in 0..tidegate::service::login_limit::PER_NAME {
+        let response = post_login_as(&client, "alice", "wrong", "text/html", "10.1.0.1");
+        assert_eq!(response.status(), Status::Unauthorized);
+    }
+    // From another address, even with the right token: refused until the window moves on.
+    let response = post_login_as(&client, "alice", OPERATOR_TOKEN, "application/json", "10.1.0.2");
+    let body = error(response, Status::TooManyRequests);
+    assert_eq!(body["error"], "too_many_logins");
+    assert!(body["detail"].as_str().unwrap().contains("operator name"), "{body}");
+    assert!(body["retry_after_seconds"].as_u64().is_some_and(|s| s > 0 && s <= 300), "{body}");
+    // A browser gets the login page with the same status and the sentence.
+    let response = post_login_as(&client, "alice", OPERATOR_TOKEN, "text/html", "10.1.0.3");
+    assert_eq!(response.status(), Status::TooManyRequests);
+    let html = response.into_string().unwrap();
+    assert!(html.contains("Too many failed logins for this operator name"), "{html}");
+    assert!(client.cookies().get("tg_session").is_none(), "no session was opened");
+    // Another operator is not affected.
+    let response = post_login_as(&client, "victor", VIEWER_TOKEN, "text/html", "10.1.0.2");
+    assert_eq!(response.status(), Status::SeeOther);
+}
+
+#[test]
+fn failed_logins_are_limited_per_address_across_names() {
+    let (client, _dir) = client_with(&config());
+    for i in 0..tidegate::service::login_limit::PER_ADDRESS {
+        let name = if i % 2 == 0 { format!("nobody{i}") } else { "victor".to_owned() };
+        let name = if i >= 8 { format!("guess{i}") } else { name };
+        let response = post_login_as(&client, &name, "wrong", "text/html", "10.2.0.1");
+        assert_eq!(response.status(), Status::Unauthorized, "attempt {i}");
+    }
+    // A forwarded-for header does not make the same peer someone else.
+    let form_token = login_form(&client);
+    let spoofed = client
+        .post("/ui/login")
+        .header(ContentType::Form)
+        .header(Header::new("X-Real-IP", "10.77.0.1"))
+        .remote("10.2.0.1:40000".parse().unwrap())
+        .body(format!("name=alice&token={OPERATOR_TOKEN}&csrf={form_token}"))
+        .dispatch();
+    assert_eq!(spoofed.status(), Status::TooManyRequests);
+    let response = post_login_as(&client, "alice", OPERATOR_TOKEN, "application/json", "10.2.0.1");
+    let body = error(response, Status::TooManyRequests);
+    assert!(body["detail"].as_str().unwrap().contains("address"), "{body}");
+    // alice from her own address is fine.
+    let response = post_login_as(&client, "alice", OPERATOR_TOKEN, "text/html", "10.2.0.9");
+    assert_eq!(response.status(), Status::SeeOther);
+}
+
+#[test]
+fn the_zone_history_is_readable_by_viewers_and_starts_empty() {
+    let (client, _dir) = client_with(&config());
+    login(&client, "victor", VIEWER_TOKEN);
+    let response = client.get("/v1/zones/history").dispatch();
+    assert_eq!(response.status(), Status::Ok);
+    let body: Value = response.into_json().unwrap();
+    assert_eq!(body["every"], "2s");
+    assert_eq!(body["keep"], "5m");
+    let zones: Vec<&str> =
+        body["zones"].as_array().unwrap().iter().map(|z| z["zone"].as_str().unwrap()).collect();
+    assert_eq!(zones.len(), 2);
+    assert!(body["zones"][0]["samples"].is_array());
+}
+
+#[test]
+fn the_zone_history_needs_a_reader_where_reads_are_closed() {
+    let toml = config_toml(&format!(
+        "service_tokens_sha256 = [\"{}\"]\n[drain]\ntick = \"1h\"\n[ui]\nsecret_key = \"{KEY}\"\n",
+        token_sha256_hex(SERVICE_TOKEN)
+    ));
+    let (client, _dir) = client_with(&toml);
+    let response = client.get("/v1/zones/history").dispatch();
+    assert_eq!(error(response, Status::Unauthorized)["error"], "unauthorized");
+    let response = client
+        .get("/v1/zones/history")
+        .header(Header::new("Authorization", format!("Bearer {VIEWER_TOKEN}")))
+        .dispatch();
+    assert_eq!(response.status(), Status::Ok);
+}
+
+#[test]
+fn a_paused_drains_zone_says_paused_not_draining() {
+    let (client, _dir) = client_with(&config());
+    let token = login(&client, "alice", OPERATOR_TOKEN);
+    let start = json!({"zone": "az-b", "target_percent": 0, "step_percent": 10, "interval": "1h",
+        "reason": "maintenance"});
+    assert_eq!(send(&client, "POST", "/v1/drains", Some(&token), start).status(), Status::Created);
+    let zone_state = |client: &Client| {
+        let zones = client.get("/v1/zones").dispatch().into_json::<Value>().unwrap();
+        zones["zones"].as_array().unwrap().iter().find(|z| z["zone"] == "az-b").unwrap()["state"]
+            .clone()
+    };
+    assert_eq!(zone_state(&client), "draining");
+    let pause = json!({"reason": "look at dashboards"});
+    assert_eq!(
+        send(&client, "POST", "/v1/drains/1/pause", Some(&token), pause).status(),
+        Status::Ok
+    );
+    assert_eq!(zone_state(&client), "paused");
 }

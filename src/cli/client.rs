@@ -18,11 +18,15 @@ struct Client {
 
 impl Client {
     fn new(args: &ClientArgs) -> Result<Client, String> {
-        let base = match (&args.server, &args.config) {
+        let config = match &args.config {
+            Some(file) => {
+                Some(Config::load(Some(file), &Overrides::default()).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        let base = match (&args.server, &config) {
             (Some(server), _) => server.trim_end_matches('/').to_owned(),
-            (None, Some(file)) => {
-                let config =
-                    Config::load(Some(file), &Overrides::default()).map_err(|e| e.to_string())?;
+            (None, Some(config)) => {
                 let host = if config.address.is_unspecified() {
                     "127.0.0.1".to_owned()
                 } else if config.address.is_ipv6() {
@@ -30,15 +34,16 @@ impl Client {
                 } else {
                     config.address.to_string()
                 };
-                format!("http://{host}:{}", config.port)
+                let scheme = if config.tls.is_some() { "https" } else { "http" };
+                format!("{scheme}://{host}:{}", config.port)
             }
             (None, None) => DEFAULT_SERVER.to_owned(),
         };
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
+        // --ca-file (or TIDEGATE_CA_FILE) wins over `[client] ca_file`; without either, an
+        // https:// server is verified against the system's roots.
+        let ca_file = args.ca_file.clone().or_else(|| config.and_then(|c| c.client_ca_file));
+        let agent = crate::client::tls::agent(&base, Duration::from_secs(30), ca_file.as_deref())
+            .map_err(|e| e.to_string())?;
         Ok(Client { agent, base, token: args.token.clone(), json: args.json })
     }
 

@@ -129,6 +129,10 @@ pub struct ClientArgs {
     /// Bearer token for changes (or reads, when service tokens are required).
     #[arg(long, env = "TIDEGATE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// PEM file of the CA to trust for an https:// server instead of the system's roots
+    /// (default: `[client] ca_file` in --config).
+    #[arg(long, env = "TIDEGATE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
     /// Print the server's JSON instead of a summary.
     #[arg(long)]
     pub json: bool,

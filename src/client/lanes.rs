@@ -40,20 +40,30 @@ pub enum LaneClientError {
 /// A small blocking client for one coordinator.
 #[derive(Clone)]
 pub struct LaneClient {
-    agent: ureq::Agent,
+    /// The agent, or why none could be built (an unusable CA file for an `https://` base): then
+    /// every call answers with that reason, as an unreachable coordinator does.
+    agent: Result<ureq::Agent, super::tls::TlsError>,
     base: String,
     token: Option<String>,
 }
 
 impl LaneClient {
-    /// `base` is the coordinator URL, e.g. `http://127.0.0.1:8080`; `token` a service (or
-    /// operator) token: membership is a write, so the coordinator refuses anonymous members.
+    /// `base` is the coordinator URL, e.g. `http://127.0.0.1:8080` or `https://…`; `token` a
+    /// service (or operator) token: membership is a write, so the coordinator refuses anonymous
+    /// members. An `https://` coordinator is verified against the system's roots, or the CA file
+    /// in `TIDEGATE_CA_FILE` when it is set.
     pub fn new(base: &str, token: Option<String>, timeout: Duration) -> LaneClient {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .build()
-            .into();
+        LaneClient::with_ca_file(base, token, timeout, super::tls::ca_file_from_env().as_deref())
+    }
+
+    /// Like [`LaneClient::new`], trusting only the certificates in `ca_file` (PEM) when given.
+    pub fn with_ca_file(
+        base: &str,
+        token: Option<String>,
+        timeout: Duration,
+        ca_file: Option<&std::path::Path>,
+    ) -> LaneClient {
+        let agent = super::tls::agent(base, timeout, ca_file);
         LaneClient { agent, base: base.trim_end_matches('/').to_owned(), token }
     }
 
@@ -71,16 +81,20 @@ impl LaneClient {
         const SECRET_HEADER: &str = "X-Tidegate-Member-Secret";
         let url = format!("{}{path}", self.base);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let agent = self.agent.as_ref().map_err(|e| LaneClientError::Unreachable {
+            url: self.base.clone(),
+            reason: e.to_string(),
+        })?;
         let result = match method {
             "GET" => {
-                let mut req = self.agent.get(&url);
+                let mut req = agent.get(&url);
                 if let Some(auth) = &auth {
                     req = req.header("Authorization", auth);
                 }
                 req.call()
             }
             "DELETE" => {
-                let mut req = self.agent.delete(&url);
+                let mut req = agent.delete(&url);
                 if let Some(auth) = &auth {
                     req = req.header("Authorization", auth);
                 }
@@ -90,7 +104,7 @@ impl LaneClient {
                 req.call()
             }
             _ => {
-                let mut req = self.agent.post(&url);
+                let mut req = agent.post(&url);
                 if let Some(auth) = &auth {
                     req = req.header("Authorization", auth);
                 }

@@ -18,6 +18,7 @@ pub mod headers;
 pub mod lanes;
 mod router;
 mod sse;
+pub mod tls;
 pub mod wire;
 
 pub use headers::{COLOR_HEADER, Resolved, Source, VERSION_HEADER, headers_for, resolve};

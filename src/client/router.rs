@@ -15,6 +15,7 @@ use arc_swap::ArcSwapOption;
 use serde_json::Value;
 
 use super::sse::{self, Endpoint, Item};
+use super::tls;
 use super::wire::decode_table;
 use crate::core::{Color, Fallback, RoutingTable, UnitError, validate_user_id};
 use crate::telemetry::CLIENT_MISROUTED;
@@ -46,6 +47,9 @@ pub struct RouterOptions {
     pub backoff_max: Duration,
     /// Acknowledge applied versions (turn off only to simulate a stuck subscriber in tests).
     pub acknowledge: bool,
+    /// For `https://` coordinators: trust only the certificates in this PEM file instead of the
+    /// system's roots. Defaults to `TIDEGATE_CA_FILE` when that is set.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for RouterOptions {
@@ -59,6 +63,7 @@ impl Default for RouterOptions {
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             acknowledge: true,
+            ca_file: super::tls::ca_file_from_env(),
         }
     }
 }
@@ -126,6 +131,9 @@ pub enum ClientError {
     Untagged,
     #[error("invalid coordinator URL: {0}")]
     InvalidUrl(String),
+    /// The `https://` coordinator's trust settings are unusable (a missing CA file, no roots).
+    #[error(transparent)]
+    Tls(#[from] super::tls::TlsError),
 }
 
 /// A write for a user this colour does not own: refuse it (the LDC "last line" check).
@@ -164,6 +172,16 @@ impl Router {
         options: RouterOptions,
     ) -> Result<Router, ClientError> {
         let endpoint = Endpoint::parse(url).map_err(ClientError::InvalidUrl)?;
+        // TLS settings are checked here, so a wrong CA file fails `connect`, not every retry.
+        let tls = if endpoint.tls {
+            let ca_file = options.ca_file.as_deref();
+            let config = tls::client_config(ca_file).map_err(ClientError::Tls)?;
+            let agent =
+                tls::agent(&endpoint.base_url(), ACK_TIMEOUT, ca_file).map_err(ClientError::Tls)?;
+            Some((config, agent))
+        } else {
+            None
+        };
         let shared = Arc::new(Shared {
             table: ArcSwapOption::empty(),
             status: Mutex::new(RouterStatus {
@@ -190,7 +208,7 @@ impl Router {
         let thread_shared = Arc::clone(&shared);
         let watcher = std::thread::Builder::new()
             .name(format!("tidegate-watch-{}", identity.subscriber_id))
-            .spawn(move || watch_loop(&thread_shared, &endpoint, &identity, &options))
+            .spawn(move || watch_loop(&thread_shared, &endpoint, tls, &identity, &options))
             .expect("spawning the watcher thread");
         Ok(Router { shared, fallback, watcher: Some(watcher) })
     }
@@ -336,15 +354,38 @@ fn sleep_unless_stopped(shared: &Shared, duration: Duration) {
     }
 }
 
-fn watch_loop(shared: &Shared, endpoint: &Endpoint, identity: &Identity, options: &RouterOptions) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .into();
+/// How long an acknowledgement may take.
+const ACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn watch_loop(
+    shared: &Shared,
+    endpoint: &Endpoint,
+    tls: Option<(Arc<rustls::ClientConfig>, ureq::Agent)>,
+    identity: &Identity,
+    options: &RouterOptions,
+) {
+    let (tls_config, agent) = match tls {
+        Some((config, agent)) => (Some(config), agent),
+        None => (
+            None,
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(ACK_TIMEOUT))
+                .build()
+                .into(),
+        ),
+    };
     let mut backoff = options.backoff_min;
     while !shared.stop.load(Ordering::SeqCst) {
-        let result = watch_once(shared, endpoint, identity, options, &agent, &mut backoff);
+        let result = watch_once(
+            shared,
+            endpoint,
+            tls_config.as_ref(),
+            identity,
+            options,
+            &agent,
+            &mut backoff,
+        );
         {
             let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.connected = false;
@@ -364,6 +405,7 @@ fn watch_loop(shared: &Shared, endpoint: &Endpoint, identity: &Identity, options
 fn watch_once(
     shared: &Shared,
     endpoint: &Endpoint,
+    tls: Option<&Arc<rustls::ClientConfig>>,
     identity: &Identity,
     options: &RouterOptions,
     agent: &ureq::Agent,
@@ -391,7 +433,7 @@ fn watch_once(
         headers.push(("Authorization", format!("Bearer {token}")));
     }
     let (socket, mut events) =
-        sse::open(endpoint, &path, &headers, options.connect_timeout, options.read_timeout)
+        sse::open(endpoint, tls, &path, &headers, options.connect_timeout, options.read_timeout)
             .map_err(|e| format!("cannot watch {}: {e}", endpoint.base_url()))?;
     *shared.socket.lock().unwrap_or_else(PoisonError::into_inner) = Some(socket);
     if shared.stop.load(Ordering::SeqCst) {

@@ -1,45 +1,59 @@
-//! A minimal HTTP/1.1 server-sent-events reader over a plain `TcpStream`.
+//! A minimal HTTP/1.1 server-sent-events reader over a `TcpStream`, in clear or in TLS (rustls'
+//! `StreamOwned` over the same socket).
 //!
 //! Why not an HTTP client crate: the watch stream needs a *per-read* timeout (to notice a dead
 //! coordinator between heartbeats) and an abortable socket (to stop promptly on drop), on a
 //! plain thread so that sync and async services alike can embed the client. A `TcpStream` gives
 //! both directly; the protocol subset is small (one GET, chunked transfer, `event/id/data` lines).
-//! TLS is expected to be terminated by the service mesh or a local sidecar.
+//! ureq 3 was evaluated for TLS: it has per-call receive timeouts, but its body reader owns the
+//! connection and offers no handle another thread can shut down, so dropping a `Router` would
+//! wait up to a whole read timeout. Wrapping the socket in rustls keeps both properties: the
+//! read timeout is the socket's, and shutting down a clone of the socket wakes the TLS reader.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// `http://host:port` split into its parts.
+use rustls::pki_types::ServerName;
+
+/// `http://host:port` or `https://host:port` split into its parts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     pub host: String,
     pub port: u16,
+    /// `https://`: speak TLS and verify the server's certificate.
+    pub tls: bool,
 }
 
 impl Endpoint {
     pub fn parse(url: &str) -> Result<Endpoint, String> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            format!("`{url}` must start with http:// (terminate TLS in a sidecar)")
-        })?;
+        let (rest, tls) = if let Some(rest) = url.strip_prefix("http://") {
+            (rest, false)
+        } else if let Some(rest) = url.strip_prefix("https://") {
+            (rest, true)
+        } else {
+            return Err(format!("`{url}` must start with http:// or https://"));
+        };
         let authority = rest.split('/').next().unwrap_or_default();
-        let (host, port) = match authority.rsplit_once(':') {
+        let (host, port) = match authority.rsplit_once(':').filter(|(_, p)| !p.ends_with(']')) {
             Some((host, port)) => {
                 (host, port.parse::<u16>().map_err(|_| format!("bad port in `{url}`"))?)
             }
-            None => (authority, 80),
+            None => (authority, if tls { 443 } else { 80 }),
         };
         if host.is_empty() {
             return Err(format!("no host in `{url}`"));
         }
-        Ok(Endpoint { host: host.trim_matches(['[', ']']).to_owned(), port })
+        Ok(Endpoint { host: host.trim_matches(['[', ']']).to_owned(), port, tls })
     }
 
     pub fn base_url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
         if self.host.contains(':') {
-            format!("http://[{}]:{}", self.host, self.port)
+            format!("{scheme}://[{}]:{}", self.host, self.port)
         } else {
-            format!("http://{}:{}", self.host, self.port)
+            format!("{scheme}://{}:{}", self.host, self.port)
         }
     }
 }
@@ -59,10 +73,12 @@ pub enum Item {
     Comment,
 }
 
-/// Opens the stream: connects, sends the GET and checks for `200`. Returns the socket (a clone,
-/// kept by the caller to abort the read from another thread) and the event reader.
+/// Opens the stream: connects (with TLS when `endpoint.tls`, trusting `tls`), sends the GET and
+/// checks for `200`. Returns the socket (a clone, kept by the caller to abort the read from
+/// another thread) and the event reader.
 pub fn open(
     endpoint: &Endpoint,
+    tls: Option<&Arc<rustls::ClientConfig>>,
     path_and_query: &str,
     headers: &[(&str, String)],
     connect_timeout: Duration,
@@ -83,8 +99,23 @@ pub fn open(
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
-    (&stream).write_all(request.as_bytes())?;
-    let mut reader = BufReader::new(stream.try_clone()?);
+    let abort = stream.try_clone()?;
+    let transport: Box<dyn Read + Send> = if endpoint.tls {
+        let config = tls.ok_or_else(|| io::Error::other("https:// needs a TLS configuration"))?;
+        let name = ServerName::try_from(endpoint.host.clone())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let connection = rustls::ClientConnection::new(Arc::clone(config), name)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        // The handshake (and the certificate check) happens in this first write.
+        let mut tls_stream = rustls::StreamOwned::new(connection, stream);
+        tls_stream.write_all(request.as_bytes())?;
+        tls_stream.flush()?;
+        Box::new(tls_stream)
+    } else {
+        (&stream).write_all(request.as_bytes())?;
+        Box::new(stream)
+    };
+    let mut reader = BufReader::new(transport);
     let mut status_line = String::new();
     reader.read_line(&mut status_line)?;
     let status = status_line.split_whitespace().nth(1).unwrap_or("");
@@ -126,7 +157,7 @@ pub fn open(
     } else {
         Box::new(reader)
     };
-    Ok((stream, EventReader { body }))
+    Ok((abort, EventReader { body }))
 }
 
 /// Reads `text/event-stream` items.
@@ -248,10 +279,15 @@ mod tests {
     fn endpoints() {
         assert_eq!(
             Endpoint::parse("http://127.0.0.1:8080/").unwrap(),
-            Endpoint { host: "127.0.0.1".into(), port: 8080 }
+            Endpoint { host: "127.0.0.1".into(), port: 8080, tls: false }
         );
         assert_eq!(Endpoint::parse("http://coordinator").unwrap().port, 80);
-        assert!(Endpoint::parse("https://x").is_err());
+        let secure = Endpoint::parse("https://coordinator").unwrap();
+        assert_eq!((secure.port, secure.tls), (443, true));
+        assert_eq!(secure.base_url(), "https://coordinator:443");
+        assert_eq!(Endpoint::parse("https://[::1]:8443").unwrap().host, "::1");
+        assert_eq!(Endpoint::parse("https://[::1]").unwrap().port, 443);
+        assert!(Endpoint::parse("ftp://x").is_err());
         assert!(Endpoint::parse("http://:80").is_err());
     }
 }

@@ -241,7 +241,7 @@ impl<'r> FromRequest<'r> for Caller {
         if let Some(authorization) = headers.get_one("Authorization") {
             return Outcome::Success(Caller::identify(&app.config, Some(authorization)));
         }
-        let caller = match Session::read(request.cookies(), super::now_ms()) {
+        let caller = match Session::read(request.cookies(), &app.revocations, super::now_ms()) {
             Some(session) => {
                 Caller::from_session(&app.config, &session, headers.get_one(CSRF_HEADER))
             }

@@ -19,8 +19,8 @@ use crate::core::{
     State as CoreState,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
-use crate::service::drain_runner;
 use crate::service::health::ZoneHealth;
+use crate::service::{drain_runner, zone_history};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 
@@ -32,6 +32,7 @@ pub fn stage() -> AdHoc {
                 routes![
                     post_outcomes,
                     get_zones,
+                    get_zone_history,
                     post_drain,
                     get_current_drain,
                     get_drains,
@@ -55,6 +56,18 @@ pub fn stage() -> AdHoc {
                         now_ms,
                     };
                     rocket::tokio::spawn(drain_runner::run(runner, shutdown));
+                })
+            }))
+            .attach(AdHoc::on_liftoff("zone history", |rocket| {
+                Box::pin(async move {
+                    let app = rocket.state::<App>().expect("App state is managed");
+                    rocket::tokio::spawn(zone_history::run(
+                        Arc::clone(&app.zone_history),
+                        Arc::clone(&app.health),
+                        Duration::from_millis(zone_history::SAMPLE_EVERY_MS),
+                        now_ms,
+                        rocket.shutdown(),
+                    ));
                 })
             }))
     })
@@ -155,6 +168,10 @@ fn zone_state(
 ) -> &'static str {
     let table = state.table();
     if let Some(drain) = state.active_drain().filter(|d| d.plan.zone == zone) {
+        // A paused drain moves nobody: saying "draining" would tell an operator it still does.
+        if drain.status == crate::core::DrainStatus::Paused {
+            return "paused";
+        }
         let growing = match color {
             Color::Blue => drain.heading_for() > table.blue_units(),
             Color::Green => drain.heading_for() < table.blue_units(),
@@ -174,6 +191,38 @@ fn zone_state(
         }
         _ => "active",
     }
+}
+
+/// The last minutes of each zone's health as the coordinator sampled it (every
+/// `zone_history::SAMPLE_EVERY_MS`), oldest first; an unknown reading has `error_rate: null`.
+#[get("/v1/zones/history")]
+fn get_zone_history(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let zones: Vec<Value> = app
+        .zone_history
+        .snapshot()
+        .into_iter()
+        .map(|(color, zone, samples)| {
+            let samples: Vec<Value> = samples
+                .iter()
+                .map(|s| {
+                    json!({
+                        "at": iso8601(s.at_ms),
+                        "at_ms": s.at_ms,
+                        "error_rate": s.error_rate,
+                        "requests": s.requests,
+                    })
+                })
+                .collect();
+            json!({ "zone": zone, "color": color.as_str(), "samples": samples })
+        })
+        .collect();
+    Ok(Json(json!({
+        "every": format_duration_ms(zone_history::SAMPLE_EVERY_MS),
+        "keep": format_duration_ms(zone_history::KEEP_MS),
+        "now_ms": now_ms(),
+        "zones": zones,
+    })))
 }
 
 #[get("/v1/zones")]

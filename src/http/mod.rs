@@ -27,8 +27,11 @@ use crate::core::{Audit, Command, CommandError, Envelope};
 use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::service::health::{Health, PrometheusSource, Source};
 use crate::service::lane_membership::Lanes;
+use crate::service::login_limit::LoginLimiter;
 use crate::service::member_key::MemberKey;
 use crate::service::subscribers::Subscribers;
+use crate::service::ui_sessions::Revocations;
+use crate::service::zone_history::{self, ZoneHistory};
 use crate::telemetry::{self, TagCounters};
 use error::ApiError;
 use rocket::http::Status;
@@ -40,6 +43,11 @@ pub struct App {
     pub health: Arc<Health>,
     pub subscribers: Arc<Subscribers>,
     pub lanes: Arc<Lanes>,
+    /// Web UI sessions that were logged out before they expired.
+    pub revocations: Arc<Revocations>,
+    pub login_limiter: Arc<LoginLimiter>,
+    /// The last minutes of each zone's health, for the UI's charts.
+    pub zone_history: Arc<ZoneHistory>,
     /// Signs and checks lane member secrets (`service::member_key`).
     pub member_key: MemberKey,
     pub tag_counters: TagCounters,
@@ -78,8 +86,36 @@ impl App {
         let table: Arc<dyn crate::service::table_source::TableSource> = coordinator.clone();
         let lanes =
             Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
+        let revocations = match Revocations::open(&config.data_dir, now_ms()) {
+            Ok(list) => list,
+            Err(e) => {
+                eprintln!(
+                    "tidegate: warning: cannot use {}: {e}; logged-out UI sessions are remembered only until restart",
+                    config.data_dir.join(crate::service::ui_sessions::FILE_NAME).display()
+                );
+                Revocations::in_memory()
+            }
+        };
+        let zone_history = Arc::new(ZoneHistory::new(
+            &config.zones.blue,
+            &config.zones.green,
+            zone_history::KEEP_MS,
+            zone_history::SAMPLE_EVERY_MS,
+        ));
         let member_key = member_key(&config);
-        App { coordinator, config, health, subscribers, lanes, member_key, tag_counters, metrics }
+        App {
+            coordinator,
+            config,
+            member_key,
+            health,
+            subscribers,
+            lanes,
+            revocations: Arc::new(revocations),
+            login_limiter: Arc::new(LoginLimiter::new()),
+            zone_history,
+            tag_counters,
+            metrics,
+        }
     }
 }
 
@@ -103,7 +139,7 @@ fn member_key(config: &Config) -> MemberKey {
 pub fn build(app: App) -> Rocket<Build> {
     let config = &app.config;
     let body_limit = ByteUnit::from(config.max_body_bytes);
-    let figment = rocket::Config::figment()
+    let mut figment = rocket::Config::figment()
         .merge(("address", config.address))
         .merge(("port", config.port))
         .merge(("limits", Limits::default().limit("json", body_limit).limit("string", body_limit)))
@@ -111,6 +147,12 @@ pub fn build(app: App) -> Rocket<Build> {
         .merge(("cli_colors", false))
         .merge(("ident", "tidegate"))
         .merge(("secret_key", ui::secret_key(&config.ui).to_vec()));
+    // HTTPS with rustls when `[server.tls]` names the files. Rocket then also marks every cookie
+    // it sets (the UI session, the login form token) `Secure`.
+    if let Some(tls) = &config.tls {
+        figment =
+            figment.merge(("tls", rocket::config::TlsConfig::from_paths(&tls.certs, &tls.key)));
+    }
     rocket::custom(figment)
         .manage(app)
         .register("/", error::catchers())
@@ -125,8 +167,9 @@ pub fn build(app: App) -> Rocket<Build> {
             Box::pin(async move {
                 let config = rocket.config();
                 // Tests and scripts start tidegate on port 0 and read this line for the real port.
+                let scheme = if config.tls_enabled() { "https" } else { "http" };
                 println!(
-                    "tidegate listening on http://{}",
+                    "tidegate listening on {scheme}://{}",
                     SocketAddr::new(config.address, config.port)
                 );
             })

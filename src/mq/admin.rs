@@ -44,7 +44,27 @@ pub async fn create_topic(
             }
         }
     }
-    Ok(())
+    wait_until_visible(bootstrap, topic).await
+}
+
+/// CreateTopics answers once the controller has the topic, before every broker's metadata shows
+/// it, so a producer made right after could still be told "no such topic". Waits (up to
+/// `QUERY_TIMEOUT`) until the metadata shows it with its partitions.
+async fn wait_until_visible(bootstrap: &str, topic: &str) -> Result<(), MqError> {
+    let deadline = tokio::time::Instant::now() + QUERY_TIMEOUT;
+    loop {
+        let (b, t) = (bootstrap.to_owned(), topic.to_owned());
+        let seen = tokio::task::spawn_blocking(move || partition_count(&b, &t))
+            .await
+            .map_err(|e| MqError::Kafka(e.to_string()))?;
+        match seen {
+            Ok(_) => return Ok(()),
+            Err(MqError::NoSuchTopic(_)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The partition count of `topic`, from the cluster's metadata. Blocking.

@@ -85,6 +85,9 @@ pub struct ConsumerSettings {
     pub coordinator: String,
     /// Service (or operator) token: lane membership is a write, so the coordinator requires one.
     pub token: Option<String>,
+    /// For an `https://` coordinator: trust only this CA (PEM) instead of the system's roots.
+    /// Defaults to `TIDEGATE_CA_FILE` when that is set.
+    pub ca_file: Option<std::path::PathBuf>,
     pub bootstrap: String,
     pub topic: String,
     /// The lane group: the coordinator's membership group *and* the Kafka group offsets are
@@ -105,6 +108,7 @@ impl ConsumerSettings {
         ConsumerSettings {
             coordinator: coordinator.to_owned(),
             token: None,
+            ca_file: crate::client::tls::ca_file_from_env(),
             bootstrap: bootstrap.to_owned(),
             topic: topic.to_owned(),
             group: group.to_owned(),
@@ -189,7 +193,12 @@ impl LaneConsumer {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest");
         let consumer: StreamConsumer = config.create()?;
-        let client = LaneClient::new(&settings.coordinator, settings.token.clone(), QUERY_TIMEOUT);
+        let client = LaneClient::with_ca_file(
+            &settings.coordinator,
+            settings.token.clone(),
+            QUERY_TIMEOUT,
+            settings.ca_file.as_deref(),
+        );
         let assigned = register(&client, &settings, lane.partitions()).await?;
         let session_timeout = Duration::from_millis(assigned.session_timeout_ms);
         let heartbeat = Duration::from_millis(assigned.heartbeat_interval_ms.max(10));

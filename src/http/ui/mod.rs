@@ -12,6 +12,8 @@
 
 pub mod session;
 
+use std::net::SocketAddr;
+
 use rocket::fairing::AdHoc;
 use rocket::form::{Errors, Form};
 use rocket::http::{ContentType, CookieJar, Header, Status};
@@ -25,6 +27,7 @@ use super::{App, iso8601, now_ms};
 use crate::config::{Role, UiConfig};
 use crate::core::OnBreach;
 use crate::duration::format_duration_ms;
+use crate::service::login_limit;
 use crate::telemetry;
 use session::{Csrf, Session};
 
@@ -74,7 +77,7 @@ impl<'r> FromRequest<'r> for SignedIn {
 
     async fn from_request(request: &'r Request<'_>) -> Outcome<Self, ()> {
         let app = request.rocket().state::<App>().expect("App state is managed by http::build");
-        let Some(session) = Session::read(request.cookies(), now_ms()) else {
+        let Some(session) = Session::read(request.cookies(), &app.revocations, now_ms()) else {
             return Outcome::Forward(Status::Unauthorized);
         };
         match app.config.operators.iter().find(|op| op.name == session.name) {
@@ -127,6 +130,21 @@ enum Reply {
     Page(Page),
     Redirect(Redirect),
     Refused((Status, Page)),
+    /// A refusal for a client that did not ask for HTML, in the API's error shape.
+    Api(ApiError),
+}
+
+/// Whether the client asked for HTML (a browser's form post) rather than JSON (a script).
+struct WantsHtml(bool);
+
+#[rocket::async_trait]
+impl<'r> FromRequest<'r> for WantsHtml {
+    type Error = std::convert::Infallible;
+
+    async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
+        let accept = request.headers().get_one("Accept").unwrap_or("");
+        Outcome::Success(WantsHtml(accept.contains("text/html")))
+    }
 }
 
 /// HTML-escapes text for element content and quoted attribute values.
@@ -292,7 +310,7 @@ fn audit_page(app: &State<App>, user: Option<SignedIn>, limit: Option<usize>) ->
     let mut rows = String::new();
     for r in &records {
         rows.push_str(&format!(
-            "<tr><td class=\"nowrap\">{}</td><td>{}</td><td><code>{}</code></td><td>{} → {}</td><td>{}</td><td class=\"num\">{}</td></tr>\n",
+            "<tr><td class=\"nowrap col-when\" data-label=\"When\">{}</td><td class=\"col-who\" data-label=\"Who\">{}</td><td class=\"col-action\" data-label=\"Action\"><code>{}</code></td><td class=\"col-change\" data-label=\"From → to\">{} → {}</td><td class=\"col-reason\" data-label=\"Reason\">{}</td><td class=\"num col-version\" data-label=\"Version\">{}</td></tr>\n",
             esc(&iso8601(r.at_ms).replace('T', " ").replace('Z', "")),
             esc(&r.by),
             esc(r.action),
@@ -328,6 +346,11 @@ fn login_view(app: &App, cookies: &CookieJar<'_>, notice: &str, name: &str) -> P
     Page::new(fill(LOGIN, &[("notice", notice), ("csrf", token), ("name", esc(name))]))
 }
 
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
+}
+
 fn login_error(text: &str) -> String {
     format!("<p class=\"error\" id=\"login-error\" role=\"alert\">{}</p>", esc(text))
 }
@@ -361,6 +384,10 @@ struct LoginForm {
 fn login(
     app: &State<App>,
     cookies: &CookieJar<'_>,
+    // The socket's peer, not `client_ip()`: that trusts an `X-Real-IP` header, which a guesser
+    // would simply vary.
+    remote: Option<SocketAddr>,
+    html: WantsHtml,
     form: Result<Form<LoginForm>, Errors<'_>>,
 ) -> Reply {
     let Ok(form) = form else {
@@ -373,7 +400,38 @@ fn login(
         );
         return Reply::Refused((Status::Forbidden, login_view(app, cookies, &notice, &form.name)));
     }
+    // Failures are counted per configured operator name and per address; past the limit even
+    // the right token is refused until the window moves on, so guessing gains nothing.
+    let now = now_ms();
+    let address = remote.map_or_else(|| "unknown".to_owned(), |peer| peer.ip().to_string());
+    let known = app.config.operators.iter().find(|op| op.name == form.name.trim());
+    let name = known.map(|op| op.name.as_str());
+    if let Err(limited) = app.login_limiter.check(name, &address, now) {
+        telemetry::count_ui_login(false);
+        let seconds = limited.retry_after_ms.div_ceil(1000).max(1);
+        eprintln!(
+            "tidegate: ui: login for {:?} from {address} refused: too many failures per {}",
+            form.name, limited.by
+        );
+        let detail = format!(
+            "too many failed logins for this {} in the last {}; try again in {seconds} s",
+            if limited.by == "name" { "operator name" } else { "address" },
+            format_duration_ms(login_limit::WINDOW_MS)
+        );
+        if !html.0 {
+            return Reply::Api(
+                ApiError::new(Status::TooManyRequests, "too_many_logins", detail)
+                    .with("retry_after_seconds", seconds.into()),
+            );
+        }
+        let notice = login_error(&format!("{}.", capitalise(&detail)));
+        return Reply::Refused((
+            Status::TooManyRequests,
+            login_view(app, cookies, &notice, &form.name),
+        ));
+    }
     let Some(op) = check_login(&app.config, &form.name, &form.token) else {
+        app.login_limiter.failed(name, &address, now);
         telemetry::count_ui_login(false);
         eprintln!("tidegate: ui: failed login for operator name {:?}", form.name);
         let notice = login_error("That operator name and token do not match the configuration.");
@@ -382,9 +440,9 @@ fn login(
             login_view(app, cookies, &notice, &form.name),
         ));
     };
+    app.login_limiter.succeeded(&op.name);
     telemetry::count_ui_login(true);
     eprintln!("tidegate: ui: {} ({}) logged in", op.name, op.role.as_str());
-    let now = now_ms();
     Session::new(&op.name, app.config.ui.session_ttl_ms, now).write(cookies, now);
     Reply::Redirect(Redirect::to("/ui"))
 }
@@ -396,7 +454,8 @@ struct LogoutForm {
 
 #[post("/ui/logout", data = "<form>")]
 fn logout(app: &State<App>, cookies: &CookieJar<'_>, form: Option<Form<LogoutForm>>) -> Reply {
-    let Some(session) = Session::read(cookies, now_ms()) else {
+    let now = now_ms();
+    let Some(session) = Session::read(cookies, &app.revocations, now) else {
         return to_login();
     };
     // Even logging out needs the token: otherwise any page could sign operators out mid-incident.
@@ -407,6 +466,16 @@ fn logout(app: &State<App>, cookies: &CookieJar<'_>, form: Option<Form<LogoutFor
         let user = SignedIn { name: session.name.clone(), role, csrf: session.csrf };
         let main = format!("{notice}<p><a href=\"/ui\">Back to the overview</a></p>");
         return Reply::Refused((Status::Forbidden, layout(app, &user, "logout", "Log out", &main)));
+    }
+    // End the session on the server first: a copy of the cookie (another tab, a stolen value)
+    // must stop working, not only this browser's.
+    if let Err(e) = app.revocations.revoke(&session.id, session.expires_ms, now) {
+        eprintln!("tidegate: ui: could not record the logout of {}: {e}", session.name);
+        return Reply::Api(ApiError::new(
+            Status::InternalServerError,
+            "logout_not_saved",
+            format!("the logout could not be saved ({e}), so the session still works; try again"),
+        ));
     }
     Session::remove(cookies);
     eprintln!("tidegate: ui: {} logged out", session.name);

@@ -3,13 +3,17 @@
 //!
 //! Why a private cookie and no server-side session table: Rocket encrypts and authenticates the
 //! value with the configured `ui.secret_key`, so the server can trust what it reads back without
-//! storing anything, and a tidegate restart with the same key keeps operators signed in. The role
-//! is *not* stored: it is looked up in the configuration on every request, so a session of an
-//! operator who was removed from the config stops working.
+//! storing every session, and a tidegate restart with the same key keeps operators signed in.
+//! What the server does store is the IDs of sessions that were logged out early
+//! (`service::ui_sessions`, durable): logging out ends the session on the server, so a copy of
+//! the cookie stops working too. The role is *not* stored: it is looked up in the configuration
+//! on every request, so a session of an operator who was removed from the config stops working.
 
 use rocket::http::{Cookie, CookieJar, SameSite};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
+
+use crate::service::ui_sessions::Revocations;
 
 /// The session cookie. (Not `tidegate_…`: tidy reserves that prefix for metric names.)
 pub const COOKIE: &str = "tg_session";
@@ -23,6 +27,8 @@ const LOGIN_FORM_TTL_MS: u64 = 30 * 60 * 1000;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Session {
+    /// Random, names the session in the revocation list when it is logged out.
+    pub id: String,
     pub name: String,
     pub csrf: String,
     pub expires_ms: u64,
@@ -38,16 +44,21 @@ pub enum Csrf {
 
 impl Session {
     pub fn new(name: &str, ttl_ms: u64, now_ms: u64) -> Session {
-        Session { name: name.to_owned(), csrf: random_token(), expires_ms: now_ms + ttl_ms }
+        Session {
+            id: random_token(),
+            name: name.to_owned(),
+            csrf: random_token(),
+            expires_ms: now_ms + ttl_ms,
+        }
     }
 
-    /// The session in `cookies`, if there is one that decrypts, parses and has not expired.
-    /// The expiry inside the encrypted value is what counts: the cookie's own `Max-Age` is only
-    /// a hint to the browser, and a client could ignore it.
-    pub fn read(cookies: &CookieJar<'_>, now_ms: u64) -> Option<Session> {
+    /// The session in `cookies`, if there is one that decrypts, parses, has not expired and was
+    /// not logged out. The expiry inside the encrypted value is what counts: the cookie's own
+    /// `Max-Age` is only a hint to the browser, and a client could ignore it.
+    pub fn read(cookies: &CookieJar<'_>, revoked: &Revocations, now_ms: u64) -> Option<Session> {
         let cookie = cookies.get_private(COOKIE)?;
         let session: Session = serde_json::from_str(cookie.value()).ok()?;
-        (session.expires_ms > now_ms).then_some(session)
+        (session.expires_ms > now_ms && !revoked.is_revoked(&session.id)).then_some(session)
     }
 
     pub fn write(&self, cookies: &CookieJar<'_>, now_ms: u64) {

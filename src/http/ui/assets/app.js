@@ -16,6 +16,11 @@
   const BLUE_ZONE = body.dataset.blueZone;
   const GREEN_ZONE = body.dataset.greenZone;
   const POLL_MS = 2000;
+  // A read that takes longer than this is abandoned, so a hung or stopped tidegate shows as
+  // "not updating" within seconds instead of leaving the page saying "Live".
+  const READ_TIMEOUT_MS = 4000;
+  // A change waits longer (the log fsyncs), but not for ever: past this its outcome is unknown.
+  const WRITE_TIMEOUT_MS = 15000;
   const HISTORY_MS = 5 * 60 * 1000;
   const ACTIVE_DRAIN = ['running', 'paused', 'settling', 'rolling_back'];
 
@@ -49,21 +54,36 @@
   }
 
   async function api(method, path, payload) {
-    const options = { method, headers: { Accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' };
+    const abort = new AbortController();
+    const limit = method === 'GET' ? READ_TIMEOUT_MS : WRITE_TIMEOUT_MS;
+    const timeout = setTimeout(() => abort.abort(), limit);
+    try {
+      return await call(method, path, payload, abort.signal, limit);
+    } finally {
+      clearTimeout(timeout);
+    }
+  }
+
+  async function call(method, path, payload, signal, limit) {
+    const options = { method, headers: { Accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store', signal };
     if (method !== 'GET') {
       options.headers['Content-Type'] = 'application/json';
       options.headers['X-CSRF-Token'] = CSRF;
       options.body = JSON.stringify(payload || {});
     }
     let response;
+    const timedOut = () => new ApiError(0, 'timeout', method === 'GET'
+      ? 'tidegate did not answer within ' + limit / 1000 + ' s (it may be overloaded, stopped or unreachable).'
+      : 'tidegate did not answer within ' + limit / 1000 + ' s, so whether the change was made is unknown: check the audit log before trying again.');
     try {
       response = await fetch(path, options);
     } catch (e) {
+      if (signal.aborted) throw timedOut();
       throw new ApiError(0, 'network', 'tidegate did not answer. Check that it is running and that this machine can reach it.');
     }
     noteServerClock(response);
     let data = null;
-    try { data = await response.json(); } catch (_) { data = null; }
+    try { data = await response.json(); } catch (_) { if (signal.aborted) throw timedOut(); data = null; }
     if (!response.ok) {
       const code = (data && data.error) || 'http_' + response.status;
       const detail = (data && data.detail) || response.statusText || 'the request failed';
@@ -105,6 +125,7 @@
       case 'csrf_failed':
         return 'Refused for safety: ' + err.detail + '.';
       case 'network':
+      case 'timeout':
         return err.detail;
       default:
         return capitalise(err.detail) + (err.detail.endsWith('.') ? '' : '.');
@@ -135,6 +156,8 @@
     return value.toFixed(d) + ' %';
   }
   function trim(value) { return String(Number(value.toFixed(4))); }
+  // API values for text: an absent value shows as a dash, never as "null" or "undefined".
+  function text(value) { return value === null || value === undefined || value === '' ? '–' : String(value); }
   function count(n) { return n === null || n === undefined ? '–' : Number(n).toLocaleString('en-US'); }
   function clock(iso) {
     if (!iso) return '–';
@@ -163,39 +186,58 @@
     routing: null,
     zones: null,
     drains: [],
-    history: loadHistory(), // zone -> [{t, rate}] over the last HISTORY_MS, kept in this tab only
+    lastChange: null, // the newest audit entry
+    history: {}, // zone -> [{t, rate}] over the last HISTORY_MS, as sampled by tidegate
+    historyEvery: '',
+    applying: false, // a dial change is on its way: Enter again must not send a second one
     editing: false, // the operator moved the dial and has not confirmed or cancelled yet
     confirm: null, // {target, version} while the confirm step is open
   };
 
-  // The chart history survives moving between the console's pages (sessionStorage is per tab
-  // and ends with it), so a glance at the audit log does not blank the charts.
-  function loadHistory() {
-    try { return JSON.parse(sessionStorage.getItem('tidegate-history')) || {}; } catch (_) { return {}; }
-  }
-  function saveHistory(history) {
-    try { sessionStorage.setItem('tidegate-history', JSON.stringify(history)); } catch (_) { /* full or disabled: charts restart */ }
-  }
-
+  // The charts come from tidegate's own samples (GET /v1/zones/history), so a page opened in
+  // the middle of an incident shows the minutes before it, and every operator sees the same line.
   async function refreshOverview() {
-    const [routing, zones, drains] = await Promise.all([
+    const [routing, zones, drains, history, audit] = await Promise.all([
       api('GET', '/v1/routing'),
       api('GET', '/v1/zones'),
       api('GET', '/v1/drains'),
+      api('GET', '/v1/zones/history'),
+      api('GET', '/v1/audit?limit=1'),
     ]);
     view.routing = routing;
     view.zones = zones;
     view.drains = drains.drains || [];
-    const now = Date.now();
-    for (const z of zones.zones) {
-      const ring = (view.history[z.zone] = view.history[z.zone] || []);
-      ring.push({ t: now, rate: z.error_rate });
-      while (ring.length && ring[0].t < now - HISTORY_MS) ring.shift();
+    view.lastChange = (audit.entries || [])[0] || null;
+    view.historyEvery = history.every || '';
+    view.history = {};
+    for (const z of history.zones || []) {
+      view.history[z.zone] = (z.samples || []).map((s) => ({ t: s.at_ms, rate: s.error_rate }));
     }
-    saveHistory(view.history);
     renderDial();
+    renderLastChange();
     renderZones();
     renderDrain();
+  }
+
+  // Who made the newest change, when, and why: the first question in an incident.
+  function renderLastChange() {
+    const node = $('last-change');
+    if (!node) return;
+    const e = view.lastChange;
+    if (!e) {
+      node.textContent = 'No change has been made yet.';
+      return;
+    }
+    const ago = Math.max(0, Math.round((serverNow() - e.at_ms) / 1000));
+    node.replaceChildren('Last change: ', el('strong', { id: 'last-change-by' }, text(e.by)), ' ',
+      el('code', {}, text(e.action)), ' (' + text(e.from) + ' → ' + text(e.to) + ') at ',
+      el('time', { id: 'last-change-at', datetime: e.at }, clock(e.at)), ' (' + since(ago) + '): “' + text(e.reason) + '”');
+  }
+
+  function since(seconds) {
+    if (seconds < 60) return seconds + ' s ago';
+    if (seconds < 3600) return Math.floor(seconds / 60) + ' min ago';
+    return Math.floor(seconds / 3600) + ' h ' + Math.floor((seconds % 3600) / 60) + ' min ago';
   }
 
   function renderDial() {
@@ -305,7 +347,7 @@
 
   async function applyDial() {
     const c = view.confirm;
-    if (!c) return;
+    if (!c || view.applying) return;
     const reason = $('dial-reason').value.trim();
     if (!reason) {
       $('dial-reason').setAttribute('aria-invalid', 'true');
@@ -314,7 +356,10 @@
       return;
     }
     $('dial-reason').removeAttribute('aria-invalid');
+    view.applying = true;
     $('dial-apply').disabled = true;
+    show($('dial-ok'), '');
+    show($('dial-error'), '');
     try {
       const result = await api('PUT', '/v1/dial', { blue_percent: c.target, expected_version: c.version, reason });
       $('dial-reason').value = '';
@@ -328,6 +373,7 @@
         closeConfirm(false);
         await poll(true);
         const now = view.routing;
+        show($('dial-ok'), '');
         show($('dial-error'), 'Not applied: someone else changed the routing while you were deciding (you started from version ' +
           c.version + '; it is now version ' + (err.body.current_version || (now && now.version)) + '). The dial now shows the current value, ' +
           (now ? pct(now.blue_percent) + ' blue' : 'reloaded') + '. Review it, and move it again if you still need to.');
@@ -335,6 +381,7 @@
         show($('dial-confirm-error'), explain(err));
       }
     } finally {
+      view.applying = false;
       $('dial-apply').disabled = false;
     }
   }
@@ -342,6 +389,7 @@
   const STATE_TEXT = {
     active: '✓ Active',
     draining: '↘ Draining',
+    paused: '❚❚ Drain paused',
     restoring: '↗ Restoring',
     drained: '○ Drained',
     down: '✕ Down',
@@ -349,7 +397,7 @@
 
   function renderZones() {
     const z = view.zones;
-    $('zones-window').textContent = 'error rate and requests over the last ' + z.window + '; charts: last 5 minutes, this tab only';
+    $('zones-window').textContent = 'error rate and requests over the last ' + z.window + '; charts: last 5 minutes, sampled by tidegate every ' + (view.historyEvery || '2s');
     const cards = z.zones.map((zone) => {
       const known = zone.error_rate !== null && zone.error_rate !== undefined;
       return el('article', { class: 'zone', id: 'zone-' + zone.zone, 'data-state': zone.state },
@@ -375,7 +423,7 @@
     const limit = active ? active.guard.max_error_rate : Number(body.dataset.guardMax || 0.02);
     const rates = points.filter((p) => p.rate !== null && p.rate !== undefined).map((p) => p.rate);
     const top = Math.max(limit * 1.5, ...rates.map((r) => r * 1.15), 0.001);
-    const now = Date.now();
+    const now = serverNow(); // samples carry tidegate's clock
     const x = (t) => L + (W - L) * (1 - (now - t) / HISTORY_MS);
     const y = (r) => T + (H - T - B) * (1 - r / top);
     const svg = document.createElementNS(NS, 'svg');
@@ -430,7 +478,7 @@
     if (!active) {
       const parts = [el('p', { id: 'no-drain' }, 'No drain is active. The dial is free.')];
       if (latest) {
-        parts.push(el('p', { class: 'muted' }, 'Latest: drain ' + latest.id + ' of ' + latest.zone + ', ',
+        parts.push(el('p', { class: 'muted' }, 'Latest: drain ' + text(latest.id) + ' of ' + text(latest.zone) + ', ',
           el('span', { class: 'badge state-' + latest.state }, DRAIN_TEXT[latest.state] || latest.state),
           latest.finished_at ? ' at ' + clock(latest.finished_at) : '', ' (' + pct(latest.from_percent) + ' → ' + pct(latest.target_percent) + ').'));
       }
@@ -448,16 +496,18 @@
     bar.style.width = progress + '%';
     target.replaceChildren(
       el('div', { class: 'zone-head' },
-        el('h3', {}, 'Drain ' + d.id + ': ' + d.zone + ' → ' + d.receiving_zone),
+        el('h3', {}, 'Drain ' + text(d.id) + ': ' + text(d.zone) + ' → ' + text(d.receiving_zone)),
         el('span', { class: 'badge state-' + d.state, id: 'drain-state' }, DRAIN_TEXT[d.state] || d.state)),
       el('div', { class: 'progress', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': d.steps_total, 'aria-valuenow': d.steps_done, 'aria-label': 'Drain progress' }, bar),
       el('ul', { class: 'drain-facts' },
-        el('li', {}, 'Step ', el('strong', { id: 'drain-steps' }, d.steps_done + ' of ' + d.steps_total), ' · ', d.zone, ' share now ',
-          el('strong', {}, pct(d.current_percent)), ' (' + pct(d.from_percent) + ' → ' + pct(d.target_percent) + ', ' + trim(d.step_percent) + ' % every ' + d.interval + ')'),
+        el('li', {}, 'Step ', el('strong', { id: 'drain-steps' }, text(d.steps_done) + ' of ' + text(d.steps_total)), ' · ', text(d.zone), ' share now ',
+          el('strong', {}, pct(d.current_percent)), ' (' + pct(d.from_percent) + ' → ' + pct(d.target_percent) + ', ' + (typeof d.step_percent === 'number' ? trim(d.step_percent) + ' %' : '–') + ' every ' + text(d.interval) + ')'),
         d.next_step_at ? el('li', {}, 'Next check and step at ' + clock(d.next_step_at)) : null,
         el('li', {}, 'Guard: error rate ≤ ' + pct(g.max_error_rate * 100, 1) + ' with ≥ ' + count(g.min_requests) + ' requests; ' + g.breaches + ' failed check(s) in a row → ' + (g.on_breach === 'rollback' ? 'roll back' : 'pause')),
-        el('li', { class: 'muted' }, 'Started by ' + d.started_by + ': “' + d.reason + '”')),
-      d.hold_reason ? el('p', { class: 'hold', id: 'drain-hold' }, 'Held: ' + d.hold_reason) : null);
+        d.state === 'settling' && d.backlog_messages !== null && d.backlog_messages !== undefined
+          ? el('li', {}, 'Waiting for ' + count(d.backlog_messages) + ' MQ message(s) in ' + text(d.zone) + '\'s half to be consumed') : null,
+        el('li', { class: 'muted' }, 'Started by ' + text(d.started_by) + ': “' + text(d.reason) + '”')),
+      d.hold_reason ? el('p', { class: 'hold', id: 'drain-hold' }, 'Held: ' + text(d.hold_reason)) : null);
     if (CAN_CHANGE) {
       $('drain-actions').hidden = false;
       $('drain-start-link').hidden = true;
