@@ -157,7 +157,12 @@ fn the_router_watches_over_tls_with_the_ca_and_refuses_without_it() {
     let pki = make_pki(dir.path());
     let server = start_tls_server(dir.path(), &pki);
     let base = server.url.clone();
-    let options = RouterOptions { ca_file: Some(pki.ca.clone()), ..Default::default() };
+    // A token: registering as a subscriber and acknowledging are writes.
+    let options = RouterOptions {
+        ca_file: Some(pki.ca.clone()),
+        token: Some(OPERATOR_TOKEN.into()),
+        ..Default::default()
+    };
     let router = Router::connect(&base, identity(), options).unwrap();
     assert!(router.wait_for_version(1, Duration::from_secs(10)), "{}", router.status());
     // A change reaches it through the TLS stream, and it acknowledges it over TLS.
@@ -195,7 +200,10 @@ fn lane_membership_calls_speak_tls() {
     let dir = tempfile::tempdir().unwrap();
     let pki = make_pki(dir.path());
     let server = start_tls_server(dir.path(), &pki);
-    let client = LaneClient::with_ca_file(&server.url, None, Duration::from_secs(5), Some(&pki.ca));
+    // Membership is a write: it needs a token.
+    let token = Some(OPERATOR_TOKEN.to_owned());
+    let client =
+        LaneClient::with_ca_file(&server.url, token, Duration::from_secs(5), Some(&pki.ca));
     let assigned = client.register("billing", None, "az-a", "orders", 8).unwrap();
     assert!(!assigned.member_id.is_empty());
     let stranger = LaneClient::with_ca_file(
