@@ -36,7 +36,7 @@ pub struct Subscriber {
     /// Open watch streams from this subscriber.
     pub streams: u32,
     /// Its last watch stream closed (a dropped `Router`, a closed connection): it left, and is
-    /// not waited for until it connects again, instead of looking live until `stale_after`.
+    /// live for a tenth of `stale_after` (time to reconnect), not all of it.
     pub left: bool,
 }
 
@@ -286,7 +286,10 @@ impl Subscribers {
     }
 
     fn is_live(&self, s: &Subscriber, now_ms: u64) -> bool {
-        s.streams > 0 || (!s.left && now_ms.saturating_sub(s.last_seen_ms) <= self.stale_after_ms)
+        // One that left keeps a tenth of `stale_after` to reconnect (a stream broken by the
+        // network, a coordinator restart), so a reconnect does not drop it from the gate.
+        let keep = if s.left { self.stale_after_ms / 10 } else { self.stale_after_ms };
+        s.streams > 0 || now_ms.saturating_sub(s.last_seen_ms) <= keep
     }
 
     /// Forgets subscribers unseen for twice the stale timeout.
