@@ -195,6 +195,9 @@ fn no_groups_right_after_a_restart_is_not_a_backlog_of_zero() {
         kafka_bootstrap: Some("127.0.0.1:9092".into()),
         max_groups: 4,
         max_members: 8,
+        member_key: None,
+        max_groups_per_caller: 4,
+        max_members_per_caller: 100,
     };
     let lanes = Lanes::new(ColorZones::default(), config, source, Some(Arc::new(Quiet)));
     assert_eq!(lanes.total_half_lag(Color::Blue, 0, 5_000), None, "not even ticked yet");
