@@ -2,19 +2,44 @@
 
 use std::sync::Arc;
 
-use crate::config::Config;
-use crate::http::{self, App, now_ms};
-use crate::service::coordinator::{Boot, Coordinator, StartError};
-use crate::store::FileLog;
+use std::time::Duration;
 
-/// Opens the embedded file log under `config.data_dir` and rebuilds the coordinator from it.
-/// Torn-tail warnings are printed to stderr: they are expected after a crash, and worth seeing.
+use crate::config::{Config, StoreConfig};
+use crate::http::{self, App, now_ms};
+use crate::mq::{KafkaCommandLog, KafkaLogReader, ensure_command_topic};
+use crate::service::coordinator::{Boot, Coordinator, StartError};
+use crate::store::{FileLog, StoreError};
+
+/// Opens the configured command log and rebuilds the coordinator from it: the embedded file log
+/// under `config.data_dir`, or (as one replica) the shared Kafka topic. Torn-tail warnings of the
+/// file log are printed to stderr: they are expected after a crash, and worth seeing.
 pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
+    let boot = Boot { genesis: config.genesis, zones: config.zones.clone(), now_ms: now_ms() };
+    if let StoreConfig::Kafka { bootstrap, topic, apply_timeout_ms } = &config.store {
+        let shared = |e: crate::mq::MqError| StoreError::Shared {
+            log: format!("kafka topic {topic} at {bootstrap}"),
+            reason: e.to_string(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| shared(crate::mq::MqError::Kafka(e.to_string())))?;
+        let report = runtime.block_on(ensure_command_topic(bootstrap, topic)).map_err(shared)?;
+        if report.created {
+            eprintln!(
+                "tidegate: created command topic `{topic}` (1 partition, replication factor {} of {} brokers)",
+                report.replication, report.brokers
+            );
+        }
+        let log = KafkaCommandLog::new(bootstrap, topic).map_err(shared)?;
+        let reader = KafkaLogReader::new(bootstrap, topic).map_err(shared)?;
+        let wait = Duration::from_millis(*apply_timeout_ms);
+        return Coordinator::start_shared(Box::new(log), Box::new(reader), boot, wait);
+    }
     let opened = FileLog::open(&config.data_dir)?;
     for warning in &opened.warnings {
         eprintln!("tidegate: warning: {warning}");
     }
-    let boot = Boot { genesis: config.genesis, zones: config.zones.clone(), now_ms: now_ms() };
     Coordinator::start(Box::new(opened.log), opened.entries, boot)
 }
 

@@ -114,6 +114,11 @@ impl From<CommandError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
+        if let StoreError::OutcomeUnknown { command_id, .. } = &e {
+            let command_id = command_id.clone();
+            return ApiError::new(Status::ServiceUnavailable, "outcome_unknown", e.to_string())
+                .with("command_id", json!(command_id));
+        }
         ApiError::new(
             Status::ServiceUnavailable,
             "store_unavailable",
@@ -127,6 +132,11 @@ impl From<SubmitError> for ApiError {
         match e {
             SubmitError::Command(e) => e.into(),
             SubmitError::Store(e) => e.into(),
+            SubmitError::NotApplied { ref command_id, .. } => {
+                let command_id = command_id.clone();
+                ApiError::new(Status::GatewayTimeout, "not_yet_applied", e.to_string())
+                    .with("command_id", json!(command_id))
+            }
         }
     }
 }

@@ -98,8 +98,10 @@ impl Drop for StreamGuard {
     }
 }
 
-fn routing_event(state: &CoreState) -> Event {
-    Event::json(&routing_body(state.table())).id(state.version().to_string()).event("routing")
+fn routing_event(state: &CoreState, log_id: &str) -> Event {
+    Event::json(&routing_body(state.table(), log_id))
+        .id(state.version().to_string())
+        .event("routing")
 }
 
 /// `GET /v1/routing/watch`: the full table on connect (unless `Last-Event-ID` already names
@@ -131,11 +133,12 @@ fn watch(
     let guard = StreamGuard { subscribers, id };
     let heartbeat = Duration::from_millis(app.config.watch_heartbeat_ms);
     let mut sent = last_event_id.0.unwrap_or(0);
+    let log_id = app.coordinator.log_id().to_owned();
     Ok(EventStream! {
         let guard = guard;
         if current.version() > sent {
             sent = current.version();
-            yield routing_event(&current);
+            yield routing_event(&current, &log_id);
         }
         let mut ticker = rocket::tokio::time::interval_at(rocket::tokio::time::Instant::now() + heartbeat, heartbeat);
         loop {
@@ -145,7 +148,7 @@ fn watch(
                     let state = changes.borrow_and_update().clone();
                     if state.version() > sent {
                         sent = state.version();
-                        yield routing_event(&state);
+                        yield routing_event(&state, &log_id);
                     }
                 }
                 _ = ticker.tick() => {
