@@ -64,6 +64,17 @@ fn a_change_on_one_replica_is_seen_on_the_others_with_the_same_log_id() {
         assert_eq!(table["version"], 2);
         assert_eq!(table["log_id"], log_id.as_str());
     }
+    // Every replica reports the same log and, having applied the same records, the same hash.
+    let clusters: Vec<_> =
+        replicas.iter().map(|r| get_json(&format!("{}/v1/cluster", r.url)).1).collect();
+    for (n, cluster) in clusters.iter().enumerate() {
+        assert_eq!(cluster["log"]["kind"], "kafka", "{cluster}");
+        assert_eq!(cluster["log"]["id"], log_id.as_str());
+        assert_eq!(cluster["self"], format!("r{}", n + 1));
+        assert_eq!(cluster["replicas"][0]["zone"], format!("zone-{}", n + 1));
+        assert_eq!(cluster["replicas"][0]["applied_version"], 2);
+        assert_eq!(cluster["log"]["state_hash"], clusters[0]["log"]["state_hash"]);
+    }
     // A fourth replica started later replays the whole log into the same state.
     let late = Server::start(&replica_config(dir.path(), &topic, 4), &dir.path().join("data-4"));
     assert_eq!(routing(&late)["version"], 2);

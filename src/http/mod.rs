@@ -5,6 +5,7 @@
 //! core, and render; errors become HTTP responses in exactly one place, [`error`].
 
 pub mod auth;
+mod cluster;
 mod drains;
 pub mod error;
 mod health;
@@ -94,6 +95,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(tag::stage())
         .attach(routing::stage())
         .attach(health::stage())
+        .attach(cluster::stage())
         .attach(drains::stage())
         .attach(watch::stage())
         .attach(ui::stage())
