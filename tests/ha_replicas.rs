@@ -156,3 +156,30 @@ fn an_unsafe_command_topic_is_refused_naming_the_setting() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("`partitions`"), "{stderr}");
 }
+
+fn signal(server: &Server, sig: &str) {
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+}
+
+#[test]
+fn a_killed_replica_does_not_stop_writes_and_a_paused_one_cannot_act_on_stale_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-faults");
+    let mut replicas = start_replicas(dir.path(), &topic, 3);
+    assert_eq!(dial(&replicas[0], 10, 1).0, 200);
+    // SIGSTOP replica 3 while it holds version 2; the others move on to version 3.
+    assert!(wait_until(Duration::from_secs(5), || routing(&replicas[2])["version"] == 2));
+    signal(&replicas[2], "-STOP");
+    assert_eq!(dial(&replicas[1], 20, 2).0, 200);
+    signal(&replicas[2], "-CONT");
+    // Woken, it proposes from its stale view (expected version 2): refused when applied.
+    let (status, body) = dial(&replicas[2], 30, 2);
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["current_version"], 3, "{body}");
+    assert_eq!(routing(&replicas[2])["blue_units"], 20);
+    // kill -9 replica 1: the other two keep accepting changes and agree.
+    replicas.remove(0).kill9();
+    assert_eq!(dial(&replicas[0], 40, 3).0, 200);
+    assert!(wait_until(Duration::from_secs(5), || routing(&replicas[1])["blue_units"] == 40));
+}
