@@ -43,6 +43,8 @@ pub struct Settings {
     /// Per-zone settings, `[zones.<zone>]`: today only the capacity.
     pub zones: BTreeMap<String, ZoneSettings>,
     pub capacity: CapacitySettings,
+    pub store: StoreSettings,
+    pub node: NodeSettings,
 }
 
 /// `[zones.<zone>]`: the zone's capacity in requests per second, or a PromQL query for it.
@@ -114,6 +116,40 @@ impl Default for EdgeSettings {
     }
 }
 
+/// `[store]`: where the command log lives.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    pub kind: String,
+    pub kafka: KafkaStoreSettings,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings { kind: "file".into(), kafka: KafkaStoreSettings::default() }
+    }
+}
+
+/// `[store.kafka]`: the shared log's topic.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaStoreSettings {
+    pub bootstrap: String,
+    pub topic: String,
+    /// How long a writer waits for its own replica to apply its record.
+    pub apply_timeout: String,
+}
+
+impl Default for KafkaStoreSettings {
+    fn default() -> Self {
+        KafkaStoreSettings {
+            bootstrap: String::new(),
+            topic: "tidegate.commands".into(),
+            apply_timeout: "10s".into(),
+        }
+    }
+}
+
 /// `[client]`: how tidegate's own clients (the CLI) reach a coordinator.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -128,6 +164,15 @@ pub struct ClientSettings {
 pub struct TlsSettings {
     pub certs: PathBuf,
     pub key: PathBuf,
+}
+/// `[node]`: this replica's identity (required with a shared log).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeSettings {
+    pub id: String,
+    pub zone: String,
+    /// The URL other replicas and clients reach this one at (default: from `server`).
+    pub url: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -370,6 +415,8 @@ impl Default for Settings {
             edge: EdgeSettings::default(),
             zones: BTreeMap::new(),
             capacity: CapacitySettings::default(),
+            store: StoreSettings::default(),
+            node: NodeSettings::default(),
         }
     }
 }
@@ -512,6 +559,27 @@ pub struct CapacityConfig {
     pub zones: BTreeMap<String, ZoneCapacity>,
     pub headroom: f64,
 }
+    pub store: StoreConfig,
+    /// This replica's identity; `None` only with the embedded file log.
+    pub node: Option<NodeConfig>,
+}
+
+/// Where the command log lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// The embedded file log under `data_dir` (single node).
+    File,
+    /// A Kafka topic shared by every replica.
+    Kafka { bootstrap: String, topic: String, apply_timeout_ms: u64 },
+}
+
+/// A replica's identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    pub id: String,
+    pub zone: String,
+    pub url: String,
+}
 
 /// The operator web UI: the key that encrypts session cookies and how long a session lasts.
 #[derive(Clone, Debug)]
@@ -591,6 +659,51 @@ pub struct EvacuateDefaults {
     pub step_percent: f64,
     pub interval_ms: u64,
     pub guard: Guard,
+}
+
+fn validate_store(s: &StoreSettings) -> Result<StoreConfig, ConfigError> {
+    match s.kind.as_str() {
+        "file" => Ok(StoreConfig::File),
+        "kafka" => {
+            if s.kafka.bootstrap.trim().is_empty() {
+                return Err(invalid(
+                    "store.kafka.bootstrap",
+                    "is required when store.kind is `kafka`",
+                ));
+            }
+            if s.kafka.topic.trim().is_empty() {
+                return Err(invalid("store.kafka.topic", "must not be empty"));
+            }
+            let apply_timeout_ms = duration("store.kafka.apply_timeout", &s.kafka.apply_timeout)?;
+            Ok(StoreConfig::Kafka {
+                bootstrap: s.kafka.bootstrap.clone(),
+                topic: s.kafka.topic.clone(),
+                apply_timeout_ms,
+            })
+        }
+        other => Err(invalid(
+            "store.kind",
+            format!("`{other}` is not a store: expected `file` or `kafka`"),
+        )),
+    }
+}
+
+fn validate_node(
+    s: &NodeSettings,
+    store: &StoreConfig,
+    address: IpAddr,
+    port: u16,
+) -> Result<Option<NodeConfig>, ConfigError> {
+    if s.id.is_empty() && s.zone.is_empty() && *store == StoreConfig::File {
+        return Ok(None);
+    }
+    check_label("node.id", &s.id)?;
+    check_label("node.zone", &s.zone)?;
+    let url = if s.url.is_empty() { format!("http://{address}:{port}") } else { s.url.clone() };
+    if !url.starts_with("http://") && !url.starts_with("https://") {
+        return Err(invalid("node.url", format!("`{url}` is not an http(s) URL")));
+    }
+    Ok(Some(NodeConfig { id: s.id.clone(), zone: s.zone.clone(), url }))
 }
 
 impl Config {
@@ -738,7 +851,11 @@ impl Config {
         }
         let edge = validate_edge(&s.edge, &s.data_dir)?;
         let capacity = validate_capacity(&s, &zones, &health)?;
+        let store = validate_store(&s.store)?;
+        let node = validate_node(&s.node, &store, address, s.server.port)?;
         Ok(Config {
+            store,
+            node,
             tls: s.server.tls.clone(),
             client_ca_file: s.client.ca_file.clone(),
             flag_key,

@@ -2,17 +2,42 @@
 
 use std::sync::Arc;
 
-use crate::config::Config;
-use crate::http::{self, App, now_ms};
-use crate::service::coordinator::{Boot, Coordinator, StartError};
-use crate::store::{FileLog, Snapshots};
+use std::time::Duration;
 
-/// Opens the embedded file log under `config.data_dir` and rebuilds the coordinator from the
-/// newest snapshot and the log after it. Warnings (a torn tail, an ignored snapshot) are printed
-/// to stderr: they are expected after a crash, and worth seeing.
+use crate::config::{Config, StoreConfig};
+use crate::http::{self, App, now_ms};
+use crate::mq::{KafkaCommandLog, KafkaLogReader, ensure_command_topic};
+use crate::service::coordinator::{Boot, Coordinator, StartError};
+use crate::store::{FileLog, Snapshots, StoreError};
+
+/// Opens the configured command log and rebuilds the coordinator from it: as one replica of the
+/// shared Kafka topic, or from the embedded file log under `config.data_dir` (from the newest
+/// snapshot and the log after it). Warnings (a torn tail, an ignored snapshot) are printed to
+/// stderr: they are expected after a crash, and worth seeing.
 pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
-    let log = FileLog::open(&config.data_dir)?;
     let boot = Boot { genesis: config.genesis, zones: config.zones.clone(), now_ms: now_ms() };
+    if let StoreConfig::Kafka { bootstrap, topic, apply_timeout_ms } = &config.store {
+        let shared = |e: crate::mq::MqError| StoreError::Shared {
+            log: format!("kafka topic {topic} at {bootstrap}"),
+            reason: e.to_string(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| shared(crate::mq::MqError::Kafka(e.to_string())))?;
+        let report = runtime.block_on(ensure_command_topic(bootstrap, topic)).map_err(shared)?;
+        if report.created {
+            eprintln!(
+                "tidegate: created command topic `{topic}` (1 partition, replication factor {} of {} brokers)",
+                report.replication, report.brokers
+            );
+        }
+        let log = KafkaCommandLog::new(bootstrap, topic).map_err(shared)?;
+        let reader = KafkaLogReader::new(bootstrap, topic).map_err(shared)?;
+        let wait = Duration::from_millis(*apply_timeout_ms);
+        return Coordinator::start_shared(Box::new(log), Box::new(reader), boot, wait);
+    }
+    let log = FileLog::open(&config.data_dir)?;
     let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
     let started = Coordinator::start(Box::new(log), Some(snapshots), boot)?;
     for warning in &started.warnings {

@@ -155,6 +155,32 @@ struct Shared {
     /// The open stream, so `Drop` can shut it down and wake the reader at once.
     socket: Mutex<Option<std::net::TcpStream>>,
     acked: AtomicU64,
+    /// The command log the held table came from (`log_id` of its routing event), if known.
+    log_id: Mutex<Option<String>>,
+}
+
+/// What to do with a table that arrives while `held` (version, log id) is held.
+#[derive(Debug, PartialEq, Eq)]
+enum Arrival {
+    Take,
+    /// Not newer, from the same log (or an unknown one): keep the held table quietly.
+    Keep,
+    /// From another log with a version that is not newer: the coordinators were moved to a new
+    /// log. Keep routing with the held table, but say so loudly rather than keep it silently.
+    Refuse(String),
+}
+
+fn arrival(held: Option<(u64, Option<&str>)>, version: u64, log_id: Option<&str>) -> Arrival {
+    let Some((held_version, held_log)) = held else { return Arrival::Take };
+    if version > held_version {
+        return Arrival::Take;
+    }
+    match (held_log, log_id) {
+        (Some(held_log), Some(log_id)) if held_log != log_id => Arrival::Refuse(format!(
+            "refused the table at version {version} of command log {log_id}: the held table is at version {held_version} of another log ({held_log}); the coordinators' log was replaced, restart the client to follow it"
+        )),
+        _ => Arrival::Keep,
+    }
 }
 
 /// The client. Cheap to share behind an `Arc`; dropping the last handle stops the watcher.
@@ -209,6 +235,7 @@ impl Router {
             stop: AtomicBool::new(false),
             socket: Mutex::new(None),
             acked: AtomicU64::new(0),
+            log_id: Mutex::new(None),
         });
         if let Some(path) = &options.cache_path
             && let Some(table) = load_cache(path)
@@ -245,6 +272,7 @@ impl Router {
             stop: AtomicBool::new(true),
             socket: Mutex::new(None),
             acked: AtomicU64::new(0),
+            log_id: Mutex::new(None),
         });
         Router { shared, fallback: Fallback::Random, watcher: None }
     }
@@ -261,6 +289,11 @@ impl Router {
     /// The newest version this client has acknowledged to the coordinator.
     pub fn acked_version(&self) -> u64 {
         self.shared.acked.load(Ordering::SeqCst)
+    }
+
+    /// The command log the held table came from (`log_id` of its routing event), if known.
+    pub fn log_id(&self) -> Option<String> {
+        self.shared.log_id.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     pub fn status(&self) -> RouterStatus {
@@ -491,8 +524,20 @@ fn watch_once(
             serde_json::from_str(&event.data).map_err(|e| format!("bad routing event: {e}"))?;
         let table = decode_table(&value).map_err(|e| e.to_string())?;
         let version = table.version();
-        let newer = shared.table.load().as_ref().is_none_or(|t| t.version() < version);
-        if newer {
+        let log_id = value.get("log_id").and_then(Value::as_str);
+        let decision = {
+            let held_log = shared.log_id.lock().unwrap_or_else(PoisonError::into_inner);
+            let held = shared.table.load().as_ref().map(|t| t.version());
+            arrival(held.map(|v| (v, held_log.as_deref())), version, log_id)
+        };
+        if let Arrival::Refuse(why) = &decision {
+            shared.status.lock().unwrap_or_else(PoisonError::into_inner).last_error =
+                Some(why.clone());
+            continue;
+        }
+        if decision == Arrival::Take {
+            *shared.log_id.lock().unwrap_or_else(PoisonError::into_inner) =
+                log_id.map(str::to_owned);
             shared.table.store(Some(Arc::new(table)));
             let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.origin = Origin::Coordinator;
@@ -551,4 +596,22 @@ fn encode(text: &str) -> String {
             other => format!("%{other:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod log_identity_tests {
+    use super::{Arrival, arrival};
+
+    #[test]
+    fn a_lower_version_from_another_log_is_refused_not_silently_ignored() {
+        assert_eq!(arrival(None, 3, Some("a")), Arrival::Take);
+        assert_eq!(arrival(Some((3, Some("a"))), 4, Some("a")), Arrival::Take);
+        assert_eq!(arrival(Some((3, Some("a"))), 2, Some("a")), Arrival::Keep);
+        assert_eq!(arrival(Some((3, None)), 2, Some("b")), Arrival::Keep);
+        assert_eq!(arrival(Some((9, Some("a"))), 12, Some("b")), Arrival::Take);
+        match arrival(Some((9, Some("a"))), 2, Some("b")) {
+            Arrival::Refuse(why) => assert!(why.contains("version 2 of command log b"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -143,7 +143,8 @@ fn tag_batch(
 fn get_routing(app: &State<EdgeApp>, caller: Caller) -> Result<Versioned, ApiError> {
     caller.require_reader(&app.config)?;
     let table = app.table()?;
-    Ok(Versioned::new(&routing_body(&table), table.version()))
+    let log_id = app.router.log_id().unwrap_or_default();
+    Ok(Versioned::new(&routing_body(&table, &log_id), table.version()))
 }
 
 /// Changes go to the coordinator: the edge has no log and no write path.

@@ -137,6 +137,13 @@ impl From<CommandError> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         match e {
+            // A shared log's append whose outcome is unknown: a retry with the same command id
+            // never applies twice.
+            StoreError::OutcomeUnknown { ref command_id, .. } => {
+                let command_id = command_id.clone();
+                ApiError::new(Status::ServiceUnavailable, "outcome_unknown", e.to_string())
+                    .with("command_id", json!(command_id))
+            }
             // The write or the fsync failed after it started: the record may be on disk and
             // apply after a restart, so "not saved" would be a lie.
             StoreError::Io { .. } => ApiError::new(
@@ -160,6 +167,11 @@ impl From<SubmitError> for ApiError {
         match e {
             SubmitError::Command(e) => e.into(),
             SubmitError::Store(e) => e.into(),
+            SubmitError::NotApplied { ref command_id, .. } => {
+                let command_id = command_id.clone();
+                ApiError::new(Status::GatewayTimeout, "not_yet_applied", e.to_string())
+                    .with("command_id", json!(command_id))
+            }
         }
     }
 }

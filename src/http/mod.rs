@@ -5,6 +5,7 @@
 //! core, and render; errors become HTTP responses in exactly one place, [`error`].
 
 pub mod auth;
+mod cluster;
 mod drains;
 pub mod edge;
 pub mod error;
@@ -180,6 +181,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(tag::stage())
         .attach(routing::stage())
         .attach(health::stage())
+        .attach(cluster::stage())
         .attach(drains::stage())
         .attach(watch::stage())
         .attach(ui::stage())

@@ -23,7 +23,9 @@ pub fn stage() -> AdHoc {
 }
 
 /// The wire form of a routing table, shared by `GET /v1/routing`, dial and pin responses.
-pub fn routing_body(table: &RoutingTable) -> Value {
+/// `log_id` names the command log the table comes from: a client that sees another log's table
+/// with a lower version knows the log was replaced, not that it is reading an old table.
+pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
     let share = table.share();
     let (mode, digits_skip) = match table.scheme().mode() {
         UnitMode::Hash => ("hash", None),
@@ -33,6 +35,7 @@ pub fn routing_body(table: &RoutingTable) -> Value {
         table.pins().iter().map(|(user, color)| (user.clone(), json!(color.as_str()))).collect();
     json!({
         "version": table.version(),
+        "log_id": log_id,
         "units": share.units,
         "blue_units": share.blue_units,
         "blue_percent": share.blue_percent(),
@@ -50,7 +53,7 @@ pub fn routing_body(table: &RoutingTable) -> Value {
 fn get_routing(app: &State<App>, caller: Caller) -> Result<Versioned, ApiError> {
     caller.require_reader(&app.config)?;
     let table = app.coordinator.table();
-    Ok(Versioned::new(&routing_body(&table), table.version()))
+    Ok(Versioned::new(&routing_body(&table, app.coordinator.log_id()), table.version()))
 }
 
 #[derive(Deserialize)]
@@ -159,7 +162,7 @@ async fn submit(
     reason: String,
 ) -> Result<Versioned, ApiError> {
     let submitted = super::submit(app, command, Some(expected_version), by, reason).await?;
-    let mut body = routing_body(&submitted.table);
+    let mut body = routing_body(&submitted.table, app.coordinator.log_id());
     body["changed"] = json!(submitted.applied.is_some());
     Ok(Versioned::new(&body, submitted.table.version()))
 }

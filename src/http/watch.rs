@@ -133,7 +133,7 @@ pub struct RoutingFrames {
 }
 
 impl RoutingFrames {
-    fn frame(&self, state: &CoreState) -> Frame {
+    fn frame(&self, state: &CoreState, log_id: &str) -> Frame {
         let mut newest = self.newest.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((version, bytes)) = newest.as_ref()
             && *version == state.version()
@@ -141,7 +141,7 @@ impl RoutingFrames {
             return Frame::Shared(Arc::clone(bytes));
         }
         // Compact JSON has no line breaks, so the body fits one `data:` line.
-        let json = routing_body(state.table()).to_string();
+        let json = routing_body(state.table(), log_id).to_string();
         let text = format!("id:{}\nevent:routing\ndata:{json}\n\n", state.version());
         let bytes: Arc<[u8]> = Arc::from(text.into_bytes());
         if newest.as_ref().is_none_or(|(version, _)| *version < state.version()) {
@@ -208,11 +208,12 @@ fn watch(
     // directory) names a table this server never had: send the current one.
     let mut sent = last_event_id.0.filter(|v| *v <= current.version()).unwrap_or(0);
     let frames = Arc::clone(&app.frames);
+    let log_id = app.coordinator.log_id().to_owned();
     Ok(EventFrames(ByteStream! {
         let guard = guard;
         if current.version() > sent {
             sent = current.version();
-            yield frames.frame(&current);
+            yield frames.frame(&current, &log_id);
         }
         drop(current);
         let mut ticker = rocket::tokio::time::interval_at(rocket::tokio::time::Instant::now() + heartbeat, heartbeat);
@@ -223,7 +224,7 @@ fn watch(
                     let state = changes.borrow_and_update().clone();
                     if state.version() > sent {
                         sent = state.version();
-                        yield frames.frame(&state);
+                        yield frames.frame(&state, &log_id);
                     }
                 }
                 _ = ticker.tick() => {

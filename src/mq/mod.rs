@@ -6,12 +6,16 @@
 //! consumer below, whose settings are `key = value` pairs of librdkafka properties.
 
 mod admin;
+mod command_log;
 mod consumer;
 mod lag;
 mod mock;
 mod producer;
 
 pub use admin::{create_topic, partition_count};
+pub use command_log::{
+    DEFAULT_COMMAND_TOPIC, KafkaCommandLog, KafkaLogReader, TopicReport, ensure_command_topic,
+};
 pub use consumer::{ConsumerSettings, LaneConsumer, LaneMessage};
 pub use lag::KafkaLag;
 pub use mock::MockKafka;

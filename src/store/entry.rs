@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Audit, CheckKind, Color, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard, OnBreach,
-    Plan, PlanStep, Precondition, UnitMode, UnitScheme,
+    Audit, CheckKind, Color, ColorZones, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard,
+    OnBreach, Plan, PlanStep, Precondition, UnitMode, UnitScheme,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -24,6 +24,25 @@ pub enum LogEntry {
         at_ms: u64,
         by: String,
         reason: String,
+        /// A random identity drawn when the log was created; clients use it to tell logs apart.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        log_id: Option<String>,
+        /// The colour-to-zone map the log was created with (shared logs pin it, so that replay
+        /// never depends on a replica's configuration).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zones: Option<WireZones>,
+    },
+    /// A proposed command on a shared log: whether it takes effect, and which version it makes,
+    /// is decided when the log is applied (compare-and-set on `expected_version`), the same way
+    /// on every replica. `id` is unique per command: a second record with the same `id` (a retry
+    /// after an unknown outcome) is ignored.
+    Proposal {
+        id: String,
+        expected_version: u64,
+        at_ms: u64,
+        by: String,
+        reason: String,
+        command: WireCommand,
     },
     /// An accepted command; applying it produced `version`.
     Change {
@@ -36,6 +55,14 @@ pub enum LogEntry {
         from: String,
         to: String,
     },
+}
+
+/// The colour-to-zone map as written in a genesis entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireZones {
+    pub blue: String,
+    pub green: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -230,6 +257,35 @@ impl LogEntry {
             at_ms: audit.at_ms,
             by: audit.by.clone(),
             reason: audit.reason.clone(),
+            log_id: None,
+            zones: None,
+        }
+    }
+
+    /// A genesis entry that also pins a log identity and, for shared logs, the zones.
+    pub fn genesis_pinned(
+        genesis: &Genesis,
+        audit: &Audit,
+        log_id: String,
+        zones: Option<&ColorZones>,
+    ) -> LogEntry {
+        let mut entry = LogEntry::genesis(genesis, audit);
+        if let LogEntry::Genesis { log_id: id, zones: z, .. } = &mut entry {
+            *id = Some(log_id);
+            *z = zones.map(|z| WireZones { blue: z.blue.clone(), green: z.green.clone() });
+        }
+        entry
+    }
+
+    /// A proposal of `envelope` under the unique command `id`.
+    pub fn proposal(id: &str, envelope: &Envelope) -> LogEntry {
+        LogEntry::Proposal {
+            id: id.to_owned(),
+            expected_version: envelope.expected_version,
+            at_ms: envelope.audit.at_ms,
+            by: envelope.audit.by.clone(),
+            reason: envelope.audit.reason.clone(),
+            command: WireCommand::from(&envelope.command),
         }
     }
 
@@ -359,4 +415,20 @@ pub fn scheme_of(
         other => return Err(format!("unknown unit_mode `{other}`")),
     };
     UnitScheme::new(units, mode).map_err(|e| format!("units: {e}"))
+}
+
+/// A fresh random log identity: 128 bits as 32 hex digits.
+pub fn new_log_id() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
+
+/// The identity of the log that starts with `genesis`: the recorded one, or (for file logs
+/// created before identities existed) one derived from the genesis entry itself, stable across
+/// restarts.
+pub fn log_id_of(genesis: &LogEntry) -> String {
+    if let LogEntry::Genesis { log_id: Some(id), .. } = genesis {
+        return id.clone();
+    }
+    let json = serde_json::to_string(genesis).unwrap_or_default();
+    format!("file-{:08x}", crc32fast::hash(json.as_bytes()))
 }

@@ -7,12 +7,16 @@
 //! entry carries the version it expected, so replicas replaying the same topic reject the same
 //! losers of a compare-and-set race and reach the same state.
 
+mod apply;
 mod entry;
 mod file_log;
 mod replay;
 mod snapshot;
 
-pub use entry::{LogEntry, WireCommand, WirePlan, WirePrecondition, WireStep};
+pub use apply::{Applier, Outcome, Step};
+pub use entry::{
+    LogEntry, WireCommand, WirePlan, WirePrecondition, WireStep, WireZones, log_id_of, new_log_id,
+};
 pub use file_log::{FileLog, LOG_FILE, decode_log, encode_line};
 pub use replay::{
     AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, push_audit, replay, replay_after,
@@ -20,6 +24,7 @@ pub use replay::{
 pub use snapshot::{Loaded, SNAPSHOT_FILE, Snapshots};
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// An opaque, ordered place in a log, *between* entries: everything before it is covered.
 ///
@@ -61,8 +66,38 @@ pub trait CommandLog: Send {
     fn describe(&self) -> String;
 }
 
+/// A log shared by several coordinator replicas (Kafka): appends go to one total order, and each
+/// replica reads every record back through its own [`LogReader`] and decides it with an
+/// [`Applier`]. Positions are the log's own (Kafka: the partition offset).
+pub trait SharedLog: Send + Sync {
+    /// Appends one record and returns its position once it is durable (acknowledged by every
+    /// in-sync replica). [`StoreError::OutcomeUnknown`] when that cannot be known.
+    fn append(&self, entry: &LogEntry) -> Result<u64, StoreError>;
+
+    /// Where the log lives, for messages and `/readyz`.
+    fn describe(&self) -> String;
+}
+
+/// One record read back from a shared log: its position, and the entry or why it is unreadable.
+pub type ReadRecord = (u64, Result<LogEntry, String>);
+
+/// Reads a shared log in order.
+pub trait LogReader: Send {
+    /// The records at positions `>= from`, waiting up to `wait` for the first one.
+    fn read_after(&mut self, from: u64, wait: Duration) -> Result<Vec<ReadRecord>, StoreError>;
+
+    /// The position after the last record (Kafka: the high watermark).
+    fn end(&mut self) -> Result<u64, StoreError>;
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    #[error(
+        "the log did not confirm command {command_id} ({reason}); it may or may not take effect. Retry with the same command id: it never applies twice"
+    )]
+    OutcomeUnknown { command_id: String, reason: String },
+    #[error("the shared log {log}: {reason}")]
+    Shared { log: String, reason: String },
     #[error("cannot {action} {path}: {source}")]
     Io {
         action: &'static str,

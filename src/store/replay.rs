@@ -49,14 +49,28 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
     let Some(first) = entries.first() else {
         return Err(fail(1, "the log is empty (no genesis entry)".into()));
     };
-    let LogEntry::Genesis { units, unit_mode, digits_skip, blue_units, at_ms, by, reason, .. } =
-        first
+    let LogEntry::Genesis {
+        units,
+        unit_mode,
+        digits_skip,
+        blue_units,
+        at_ms,
+        by,
+        reason,
+        zones: pinned,
+        ..
+    } = first
     else {
         return Err(fail(1, "the first entry is not a genesis entry".into()));
     };
     let scheme = scheme_of(*units, unit_mode, *digits_skip).map_err(|e| fail(1, e))?;
     let genesis = Genesis { scheme, blue_units: *blue_units };
-    let state = State::genesis(genesis, zones.clone()).map_err(|e| fail(1, e.to_string()))?;
+    // A genesis that pins the zones wins over the configuration: replay depends on the log only.
+    let zones = match pinned {
+        Some(z) => ColorZones { blue: z.blue.clone(), green: z.green.clone() },
+        None => zones.clone(),
+    };
+    let state = State::genesis(genesis, zones).map_err(|e| fail(1, e.to_string()))?;
     let audit = VecDeque::from([AuditRecord {
         version: 1,
         at_ms: *at_ms,
@@ -81,10 +95,21 @@ pub fn replay_after(
     let fail = |line: usize, reason: String| ReplayError { line, reason };
     for (index, entry) in entries.iter().enumerate() {
         let line = before as usize + index + 1;
-        let LogEntry::Change { version, expected_version, at_ms, by, reason, command, from, to } =
-            entry
-        else {
-            return Err(fail(line, "a second genesis entry".into()));
+        let (version, expected_version, at_ms, by, reason, command, from, to) = match entry {
+            LogEntry::Change {
+                version,
+                expected_version,
+                at_ms,
+                by,
+                reason,
+                command,
+                from,
+                to,
+            } => (version, expected_version, at_ms, by, reason, command, from, to),
+            LogEntry::Genesis { .. } => return Err(fail(line, "a second genesis entry".into())),
+            LogEntry::Proposal { .. } => {
+                return Err(fail(line, "a proposal entry, which only a shared log holds".into()));
+            }
         };
         let command = command.to_command().map_err(|e| fail(line, e))?;
         let action = command.action();

@@ -1,0 +1,47 @@
+//! `GET /v1/cluster`: which log this coordinator serves from, and which replica answers.
+//!
+//! Replicas do not announce themselves to each other yet (see ARCHITECTURE.md, "Replicas"), so
+//! `replicas` lists this replica only; every replica of one log reports the same `log.id`, and
+//! `log.state_hash` is equal on replicas that applied the same records.
+
+use rocket::fairing::AdHoc;
+use rocket::serde::json::Json;
+use rocket::{State, get, routes};
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::{App, iso8601, now_ms};
+
+pub fn stage() -> AdHoc {
+    AdHoc::on_ignite("cluster", |rocket| async { rocket.mount("/", routes![get_cluster]) })
+}
+
+#[get("/v1/cluster")]
+fn get_cluster(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let log = app.coordinator.log_status();
+    let node = app.config.node.as_ref();
+    let myself = json!({
+        "id": node.map(|n| n.id.as_str()),
+        "zone": node.map(|n| n.zone.as_str()),
+        "url": node.map(|n| n.url.as_str()),
+        "applied_version": app.coordinator.state().version(),
+        "applied_position": log.next_position,
+        "last_seen": iso8601(now_ms()),
+    });
+    Ok(Json(json!({
+        "log": {
+            "kind": log.kind,
+            "id": log.id,
+            "where": log.description,
+            "next_position": log.next_position,
+            "state_hash": log.state_hash.map(|h| format!("{h:016x}")),
+        },
+        "self": node.map(|n| n.id.as_str()),
+        "replicas": [myself],
+        // Work that must happen once runs on every replica and relies on compare-and-set in the
+        // log instead of a lease (ARCHITECTURE.md): there are no leases to report.
+        "leases": {},
+    })))
+}

@@ -1,0 +1,320 @@
+//! The shared command log on a Kafka topic: one partition, the total order of every change.
+//!
+//! Why these settings: an acknowledged change must survive the loss of any one broker, so the
+//! producer is idempotent with `acks=all` (no duplicates or reordering from its own retries), the
+//! topic keeps two in-sync copies before it acknowledges (`min.insync.replicas=2` at replication
+//! factor 3), never elects an out-of-sync leader, and never deletes or compacts records (a
+//! replica joining later replays the whole history). A topic that breaks any of that is refused
+//! at start-up, naming the setting, rather than used.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake};
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{MqError, QUERY_TIMEOUT, client_config};
+use crate::store::{LogEntry, LogReader, ReadRecord, SharedLog, StoreError};
+
+/// The default topic of the shared command log.
+pub const DEFAULT_COMMAND_TOPIC: &str = "tidegate.commands";
+
+/// How long an append may wait for the brokers before its outcome counts as unknown.
+const APPEND_TIMEOUT_MS: u64 = 10_000;
+
+/// The shared log's topic, as found (or created) at start-up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicReport {
+    pub created: bool,
+    pub replication: usize,
+    pub brokers: usize,
+}
+
+/// Creates the command topic if it is missing, with safe settings, and refuses an existing topic
+/// that could lose or reorder acknowledged changes.
+pub async fn ensure_command_topic(bootstrap: &str, topic: &str) -> Result<TopicReport, MqError> {
+    let admin: AdminClient<DefaultClientContext> = client_config(bootstrap, &[]).create()?;
+    let metadata = admin.inner().fetch_metadata(None, QUERY_TIMEOUT)?;
+    let brokers = metadata.brokers().len();
+    let existing = metadata.topics().iter().find(|t| t.name() == topic && t.error().is_none());
+    let options = AdminOptions::new().operation_timeout(Some(QUERY_TIMEOUT));
+    let mut created = false;
+    let replication = match existing {
+        Some(t) => {
+            if t.partitions().len() != 1 {
+                return Err(refuse(
+                    topic,
+                    "partitions",
+                    format!(
+                        "{} partitions; a command log needs exactly 1 (one total order)",
+                        t.partitions().len()
+                    ),
+                ));
+            }
+            t.partitions()[0].replicas().len()
+        }
+        None => {
+            let replication = brokers.clamp(1, 3);
+            let min_insync = if replication >= 3 { "2" } else { "1" };
+            let new = NewTopic::new(topic, 1, TopicReplication::Fixed(replication as i32))
+                .set("min.insync.replicas", min_insync)
+                .set("unclean.leader.election.enable", "false")
+                .set("cleanup.policy", "delete")
+                .set("retention.ms", "-1")
+                .set("retention.bytes", "-1");
+            for result in admin.create_topics([&new], &options).await? {
+                match result {
+                    Ok(_) => created = true,
+                    // Another replica created it a moment ago: check it like any existing one.
+                    Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                    Err((name, code)) => {
+                        return Err(MqError::Kafka(format!("creating topic `{name}`: {code}")));
+                    }
+                }
+            }
+            replication
+        }
+    };
+    let described = admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options).await?;
+    for resource in described {
+        let resource = resource
+            .map_err(|code| MqError::Kafka(format!("describing topic `{topic}`: {code}")))?;
+        let entries = resource.entry_map();
+        let value = |key: &str| entries.get(key).and_then(|e| e.value.clone()).unwrap_or_default();
+        check_topic_configs(topic, &value)?;
+    }
+    if replication < 3 && brokers >= 3 {
+        eprintln!(
+            "tidegate: warning: command topic `{topic}` has replication factor {replication} on a cluster of {brokers} brokers; the loss of one broker can stop or lose changes"
+        );
+    }
+    Ok(TopicReport { created, replication, brokers })
+}
+
+/// The topic-level settings that could lose acknowledged changes, checked by name.
+fn check_topic_configs(topic: &str, value: &dyn Fn(&str) -> String) -> Result<(), MqError> {
+    let policy = value("cleanup.policy");
+    if policy.contains("compact") {
+        return Err(refuse(
+            topic,
+            "cleanup.policy",
+            format!("`{policy}` would compact away changes; use `delete` with infinite retention"),
+        ));
+    }
+    for key in ["retention.ms", "retention.bytes"] {
+        let v = value(key);
+        if v != "-1" {
+            return Err(refuse(
+                topic,
+                key,
+                format!("`{v}` would delete old changes; set it to -1"),
+            ));
+        }
+    }
+    if value("unclean.leader.election.enable") == "true" {
+        return Err(refuse(
+            topic,
+            "unclean.leader.election.enable",
+            "`true` lets an out-of-sync replica lead and drop acknowledged changes; set it to false".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn refuse(topic: &str, setting: &str, why: String) -> MqError {
+    MqError::Kafka(format!("command topic `{topic}` is unsafe, setting `{setting}`: {why}"))
+}
+
+/// The writing half of the Kafka command log.
+pub struct KafkaCommandLog {
+    producer: FutureProducer,
+    topic: String,
+    bootstrap: String,
+}
+
+impl KafkaCommandLog {
+    pub fn new(bootstrap: &str, topic: &str) -> Result<KafkaCommandLog, MqError> {
+        let extra = [
+            ("enable.idempotence", "true"),
+            ("acks", "all"),
+            ("message.timeout.ms", &APPEND_TIMEOUT_MS.to_string()),
+            ("linger.ms", "0"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let producer: FutureProducer = client_config(bootstrap, &extra).create()?;
+        Ok(KafkaCommandLog { producer, topic: topic.to_owned(), bootstrap: bootstrap.to_owned() })
+    }
+}
+
+impl SharedLog for KafkaCommandLog {
+    fn append(&self, entry: &LogEntry) -> Result<u64, StoreError> {
+        let payload = serde_json::to_vec(entry)?;
+        let command_id = match entry {
+            LogEntry::Proposal { id, .. } => id.clone(),
+            _ => "genesis".to_owned(),
+        };
+        let record = FutureRecord::<str, [u8]>::to(&self.topic)
+            .partition(0)
+            .key(&command_id)
+            .payload(&payload);
+        let delivery = self.producer.send_result(record).map_err(|(e, _)| StoreError::Shared {
+            log: self.describe(),
+            reason: format!("the record was not queued: {e}"),
+        })?;
+        match block_on(delivery) {
+            Ok(Ok(delivery)) => Ok(delivery.offset as u64),
+            Ok(Err((e, _))) => {
+                Err(StoreError::OutcomeUnknown { command_id, reason: e.to_string() })
+            }
+            Err(_) => Err(StoreError::OutcomeUnknown {
+                command_id,
+                reason: "the producer went away".into(),
+            }),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("kafka topic {} at {}", self.topic, self.bootstrap)
+    }
+}
+
+/// The reading half: a consumer assigned to partition 0, outside any consumer group.
+pub struct KafkaLogReader {
+    consumer: BaseConsumer,
+    topic: String,
+    /// The offset the consumer will deliver next, when assigned.
+    next: Option<u64>,
+}
+
+impl KafkaLogReader {
+    pub fn new(bootstrap: &str, topic: &str) -> Result<KafkaLogReader, MqError> {
+        let extra = [
+            ("group.id", "tidegate-replica"),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("fetch.wait.max.ms", "50"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let consumer: BaseConsumer = client_config(bootstrap, &extra).create()?;
+        Ok(KafkaLogReader { consumer, topic: topic.to_owned(), next: None })
+    }
+
+    fn error(&self, reason: impl std::fmt::Display) -> StoreError {
+        StoreError::Shared {
+            log: format!("kafka topic {}", self.topic),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+impl LogReader for KafkaLogReader {
+    fn read_after(&mut self, from: u64, wait: Duration) -> Result<Vec<ReadRecord>, StoreError> {
+        if self.next != Some(from) {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(&self.topic, 0, Offset::Offset(from as i64))
+                .map_err(|e| self.error(e))?;
+            self.consumer.assign(&tpl).map_err(|e| self.error(e))?;
+            self.next = Some(from);
+        }
+        let mut out = Vec::new();
+        let mut timeout = wait;
+        while out.len() < 1000 {
+            let Some(message) = self.consumer.poll(timeout) else { break };
+            timeout = Duration::ZERO;
+            let message = match message {
+                Ok(message) => message,
+                Err(e) => {
+                    let err = StoreError::Shared {
+                        log: format!("kafka topic {}", self.topic),
+                        reason: e.to_string(),
+                    };
+                    self.next = None;
+                    return Err(err);
+                }
+            };
+            let offset = message.offset() as u64;
+            if offset < from {
+                continue;
+            }
+            let entry = match message.payload() {
+                Some(bytes) => serde_json::from_slice::<LogEntry>(bytes).map_err(|e| e.to_string()),
+                None => Err("an empty record".to_owned()),
+            };
+            out.push((offset, entry));
+            self.next = Some(offset + 1);
+        }
+        Ok(out)
+    }
+
+    fn end(&mut self) -> Result<u64, StoreError> {
+        let (_, high) = self
+            .consumer
+            .fetch_watermarks(&self.topic, 0, QUERY_TIMEOUT)
+            .map_err(|e| self.error(e))?;
+        Ok(high.max(0) as u64)
+    }
+}
+
+/// Runs `future` to completion on this thread (the producer's delivery report arrives from
+/// librdkafka's own thread, so nothing here needs an async runtime).
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Arc::new(Unpark(std::thread::current())).into();
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(pairs: &[(&str, &str)]) -> Result<(), MqError> {
+        let value = |key: &str| {
+            pairs.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v).to_owned()).unwrap_or_default()
+        };
+        check_topic_configs("t", &value)
+    }
+
+    const SAFE: [(&str, &str); 4] = [
+        ("cleanup.policy", "delete"),
+        ("retention.ms", "-1"),
+        ("retention.bytes", "-1"),
+        ("unclean.leader.election.enable", "false"),
+    ];
+
+    #[test]
+    fn safe_settings_pass_and_each_unsafe_one_is_named() {
+        check(&SAFE).unwrap();
+        for (key, bad) in [
+            ("cleanup.policy", "compact,delete"),
+            ("retention.ms", "604800000"),
+            ("retention.bytes", "1073741824"),
+            ("unclean.leader.election.enable", "true"),
+        ] {
+            let mut pairs = SAFE.to_vec();
+            pairs.retain(|(k, _)| *k != key);
+            pairs.push((key, bad));
+            let err = check(&pairs).unwrap_err().to_string();
+            assert!(err.contains(&format!("`{key}`")), "{key}: {err}");
+        }
+    }
+}

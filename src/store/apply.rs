@@ -1,0 +1,244 @@
+//! Applying a shared log: every replica turns the same records into the same states and outcomes.
+//!
+//! A shared log (Kafka) holds *proposals*, not decided changes: any replica appends one, and
+//! whether it takes effect is decided here, when the record is applied in log order. The decision
+//! is a function of the records before it only (compare-and-set on the expected version, the
+//! core's checks, and the command id seen before or not), so a compare-and-set loser is refused
+//! on every replica the same way, and a retried command id applies at most once.
+//!
+//! Architecture invariant: [`Applier::apply`] is pure (no clock, no configuration, no I/O); the
+//! genesis record is the only input besides the records.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::core::{Applied, Audit, ColorZones, CommandError, Envelope, Genesis, State};
+
+use super::entry::{LogEntry, log_id_of, scheme_of};
+use super::replay::AuditRecord;
+
+/// The decided outcome of one proposal.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// It took effect and made `applied.version`.
+    Applied(Applied),
+    /// It was valid but changed nothing (no version spent).
+    Unchanged,
+    /// The core refused it (a version conflict for a compare-and-set loser).
+    Refused(CommandError),
+    /// The record could not be read as a command (a foreign or newer writer).
+    Unreadable(String),
+}
+
+/// What applying one record did.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// The state changed; publish it.
+    Changed,
+    /// Nothing changed (a refusal, a no-op, a duplicate command id, a foreign record).
+    Unchanged,
+}
+
+/// The replica state of a shared log.
+pub struct Applier {
+    pub log_id: String,
+    pub genesis: Genesis,
+    pub zones: ColorZones,
+    pub state: State,
+    /// The position of the next record to apply (Kafka: the next offset).
+    pub next_position: u64,
+    pub audit: VecDeque<AuditRecord>,
+    audit_limit: usize,
+    /// Every command id seen, with its outcome. Why all of them: dedup must not depend on how
+    /// long a replica has run, or replicas would disagree about a late retry.
+    outcomes: HashMap<String, Outcome>,
+    /// Digest of the applied history, the same on every replica at the same version.
+    pub state_hash: u64,
+}
+
+impl Applier {
+    /// Starts from the first record of the log, which must be a genesis record.
+    pub fn from_genesis(
+        position: u64,
+        entry: &LogEntry,
+        audit_limit: usize,
+    ) -> Result<Self, String> {
+        let LogEntry::Genesis {
+            units,
+            unit_mode,
+            digits_skip,
+            blue_units,
+            at_ms,
+            by,
+            reason,
+            zones,
+            ..
+        } = entry
+        else {
+            return Err("the first record of the shared log is not a genesis record".into());
+        };
+        let Some(zones) = zones else {
+            return Err("the genesis record of a shared log does not pin the zones".into());
+        };
+        let zones = ColorZones { blue: zones.blue.clone(), green: zones.green.clone() };
+        let scheme = scheme_of(*units, unit_mode, *digits_skip)?;
+        let genesis = Genesis { scheme, blue_units: *blue_units };
+        let state = State::genesis(genesis, zones.clone()).map_err(|e| e.to_string())?;
+        let audit = VecDeque::from([AuditRecord {
+            version: 1,
+            at_ms: *at_ms,
+            by: by.clone(),
+            reason: reason.clone(),
+            action: "genesis",
+            from: String::new(),
+            to: format!("{units} units, {blue_units} blue"),
+        }]);
+        let log_id = log_id_of(entry);
+        let state_hash = xxhash_rust::xxh3::xxh3_64(log_id.as_bytes());
+        Ok(Applier {
+            log_id,
+            genesis,
+            zones,
+            state,
+            next_position: position + 1,
+            audit,
+            audit_limit,
+            outcomes: HashMap::new(),
+            state_hash,
+        })
+    }
+
+    /// The decided outcome of command `id`, once its record has been applied.
+    pub fn outcome(&self, id: &str) -> Option<&Outcome> {
+        self.outcomes.get(id)
+    }
+
+    /// Applies the record at `position` (`Err` holds why a record could not be decoded).
+    pub fn apply(&mut self, position: u64, record: Result<&LogEntry, &str>) -> Step {
+        self.next_position = position + 1;
+        let entry = match record {
+            Ok(entry) => entry,
+            Err(_) => return Step::Unchanged,
+        };
+        // A later genesis (a replica that lost the race to create the log) and decided entries
+        // (they belong to file logs) take no effect.
+        let LogEntry::Proposal { id, expected_version, at_ms, by, reason, command } = entry else {
+            return Step::Unchanged;
+        };
+        if self.outcomes.contains_key(id) {
+            return Step::Unchanged;
+        }
+        let command = match command.to_command() {
+            Ok(command) => command,
+            Err(e) => {
+                self.outcomes.insert(id.clone(), Outcome::Unreadable(e));
+                return Step::Unchanged;
+            }
+        };
+        let action = command.action();
+        let envelope = Envelope {
+            expected_version: *expected_version,
+            command,
+            audit: Audit { by: by.clone(), at_ms: *at_ms, reason: reason.clone() },
+        };
+        let (next, applied) = match self.state.apply(&envelope) {
+            Ok(Some(done)) => done,
+            Ok(None) => {
+                self.outcomes.insert(id.clone(), Outcome::Unchanged);
+                return Step::Unchanged;
+            }
+            Err(e) => {
+                self.outcomes.insert(id.clone(), Outcome::Refused(e));
+                return Step::Unchanged;
+            }
+        };
+        self.audit.push_back(AuditRecord {
+            version: applied.version,
+            at_ms: *at_ms,
+            by: by.clone(),
+            reason: reason.clone(),
+            action,
+            from: applied.from.clone(),
+            to: applied.to.clone(),
+        });
+        while self.audit.len() > self.audit_limit {
+            self.audit.pop_front();
+        }
+        let digest = format!("{}|{id}|{action}|{}|{}", self.state_hash, applied.from, applied.to);
+        self.state_hash = xxhash_rust::xxh3::xxh3_64(digest.as_bytes());
+        self.outcomes.insert(id.clone(), Outcome::Applied(applied));
+        self.state = next;
+        Step::Changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{Command, UnitMode, UnitScheme};
+
+    fn genesis() -> LogEntry {
+        let genesis =
+            Genesis { scheme: UnitScheme::new(100, UnitMode::Hash).unwrap(), blue_units: 50 };
+        let audit = Audit { by: "t".into(), at_ms: 1, reason: "test".into() };
+        LogEntry::genesis_pinned(&genesis, &audit, "log-a".into(), Some(&ColorZones::default()))
+    }
+
+    fn dial(id: &str, expected: u64, blue: u32) -> LogEntry {
+        let envelope = Envelope {
+            expected_version: expected,
+            command: Command::SetBlueUnits { blue_units: blue },
+            audit: Audit { by: "op".into(), at_ms: 2, reason: "move".into() },
+        };
+        LogEntry::proposal(id, &envelope)
+    }
+
+    #[test]
+    fn first_proposal_for_a_version_wins_and_the_rest_are_refused() {
+        let mut a = Applier::from_genesis(0, &genesis(), 100).unwrap();
+        assert_eq!(a.apply(1, Ok(&dial("x", 1, 10))), Step::Changed);
+        assert_eq!(a.apply(2, Ok(&dial("y", 1, 20))), Step::Unchanged);
+        assert_eq!(a.state.version(), 2);
+        assert_eq!(a.state.table().blue_units(), 10);
+        assert!(matches!(a.outcome("x"), Some(Outcome::Applied(applied)) if applied.version == 2));
+        assert!(matches!(
+            a.outcome("y"),
+            Some(Outcome::Refused(CommandError::VersionConflict { expected: 1, current: 2 }))
+        ));
+        assert_eq!(a.next_position, 3);
+    }
+
+    #[test]
+    fn a_retried_command_id_applies_once() {
+        let mut a = Applier::from_genesis(0, &genesis(), 100).unwrap();
+        a.apply(1, Ok(&dial("x", 1, 10)));
+        // The same id again, even with an expected version that would now match: ignored.
+        assert_eq!(a.apply(2, Ok(&dial("x", 2, 30))), Step::Unchanged);
+        assert_eq!(a.state.table().blue_units(), 10);
+        assert!(matches!(a.outcome("x"), Some(Outcome::Applied(applied)) if applied.version == 2));
+    }
+
+    #[test]
+    fn replicas_applying_the_same_records_agree_and_ignore_later_geneses() {
+        let records = [genesis(), dial("a", 1, 10), genesis(), dial("b", 1, 5), dial("c", 2, 70)];
+        let run = || {
+            let mut a = Applier::from_genesis(0, &records[0], 100).unwrap();
+            for (i, r) in records.iter().enumerate().skip(1) {
+                a.apply(i as u64, Ok(r));
+            }
+            (a.state.version(), a.state.table().blue_units(), a.state_hash)
+        };
+        assert_eq!(run(), (3, 70, run().2));
+        let mut a = Applier::from_genesis(0, &records[0], 100).unwrap();
+        assert_eq!(a.apply(1, Err("garbage")), Step::Unchanged);
+        assert_eq!(a.next_position, 2);
+    }
+
+    #[test]
+    fn a_genesis_without_pinned_zones_is_refused() {
+        let genesis =
+            Genesis { scheme: UnitScheme::new(100, UnitMode::Hash).unwrap(), blue_units: 50 };
+        let audit = Audit { by: "t".into(), at_ms: 1, reason: "test".into() };
+        let err = Applier::from_genesis(0, &LogEntry::genesis(&genesis, &audit), 10).err().unwrap();
+        assert!(err.contains("zones"), "{err}");
+    }
+}

@@ -1,0 +1,185 @@
+//! Coordinator replicas on one Kafka command topic (real broker, real `tidegate serve` binaries):
+//! a change on one replica is seen by the others, racing writers on different replicas get
+//! exactly one winner per version, a retried command id applies once, and an unsafe topic is
+//! refused at start-up with the setting named.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use common::kafka::{self, kafka_sh};
+use common::{OPERATOR_TOKEN, Server, config_toml, get_json, put_json, wait_until};
+use serde_json::json;
+
+/// Writes a replica's configuration for `topic` and returns its path.
+fn replica_config(dir: &Path, topic: &str, n: usize) -> std::path::PathBuf {
+    let extra = format!(
+        "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
+        kafka::bootstrap()
+    );
+    let file = dir.join(format!("r{n}.toml"));
+    std::fs::write(&file, config_toml(&extra)).unwrap();
+    file
+}
+
+fn start_replicas(dir: &Path, topic: &str, count: usize) -> Vec<Server> {
+    (1..=count)
+        .map(|n| {
+            let file = replica_config(dir, topic, n);
+            Server::start(&file, &dir.join(format!("data-{n}")))
+        })
+        .collect()
+}
+
+fn routing(server: &Server) -> serde_json::Value {
+    get_json(&format!("{}/v1/routing", server.url)).1
+}
+
+fn dial(server: &Server, units: u64, expected: u64) -> (u16, serde_json::Value) {
+    let body = json!({"blue_units": units, "expected_version": expected, "reason": "ha test"});
+    put_json(&format!("{}/v1/dial", server.url), OPERATOR_TOKEN, body)
+}
+
+#[test]
+fn a_change_on_one_replica_is_seen_on_the_others_with_the_same_log_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-visible");
+    let replicas = start_replicas(dir.path(), &topic, 3);
+    let log_id = routing(&replicas[0])["log_id"].as_str().unwrap().to_owned();
+    assert_eq!(log_id.len(), 32, "a random 128-bit log id: {log_id}");
+    let (status, body) = dial(&replicas[0], 20, 1);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["version"], 2);
+    for replica in &replicas[1..] {
+        assert!(
+            wait_until(Duration::from_secs(5), || routing(replica)["blue_units"] == 20),
+            "replica {} never saw the change: {}",
+            replica.url,
+            routing(replica)
+        );
+        let table = routing(replica);
+        assert_eq!(table["version"], 2);
+        assert_eq!(table["log_id"], log_id.as_str());
+    }
+    // Every replica reports the same log and, having applied the same records, the same hash.
+    let clusters: Vec<_> =
+        replicas.iter().map(|r| get_json(&format!("{}/v1/cluster", r.url)).1).collect();
+    for (n, cluster) in clusters.iter().enumerate() {
+        assert_eq!(cluster["log"]["kind"], "kafka", "{cluster}");
+        assert_eq!(cluster["log"]["id"], log_id.as_str());
+        assert_eq!(cluster["self"], format!("r{}", n + 1));
+        assert_eq!(cluster["replicas"][0]["zone"], format!("zone-{}", n + 1));
+        assert_eq!(cluster["replicas"][0]["applied_version"], 2);
+        assert_eq!(cluster["log"]["state_hash"], clusters[0]["log"]["state_hash"]);
+    }
+    // A fourth replica started later replays the whole log into the same state.
+    let late = Server::start(&replica_config(dir.path(), &topic, 4), &dir.path().join("data-4"));
+    assert_eq!(routing(&late)["version"], 2);
+    assert_eq!(routing(&late)["blue_units"], 20);
+}
+
+#[test]
+fn eight_writers_racing_on_one_version_through_three_replicas_have_one_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-race");
+    let replicas = Arc::new(start_replicas(dir.path(), &topic, 3));
+    for round in 0..5u64 {
+        let expected = round + 1;
+        let barrier = Arc::new(Barrier::new(8));
+        let writers: Vec<_> = (0..8u64)
+            .map(|w| {
+                let (replicas, barrier) = (Arc::clone(&replicas), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    // Distinct values so that the winner is identifiable and no write is a no-op.
+                    let units = 1 + round * 10 + w;
+                    let (status, body) = dial(&replicas[w as usize % 3], units, expected);
+                    (units, status, body)
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>();
+        let winners: Vec<_> = writers.iter().filter(|(_, status, _)| *status == 200).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {writers:?}");
+        for (_, status, body) in &writers {
+            if *status != 200 {
+                assert_eq!(*status, 409, "{body}");
+                assert_eq!(body["error"], "version_conflict", "{body}");
+            }
+        }
+        let (units, _, body) = winners[0];
+        assert_eq!(body["version"], expected + 1);
+        for replica in replicas.iter() {
+            assert!(
+                wait_until(Duration::from_secs(5), || routing(replica)["version"] == expected + 1),
+                "{}",
+                routing(replica)
+            );
+            assert_eq!(routing(replica)["blue_units"], *units, "the winner's value everywhere");
+        }
+    }
+}
+
+#[test]
+fn an_unsafe_command_topic_is_refused_naming_the_setting() {
+    for (setting, value) in [("cleanup.policy", "compact"), ("retention.ms", "86400000")] {
+        let topic = kafka::unique("ha-unsafe");
+        kafka_sh(&["topic", "create", &topic, "1", "--config", &format!("{setting}={value}")]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = replica_config(dir.path(), &topic, 1);
+        let out = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+            .args(["serve", "--port", "0", "--config"])
+            .arg(&file)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "started on an unsafe topic: {stderr}");
+        assert!(stderr.contains(&format!("`{setting}`")), "{setting}: {stderr}");
+    }
+    let topic = kafka::unique("ha-two-partitions");
+    kafka_sh(&["topic", "create", &topic, "2"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--port", "0", "--config"])
+        .arg(replica_config(dir.path(), &topic, 1))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("`partitions`"), "{stderr}");
+}
+
+fn signal(server: &Server, sig: &str) {
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+}
+
+#[test]
+fn a_killed_replica_does_not_stop_writes_and_a_paused_one_cannot_act_on_stale_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-faults");
+    let mut replicas = start_replicas(dir.path(), &topic, 3);
+    assert_eq!(dial(&replicas[0], 10, 1).0, 200);
+    // SIGSTOP replica 3 while it holds version 2; the others move on to version 3.
+    assert!(wait_until(Duration::from_secs(5), || routing(&replicas[2])["version"] == 2));
+    signal(&replicas[2], "-STOP");
+    assert_eq!(dial(&replicas[1], 20, 2).0, 200);
+    signal(&replicas[2], "-CONT");
+    // Woken, it proposes from its stale view (expected version 2): refused when applied.
+    let (status, body) = dial(&replicas[2], 30, 2);
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["current_version"], 3, "{body}");
+    assert_eq!(routing(&replicas[2])["blue_units"], 20);
+    // kill -9 replica 1: the other two keep accepting changes and agree.
+    replicas.remove(0).kill9();
+    assert_eq!(dial(&replicas[0], 40, 3).0, 200);
+    assert!(wait_until(Duration::from_secs(5), || routing(&replicas[1])["blue_units"] == 40));
+}
