@@ -522,6 +522,9 @@ pub struct Config {
     pub flag_key: String,
     pub edge: EdgeConfig,
     pub capacity: CapacityConfig,
+    pub store: StoreConfig,
+    /// This replica's identity; `None` only with the embedded file log.
+    pub node: Option<NodeConfig>,
 }
 
 /// The validated `[edge]` section (used only by `tidegate edge`).
@@ -558,10 +561,6 @@ pub enum ZoneCapacity {
 pub struct CapacityConfig {
     pub zones: BTreeMap<String, ZoneCapacity>,
     pub headroom: f64,
-}
-    pub store: StoreConfig,
-    /// This replica's identity; `None` only with the embedded file log.
-    pub node: Option<NodeConfig>,
 }
 
 /// Where the command log lives.

@@ -339,7 +339,9 @@ fn a_long_straggler_list_still_pauses_the_drain_with_a_reason_cut_to_the_limit()
         assert_eq!(status, 200, "{body}");
     }
     let batch = json!([{"zone": "az-b", "color": "blue", "ok": 5000}, {"zone": "az-a", "color": "green", "ok": 5000}]);
-    agent().post(&format!("{}/v1/outcomes", server.url)).send_json(batch).unwrap();
+    // Outcomes are a signal that steers drains: they need a writer's token.
+    let (status, body) = post_json(&format!("{}/v1/outcomes", server.url), OPERATOR_TOKEN, batch);
+    assert_eq!(status, 200, "{body}");
     let (status, body) = post_json(
         &format!("{}/v1/drains", server.url),
         OPERATOR_TOKEN,

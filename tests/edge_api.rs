@@ -32,7 +32,12 @@ fn batch(url: &str, users: &[String]) -> Value {
 #[test]
 fn the_edge_answers_exactly_as_the_coordinator_for_100_000_random_users() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "initial_blue_percent = 37");
+    // The edge acknowledges as a subscriber, a write: it needs a service token.
+    let extra = format!(
+        "initial_blue_percent = 37\nservice_tokens_sha256 = [\"{}\"]\n[edge]\ntoken = \"{SERVICE_TOKEN}\"",
+        tidegate::config::token_sha256_hex(SERVICE_TOKEN)
+    );
+    let config = write_config(dir.path(), &extra);
     let coordinator = Server::start(&config, &dir.path().join("data"));
     for (user, color, version) in [("pinned-a", "green", 1), ("pinned-b", "blue", 2)] {
         let (status, _) = put_json(

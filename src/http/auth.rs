@@ -262,6 +262,10 @@ impl<'r> FromRequest<'r> for Caller {
 
 /// API requests that may carry a body (the UI's own forms under `/ui/` are not API requests).
 fn writes_body(request: &Request<'_>) -> bool {
+    let path = request.uri().path();
     matches!(request.method(), Method::Post | Method::Put | Method::Patch | Method::Delete)
-        && request.uri().path().as_str().starts_with("/v1/")
+        && path.as_str().starts_with("/v1/")
+        // The edge's gateway check answers any method with any body: it reads only headers,
+        // cookies and the query (Envoy's ext_authz forwards the original request's method).
+        && !path.as_str().starts_with("/v1/gate")
 }

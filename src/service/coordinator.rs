@@ -218,7 +218,8 @@ impl Coordinator {
                         at_ms: boot.now_ms,
                         reason: "first start: genesis from configuration".into(),
                     };
-                    let genesis = LogEntry::genesis_pinned(&boot.genesis, &audit, new_log_id(), None);
+                    let genesis =
+                        LogEntry::genesis_pinned(&boot.genesis, &audit, new_log_id(), None);
                     end = log.append(&genesis)?;
                     entries.push(genesis);
                 }
