@@ -98,7 +98,7 @@ impl Published {
 /// How changes reach the log: the embedded log (apply, then append) or a shared one (append, then
 /// apply from the tail).
 enum Path {
-    Local(Mutex<Writer>),
+    Local(Box<Mutex<Writer>>),
     Shared(Arc<Replica>),
 }
 
@@ -241,13 +241,13 @@ impl Coordinator {
         let coordinator = Coordinator {
             published: Arc::new(Published::new(replayed.state.clone())),
             log_id: log_id_of(&replayed.genesis_entry),
-            path: Path::Local(Mutex::new(Writer {
+            path: Path::Local(Box::new(Mutex::new(Writer {
                 replayed,
                 log,
                 position,
                 entries,
                 since_snapshot,
-            })),
+            }))),
             snapshots: snapshots.map(Mutex::new),
             healthy: AtomicBool::new(true),
             log_description,
