@@ -2,7 +2,8 @@
 # Every tidegate benchmark, each against a reference measured in the same run, as one ratio table.
 #
 #   scripts/bench.sh            # full: 5 alternating rounds of 10 s, 1 000 000 log entries
-#   scripts/bench.sh --smoke    # a few seconds each (CI runs this so the script cannot rot)
+#   scripts/bench.sh --smoke    # a few seconds each, debug build (CI runs this so the script
+#                               # cannot rot; its ratios mean nothing)
 #
 # Builds tidegate (release) and the bare hyper reference (benches/bare-hyper, its own workspace),
 # starts and stops every process it uses on 127.0.0.1, and prints ratios as p50 (min-max) over
@@ -36,11 +37,18 @@ fi
 command -v curl >/dev/null 2>&1 || { echo "bench.sh: curl is required" >&2; exit 1; }
 
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --release -j 2 --bin tidegate >&2
-cargo build --release -j 2 --manifest-path benches/bare-hyper/Cargo.toml \
+# The smoke run proves the script still works, not a speed: it uses the debug build that the
+# test command has just made, so CI does not pay for a release build. Its ratios mean nothing.
+if [ "$smoke" = 1 ]; then
+  profile_flag=(); profile_dir=debug
+else
+  profile_flag=(--release); profile_dir=release
+fi
+cargo build "${profile_flag[@]}" -j 2 --bin tidegate >&2
+cargo build "${profile_flag[@]}" -j 2 --manifest-path benches/bare-hyper/Cargo.toml \
   --target-dir "$target/bare-hyper" >&2
-tidegate="$target/release/tidegate"
-bare="$target/bare-hyper/release/bare-hyper"
+tidegate="$target/$profile_dir/tidegate"
+bare="$target/bare-hyper/$profile_dir/bare-hyper"
 
 work="$(mktemp -d)"
 pids=()
