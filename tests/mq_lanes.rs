@@ -565,6 +565,7 @@ fn a_consumer_does_not_commit_once_its_session_may_have_expired() {
         "az-a",
     );
     settings.commit_interval = Duration::from_secs(3600); // commits only when asked
+    settings.token = Some(common::OPERATOR_TOKEN.to_owned()); // membership is a write
     let pid = coordinator.server.child.id().to_string();
     let signal = |sig: &str| {
         assert!(std::process::Command::new("kill").args([sig, &pid]).status().unwrap().success());

@@ -223,6 +223,26 @@ fn write_routes() -> Vec<Route> {
             expect: [401, 403, 403, 409],
         },
         Route {
+            method: Method::Put,
+            pattern: "/v1/plans/<name>",
+            request: Box::new(|client, _| {
+                let body = json!({
+                    "expected_version": version(client), "reason": "t", "rto": "1m",
+                    "steps": [{"type": "evacuate", "zone": "az-b", "to_percent": 0}]
+                });
+                ("/v1/plans/az-b-failing".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
+        Route {
+            method: Method::Post,
+            pattern: "/v1/plans/<name>/dry-run",
+            // A read that changes nothing: every reader passes the gate (and learns the plan is
+            // not there); anonymous only while no service tokens are configured.
+            request: no_setup("/v1/plans/no-such-plan/dry-run", json!({})),
+            expect: [401, 404, 404, 404],
+        },
+        Route {
             method: Method::Post,
             pattern: "/v1/tag",
             request: no_setup("/v1/tag", json!({"user_ids": ["a"]})),
