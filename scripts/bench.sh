@@ -128,7 +128,9 @@ pids=()
 
 echo "watch: $watchers streams" >&2
 start watch "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/watch-data"
-python3 scripts/bench/watchers.py "$url" "$token" "$pid" "$watchers" 3 >"$work/watch.txt"
+# A round that does not complete is a result too (it is printed in the table), not a crash.
+python3 scripts/bench/watchers.py "$url" "$token" "$pid" "$watchers" 3 >"$work/watch.txt" \
+  2>"$work/watch.err" || echo "watch_ack_p99_ms_p50_min_max=FAILED: $(tail -1 "$work/watch.err")" >>"$work/watch.txt"
 cat "$work/watch.txt" >&2
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true

@@ -94,7 +94,7 @@ async def main():
     print("watch_streams=%d" % count)
     print("watch_rss_idle_kb=%d" % idle)
     print("watch_rss_streams_kb=%d" % held)
-    print("watch_rss_per_stream_kb=%.1f" % ((held - idle) / count))
+    print("watch_rss_per_stream_kb=%.1f" % ((held - idle) / count), flush=True)
     latencies = []
     for r in range(rounds):
         status, body = await request(host, port, "GET", "/v1/routing")
@@ -110,7 +110,9 @@ async def main():
         deadline = began + 60
         while any(version not in w.versions for w in watchers):
             if time.monotonic() > deadline:
-                raise SystemExit("not every stream acknowledged version %d in 60 s" % version)
+                done = sum(1 for w in watchers if version in w.versions)
+                raise SystemExit("%d of %d streams acknowledged version %d within 60 s"
+                                 % (done, len(watchers), version))
             await asyncio.sleep(0.005)
         times = sorted(w.versions[version] - began for w in watchers)
         p99 = times[int(len(times) * 0.99) - 1]
