@@ -12,6 +12,8 @@ use rocket::http::{ContentType, Header, Status};
 use rocket::local::blocking::{Client, LocalResponse};
 use serde_json::{Value, json};
 
+/// The flag the coordinator evaluates unless `openfeature.flag_key` says otherwise.
+const FLAG: &str = tidegate::core::DEFAULT_FLAG_KEY;
 const DOCUMENT_FILE: &str = "src/http/openapi.json";
 const METHODS: [&str; 8] = ["get", "put", "post", "delete", "patch", "head", "options", "trace"];
 
@@ -19,9 +21,11 @@ fn document() -> Value {
     serde_json::from_str(tidegate::http::openapi::DOCUMENT).expect("src/http/openapi.json is JSON")
 }
 
-/// The routes the document must describe: the API, not the HTML UI or its assets.
+/// The routes the document must describe: the API and OFREP, not the HTML UI or its assets.
 fn is_api(path: &str) -> bool {
-    path.starts_with("/v1/") || matches!(path, "/healthz" | "/readyz" | "/metrics")
+    path.starts_with("/v1/")
+        || path.starts_with("/ofrep/")
+        || matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
 /// Rocket's `/v1/pins/<user_id>` (or `<rest..>`) as an OpenAPI template `/v1/pins/{user_id}`.
@@ -341,7 +345,7 @@ fn answers_of_the_main_operations_match_the_document() {
     assert_eq!(audit["entries"][0]["by"], "alice", "{audit}");
 
     let outcomes = json!([{"zone": "az-a", "color": "green", "ok": 90, "error": 10}, {"zone": "az-b", "color": "blue", "ok": 5}]);
-    conforms("post", "/v1/outcomes", send(&client, Post, "/v1/outcomes", None, Some(outcomes)));
+    conforms("post", "/v1/outcomes", send(&client, Post, "/v1/outcomes", op, Some(outcomes)));
     let zones = conforms("get", "/v1/zones", send(&client, Get, "/v1/zones", None, None));
     assert_eq!(zones["zones"][0]["requests"], 5, "{zones}");
 
@@ -385,7 +389,7 @@ fn answers_of_the_main_operations_match_the_document() {
     conforms(
         "post",
         "/v1/subscribers/{id}/ack",
-        send(&client, Post, "/v1/subscribers/gw-1/ack", None, Some(ack)),
+        send(&client, Post, "/v1/subscribers/gw-1/ack", op, Some(ack)),
     );
     let subscribers =
         conforms("get", "/v1/subscribers", send(&client, Get, "/v1/subscribers", None, None));
@@ -396,25 +400,121 @@ fn answers_of_the_main_operations_match_the_document() {
         send(&client, Get, "/v1/routing/convergence?version=1", None, None),
     );
 
-    let member = json!({"member_id": "b1", "zone": "az-b", "topic": "orders", "partitions": 4});
-    conforms(
+    let member = json!({"name": "b1", "zone": "az-b", "topic": "orders", "partitions": 4});
+    let joined = conforms(
         "post",
         "/v1/lanes/{group}/members",
-        send(&client, Post, "/v1/lanes/g1/members", None, Some(member)),
+        send(&client, Post, "/v1/lanes/g1/members", op, Some(member)),
+    );
+    let member_id = joined["member_id"].as_str().unwrap_or_else(|| panic!("{joined}")).to_owned();
+    assert!(member_id.starts_with("b1-"), "{joined}");
+    let secret = Header::new(
+        "X-Tidegate-Member-Secret",
+        joined["member_secret"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a member secret: {joined}"))
+            .to_owned(),
     );
     let holding = json!({"holding": [0, 1]});
-    conforms(
+    let beat = conforms(
         "post",
         "/v1/lanes/{group}/members/{member}/heartbeat",
-        send(&client, Post, "/v1/lanes/g1/members/b1/heartbeat", None, Some(holding)),
+        client
+            .post(format!("/v1/lanes/g1/members/{member_id}/heartbeat"))
+            .header(bearer(OPERATOR_TOKEN))
+            .header(secret.clone())
+            .header(ContentType::JSON)
+            .body(holding.to_string())
+            .dispatch(),
     );
+    assert_eq!(beat["member_id"], member_id.as_str(), "{beat}");
     conforms("get", "/v1/lanes/{group}", send(&client, Get, "/v1/lanes/g1", None, None));
     conforms("get", "/v1/lanes", send(&client, Get, "/v1/lanes", None, None));
-    conforms(
+    let left = conforms(
         "delete",
         "/v1/lanes/{group}/members/{member}",
-        send(&client, Delete, "/v1/lanes/g1/members/b1", None, None),
+        client
+            .delete(format!("/v1/lanes/g1/members/{member_id}"))
+            .header(bearer(OPERATOR_TOKEN))
+            .header(secret)
+            .dispatch(),
     );
+    assert!(left.get("error").is_none(), "{left}");
+
+    let history =
+        conforms("get", "/v1/zones/history", send(&client, Get, "/v1/zones/history", None, None));
+    assert_eq!(history["zones"].as_array().map(Vec::len), Some(2), "{history}");
+
+    let v =
+        conforms("get", "/v1/routing", send(&client, Get, "/v1/routing", None, None))["version"]
+            .as_u64()
+            .unwrap();
+    let plan = json!({
+        "expected_version": v,
+        "reason": "contract test",
+        "rto": "1m",
+        "steps": [
+            {"type": "evacuate", "zone": "az-b", "to_percent": 0},
+            {"type": "wait_consumed", "zone": "az-b"}
+        ]
+    });
+    let stored = conforms(
+        "put",
+        "/v1/plans/{name}",
+        send(&client, Put, "/v1/plans/az-b-failing", op, Some(plan)),
+    );
+    assert_eq!(stored["changed"], true, "{stored}");
+    let read = conforms(
+        "get",
+        "/v1/plans/{name}",
+        send(&client, Get, "/v1/plans/az-b-failing", None, None),
+    );
+    assert_eq!(read["revision"], stored["revision"]);
+    let listed = conforms("get", "/v1/plans", send(&client, Get, "/v1/plans", None, None));
+    assert_eq!(listed["plans"][0]["name"], "az-b-failing");
+    let dry = conforms(
+        "post",
+        "/v1/plans/{name}/dry-run",
+        send(&client, Post, "/v1/plans/az-b-failing/dry-run", None, None),
+    );
+    assert_eq!(dry["plan"], "az-b-failing");
+    assert_eq!(dry["steps"].as_array().map(Vec::len), Some(2), "{dry}");
+    let e = conforms("get", "/v1/plans/{name}", send(&client, Get, "/v1/plans/nope", None, None));
+    assert_eq!(e["error"], "plan_not_found");
+    let cluster = conforms("get", "/v1/cluster", send(&client, Get, "/v1/cluster", None, None));
+    assert_eq!(cluster["log"]["kind"], "file", "{cluster}");
+
+    let context = json!({"context": {"targetingKey": "alice"}});
+    let flag = conforms(
+        "post",
+        "/ofrep/v1/evaluate/flags/{key}",
+        send(
+            &client,
+            Post,
+            &format!("/ofrep/v1/evaluate/flags/{FLAG}"),
+            None,
+            Some(context.clone()),
+        ),
+    );
+    assert_eq!(flag["key"], FLAG);
+    let flags = conforms(
+        "post",
+        "/ofrep/v1/evaluate/flags",
+        send(&client, Post, "/ofrep/v1/evaluate/flags", None, Some(context)),
+    );
+    assert_eq!(flags["flags"][0]["key"], FLAG);
+    let missing = conforms(
+        "post",
+        "/ofrep/v1/evaluate/flags/{key}",
+        send(
+            &client,
+            Post,
+            "/ofrep/v1/evaluate/flags/no-such-flag",
+            None,
+            Some(json!({"context": {"targetingKey": "alice"}})),
+        ),
+    );
+    assert_eq!(missing["errorCode"], "FLAG_NOT_FOUND", "{missing}");
 
     conforms("get", "/healthz", send(&client, Get, "/healthz", None, None));
     conforms("get", "/readyz", send(&client, Get, "/readyz", None, None));
@@ -454,6 +554,20 @@ fn error_answers_match_the_document() {
         send(&client, Post, "/v1/tag", None, Some(json!({"users": []}))),
     );
     assert_eq!(e["error"], "invalid_json");
+    let text = client
+        .post("/v1/outcomes")
+        .header(bearer(OPERATOR_TOKEN))
+        .header(ContentType::Plain)
+        .body("[]")
+        .dispatch();
+    let e = conforms("post", "/v1/outcomes", text);
+    assert_eq!(e["error"], "unsupported_media_type");
+    let e = conforms(
+        "post",
+        "/v1/outcomes",
+        send(&client, Post, "/v1/outcomes", Some(VIEWER_TOKEN), Some(json!([]))),
+    );
+    assert_eq!(e["error"], "forbidden");
     let e = conforms("get", "/v1/tag", send(&client, Get, "/v1/tag?user_id=", None, None));
     assert_eq!(e["error"], "invalid_user_id");
     let e = conforms("get", "/v1/audit", send(&client, Get, "/v1/audit?limit=0", None, None));
