@@ -83,13 +83,28 @@ pub async fn ensure_command_topic(bootstrap: &str, topic: &str) -> Result<TopicR
             replication
         }
     };
-    let described = admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options).await?;
-    for resource in described {
-        let resource = resource
-            .map_err(|code| MqError::Kafka(format!("describing topic `{topic}`: {code}")))?;
-        let entries = resource.entry_map();
-        let value = |key: &str| entries.get(key).and_then(|e| e.value.clone()).unwrap_or_default();
-        check_topic_configs(topic, &value)?;
+    // A topic another replica created a moment ago can be described before its settings are
+    // (empty values): ask again for a few seconds before judging what is there.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let described =
+            admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options).await?;
+        let mut settled = true;
+        let mut verdict = Ok(());
+        for resource in described {
+            let resource = resource
+                .map_err(|code| MqError::Kafka(format!("describing topic `{topic}`: {code}")))?;
+            let entries = resource.entry_map();
+            let value =
+                |key: &str| entries.get(key).and_then(|e| e.value.clone()).unwrap_or_default();
+            settled &= !value("retention.ms").is_empty() && !value("cleanup.policy").is_empty();
+            verdict = verdict.and(check_topic_configs(topic, &value));
+        }
+        if settled || tokio::time::Instant::now() >= deadline {
+            verdict?;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     if replication < 3 && brokers >= 3 {
         eprintln!(
