@@ -82,6 +82,10 @@ cat >"$work/bench.toml" <<TOML
 name = "bench"
 token_sha256 = "$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
 role = "operator"
+
+# Every bench stream registers under the one operator token.
+[subscribers]
+max_per_caller = 100000
 TOML
 start tidegate "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/data"
 tg_url="$url"
@@ -159,3 +163,10 @@ w() { sed -n "s/^$1=//p" "$work/watch.txt"; }
 echo "| watch: resident memory per open stream, $watchers streams | $(w watch_rss_per_stream_kb) KB | <= 8 KB | $(w watch_rss_streams_kb) KB with the streams, $(w watch_rss_idle_kb) KB idle |"
 echo "| watch: dial -> all $watchers acked, p99 across streams (p50/min/max of 3 rounds) | $(w watch_ack_p99_ms_p50_min_max) ms | <= 250 ms | |"
 echo "| start-up to /readyz, $entries entries (snapshot) / fresh log | $startup_ratio | (<= 1 s) | $startup_ms / $fresh_ms; full replay without snapshot: $full_ms ms |"
+
+# No thresholds, but a measure that could not be taken at all fails the run (so --smoke in CI
+# notices when a change breaks a benchmark, as the token rules once broke the watch streams).
+if grep -q "FAILED" "$work/watch.txt" "$work/startup.txt" 2>/dev/null; then
+  echo "bench.sh: a benchmark could not be measured (FAILED above)" >&2
+  exit 1
+fi

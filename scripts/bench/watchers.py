@@ -46,16 +46,17 @@ async def request(host, port, method, path, body=None, token=None):
 
 
 class Watcher:
-    def __init__(self, host, port, index):
-        self.host, self.port, self.id = host, port, "bench-%d" % index
+    def __init__(self, host, port, index, token):
+        # Registering and acknowledging are writes: they carry the operator token.
+        self.host, self.port, self.id, self.token = host, port, "bench-%d" % index, token
         self.versions = {}  # version -> monotonic time acknowledged
         self.connected = asyncio.Event()
 
     async def run(self):
         reader, writer = await asyncio.open_connection(self.host, self.port)
         path = "/v1/routing/watch?subscriber_id=%s&zone=az-a&kind=bench" % self.id
-        writer.write(("GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n"
-                      % (path, self.host)).encode())
+        writer.write(("GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n"
+                      "Authorization: Bearer %s\r\n\r\n" % (path, self.host, self.token)).encode())
         await writer.drain()
         await reader.readuntil(b"\r\n\r\n")
         event_id = None
@@ -69,7 +70,8 @@ class Watcher:
             elif line == b"" and event_id is not None:
                 version, event_id = event_id, None
                 status, _ = await request(self.host, self.port, "POST",
-                                          "/v1/subscribers/%s/ack" % self.id, {"version": version})
+                                          "/v1/subscribers/%s/ack" % self.id, {"version": version},
+                                          self.token)
                 if status != 200:
                     raise SystemExit("ack of %s answered %d" % (self.id, status))
                 self.versions[version] = time.monotonic()
@@ -82,7 +84,7 @@ async def main():
     host, port = url.split("//", 1)[1].split(":")
     port = int(port)
     idle = rss_kb(pid)
-    watchers = [Watcher(host, port, i) for i in range(count)]
+    watchers = [Watcher(host, port, i, token) for i in range(count)]
     tasks = []
     for i, w in enumerate(watchers):
         tasks.append(asyncio.create_task(w.run()))
