@@ -300,8 +300,47 @@ def mq_lanes():
     return b
 
 
+def edge():
+    b = Board("tidegate-edge", "tidegate / Edge and gateways",
+              "tidegate edge processes (job tidegate-edge): whether each edge is connected to a coordinator, how far its table "
+              "is behind, and what it answers: gateway checks (nginx auth_request, Envoy ext_authz), tags and OpenFeature evaluations.",
+              with_zone=False)
+    EDGE = 'job="tidegate-edge"'
+    b.row("Coordinator link and table")
+    b.panel("state-timeline", "Connected to a coordinator",
+            "1 while the edge's watch stream to a coordinator is open. At 0 the edge keeps answering from its last table "
+            "(alert TidegateEdgeDisconnected after 2 minutes).",
+            "bool", [(f"max by (instance) (tidegate_edge_coordinator_connected{{{EDGE}}})", "{{instance}}")], width=12)
+    b.panel("timeseries", "Versions behind the coordinators",
+            "Newest routing version any coordinator serves minus the version each edge serves; above 0 for long means "
+            "gateways route on an old table (alert TidegateEdgeBehind).",
+            "short", [('max(tidegate_routing_version{job="tidegate"}) - on() group_right() '
+                       f"max by (instance) (tidegate_routing_version{{{EDGE}}})", "{{instance}}")], width=12, min=0)
+    b.panel("timeseries", "Table age",
+            "Seconds since each edge received (or loaded from its cache) the table it serves. It grows between changes; "
+            "read it with the link above.",
+            "s", [(f"max by (instance) (tidegate_edge_table_age_seconds{{{EDGE}}})", "{{instance}}")], min=0)
+    b.panel("stat", "Edge routing version",
+            "Routing version each edge serves now.",
+            "none", [(f"max by (instance) (tidegate_routing_version{{{EDGE}}})", "{{instance}}")])
+    b.row("Answers")
+    b.panel("timeseries", "Gateway checks by colour and source",
+            "GET /v1/gate answers per second, by the colour given and where the user ID came from (header, cookie, query) "
+            "or the fallback for requests without one.",
+            "reqps", [(f"sum by (color, source) (rate(tidegate_edge_gate_requests_total{{{EDGE}}}[$__rate_interval]))", "{{color}} ({{source}})")], min=0)
+    b.panel("timeseries", "Tags on the edge by colour",
+            "Users tagged per second by the edges through GET/POST /v1/tag, by colour and zone.",
+            "reqps", [(f"sum by (color, zone) (rate(tidegate_tag_requests_total{{{EDGE}}}[$__rate_interval]))", "{{color}} ({{zone}})")], min=0)
+    b.panel("timeseries", "OpenFeature evaluations by outcome",
+            "OFREP flag evaluations per second on coordinators and edges, by reason (SPLIT, TARGETING_MATCH, DEFAULT) "
+            "or error code (TARGETING_KEY_MISSING, FLAG_NOT_FOUND, ...).",
+            "reqps", [("sum by (job, outcome) (rate(tidegate_ofrep_evaluations_total[$__rate_interval]))", "{{job}} {{outcome}}")], width=24, min=0)
+    return b
+
+
 def boards():
-    return {"zone-health.json": zone_health(), "coordinator.json": coordinator(), "mq-lanes.json": mq_lanes()}
+    return {"zone-health.json": zone_health(), "coordinator.json": coordinator(), "mq-lanes.json": mq_lanes(),
+            "edge.json": edge()}
 
 
 def main():

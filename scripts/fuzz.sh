@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
 seconds="${FUZZ_SECONDS:-20}"
+# Two cores: one heavy build at a time.
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "scripts/fuzz.sh: the nightly toolchain is missing (rustup toolchain install nightly)" >&2
   exit 1

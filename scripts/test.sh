@@ -82,5 +82,11 @@ cargo test -j 2 --all-targets
 echo "== API contract: schemathesis against the real binary (scripts/schemathesis.sh)"
 bash scripts/schemathesis.sh
 
+# cargo-fuzz needs nightly and rebuilds every dependency with coverage instrumentation, so its
+# target dir is kept outside the clone (warm on a machine that ran CI before).
+echo "== fuzz smoke (scripts/fuzz.sh: log decoder, config loader, SSE parser, ${FUZZ_SECONDS:-15}s each)"
+FUZZ_SECONDS="${FUZZ_SECONDS:-15}" FUZZ_TARGET_DIR="${FUZZ_TARGET_DIR:-$HOME/.cache/tidegate-fuzz-target}" \
+  bash scripts/fuzz.sh
+
 echo "== benchmark smoke (scripts/bench.sh --smoke: a few seconds each, no thresholds)"
 bash scripts/bench.sh --smoke

@@ -177,6 +177,8 @@ fn readiness_says_where_the_table_came_from_and_the_cache_survives_the_coordinat
     assert!(ready["table_age_seconds"].as_f64().is_some());
     let (_, after) = batch_of(&edge.url);
     assert_eq!(after, before);
+    let gate = agent().get(&format!("{}/v1/gate", edge.url)).header("x-user-id", "a").call();
+    assert_eq!(gate.unwrap().status(), 200, "the edge answers gateway checks from its cache");
     let metrics = agent()
         .get(&format!("{}/metrics", edge.url))
         .call()
@@ -186,6 +188,22 @@ fn readiness_says_where_the_table_came_from_and_the_cache_survives_the_coordinat
         .unwrap();
     assert!(metrics.contains("tidegate_edge_coordinator_connected 0"), "{metrics}");
     assert!(metrics.contains("tidegate_routing_version 1"));
+    // Every series the edge dashboard selects on job="tidegate-edge" is one the edge exports.
+    let board = std::fs::read_to_string("dashboards/edge.json").expect("the edge dashboard");
+    let selected: std::collections::BTreeSet<&str> = board
+        .split("{job=\\\"tidegate-edge\\\"")
+        .filter_map(|before| {
+            before.rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next()
+        })
+        .filter(|name| name.starts_with("tidegate_"))
+        .collect();
+    assert!(selected.len() >= 4, "the edge dashboard's series: {selected:?}");
+    for name in selected {
+        assert!(
+            metrics.contains(&format!("{name}{{")) || metrics.contains(&format!("{name} ")),
+            "the edge dashboard selects {name}, which the edge does not export:\n{metrics}"
+        );
+    }
 }
 
 fn batch_of(url: &str) -> (u16, Value) {
