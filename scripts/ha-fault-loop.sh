@@ -28,4 +28,4 @@ if ! HA_FAULT_CYCLES="$cycles" HA_FAULT_WRITERS="$writers" cargo test -j 2 --tes
   exit 1
 fi
 echo "---- figures ----"
-grep "^ha fault loop:" "$out"
+grep -o "ha fault loop:.*" "$out"

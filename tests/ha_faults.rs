@@ -7,6 +7,8 @@
 
 mod common;
 mod ha_support;
+#[path = "ha_support/history_tests.rs"]
+mod history_tests;
 
 use std::time::{Duration, Instant};
 
@@ -72,6 +74,7 @@ fn replicas_killed_at_random_under_concurrent_writers_lose_no_acknowledged_chang
     assert!(report.refused > 0, "writers never raced: {report:?}");
     assert!(report.hash_versions as u64 * 2 >= version, "too few hash samples: {report:?}");
     let lost = 0; // check() fails on any lost acknowledgement
+    println!();
     println!(
         "ha fault loop: cycles={cycles} writers={writers} run={:.1}s versions={} acked={} acked_noop={} refused={} unknown={} (applied {}) lost={lost} hash_versions_compared={} samples={}",
         elapsed.as_secs_f64(),
