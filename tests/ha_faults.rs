@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use common::kafka;
 use ha_support::history::{self, Answer};
 use ha_support::{
-    Replicas, Sampler, Writers, converge, decided_history, distribution, resume_times,
-    stalled_times,
+    Replicas, Sampler, Writers, converge, decided_history, distribution, longest_ack_gap,
+    resume_times, stalled_times,
 };
 use rand::Rng;
 
@@ -104,6 +104,15 @@ fn replicas_killed_at_random_under_concurrent_writers_lose_no_acknowledged_chang
     println!(
         "ha fault loop: {}",
         distribution("replica restart (spawn to listening, replaying the topic)", &restarts)
+    );
+    // Per kill: the longest time without an acknowledgement in the 2 s after it.
+    let gaps: Vec<Duration> = kills
+        .iter()
+        .map(|k| longest_ack_gap(*k, Some(*k + Duration::from_secs(2)), &log))
+        .collect();
+    println!(
+        "ha fault loop: {}",
+        distribution("longest time without any acknowledged change in the 2 s after a kill", &gaps)
     );
     let unknown = ops.iter().filter(|op| op.answer == Answer::Unknown).count();
     assert_eq!(unknown, report.unknown);

@@ -7,8 +7,8 @@ pub mod history;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -172,20 +172,28 @@ pub type WriterLog = Vec<(Op, Timing)>;
 /// Writers that send changes through random replicas until stopped.
 pub struct Writers {
     stop: Arc<AtomicBool>,
+    acked: Arc<AtomicUsize>,
     handles: Vec<std::thread::JoinHandle<WriterLog>>,
 }
 
 impl Writers {
     pub fn start(count: usize, urls: Vec<String>) -> Writers {
         let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(AtomicUsize::new(0));
         let urls = Arc::new(urls);
         let handles = (0..count)
             .map(|w| {
-                let (stop, urls) = (Arc::clone(&stop), Arc::clone(&urls));
-                std::thread::spawn(move || run_writer(w, &urls, &stop))
+                let (stop, acked, urls) =
+                    (Arc::clone(&stop), Arc::clone(&acked), Arc::clone(&urls));
+                std::thread::spawn(move || run_writer(w, &urls, &stop, &acked))
             })
             .collect();
-        Writers { stop, handles }
+        Writers { stop, acked, handles }
+    }
+
+    /// How many changes have been acknowledged so far.
+    pub fn acked(&self) -> usize {
+        self.acked.load(Ordering::Relaxed)
     }
 
     pub fn finish(self) -> WriterLog {
@@ -194,13 +202,16 @@ impl Writers {
     }
 }
 
-fn run_writer(writer: usize, urls: &[String], stop: &AtomicBool) -> WriterLog {
+fn run_writer(writer: usize, urls: &[String], stop: &AtomicBool, acked: &AtomicUsize) -> WriterLog {
     let agent = agent(Duration::from_secs(5));
     let mut rng = rand::rng();
     let mut log = Vec::new();
     let mut seq = 0;
     while !stop.load(Ordering::Relaxed) {
         if let Some(entry) = write_once(&agent, urls, &mut rng, writer, seq) {
+            if entry.1.acked {
+                acked.fetch_add(1, Ordering::Relaxed);
+            }
             log.push(entry);
             seq += 1;
         }
@@ -363,15 +374,24 @@ pub fn resume_times(kills: &[Instant], log: &WriterLog) -> Vec<Duration> {
         .collect()
 }
 
+/// The longest time without any acknowledgement between `from` and `until` (counting from the
+/// last acknowledgement before `from`): how long writes stopped around a fault begun at `from`.
+pub fn longest_ack_gap(from: Instant, until: Option<Instant>, log: &WriterLog) -> Duration {
+    let mut acks: Vec<Instant> =
+        log.iter().filter(|(_, t)| t.acked).map(|(_, t)| t.ended).collect();
+    acks.sort();
+    let first = acks.iter().rposition(|at| *at < from).unwrap_or(0);
+    let last =
+        until.map_or(acks.len(), |u| acks.partition_point(|at| *at <= u) + 1).min(acks.len());
+    acks[first..last.max(first)].windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default()
+}
+
 /// How long changes that met a dead replica took until their (acknowledged) answer.
 pub fn stalled_times(log: &WriterLog) -> Vec<Duration> {
     log.iter().filter(|(_, t)| t.hit_failure && t.acked).map(|(_, t)| t.ended - t.started).collect()
 }
 
-/// Shared state for the fault loop's writers and the path to the Kafka script.
+/// `scripts/kafka.sh`.
 pub fn kafka_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka.sh")
 }
-
-/// Guards a value across threads (used to share a bootstrap list with a background thread).
-pub type Shared<T> = Arc<Mutex<T>>;
