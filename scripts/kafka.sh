@@ -574,6 +574,7 @@ start_node() {
   local n="$1" dir
   dir="$(node_dir "$n")"
   echo "==== $(date -u +%FT%TZ) kafka.sh starting cluster node $n" >>"$dir/logs/broker.out"
+  rm -f "$dir/kafka.pid"
   # As cmd_start: own session, all fds redirected, pid file written before exec'ing java. A small
   # heap, the serial collector and the C1 compiler only: three brokers on two cores start faster
   # and fit in well under a GiB.
@@ -593,7 +594,13 @@ wait_nodes_ready() {
   bootstrap="$(cluster_bootstrap)"
   while ((SECONDS < deadline)); do
     for n in "$@"; do
-      node_pid "$n" >/dev/null || fail_cluster "cluster node $n exited during startup" "$n"
+      # Dead only once its pid is known and gone: right after start_node the pid file may not be
+      # written yet, or still name the bash that is about to exec java.
+      local pid_file
+      pid_file="$(node_dir "$n")/kafka.pid"
+      if [[ -s "$pid_file" ]] && ! kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+        fail_cluster "cluster node $n exited during startup" "$n"
+      fi
     done
     left=$((deadline - SECONDS))
     ((left > 1)) || left=1
@@ -618,6 +625,8 @@ fail_cluster() {
   for n in "$@"; do
     log "---- last lines of $(node_dir "$n")/logs/server.log ----"
     tail -n 30 "$(node_dir "$n")/logs/server.log" >&2 2>/dev/null || true
+    log "---- last lines of $(node_dir "$n")/logs/broker.out ----"
+    tail -n 10 "$(node_dir "$n")/logs/broker.out" >&2 2>/dev/null || true
   done
   exit 1
 }
@@ -683,13 +692,18 @@ check_node() {
   [[ -f "$CLUSTER_PORTS_FILE" ]] || die "no cluster in $CLUSTER_DIR (run '$0 start-cluster')"
 }
 
+# True while PID runs: a zombie (killed, not yet reaped by whoever adopted it) counts as gone.
+running() {
+  kill -0 "$1" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+}
+
 cmd_stop_broker() {
   local n="${1:-}" term=0 pid
   check_node "$n"
   if [[ "${2:-}" == "--term" ]]; then term=1; fi
   pid="$(node_pid "$n")" || die "cluster node $n is not running"
   if ((term == 1)); then kill -TERM "$pid"; else kill -KILL "$pid"; fi
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  while running "$pid"; do sleep 0.05; done
   log "stopped cluster node $n (pid $pid, $([[ $term == 1 ]] && echo 'clean shutdown' || echo 'SIGKILL'))"
 }
 
@@ -717,7 +731,7 @@ cmd_stop_cluster() {
   for n in "${CLUSTER_NODES[@]}"; do
     if pid="$(node_pid "$n")"; then
       kill -KILL "$pid" 2>/dev/null || true
-      while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+      while running "$pid"; do sleep 0.05; done
       log "stopped cluster node $n (pid $pid)"
     fi
   done
