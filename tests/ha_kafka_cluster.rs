@@ -1,9 +1,9 @@
 //! Three replicas on a three-node KRaft cluster (`scripts/kafka.sh start-cluster`, real
 //! binaries): the broker leading the command topic is killed with SIGKILL during concurrent
 //! writes. Nothing acknowledged is lost (the history checker), the topic was created with three
-//! copies, and writes resume; the time they stopped for is printed. `HA_CLUSTER_KILLS=N` (default
-//! 1) repeats the kill N times, restarting the last victim and waiting for it to rejoin the ISR
-//! in between, for a distribution.
+//! copies, and writes resume; the time they stopped for is printed. With `HA_CLUSTER_KILLS=N`
+//! the kill is repeated N times (one by default), restarting the last victim and waiting for it
+//! to rejoin the ISR in between, for a distribution.
 
 mod common;
 mod ha_support;
