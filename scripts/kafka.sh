@@ -34,7 +34,8 @@
 #   scripts/kafka.sh start-broker N    start node N again on its ports; waits until it is back in
 #                                      the cluster (registered, unfenced)
 #   scripts/kafka.sh leader TOPIC      print the node id leading partition 0 of TOPIC
-#   scripts/kafka.sh stop-cluster      stop all three nodes and wipe their data (`stop` does too)
+#   scripts/kafka.sh stop-cluster      stop all three nodes and wipe their data (`stop` without
+#                                      --keep does too)
 #
 # Environment (defaults in brackets):
 #   KAFKA_VERSION        [4.4.0] version of org.apache.kafka:kafka_2.13 (and kafka-tools) to run;
@@ -383,8 +384,9 @@ cmd_stop() {
     esac
   done
   [[ -d "$RUN_DIR" ]] || return 0
-  # A three-node cluster in this run dir goes too (its data is always wiped).
-  (cmd_stop_cluster)
+  # A full stop takes a three-node cluster in this run dir with it (its data is always wiped);
+  # `restart` (stop --keep) leaves the cluster alone.
+  if ((keep == 0)); then (cmd_stop_cluster); fi
   exec 9>"$RUN_DIR/.lock"
   flock 9
   stop_process "$timeout"
