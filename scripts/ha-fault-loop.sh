@@ -5,7 +5,8 @@
 #
 # Each cycle kills (SIGKILL) a random one of three `tidegate serve` replicas on one Kafka topic
 # at a random moment while the writers send dial moves and pins with expected versions and
-# Idempotency-Keys through random replicas, then restarts it. The history checker then proves
+# Idempotency-Keys through random replicas, then restarts it; one cycle in four pauses it
+# (SIGSTOP, 1.1-1.6 s, past the writers' 1 s timeout, so they retry with the same key) instead. The history checker then proves
 # that no acknowledged change was lost or applied twice, no refused change took effect and every
 # replica had the same state hash at every version. The run prints its figures (acknowledged
 # changes, refusals, unknown outcomes, time for writes to resume after a kill as p50/p99,

@@ -1,9 +1,11 @@
 //! The replica fault loop (real broker, real `tidegate serve` binaries): concurrent writers send
 //! changes through random replicas while a random replica is killed with SIGKILL at a random
-//! moment and restarted; the history checker then proves that no acknowledged change was lost
-//! or applied twice, that no refused change took effect, and that all replicas had the same
-//! state hash at every version. `HA_FAULT_CYCLES` (default 12) and `HA_FAULT_WRITERS` (default
-//! 4) size the run; `scripts/ha-fault-loop.sh` runs it with 100 cycles.
+//! moment and restarted (or, one cycle in four, paused with SIGSTOP past the writers' timeout, so
+//! their retries with the same key race the paused replica's own append); the history checker
+//! then proves that no acknowledged change was lost or applied twice, that no refused change
+//! took effect, and that all replicas had the same state hash at every version.
+//! `HA_FAULT_CYCLES` (default 12) and `HA_FAULT_WRITERS` (default 4) size the run;
+//! `scripts/ha-fault-loop.sh` runs it with 100 cycles.
 
 mod common;
 mod ha_support;
@@ -32,14 +34,25 @@ fn replicas_killed_at_random_under_concurrent_writers_lose_no_acknowledged_chang
     let topic = kafka::unique("ha-fault-loop");
     let mut replicas = Replicas::start(&bootstrap, &topic, 3, "");
     let sampler = Sampler::start(replicas.urls.clone(), Duration::from_millis(25));
-    let writing = Writers::start(writers, replicas.urls.clone());
+    // A 1 s request timeout: a request to a paused replica becomes an unknown outcome, retried
+    // with the same key elsewhere while the paused replica may still append the first attempt.
+    let writing = Writers::start(writers, replicas.urls.clone(), Duration::from_secs(1));
     let mut rng = rand::rng();
     let mut kills = Vec::new();
+    let mut pauses = Vec::new();
     let mut restarts = Vec::new();
     let started = Instant::now();
     for _ in 0..cycles {
         std::thread::sleep(Duration::from_millis(rng.random_range(200..1200)));
         let victim = rng.random_range(0..replicas.len());
+        if rng.random_bool(0.25) {
+            // One cycle in four pauses the replica (SIGSTOP) past the writers' timeout instead.
+            pauses.push(Instant::now());
+            replicas.signal(victim, "-STOP");
+            std::thread::sleep(Duration::from_millis(rng.random_range(1100..1600)));
+            replicas.signal(victim, "-CONT");
+            continue;
+        }
         kills.push(Instant::now());
         replicas.kill9(victim);
         std::thread::sleep(Duration::from_millis(rng.random_range(50..600)));
@@ -97,7 +110,7 @@ fn replicas_killed_at_random_under_concurrent_writers_lose_no_acknowledged_chang
     println!(
         "ha fault loop: {}",
         distribution(
-            "a change that met the killed replica, until its answer (retried with the same id)",
+            "a change that met a killed or paused replica, until its answer (retried with the same key)",
             &stalled_times(&log)
         )
     );
@@ -113,6 +126,30 @@ fn replicas_killed_at_random_under_concurrent_writers_lose_no_acknowledged_chang
     println!(
         "ha fault loop: {}",
         distribution("longest time without any acknowledged change in the 2 s after a kill", &gaps)
+    );
+    let paused_gaps: Vec<Duration> = pauses
+        .iter()
+        .map(|p| longest_ack_gap(*p, Some(*p + Duration::from_secs(2)), &log))
+        .collect();
+    println!(
+        "ha fault loop: {}",
+        distribution(
+            "longest time without any acknowledged change in the 2 s after a SIGSTOP",
+            &paused_gaps
+        )
+    );
+    let retried: Vec<&history::Op> =
+        log.iter().filter(|(_, t)| t.hit_failure).map(|(op, _)| op).collect();
+    let retried_applied = retried
+        .iter()
+        .filter(|op| histories[0].1.iter().any(|d| d.id.as_deref() == Some(op.id.as_str())))
+        .count();
+    println!(
+        "ha fault loop: kills={} pauses={} changes retried with the same key={} (took effect once: {retried_applied}, acknowledged: {})",
+        kills.len(),
+        pauses.len(),
+        retried.len(),
+        retried.iter().filter(|op| matches!(op.answer, Answer::Acked { .. })).count()
     );
     let unknown = ops.iter().filter(|op| op.answer == Answer::Unknown).count();
     assert_eq!(unknown, report.unknown);

@@ -177,7 +177,9 @@ pub struct Writers {
 }
 
 impl Writers {
-    pub fn start(count: usize, urls: Vec<String>) -> Writers {
+    /// `count` writers; `timeout` bounds each request (an answer later than that is unknown,
+    /// and the writer retries with the same key on another replica).
+    pub fn start(count: usize, urls: Vec<String>, timeout: Duration) -> Writers {
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(AtomicUsize::new(0));
         let urls = Arc::new(urls);
@@ -185,7 +187,7 @@ impl Writers {
             .map(|w| {
                 let (stop, acked, urls) =
                     (Arc::clone(&stop), Arc::clone(&acked), Arc::clone(&urls));
-                std::thread::spawn(move || run_writer(w, &urls, &stop, &acked))
+                std::thread::spawn(move || run_writer(w, &urls, timeout, &stop, &acked))
             })
             .collect();
         Writers { stop, acked, handles }
@@ -202,8 +204,14 @@ impl Writers {
     }
 }
 
-fn run_writer(writer: usize, urls: &[String], stop: &AtomicBool, acked: &AtomicUsize) -> WriterLog {
-    let agent = agent(Duration::from_secs(5));
+fn run_writer(
+    writer: usize,
+    urls: &[String],
+    timeout: Duration,
+    stop: &AtomicBool,
+    acked: &AtomicUsize,
+) -> WriterLog {
+    let agent = agent(timeout);
     let mut rng = rand::rng();
     let mut log = Vec::new();
     let mut seq = 0;
