@@ -106,7 +106,7 @@ fn a_drain_goes_on_after_its_replica_is_killed_and_a_paused_replica_cannot_repea
     // Pause replica 2 for more than two intervals, wake it: its runner's state is stale.
     let before_pause = steps(&url2).len();
     replicas.signal(1, "-STOP");
-    std::thread::sleep(Duration::from_millis(2 * INTERVAL_MS + 500));
+    std::thread::sleep(Duration::from_millis(2 * INTERVAL_MS + 800));
     replicas.signal(1, "-CONT");
     let url3 = replicas.urls[2].clone();
     assert!(steps(&url3).len() >= before_pause + 2, "the drain stalled while replica 2 slept");
