@@ -22,6 +22,21 @@
 #   scripts/kafka.sh tool CLASS [ARGS] run any main class from the Kafka jars (tools logging)
 #   scripts/kafka.sh jars              resolve the jars into the cache only; prints the libs dir
 #
+# A three-node cluster (for replication faults), independent of the single broker above:
+#   scripts/kafka.sh start-cluster     start (or reuse) three combined-mode KRaft nodes (each a
+#                                      controller and a broker; a static quorum of 3 voters) on
+#                                      free loopback ports, in $KAFKA_RUN_DIR/cluster; prints the
+#                                      bootstrap list 127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3.
+#                                      Topics default to replication 3, min.insync.replicas=2
+#   scripts/kafka.sh stop-broker N [--term]
+#                                      SIGKILL node N (1-3) at once (a crash; --term: a clean
+#                                      shutdown); its data stays
+#   scripts/kafka.sh start-broker N    start node N again on its ports; waits until it is back in
+#                                      the cluster (registered, unfenced)
+#   scripts/kafka.sh leader TOPIC      print the node id leading partition 0 of TOPIC
+#   scripts/kafka.sh stop-cluster      stop all three nodes and wipe their data (`stop` without
+#                                      --keep does too)
+#
 # Environment (defaults in brackets):
 #   KAFKA_VERSION        [4.4.0] version of org.apache.kafka:kafka_2.13 (and kafka-tools) to run;
 #                        Kafka 4.x only (log4j2 logging, tools classes under org.apache.kafka.tools)
@@ -36,6 +51,7 @@
 #   KAFKA_JVM_OPTS       extra JVM options for the broker
 #   KAFKA_AUTO_CREATE_TOPICS [false] see write_config below
 #   KAFKA_CONSUME_TIMEOUT_MS [20000] how long `consume` waits for its COUNT messages
+#   KAFKA_CLUSTER_HEAP_OPTS [-Xms96m -Xmx256m] heap of EACH cluster node (three JVMs)
 #
 # Run dir layout: server.properties, cluster.id, ports, kafka.pid, bootstrap, data/ (topic
 # partitions and the KRaft metadata log), logs/server.log (the broker's log4j output) and
@@ -368,6 +384,9 @@ cmd_stop() {
     esac
   done
   [[ -d "$RUN_DIR" ]] || return 0
+  # A full stop takes a three-node cluster in this run dir with it (its data is always wiped);
+  # `restart` (stop --keep) leaves the cluster alone.
+  if ((keep == 0)); then (cmd_stop_cluster); fi
   exec 9>"$RUN_DIR/.lock"
   flock 9
   stop_process "$timeout"
@@ -458,6 +477,270 @@ cmd_consume() {
   [[ "${got:-0}" -ge "$count" ]] || die "consumed ${got:-0} of $count messages from $topic"
 }
 
+# --- three-node cluster ---------------------------------------------------------------------
+
+CLUSTER_DIR="$RUN_DIR/cluster"
+CLUSTER_PORTS_FILE="$CLUSTER_DIR/ports"
+CLUSTER_BOOTSTRAP_FILE="$CLUSTER_DIR/bootstrap"
+CLUSTER_HEAP_OPTS="${KAFKA_CLUSTER_HEAP_OPTS:--Xms96m -Xmx256m}"
+CLUSTER_NODES=(1 2 3)
+
+node_dir() { echo "$CLUSTER_DIR/node-$1"; }
+
+# The pid of cluster node N if it runs (the command line is checked, as for broker_pid).
+node_pid() {
+  local dir pid
+  dir="$(node_dir "$1")"
+  [[ -f "$dir/kafka.pid" ]] || return 1
+  pid="$(cat "$dir/kafka.pid")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kafka.Kafka $dir/server.properties" || return 1
+  echo "$pid"
+}
+
+# Node N's client and controller ports (the ports file holds "P1 C1 P2 C2 P3 C3").
+node_port() {
+  local ports
+  read -ra ports <"$CLUSTER_PORTS_FILE"
+  echo "${ports[$((2 * ($1 - 1)))]}"
+}
+node_cport() {
+  local ports
+  read -ra ports <"$CLUSTER_PORTS_FILE"
+  echo "${ports[$((2 * ($1 - 1) + 1))]}"
+}
+
+cluster_bootstrap() {
+  local n list=()
+  for n in "${CLUSTER_NODES[@]}"; do list+=("127.0.0.1:$(node_port "$n")"); done
+  (
+    IFS=,
+    echo "${list[*]}"
+  )
+}
+
+write_node_config() {
+  local n="$1" dir voters=() m
+  dir="$(node_dir "$n")"
+  for m in "${CLUSTER_NODES[@]}"; do voters+=("$m@127.0.0.1:$(node_cport "$m")"); done
+  mkdir -p "$dir/data" "$dir/logs"
+  cat >"$dir/server.properties" <<EOF
+# Written by scripts/kafka.sh start-cluster; edit the script, not this file.
+# Node $n of three; each JVM is both a KRaft controller (a static quorum of three voters) and a
+# broker, so losing any one node keeps a controller majority and two copies of every partition.
+process.roles=broker,controller
+node.id=$n
+listeners=PLAINTEXT://127.0.0.1:$(node_port "$n"),CONTROLLER://127.0.0.1:$(node_cport "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(node_port "$n")
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+controller.quorum.voters=$(
+    IFS=,
+    echo "${voters[*]}"
+  )
+log.dirs=$dir/data
+
+# Production-like durability: three copies, two of them in sync before a write is acknowledged,
+# and never an out-of-sync replica as leader.
+default.replication.factor=3
+min.insync.replicas=2
+unclean.leader.election.enable=false
+offsets.topic.replication.factor=3
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+num.partitions=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+
+# A crashed node is fenced (and dropped from every ISR, so acks=all writes go on with the other
+# two) after the session timeout; short, so a broker kill costs seconds, not the 9 s default.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
+replica.lag.time.max.ms=5000
+
+# Three JVMs share two cores: fewer threads each.
+num.network.threads=2
+num.io.threads=2
+background.threads=2
+num.replica.fetchers=1
+EOF
+}
+
+start_node() {
+  local n="$1" dir
+  dir="$(node_dir "$n")"
+  echo "==== $(date -u +%FT%TZ) kafka.sh starting cluster node $n" >>"$dir/logs/broker.out"
+  rm -f "$dir/kafka.pid"
+  # As cmd_start: own session, all fds redirected, pid file written before exec'ing java. A small
+  # heap, the serial collector and the C1 compiler only: three brokers on two cores start faster
+  # and fit in well under a GiB.
+  # shellcheck disable=SC2086,SC2016 # option lists split on purpose; $$ and "$@" for the inner bash
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$dir/kafka.pid" \
+    java $CLUSTER_HEAP_OPTS -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError \
+    -Djava.awt.headless=true ${KAFKA_JVM_OPTS:-} \
+    -Dkafka.logs.dir="$dir/logs" \
+    -Dlog4j2.configurationFile="$SUPPORT_DIR/broker-log4j2.properties" \
+    -cp "$LIBS/*" kafka.Kafka "$dir/server.properties" \
+    </dev/null >>"$dir/logs/broker.out" 2>&1 8>&- 9>&- &
+}
+
+# Waits until every node in "$@" is registered and unfenced, asked through the whole cluster.
+wait_nodes_ready() {
+  local deadline=$((SECONDS + START_TIMEOUT)) out n ok left bootstrap
+  bootstrap="$(cluster_bootstrap)"
+  while ((SECONDS < deadline)); do
+    for n in "$@"; do
+      # Dead only once its pid is known and gone: right after start_node the pid file may not be
+      # written yet, or still name the bash that is about to exec java.
+      local pid_file
+      pid_file="$(node_dir "$n")/kafka.pid"
+      if [[ -s "$pid_file" ]] && ! kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+        fail_cluster "cluster node $n exited during startup" "$n"
+      fi
+    done
+    left=$((deadline - SECONDS))
+    ((left > 1)) || left=1
+    out="$(timeout "$left" "${TOOL_JAVA[@]}" org.apache.kafka.tools.BrokerApiVersionsCommand \
+      --bootstrap-server "$bootstrap" 2>/dev/null || true)"
+    ok=1
+    for n in "$@"; do
+      if ! grep "^127.0.0.1:$(node_port "$n") (id: $n " <<<"$out" | grep -qv "isFenced: true"; then
+        ok=0
+      fi
+    done
+    ((ok == 1)) && return 0
+    sleep 0.5
+  done
+  fail_cluster "cluster nodes $* did not all serve clients within $START_TIMEOUT s" "$@"
+}
+
+fail_cluster() {
+  local why="$1" n
+  shift
+  log "ERROR: $why"
+  for n in "$@"; do
+    log "---- last lines of $(node_dir "$n")/logs/server.log ----"
+    tail -n 30 "$(node_dir "$n")/logs/server.log" >&2 2>/dev/null || true
+    log "---- last lines of $(node_dir "$n")/logs/broker.out ----"
+    tail -n 10 "$(node_dir "$n")/logs/broker.out" >&2 2>/dev/null || true
+  done
+  exit 1
+}
+
+cmd_start_cluster() {
+  mkdir -p "$CLUSTER_DIR"
+  exec 9>"$CLUSTER_DIR/.lock"
+  flock 9
+  local n running=0
+  for n in "${CLUSTER_NODES[@]}"; do
+    if node_pid "$n" >/dev/null; then running=$((running + 1)); fi
+  done
+  if ((running == ${#CLUSTER_NODES[@]})) && [[ -s "$CLUSTER_BOOTSTRAP_FILE" ]]; then
+    cat "$CLUSTER_BOOTSTRAP_FILE"
+    return 0
+  fi
+  ensure_jars
+  local started=$SECONDS
+  if [[ ! -f "$CLUSTER_PORTS_FILE" || ! -f "$(node_dir 1)/data/meta.properties" ]]; then
+    # Fresh: six distinct free ports, one cluster id, every node's storage formatted in parallel.
+    local ports=() p _
+    for _ in 1 2 3 4 5 6; do
+      while :; do
+        p="$(pick_port)"
+        [[ " ${ports[*]} " == *" $p "* ]] || break
+      done
+      ports+=("$p")
+    done
+    rm -rf "${CLUSTER_DIR:?}"/node-*
+    echo "${ports[*]}" >"$CLUSTER_PORTS_FILE"
+    local id pids=()
+    # A cluster id as StorageTool random-uuid makes one (16 random bytes, URL-safe base64, no
+    # padding, not starting with '-'), without a JVM start.
+    id=-
+    while [[ "$id" == -* ]]; do
+      id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    done
+    for n in "${CLUSTER_NODES[@]}"; do
+      write_node_config "$n"
+      run_tool kafka.tools.StorageTool format -t "$id" -c "$(node_dir "$n")/server.properties" \
+        >"$(node_dir "$n")/logs/format.out" 2>&1 &
+      pids+=($!)
+    done
+    for n in "${!pids[@]}"; do
+      if ! wait "${pids[$n]}"; then
+        cat "$(node_dir $((n + 1)))/logs/format.out" >&2
+        die "formatting cluster node $((n + 1)) failed"
+      fi
+    done
+  fi
+  log "starting a 3-node Kafka $KAFKA_VERSION cluster at $(cluster_bootstrap) (run dir $CLUSTER_DIR)"
+  for n in "${CLUSTER_NODES[@]}"; do
+    if ! node_pid "$n" >/dev/null; then start_node "$n"; fi
+  done
+  wait_nodes_ready "${CLUSTER_NODES[@]}"
+  cluster_bootstrap >"$CLUSTER_BOOTSTRAP_FILE"
+  log "cluster ready after $((SECONDS - started)) s"
+  cat "$CLUSTER_BOOTSTRAP_FILE"
+}
+
+check_node() {
+  [[ "${1:-}" =~ ^[1-3]$ ]] || die "expected a node number 1, 2 or 3, got '${1:-}'"
+  [[ -f "$CLUSTER_PORTS_FILE" ]] || die "no cluster in $CLUSTER_DIR (run '$0 start-cluster')"
+}
+
+# True while PID runs: a zombie (killed, not yet reaped by whoever adopted it) counts as gone.
+running() {
+  kill -0 "$1" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+}
+
+cmd_stop_broker() {
+  local n="${1:-}" term=0 pid
+  check_node "$n"
+  if [[ "${2:-}" == "--term" ]]; then term=1; fi
+  pid="$(node_pid "$n")" || die "cluster node $n is not running"
+  if ((term == 1)); then kill -TERM "$pid"; else kill -KILL "$pid"; fi
+  while running "$pid"; do sleep 0.05; done
+  log "stopped cluster node $n (pid $pid, $([[ $term == 1 ]] && echo 'clean shutdown' || echo 'SIGKILL'))"
+}
+
+cmd_start_broker() {
+  local n="${1:-}"
+  check_node "$n"
+  if node_pid "$n" >/dev/null; then die "cluster node $n is already running"; fi
+  start_node "$n"
+  wait_nodes_ready "$n"
+  log "cluster node $n is back"
+}
+
+cmd_leader() {
+  (($# == 1)) || die "usage: $0 leader TOPIC"
+  [[ -s "$CLUSTER_BOOTSTRAP_FILE" ]] || die "no cluster running in $CLUSTER_DIR"
+  run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(cat "$CLUSTER_BOOTSTRAP_FILE")" \
+    --describe --topic "$1" | sed -n 's/.*Partition: 0[[:space:]].*Leader: \([0-9-]*\).*/\1/p' | head -n 1
+}
+
+cmd_stop_cluster() {
+  [[ -d "$CLUSTER_DIR" ]] || return 0
+  exec 9>"$CLUSTER_DIR/.lock"
+  flock 9
+  local n pid
+  for n in "${CLUSTER_NODES[@]}"; do
+    if pid="$(node_pid "$n")"; then
+      kill -KILL "$pid" 2>/dev/null || true
+      while running "$pid"; do sleep 0.05; done
+      log "stopped cluster node $n (pid $pid)"
+    fi
+  done
+  # Data and identity go; logs/ stays for a post-mortem.
+  rm -rf "${CLUSTER_DIR:?}"/node-*/data "$CLUSTER_PORTS_FILE" "$CLUSTER_BOOTSTRAP_FILE"
+}
+
 main() {
   local cmd="${1:-}"
   shift || true
@@ -478,6 +761,11 @@ main() {
       ensure_jars && run_tool "$@"
       ;;
     jars) ensure_jars && echo "$LIBS" ;;
+    start-cluster) cmd_start_cluster ;;
+    stop-broker) cmd_stop_broker "$@" ;;
+    start-broker) ensure_jars && cmd_start_broker "$@" ;;
+    leader) ensure_jars && cmd_leader "$@" ;;
+    stop-cluster) cmd_stop_cluster ;;
     *)
       sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
       exit 2

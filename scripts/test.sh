@@ -75,6 +75,13 @@ if ! bootstrap="$(bash scripts/kafka.sh start)"; then
   exit 1
 fi
 echo "Kafka at $bootstrap"
+# tests/ha_kafka_cluster.rs needs a three-node cluster (three more JVMs, 256 MiB heap each). It
+# boots in the background while cargo builds; the test calls `start-cluster` itself, which waits
+# for this start and fails the test loudly with the script's output if the cluster cannot start.
+# `kafka.sh stop` in the EXIT trap stops it with the single broker.
+echo "== Kafka three-node cluster (scripts/kafka.sh start-cluster, in the background; log $KAFKA_RUN_DIR/cluster-start.log)"
+mkdir -p "$KAFKA_RUN_DIR"
+bash scripts/kafka.sh start-cluster >"$KAFKA_RUN_DIR/cluster-start.log" 2>&1 &
 
 echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy; benches once in test mode)"
 cargo test -j 2 --all-targets

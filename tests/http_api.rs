@@ -416,3 +416,49 @@ fn the_routing_json_decodes_to_the_same_table() {
         );
     }
 }
+
+#[test]
+fn a_malformed_idempotency_key_is_refused_after_the_caller_is_checked() {
+    let (client, _dir) = client();
+    let send = |token: Option<&str>, key: &str, path: &str| {
+        let mut request = client
+            .put(path.to_owned())
+            .header(Header::new("Idempotency-Key", key.to_owned()))
+            .header(ContentType::JSON);
+        if let Some(token) = token {
+            request = request.header(bearer(token));
+        }
+        let body = if path == "/v1/dial" {
+            json!({"blue_units": 20, "expected_version": 1, "reason": "k"})
+        } else {
+            json!({"color": "blue", "expected_version": 1, "reason": "k"})
+        };
+        request.body(body.to_string()).dispatch()
+    };
+    for path in ["/v1/dial", "/v1/pins/alice"] {
+        // Anonymous and viewer callers are refused before the key is even looked at.
+        assert_eq!(send(None, "has space", path).status(), Status::Unauthorized);
+        assert_eq!(send(Some(VIEWER_TOKEN), "has space", path).status(), Status::Forbidden);
+        let bad = assert_error(
+            send(Some(OPERATOR_TOKEN), "has space", path),
+            Status::BadRequest,
+            "invalid_idempotency_key",
+        );
+        assert!(bad["detail"].as_str().unwrap().contains("Idempotency-Key"), "{bad}");
+        let long = "k".repeat(129);
+        assert_error(
+            send(Some(OPERATOR_TOKEN), &long, path),
+            Status::BadRequest,
+            "invalid_idempotency_key",
+        );
+    }
+    // A well-formed key on the embedded log: the change is decided as usual.
+    let response = client
+        .put("/v1/dial")
+        .header(bearer(OPERATOR_TOKEN))
+        .header(Header::new("Idempotency-Key", "w1-1-0f"))
+        .header(ContentType::JSON)
+        .body(json!({"blue_units": 20, "expected_version": 1, "reason": "k"}).to_string())
+        .dispatch();
+    assert_eq!(body(response)["version"], 2);
+}

@@ -37,6 +37,7 @@ fn get_cluster(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError
             "where": log.description,
             "next_position": log.next_position,
             "state_hash": log.state_hash.map(|h| format!("{h:016x}")),
+            "state_version": log.state_version,
         },
         "self": node.map(|n| n.id.as_str()),
         "replicas": [myself],

@@ -10,6 +10,7 @@ mod drains;
 pub mod edge;
 pub mod error;
 mod health;
+pub mod idempotency;
 mod lanes;
 mod ofrep;
 pub mod openapi;
@@ -214,6 +215,19 @@ pub async fn submit(
     by: String,
     reason: String,
 ) -> Result<Submitted, ApiError> {
+    submit_with_id(app, command, expected_version, by, reason, None).await
+}
+
+/// [`submit`] under a client-chosen command id (the `Idempotency-Key` header): on a shared log a
+/// retry with the same id is answered with the first attempt's outcome and never applies twice.
+pub async fn submit_with_id(
+    app: &App,
+    command: Command,
+    expected_version: Option<u64>,
+    by: String,
+    reason: String,
+    command_id: Option<String>,
+) -> Result<Submitted, ApiError> {
     const RETRIES: u32 = 3;
     let mut attempt = 0;
     loop {
@@ -221,9 +235,12 @@ pub async fn submit(
         let audit = Audit { by: by.clone(), at_ms: now_ms(), reason: reason.clone() };
         let envelope = Envelope { expected_version: expected, command: command.clone(), audit };
         let coordinator = Arc::clone(&app.coordinator);
-        let result = rocket::tokio::task::spawn_blocking(move || coordinator.submit(&envelope))
-            .await
-            .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+        let id = command_id.clone();
+        let result = rocket::tokio::task::spawn_blocking(move || {
+            coordinator.submit_with_id(&envelope, id.as_deref())
+        })
+        .await
+        .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
         match result {
             Err(SubmitError::Command(CommandError::VersionConflict { .. }))
                 if expected_version.is_none() && attempt < RETRIES =>

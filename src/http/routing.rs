@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
+use super::idempotency::IdempotencyKey;
 use super::tag::Versioned;
 use super::{App, iso8601};
 use crate::core::{Color, Command, HASH_ALGORITHM, RoutingTable, Share, UnitMode};
@@ -72,6 +73,7 @@ struct DialRequest {
 async fn put_dial(
     app: &State<App>,
     caller: Caller,
+    key: IdempotencyKey,
     request: JsonBody<'_, DialRequest>,
 ) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
@@ -106,7 +108,7 @@ async fn put_dial(
         }
     }
     let command = Command::SetBlueUnits { blue_units: share.blue_units };
-    submit(app, command, request.expected_version, by, reason).await
+    submit(app, command, request.expected_version, by, reason, key).await
 }
 
 #[derive(Deserialize)]
@@ -121,6 +123,7 @@ struct PinRequest {
 async fn put_pin(
     app: &State<App>,
     caller: Caller,
+    key: IdempotencyKey,
     user_id: &str,
     request: JsonBody<'_, PinRequest>,
 ) -> Result<Versioned, ApiError> {
@@ -130,7 +133,7 @@ async fn put_pin(
         ApiError::bad_request("invalid_color", e.to_string())
     })?;
     let command = Command::Pin { user_id: user_id.to_owned(), color };
-    submit(app, command, request.expected_version, by, request.reason).await
+    submit(app, command, request.expected_version, by, request.reason, key).await
 }
 
 #[derive(Deserialize)]
@@ -144,13 +147,14 @@ struct UnpinRequest {
 async fn delete_pin(
     app: &State<App>,
     caller: Caller,
+    key: IdempotencyKey,
     user_id: &str,
     request: JsonBody<'_, UnpinRequest>,
 ) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
     let command = Command::Unpin { user_id: user_id.to_owned() };
-    submit(app, command, request.expected_version, by, request.reason).await
+    submit(app, command, request.expected_version, by, request.reason, key).await
 }
 
 /// Submits a command and renders the resulting routing table.
@@ -160,8 +164,11 @@ async fn submit(
     expected_version: u64,
     by: String,
     reason: String,
+    key: IdempotencyKey,
 ) -> Result<Versioned, ApiError> {
-    let submitted = super::submit(app, command, Some(expected_version), by, reason).await?;
+    let id = key.command_id()?;
+    let submitted =
+        super::submit_with_id(app, command, Some(expected_version), by, reason, id).await?;
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
     body["changed"] = json!(submitted.applied.is_some());
     Ok(Versioned::new(&body, submitted.table.version()))

@@ -119,6 +119,8 @@ pub struct LogStatus {
     /// Next position to apply (Kafka: offset), for a shared log.
     pub next_position: Option<u64>,
     pub state_hash: Option<u64>,
+    /// The version `state_hash` belongs to (read under the same lock), for a shared log.
+    pub state_version: Option<u64>,
 }
 
 pub struct Coordinator {
@@ -492,11 +494,11 @@ impl Coordinator {
 
     /// The log this coordinator serves from, for GET /v1/cluster.
     pub fn log_status(&self) -> LogStatus {
-        let (kind, next_position, state_hash) = match &self.path {
-            Path::Local(_) => ("file", None, None),
+        let (kind, next_position, state_hash, state_version) = match &self.path {
+            Path::Local(_) => ("file", None, None, None),
             Path::Shared(replica) => {
                 let a = replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                ("kafka", Some(a.next_position), Some(a.state_hash))
+                ("kafka", Some(a.next_position), Some(a.state_hash), Some(a.state.version()))
             }
         };
         LogStatus {
@@ -505,6 +507,7 @@ impl Coordinator {
             description: self.log_description.clone(),
             next_position,
             state_hash,
+            state_version,
         }
     }
 
