@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::config::{Config, StoreConfig};
 use crate::http::{self, App, now_ms};
-use crate::mq::{KafkaCommandLog, KafkaLogReader, ensure_command_topic};
+use crate::mq::{KafkaCommandLog, KafkaLogReader, KafkaPresence, ensure_command_topic};
 use crate::service::coordinator::{Boot, Coordinator, StartError};
 use crate::store::{FileLog, Snapshots, StoreError};
 
@@ -66,7 +66,25 @@ pub fn serve(config: Config) -> Result<(), String> {
         );
     }
     let coordinator = Arc::new(coordinator);
-    let app = App::new(Arc::clone(&coordinator), config);
+    let app = App::new(Arc::clone(&coordinator), Arc::clone(&config));
+    if let StoreConfig::Kafka { bootstrap, topic, .. } = &config.store {
+        // Replicas announce themselves on `<topic>.presence`; without it, /v1/cluster lists only
+        // this replica, so a failure here is a warning, not a reason to stop serving.
+        let started = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| {
+                rt.block_on(KafkaPresence::new(bootstrap, topic)).map_err(|e| e.to_string())
+            })
+            .and_then(|bus| app.presence.run(Box::new(bus), now_ms).map_err(|e| e.to_string()));
+        if let Err(e) = started {
+            eprintln!(
+                "tidegate: warning: cannot use the presence topic `{}`: {e}; GET /v1/cluster lists only this replica",
+                crate::mq::presence_topic(topic)
+            );
+        }
+    }
     let served = http::run(app);
     // Clean shutdown: the next start reads this snapshot and no log entry at all.
     if let Err(e) = coordinator.snapshot_now() {

@@ -34,6 +34,18 @@ fn start_replicas(dir: &Path, topic: &str, count: usize) -> Vec<Server> {
         .collect()
 }
 
+/// The row of `/v1/cluster`'s `replicas` for the replica that answered.
+fn myself(cluster: &serde_json::Value) -> &serde_json::Value {
+    let rows = cluster["replicas"].as_array().unwrap();
+    let mine: Vec<_> = rows.iter().filter(|r| r["self"] == true).collect();
+    assert_eq!(mine.len(), 1, "{cluster}");
+    mine[0]
+}
+
+fn cluster(server: &Server) -> serde_json::Value {
+    get_json(&format!("{}/v1/cluster", server.url)).1
+}
+
 fn routing(server: &Server) -> serde_json::Value {
     get_json(&format!("{}/v1/routing", server.url)).1
 }
@@ -71,8 +83,9 @@ fn a_change_on_one_replica_is_seen_on_the_others_with_the_same_log_id() {
         assert_eq!(cluster["log"]["kind"], "kafka", "{cluster}");
         assert_eq!(cluster["log"]["id"], log_id.as_str());
         assert_eq!(cluster["self"], format!("r{}", n + 1));
-        assert_eq!(cluster["replicas"][0]["zone"], format!("zone-{}", n + 1));
-        assert_eq!(cluster["replicas"][0]["applied_version"], 2);
+        let me = myself(cluster);
+        assert_eq!(me["zone"], format!("zone-{}", n + 1));
+        assert_eq!(me["applied_version"], 2);
         assert_eq!(cluster["log"]["state_hash"], clusters[0]["log"]["state_hash"]);
     }
     // A fourth replica started later replays the whole log into the same state.
@@ -182,4 +195,58 @@ fn a_killed_replica_does_not_stop_writes_and_a_paused_one_cannot_act_on_stale_st
     replicas.remove(0).kill9();
     assert_eq!(dial(&replicas[0], 40, 3).0, 200);
     assert!(wait_until(Duration::from_secs(5), || routing(&replicas[1])["blue_units"] == 40));
+}
+
+#[test]
+fn replicas_see_each_other_on_the_presence_topic_and_a_killed_one_turns_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-presence");
+    let mut replicas = start_replicas(dir.path(), &topic, 3);
+    assert_eq!(dial(&replicas[0], 30, 1).0, 200);
+    let row = |c: &serde_json::Value, id: &str| {
+        c["replicas"].as_array().unwrap().iter().find(|r| r["id"] == id).cloned()
+    };
+    // Each replica lists all three, each with the URL it is reached at, live and caught up.
+    for (n, replica) in replicas.iter().enumerate() {
+        let all_live = || {
+            let c = cluster(replica);
+            (1..=3).all(|m| {
+                row(&c, &format!("r{m}")).is_some_and(|r| {
+                    r["status"] == "live" && r["applied_version"] == 2 && r["behind"] == 0
+                })
+            })
+        };
+        assert!(
+            wait_until(Duration::from_secs(15), all_live),
+            "replica r{} does not see the other two: {}",
+            n + 1,
+            cluster(replica)
+        );
+        let c = cluster(replica);
+        assert_eq!(c["replicas"].as_array().unwrap().len(), 3, "{c}");
+        assert_eq!(myself(&c)["id"], format!("r{}", n + 1));
+        for (m, other) in replicas.iter().enumerate() {
+            let r = row(&c, &format!("r{}", m + 1)).unwrap();
+            assert_eq!(r["url"], other.url.as_str(), "{c}");
+            assert_eq!(r["zone"], format!("zone-{}", m + 1));
+            assert_eq!(r["state_hash"], c["log"]["state_hash"], "{c}");
+        }
+    }
+    // kill -9 r3: within a few intervals r1 and r2 show it lost, still at the version it had.
+    replicas.remove(2).kill9();
+    for replica in &replicas {
+        assert!(
+            wait_until(Duration::from_secs(15), || row(&cluster(replica), "r3")
+                .is_some_and(|r| r["status"] == "lost")),
+            "{}",
+            cluster(replica)
+        );
+        let c = cluster(replica);
+        assert_eq!(row(&c, "r1").unwrap()["status"], "live", "{c}");
+        assert_eq!(row(&c, "r2").unwrap()["status"], "live", "{c}");
+    }
+    // A change the dead replica never applied shows it behind.
+    assert_eq!(dial(&replicas[0], 40, 2).0, 200);
+    assert!(wait_until(Duration::from_secs(10), || row(&cluster(&replicas[1]), "r3")
+        .is_some_and(|r| r["behind"] == 1)));
 }
