@@ -63,6 +63,12 @@ pub enum Commands {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Show the coordinator replicas: which one answers, each one's zone, version, lag and
+    /// whether it is live or lost.
+    Cluster {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Show the audit log, newest first.
     Audit {
         #[arg(long, default_value_t = 20)]
@@ -146,7 +152,8 @@ pub struct DemoArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
-    /// Server URL; defaults to the address in --config, else http://127.0.0.1:8080.
+    /// Server URL, or several comma-separated (`a,b,c`: coordinator replicas, tried in turn when
+    /// one cannot be reached); defaults to the address in --config, else http://127.0.0.1:8080.
     #[arg(long, env = "TIDEGATE_URL")]
     pub server: Option<String>,
     /// Configuration file to take the server address from.
@@ -319,6 +326,7 @@ pub fn run(cli: Cli) -> ExitCode {
             client::pin(&client, &user_id, None, &reason)
         }
         Commands::Status { client } => client::status(&client),
+        Commands::Cluster { client } => client::cluster(&client),
         Commands::Audit { limit, client } => client::audit(&client, limit),
         Commands::Drain { action } => match action {
             DrainCommand::Start(args) => client::drain_start(&args),
