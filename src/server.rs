@@ -35,15 +35,37 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
         let log = KafkaCommandLog::new(bootstrap, topic).map_err(shared)?;
         let reader = KafkaLogReader::new(bootstrap, topic).map_err(shared)?;
         let wait = Duration::from_millis(*apply_timeout_ms);
-        return Coordinator::start_shared(Box::new(log), Box::new(reader), boot, wait);
+        // Each replica keeps its own snapshot (positions are Kafka offsets) in its data dir.
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| StoreError::Io {
+            action: "create data directory",
+            path: config.data_dir.clone(),
+            source,
+        })?;
+        let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
+        let started = Coordinator::start_shared(
+            Box::new(log),
+            Box::new(reader),
+            Some(snapshots),
+            boot,
+            wait,
+        )?;
+        return Ok(announce_start(started));
     }
     let log = FileLog::open(&config.data_dir)?;
     let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
     let started = Coordinator::start(Box::new(log), Some(snapshots), boot)?;
+    Ok(announce_start(started))
+}
+
+/// Prints what start-up found worth a warning, and whether it began from a snapshot.
+fn announce_start(started: crate::service::coordinator::Started) -> Coordinator {
     for warning in &started.warnings {
         eprintln!("tidegate: warning: {warning}");
     }
-    Ok(started.coordinator)
+    if started.from_snapshot {
+        eprintln!("tidegate: started from the snapshot, then the log after it");
+    }
+    started.coordinator
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.

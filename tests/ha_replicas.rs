@@ -16,8 +16,13 @@ use serde_json::json;
 
 /// Writes a replica's configuration for `topic` and returns its path.
 fn replica_config(dir: &Path, topic: &str, n: usize) -> std::path::PathBuf {
+    replica_config_with(dir, topic, n, "")
+}
+
+/// [`replica_config`] with top-level settings (`top`) in front.
+fn replica_config_with(dir: &Path, topic: &str, n: usize, top: &str) -> std::path::PathBuf {
     let extra = format!(
-        "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
+        "{top}\n[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
         kafka::bootstrap()
     );
     let file = dir.join(format!("r{n}.toml"));
@@ -249,4 +254,63 @@ fn replicas_see_each_other_on_the_presence_topic_and_a_killed_one_turns_lost() {
     assert_eq!(dial(&replicas[0], 40, 2).0, 200);
     assert!(wait_until(Duration::from_secs(10), || row(&cluster(&replicas[1]), "r3")
         .is_some_and(|r| r["behind"] == 1)));
+}
+
+/// Appends a proposal straight to the command topic, as a replica would (a chosen command id).
+fn propose(topic: &str, id: &str, expected_version: u64, blue_units: u32) {
+    use tidegate::core::{Audit, Command as Change, Envelope};
+    use tidegate::store::{LogEntry, SharedLog};
+    let log = tidegate::mq::KafkaCommandLog::new(&kafka::bootstrap(), topic).unwrap();
+    let envelope = Envelope {
+        expected_version,
+        command: Change::SetBlueUnits { blue_units },
+        audit: Audit { by: "alice".into(), at_ms: 1_700_000_000_000, reason: "retry".into() },
+    };
+    log.append(&LogEntry::proposal(id, &envelope)).unwrap();
+}
+
+#[test]
+fn a_replica_restarted_from_its_snapshot_decides_like_one_that_applies_the_whole_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-snapshot");
+    let config = replica_config_with(dir.path(), &topic, 1, "snapshot_every = 2");
+    let r1 = Server::start(&config, &dir.path().join("data-1"));
+    assert_eq!(dial(&r1, 10, 1).0, 200);
+    // Command `dup` is decided before the snapshot...
+    propose(&topic, "dup", 2, 33);
+    assert!(wait_until(Duration::from_secs(5), || routing(&r1)["blue_units"] == 33));
+    assert_eq!(dial(&r1, 20, 3).0, 200);
+    assert_eq!(dial(&r1, 25, 4).0, 200);
+    assert_eq!(r1.terminate().code(), Some(0));
+    assert!(dir.path().join("data-1/tidegate.snapshot").exists(), "a snapshot at shutdown");
+    // ...and retried after it, with an expected version that now matches: it must not apply.
+    propose(&topic, "dup", 5, 77);
+    propose(&topic, "fresh", 5, 60);
+    let r1 = Server::start(&config, &dir.path().join("data-1"));
+    assert!(
+        wait_until(Duration::from_secs(2), || r1.stderr().contains("started from the snapshot")),
+        "r1 started from the first record: {}",
+        r1.stderr()
+    );
+    let r2 = Server::start(&replica_config(dir.path(), &topic, 2), &dir.path().join("data-2"));
+    assert!(!r2.stderr().contains("started from the snapshot"), "{}", r2.stderr());
+    for replica in [&r1, &r2] {
+        assert!(wait_until(Duration::from_secs(5), || routing(replica)["version"] == 6));
+        assert_eq!(routing(replica)["blue_units"], 60, "the retried `dup` took no effect");
+    }
+    assert_eq!(routing(&r1), routing(&r2));
+    assert_eq!(cluster(&r1)["log"]["state_hash"], cluster(&r2)["log"]["state_hash"]);
+    let audit = |r: &Server| get_json(&format!("{}/v1/audit?limit=50", r.url)).1;
+    assert_eq!(audit(&r1), audit(&r2));
+    // A snapshot of another log (the topic was replaced) is ignored with a warning.
+    drop(r1);
+    let other = kafka::unique("ha-snapshot-other");
+    let moved = replica_config_with(dir.path(), &other, 1, "snapshot_every = 2");
+    let r1 = Server::start(&moved, &dir.path().join("data-1"));
+    assert!(
+        wait_until(Duration::from_secs(2), || r1.stderr().contains("ignored the snapshot")),
+        "{}",
+        r1.stderr()
+    );
+    assert_eq!(routing(&r1)["version"], 1);
 }
