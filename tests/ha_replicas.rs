@@ -314,3 +314,72 @@ fn a_replica_restarted_from_its_snapshot_decides_like_one_that_applies_the_whole
     );
     assert_eq!(routing(&r1)["version"], 1);
 }
+
+#[test]
+fn a_file_log_exported_and_imported_gives_a_replica_the_same_routing_audit_and_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let file_config = dir.path().join("single.toml");
+    std::fs::write(&file_config, config_toml("")).unwrap();
+    let data = dir.path().join("single-data");
+    let single = Server::start(&file_config, &data);
+    let url = |path: &str| format!("{}{path}", single.url);
+    let version = || routing(&single)["version"].as_u64().unwrap();
+    // A history with dial moves, a pin, a drain (started, then paused) and a plan.
+    assert_eq!(dial(&single, 40, 1).0, 200);
+    let pin = json!({"color": "blue", "expected_version": 2, "reason": "tester"});
+    assert_eq!(put_json(&url("/v1/pins/alice"), OPERATOR_TOKEN, pin).0, 200);
+    assert_eq!(dial(&single, 35, 3).0, 200);
+    let drain = json!({"zone": "az-b", "target_percent": 0, "step_percent": 10, "interval": "1h",
+                       "reason": "maintenance"});
+    let (status, body) = common::post_json(&url("/v1/drains"), OPERATOR_TOKEN, drain);
+    assert_eq!(status, 201, "{body}");
+    let pause = json!({"reason": "hold"});
+    let (status, body) = common::post_json(&url("/v1/drains/1/pause"), OPERATOR_TOKEN, pause);
+    assert_eq!(status, 200, "{body}");
+    let plan = json!({
+        "expected_version": version(), "reason": "reviewed", "rto": "1m",
+        "steps": [{"type": "evacuate", "zone": "az-b", "to_percent": 0}]
+    });
+    let (status, body) = put_json(&url("/v1/plans/az-b-failing"), OPERATOR_TOKEN, plan);
+    assert!(status == 200 || status == 201, "{body}");
+    let before_routing = routing(&single);
+    let before_audit = get_json(&url("/v1/audit?limit=100")).1;
+    let before_hash = cluster(&single)["log"]["state_hash"].clone();
+    assert!(before_hash.is_string(), "the file node reports its state hash");
+    assert_eq!(single.terminate().code(), Some(0));
+
+    let export = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["log", "export", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let lines = String::from_utf8(export.stdout).unwrap();
+    assert_eq!(lines.lines().count() as u64, before_routing["version"].as_u64().unwrap());
+    let file = dir.path().join("export.jsonl");
+    std::fs::write(&file, &lines).unwrap();
+
+    let topic = kafka::unique("ha-import");
+    let config = replica_config(dir.path(), &topic, 1);
+    let import = || {
+        Command::new(env!("CARGO_BIN_EXE_tidegate"))
+            .args(["log", "import", "--config"])
+            .arg(&config)
+            .arg("--file")
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let out = import();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A second import into the now non-empty topic is refused, naming it.
+    let again = import();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success() && stderr.contains(&topic), "{stderr}");
+
+    let replica = Server::start(&config, &dir.path().join("data-1"));
+    assert_eq!(routing(&replica), before_routing);
+    assert_eq!(get_json(&format!("{}/v1/audit?limit=100", replica.url)).1, before_audit);
+    assert_eq!(cluster(&replica)["log"]["state_hash"], before_hash);
+    assert_eq!(cluster(&replica)["log"]["kind"], "kafka");
+}
