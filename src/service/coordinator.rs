@@ -141,21 +141,26 @@ impl Replica {
     }
 }
 
-/// Applies every record from the applier's next position up to `end`.
+/// Applies every record from the applier's next position up to `end`. Reads at least once, so
+/// that a position the log does not hold is [`StoreError::Position`] even when it is past `end`.
 fn catch_up(
     applier: &mut Applier,
     reader: &mut dyn LogReader,
     end: u64,
 ) -> Result<u64, StoreError> {
     let mut applied = 0;
-    while applier.next_position < end {
-        let records = reader.read_after(applier.next_position, Duration::from_secs(1))?;
+    loop {
+        let wait =
+            if applier.next_position < end { Duration::from_secs(1) } else { Duration::ZERO };
+        let records = reader.read_after(applier.next_position, wait)?;
         for (position, record) in &records {
             applier.apply(*position, record.as_ref().map_err(String::as_str));
             applied += 1;
         }
+        if applier.next_position >= end {
+            return Ok(applied);
+        }
     }
-    Ok(applied)
 }
 
 /// What GET /v1/cluster reports about this replica's log.
@@ -723,5 +728,98 @@ fn describe_scheme(genesis: &Genesis) -> String {
         crate::core::UnitMode::Digits { skip } => {
             format!("{} units in digits mode (skip {skip})", genesis.scheme.count())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{Command, UnitMode, UnitScheme};
+    use crate::store::ReadRecord;
+
+    /// A shared log in memory, read and written by every replica of a test.
+    #[derive(Clone, Default)]
+    struct Memory {
+        records: Arc<Mutex<Vec<LogEntry>>>,
+    }
+
+    impl SharedLog for Memory {
+        fn append(&self, entry: &LogEntry) -> Result<u64, StoreError> {
+            let mut records = self.records.lock().unwrap();
+            records.push(entry.clone());
+            Ok(records.len() as u64 - 1)
+        }
+        fn describe(&self) -> String {
+            "memory".into()
+        }
+    }
+
+    impl LogReader for Memory {
+        fn read_after(&mut self, from: u64, wait: Duration) -> Result<Vec<ReadRecord>, StoreError> {
+            let records = self.records.lock().unwrap().clone();
+            if from > records.len() as u64 {
+                let reason = format!("the log ends at {}", records.len());
+                return Err(StoreError::Position { log: "memory".into(), position: from, reason });
+            }
+            if from == records.len() as u64 {
+                std::thread::sleep(wait.min(Duration::from_millis(20)));
+            }
+            let read = records.into_iter().enumerate().skip(from as usize);
+            Ok(read.map(|(i, e)| (i as u64, Ok(e))).collect())
+        }
+        fn end(&mut self) -> Result<u64, StoreError> {
+            Ok(self.records.lock().unwrap().len() as u64)
+        }
+    }
+
+    fn start(log: &Memory, dir: &std::path::Path) -> Started {
+        let boot = Boot {
+            genesis: Genesis {
+                scheme: UnitScheme::new(100, UnitMode::Hash).unwrap(),
+                blue_units: 50,
+            },
+            zones: ColorZones::default(),
+            now_ms: 1,
+        };
+        let snapshots = Snapshots::new(dir, 0);
+        let (writer, reader) = (Box::new(log.clone()), Box::new(log.clone()));
+        Coordinator::start_shared(writer, reader, Some(snapshots), boot, Duration::from_secs(5))
+            .unwrap()
+    }
+
+    fn dial(c: &Coordinator, blue_units: u32) {
+        let envelope = Envelope {
+            expected_version: c.state().version(),
+            command: Command::SetBlueUnits { blue_units },
+            audit: Audit { by: "alice".into(), at_ms: 2, reason: "move".into() },
+        };
+        c.submit(&envelope).unwrap();
+    }
+
+    #[test]
+    fn a_replica_snapshot_is_used_when_the_log_holds_its_position_and_ignored_when_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Memory::default();
+        let first = start(&log, dir.path());
+        assert!(!first.from_snapshot);
+        for units in [10, 20, 30] {
+            dial(&first.coordinator, units);
+        }
+        assert!(first.coordinator.snapshot_now().unwrap());
+        let hash = first.coordinator.log_status().state_hash;
+        let again = start(&log, dir.path());
+        assert!(again.from_snapshot, "{:?}", again.warnings);
+        assert_eq!(again.coordinator.state().table().blue_units(), 30);
+        assert_eq!(again.coordinator.log_status().state_hash, hash);
+        // A log of the same id that no longer reaches the snapshot's position (Kafka: an offset
+        // past the end, or below the log start offset): the snapshot is ignored, and the whole
+        // log is applied.
+        log.records.lock().unwrap().truncate(2);
+        let fallback = start(&log, dir.path());
+        assert!(!fallback.from_snapshot);
+        let warnings = fallback.warnings.join("; ");
+        assert!(warnings.contains("ignored the snapshot (position 4"), "{warnings}");
+        assert_eq!(fallback.coordinator.state().table().blue_units(), 10);
+        assert_eq!(fallback.coordinator.state().version(), 2);
     }
 }
