@@ -788,11 +788,15 @@ async fn the_overview_offers_the_other_replicas_console_when_its_own_dies_in_chr
         banner.contains("The replica serving this page (r1") && banner.contains("not answering"),
         "{banner}"
     );
+    let own = text(&c, "#replicas tr[data-replica=\"r1\"]").await;
+    assert!(own.contains("Not answering"), "{own}");
     let href = js(&c, "return document.querySelector('#replica-down a.replica-link').href").await;
     assert_eq!(href, json!(format!("{}/ui", r2.url)));
     shot(&c, "14-replica-down").await;
     // Following the link opens r2's console (same secret key: the session carries over, else log in).
-    click(&c, "#replica-down a.replica-link").await;
+    // Clicked from the page itself: the banner is rebuilt on every failed poll, so a link found
+    // over WebDriver can go stale before the click lands.
+    js(&c, "document.querySelector('#replica-down a.replica-link').click(); return null").await;
     wait_for(&c, "r2's page", "location.pathname === '/ui' || location.pathname === '/ui/login'")
         .await;
     if js(&c, "return location.pathname").await == json!("/ui/login") {

@@ -223,6 +223,12 @@
       links.push(el('a', { href: r.url + '/ui', class: 'replica-link' }, text(r.id) + (r.zone ? ' (' + r.zone + ')' : '')));
       if (r.status === 'lost') links.push(' (lost when last seen)');
     }
+    // The table is from before: mark this replica's own row, which it can no longer update.
+    const row = document.querySelector('#replicas tr[data-replica="' + CSS.escape(text(me.id)) + '"]');
+    if (row) {
+      row.className = 'replica-lost';
+      row.children[2].replaceChildren(el('span', { class: 'state state-down' }, '✕ Not answering'));
+    }
     return el('span', { id: 'replica-down' }, 'The replica serving this page (' + text(me.id) + (me.url ? ', ' + me.url : '') +
       ') is not answering. Open another replica\'s console: ', ...links, '. ');
   }
