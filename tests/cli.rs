@@ -197,6 +197,14 @@ fn several_servers_are_tried_in_turn_on_connection_errors_but_an_http_error_is_t
     ));
     assert!(stale.contains("409"), "{stale}");
     assert!(ok(tidegate(&["dial", "get"], &b.url, None)).contains("version 1: blue 50%"));
+    // A stopped (SIGSTOP) first coordinator still accepts connections: a read moves on after its
+    // 5 s timeout.
+    let stopped = Server::start(&config, &dir.path().join("data-c"));
+    let pid = stopped.child.id().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let hung = format!("{},{}", stopped.url, a.url);
+    assert!(ok(tidegate(&["dial", "get"], &hung, None)).contains("blue 30%"));
+    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
     // Every coordinator dead: one error naming each.
     let (d1, d2) = (dead_url(), dead_url());
     let err = fails(tidegate(&["dial", "get"], &format!("{d1},{d2}"), None));

@@ -19,6 +19,27 @@ struct Client {
     json: bool,
 }
 
+/// How long a read may take before the next coordinator is tried (a hung or stopped one still
+/// accepts connections, so only a timeout tells). Changes wait up to 30 s.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// True when `e` means the request certainly never reached a server (so a change may be sent to
+/// the next coordinator).
+fn undelivered(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind;
+    match e {
+        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => true,
+        ureq::Error::Timeout(t) => {
+            matches!(t, ureq::Timeout::Resolve | ureq::Timeout::Connect)
+        }
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused | ErrorKind::AddrNotAvailable | ErrorKind::NotConnected
+        ),
+        _ => false,
+    }
+}
+
 /// The base URLs in `--server` / `TIDEGATE_URL`: comma-separated, each without a trailing `/`.
 fn split_servers(servers: &str) -> Result<Vec<String>, String> {
     let bases: Vec<String> = servers
@@ -89,6 +110,14 @@ impl Client {
                     self.current.set(index);
                     return self.answer(method, path, response);
                 }
+                // A change that may have reached the server is not sent to another one: its
+                // outcome is unknown, and only the audit log can tell.
+                Err(e) if method != "GET" && !undelivered(&e) => {
+                    return Err(format!(
+                        "{method} {path}: {} did not answer ({e}); the change may or may not have been made: check `tidegate audit` before trying again",
+                        self.bases[index]
+                    ));
+                }
                 Err(e) => failures.push(format!("{}: {e}", self.bases[index])),
             }
         }
@@ -106,7 +135,8 @@ impl Client {
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
         match (method, body) {
             ("GET", _) => {
-                let mut req = self.agent.get(&url);
+                let mut req =
+                    self.agent.get(&url).config().timeout_global(Some(READ_TIMEOUT)).build();
                 if let Some(auth) = &auth {
                     req = req.header("Authorization", auth);
                 }
