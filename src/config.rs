@@ -578,6 +578,9 @@ pub struct NodeConfig {
     pub id: String,
     pub zone: String,
     pub url: String,
+    /// True when `url` was derived from the listen address (`[node] url` not set): the server
+    /// then announces the address it actually bound (port 0 picks one).
+    pub url_derived: bool,
 }
 
 /// The operator web UI: the key that encrypts session cookies and how long a session lasts.
@@ -692,17 +695,28 @@ fn validate_node(
     store: &StoreConfig,
     address: IpAddr,
     port: u16,
+    tls: bool,
 ) -> Result<Option<NodeConfig>, ConfigError> {
     if s.id.is_empty() && s.zone.is_empty() && *store == StoreConfig::File {
         return Ok(None);
     }
     check_label("node.id", &s.id)?;
     check_label("node.zone", &s.zone)?;
-    let url = if s.url.is_empty() { format!("http://{address}:{port}") } else { s.url.clone() };
-    if !url.starts_with("http://") && !url.starts_with("https://") {
+    let url_derived = s.url.is_empty();
+    let url = if url_derived {
+        let host = if address.is_ipv6() { format!("[{address}]") } else { address.to_string() };
+        format!("{}://{host}:{port}", if tls { "https" } else { "http" })
+    } else {
+        s.url.trim_end_matches('/').to_owned()
+    };
+    let valid = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace));
+    if !valid {
         return Err(invalid("node.url", format!("`{url}` is not an http(s) URL")));
     }
-    Ok(Some(NodeConfig { id: s.id.clone(), zone: s.zone.clone(), url }))
+    Ok(Some(NodeConfig { id: s.id.clone(), zone: s.zone.clone(), url, url_derived }))
 }
 
 impl Config {
@@ -851,7 +865,7 @@ impl Config {
         let edge = validate_edge(&s.edge, &s.data_dir)?;
         let capacity = validate_capacity(&s, &zones, &health)?;
         let store = validate_store(&s.store)?;
-        let node = validate_node(&s.node, &store, address, s.server.port)?;
+        let node = validate_node(&s.node, &store, address, s.server.port, s.server.tls.is_some())?;
         Ok(Config {
             store,
             node,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::config::{Config, StoreConfig};
 use crate::http::{self, App, now_ms};
-use crate::mq::{KafkaCommandLog, KafkaLogReader, ensure_command_topic};
+use crate::mq::{KafkaCommandLog, KafkaLogReader, KafkaPresence, ensure_command_topic};
 use crate::service::coordinator::{Boot, Coordinator, StartError};
 use crate::store::{FileLog, Snapshots, StoreError};
 
@@ -35,15 +35,37 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
         let log = KafkaCommandLog::new(bootstrap, topic).map_err(shared)?;
         let reader = KafkaLogReader::new(bootstrap, topic).map_err(shared)?;
         let wait = Duration::from_millis(*apply_timeout_ms);
-        return Coordinator::start_shared(Box::new(log), Box::new(reader), boot, wait);
+        // Each replica keeps its own snapshot (positions are Kafka offsets) in its data dir.
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| StoreError::Io {
+            action: "create data directory",
+            path: config.data_dir.clone(),
+            source,
+        })?;
+        let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
+        let started = Coordinator::start_shared(
+            Box::new(log),
+            Box::new(reader),
+            Some(snapshots),
+            boot,
+            wait,
+        )?;
+        return Ok(announce_start(started));
     }
     let log = FileLog::open(&config.data_dir)?;
     let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
     let started = Coordinator::start(Box::new(log), Some(snapshots), boot)?;
+    Ok(announce_start(started))
+}
+
+/// Prints what start-up found worth a warning, and whether it began from a snapshot.
+fn announce_start(started: crate::service::coordinator::Started) -> Coordinator {
     for warning in &started.warnings {
         eprintln!("tidegate: warning: {warning}");
     }
-    Ok(started.coordinator)
+    if started.from_snapshot {
+        eprintln!("tidegate: started from the snapshot, then the log after it");
+    }
+    started.coordinator
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.
@@ -66,7 +88,25 @@ pub fn serve(config: Config) -> Result<(), String> {
         );
     }
     let coordinator = Arc::new(coordinator);
-    let app = App::new(Arc::clone(&coordinator), config);
+    let app = App::new(Arc::clone(&coordinator), Arc::clone(&config));
+    if let StoreConfig::Kafka { bootstrap, topic, .. } = &config.store {
+        // Replicas announce themselves on `<topic>.presence`; without it, /v1/cluster lists only
+        // this replica, so a failure here is a warning, not a reason to stop serving.
+        let started = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| {
+                rt.block_on(KafkaPresence::new(bootstrap, topic)).map_err(|e| e.to_string())
+            })
+            .and_then(|bus| app.presence.run(Box::new(bus), now_ms).map_err(|e| e.to_string()));
+        if let Err(e) = started {
+            eprintln!(
+                "tidegate: warning: cannot use the presence topic `{}`: {e}; GET /v1/cluster lists only this replica",
+                crate::mq::presence_topic(topic)
+            );
+        }
+    }
     let served = http::run(app);
     // Clean shutdown: the next start reads this snapshot and no log entry at all.
     if let Err(e) = coordinator.snapshot_now() {

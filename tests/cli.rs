@@ -163,3 +163,52 @@ fn plans_list_show_and_dry_run_from_the_command_line() {
     let missing = fails(tidegate(&["plans", "dry-run", "nope"], url, None));
     assert!(missing.contains("plan_not_found"), "{missing}");
 }
+
+/// A URL nothing listens on: a port that was free a moment ago.
+fn dead_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn several_servers_are_tried_in_turn_on_connection_errors_but_an_http_error_is_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("t.toml");
+    std::fs::write(&config, config_toml("")).unwrap();
+    let a = Server::start(&config, &dir.path().join("data-a"));
+    let b = Server::start(&config, &dir.path().join("data-b"));
+    let op = Some(OPERATOR_TOKEN);
+    // The first coordinator is dead: reads and writes go to the next one.
+    let servers = format!("{},{}/", dead_url(), a.url);
+    assert!(ok(tidegate(&["dial", "get"], &servers, None)).contains("version 1: blue 50%"));
+    let set = ok(tidegate(&["dial", "set", "30", "--reason", "failover drill"], &servers, op));
+    assert!(set.contains("blue 30%"), "{set}");
+    let table = ok(tidegate(&["cluster"], &servers, None));
+    assert!(table.contains(&format!("at {}", a.url)), "the table names who answered: {table}");
+    assert!(table.contains("LIVE") && table.contains("log: file"), "{table}");
+    // A refusal is an answer: a 409 from `a` is not retried on `b` (where it would succeed).
+    let both = format!("{},{}", a.url, b.url);
+    let stale = fails(tidegate(
+        &["dial", "set", "20", "--reason", "x", "--expected-version", "1"],
+        &both,
+        op,
+    ));
+    assert!(stale.contains("409"), "{stale}");
+    assert!(ok(tidegate(&["dial", "get"], &b.url, None)).contains("version 1: blue 50%"));
+    // A stopped (SIGSTOP) first coordinator still accepts connections: a read moves on after its
+    // 5 s timeout.
+    let stopped = Server::start(&config, &dir.path().join("data-c"));
+    let pid = stopped.child.id().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let hung = format!("{},{}", stopped.url, a.url);
+    assert!(ok(tidegate(&["dial", "get"], &hung, None)).contains("blue 30%"));
+    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    // Every coordinator dead: one error naming each.
+    let (d1, d2) = (dead_url(), dead_url());
+    let err = fails(tidegate(&["dial", "get"], &format!("{d1},{d2}"), None));
+    assert!(err.contains(&d1) && err.contains(&d2) && err.contains("cannot reach"), "{err}");
+    // A malformed list is refused, naming the flag.
+    assert!(fails(tidegate(&["dial", "get"], "a.example,", None)).contains("--server"));
+}

@@ -47,6 +47,9 @@ fn each_bad_value_names_its_key() {
         ("[zones.az-a]\ncapacity_rps = -1", "zones.az-a.capacity_rps"),
         ("[zones.az-a]\ncapacity_query = \"up\"", "zones.az-a.capacity_query"),
         ("[capacity]\nheadroom = 1.0", "capacity.headroom"),
+        ("[node]\nid = \"r1\"\nzone = \"az-a\"\nurl = \"ftp://a:1\"", "node.url"),
+        ("[node]\nid = \"r1\"\nzone = \"az-a\"\nurl = \"http://\"", "node.url"),
+        ("[node]\nid = \"r 1\"\nzone = \"az-a\"", "node.id"),
     ];
     for (toml, key) in cases {
         let stderr = start_failure(toml);

@@ -16,8 +16,13 @@ use serde_json::json;
 
 /// Writes a replica's configuration for `topic` and returns its path.
 fn replica_config(dir: &Path, topic: &str, n: usize) -> std::path::PathBuf {
+    replica_config_with(dir, topic, n, "")
+}
+
+/// [`replica_config`] with top-level settings (`top`) in front.
+fn replica_config_with(dir: &Path, topic: &str, n: usize, top: &str) -> std::path::PathBuf {
     let extra = format!(
-        "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
+        "{top}\n[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
         kafka::bootstrap()
     );
     let file = dir.join(format!("r{n}.toml"));
@@ -32,6 +37,18 @@ fn start_replicas(dir: &Path, topic: &str, count: usize) -> Vec<Server> {
             Server::start(&file, &dir.join(format!("data-{n}")))
         })
         .collect()
+}
+
+/// The row of `/v1/cluster`'s `replicas` for the replica that answered.
+fn myself(cluster: &serde_json::Value) -> &serde_json::Value {
+    let rows = cluster["replicas"].as_array().unwrap();
+    let mine: Vec<_> = rows.iter().filter(|r| r["self"] == true).collect();
+    assert_eq!(mine.len(), 1, "{cluster}");
+    mine[0]
+}
+
+fn cluster(server: &Server) -> serde_json::Value {
+    get_json(&format!("{}/v1/cluster", server.url)).1
 }
 
 fn routing(server: &Server) -> serde_json::Value {
@@ -71,8 +88,9 @@ fn a_change_on_one_replica_is_seen_on_the_others_with_the_same_log_id() {
         assert_eq!(cluster["log"]["kind"], "kafka", "{cluster}");
         assert_eq!(cluster["log"]["id"], log_id.as_str());
         assert_eq!(cluster["self"], format!("r{}", n + 1));
-        assert_eq!(cluster["replicas"][0]["zone"], format!("zone-{}", n + 1));
-        assert_eq!(cluster["replicas"][0]["applied_version"], 2);
+        let me = myself(cluster);
+        assert_eq!(me["zone"], format!("zone-{}", n + 1));
+        assert_eq!(me["applied_version"], 2);
         assert_eq!(cluster["log"]["state_hash"], clusters[0]["log"]["state_hash"]);
     }
     // A fourth replica started later replays the whole log into the same state.
@@ -182,4 +200,186 @@ fn a_killed_replica_does_not_stop_writes_and_a_paused_one_cannot_act_on_stale_st
     replicas.remove(0).kill9();
     assert_eq!(dial(&replicas[0], 40, 3).0, 200);
     assert!(wait_until(Duration::from_secs(5), || routing(&replicas[1])["blue_units"] == 40));
+}
+
+#[test]
+fn replicas_see_each_other_on_the_presence_topic_and_a_killed_one_turns_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-presence");
+    let mut replicas = start_replicas(dir.path(), &topic, 3);
+    assert_eq!(dial(&replicas[0], 30, 1).0, 200);
+    let row = |c: &serde_json::Value, id: &str| {
+        c["replicas"].as_array().unwrap().iter().find(|r| r["id"] == id).cloned()
+    };
+    // Each replica lists all three, each with the URL it is reached at, live and caught up.
+    for (n, replica) in replicas.iter().enumerate() {
+        let all_live = || {
+            let c = cluster(replica);
+            (1..=3).all(|m| {
+                row(&c, &format!("r{m}")).is_some_and(|r| {
+                    r["status"] == "live" && r["applied_version"] == 2 && r["behind"] == 0
+                })
+            })
+        };
+        assert!(
+            wait_until(Duration::from_secs(15), all_live),
+            "replica r{} does not see the other two: {}",
+            n + 1,
+            cluster(replica)
+        );
+        let c = cluster(replica);
+        assert_eq!(c["replicas"].as_array().unwrap().len(), 3, "{c}");
+        assert_eq!(myself(&c)["id"], format!("r{}", n + 1));
+        for (m, other) in replicas.iter().enumerate() {
+            let r = row(&c, &format!("r{}", m + 1)).unwrap();
+            assert_eq!(r["url"], other.url.as_str(), "{c}");
+            assert_eq!(r["zone"], format!("zone-{}", m + 1));
+            assert_eq!(r["state_hash"], c["log"]["state_hash"], "{c}");
+        }
+    }
+    // kill -9 r3: within a few intervals r1 and r2 show it lost, still at the version it had.
+    replicas.remove(2).kill9();
+    for replica in &replicas {
+        assert!(
+            wait_until(Duration::from_secs(15), || row(&cluster(replica), "r3")
+                .is_some_and(|r| r["status"] == "lost")),
+            "{}",
+            cluster(replica)
+        );
+        let c = cluster(replica);
+        assert_eq!(row(&c, "r1").unwrap()["status"], "live", "{c}");
+        assert_eq!(row(&c, "r2").unwrap()["status"], "live", "{c}");
+    }
+    // A change the dead replica never applied shows it behind.
+    assert_eq!(dial(&replicas[0], 40, 2).0, 200);
+    assert!(wait_until(Duration::from_secs(10), || row(&cluster(&replicas[1]), "r3")
+        .is_some_and(|r| r["behind"] == 1)));
+}
+
+/// Appends a proposal straight to the command topic, as a replica would (a chosen command id).
+fn propose(topic: &str, id: &str, expected_version: u64, blue_units: u32) {
+    use tidegate::core::{Audit, Command as Change, Envelope};
+    use tidegate::store::{LogEntry, SharedLog};
+    let log = tidegate::mq::KafkaCommandLog::new(&kafka::bootstrap(), topic).unwrap();
+    let envelope = Envelope {
+        expected_version,
+        command: Change::SetBlueUnits { blue_units },
+        audit: Audit { by: "alice".into(), at_ms: 1_700_000_000_000, reason: "retry".into() },
+    };
+    log.append(&LogEntry::proposal(id, &envelope)).unwrap();
+}
+
+#[test]
+fn a_replica_restarted_from_its_snapshot_decides_like_one_that_applies_the_whole_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-snapshot");
+    let config = replica_config_with(dir.path(), &topic, 1, "snapshot_every = 2");
+    let r1 = Server::start(&config, &dir.path().join("data-1"));
+    assert_eq!(dial(&r1, 10, 1).0, 200);
+    // Command `dup` is decided before the snapshot...
+    propose(&topic, "dup", 2, 33);
+    assert!(wait_until(Duration::from_secs(5), || routing(&r1)["blue_units"] == 33));
+    assert_eq!(dial(&r1, 20, 3).0, 200);
+    assert_eq!(dial(&r1, 25, 4).0, 200);
+    assert_eq!(r1.terminate().code(), Some(0));
+    assert!(dir.path().join("data-1/tidegate.snapshot").exists(), "a snapshot at shutdown");
+    // ...and retried after it, with an expected version that now matches: it must not apply.
+    propose(&topic, "dup", 5, 77);
+    propose(&topic, "fresh", 5, 60);
+    let r1 = Server::start(&config, &dir.path().join("data-1"));
+    assert!(
+        wait_until(Duration::from_secs(2), || r1.stderr().contains("started from the snapshot")),
+        "r1 started from the first record: {}",
+        r1.stderr()
+    );
+    let r2 = Server::start(&replica_config(dir.path(), &topic, 2), &dir.path().join("data-2"));
+    assert!(!r2.stderr().contains("started from the snapshot"), "{}", r2.stderr());
+    for replica in [&r1, &r2] {
+        assert!(wait_until(Duration::from_secs(5), || routing(replica)["version"] == 6));
+        assert_eq!(routing(replica)["blue_units"], 60, "the retried `dup` took no effect");
+    }
+    assert_eq!(routing(&r1), routing(&r2));
+    assert_eq!(cluster(&r1)["log"]["state_hash"], cluster(&r2)["log"]["state_hash"]);
+    let audit = |r: &Server| get_json(&format!("{}/v1/audit?limit=50", r.url)).1;
+    assert_eq!(audit(&r1), audit(&r2));
+    // A snapshot of another log (the topic was replaced) is ignored with a warning.
+    drop(r1);
+    let other = kafka::unique("ha-snapshot-other");
+    let moved = replica_config_with(dir.path(), &other, 1, "snapshot_every = 2");
+    let r1 = Server::start(&moved, &dir.path().join("data-1"));
+    assert!(
+        wait_until(Duration::from_secs(2), || r1.stderr().contains("ignored the snapshot")),
+        "{}",
+        r1.stderr()
+    );
+    assert_eq!(routing(&r1)["version"], 1);
+}
+
+#[test]
+fn a_file_log_exported_and_imported_gives_a_replica_the_same_routing_audit_and_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let file_config = dir.path().join("single.toml");
+    std::fs::write(&file_config, config_toml("")).unwrap();
+    let data = dir.path().join("single-data");
+    let single = Server::start(&file_config, &data);
+    let url = |path: &str| format!("{}{path}", single.url);
+    let version = || routing(&single)["version"].as_u64().unwrap();
+    // A history with dial moves, a pin, a drain (started, then paused) and a plan.
+    assert_eq!(dial(&single, 40, 1).0, 200);
+    let pin = json!({"color": "blue", "expected_version": 2, "reason": "tester"});
+    assert_eq!(put_json(&url("/v1/pins/alice"), OPERATOR_TOKEN, pin).0, 200);
+    assert_eq!(dial(&single, 35, 3).0, 200);
+    let drain = json!({"zone": "az-b", "target_percent": 0, "step_percent": 10, "interval": "1h",
+                       "reason": "maintenance"});
+    let (status, body) = common::post_json(&url("/v1/drains"), OPERATOR_TOKEN, drain);
+    assert_eq!(status, 201, "{body}");
+    let pause = json!({"reason": "hold"});
+    let (status, body) = common::post_json(&url("/v1/drains/1/pause"), OPERATOR_TOKEN, pause);
+    assert_eq!(status, 200, "{body}");
+    let plan = json!({
+        "expected_version": version(), "reason": "reviewed", "rto": "1m",
+        "steps": [{"type": "evacuate", "zone": "az-b", "to_percent": 0}]
+    });
+    let (status, body) = put_json(&url("/v1/plans/az-b-failing"), OPERATOR_TOKEN, plan);
+    assert!(status == 200 || status == 201, "{body}");
+    let before_routing = routing(&single);
+    let before_audit = get_json(&url("/v1/audit?limit=100")).1;
+    let before_hash = cluster(&single)["log"]["state_hash"].clone();
+    assert!(before_hash.is_string(), "the file node reports its state hash");
+    assert_eq!(single.terminate().code(), Some(0));
+
+    let export = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["log", "export", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let lines = String::from_utf8(export.stdout).unwrap();
+    assert_eq!(lines.lines().count() as u64, before_routing["version"].as_u64().unwrap());
+    let file = dir.path().join("export.jsonl");
+    std::fs::write(&file, &lines).unwrap();
+
+    let topic = kafka::unique("ha-import");
+    let config = replica_config(dir.path(), &topic, 1);
+    let import = || {
+        Command::new(env!("CARGO_BIN_EXE_tidegate"))
+            .args(["log", "import", "--config"])
+            .arg(&config)
+            .arg("--file")
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let out = import();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A second import into the now non-empty topic is refused, naming it.
+    let again = import();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success() && stderr.contains(&topic), "{stderr}");
+
+    let replica = Server::start(&config, &dir.path().join("data-1"));
+    assert_eq!(routing(&replica), before_routing);
+    assert_eq!(get_json(&format!("{}/v1/audit?limit=100", replica.url)).1, before_audit);
+    assert_eq!(cluster(&replica)["log"]["state_hash"], before_hash);
+    assert_eq!(cluster(&replica)["log"]["kind"], "kafka");
 }

@@ -2,7 +2,9 @@
 //! chromedriver) against the real tidegate binary: log in, move the dial with confirmation, lose a
 //! version race, start a drain and pause it, look at it as a viewer, log out; start an evacuation
 //! from the overview's "Evacuate <zone>" action; and, as a viewer, watch lane consumers
-//! registered through the API appear on the MQ lanes page with their halves.
+//! registered through the API appear on the MQ lanes page with their halves; and, with two
+//! replicas on a Kafka command log, the overview's replicas panel and, once the page's own replica
+//! is killed, the banner linking the other replica's console.
 //!
 //! Screenshots go to `ci-artifacts/screenshots/` (git-ignored; CI keeps the folder). A missing
 //! chromium or chromedriver fails the test: `scripts/test.sh` installs both.
@@ -744,4 +746,75 @@ async fn evacuate_on_the_overview_starts_an_evacuation_in_chromium() {
     c.close().await.unwrap();
     drop(driver);
     drop(server);
+}
+
+/// Two coordinator replicas on one Kafka command log: the overview lists both; when the one
+/// serving the page is killed, the page says so and links the other's console, which works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_offers_the_other_replicas_console_when_its_own_dies_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ui-replicas");
+    let replica = |n: usize| {
+        let extra = format!(
+            "[ui]\nsecret_key = \"{}\"\n[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
+            "7a".repeat(32),
+            kafka::bootstrap()
+        );
+        let file = dir.path().join(format!("r{n}.toml"));
+        std::fs::write(&file, config_toml(&extra)).unwrap();
+        Server::start(&file, &dir.path().join(format!("data-{n}")))
+    };
+    let (r1, r2) = (replica(1), replica(2));
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1300).await.unwrap();
+    log_in(&c, &r1.url, "alice", OPERATOR_TOKEN).await;
+    wait_for(
+        &c,
+        "both replicas live",
+        "document.querySelectorAll('#replicas tbody tr').length === 2 && !document.querySelector('#replicas tr.replica-lost')",
+    )
+    .await;
+    assert_eq!(text(&c, "#cluster-me").await, "r1");
+    let link =
+        js(&c, "return document.querySelector('#replicas tr[data-replica=\"r2\"] a').href").await;
+    assert_eq!(link, json!(format!("{}/ui", r2.url)));
+    shot(&c, "13-replicas").await;
+
+    r1.kill9();
+    wait_for(&c, "the replica-down banner", "document.getElementById('replica-down')").await;
+    let banner = text(&c, "#live").await;
+    assert!(
+        banner.contains("The replica serving this page (r1") && banner.contains("not answering"),
+        "{banner}"
+    );
+    let own = text(&c, "#replicas tr[data-replica=\"r1\"]").await;
+    assert!(own.contains("Not answering"), "{own}");
+    let href = js(&c, "return document.querySelector('#replica-down a.replica-link').href").await;
+    assert_eq!(href, json!(format!("{}/ui", r2.url)));
+    shot(&c, "14-replica-down").await;
+    // Following the link opens r2's console (same secret key: the session carries over, else log in).
+    // Clicked from the page itself: the banner is rebuilt on every failed poll, so a link found
+    // over WebDriver can go stale before the click lands.
+    js(&c, "document.querySelector('#replica-down a.replica-link').click(); return null").await;
+    wait_for(&c, "r2's page", "location.pathname === '/ui' || location.pathname === '/ui/login'")
+        .await;
+    if js(&c, "return location.pathname").await == json!("/ui/login") {
+        log_in(&c, &r2.url, "alice", OPERATOR_TOKEN).await;
+    }
+    wait_for(
+        &c,
+        "r2 talking",
+        "(document.getElementById('cluster-me') || {}).textContent === 'r2'",
+    )
+    .await;
+    wait_for(
+        &c,
+        "r1 lost on r2",
+        "(document.querySelector('#replicas tr[data-replica=\"r1\"]') || {className: ''}).className === 'replica-lost'",
+    )
+    .await;
+    c.close().await.unwrap();
+    drop(driver);
+    drop(r2);
 }

@@ -832,3 +832,26 @@ fn a_paused_drains_zone_says_paused_not_draining() {
     );
     assert_eq!(zone_state(&client), "paused");
 }
+
+#[test]
+fn the_overview_has_the_cluster_panel_and_the_script_offers_other_replicas_when_this_one_dies() {
+    let (client, _dir) = client_with(&config());
+    login(&client, "alice", OPERATOR_TOKEN);
+    let (status, html) = page(&client, "/ui");
+    assert_eq!(status, Status::Ok);
+    for id in ["id=\"cluster-card\"", "id=\"cluster-self\"", "id=\"cluster\""] {
+        assert!(html.contains(id), "{id} missing from the overview");
+    }
+    // The panel's data: the session reads /v1/cluster, which lists this replica.
+    let cluster: Value = client.get("/v1/cluster").dispatch().into_json().unwrap();
+    assert_eq!(cluster["replicas"].as_array().unwrap().len(), 1, "{cluster}");
+    assert_eq!(cluster["replicas"][0]["self"], true);
+    assert_eq!(cluster["replicas"][0]["status"], "live");
+    // The script renders it and, on a network error or timeout, links the other consoles.
+    let (status, js) = page(&client, "/ui/assets/app.js");
+    assert_eq!(status, Status::Ok);
+    for needle in ["'/v1/cluster'", "function renderCluster", "id: 'replica-down'", "r.url + '/ui'"]
+    {
+        assert!(js.contains(needle), "app.js lacks {needle}");
+    }
+}

@@ -11,9 +11,51 @@ const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 
 struct Client {
     agent: ureq::Agent,
-    base: String,
+    /// Coordinator base URLs, tried in turn when one cannot be reached (`--server a,b,c`).
+    bases: Vec<String>,
+    /// The base that answered last (tried first next time).
+    current: std::cell::Cell<usize>,
     token: Option<String>,
     json: bool,
+}
+
+/// How long a read may take before the next coordinator is tried (a hung or stopped one still
+/// accepts connections, so only a timeout tells). Changes wait up to 30 s.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// True when `e` means the request certainly never reached a server (so a change may be sent to
+/// the next coordinator).
+fn undelivered(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind;
+    match e {
+        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => true,
+        ureq::Error::Timeout(t) => {
+            matches!(t, ureq::Timeout::Resolve | ureq::Timeout::Connect)
+        }
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused | ErrorKind::AddrNotAvailable | ErrorKind::NotConnected
+        ),
+        _ => false,
+    }
+}
+
+/// The base URLs in `--server` / `TIDEGATE_URL`: comma-separated, each without a trailing `/`.
+fn split_servers(servers: &str) -> Result<Vec<String>, String> {
+    let bases: Vec<String> = servers
+        .split(',')
+        .map(|s| s.trim().trim_end_matches('/').to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if bases.is_empty() {
+        return Err("--server: no URL given".into());
+    }
+    for base in &bases {
+        if !base.starts_with("http://") && !base.starts_with("https://") {
+            return Err(format!("--server: `{base}` is not an http(s) URL"));
+        }
+    }
+    Ok(bases)
 }
 
 impl Client {
@@ -24,8 +66,8 @@ impl Client {
             }
             None => None,
         };
-        let base = match (&args.server, &config) {
-            (Some(server), _) => server.trim_end_matches('/').to_owned(),
+        let bases = match (&args.server, &config) {
+            (Some(server), _) => split_servers(server)?,
             (None, Some(config)) => {
                 let host = if config.address.is_unspecified() {
                     "127.0.0.1".to_owned()
@@ -35,25 +77,66 @@ impl Client {
                     config.address.to_string()
                 };
                 let scheme = if config.tls.is_some() { "https" } else { "http" };
-                format!("{scheme}://{host}:{}", config.port)
+                vec![format!("{scheme}://{host}:{}", config.port)]
             }
-            (None, None) => DEFAULT_SERVER.to_owned(),
+            (None, None) => vec![DEFAULT_SERVER.to_owned()],
         };
+        // The agent verifies https:// servers; one agent serves every base.
+        let base = bases.iter().find(|b| crate::client::tls::is_https(b)).unwrap_or(&bases[0]);
         // --ca-file (or TIDEGATE_CA_FILE) wins over `[client] ca_file`; without either, an
         // https:// server is verified against the system's roots.
         let ca_file = args.ca_file.clone().or_else(|| config.and_then(|c| c.client_ca_file));
-        let agent = crate::client::tls::agent(&base, Duration::from_secs(30), ca_file.as_deref())
+        let agent = crate::client::tls::agent(base, Duration::from_secs(30), ca_file.as_deref())
             .map_err(|e| e.to_string())?;
-        Ok(Client { agent, base, token: args.token.clone(), json: args.json })
+        let current = std::cell::Cell::new(0);
+        Ok(Client { agent, bases, current, token: args.token.clone(), json: args.json })
     }
 
-    /// Sends a request and returns the JSON body, or the server's error as a sentence.
+    /// The base URL that answered last.
+    fn base(&self) -> &str {
+        &self.bases[self.current.get()]
+    }
+
+    /// Sends a request and returns the JSON body, or the server's error as a sentence. A
+    /// coordinator that cannot be reached (refused, reset, timed out) is skipped for the next
+    /// one, as the `Router` does; an HTTP answer, even 4xx or 5xx, is the answer.
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {
-        let url = format!("{}{path}", self.base);
+        let mut failures = Vec::new();
+        let start = self.current.get();
+        for step in 0..self.bases.len() {
+            let index = (start + step) % self.bases.len();
+            match self.send(&self.bases[index], method, path, body.clone()) {
+                Ok(response) => {
+                    self.current.set(index);
+                    return self.answer(method, path, response);
+                }
+                // A change that may have reached the server is not sent to another one: its
+                // outcome is unknown, and only the audit log can tell.
+                Err(e) if method != "GET" && !undelivered(&e) => {
+                    return Err(format!(
+                        "{method} {path}: {} did not answer ({e}); the change may or may not have been made: check `tidegate audit` before trying again",
+                        self.bases[index]
+                    ));
+                }
+                Err(e) => failures.push(format!("{}: {e}", self.bases[index])),
+            }
+        }
+        Err(format!("cannot reach tidegate ({})", failures.join("; ")))
+    }
+
+    fn send(
+        &self,
+        base: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+        let url = format!("{base}{path}");
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
-        let result = match (method, body) {
+        match (method, body) {
             ("GET", _) => {
-                let mut req = self.agent.get(&url);
+                let mut req =
+                    self.agent.get(&url).config().timeout_global(Some(READ_TIMEOUT)).build();
                 if let Some(auth) = &auth {
                     req = req.header("Authorization", auth);
                 }
@@ -70,9 +153,15 @@ impl Client {
                 }
                 req.send_json(body.unwrap_or(Value::Null))
             }
-        };
-        let mut response =
-            result.map_err(|e| format!("cannot reach tidegate at {}: {e}", self.base))?;
+        }
+    }
+
+    fn answer(
+        &self,
+        method: &str,
+        path: &str,
+        mut response: ureq::http::Response<ureq::Body>,
+    ) -> Result<Value, String> {
         let status = response.status().as_u16();
         let value: Value = response.body_mut().read_json().map_err(|e| {
             format!("{method} {path}: HTTP {status} with a body that is not JSON: {e}")
@@ -221,7 +310,8 @@ pub fn status(args: &ClientArgs) -> Result<(), String> {
         "recent_changes": audit["entries"],
     });
     client.print(&value, |v| {
-        let mut out = format!("tidegate at {}\n  {}\n", client.base, split_summary(&v["routing"]));
+        let mut out =
+            format!("tidegate at {}\n  {}\n", client.base(), split_summary(&v["routing"]));
         match &ready {
             Ok(r) => out.push_str(&format!("  ready: log {}\n", r["log"].as_str().unwrap_or("?"))),
             Err(e) => out.push_str(&format!("  NOT READY: {e}\n")),
@@ -232,6 +322,60 @@ pub fn status(args: &ClientArgs) -> Result<(), String> {
         }
         out.trim_end().to_owned()
     });
+    Ok(())
+}
+
+/// The replicas table of `GET /v1/cluster`, as `tidegate cluster` prints it.
+pub fn cluster_table(answered_by: &str, v: &Value) -> String {
+    let log = &v["log"];
+    let mut out = format!(
+        "answered by {} at {answered_by}\nlog: {} {} ({}), state hash {}\n",
+        v["self"].as_str().unwrap_or("this node"),
+        log["kind"].as_str().unwrap_or("?"),
+        log["id"].as_str().unwrap_or("?"),
+        log["where"].as_str().unwrap_or("?"),
+        log["state_hash"].as_str().unwrap_or("-"),
+    );
+    let rows: Vec<[String; 7]> = v["replicas"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let text = |key: &str| r[key].as_str().unwrap_or("-").to_owned();
+            let me = if r["self"] == true { "*" } else { "" };
+            [
+                format!("{}{me}", text("id")),
+                text("zone"),
+                text("status").to_uppercase(),
+                num(&r["applied_version"]),
+                num(&r["behind"]),
+                text("last_seen"),
+                text("url"),
+            ]
+        })
+        .collect();
+    let header =
+        ["REPLICA", "ZONE", "STATUS", "VERSION", "BEHIND", "LAST SEEN", "URL"].map(String::from);
+    let mut widths = [0; 7];
+    for row in std::iter::once(&header).chain(&rows) {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let line: Vec<String> =
+            row.iter().zip(widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out.push_str("(* = the replica that answered)");
+    out
+}
+
+pub fn cluster(args: &ClientArgs) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let value = client.call("GET", "/v1/cluster", None)?;
+    client.print(&value, |v| cluster_table(client.base(), v));
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! traffic; the other commands talk to one over HTTP.
 
 mod client;
+mod log;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,6 +64,12 @@ pub enum Commands {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Show the coordinator replicas: which one answers, each one's zone, version, lag and
+    /// whether it is live or lost.
+    Cluster {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Show the audit log, newest first.
     Audit {
         #[arg(long, default_value_t = 20)]
@@ -88,6 +95,12 @@ pub enum Commands {
         action: Option<PlansCommand>,
         #[command(flatten)]
         client: ClientArgs,
+    },
+    /// Move a single node's file log onto a Kafka command topic: `log export` writes it as JSON
+    /// lines, `log import` appends them to a fresh, empty topic.
+    Log {
+        #[command(subcommand)]
+        action: LogAction,
     },
     /// Manage operator tokens.
     Token {
@@ -146,7 +159,8 @@ pub struct DemoArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
-    /// Server URL; defaults to the address in --config, else http://127.0.0.1:8080.
+    /// Server URL, or several comma-separated (`a,b,c`: coordinator replicas, tried in turn when
+    /// one cannot be reached); defaults to the address in --config, else http://127.0.0.1:8080.
     #[arg(long, env = "TIDEGATE_URL")]
     pub server: Option<String>,
     /// Configuration file to take the server address from.
@@ -283,6 +297,30 @@ pub enum ZoneCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum LogAction {
+    /// Write the file log's whole history (genesis, then every change with its audit) to stdout
+    /// as JSON lines. Stop the node first, so no change lands after the export.
+    Export {
+        /// The node's data directory (default: `data_dir` from --config).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Configuration file to take `data_dir` from.
+        #[arg(long, env = "TIDEGATE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Append an export to the Kafka command topic of --config, which must be empty, and check
+    /// that it replays to the file log's version and state hash.
+    Import {
+        /// A replica's configuration (`[store] kind = "kafka"`, the topic, the colours).
+        #[arg(long, env = "TIDEGATE_CONFIG")]
+        config: PathBuf,
+        /// The export to read (default: stdin).
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum TokenAction {
     /// Generate a token and print the `[[operators]]` entry holding its hash.
     New {
@@ -307,6 +345,12 @@ pub fn run(cli: Cli) -> ExitCode {
             new_token(&name, &role);
             Ok(())
         }
+        Commands::Log { action: LogAction::Export { data_dir, config } } => {
+            log_export(data_dir, config)
+        }
+        Commands::Log { action: LogAction::Import { config, file } } => {
+            log::import(&config, file.as_ref())
+        }
         Commands::Tag { user_id, client } => client::tag(&client, &user_id),
         Commands::Dial { action: DialAction::Get { client } } => client::dial_get(&client),
         Commands::Dial {
@@ -319,6 +363,7 @@ pub fn run(cli: Cli) -> ExitCode {
             client::pin(&client, &user_id, None, &reason)
         }
         Commands::Status { client } => client::status(&client),
+        Commands::Cluster { client } => client::cluster(&client),
         Commands::Audit { limit, client } => client::audit(&client, limit),
         Commands::Drain { action } => match action {
             DrainCommand::Start(args) => client::drain_start(&args),
@@ -357,6 +402,14 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let overrides = Overrides { address: args.address, port: args.port, data_dir: args.data_dir };
     let config = Config::load(args.config.as_deref(), &overrides).map_err(|e| e.to_string())?;
     crate::server::serve(config)
+}
+
+fn log_export(data_dir: Option<PathBuf>, config: Option<PathBuf>) -> Result<(), String> {
+    let overrides = Overrides { data_dir, ..Overrides::default() };
+    let config = Config::load(config.as_deref(), &overrides).map_err(|e| e.to_string())?;
+    let count = log::export(&config.data_dir, &mut std::io::stdout().lock())?;
+    eprintln!("tidegate: exported {count} entries from {}", config.data_dir.display());
+    Ok(())
 }
 
 fn edge(args: EdgeArgs) -> Result<(), String> {

@@ -1,48 +1,87 @@
-//! `GET /v1/cluster`: which log this coordinator serves from, and which replica answers.
+//! `GET /v1/cluster`: which log this coordinator serves from, which replica answers, and every
+//! replica it has heard from on the presence topic (`service::presence`), with how far behind
+//! each is and which are lost. The file-log single node lists itself only.
 //!
-//! Replicas do not announce themselves to each other yet (see ARCHITECTURE.md, "Replicas"), so
-//! `replicas` lists this replica only; every replica of one log reports the same `log.id`, and
-//! `log.state_hash` is equal on replicas that applied the same records.
+//! The body is built from [`Cluster`], one field per section, so that a section (such as
+//! `leases`) can be filled in without touching the others.
 
 use rocket::fairing::AdHoc;
 use rocket::serde::json::Json;
 use rocket::{State, get, routes};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::{App, iso8601, now_ms};
+use crate::service::presence::ReplicaView;
 
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("cluster", |rocket| async { rocket.mount("/", routes![get_cluster]) })
 }
 
+/// The answer of `GET /v1/cluster`.
+#[derive(Serialize)]
+struct Cluster {
+    log: LogSection,
+    #[serde(rename = "self")]
+    myself: Option<String>,
+    replicas: Vec<Replica>,
+    leases: Value,
+}
+
+#[derive(Serialize)]
+struct LogSection {
+    kind: &'static str,
+    id: String,
+    #[serde(rename = "where")]
+    location: String,
+    next_position: Option<u64>,
+    state_hash: Option<String>,
+    /// The routing version this replica has applied (the shared log only).
+    state_version: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct Replica {
+    #[serde(flatten)]
+    view: ReplicaView,
+    /// `last_seen_ms` and `started_at_ms` as RFC 3339, for people.
+    last_seen: String,
+    started_at: Option<String>,
+}
+
 #[get("/v1/cluster")]
-fn get_cluster(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
+fn get_cluster(app: &State<App>, caller: Caller) -> Result<Json<Cluster>, ApiError> {
     caller.require_reader(&app.config)?;
     let log = app.coordinator.log_status();
-    let node = app.config.node.as_ref();
-    let myself = json!({
-        "id": node.map(|n| n.id.as_str()),
-        "zone": node.map(|n| n.zone.as_str()),
-        "url": node.map(|n| n.url.as_str()),
-        "applied_version": app.coordinator.state().version(),
-        "applied_position": log.next_position,
-        "last_seen": iso8601(now_ms()),
-    });
-    Ok(Json(json!({
-        "log": {
-            "kind": log.kind,
-            "id": log.id,
-            "where": log.description,
-            "next_position": log.next_position,
-            "state_hash": log.state_hash.map(|h| format!("{h:016x}")),
-            "state_version": log.state_version,
+    let replicas = app
+        .presence
+        .replicas(now_ms())
+        .into_iter()
+        .map(|view| Replica {
+            last_seen: iso8601(view.last_seen_ms),
+            started_at: view.started_at_ms.map(iso8601),
+            view,
+        })
+        .collect();
+    Ok(Json(Cluster {
+        log: LogSection {
+            kind: log.kind,
+            id: log.id,
+            location: log.description,
+            next_position: log.next_position,
+            state_hash: log.state_hash.map(|h| format!("{h:016x}")),
+            state_version: log.state_version,
         },
-        "self": node.map(|n| n.id.as_str()),
-        "replicas": [myself],
-        // Work that must happen once runs on every replica and relies on compare-and-set in the
-        // log instead of a lease (ARCHITECTURE.md): there are no leases to report.
-        "leases": {},
-    })))
+        myself: app.config.node.as_ref().map(|n| n.id.clone()),
+        replicas,
+        leases: leases(app),
+    }))
+}
+
+/// Work that must happen once runs on every replica and relies on compare-and-set in the log
+/// instead of a lease (ARCHITECTURE.md): there are no leases to report.
+fn leases(_app: &App) -> Value {
+    json!({})
 }

@@ -37,6 +37,7 @@ use crate::service::lane_membership::Lanes;
 use crate::service::login_limit::LoginLimiter;
 use crate::service::member_key::MemberKey;
 use crate::service::preconditions::Preconditions;
+use crate::service::presence::Presence;
 use crate::service::subscribers::Subscribers;
 use crate::service::ui_sessions::Revocations;
 use crate::service::zone_history::{self, ZoneHistory};
@@ -64,6 +65,8 @@ pub struct App {
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// The routing event of the newest version, serialised once for every watch stream.
     pub frames: Arc<watch::RoutingFrames>,
+    /// This replica and the others it has heard from (`GET /v1/cluster`).
+    pub presence: Arc<Presence>,
 }
 
 impl App {
@@ -122,6 +125,8 @@ impl App {
         let member_key = member_key(&config);
         let capacities = Arc::new(Capacities::new(Arc::clone(&health), config.capacity.clone()));
         let preconditions = Arc::new(Preconditions::new(Arc::clone(&health), 2_000));
+        let presence =
+            Arc::new(Presence::new(config.node.clone(), Arc::clone(&coordinator), now_ms()));
         App {
             coordinator,
             config,
@@ -137,6 +142,7 @@ impl App {
             tag_counters,
             metrics,
             frames: Arc::default(),
+            presence,
         }
     }
 }
@@ -195,10 +201,11 @@ pub fn build(app: App) -> Rocket<Build> {
                 let config = rocket.config();
                 // Tests and scripts start tidegate on port 0 and read this line for the real port.
                 let scheme = if config.tls_enabled() { "https" } else { "http" };
-                println!(
-                    "tidegate listening on {scheme}://{}",
-                    SocketAddr::new(config.address, config.port)
-                );
+                let url = format!("{scheme}://{}", SocketAddr::new(config.address, config.port));
+                if let Some(app) = rocket.state::<App>() {
+                    app.presence.bound(&url);
+                }
+                println!("tidegate listening on {url}");
             })
         }))
 }

@@ -233,6 +233,24 @@ impl KafkaLogReader {
 impl LogReader for KafkaLogReader {
     fn read_after(&mut self, from: u64, wait: Duration) -> Result<Vec<ReadRecord>, StoreError> {
         if self.next != Some(from) {
+            // A position the topic no longer holds (records deleted below it) or never held (a
+            // topic recreated under the same name) cannot continue a snapshot.
+            let (low, high) = self
+                .consumer
+                .fetch_watermarks(&self.topic, 0, QUERY_TIMEOUT)
+                .map_err(|e| self.error(e))?;
+            let (low, high) = (low.max(0) as u64, high.max(0) as u64);
+            if from < low || from > high {
+                return Err(StoreError::Position {
+                    log: format!("kafka topic {}", self.topic),
+                    position: from,
+                    reason: if from < low {
+                        format!("the log now starts at offset {low}")
+                    } else {
+                        format!("the log ends at offset {high}")
+                    },
+                });
+            }
             let mut tpl = TopicPartitionList::new();
             tpl.add_partition_offset(&self.topic, 0, Offset::Offset(from as i64))
                 .map_err(|e| self.error(e))?;

@@ -10,6 +10,7 @@ mod command_log;
 mod consumer;
 mod lag;
 mod mock;
+mod presence;
 mod producer;
 
 pub use admin::{create_topic, partition_count};
@@ -19,6 +20,7 @@ pub use command_log::{
 pub use consumer::{ConsumerSettings, LaneConsumer, LaneMessage};
 pub use lag::KafkaLag;
 pub use mock::MockKafka;
+pub use presence::{KafkaPresence, presence_topic};
 pub use producer::{Delivered, HalfRings, LaneProducer, Pending, ProducerSettings, Route};
 
 use std::time::Duration;

@@ -16,8 +16,8 @@ use crate::core::{
 };
 use crate::store::{
     Applier, AuditRecord, CommandLog, LogEntry, LogPosition, LogReader, Outcome, Replayed,
-    SharedLog, Snapshots, Step, StoreError, log_id_of, new_log_id, push_audit, replay,
-    replay_after,
+    SharedLog, Snapshots, Step, StoreError, history_hash, log_id_of, new_log_id, push_audit,
+    replay, replay_after,
 };
 use crate::telemetry;
 
@@ -108,6 +108,59 @@ struct Replica {
     applier: Mutex<Applier>,
     applied: Condvar,
     published: Arc<Published>,
+    /// This replica's own snapshots (its data directory), and the records applied since the
+    /// newest one.
+    snapshots: Option<Mutex<Snapshots>>,
+    since_snapshot: std::sync::atomic::AtomicU64,
+}
+
+impl Replica {
+    /// Writes a snapshot of the applier now if records were applied since the last one. The
+    /// applier is copied under its lock and written outside it.
+    fn snapshot_now(&self) -> Result<bool, StoreError> {
+        let Some(snapshots) = &self.snapshots else { return Ok(false) };
+        let (replayed, outcomes, position, log_id) = {
+            let a = self.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if self.since_snapshot.swap(0, Ordering::SeqCst) == 0 {
+                return Ok(false);
+            }
+            let (replayed, outcomes) = a.snapshot();
+            (replayed, outcomes, a.next_position, a.log_id.clone())
+        };
+        let snapshots = snapshots.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        snapshots.save_shared(&replayed, LogPosition(position), &log_id, &outcomes)?;
+        Ok(true)
+    }
+
+    /// True when `every` records were applied since the newest snapshot.
+    fn snapshot_due(&self) -> bool {
+        self.snapshots.as_ref().is_some_and(|s| {
+            let every = s.lock().unwrap_or_else(|p| p.into_inner()).every;
+            every > 0 && self.since_snapshot.load(Ordering::SeqCst) >= every
+        })
+    }
+}
+
+/// Applies every record from the applier's next position up to `end`. Reads at least once, so
+/// that a position the log does not hold is [`StoreError::Position`] even when it is past `end`.
+fn catch_up(
+    applier: &mut Applier,
+    reader: &mut dyn LogReader,
+    end: u64,
+) -> Result<u64, StoreError> {
+    let mut applied = 0;
+    loop {
+        let wait =
+            if applier.next_position < end { Duration::from_secs(1) } else { Duration::ZERO };
+        let records = reader.read_after(applier.next_position, wait)?;
+        for (position, record) in &records {
+            applier.apply(*position, record.as_ref().map_err(String::as_str));
+            applied += 1;
+        }
+        if applier.next_position >= end {
+            return Ok(applied);
+        }
+    }
 }
 
 /// What GET /v1/cluster reports about this replica's log.
@@ -270,6 +323,9 @@ impl Coordinator {
     /// Writes a snapshot of the current state now, if snapshots are configured and the log grew
     /// since the last one (clean shutdown calls this). Returns whether one was written.
     pub fn snapshot_now(&self) -> Result<bool, StoreError> {
+        if let Path::Shared(replica) = &self.path {
+            return replica.snapshot_now();
+        }
         let Some(snapshots) = &self.snapshots else {
             return Ok(false);
         };
@@ -293,15 +349,19 @@ impl Coordinator {
         Ok(true)
     }
 
-    /// Joins a shared log as one replica: writes the genesis record if the log is empty, replays
-    /// every record up to the log's end, then tails it on a thread of its own for as long as the
-    /// process lives. The genesis must pin the same unit scheme and zones as `boot`.
+    /// Joins a shared log as one replica: writes the genesis record if the log is empty, starts
+    /// from this replica's newest valid snapshot (else the first record), applies every record up
+    /// to the log's end, then tails it on a thread of its own for as long as the process lives.
+    /// The genesis must pin the same unit scheme and zones as `boot`. A snapshot of another log,
+    /// or whose position the log no longer holds ([`StoreError::Position`]: below the log start
+    /// offset, or past its end), is ignored with a warning and the whole log is applied.
     pub fn start_shared(
         log: Box<dyn SharedLog>,
         mut reader: Box<dyn LogReader>,
+        snapshots: Option<Snapshots>,
         boot: Boot,
         apply_wait: Duration,
-    ) -> Result<Coordinator, StartError> {
+    ) -> Result<Started, StartError> {
         let log_description = log.describe();
         let shared = |reason: String| StoreError::Shared { log: log_description.clone(), reason };
         if reader.end()? == 0 {
@@ -337,13 +397,51 @@ impl Coordinator {
                 config: format!("blue in {}, green in {}", boot.zones.blue, boot.zones.green),
             });
         }
+        let mut warnings = Vec::new();
+        let ignored = |why: String| format!("ignored the snapshot ({why}); applying the whole log");
+        let mut snapshot_ignored = false;
+        let mut from_snapshot = false;
         let end = reader.end()?;
-        while applier.next_position < end {
-            let records = reader.read_after(applier.next_position, Duration::from_secs(1))?;
-            for (position, record) in &records {
-                applier.apply(*position, record.as_ref().map_err(String::as_str));
+        let loaded = match snapshots.as_ref().map(|s| s.load(&boot.zones)) {
+            None | Some(Ok(None)) => None,
+            Some(Ok(Some(loaded))) => Some(loaded),
+            Some(Err(why)) => {
+                warnings.push(ignored(why));
+                snapshot_ignored = true;
+                None
+            }
+        };
+        let mut applied = None;
+        if let Some(loaded) = loaded {
+            match Applier::from_snapshot(loaded, AUDIT_IN_MEMORY) {
+                Ok(restored) if restored.log_id != applier.log_id => {
+                    let why =
+                        format!("it is of log {}, this log is {}", restored.log_id, applier.log_id);
+                    warnings.push(ignored(why));
+                    snapshot_ignored = true;
+                }
+                Ok(mut restored) => match catch_up(&mut restored, reader.as_mut(), end) {
+                    Ok(count) => {
+                        from_snapshot = true;
+                        applied = Some(count);
+                        applier = restored;
+                    }
+                    Err(e @ StoreError::Position { .. }) => {
+                        warnings.push(ignored(e.to_string()));
+                        snapshot_ignored = true;
+                    }
+                    Err(e) => return Err(e.into()),
+                },
+                Err(why) => {
+                    warnings.push(ignored(why));
+                    snapshot_ignored = true;
+                }
             }
         }
+        let applied = match applied {
+            Some(count) => count,
+            None => catch_up(&mut applier, reader.as_mut(), end)?,
+        };
         let log_id = applier.log_id.clone();
         let published = Arc::new(Published::new(applier.state.clone()));
         let replica = Arc::new(Replica {
@@ -351,13 +449,22 @@ impl Coordinator {
             applier: Mutex::new(applier),
             applied: Condvar::new(),
             published: Arc::clone(&published),
+            snapshots: snapshots.map(Mutex::new),
+            since_snapshot: std::sync::atomic::AtomicU64::new(applied),
         });
+        // A long catch-up (or a snapshot that had to be ignored) is worth a snapshot right away,
+        // so the next start is fast again.
+        if (replica.snapshot_due() || (snapshot_ignored && applied > 0))
+            && let Err(e) = replica.snapshot_now()
+        {
+            warnings.push(format!("could not write a snapshot: {e}"));
+        }
         let tail = Arc::clone(&replica);
         std::thread::Builder::new()
             .name("tidegate-log-tail".into())
             .spawn(move || tail_loop(&tail, reader.as_mut()))
             .map_err(|e| shared(format!("cannot start the tail thread: {e}")))?;
-        Ok(Coordinator {
+        let coordinator = Coordinator {
             published,
             path: Path::Shared(replica),
             healthy: AtomicBool::new(true),
@@ -365,7 +472,8 @@ impl Coordinator {
             log_id,
             apply_wait,
             snapshots: None,
-        })
+        };
+        Ok(Started { coordinator, warnings, from_snapshot })
     }
 
     /// The current table. Lock-free; the hot path of tagging.
@@ -417,6 +525,13 @@ impl Coordinator {
         writer.since_snapshot += 1;
         let table = next.table_arc();
         writer.replayed.state = next;
+        writer.replayed.state_hash = history_hash(
+            writer.replayed.state_hash,
+            applied.version,
+            envelope.command.action(),
+            &applied.from,
+            &applied.to,
+        );
         push_audit(
             &mut writer.replayed.audit,
             AuditRecord {
@@ -481,6 +596,10 @@ impl Coordinator {
             }
             Some(Outcome::Unchanged) => Ok(Submitted { table, state, applied: None }),
             Some(Outcome::Refused(e)) => Err(e.into()),
+            Some(Outcome::RefusedEarlier(why)) => {
+                let reason = format!("command {command_id} was refused when first applied: {why}");
+                Err(StoreError::Shared { log: self.log_description.clone(), reason }.into())
+            }
             Some(Outcome::Unreadable(why)) => {
                 let reason = format!("command {command_id} could not be applied: {why}");
                 Err(StoreError::Shared { log: self.log_description.clone(), reason }.into())
@@ -495,7 +614,10 @@ impl Coordinator {
     /// The log this coordinator serves from, for GET /v1/cluster.
     pub fn log_status(&self) -> LogStatus {
         let (kind, next_position, state_hash, state_version) = match &self.path {
-            Path::Local(_) => ("file", None, None, None),
+            Path::Local(writer) => {
+                let writer = writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                ("file", None, Some(writer.replayed.state_hash), None)
+            }
             Path::Shared(replica) => {
                 let a = replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 ("kafka", Some(a.next_position), Some(a.state_hash), Some(a.state.version()))
@@ -587,12 +709,19 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
                 );
             }
             changed |= a.apply(*position, record.as_ref().map_err(String::as_str)) == Step::Changed;
+            replica.since_snapshot.fetch_add(1, Ordering::SeqCst);
         }
         if changed {
             replica.published.publish(&a.state);
         }
         drop(a);
         replica.applied.notify_all();
+        if replica.snapshot_due()
+            && let Err(e) = replica.snapshot_now()
+        {
+            // The log holds every record; a missing snapshot only makes the next start slower.
+            eprintln!("tidegate: warning: could not write a snapshot: {e}");
+        }
     }
 }
 
@@ -602,5 +731,98 @@ fn describe_scheme(genesis: &Genesis) -> String {
         crate::core::UnitMode::Digits { skip } => {
             format!("{} units in digits mode (skip {skip})", genesis.scheme.count())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{Command, UnitMode, UnitScheme};
+    use crate::store::ReadRecord;
+
+    /// A shared log in memory, read and written by every replica of a test.
+    #[derive(Clone, Default)]
+    struct Memory {
+        records: Arc<Mutex<Vec<LogEntry>>>,
+    }
+
+    impl SharedLog for Memory {
+        fn append(&self, entry: &LogEntry) -> Result<u64, StoreError> {
+            let mut records = self.records.lock().unwrap();
+            records.push(entry.clone());
+            Ok(records.len() as u64 - 1)
+        }
+        fn describe(&self) -> String {
+            "memory".into()
+        }
+    }
+
+    impl LogReader for Memory {
+        fn read_after(&mut self, from: u64, wait: Duration) -> Result<Vec<ReadRecord>, StoreError> {
+            let records = self.records.lock().unwrap().clone();
+            if from > records.len() as u64 {
+                let reason = format!("the log ends at {}", records.len());
+                return Err(StoreError::Position { log: "memory".into(), position: from, reason });
+            }
+            if from == records.len() as u64 {
+                std::thread::sleep(wait.min(Duration::from_millis(20)));
+            }
+            let read = records.into_iter().enumerate().skip(from as usize);
+            Ok(read.map(|(i, e)| (i as u64, Ok(e))).collect())
+        }
+        fn end(&mut self) -> Result<u64, StoreError> {
+            Ok(self.records.lock().unwrap().len() as u64)
+        }
+    }
+
+    fn start(log: &Memory, dir: &std::path::Path) -> Started {
+        let boot = Boot {
+            genesis: Genesis {
+                scheme: UnitScheme::new(100, UnitMode::Hash).unwrap(),
+                blue_units: 50,
+            },
+            zones: ColorZones::default(),
+            now_ms: 1,
+        };
+        let snapshots = Snapshots::new(dir, 0);
+        let (writer, reader) = (Box::new(log.clone()), Box::new(log.clone()));
+        Coordinator::start_shared(writer, reader, Some(snapshots), boot, Duration::from_secs(5))
+            .unwrap()
+    }
+
+    fn dial(c: &Coordinator, blue_units: u32) {
+        let envelope = Envelope {
+            expected_version: c.state().version(),
+            command: Command::SetBlueUnits { blue_units },
+            audit: Audit { by: "alice".into(), at_ms: 2, reason: "move".into() },
+        };
+        c.submit(&envelope).unwrap();
+    }
+
+    #[test]
+    fn a_replica_snapshot_is_used_when_the_log_holds_its_position_and_ignored_when_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Memory::default();
+        let first = start(&log, dir.path());
+        assert!(!first.from_snapshot);
+        for units in [10, 20, 30] {
+            dial(&first.coordinator, units);
+        }
+        assert!(first.coordinator.snapshot_now().unwrap());
+        let hash = first.coordinator.log_status().state_hash;
+        let again = start(&log, dir.path());
+        assert!(again.from_snapshot, "{:?}", again.warnings);
+        assert_eq!(again.coordinator.state().table().blue_units(), 30);
+        assert_eq!(again.coordinator.log_status().state_hash, hash);
+        // A log of the same id that no longer reaches the snapshot's position (Kafka: an offset
+        // past the end, or below the log start offset): the snapshot is ignored, and the whole
+        // log is applied.
+        log.records.lock().unwrap().truncate(2);
+        let fallback = start(&log, dir.path());
+        assert!(!fallback.from_snapshot);
+        let warnings = fallback.warnings.join("; ");
+        assert!(warnings.contains("ignored the snapshot (position 4"), "{warnings}");
+        assert_eq!(fallback.coordinator.state().table().blue_units(), 10);
+        assert_eq!(fallback.coordinator.state().version(), 2);
     }
 }

@@ -12,6 +12,7 @@ pub mod lane_membership;
 pub mod login_limit;
 pub mod member_key;
 pub mod preconditions;
+pub mod presence;
 pub mod subscribers;
 pub mod table_source;
 pub mod ui_sessions;

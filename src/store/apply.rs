@@ -14,7 +14,8 @@ use std::collections::{HashMap, VecDeque};
 use crate::core::{Applied, Audit, ColorZones, CommandError, Envelope, Genesis, State};
 
 use super::entry::{LogEntry, log_id_of, scheme_of};
-use super::replay::AuditRecord;
+use super::replay::{AuditRecord, Replayed, genesis_hash, history_hash};
+use super::snapshot::{Loaded, Outcomes};
 
 /// The decided outcome of one proposal.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +28,9 @@ pub enum Outcome {
     Refused(CommandError),
     /// The record could not be read as a command (a foreign or newer writer).
     Unreadable(String),
+    /// Refused when first applied, for this reason; known from a snapshot, which keeps the
+    /// exact error of version conflicts only.
+    RefusedEarlier(String),
 }
 
 /// What applying one record did.
@@ -42,6 +46,8 @@ pub enum Step {
 pub struct Applier {
     pub log_id: String,
     pub genesis: Genesis,
+    /// The genesis record as logged (a snapshot stores it).
+    pub genesis_entry: LogEntry,
     pub zones: ColorZones,
     pub state: State,
     /// The position of the next record to apply (Kafka: the next offset).
@@ -93,10 +99,11 @@ impl Applier {
             to: format!("{units} units, {blue_units} blue"),
         }]);
         let log_id = log_id_of(entry);
-        let state_hash = xxhash_rust::xxh3::xxh3_64(log_id.as_bytes());
+        let state_hash = genesis_hash(&log_id);
         Ok(Applier {
             log_id,
             genesis,
+            genesis_entry: entry.clone(),
             zones,
             state,
             next_position: position + 1,
@@ -105,6 +112,48 @@ impl Applier {
             outcomes: HashMap::new(),
             state_hash,
         })
+    }
+
+    /// Continues from a snapshot of a replica of the same log (see [`Applier::snapshot`]): the
+    /// state, the audit tail, the digest and every decided command id, so every later record is
+    /// decided exactly as by a replica that applied the whole log.
+    pub fn from_snapshot(loaded: Loaded, audit_limit: usize) -> Result<Self, String> {
+        let Some((log_id, outcomes)) = loaded.shared else {
+            return Err("it was written for a file log, not a shared one".into());
+        };
+        let LogEntry::Genesis { zones: Some(zones), .. } = &loaded.replayed.genesis_entry else {
+            return Err("its genesis record does not pin the zones".into());
+        };
+        let zones = ColorZones { blue: zones.blue.clone(), green: zones.green.clone() };
+        let Replayed { genesis, genesis_entry, state, mut audit, state_hash } = loaded.replayed;
+        while audit.len() > audit_limit {
+            audit.pop_front();
+        }
+        Ok(Applier {
+            log_id,
+            genesis,
+            genesis_entry,
+            zones,
+            state,
+            next_position: loaded.position.0,
+            audit,
+            audit_limit,
+            outcomes,
+            state_hash,
+        })
+    }
+
+    /// What a snapshot of this replica holds: the replay so far and every decided command id.
+    /// Its position is [`Applier::next_position`].
+    pub fn snapshot(&self) -> (Replayed, Outcomes) {
+        let replayed = Replayed {
+            genesis: self.genesis,
+            genesis_entry: self.genesis_entry.clone(),
+            state: self.state.clone(),
+            audit: self.audit.clone(),
+            state_hash: self.state_hash,
+        };
+        (replayed, self.outcomes.clone())
     }
 
     /// The decided outcome of command `id`, once its record has been applied.
@@ -163,8 +212,8 @@ impl Applier {
         while self.audit.len() > self.audit_limit {
             self.audit.pop_front();
         }
-        let digest = format!("{}|{id}|{action}|{}|{}", self.state_hash, applied.from, applied.to);
-        self.state_hash = xxhash_rust::xxh3::xxh3_64(digest.as_bytes());
+        self.state_hash =
+            history_hash(self.state_hash, applied.version, action, &applied.from, &applied.to);
         self.outcomes.insert(id.clone(), Outcome::Applied(applied));
         self.state = next;
         Step::Changed
@@ -231,6 +280,48 @@ mod tests {
         let mut a = Applier::from_genesis(0, &records[0], 100).unwrap();
         assert_eq!(a.apply(1, Err("garbage")), Step::Unchanged);
         assert_eq!(a.next_position, 2);
+    }
+
+    #[test]
+    fn a_replica_started_from_a_snapshot_decides_later_records_as_one_that_applied_them_all() {
+        let records = [
+            genesis(),
+            dial("a", 1, 10),
+            dial("b", 1, 20), // a compare-and-set loser
+            dial("c", 2, 30),
+        ];
+        let mut full = Applier::from_genesis(0, &records[0], 100).unwrap();
+        for (i, r) in records.iter().enumerate().skip(1) {
+            full.apply(i as u64, Ok(r));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let snapshots = crate::store::Snapshots::new(dir.path(), 1);
+        let (replayed, outcomes) = full.snapshot();
+        let position = crate::store::LogPosition(full.next_position);
+        snapshots.save_shared(&replayed, position, &full.log_id, &outcomes).unwrap();
+        let loaded = snapshots.load(&ColorZones::default()).unwrap().unwrap();
+        let mut resumed = Applier::from_snapshot(loaded, 100).unwrap();
+        assert_eq!(resumed.next_position, 4);
+        assert_eq!(resumed.state_hash, full.state_hash);
+        // Later records: a retry of `a` (seen before the snapshot) whose expected version now
+        // matches, a retry of the loser `b`, and a new command.
+        let later = [dial("a", 3, 70), dial("b", 3, 80), dial("d", 3, 90)];
+        for (i, r) in later.iter().enumerate() {
+            let position = 4 + i as u64;
+            assert_eq!(full.apply(position, Ok(r)), resumed.apply(position, Ok(r)), "record {i}");
+        }
+        assert_eq!(resumed.state, full.state);
+        assert_eq!(resumed.state.table().blue_units(), 90, "only `d` took effect");
+        assert_eq!(resumed.state_hash, full.state_hash);
+        assert_eq!(resumed.audit, full.audit);
+        for id in ["a", "b", "c", "d"] {
+            assert_eq!(resumed.outcome(id), full.outcome(id), "{id}");
+        }
+        // A file-log snapshot is not a replica's.
+        let file = crate::store::Snapshots::new(dir.path(), 1);
+        file.save(&replayed, position, 4).unwrap();
+        let loaded = file.load(&ColorZones::default()).unwrap().unwrap();
+        assert!(Applier::from_snapshot(loaded, 100).is_err());
     }
 
     #[test]

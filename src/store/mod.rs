@@ -19,9 +19,10 @@ pub use entry::{
 };
 pub use file_log::{FileLog, LOG_FILE, decode_log, encode_line};
 pub use replay::{
-    AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, push_audit, replay, replay_after,
+    AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, genesis_hash, history_hash, push_audit,
+    replay, replay_after,
 };
-pub use snapshot::{Loaded, SNAPSHOT_FILE, Snapshots};
+pub use snapshot::{Loaded, Outcomes, SNAPSHOT_FILE, Snapshots};
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 use crate::core::{Audit, ColorZones, Envelope, Genesis, State};
 
-use super::entry::{LogEntry, scheme_of};
+use super::entry::{LogEntry, log_id_of, scheme_of};
 
 /// How many audit records are kept in memory (and in a snapshot) for `GET /v1/audit`; older ones
 /// stay in the log.
@@ -31,6 +31,21 @@ pub struct Replayed {
     pub state: State,
     /// The newest [`AUDIT_IN_MEMORY`] audit records, oldest first.
     pub audit: VecDeque<AuditRecord>,
+    /// Digest of the applied history ([`genesis_hash`], then [`history_hash`] per change).
+    pub state_hash: u64,
+}
+
+/// The history digest right after the genesis entry of the log `log_id`.
+pub fn genesis_hash(log_id: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(log_id.as_bytes())
+}
+
+/// The history digest after a change that made `version`. Why no command id in it: a file log
+/// moved onto a shared log (`tidegate log import`) reaches the same digest at every version, so
+/// the two can be compared; two replicas of one log agree anyway, as they apply the same records.
+pub fn history_hash(prev: u64, version: u64, action: &str, from: &str, to: &str) -> u64 {
+    let digest = format!("{prev}|{version}|{action}|{from}|{to}");
+    xxhash_rust::xxh3::xxh3_64(digest.as_bytes())
 }
 
 /// Why an entry could not be replayed: its 1-based position and a sentence.
@@ -80,7 +95,8 @@ pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, Repl
         from: String::new(),
         to: format!("{} units, {blue_units} blue", units),
     }]);
-    let mut replayed = Replayed { genesis, genesis_entry: first.clone(), state, audit };
+    let state_hash = genesis_hash(&log_id_of(first));
+    let mut replayed = Replayed { genesis, genesis_entry: first.clone(), state, audit, state_hash };
     replay_after(&mut replayed, &entries[1..], 1)?;
     Ok(replayed)
 }
@@ -129,6 +145,8 @@ pub fn replay_after(
                 format!("the entry says version {version}, the replay reached {}", applied.version),
             ));
         }
+        replayed.state_hash =
+            history_hash(replayed.state_hash, applied.version, action, &applied.from, &applied.to);
         push_audit(
             &mut replayed.audit,
             AuditRecord {

@@ -12,7 +12,7 @@
 //! replayed. The position is the log's own opaque position (a byte offset in the file log, the
 //! next offset in a Kafka-topic log), so each replica of a replicated log keeps its own snapshot.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -20,10 +20,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Color, ColorZones, Direction, Drain, DrainMode, DrainPlan, DrainStatus, Guard, OnBreach,
-    RoutingTable, State, StoredPlan,
+    Applied, Color, ColorZones, CommandError, Direction, Drain, DrainMode, DrainPlan, DrainStatus,
+    Guard, OnBreach, RoutingTable, State, StoredPlan,
 };
 
+use super::apply::Outcome;
 use super::entry::{LogEntry, WirePlan, scheme_of};
 use super::replay::{AUDIT_IN_MEMORY, AuditRecord, Replayed, action_name};
 use super::{LogPosition, StoreError};
@@ -49,6 +50,9 @@ pub struct Loaded {
     pub position: LogPosition,
     /// How many entries of the log it covers (genesis included).
     pub entries: u64,
+    /// A shared log replica's snapshot: the log's id and every decided command id. `None` for
+    /// the file log.
+    pub shared: Option<(String, Outcomes)>,
 }
 
 impl Snapshots {
@@ -80,7 +84,26 @@ impl Snapshots {
         position: LogPosition,
         entries: u64,
     ) -> Result<(), StoreError> {
-        let line = encode(replayed, position, entries)?;
+        self.write(&encode(replayed, position, entries, None)?)
+    }
+
+    /// Writes a shared log replica's snapshot: the state, and every command id decided up to
+    /// `position` (the log's next position, Kafka: the next offset) in the log `log_id`.
+    pub fn save_shared(
+        &self,
+        replayed: &Replayed,
+        position: LogPosition,
+        log_id: &str,
+        outcomes: &Outcomes,
+    ) -> Result<(), StoreError> {
+        let mut wire: Vec<WireOutcome> =
+            outcomes.iter().map(|(id, outcome)| wire_outcome(id, outcome)).collect();
+        wire.sort_by(|a, b| a.id.cmp(&b.id));
+        let shared = WireShared { log_id: log_id.to_owned(), outcomes: wire };
+        self.write(&encode(replayed, position, position.0, Some(shared))?)
+    }
+
+    fn write(&self, line: &str) -> Result<(), StoreError> {
         let tmp = self.dir.join(SNAPSHOT_TMP);
         let path = self.path();
         let io_err = |action, path: &Path| {
@@ -112,6 +135,100 @@ struct Body {
     #[serde(default)]
     plans: Vec<WireStoredPlan>,
     audit: Vec<WireAudit>,
+    /// The history digest at `position` (absent in snapshots from before digests: ignored).
+    #[serde(default)]
+    state_hash: Option<u64>,
+    /// What a replica of a shared log needs besides the state (absent for the file log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shared: Option<WireShared>,
+}
+
+/// A shared log replica's decisions so far: every command id seen, with its outcome, so that a
+/// replica started from this snapshot ignores a late retry exactly as one that replayed it all.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireShared {
+    log_id: String,
+    outcomes: Vec<WireOutcome>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireOutcome {
+    id: String,
+    /// `applied`, `unchanged`, `refused` or `unreadable`.
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    version: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    to: Option<String>,
+    /// A version conflict's expected and current versions (kept exactly: the common refusal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    conflict: Option<(u64, u64)>,
+    /// Why it was refused or unreadable, as a sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+}
+
+/// The command ids a shared-log replica has decided, and how (see [`Outcome`]).
+pub type Outcomes = HashMap<String, Outcome>;
+
+fn wire_outcome(id: &str, outcome: &Outcome) -> WireOutcome {
+    let mut w = WireOutcome {
+        id: id.to_owned(),
+        kind: String::new(),
+        version: None,
+        from: None,
+        to: None,
+        conflict: None,
+        why: None,
+    };
+    match outcome {
+        Outcome::Applied(applied) => {
+            w.kind = "applied".into();
+            w.version = Some(applied.version);
+            w.from = Some(applied.from.clone());
+            w.to = Some(applied.to.clone());
+        }
+        Outcome::Unchanged => w.kind = "unchanged".into(),
+        Outcome::Refused(CommandError::VersionConflict { expected, current }) => {
+            w.kind = "refused".into();
+            w.conflict = Some((*expected, *current));
+        }
+        Outcome::Refused(e) => {
+            w.kind = "refused".into();
+            w.why = Some(e.to_string());
+        }
+        Outcome::RefusedEarlier(why) => {
+            w.kind = "refused".into();
+            w.why = Some(why.clone());
+        }
+        Outcome::Unreadable(why) => {
+            w.kind = "unreadable".into();
+            w.why = Some(why.clone());
+        }
+    }
+    w
+}
+
+fn core_outcome(w: WireOutcome) -> Result<(String, Outcome), String> {
+    let outcome = match (w.kind.as_str(), w.version, w.conflict) {
+        ("applied", Some(version), _) => Outcome::Applied(Applied {
+            version,
+            from: w.from.unwrap_or_default(),
+            to: w.to.unwrap_or_default(),
+        }),
+        ("unchanged", ..) => Outcome::Unchanged,
+        ("refused", _, Some((expected, current))) => {
+            Outcome::Refused(CommandError::VersionConflict { expected, current })
+        }
+        ("refused", ..) => Outcome::RefusedEarlier(w.why.unwrap_or_default()),
+        ("unreadable", ..) => Outcome::Unreadable(w.why.unwrap_or_default()),
+        (kind, ..) => return Err(format!("holds an outcome of unknown kind `{kind}`")),
+    };
+    Ok((w.id, outcome))
 }
 
 #[derive(Serialize, Deserialize)]
@@ -169,7 +286,12 @@ struct WireDrain {
     finished_ms: Option<u64>,
 }
 
-fn encode(replayed: &Replayed, position: LogPosition, entries: u64) -> Result<String, StoreError> {
+fn encode(
+    replayed: &Replayed,
+    position: LogPosition,
+    entries: u64,
+    shared: Option<WireShared>,
+) -> Result<String, StoreError> {
     let table = replayed.state.table();
     let body = Body {
         format: FORMAT,
@@ -205,6 +327,8 @@ fn encode(replayed: &Replayed, position: LogPosition, entries: u64) -> Result<St
                 to: a.to.clone(),
             })
             .collect(),
+        state_hash: Some(replayed.state_hash),
+        shared,
     };
     let json = serde_json::to_string(&body)?;
     Ok(format!("{:08x} {json}\n", crc32fast::hash(json.as_bytes())))
@@ -270,10 +394,20 @@ fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
         })
         .collect::<Result<Vec<_>, String>>()?;
     let state = State::restore(table, drains, body.next_drain_id, plans);
+    let state_hash = body.state_hash.ok_or("predates state digests")?;
+    let shared = match body.shared {
+        None => None,
+        Some(shared) => {
+            let outcomes =
+                shared.outcomes.into_iter().map(core_outcome).collect::<Result<Outcomes, _>>()?;
+            Some((shared.log_id, outcomes))
+        }
+    };
     Ok(Loaded {
-        replayed: Replayed { genesis, genesis_entry: body.genesis, state, audit },
+        replayed: Replayed { genesis, genesis_entry: body.genesis, state, audit, state_hash },
         position: LogPosition(body.position),
         entries: body.entries,
+        shared,
     })
 }
 

@@ -176,8 +176,61 @@
       live.textContent = 'Live · updated ' + new Date().toLocaleTimeString('en-GB', { hour12: false }) + ' · every ' + POLL_MS / 1000 + ' s';
     } else {
       live.className = 'live stale';
-      live.textContent = 'Not updating: ' + explain(err) + ' Retrying every ' + POLL_MS / 1000 + ' s; the values below may be old.';
+      const unreachable = err instanceof ApiError && (err.code === 'network' || err.code === 'timeout');
+      const others = unreachable ? otherConsoles() : null;
+      live.replaceChildren(...(others ? [others] : []), 'Not updating: ' + explain(err) + ' Retrying every ' + POLL_MS / 1000 + ' s; the values below may be old.');
     }
+  }
+
+  // ---- coordinator replicas ------------------------------------------------------------------
+
+  // The replicas as GET /v1/cluster last listed them: the page is served by one replica, and
+  // when that one stops answering the others' consoles are offered as links (calling them from
+  // here would need CORS and their cookies; a link is the honest version).
+  function renderCluster() {
+    const c = view.cluster;
+    const node = $('cluster');
+    if (!node || !c) return;
+    const me = (c.replicas || []).find((r) => r.self) || {};
+    const lost = (c.replicas || []).filter((r) => r.status === 'lost').length;
+    $('cluster-self').replaceChildren('This page talks to ', el('strong', { id: 'cluster-me' }, text(c.self || 'this node')),
+      me.zone ? ' in ' + me.zone : '', ' · log ', el('code', {}, text(c.log && c.log.kind)), ' ', text(c.log && c.log.id),
+      lost ? ' · ' + lost + ' lost' : '');
+    const rows = (c.replicas || []).map((r) => {
+      const status = r.status === 'lost'
+        ? el('span', { class: 'state state-down' }, '✕ Lost')
+        : el('span', { class: 'state state-active' }, '✓ Live');
+      const link = r.self || !r.url ? text(r.self ? 'this one' : '') : el('a', { href: r.url + '/ui' }, r.url + '/ui');
+      return el('tr', { class: r.status === 'lost' ? 'replica-lost' : '', 'data-replica': text(r.id) },
+        el('td', {}, text(r.id), r.self ? ' (this one)' : ''), el('td', {}, text(r.zone)), el('td', {}, status),
+        el('td', { class: 'num' }, count(r.applied_version)), el('td', { class: 'num' }, count(r.behind)),
+        el('td', {}, clock(r.last_seen)), el('td', {}, link));
+    });
+    node.replaceChildren(el('div', { class: 'table-wrap' }, el('table', { class: 'replicas', id: 'replicas' },
+      el('thead', {}, el('tr', {}, ...['Replica', 'Zone', 'Status', 'Version', 'Behind', 'Last seen', 'Console'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, ...rows))));
+  }
+
+  // When this page's replica does not answer: say so, and link the other replicas' consoles.
+  function otherConsoles() {
+    const c = view.cluster;
+    const others = ((c && c.replicas) || []).filter((r) => !r.self && r.url);
+    if (!others.length) return null;
+    const me = ((c && c.replicas) || []).find((r) => r.self) || {};
+    const links = [];
+    for (const r of others) {
+      if (links.length) links.push(' · ');
+      links.push(el('a', { href: r.url + '/ui', class: 'replica-link' }, text(r.id) + (r.zone ? ' (' + r.zone + ')' : '')));
+      if (r.status === 'lost') links.push(' (lost when last seen)');
+    }
+    // The table is from before: mark this replica's own row, which it can no longer update.
+    const row = document.querySelector('#replicas tr[data-replica="' + CSS.escape(text(me.id)) + '"]');
+    if (row) {
+      row.className = 'replica-lost';
+      row.children[2].replaceChildren(el('span', { class: 'state state-down' }, '✕ Not answering'));
+    }
+    return el('span', { id: 'replica-down' }, 'The replica serving this page (' + text(me.id) + (me.url ? ', ' + me.url : '') +
+      ') is not answering. Open another replica\'s console: ', ...links, '. ');
   }
 
   // ---- overview --------------------------------------------------------------------------
@@ -192,18 +245,21 @@
     applying: false, // a dial change is on its way: Enter again must not send a second one
     editing: false, // the operator moved the dial and has not confirmed or cancelled yet
     confirm: null, // {target, version} while the confirm step is open
+    cluster: null, // the last GET /v1/cluster answer: who else to offer when this replica dies
   };
 
   // The charts come from tidegate's own samples (GET /v1/zones/history), so a page opened in
   // the middle of an incident shows the minutes before it, and every operator sees the same line.
   async function refreshOverview() {
-    const [routing, zones, drains, history, audit] = await Promise.all([
+    const [routing, zones, drains, history, audit, cluster] = await Promise.all([
       api('GET', '/v1/routing'),
       api('GET', '/v1/zones'),
       api('GET', '/v1/drains'),
       api('GET', '/v1/zones/history'),
       api('GET', '/v1/audit?limit=1'),
+      api('GET', '/v1/cluster'),
     ]);
+    view.cluster = cluster;
     view.routing = routing;
     view.zones = zones;
     view.drains = drains.drains || [];
@@ -217,6 +273,7 @@
     renderLastChange();
     renderZones();
     renderDrain();
+    renderCluster();
   }
 
   // Who made the newest change, when, and why: the first question in an incident.

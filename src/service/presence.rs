@@ -1,0 +1,294 @@
+//! Replicas seeing each other: each announces itself every [`ANNOUNCE_EVERY`] on a presence bus
+//! (Kafka: a topic next to the command topic), and reads the others' announcements, so that
+//! `GET /v1/cluster` can list every replica, how far behind it is, and which ones are lost.
+//!
+//! Why announcements and not the command log: presence is not state. It changes every two seconds
+//! on every replica, would grow the infinite-retention log for nothing, and nothing decided from
+//! it may move traffic. The bus is behind [`PresenceBus`], so this module never names Kafka.
+//!
+//! A replica not heard from for [`LOST_AFTER_INTERVALS`] intervals is shown `lost`. Lost is judged
+//! on the announcement's own time (`at_ms`) against this replica's clock: replicas' clocks must
+//! agree to well under a few seconds, as drain steps already require (ARCHITECTURE.md).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::NodeConfig;
+use crate::service::coordinator::Coordinator;
+
+/// How often a replica announces itself.
+pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(2);
+/// How many missed announcements make a replica `lost`.
+pub const LOST_AFTER_INTERVALS: u64 = 3;
+/// How long a lost replica is still listed (the presence topic's retention).
+pub const FORGET_AFTER_MS: u64 = 3_600_000;
+
+/// Moves announcements between replicas. Payloads are opaque bytes (JSON, written here).
+pub trait PresenceBus: Send {
+    /// Sends one announcement (best effort: the next one replaces a lost one).
+    fn announce(&mut self, key: &str, payload: &[u8]) -> Result<(), String>;
+    /// The announcements that arrived, waiting up to `wait` for the first.
+    fn receive(&mut self, wait: Duration) -> Result<Vec<Vec<u8>>, String>;
+}
+
+/// What one replica says about itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Announcement {
+    pub log_id: String,
+    pub id: String,
+    pub zone: String,
+    pub url: String,
+    pub applied_version: u64,
+    #[serde(default)]
+    pub applied_position: Option<u64>,
+    #[serde(default)]
+    pub state_hash: Option<String>,
+    pub started_at_ms: u64,
+    /// When it was sent, by the sender's clock.
+    pub at_ms: u64,
+}
+
+/// One row of `GET /v1/cluster`'s `replicas`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReplicaView {
+    pub id: Option<String>,
+    pub zone: Option<String>,
+    pub url: Option<String>,
+    pub applied_version: u64,
+    pub applied_position: Option<u64>,
+    pub state_hash: Option<String>,
+    /// The highest applied version any replica announced, minus this row's.
+    pub behind: u64,
+    pub started_at_ms: Option<u64>,
+    pub last_seen_ms: u64,
+    /// `live` or `lost`.
+    pub status: &'static str,
+    /// True for the replica that answered.
+    #[serde(rename = "self")]
+    pub is_self: bool,
+}
+
+/// The rows for `me` (always live, seen now) and the announcements of the others, sorted by id.
+/// Pure: the clock is an argument.
+pub fn view(
+    me: ReplicaView,
+    others: &[Announcement],
+    now_ms: u64,
+    interval_ms: u64,
+) -> Vec<ReplicaView> {
+    let lost_after = interval_ms * LOST_AFTER_INTERVALS;
+    let mut rows = vec![me];
+    for a in others {
+        if Some(&a.id) == rows[0].id.as_ref() {
+            continue;
+        }
+        let status = if now_ms.saturating_sub(a.at_ms) > lost_after { "lost" } else { "live" };
+        rows.push(ReplicaView {
+            id: Some(a.id.clone()),
+            zone: Some(a.zone.clone()),
+            url: Some(a.url.clone()),
+            applied_version: a.applied_version,
+            applied_position: a.applied_position,
+            state_hash: a.state_hash.clone(),
+            behind: 0,
+            started_at_ms: Some(a.started_at_ms),
+            last_seen_ms: a.at_ms,
+            status,
+            is_self: false,
+        });
+    }
+    let newest = rows.iter().map(|r| r.applied_version).max().unwrap_or(0);
+    for row in &mut rows {
+        row.behind = newest - row.applied_version;
+    }
+    rows.sort_by(|a, b| a.id.cmp(&b.id));
+    rows
+}
+
+/// This replica's identity and what it has heard from the others.
+pub struct Presence {
+    node: Option<NodeConfig>,
+    url: Mutex<Option<String>>,
+    started_at_ms: u64,
+    coordinator: Arc<Coordinator>,
+    /// The others' newest announcements (empty on a single node, which runs no bus).
+    seen: Mutex<BTreeMap<String, Announcement>>,
+}
+
+impl Presence {
+    pub fn new(node: Option<NodeConfig>, coordinator: Arc<Coordinator>, now_ms: u64) -> Presence {
+        Presence {
+            url: Mutex::new(node.as_ref().map(|n| n.url.clone())),
+            node,
+            started_at_ms: now_ms,
+            coordinator,
+            seen: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The server is listening at `url`: announce that, unless `[node] url` named one.
+    pub fn bound(&self, url: &str) {
+        if self.node.as_ref().is_some_and(|n| n.url_derived) {
+            *self.url.lock().unwrap_or_else(|p| p.into_inner()) = Some(url.to_owned());
+        }
+    }
+
+    fn my_url(&self) -> Option<String> {
+        self.url.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// This replica as it is now.
+    fn me(&self, now_ms: u64) -> ReplicaView {
+        let log = self.coordinator.log_status();
+        ReplicaView {
+            id: self.node.as_ref().map(|n| n.id.clone()),
+            zone: self.node.as_ref().map(|n| n.zone.clone()),
+            url: self.my_url(),
+            applied_version: self.coordinator.state().version(),
+            applied_position: log.next_position,
+            state_hash: log.state_hash.map(|h| format!("{h:016x}")),
+            behind: 0,
+            started_at_ms: Some(self.started_at_ms),
+            last_seen_ms: now_ms,
+            status: "live",
+            is_self: true,
+        }
+    }
+
+    /// Every replica known, this one included.
+    pub fn replicas(&self, now_ms: u64) -> Vec<ReplicaView> {
+        let others: Vec<Announcement> =
+            self.seen.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        view(self.me(now_ms), &others, now_ms, ANNOUNCE_EVERY.as_millis() as u64)
+    }
+
+    /// Takes in one received payload (foreign logs, garbage and stale repeats are ignored).
+    pub fn receive(&self, payload: &[u8], now_ms: u64) {
+        let Ok(a) = serde_json::from_slice::<Announcement>(payload) else { return };
+        if a.log_id != self.coordinator.log_id() {
+            return;
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.get(&a.id).is_none_or(|old| old.at_ms <= a.at_ms) {
+            seen.insert(a.id.clone(), a);
+        }
+        seen.retain(|_, a| now_ms.saturating_sub(a.at_ms) < FORGET_AFTER_MS);
+    }
+
+    fn announcement(&self, now_ms: u64) -> Option<Announcement> {
+        let me = self.me(now_ms);
+        Some(Announcement {
+            log_id: self.coordinator.log_id().to_owned(),
+            id: me.id?,
+            zone: me.zone.unwrap_or_default(),
+            url: me.url.unwrap_or_default(),
+            applied_version: me.applied_version,
+            applied_position: me.applied_position,
+            state_hash: me.state_hash,
+            started_at_ms: self.started_at_ms,
+            at_ms: now_ms,
+        })
+    }
+
+    /// Announces this replica every [`ANNOUNCE_EVERY`] and takes in the others', on a thread of
+    /// its own for as long as the process lives. `clock` gives milliseconds since the epoch.
+    pub fn run(
+        self: &Arc<Self>,
+        mut bus: Box<dyn PresenceBus>,
+        clock: fn() -> u64,
+    ) -> std::io::Result<()> {
+        let presence = Arc::clone(self);
+        std::thread::Builder::new().name("tidegate-presence".into()).spawn(move || {
+            let mut next = std::time::Instant::now();
+            let mut failing = false;
+            loop {
+                let now = std::time::Instant::now();
+                if now >= next {
+                    next = now + ANNOUNCE_EVERY;
+                    if let Some(a) = presence.announcement(clock())
+                        && let Ok(payload) = serde_json::to_vec(&a)
+                        && let Err(e) = bus.announce(&a.id, &payload)
+                        && !failing
+                    {
+                        eprintln!("tidegate: warning: cannot announce this replica: {e}");
+                    }
+                }
+                let wait = next.saturating_duration_since(std::time::Instant::now());
+                match bus.receive(wait.min(Duration::from_millis(500))) {
+                    Ok(payloads) => {
+                        failing = false;
+                        for payload in payloads {
+                            presence.receive(&payload, clock());
+                        }
+                    }
+                    Err(e) => {
+                        if !failing {
+                            eprintln!("tidegate: warning: cannot read replica announcements: {e}");
+                            failing = true;
+                        }
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                }
+            }
+        })?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me(version: u64) -> ReplicaView {
+        ReplicaView {
+            id: Some("r2".into()),
+            zone: Some("az-b".into()),
+            url: Some("http://b".into()),
+            applied_version: version,
+            applied_position: Some(version),
+            state_hash: None,
+            behind: 0,
+            started_at_ms: Some(0),
+            last_seen_ms: 10_000,
+            status: "live",
+            is_self: true,
+        }
+    }
+
+    fn other(id: &str, version: u64, at_ms: u64) -> Announcement {
+        Announcement {
+            log_id: "log".into(),
+            id: id.into(),
+            zone: "az-a".into(),
+            url: format!("http://{id}"),
+            applied_version: version,
+            applied_position: None,
+            state_hash: None,
+            started_at_ms: 0,
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn behind_counts_from_the_newest_announced_version_and_silence_makes_lost() {
+        let rows = view(me(5), &[other("r1", 7, 9_000), other("r3", 7, 3_000)], 10_000, 2_000);
+        let ids: Vec<_> = rows.iter().map(|r| r.id.clone().unwrap()).collect();
+        assert_eq!(ids, ["r1", "r2", "r3"]);
+        assert_eq!((rows[0].behind, rows[0].status), (0, "live"));
+        assert_eq!((rows[1].behind, rows[1].is_self), (2, true));
+        // 7 s of silence is more than three 2 s intervals.
+        assert_eq!(rows[2].status, "lost");
+        // Exactly three intervals is still live.
+        assert_eq!(view(me(7), &[other("r1", 7, 4_000)], 10_000, 2_000)[0].status, "live");
+    }
+
+    #[test]
+    fn an_announcement_under_this_replicas_own_id_is_not_listed_twice() {
+        let rows = view(me(5), &[other("r2", 9, 9_000)], 10_000, 2_000);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].behind, 0);
+    }
+}
