@@ -31,6 +31,7 @@ fn service() -> (Lanes, Arc<ArcSwap<RoutingTable>>) {
         member_key: None,
         max_groups_per_caller: 4,
         max_members_per_caller: 100,
+        lease_ms: 400,
     };
     let lanes = Lanes::new(ColorZones::default(), config, source.clone(), None);
     (lanes, source)
@@ -198,6 +199,7 @@ fn no_groups_right_after_a_restart_is_not_a_backlog_of_zero() {
         member_key: None,
         max_groups_per_caller: 4,
         max_members_per_caller: 100,
+        lease_ms: 400,
     };
     let lanes = Lanes::new(ColorZones::default(), config, source, Some(Arc::new(Quiet)));
     assert_eq!(lanes.total_half_lag(Color::Blue, 0, 5_000), None, "not even ticked yet");

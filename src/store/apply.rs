@@ -9,7 +9,7 @@
 //! Architecture invariant: [`Applier::apply`] is pure (no clock, no configuration, no I/O); the
 //! genesis record is the only input besides the records.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::core::{Applied, Audit, ColorZones, CommandError, Envelope, Genesis, State};
 
@@ -27,6 +27,25 @@ pub enum Outcome {
     Refused(CommandError),
     /// The record could not be read as a command (a foreign or newer writer).
     Unreadable(String),
+    /// A lease claim: whether it was granted.
+    Lease { granted: bool },
+}
+
+/// A lease as the log decided it (`LogEntry::Lease`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub holder: String,
+    pub url: Option<String>,
+    /// The audited time of the record that granted it last (a claim or a renewal).
+    pub at_ms: u64,
+    pub until_ms: u64,
+}
+
+/// Whether a claim of a lease by `holder`, stamped `at_ms`, is granted over `current`: when the
+/// lease is free, is already `holder`'s (a renewal), or its term ended before `at_ms`. Pure, and
+/// applied in log order, so every replica grants the same claims.
+pub fn lease_granted(current: Option<&Lease>, holder: &str, at_ms: u64) -> bool {
+    current.is_none_or(|lease| lease.holder == holder || lease.until_ms < at_ms)
 }
 
 /// What applying one record did.
@@ -53,6 +72,9 @@ pub struct Applier {
     outcomes: HashMap<String, Outcome>,
     /// Digest of the applied history, the same on every replica at the same version.
     pub state_hash: u64,
+    /// The leases by name. Not routing state: they spend no version and stay out of the audit
+    /// trail and `state_hash`.
+    pub leases: BTreeMap<String, Lease>,
 }
 
 impl Applier {
@@ -104,6 +126,7 @@ impl Applier {
             audit_limit,
             outcomes: HashMap::new(),
             state_hash,
+            leases: BTreeMap::new(),
         })
     }
 
@@ -119,6 +142,22 @@ impl Applier {
             Ok(entry) => entry,
             Err(_) => return Step::Unchanged,
         };
+        if let LogEntry::Lease { id, name, holder, url, at_ms, until_ms } = entry {
+            if !self.outcomes.contains_key(id) {
+                let granted = lease_granted(self.leases.get(name), holder, *at_ms);
+                if granted {
+                    let lease = Lease {
+                        holder: holder.clone(),
+                        url: url.clone(),
+                        at_ms: *at_ms,
+                        until_ms: *until_ms,
+                    };
+                    self.leases.insert(name.clone(), lease);
+                }
+                self.outcomes.insert(id.clone(), Outcome::Lease { granted });
+            }
+            return Step::Unchanged;
+        }
         // A later genesis (a replica that lost the race to create the log) and decided entries
         // (they belong to file logs) take no effect.
         let LogEntry::Proposal { id, expected_version, at_ms, by, reason, command } = entry else {
@@ -231,6 +270,45 @@ mod tests {
         let mut a = Applier::from_genesis(0, &records[0], 100).unwrap();
         assert_eq!(a.apply(1, Err("garbage")), Step::Unchanged);
         assert_eq!(a.next_position, 2);
+    }
+
+    fn lease(id: &str, holder: &str, at_ms: u64, until_ms: u64) -> LogEntry {
+        LogEntry::Lease {
+            id: id.into(),
+            name: "lanes".into(),
+            holder: holder.into(),
+            url: Some(format!("http://{holder}")),
+            at_ms,
+            until_ms,
+        }
+    }
+
+    #[test]
+    fn a_lease_goes_to_another_holder_only_after_its_term_and_spends_no_version() {
+        let mut a = Applier::from_genesis(0, &genesis(), 100).unwrap();
+        let hash = a.state_hash;
+        a.apply(1, Ok(&lease("1", "r1", 1_000, 7_000)));
+        assert_eq!(a.outcome("1"), Some(&Outcome::Lease { granted: true }));
+        // Another replica claims during the term: refused, whatever its own clock says later.
+        a.apply(2, Ok(&lease("2", "r2", 6_999, 12_999)));
+        assert_eq!(a.outcome("2"), Some(&Outcome::Lease { granted: false }));
+        // The holder renews; the term moves on.
+        a.apply(3, Ok(&lease("3", "r1", 5_000, 11_000)));
+        assert_eq!(a.outcome("3"), Some(&Outcome::Lease { granted: true }));
+        a.apply(4, Ok(&lease("4", "r2", 11_000, 17_000)));
+        assert_eq!(a.outcome("4"), Some(&Outcome::Lease { granted: false }), "not before until");
+        a.apply(5, Ok(&lease("5", "r2", 11_001, 17_001)));
+        assert_eq!(a.outcome("5"), Some(&Outcome::Lease { granted: true }));
+        assert_eq!(a.leases["lanes"].holder, "r2");
+        assert_eq!(a.leases["lanes"].url.as_deref(), Some("http://r2"));
+        // The old holder waking up after a pause is refused.
+        a.apply(6, Ok(&lease("6", "r1", 12_000, 18_000)));
+        assert_eq!(a.outcome("6"), Some(&Outcome::Lease { granted: false }));
+        // A retried id is judged once.
+        a.apply(7, Ok(&lease("6", "r1", 30_000, 36_000)));
+        assert_eq!(a.leases["lanes"].holder, "r2");
+        assert_eq!((a.state.version(), a.state_hash, a.audit.len()), (1, hash, 1));
+        assert_eq!(a.next_position, 8);
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod file_log;
 mod replay;
 mod snapshot;
 
-pub use apply::{Applier, Outcome, Step};
+pub use apply::{Applier, Lease, Outcome, Step, lease_granted};
 pub use entry::{
     LogEntry, WireCommand, WirePlan, WirePrecondition, WireStep, WireZones, log_id_of, new_log_id,
 };
