@@ -396,6 +396,10 @@ fn lane_settings_are_checked_and_the_documented_file_loads() {
         ("[lanes]\nkafka_bootstrap = \"a:1, b:2\"", "lanes.kafka_bootstrap"),
         ("[lanes]\nmax_members = 0", "lanes.max_members"),
         ("[lanes]\nsession = \"1s\"", "session"),
+        // The lane lease must end well within a consumer's session (and not be absurdly short).
+        ("[lanes]\nsession_timeout = \"10s\"\nlease = \"6s\"", "lanes.lease"),
+        ("[lanes]\nlease = \"100ms\"", "lanes.lease"),
+        ("[lanes]\nlease = \"later\"", "lanes.lease"),
     ];
     for (toml, key) in cases {
         let figment =
@@ -411,4 +415,6 @@ fn lane_settings_are_checked_and_the_documented_file_loads() {
     assert_eq!(documented.lanes.lag_interval_ms, defaults.lanes.lag_interval_ms);
     assert_eq!(documented.lanes.kafka_bootstrap, None);
     assert_eq!(documented.lanes.max_members, defaults.lanes.max_members);
+    assert_eq!(documented.lanes.lease_ms, 4_000, "two fifths of the default 10 s session");
+    assert_eq!(defaults.lanes.lease_ms, 4_000);
 }
