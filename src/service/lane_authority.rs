@@ -111,7 +111,7 @@ impl LaneAuthority {
 
     /// Records the outcome of a claim sent at `sent` (monotonic) and `at_ms` (wall clock).
     /// Returns `Some(true)` when it began a new term, `Some(false)` when it lost the authority.
-    fn record(
+    pub(crate) fn record(
         &self,
         granted: bool,
         lease: Option<Lease>,

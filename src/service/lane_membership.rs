@@ -788,3 +788,109 @@ pub async fn run(lanes: Arc<Lanes>, now_ms: fn() -> u64, shutdown: impl Future<O
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{RoutingTable, UnitMode, UnitScheme};
+    use crate::service::lane_authority::Claimant;
+    use crate::store::Lease;
+    use std::time::Instant;
+
+    fn lanes(authority: &Arc<LaneAuthority>) -> Lanes {
+        let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
+        let table = RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), ColorZones::default())
+            .unwrap();
+        let config = LanesConfig {
+            session_timeout_ms: 1_000,
+            heartbeat_interval_ms: 200,
+            lag_interval_ms: 200,
+            kafka_bootstrap: None,
+            max_groups: 4,
+            max_members: 8,
+            member_key: None,
+            max_groups_per_caller: 4,
+            max_members_per_caller: 100,
+            lease_ms: 400,
+        };
+        let source = Arc::new(arc_swap::ArcSwap::from_pointee(table));
+        Lanes::new(ColorZones::default(), config, source, None)
+            .with_authority(Arc::clone(authority))
+    }
+
+    fn lease(holder: &str) -> Option<Lease> {
+        Some(Lease {
+            holder: holder.into(),
+            url: Some(format!("http://{holder}")),
+            at_ms: 0,
+            until_ms: 0,
+        })
+    }
+
+    fn adopt(zone: &str) -> Option<Adoption> {
+        Some(Adoption {
+            owner: "t".into(),
+            zone: zone.into(),
+            topic: "orders".into(),
+            partitions: 8,
+        })
+    }
+
+    fn set(items: &[u32]) -> BTreeSet<u32> {
+        items.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_new_authority_adopts_claims_at_once_and_hands_out_the_rest_one_session_later() {
+        // A term long enough not to lapse while the test runs.
+        let authority = Arc::new(LaneAuthority::leased(Claimant {
+            node_id: "r2".into(),
+            url: "http://r2".into(),
+            term_ms: 600_000,
+        }));
+        let lanes = lanes(&authority);
+        // Before it holds the lease: every membership call names the holder.
+        authority.record(false, lease("r1"), Instant::now(), 500);
+        let err = lanes.heartbeat("g", "b1", set(&[0, 1]), adopt("az-b"), 900).unwrap_err();
+        let LanesError::NotAuthority(n) = &err else { panic!("{err:?}") };
+        assert_eq!((n.holder.as_deref(), n.url.as_deref()), (Some("r1"), Some("http://r1")));
+        assert!(err.to_string().contains("http://r1"), "{err}");
+        assert_eq!(lanes.total_half_lag(Color::Blue, 0, 900), None);
+        // It takes over at 1 000 (session 1 000 ms: unclaimed partitions wait until 2 000).
+        assert_eq!(authority.record(true, lease("r2"), Instant::now(), 1_000), Some(true));
+        let b1 = lanes.heartbeat("g", "b1", set(&[0, 1]), adopt("az-b"), 1_100).unwrap();
+        assert_eq!(b1.assignment, vec![0, 1], "what it claimed, nothing nobody vouched for");
+        let a1 = lanes.register("g", reg("a1", "az-a"), 1_200).unwrap();
+        assert_eq!(a1.assignment, Vec::<u32>::new(), "green is unclaimed: held back");
+        assert_eq!(a1.pending, vec![4, 5, 6, 7]);
+        let a1 = lanes.heartbeat("g", "a1", set(&[]), None, 1_999).unwrap();
+        assert_eq!(a1.assignment, Vec::<u32>::new());
+        let a1 = lanes.heartbeat("g", "a1", set(&[]), None, 2_000).unwrap();
+        assert_eq!(a1.assignment, vec![4, 5, 6, 7], "one session after the takeover");
+        let b1 = lanes.heartbeat("g", "b1", set(&[0, 1]), None, 2_010).unwrap();
+        assert_eq!(b1.assignment, vec![0, 1, 2, 3]);
+        // It loses the lease: it answers as a follower and forgets the groups.
+        assert_eq!(authority.record(false, lease("r3"), Instant::now(), 2_100), Some(false));
+        assert!(matches!(
+            lanes.register("g", reg("a2", "az-a"), 2_200),
+            Err(LanesError::NotAuthority(_))
+        ));
+        lanes.tick(2_200);
+        assert!(lanes.lag_targets().is_empty());
+        assert!(lanes.views(2_200).is_empty());
+        // Taking it back later is a new term: nothing from before survives.
+        assert_eq!(authority.record(true, lease("r2"), Instant::now(), 5_000), Some(true));
+        let err = lanes.heartbeat("g", "a1", set(&[4]), None, 5_100).unwrap_err();
+        assert!(matches!(err, LanesError::MemberNotFound { .. }), "{err:?}");
+    }
+
+    fn reg(id: &str, zone: &str) -> Registration {
+        Registration {
+            member_id: Some(id.into()),
+            owner: "t".into(),
+            zone: zone.into(),
+            topic: "orders".into(),
+            partitions: 8,
+        }
+    }
+}
