@@ -410,10 +410,11 @@ impl Lanes {
     /// A heartbeat: the member is alive and still holds `holding`. The answer is what it may
     /// read now.
     ///
-    /// A member this replica does not know is adopted when the heartbeat carries `adopt` (the
-    /// caller proved the member's identity with its secret): it joins with the partitions it
-    /// holds, instead of being told to stop reading and register again. This is how a lane
-    /// authority takes over the members of one that died.
+    /// On a replica of a shared log, a member this replica does not know is adopted when the
+    /// heartbeat carries `adopt` (the caller proved the member's identity with its secret): it
+    /// joins with the partitions it holds, instead of being told to stop reading and register
+    /// again. This is how a lane authority takes over the members of one that died. A single
+    /// node answers `member_not_found` as always.
     pub fn heartbeat(
         &self,
         group: &str,
@@ -428,7 +429,9 @@ impl Lanes {
             || LanesError::MemberNotFound { group: group.to_owned(), member: member.to_owned() };
         let known = groups.get(group).is_some_and(|g| g.members.contains_key(member));
         if !known {
-            let a = adopt.ok_or_else(not_found)?;
+            // Only a leased authority adopts: it holds unclaimed partitions back for a session
+            // after taking over. A single node keeps "restart means register again".
+            let a = adopt.filter(|_| self.authority.is_leased()).ok_or_else(not_found)?;
             let registration = Registration {
                 member_id: Some(member.to_owned()),
                 owner: a.owner,
@@ -797,6 +800,10 @@ mod tests {
     use crate::store::Lease;
     use std::time::Instant;
 
+    fn lanes_always() -> Lanes {
+        lanes(&Arc::new(LaneAuthority::always()))
+    }
+
     fn lanes(authority: &Arc<LaneAuthority>) -> Lanes {
         let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
         let table = RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), ColorZones::default())
@@ -849,6 +856,10 @@ mod tests {
             term_ms: 600_000,
         }));
         let lanes = lanes(&authority);
+        // A single node never adopts: after its restart, members register again.
+        let single = lanes_always();
+        let err = single.heartbeat("g", "b1", set(&[0]), adopt("az-b"), 0).unwrap_err();
+        assert!(matches!(err, LanesError::MemberNotFound { .. }), "{err:?}");
         // Before it holds the lease: every membership call names the holder.
         authority.record(false, lease("r1"), Instant::now(), 500);
         let err = lanes.heartbeat("g", "b1", set(&[0, 1]), adopt("az-b"), 900).unwrap_err();
@@ -858,6 +869,12 @@ mod tests {
         assert_eq!(lanes.total_half_lag(Color::Blue, 0, 900), None);
         // It takes over at 1 000 (session 1 000 ms: unclaimed partitions wait until 2 000).
         assert_eq!(authority.record(true, lease("r2"), Instant::now(), 1_000), Some(true));
+        // Without what it reads, an unknown member is still told to register again.
+        let err = lanes.heartbeat("g", "b1", set(&[0, 1]), None, 1_050).unwrap_err();
+        assert!(matches!(err, LanesError::MemberNotFound { .. }), "{err:?}");
+        // A claim outside the topic is refused as for a known member.
+        let err = lanes.heartbeat("g", "x", set(&[8]), adopt("az-a"), 1_060).unwrap_err();
+        assert!(matches!(err, LanesError::BadHolding { .. }), "{err:?}");
         let b1 = lanes.heartbeat("g", "b1", set(&[0, 1]), adopt("az-b"), 1_100).unwrap();
         assert_eq!(b1.assignment, vec![0, 1], "what it claimed, nothing nobody vouched for");
         let a1 = lanes.register("g", reg("a1", "az-a"), 1_200).unwrap();
