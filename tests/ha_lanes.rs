@@ -583,3 +583,29 @@ fn a_paused_authority_that_wakes_after_its_lease_answers_as_a_follower() {
     }
     println!("paused authority: r{successor} acting {took_over:?} after SIGSTOP (lease {LEASE:?})");
 }
+
+#[test]
+fn the_checker_catches_two_readers_and_a_commit_going_back() {
+    let mut c = Checker::default();
+    c.observe("a1", &BTreeSet::from([0, 1]));
+    c.observe("b1", &BTreeSet::from([2]));
+    assert!(c.violations.is_empty());
+    // A clean handover: a1 releases 1, then b1 takes it.
+    c.observe("a1", &BTreeSet::from([0]));
+    c.observe("b1", &BTreeSet::from([1, 2]));
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+    // b1 starts on 0 while a1 still reads it.
+    c.observe("b1", &BTreeSet::from([0, 1, 2]));
+    assert_eq!(c.violations.len(), 1, "{:?}", c.violations);
+    let at = |partition, committed| tidegate::core::PartitionOffsets {
+        partition,
+        low: 0,
+        high: 100,
+        committed: Some(committed),
+    };
+    c.commits(&[at(0, 10), at(1, 5)]);
+    c.commits(&[at(0, 12), at(1, 5)]);
+    assert_eq!(c.violations.len(), 1);
+    c.commits(&[at(0, 11)]);
+    assert_eq!(c.violations.len(), 2, "{:?}", c.violations);
+}
