@@ -470,7 +470,7 @@ impl Coordinator {
                 let reason = format!("command {command_id} could not be applied: {why}");
                 Err(StoreError::Shared { log: self.log_description.clone(), reason }.into())
             }
-            Some(Outcome::Lease { .. }) | None => {
+            None => {
                 let reason = format!("command {command_id} has no outcome after being applied");
                 Err(StoreError::Shared { log: self.log_description.clone(), reason }.into())
             }
@@ -530,7 +530,7 @@ impl Coordinator {
         };
         let position = replica.log.append(&entry)?;
         let applier = self.wait_applied(replica, position, &id)?;
-        let granted = matches!(applier.outcome(&id), Some(Outcome::Lease { granted: true }));
+        let granted = applier.lease_outcome(&id) == Some(true);
         Ok((granted, applier.leases.get(name).cloned()))
     }
 

@@ -27,8 +27,6 @@ pub enum Outcome {
     Refused(CommandError),
     /// The record could not be read as a command (a foreign or newer writer).
     Unreadable(String),
-    /// A lease claim: whether it was granted.
-    Lease { granted: bool },
 }
 
 /// A lease as the log decided it (`LogEntry::Lease`).
@@ -75,7 +73,14 @@ pub struct Applier {
     /// The leases by name. Not routing state: they spend no version and stay out of the audit
     /// trail and `state_hash`.
     pub leases: BTreeMap<String, Lease>,
+    /// The outcomes of the newest lease claims (ids are never retried, and a holder renews every
+    /// few seconds forever, so keeping them all would grow without bound). A function of the
+    /// log like everything else here.
+    lease_outcomes: VecDeque<(String, bool)>,
 }
+
+/// How many lease outcomes are kept: far more than claims in flight at once.
+const LEASE_OUTCOMES: usize = 1024;
 
 impl Applier {
     /// Starts from the first record of the log, which must be a genesis record.
@@ -127,12 +132,18 @@ impl Applier {
             outcomes: HashMap::new(),
             state_hash,
             leases: BTreeMap::new(),
+            lease_outcomes: VecDeque::new(),
         })
     }
 
     /// The decided outcome of command `id`, once its record has been applied.
     pub fn outcome(&self, id: &str) -> Option<&Outcome> {
         self.outcomes.get(id)
+    }
+
+    /// Whether lease claim `id` was granted, once applied (among the newest claims only).
+    pub fn lease_outcome(&self, id: &str) -> Option<bool> {
+        self.lease_outcomes.iter().rev().find(|(i, _)| i == id).map(|(_, granted)| *granted)
     }
 
     /// Applies the record at `position` (`Err` holds why a record could not be decoded).
@@ -143,7 +154,7 @@ impl Applier {
             Err(_) => return Step::Unchanged,
         };
         if let LogEntry::Lease { id, name, holder, url, at_ms, until_ms } = entry {
-            if !self.outcomes.contains_key(id) {
+            if self.lease_outcome(id).is_none() {
                 let granted = lease_granted(self.leases.get(name), holder, *at_ms);
                 if granted {
                     let lease = Lease {
@@ -154,7 +165,10 @@ impl Applier {
                     };
                     self.leases.insert(name.clone(), lease);
                 }
-                self.outcomes.insert(id.clone(), Outcome::Lease { granted });
+                self.lease_outcomes.push_back((id.clone(), granted));
+                if self.lease_outcomes.len() > LEASE_OUTCOMES {
+                    self.lease_outcomes.pop_front();
+                }
             }
             return Step::Unchanged;
         }
@@ -288,27 +302,34 @@ mod tests {
         let mut a = Applier::from_genesis(0, &genesis(), 100).unwrap();
         let hash = a.state_hash;
         a.apply(1, Ok(&lease("1", "r1", 1_000, 7_000)));
-        assert_eq!(a.outcome("1"), Some(&Outcome::Lease { granted: true }));
+        assert_eq!(a.lease_outcome("1"), Some(true));
         // Another replica claims during the term: refused, whatever its own clock says later.
         a.apply(2, Ok(&lease("2", "r2", 6_999, 12_999)));
-        assert_eq!(a.outcome("2"), Some(&Outcome::Lease { granted: false }));
+        assert_eq!(a.lease_outcome("2"), Some(false));
         // The holder renews; the term moves on.
         a.apply(3, Ok(&lease("3", "r1", 5_000, 11_000)));
-        assert_eq!(a.outcome("3"), Some(&Outcome::Lease { granted: true }));
+        assert_eq!(a.lease_outcome("3"), Some(true));
         a.apply(4, Ok(&lease("4", "r2", 11_000, 17_000)));
-        assert_eq!(a.outcome("4"), Some(&Outcome::Lease { granted: false }), "not before until");
+        assert_eq!(a.lease_outcome("4"), Some(false), "not before until");
         a.apply(5, Ok(&lease("5", "r2", 11_001, 17_001)));
-        assert_eq!(a.outcome("5"), Some(&Outcome::Lease { granted: true }));
+        assert_eq!(a.lease_outcome("5"), Some(true));
         assert_eq!(a.leases["lanes"].holder, "r2");
         assert_eq!(a.leases["lanes"].url.as_deref(), Some("http://r2"));
         // The old holder waking up after a pause is refused.
         a.apply(6, Ok(&lease("6", "r1", 12_000, 18_000)));
-        assert_eq!(a.outcome("6"), Some(&Outcome::Lease { granted: false }));
+        assert_eq!(a.lease_outcome("6"), Some(false));
         // A retried id is judged once.
         a.apply(7, Ok(&lease("6", "r1", 30_000, 36_000)));
         assert_eq!(a.leases["lanes"].holder, "r2");
         assert_eq!((a.state.version(), a.state_hash, a.audit.len()), (1, hash, 1));
         assert_eq!(a.next_position, 8);
+        // Renewals forever keep a bounded memory.
+        for i in 0..3_000u64 {
+            a.apply(8 + i, Ok(&lease(&format!("r{i}"), "r2", 12_000 + i, 18_000 + i)));
+        }
+        assert_eq!(a.lease_outcomes.len(), LEASE_OUTCOMES);
+        assert_eq!(a.lease_outcome("r2999"), Some(true));
+        assert_eq!(a.leases["lanes"].until_ms, 20_999);
     }
 
     #[test]
