@@ -224,6 +224,9 @@ pub struct LaneSettings {
     /// Most groups one caller (token) may create, and most members it may hold in all groups.
     pub max_groups_per_caller: usize,
     pub max_members_per_caller: usize,
+    /// With a shared log: how long the lane authority's lease lasts (renewed every third of it).
+    /// Empty: two fifths of `session_timeout` (4s with the default 10s).
+    pub lease: String,
 }
 
 impl Default for LaneSettings {
@@ -238,6 +241,7 @@ impl Default for LaneSettings {
             member_key: String::new(),
             max_groups_per_caller: 16,
             max_members_per_caller: 256,
+            lease: String::new(),
         }
     }
 }
@@ -618,6 +622,8 @@ pub struct LanesConfig {
     pub member_key: Option<SecretKey>,
     pub max_groups_per_caller: usize,
     pub max_members_per_caller: usize,
+    /// With a shared log: the term of the lane authority's lease (`service::lane_authority`).
+    pub lease_ms: u64,
 }
 
 /// Where zone error rates come from.
@@ -1153,6 +1159,22 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
         ));
     }
     let lag_interval_ms = duration("lanes.lag_interval", &l.lag_interval)?;
+    let lease_ms = if l.lease.is_empty() {
+        session_timeout_ms * 2 / 5
+    } else {
+        duration("lanes.lease", &l.lease)?
+    };
+    // A consumer whose authority died must reach the next one before its own session runs out:
+    // the next authority may take up to a lease term to appear.
+    if lease_ms.saturating_mul(2) > session_timeout_ms || (lease_ms < 300 && !l.lease.is_empty()) {
+        return Err(invalid(
+            "lanes.lease",
+            format!(
+                "must be at least 300ms and at most half of lanes.session_timeout ({}), got {}",
+                l.session_timeout, l.lease
+            ),
+        ));
+    }
     let bootstrap = l.kafka_bootstrap.trim();
     if bootstrap.chars().any(char::is_whitespace) {
         return Err(invalid(
@@ -1183,6 +1205,7 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
         member_key,
         max_groups_per_caller: l.max_groups_per_caller,
         max_members_per_caller: l.max_members_per_caller,
+        lease_ms,
     })
 }
 

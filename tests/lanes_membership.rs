@@ -31,6 +31,7 @@ fn service() -> (Lanes, Arc<ArcSwap<RoutingTable>>) {
         member_key: None,
         max_groups_per_caller: 4,
         max_members_per_caller: 100,
+        lease_ms: 400,
     };
     let lanes = Lanes::new(ColorZones::default(), config, source.clone(), None);
     (lanes, source)
@@ -59,19 +60,19 @@ fn each_zone_reads_its_own_half() {
     assert_eq!(a.assignment, Vec::<u32>::new(), "b1 has not released the green half yet");
     assert_eq!(a.pending, vec![4, 5, 6, 7]);
     // b1 learns it lost the green half; it still holds it until it has committed.
-    let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), 20).unwrap();
+    let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), None, 20).unwrap();
     assert_eq!(b.assignment, vec![0, 1, 2, 3]);
-    let a = lanes.heartbeat("g", "a1", set(&[]), 30).unwrap();
+    let a = lanes.heartbeat("g", "a1", set(&[]), None, 30).unwrap();
     assert!(a.assignment.is_empty(), "still held by b1");
     // b1 committed and released.
-    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), 40).unwrap();
-    let a = lanes.heartbeat("g", "a1", set(&[]), 50).unwrap();
+    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), None, 40).unwrap();
+    let a = lanes.heartbeat("g", "a1", set(&[]), None, 50).unwrap();
     assert_eq!(a.assignment, vec![4, 5, 6, 7]);
     let view = lanes.view("g", 60).unwrap();
     assert!(view.generation >= 3, "generation grows with every change: {}", view.generation);
     let before = view.generation;
-    lanes.heartbeat("g", "a1", set(&[4, 5, 6, 7]), 70).unwrap();
-    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), 80).unwrap();
+    lanes.heartbeat("g", "a1", set(&[4, 5, 6, 7]), None, 70).unwrap();
+    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), None, 80).unwrap();
     assert_eq!(
         lanes.view("g", 90).unwrap().generation,
         before,
@@ -84,21 +85,21 @@ fn a_dead_zone_hands_its_half_over_after_the_session_timeout() {
     let (lanes, _) = service();
     lanes.register("g", reg("b1", "az-b"), 0).unwrap();
     lanes.register("g", reg("a1", "az-a"), 0).unwrap();
-    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), 100).unwrap();
-    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), 200).unwrap();
-    let a = lanes.heartbeat("g", "a1", set(&[]), 300).unwrap();
+    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), None, 100).unwrap();
+    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), None, 200).unwrap();
+    let a = lanes.heartbeat("g", "a1", set(&[]), None, 300).unwrap();
     assert_eq!(a.assignment, vec![4, 5, 6, 7]);
     // b1 goes silent. Within the timeout, its half waits for it.
-    let a = lanes.heartbeat("g", "a1", set(&[4, 5, 6, 7]), 1100).unwrap();
+    let a = lanes.heartbeat("g", "a1", set(&[4, 5, 6, 7]), None, 1100).unwrap();
     assert_eq!(a.assignment, vec![4, 5, 6, 7]);
     // Past it, b1 is dead and a1 gets the blue half too.
-    let a = lanes.heartbeat("g", "a1", set(&[4, 5, 6, 7]), 1300).unwrap();
+    let a = lanes.heartbeat("g", "a1", set(&[4, 5, 6, 7]), None, 1300).unwrap();
     assert_eq!(a.assignment, (0..8).collect::<Vec<_>>());
     let view = lanes.view("g", 1300).unwrap();
     let blue = view.zones.iter().find(|z| z.color == Color::Blue).unwrap();
     assert_eq!(blue.state, "down");
     // The dead member is told so and must register again.
-    let err = lanes.heartbeat("g", "b1", set(&[]), 1400).unwrap_err();
+    let err = lanes.heartbeat("g", "b1", set(&[]), None, 1400).unwrap_err();
     assert!(matches!(err, LanesError::MemberNotFound { .. }), "{err:?}");
 }
 
@@ -118,9 +119,9 @@ fn a_drained_zone_keeps_its_half_until_the_lag_is_zero() {
     let (lanes, source) = service();
     lanes.register("g", reg("b1", "az-b"), 0).unwrap();
     lanes.register("g", reg("a1", "az-a"), 0).unwrap();
-    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), 10).unwrap();
-    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), 20).unwrap();
-    lanes.heartbeat("g", "a1", set(&[]), 30).unwrap();
+    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), None, 10).unwrap();
+    lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), None, 20).unwrap();
+    lanes.heartbeat("g", "a1", set(&[]), None, 30).unwrap();
     assert_eq!(lanes.half_lag("g", Color::Blue), None, "no reading yet");
     // The dial moves every user to green: az-b (blue) is drained, with a backlog.
     source.store(Arc::new(table(2, 0)));
@@ -129,17 +130,17 @@ fn a_drained_zone_keeps_its_half_until_the_lag_is_zero() {
     assert_eq!(lanes.half_lag("g", Color::Blue), Some(8));
     assert_eq!(lanes.half_lag("g", Color::Green), Some(0));
     assert_eq!(lanes.total_half_lag(Color::Blue, 0, 500), Some(8));
-    let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), 200).unwrap();
+    let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), None, 200).unwrap();
     assert_eq!(b.assignment, vec![0, 1, 2, 3], "b1 finishes its backlog first");
     let view = lanes.view("g", 200).unwrap();
     let blue = view.zones.iter().find(|z| z.color == Color::Blue).unwrap();
     assert_eq!((blue.state, blue.lag), ("drained", Some(8)));
     // Backlog consumed and committed: b1 gets nothing, a1 takes the (now quiet) blue half.
     lanes.record_lag("g", Ok(offsets([0; 8])), 300);
-    let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), 310).unwrap();
+    let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), None, 310).unwrap();
     assert!(b.assignment.is_empty());
-    lanes.heartbeat("g", "b1", set(&[]), 320).unwrap();
-    let a = lanes.heartbeat("g", "a1", set(&[4, 5, 6, 7]), 330).unwrap();
+    lanes.heartbeat("g", "b1", set(&[]), None, 320).unwrap();
+    let a = lanes.heartbeat("g", "a1", set(&[4, 5, 6, 7]), None, 330).unwrap();
     assert_eq!(a.assignment, (0..8).collect::<Vec<_>>());
     // A failed read makes the lag unknown rather than stale.
     lanes.record_lag("g", Err("broker down".into()), 400);
@@ -155,7 +156,7 @@ fn a_zero_lag_read_before_the_drain_does_not_count() {
     lanes.record_lag("g", Ok(offsets([0; 8])), 50);
     source.store(Arc::new(table(2, 0)));
     lanes.tick(100);
-    let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), 110).unwrap();
+    let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), None, 110).unwrap();
     assert_eq!(b.assignment, vec![0, 1, 2, 3], "only a reading after the drain may end it");
 }
 
@@ -198,6 +199,7 @@ fn no_groups_right_after_a_restart_is_not_a_backlog_of_zero() {
         member_key: None,
         max_groups_per_caller: 4,
         max_members_per_caller: 100,
+        lease_ms: 400,
     };
     let lanes = Lanes::new(ColorZones::default(), config, source, Some(Arc::new(Quiet)));
     assert_eq!(lanes.total_half_lag(Color::Blue, 0, 5_000), None, "not even ticked yet");
@@ -226,7 +228,7 @@ fn registrations_are_checked() {
     }
     let err = lanes.register("g", reg("m9", "az-a"), 0).unwrap_err();
     assert!(matches!(err, LanesError::TooManyMembers { .. }), "{err:?}");
-    let err = lanes.heartbeat("g", "x", set(&[8]), 0).unwrap_err();
+    let err = lanes.heartbeat("g", "x", set(&[8]), None, 0).unwrap_err();
     assert!(matches!(err, LanesError::BadHolding { .. }), "{err:?}");
 }
 
@@ -235,12 +237,28 @@ fn leaving_releases_at_once() {
     let (lanes, _) = service();
     lanes.register("g", reg("a1", "az-a"), 0).unwrap();
     lanes.register("g", reg("a2", "az-a"), 0).unwrap();
-    lanes.heartbeat("g", "a1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), 10).unwrap();
+    lanes.heartbeat("g", "a1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), None, 10).unwrap();
     lanes.leave("g", "a1", 20).unwrap();
-    let a2 = lanes.heartbeat("g", "a2", set(&[]), 30).unwrap();
+    let a2 = lanes.heartbeat("g", "a2", set(&[]), None, 30).unwrap();
     assert_eq!(a2.assignment, (0..8).collect::<Vec<_>>());
     lanes.leave("g", "a2", 40).unwrap();
     assert!(matches!(lanes.view("g", 50), Err(LanesError::GroupNotFound(_))));
+}
+
+#[test]
+fn a_single_node_does_not_adopt_unknown_members_after_a_restart() {
+    use tidegate::service::lane_membership::Adoption;
+    let (lanes, _) = service();
+    let adopt = Adoption {
+        owner: "service:test".into(),
+        zone: "az-b".into(),
+        topic: "orders".into(),
+        partitions: 8,
+    };
+    // Unchanged single-node rule: a member this coordinator does not know registers again,
+    // even when its heartbeat says what it reads (adoption is for replicas of a shared log).
+    let err = lanes.heartbeat("g", "b1", set(&[0, 1]), Some(adopt), 0).unwrap_err();
+    assert!(matches!(err, LanesError::MemberNotFound { .. }), "{err:?}");
 }
 
 // ---- HTTP ------------------------------------------------------------------------------------
@@ -364,6 +382,10 @@ fn lane_settings_are_checked_and_the_documented_file_loads() {
         ("[lanes]\nkafka_bootstrap = \"a:1, b:2\"", "lanes.kafka_bootstrap"),
         ("[lanes]\nmax_members = 0", "lanes.max_members"),
         ("[lanes]\nsession = \"1s\"", "session"),
+        // The lane lease must end well within a consumer's session (and not be absurdly short).
+        ("[lanes]\nsession_timeout = \"10s\"\nlease = \"6s\"", "lanes.lease"),
+        ("[lanes]\nlease = \"100ms\"", "lanes.lease"),
+        ("[lanes]\nlease = \"later\"", "lanes.lease"),
     ];
     for (toml, key) in cases {
         let figment =
@@ -379,4 +401,6 @@ fn lane_settings_are_checked_and_the_documented_file_loads() {
     assert_eq!(documented.lanes.lag_interval_ms, defaults.lanes.lag_interval_ms);
     assert_eq!(documented.lanes.kafka_bootstrap, None);
     assert_eq!(documented.lanes.max_members, defaults.lanes.max_members);
+    assert_eq!(documented.lanes.lease_ms, 4_000, "two fifths of the default 10 s session");
+    assert_eq!(defaults.lanes.lease_ms, 4_000);
 }

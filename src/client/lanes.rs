@@ -3,7 +3,15 @@
 //! `mq::LaneConsumer` drives it; services in other languages can speak the same three calls.
 //! Every call sends the service token; heartbeat and leave also present the member secret the
 //! registration answered (header `X-Tidegate-Member-Secret`).
+//!
+//! With several coordinator replicas (a comma-separated list of URLs, as `Router` takes), only
+//! the lane authority answers membership calls; the others answer 503 `not_lane_authority`
+//! naming it. A call goes to the replica that answered last, and on a connection error, a
+//! timeout or that answer, to the named authority if it is in the list, else to the next URL,
+//! each at most once per call.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -30,25 +38,59 @@ pub enum LaneClientError {
     #[error("{0}")]
     MemberGone(String),
     #[error("HTTP {status} {code}: {detail}")]
-    Api { status: u16, code: String, detail: String },
+    Api {
+        status: u16,
+        code: String,
+        detail: String,
+        /// The lane authority's URL, when a replica that is not it named it.
+        authority: Option<String>,
+    },
     #[error("cannot reach tidegate at {url}: {reason}")]
     Unreachable { url: String, reason: String },
     #[error("unexpected answer from tidegate: {0}")]
     Decode(String),
 }
 
-/// A small blocking client for one coordinator.
+impl LaneClientError {
+    /// Worth asking another replica: it could not be reached, or is not the lane authority.
+    fn try_elsewhere(&self) -> bool {
+        match self {
+            LaneClientError::Unreachable { .. } => true,
+            LaneClientError::Api { code, .. } => code == "not_lane_authority",
+            _ => false,
+        }
+    }
+}
+
+/// What a member reads, sent with its heartbeats so that a replica that became the lane
+/// authority after the member registered can adopt it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reads {
+    pub zone: String,
+    pub topic: String,
+    pub partitions: u32,
+}
+
+/// One coordinator URL and its agent (or why none could be built: an unusable CA file for an
+/// `https://` base; then every call to it answers with that reason, as an unreachable one does).
 #[derive(Clone)]
-pub struct LaneClient {
-    /// The agent, or why none could be built (an unusable CA file for an `https://` base): then
-    /// every call answers with that reason, as an unreachable coordinator does.
+struct Endpoint {
     agent: Result<ureq::Agent, super::tls::TlsError>,
     base: String,
+}
+
+/// A small blocking client for one coordinator, or several replicas of one.
+#[derive(Clone)]
+pub struct LaneClient {
+    endpoints: Arc<[Endpoint]>,
+    /// The endpoint to try first: the one that answered last. Shared by clones.
+    current: Arc<AtomicUsize>,
     token: Option<String>,
 }
 
 impl LaneClient {
-    /// `base` is the coordinator URL, e.g. `http://127.0.0.1:8080` or `https://…`; `token` a service
+    /// `base` is the coordinator URL, e.g. `http://127.0.0.1:8080` or `https://…`, or several
+    /// replicas' URLs separated by commas; `token` a service
     /// (or operator) token: membership is a write, so the coordinator refuses anonymous members.
     /// An `https://` coordinator is verified against the system's roots, or the CA file in
     /// `TIDEGATE_CA_FILE` when it is set.
@@ -63,14 +105,31 @@ impl LaneClient {
         timeout: Duration,
         ca_file: Option<&std::path::Path>,
     ) -> LaneClient {
-        let agent = super::tls::agent(base, timeout, ca_file);
-        LaneClient { agent, base: base.trim_end_matches('/').to_owned(), token }
+        let mut endpoints: Vec<Endpoint> = base
+            .split(',')
+            .map(|b| b.trim().trim_end_matches('/'))
+            .filter(|b| !b.is_empty())
+            .map(|b| Endpoint { agent: super::tls::agent(b, timeout, ca_file), base: b.to_owned() })
+            .collect();
+        if endpoints.is_empty() {
+            let agent = super::tls::agent(base, timeout, ca_file);
+            endpoints.push(Endpoint { agent, base: base.to_owned() });
+        }
+        LaneClient { endpoints: endpoints.into(), current: Arc::new(AtomicUsize::new(0)), token }
     }
 
+    /// The coordinator URL calls go to first (the one that answered last).
     pub fn base(&self) -> &str {
-        &self.base
+        &self.endpoints[self.current.load(Ordering::Relaxed) % self.endpoints.len()].base
     }
 
+    /// Every configured coordinator URL.
+    pub fn bases(&self) -> Vec<String> {
+        self.endpoints.iter().map(|e| e.base.clone()).collect()
+    }
+
+    /// Tries each replica at most once, starting with the one that answered last; on a
+    /// `not_lane_authority` answer that names a URL in the list, that one next.
     fn call(
         &self,
         method: &str,
@@ -78,11 +137,45 @@ impl LaneClient {
         body: Option<Value>,
         secret: Option<&str>,
     ) -> Result<Value, LaneClientError> {
+        let n = self.endpoints.len();
+        let mut next = self.current.load(Ordering::Relaxed) % n;
+        let mut tried = vec![false; n];
+        let mut last = None;
+        while let Some(index) = (0..n).map(|k| (next + k) % n).find(|i| !tried[*i]) {
+            tried[index] = true;
+            match self.call_one(&self.endpoints[index], method, path, body.clone(), secret) {
+                Err(e) if e.try_elsewhere() => {
+                    next = (index + 1) % n;
+                    if let LaneClientError::Api { authority: Some(url), .. } = &e
+                        && let Some(named) = self.endpoints.iter().position(|p| p.base == *url)
+                    {
+                        next = named;
+                    }
+                    self.current.store(next, Ordering::Relaxed);
+                    last = Some(e);
+                }
+                other => {
+                    self.current.store(index, Ordering::Relaxed);
+                    return other;
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| LaneClientError::Decode("no coordinator URL".into())))
+    }
+
+    fn call_one(
+        &self,
+        endpoint: &Endpoint,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        secret: Option<&str>,
+    ) -> Result<Value, LaneClientError> {
         const SECRET_HEADER: &str = "X-Tidegate-Member-Secret";
-        let url = format!("{}{path}", self.base);
+        let url = format!("{}{path}", endpoint.base);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
-        let agent = self.agent.as_ref().map_err(|e| LaneClientError::Unreachable {
-            url: self.base.clone(),
+        let agent = endpoint.agent.as_ref().map_err(|e| LaneClientError::Unreachable {
+            url: endpoint.base.clone(),
             reason: e.to_string(),
         })?;
         let result = match method {
@@ -115,7 +208,7 @@ impl LaneClient {
             }
         };
         let mut response = result.map_err(|e| LaneClientError::Unreachable {
-            url: self.base.clone(),
+            url: endpoint.base.clone(),
             reason: e.to_string(),
         })?;
         let status = response.status().as_u16();
@@ -132,7 +225,9 @@ impl LaneClient {
             if code == "member_not_found" || code == "member_secret_mismatch" {
                 return Err(LaneClientError::MemberGone(detail));
             }
-            return Err(LaneClientError::Api { status, code, detail });
+            let authority =
+                value["authority"]["url"].as_str().map(|u| u.trim_end_matches('/').to_owned());
+            return Err(LaneClientError::Api { status, code, detail, authority });
         }
         Ok(value)
     }
@@ -167,8 +262,28 @@ impl LaneClient {
         secret: &str,
         holding: &[u32],
     ) -> Result<Assigned, LaneClientError> {
+        self.heartbeat_with(group, member_id, secret, holding, None)
+    }
+
+    /// [`LaneClient::heartbeat`], also saying what the member reads, so that a replica that
+    /// became the lane authority since (the previous one died) adopts it with `holding` instead
+    /// of answering `member_not_found`.
+    pub fn heartbeat_with(
+        &self,
+        group: &str,
+        member_id: &str,
+        secret: &str,
+        holding: &[u32],
+        reads: Option<&Reads>,
+    ) -> Result<Assigned, LaneClientError> {
         let path = format!("/v1/lanes/{group}/members/{member_id}/heartbeat");
-        decode(&self.call("POST", &path, Some(json!({ "holding": holding })), Some(secret))?)
+        let mut body = json!({ "holding": holding });
+        if let Some(r) = reads {
+            body["zone"] = json!(r.zone);
+            body["topic"] = json!(r.topic);
+            body["partitions"] = json!(r.partitions);
+        }
+        decode(&self.call("POST", &path, Some(body), Some(secret))?)
     }
 
     /// Leaves the group after releasing everything.

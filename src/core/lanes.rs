@@ -215,6 +215,33 @@ pub fn grant(target: &Assignment, holding: &BTreeMap<String, BTreeSet<u32>>) -> 
         .collect()
 }
 
+/// What a lane authority that has just taken over may grant.
+///
+/// A new authority (another replica took the lane lease) starts with no members and adopts
+/// the previous authority's members as their heartbeats arrive, each with the partitions it
+/// says it holds. A partition no adopted member has claimed ("vouched") may still be read by a
+/// member that has not reached the new authority yet; that member stops reading on its own
+/// rule one session timeout after it last heard from the old authority, which was before this
+/// one took over. So until `settled_at_ms` (the moment of taking over plus one session timeout)
+/// only vouched partitions are granted; after it, everything `grant` allows. `None` means the
+/// authority never changed hands (a single node).
+pub fn hold_unvouched(
+    granted: Assignment,
+    vouched: &BTreeSet<u32>,
+    now_ms: u64,
+    settled_at_ms: Option<u64>,
+) -> Assignment {
+    if settled_at_ms.is_none_or(|settled| now_ms >= settled) {
+        return granted;
+    }
+    granted
+        .into_iter()
+        .map(|(member, partitions)| {
+            (member, partitions.into_iter().filter(|p| vouched.contains(p)).collect())
+        })
+        .collect()
+}
+
 /// Offsets of one partition for one consumer group, as read from Kafka.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionOffsets {
@@ -223,4 +250,45 @@ pub struct PartitionOffsets {
     pub high: i64,
     /// `None` when the group never committed on this partition.
     pub committed: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(items: &[u32]) -> BTreeSet<u32> {
+        items.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_new_authority_grants_only_vouched_partitions_until_one_session_has_passed() {
+        let granted: Assignment =
+            [("a".to_owned(), set(&[0, 1])), ("b".to_owned(), set(&[2, 3]))].into();
+        let vouched = set(&[1, 2]);
+        // Taken over at 1000 with a 500 ms session: settled at 1500.
+        let held = hold_unvouched(granted.clone(), &vouched, 1_499, Some(1_500));
+        assert_eq!(held["a"], set(&[1]));
+        assert_eq!(held["b"], set(&[2]));
+        assert_eq!(hold_unvouched(granted.clone(), &vouched, 1_500, Some(1_500)), granted);
+        assert_eq!(hold_unvouched(granted.clone(), &set(&[]), 0, None), granted);
+        // Members stay in the answer, with nothing.
+        assert_eq!(hold_unvouched(granted, &set(&[]), 0, Some(1))["a"], set(&[]));
+    }
+
+    #[test]
+    fn an_adopted_claim_keeps_its_partition_and_blocks_others() {
+        // The adopted member `a` reports partition 0; the new target gives 0 to `b`. `grant`
+        // holds it back from `b` while `a` claims it, and the hold keeps unclaimed 1 back.
+        let target: Assignment =
+            [("a".to_owned(), set(&[])), ("b".to_owned(), set(&[0, 1]))].into();
+        let claims: BTreeMap<String, BTreeSet<u32>> =
+            [("a".to_owned(), set(&[0])), ("b".to_owned(), set(&[]))].into();
+        let held = hold_unvouched(grant(&target, &claims), &set(&[0]), 10, Some(20));
+        assert_eq!(held["b"], set(&[]));
+        // Once `a` released 0 (still vouched: it was claimed), `b` gets it before settling.
+        let claims: BTreeMap<String, BTreeSet<u32>> =
+            [("a".to_owned(), set(&[])), ("b".to_owned(), set(&[]))].into();
+        let held = hold_unvouched(grant(&target, &claims), &set(&[0]), 11, Some(20));
+        assert_eq!(held["b"], set(&[0]));
+    }
 }

@@ -32,7 +32,7 @@ pub use flag::{
 };
 pub use lanes::{
     Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, MAX_LANE_PARTITIONS,
-    PartitionOffsets, ZoneFlags, assign, grant, half_lags, partition_lag,
+    PartitionOffsets, ZoneFlags, assign, grant, half_lags, hold_unvouched, partition_lag,
 };
 pub use plan::{
     CheckKind, DryRun, DryRunInputs, DryRunStep, MAX_PLAN_STEPS, Plan, PlanStep, Precondition,

@@ -80,8 +80,20 @@ fn get_cluster(app: &State<App>, caller: Caller) -> Result<Json<Cluster>, ApiErr
     }))
 }
 
-/// Work that must happen once runs on every replica and relies on compare-and-set in the log
-/// instead of a lease (ARCHITECTURE.md): there are no leases to report.
-fn leases(_app: &App) -> Value {
-    json!({})
+/// The leases as this replica has applied them: holder, its URL and when the term ends.
+fn leases(app: &App) -> Value {
+    let mut leases = serde_json::Map::new();
+    let name = crate::service::lane_authority::LANES_LEASE;
+    if let Some(lease) = app.coordinator.lease(name) {
+        leases.insert(
+            name.to_owned(),
+            json!({
+                "holder": lease.holder,
+                "url": lease.url,
+                "until": iso8601(lease.until_ms),
+                "this_replica_acts": app.lanes.authority().current().is_ok(),
+            }),
+        );
+    }
+    Value::Object(leases)
 }

@@ -199,6 +199,10 @@ impl From<LanesError> for ApiError {
             LanesError::CallerGroupsFull { .. } | LanesError::CallerMembersFull { .. } => {
                 ApiError::new(Status::TooManyRequests, "caller_limit", detail)
             }
+            LanesError::NotAuthority(n) => {
+                ApiError::new(Status::ServiceUnavailable, "not_lane_authority", detail)
+                    .with("authority", json!({ "id": n.holder, "url": n.url }))
+            }
         }
     }
 }

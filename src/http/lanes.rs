@@ -23,7 +23,8 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
 use super::{App, iso8601, now_ms};
-use crate::service::lane_membership::{self, GroupView, MemberView, Registration};
+use crate::service::lane_authority;
+use crate::service::lane_membership::{self, Adoption, GroupView, MemberView, Registration};
 use crate::service::member_key::{MAX_NAME, SECRET_HEADER, new_member_id};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
@@ -35,6 +36,12 @@ pub fn stage() -> AdHoc {
                 Box::pin(async move {
                     let app = rocket.state::<App>().expect("App state is managed");
                     let shutdown = rocket.shutdown();
+                    rocket::tokio::spawn(lane_authority::run(
+                        Arc::clone(app.lanes.authority()),
+                        Arc::clone(&app.coordinator),
+                        now_ms,
+                        rocket.shutdown(),
+                    ));
                     rocket::tokio::spawn(lane_membership::run(
                         Arc::clone(&app.lanes),
                         now_ms,
@@ -211,6 +218,11 @@ fn register(
 struct HeartbeatRequest {
     /// Partitions the member still reads (it has not released them yet).
     holding: Vec<u32>,
+    /// What the member reads, as in its registration: lets a lane authority that took over
+    /// from another replica adopt the member (all three, or none).
+    zone: Option<String>,
+    topic: Option<String>,
+    partitions: Option<u32>,
 }
 
 #[post("/v1/lanes/<group>/members/<member>/heartbeat", data = "<request>")]
@@ -222,11 +234,23 @@ fn heartbeat(
     secret: MemberSecret,
     request: JsonBody<'_, HeartbeatRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require_writer(&app.config)?;
+    let owner = caller.require_writer(&app.config)?;
     check_secret(app, group, member, &secret)?;
-    let holding: BTreeSet<u32> =
-        request.map_err(json_error)?.into_inner().holding.into_iter().collect();
-    let view = app.lanes.heartbeat(group, member, holding, now_ms())?;
+    let r = request.map_err(json_error)?.into_inner();
+    let holding: BTreeSet<u32> = r.holding.into_iter().collect();
+    let adopt = match (r.zone, r.topic, r.partitions) {
+        (Some(zone), Some(topic), Some(partitions)) => {
+            Some(Adoption { owner, zone, topic, partitions })
+        }
+        (None, None, None) => None,
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_heartbeat",
+                "`zone`, `topic` and `partitions` go together: send all three or none",
+            ));
+        }
+    };
+    let view = app.lanes.heartbeat(group, member, holding, adopt, now_ms())?;
     Ok(Json(member_body(&view)))
 }
 

@@ -33,6 +33,7 @@ use crate::core::{Audit, Command, CommandError, Envelope};
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
 use crate::service::health::{Health, PrometheusSource, Source};
+use crate::service::lane_authority::{Claimant, LaneAuthority};
 use crate::service::lane_membership::Lanes;
 use crate::service::login_limit::LoginLimiter;
 use crate::service::member_key::MemberKey;
@@ -104,8 +105,19 @@ impl App {
                 as Arc<dyn crate::service::lane_membership::LagSource>
         });
         let table: Arc<dyn crate::service::table_source::TableSource> = coordinator.clone();
-        let lanes =
-            Arc::new(Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source));
+        // On a shared log one replica at a time answers lane membership (the lane lease).
+        let authority = match (&config.node, coordinator.is_shared()) {
+            (Some(node), true) => LaneAuthority::leased(Claimant {
+                node_id: node.id.clone(),
+                url: node.url.clone(),
+                term_ms: config.lanes.lease_ms,
+            }),
+            _ => LaneAuthority::always(),
+        };
+        let lanes = Arc::new(
+            Lanes::new(config.zones.clone(), config.lanes.clone(), table, lag_source)
+                .with_authority(Arc::new(authority)),
+        );
         let revocations = match Revocations::open(&config.data_dir, now_ms()) {
             Ok(list) => list,
             Err(e) => {

@@ -173,7 +173,7 @@ impl SharedLog for KafkaCommandLog {
     fn append(&self, entry: &LogEntry) -> Result<u64, StoreError> {
         let payload = serde_json::to_vec(entry)?;
         let command_id = match entry {
-            LogEntry::Proposal { id, .. } => id.clone(),
+            LogEntry::Proposal { id, .. } | LogEntry::Lease { id, .. } => id.clone(),
             _ => "genesis".to_owned(),
         };
         let record = FutureRecord::<str, [u8]>::to(&self.topic)

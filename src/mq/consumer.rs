@@ -19,6 +19,13 @@
 //! a whole session timeout (or is told it is unknown) stops reading everything *without*
 //! committing, because its partitions may already have been handed over: its uncommitted
 //! messages are read again by the next owner (at-least-once for uncommitted work only).
+//!
+//! With coordinator replicas (`coordinator` is a comma-separated list), membership calls go to
+//! the lane authority and fail over to the next replica (`client::lanes`). Heartbeats carry
+//! the zone, topic and partition count, so a replica that became the authority adopts this
+//! member with what it reports, and the consumer keeps reading without registering again. The
+//! report is what it holds *and* what its last answer let it read: a new authority must not
+//! hand out a partition this consumer may be about to start on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -31,7 +38,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
 
 use super::{COLOR_HEADER, MqError, QUERY_TIMEOUT, VERSION_HEADER, client_config, partition_count};
-use crate::client::lanes::{Assigned, LaneClient, LaneClientError};
+use crate::client::lanes::{Assigned, LaneClient, LaneClientError, Reads};
 use crate::core::{Color, LaneConfig};
 use crate::telemetry;
 
@@ -81,7 +88,8 @@ async fn retrying<T: Send + 'static>(
 /// Where the consumer runs and whom it talks to.
 #[derive(Clone, Debug)]
 pub struct ConsumerSettings {
-    /// Coordinator base URL, e.g. `http://127.0.0.1:8080`.
+    /// Coordinator base URL, e.g. `http://127.0.0.1:8080`, or several replicas' URLs separated
+    /// by commas (membership calls fail over between them).
     pub coordinator: String,
     /// Service (or operator) token: lane membership is a write, so the coordinator requires one.
     pub token: Option<String>,
@@ -170,7 +178,16 @@ pub struct LaneConsumer {
     poll_slice: Duration,
     consumed: Counter,
     lane: LaneConfig,
+    /// Told every change of the partitions this consumer reads (tests check handovers with it).
+    observer: Option<PartitionObserver>,
 }
+
+/// See [`LaneConsumer::observe_partitions`].
+type PartitionObserver = Box<dyn Fn(&BTreeSet<u32>) + Send + Sync>;
+
+/// How long one membership call may take before the next replica is tried: well under a
+/// session, so a paused replica cannot eat a consumer's session on its own.
+const MEMBERSHIP_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
@@ -196,7 +213,7 @@ impl LaneConsumer {
         let client = LaneClient::with_ca_file(
             &settings.coordinator,
             settings.token.clone(),
-            QUERY_TIMEOUT,
+            MEMBERSHIP_TIMEOUT,
             settings.ca_file.as_deref(),
         );
         // The coordinator starts the session when the request reaches it, so this side counts
@@ -214,9 +231,15 @@ impl LaneConsumer {
             gone: false,
             last_error: None,
         }));
+        let reads = Reads {
+            zone: settings.zone.clone(),
+            topic: settings.topic.clone(),
+            partitions: lane.partitions(),
+        };
         let heartbeats = tokio::spawn(heartbeat_loop(
             client.clone(),
             settings.group.clone(),
+            reads,
             Arc::clone(&shared),
             heartbeat,
         ));
@@ -237,7 +260,23 @@ impl LaneConsumer {
             session_timeout,
             poll_slice: heartbeat.min(Duration::from_millis(100)),
             lane,
+            observer: None,
         })
+    }
+
+    /// Calls `observer` with the partitions this consumer reads whenever they change: after a
+    /// released partition is committed and dropped, and before a granted one is read.
+    pub fn observe_partitions(
+        &mut self,
+        observer: impl Fn(&BTreeSet<u32>) + Send + Sync + 'static,
+    ) {
+        self.observer = Some(Box::new(observer));
+    }
+
+    fn tell_observer(&self) {
+        if let Some(observer) = &self.observer {
+            observer(&self.held.keys().copied().collect());
+        }
     }
 
     /// This consumer's member ID in the coordinator's group.
@@ -393,8 +432,11 @@ impl LaneConsumer {
                 self.held.clear();
                 self.delivered = None;
                 self.consumer.unassign()?;
+                self.tell_observer();
                 lock(&self.shared).holding.clear();
             }
+            // Nor may an old answer be acted on (or claimed) once the session may be over.
+            lock(&self.shared).latest = None;
             if gone {
                 let requested = Instant::now();
                 let assigned =
@@ -421,6 +463,7 @@ impl LaneConsumer {
             for p in &revoked {
                 self.held.remove(p);
             }
+            self.tell_observer();
         }
         if !added.is_empty() {
             let mut tpl = TopicPartitionList::new();
@@ -445,6 +488,7 @@ impl LaneConsumer {
                     Held { next: offset.unwrap_or(0), processed: offset, committed: offset },
                 );
             }
+            self.tell_observer();
         }
         self.reassign()?;
         lock(&self.shared).holding = self.held.keys().copied().collect();
@@ -467,6 +511,7 @@ impl LaneConsumer {
     pub async fn close(mut self) -> Result<(), MqError> {
         self.commit().await?;
         self.held.clear();
+        self.tell_observer();
         self.consumer.unassign()?;
         self.heartbeats.abort();
         let client = self.client.clone();
@@ -509,6 +554,7 @@ async fn register(
 async fn heartbeat_loop(
     client: LaneClient,
     group: String,
+    reads: Reads,
     shared: Arc<Mutex<Shared>>,
     every: Duration,
 ) {
@@ -518,7 +564,13 @@ async fn heartbeat_loop(
         ticker.tick().await;
         let (member, secret, holding, gone) = {
             let s = lock(&shared);
-            (s.member_id.clone(), s.member_secret.clone(), s.holding.clone(), s.gone)
+            // Claimed: what it reads, and what the last answer allowed it to start reading.
+            let mut claims: BTreeSet<u32> = s.holding.iter().copied().collect();
+            if let Some(latest) = &s.latest {
+                claims.extend(latest.assignment.iter().copied());
+            }
+            let claims: Vec<u32> = claims.into_iter().collect();
+            (s.member_id.clone(), s.member_secret.clone(), claims, s.gone)
         };
         if gone {
             // The consumer re-registers from `next`; heartbeating an unknown member is useless.
@@ -530,8 +582,11 @@ async fn heartbeat_loop(
         // when the request arrived, which is later, so this side never believes in a longer
         // session than the coordinator (a slow answer cannot make two readers).
         let sent = Instant::now();
-        let result =
-            tokio::task::spawn_blocking(move || c.heartbeat(&g, &member, &secret, &holding)).await;
+        let r = reads.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            c.heartbeat_with(&g, &member, &secret, &holding, Some(&r))
+        })
+        .await;
         let mut s = lock(&shared);
         match result {
             Ok(Ok(assigned)) if assigned.member_id == s.member_id => {

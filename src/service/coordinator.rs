@@ -15,7 +15,7 @@ use crate::core::{
     Applied, Audit, ColorZones, CommandError, Envelope, Genesis, RoutingTable, State,
 };
 use crate::store::{
-    Applier, AuditRecord, CommandLog, LogEntry, LogPosition, LogReader, Outcome, Replayed,
+    Applier, AuditRecord, CommandLog, Lease, LogEntry, LogPosition, LogReader, Outcome, Replayed,
     SharedLog, Snapshots, Step, StoreError, history_hash, log_id_of, new_log_id, push_audit,
     replay, replay_after,
 };
@@ -119,16 +119,16 @@ impl Replica {
     /// applier is copied under its lock and written outside it.
     fn snapshot_now(&self) -> Result<bool, StoreError> {
         let Some(snapshots) = &self.snapshots else { return Ok(false) };
-        let (replayed, outcomes, position, log_id) = {
+        let (replayed, shared, position) = {
             let a = self.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             if self.since_snapshot.swap(0, Ordering::SeqCst) == 0 {
                 return Ok(false);
             }
-            let (replayed, outcomes) = a.snapshot();
-            (replayed, outcomes, a.next_position, a.log_id.clone())
+            let (replayed, shared) = a.snapshot();
+            (replayed, shared, a.next_position)
         };
         let snapshots = snapshots.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        snapshots.save_shared(&replayed, LogPosition(position), &log_id, &outcomes)?;
+        snapshots.save_shared(&replayed, LogPosition(position), &shared)?;
         Ok(true)
     }
 
@@ -571,20 +571,7 @@ impl Coordinator {
         let started = std::time::Instant::now();
         let position = replica.log.append(&entry)?;
         metrics::histogram!(telemetry::LOG_APPEND_DURATION).record(started.elapsed().as_secs_f64());
-        let deadline = std::time::Instant::now() + self.apply_wait;
-        let mut applier = replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        while applier.next_position <= position {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                let waited_ms = self.apply_wait.as_millis() as u64;
-                return Err(SubmitError::NotApplied { command_id, waited_ms });
-            }
-            applier = replica
-                .applied
-                .wait_timeout(applier, left)
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .0;
-        }
+        let applier = self.wait_applied(replica, position, &command_id)?;
         let outcome = applier.outcome(&command_id).cloned();
         drop(applier);
         let state = self.state();
@@ -609,6 +596,79 @@ impl Coordinator {
                 Err(StoreError::Shared { log: self.log_description.clone(), reason }.into())
             }
         }
+    }
+
+    /// Waits until this replica has applied the record at `position`, and holds the applier.
+    fn wait_applied<'a>(
+        &self,
+        replica: &'a Replica,
+        position: u64,
+        command_id: &str,
+    ) -> Result<std::sync::MutexGuard<'a, Applier>, SubmitError> {
+        let deadline = std::time::Instant::now() + self.apply_wait;
+        let mut applier = replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        while applier.next_position <= position {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                let waited_ms = self.apply_wait.as_millis() as u64;
+                let command_id = command_id.to_owned();
+                return Err(SubmitError::NotApplied { command_id, waited_ms });
+            }
+            applier = replica
+                .applied
+                .wait_timeout(applier, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+        Ok(applier)
+    }
+
+    /// Claims (or renews) the lease `name` for `holder` until `until_ms`, stamped `at_ms`, and
+    /// answers the decided outcome once this replica has applied the record: whether it was
+    /// granted, and the lease as it stands after it. Blocking (call it off the executor). The
+    /// embedded log has one node, which always holds every lease: granted, and nothing logged.
+    pub fn claim_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        url: Option<&str>,
+        at_ms: u64,
+        until_ms: u64,
+    ) -> Result<(bool, Option<Lease>), SubmitError> {
+        let Path::Shared(replica) = &self.path else {
+            let lease =
+                Lease { holder: holder.to_owned(), url: url.map(str::to_owned), at_ms, until_ms };
+            return Ok((true, Some(lease)));
+        };
+        let id = new_log_id();
+        let entry = LogEntry::Lease {
+            id: id.clone(),
+            name: name.to_owned(),
+            holder: holder.to_owned(),
+            url: url.map(str::to_owned),
+            at_ms,
+            until_ms,
+        };
+        let position = replica.log.append(&entry)?;
+        let applier = self.wait_applied(replica, position, &id)?;
+        let granted = applier.lease_outcome(&id) == Some(true);
+        Ok((granted, applier.leases.get(name).cloned()))
+    }
+
+    /// The lease `name` as this replica has applied it (`None`: never granted, or a file log).
+    pub fn lease(&self, name: &str) -> Option<Lease> {
+        match &self.path {
+            Path::Local(_) => None,
+            Path::Shared(replica) => {
+                let a = replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                a.leases.get(name).cloned()
+            }
+        }
+    }
+
+    /// True when the log is shared by replicas (leases mean something).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.path, Path::Shared(_))
     }
 
     /// The log this coordinator serves from, for GET /v1/cluster.

@@ -21,8 +21,9 @@ use std::time::Duration;
 use crate::config::LanesConfig;
 use crate::core::{
     Assignment, AssignmentInput, Color, ColorZones, LaneConfig, LaneError, LaneMember, ZoneFlags,
-    assign, grant, half_lags, partition_lag,
+    assign, grant, half_lags, hold_unvouched, partition_lag,
 };
+use crate::service::lane_authority::{LaneAuthority, NotAuthority};
 use crate::service::table_source::TableSource;
 use crate::telemetry;
 
@@ -76,6 +77,31 @@ pub enum LanesError {
     CallerMembersFull { caller: String, max: usize },
     #[error("partition {partition} is not one of the topic's {partitions} partitions")]
     BadHolding { partition: u32, partitions: u32 },
+    #[error("{}", describe_not_authority(.0))]
+    NotAuthority(NotAuthority),
+}
+
+fn describe_not_authority(n: &NotAuthority) -> String {
+    let holder = match (&n.holder, &n.url) {
+        (Some(holder), Some(url)) => format!("replica `{holder}` at {url} is"),
+        (Some(holder), None) => format!("replica `{holder}` is"),
+        _ => "no replica is known to be".to_owned(),
+    };
+    format!(
+        "this replica (`{}`) is not the lane authority; {holder} the authority (the lane lease in the command log): send lane membership calls there",
+        n.myself
+    )
+}
+
+/// What a heartbeat carries so that a new lane authority can adopt a member it never saw
+/// registering (the previous authority died): the member secret proves the identity, these
+/// say what it reads.
+#[derive(Clone, Debug)]
+pub struct Adoption {
+    pub owner: String,
+    pub zone: String,
+    pub topic: String,
+    pub partitions: u32,
 }
 
 /// A registration: which topic the member reads and where it runs.
@@ -181,6 +207,9 @@ struct Group {
     /// When each colour's share was first seen at 0, while it stays there.
     drained_since: [Option<u64>; 2],
     flags: [ZoneFlags; 2],
+    /// Partitions some member of this group claimed or was told since this replica became the
+    /// lane authority (`core::hold_unvouched`).
+    vouched: BTreeSet<u32>,
 }
 
 /// The membership service. Cheap to share (`Arc`); every method takes the lock briefly.
@@ -193,6 +222,11 @@ pub struct Lanes {
     /// The clock at the first tick: members registered before a restart have one session
     /// timeout from then to come back, so until then "no groups" does not mean "no backlog".
     first_tick_ms: std::sync::OnceLock<u64>,
+    /// Whether this replica may answer membership calls (always, on a single node).
+    authority: Arc<LaneAuthority>,
+    /// The authority term the groups belong to, and when it began (`None`: never changed hands).
+    /// Locked after `groups`, never before.
+    term: Mutex<(u64, Option<u64>)>,
 }
 
 fn check_name(what: &'static str, value: &str) -> Result<(), LanesError> {
@@ -216,7 +250,45 @@ impl Lanes {
             lag_source,
             groups: Mutex::new(BTreeMap::new()),
             first_tick_ms: std::sync::OnceLock::new(),
+            authority: Arc::new(LaneAuthority::always()),
+            term: Mutex::new((0, None)),
         }
+    }
+
+    /// Answers membership calls only while `authority` says this replica is the lane authority.
+    pub fn with_authority(mut self, authority: Arc<LaneAuthority>) -> Lanes {
+        self.authority = authority;
+        self
+    }
+
+    pub fn authority(&self) -> &Arc<LaneAuthority> {
+        &self.authority
+    }
+
+    /// The groups, if this replica is the lane authority. A new term of authority starts from
+    /// no members: the previous authority's members are adopted from their heartbeats.
+    fn lock_as_authority(
+        &self,
+    ) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, Group>>, LanesError> {
+        let (term, since) = self.authority.current().map_err(LanesError::NotAuthority)?;
+        let mut groups = self.lock();
+        let mut seen = self.term.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.0 != term {
+            groups.clear();
+            *seen = (term, since);
+        }
+        Ok(groups)
+    }
+
+    /// Checked again before answering: the window may have closed while this call ran.
+    fn still_authority(&self) -> Result<(), LanesError> {
+        self.authority.current().map(|_| ()).map_err(LanesError::NotAuthority)
+    }
+
+    /// Until when a new authority grants only vouched partitions.
+    fn settled_at(&self) -> Option<u64> {
+        let term = self.term.lock().unwrap_or_else(|p| p.into_inner());
+        term.1.map(|since| since.saturating_add(self.config.session_timeout_ms))
     }
 
     pub fn config(&self) -> &LanesConfig {
@@ -236,6 +308,20 @@ impl Lanes {
         r: Registration,
         now_ms: u64,
     ) -> Result<MemberView, LanesError> {
+        let mut groups = self.lock_as_authority()?;
+        let view = self.register_locked(&mut groups, group, r, BTreeSet::new(), now_ms)?;
+        self.still_authority()?;
+        Ok(view)
+    }
+
+    fn register_locked(
+        &self,
+        groups: &mut BTreeMap<String, Group>,
+        group: &str,
+        r: Registration,
+        holding: BTreeSet<u32>,
+        now_ms: u64,
+    ) -> Result<MemberView, LanesError> {
         check_name("group name", group)?;
         check_name("topic name", &r.topic)?;
         if let Some(id) = &r.member_id {
@@ -249,8 +335,7 @@ impl Lanes {
             });
         }
         let lane = LaneConfig::new(r.partitions)?;
-        let mut groups = self.lock();
-        self.expire_locked(&mut groups, now_ms);
+        self.expire_locked(groups, now_ms);
         if !groups.contains_key(group) {
             // The caller's own limit first: a flooding token hits it long before the global one.
             let max = self.config.max_groups_per_caller;
@@ -286,6 +371,7 @@ impl Lanes {
             lag_error: None,
             drained_since: [None; 2],
             flags: [ZoneFlags::default(); 2],
+            vouched: BTreeSet::new(),
         });
         if g.topic != r.topic || g.lane != lane {
             return Err(LanesError::GroupMismatch {
@@ -302,6 +388,10 @@ impl Lanes {
                 max: self.config.max_members,
             });
         }
+        if let Some(&partition) = holding.iter().find(|p| **p >= g.lane.partitions()) {
+            return Err(LanesError::BadHolding { partition, partitions: g.lane.partitions() });
+        }
+        g.vouched.extend(holding.iter().copied());
         g.members.insert(
             id.clone(),
             Member {
@@ -309,7 +399,7 @@ impl Lanes {
                 zone: r.zone,
                 registered_ms: now_ms,
                 last_seen_ms: now_ms,
-                holding: BTreeSet::new(),
+                holding,
                 told: BTreeSet::new(),
             },
         );
@@ -319,31 +409,57 @@ impl Lanes {
 
     /// A heartbeat: the member is alive and still holds `holding`. The answer is what it may
     /// read now.
+    ///
+    /// On a replica of a shared log, a member this replica does not know is adopted when the
+    /// heartbeat carries `adopt` (the caller proved the member's identity with its secret): it
+    /// joins with the partitions it holds, instead of being told to stop reading and register
+    /// again. This is how a lane authority takes over the members of one that died. A single
+    /// node answers `member_not_found` as always.
     pub fn heartbeat(
         &self,
         group: &str,
         member: &str,
         holding: BTreeSet<u32>,
+        adopt: Option<Adoption>,
         now_ms: u64,
     ) -> Result<MemberView, LanesError> {
-        let mut groups = self.lock();
+        let mut groups = self.lock_as_authority()?;
         self.expire_locked(&mut groups, now_ms);
         let not_found =
             || LanesError::MemberNotFound { group: group.to_owned(), member: member.to_owned() };
+        let known = groups.get(group).is_some_and(|g| g.members.contains_key(member));
+        if !known {
+            // Only a leased authority adopts: it holds unclaimed partitions back for a session
+            // after taking over. A single node keeps "restart means register again".
+            let a = adopt.filter(|_| self.authority.is_leased()).ok_or_else(not_found)?;
+            let registration = Registration {
+                member_id: Some(member.to_owned()),
+                owner: a.owner,
+                zone: a.zone,
+                topic: a.topic,
+                partitions: a.partitions,
+            };
+            let view = self.register_locked(&mut groups, group, registration, holding, now_ms)?;
+            self.still_authority()?;
+            return Ok(view);
+        }
         let g = groups.get_mut(group).ok_or_else(not_found)?;
         if let Some(&partition) = holding.iter().find(|p| **p >= g.lane.partitions()) {
             return Err(LanesError::BadHolding { partition, partitions: g.lane.partitions() });
         }
+        g.vouched.extend(holding.iter().copied());
         let m = g.members.get_mut(member).ok_or_else(not_found)?;
         m.last_seen_ms = now_ms;
         m.holding = holding;
         self.recompute(group, g, now_ms);
-        Ok(self.member_view(group, g, member))
+        let view = self.member_view(group, g, member);
+        self.still_authority()?;
+        Ok(view)
     }
 
     /// A member leaves after releasing everything: its partitions move on at once.
     pub fn leave(&self, group: &str, member: &str, now_ms: u64) -> Result<(), LanesError> {
-        let mut groups = self.lock();
+        let mut groups = self.lock_as_authority()?;
         let not_found =
             || LanesError::MemberNotFound { group: group.to_owned(), member: member.to_owned() };
         let g = groups.get_mut(group).ok_or_else(not_found)?;
@@ -357,7 +473,11 @@ impl Lanes {
     /// table may have moved a zone to or from 0). Called by [`run`] on every tick.
     pub fn tick(&self, now_ms: u64) {
         self.first_tick_ms.get_or_init(|| now_ms);
-        let mut groups = self.lock();
+        let Ok(mut groups) = self.lock_as_authority() else {
+            // Not the authority: what this replica knew is stale, and is forgotten.
+            self.lock().clear();
+            return;
+        };
         self.expire_locked(&mut groups, now_ms);
         for (name, g) in groups.iter_mut() {
             self.recompute(name, g, now_ms);
@@ -420,7 +540,8 @@ impl Lanes {
             .iter()
             .map(|(id, m)| (id.clone(), m.holding.union(&m.told).copied().collect()))
             .collect();
-        let granted = grant(&target, &claims);
+        let granted =
+            hold_unvouched(grant(&target, &claims), &g.vouched, now_ms, self.settled_at());
         if target != g.target || granted != g.granted {
             g.generation += 1;
             g.target = target;
@@ -433,6 +554,7 @@ impl Lanes {
     fn member_view(&self, group: &str, g: &mut Group, id: &str) -> MemberView {
         let granted = g.granted.get(id).cloned().unwrap_or_default();
         let target = g.target.get(id).cloned().unwrap_or_default();
+        g.vouched.extend(granted.iter().copied());
         let member = g.members.get_mut(id).expect("the member was just found or inserted");
         member.told = granted.clone();
         MemberView {
@@ -451,15 +573,15 @@ impl Lanes {
 
     /// The group as `GET /v1/lanes/{group}` shows it.
     pub fn view(&self, group: &str, now_ms: u64) -> Result<GroupView, LanesError> {
-        let mut groups = self.lock();
+        let mut groups = self.lock_as_authority()?;
         self.expire_locked(&mut groups, now_ms);
         let g = groups.get(group).ok_or_else(|| LanesError::GroupNotFound(group.to_owned()))?;
         Ok(self.group_view(group, g))
     }
 
-    /// Every group, by name.
+    /// Every group, by name (none on a replica that is not the lane authority).
     pub fn views(&self, now_ms: u64) -> Vec<GroupView> {
-        let mut groups = self.lock();
+        let Ok(mut groups) = self.lock_as_authority() else { return Vec::new() };
         self.expire_locked(&mut groups, now_ms);
         groups.iter().map(|(name, g)| self.group_view(name, g)).collect()
     }
@@ -541,10 +663,15 @@ impl Lanes {
     /// With no groups it is `Some(0)` only once lag is not read at all, or one session timeout
     /// has passed since this service started: after a restart the registry is empty until the
     /// consumers re-register, and that emptiness says nothing about their backlog.
+    ///
+    /// Only the lane authority knows the groups: on any other replica it is `None`, so only the
+    /// authority's drain runner completes a drain on a lag reading. A new term of authority
+    /// counts as a start (its registry is empty until the members are adopted).
     pub fn total_half_lag(&self, color: Color, zero_since_ms: u64, now_ms: u64) -> Option<u64> {
-        let groups = self.lock();
+        let groups = self.lock_as_authority().ok()?;
         if groups.is_empty() && self.lag_source.is_some() {
-            let started = *self.first_tick_ms.get()?;
+            let since = self.term.lock().unwrap_or_else(|p| p.into_inner()).1.unwrap_or(0);
+            let started = (*self.first_tick_ms.get()?).max(since);
             if now_ms < started.saturating_add(self.config.session_timeout_ms) {
                 return None;
             }
@@ -661,6 +788,126 @@ pub async fn run(lanes: Arc<Lanes>, now_ms: fn() -> u64, shutdown: impl Future<O
                 .await
                 .unwrap_or_else(|e| Err(format!("lag reader failed: {e}")));
             lanes.record_lag(&group, read, started);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{RoutingTable, UnitMode, UnitScheme};
+    use crate::service::lane_authority::Claimant;
+    use crate::store::Lease;
+    use std::time::Instant;
+
+    fn lanes_always() -> Lanes {
+        lanes(&Arc::new(LaneAuthority::always()))
+    }
+
+    fn lanes(authority: &Arc<LaneAuthority>) -> Lanes {
+        let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
+        let table = RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), ColorZones::default())
+            .unwrap();
+        let config = LanesConfig {
+            session_timeout_ms: 1_000,
+            heartbeat_interval_ms: 200,
+            lag_interval_ms: 200,
+            kafka_bootstrap: None,
+            max_groups: 4,
+            max_members: 8,
+            member_key: None,
+            max_groups_per_caller: 4,
+            max_members_per_caller: 100,
+            lease_ms: 400,
+        };
+        let source = Arc::new(arc_swap::ArcSwap::from_pointee(table));
+        Lanes::new(ColorZones::default(), config, source, None)
+            .with_authority(Arc::clone(authority))
+    }
+
+    fn lease(holder: &str) -> Option<Lease> {
+        Some(Lease {
+            holder: holder.into(),
+            url: Some(format!("http://{holder}")),
+            at_ms: 0,
+            until_ms: 0,
+        })
+    }
+
+    fn adopt(zone: &str) -> Option<Adoption> {
+        Some(Adoption {
+            owner: "t".into(),
+            zone: zone.into(),
+            topic: "orders".into(),
+            partitions: 8,
+        })
+    }
+
+    fn set(items: &[u32]) -> BTreeSet<u32> {
+        items.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_new_authority_adopts_claims_at_once_and_hands_out_the_rest_one_session_later() {
+        // A term long enough not to lapse while the test runs.
+        let authority = Arc::new(LaneAuthority::leased(Claimant {
+            node_id: "r2".into(),
+            url: "http://r2".into(),
+            term_ms: 600_000,
+        }));
+        let lanes = lanes(&authority);
+        // A single node never adopts: after its restart, members register again.
+        let single = lanes_always();
+        let err = single.heartbeat("g", "b1", set(&[0]), adopt("az-b"), 0).unwrap_err();
+        assert!(matches!(err, LanesError::MemberNotFound { .. }), "{err:?}");
+        // Before it holds the lease: every membership call names the holder.
+        authority.record(false, lease("r1"), Instant::now(), 500);
+        let err = lanes.heartbeat("g", "b1", set(&[0, 1]), adopt("az-b"), 900).unwrap_err();
+        let LanesError::NotAuthority(n) = &err else { panic!("{err:?}") };
+        assert_eq!((n.holder.as_deref(), n.url.as_deref()), (Some("r1"), Some("http://r1")));
+        assert!(err.to_string().contains("http://r1"), "{err}");
+        assert_eq!(lanes.total_half_lag(Color::Blue, 0, 900), None);
+        // It takes over at 1 000 (session 1 000 ms: unclaimed partitions wait until 2 000).
+        assert_eq!(authority.record(true, lease("r2"), Instant::now(), 1_000), Some(true));
+        // Without what it reads, an unknown member is still told to register again.
+        let err = lanes.heartbeat("g", "b1", set(&[0, 1]), None, 1_050).unwrap_err();
+        assert!(matches!(err, LanesError::MemberNotFound { .. }), "{err:?}");
+        // A claim outside the topic is refused as for a known member.
+        let err = lanes.heartbeat("g", "x", set(&[8]), adopt("az-a"), 1_060).unwrap_err();
+        assert!(matches!(err, LanesError::BadHolding { .. }), "{err:?}");
+        let b1 = lanes.heartbeat("g", "b1", set(&[0, 1]), adopt("az-b"), 1_100).unwrap();
+        assert_eq!(b1.assignment, vec![0, 1], "what it claimed, nothing nobody vouched for");
+        let a1 = lanes.register("g", reg("a1", "az-a"), 1_200).unwrap();
+        assert_eq!(a1.assignment, Vec::<u32>::new(), "green is unclaimed: held back");
+        assert_eq!(a1.pending, vec![4, 5, 6, 7]);
+        let a1 = lanes.heartbeat("g", "a1", set(&[]), None, 1_999).unwrap();
+        assert_eq!(a1.assignment, Vec::<u32>::new());
+        let a1 = lanes.heartbeat("g", "a1", set(&[]), None, 2_000).unwrap();
+        assert_eq!(a1.assignment, vec![4, 5, 6, 7], "one session after the takeover");
+        let b1 = lanes.heartbeat("g", "b1", set(&[0, 1]), None, 2_010).unwrap();
+        assert_eq!(b1.assignment, vec![0, 1, 2, 3]);
+        // It loses the lease: it answers as a follower and forgets the groups.
+        assert_eq!(authority.record(false, lease("r3"), Instant::now(), 2_100), Some(false));
+        assert!(matches!(
+            lanes.register("g", reg("a2", "az-a"), 2_200),
+            Err(LanesError::NotAuthority(_))
+        ));
+        lanes.tick(2_200);
+        assert!(lanes.lag_targets().is_empty());
+        assert!(lanes.views(2_200).is_empty());
+        // Taking it back later is a new term: nothing from before survives.
+        assert_eq!(authority.record(true, lease("r2"), Instant::now(), 5_000), Some(true));
+        let err = lanes.heartbeat("g", "a1", set(&[4]), None, 5_100).unwrap_err();
+        assert!(matches!(err, LanesError::MemberNotFound { .. }), "{err:?}");
+    }
+
+    fn reg(id: &str, zone: &str) -> Registration {
+        Registration {
+            member_id: Some(id.into()),
+            owner: "t".into(),
+            zone: zone.into(),
+            topic: "orders".into(),
+            partitions: 8,
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod capacity;
 pub mod coordinator;
 pub mod drain_runner;
 pub mod health;
+pub mod lane_authority;
 pub mod lane_membership;
 pub mod login_limit;
 pub mod member_key;

@@ -9,13 +9,13 @@
 //! Architecture invariant: [`Applier::apply`] is pure (no clock, no configuration, no I/O); the
 //! genesis record is the only input besides the records.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::core::{Applied, Audit, ColorZones, CommandError, Envelope, Genesis, State};
 
 use super::entry::{LogEntry, log_id_of, scheme_of};
 use super::replay::{AuditRecord, Replayed, genesis_hash, history_hash};
-use super::snapshot::{Loaded, Outcomes};
+use super::snapshot::{Loaded, Shared};
 
 /// The decided outcome of one proposal.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,6 +31,23 @@ pub enum Outcome {
     /// Refused when first applied, for this reason; known from a snapshot, which keeps the
     /// exact error of version conflicts only.
     RefusedEarlier(String),
+}
+
+/// A lease as the log decided it (`LogEntry::Lease`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub holder: String,
+    pub url: Option<String>,
+    /// The audited time of the record that granted it last (a claim or a renewal).
+    pub at_ms: u64,
+    pub until_ms: u64,
+}
+
+/// Whether a claim of a lease by `holder`, stamped `at_ms`, is granted over `current`: when the
+/// lease is free, is already `holder`'s (a renewal), or its term ended before `at_ms`. Pure, and
+/// applied in log order, so every replica grants the same claims.
+pub fn lease_granted(current: Option<&Lease>, holder: &str, at_ms: u64) -> bool {
+    current.is_none_or(|lease| lease.holder == holder || lease.until_ms < at_ms)
 }
 
 /// What applying one record did.
@@ -59,7 +76,17 @@ pub struct Applier {
     outcomes: HashMap<String, Outcome>,
     /// Digest of the applied history, the same on every replica at the same version.
     pub state_hash: u64,
+    /// The leases by name. Not routing state: they spend no version and stay out of the audit
+    /// trail and `state_hash`.
+    pub leases: BTreeMap<String, Lease>,
+    /// The outcomes of the newest lease claims (ids are never retried, and a holder renews every
+    /// few seconds forever, so keeping them all would grow without bound). A function of the
+    /// log like everything else here.
+    lease_outcomes: VecDeque<(String, bool)>,
 }
+
+/// How many lease outcomes are kept: far more than claims in flight at once.
+const LEASE_OUTCOMES: usize = 1024;
 
 impl Applier {
     /// Starts from the first record of the log, which must be a genesis record.
@@ -111,6 +138,8 @@ impl Applier {
             audit_limit,
             outcomes: HashMap::new(),
             state_hash,
+            leases: BTreeMap::new(),
+            lease_outcomes: VecDeque::new(),
         })
     }
 
@@ -118,7 +147,7 @@ impl Applier {
     /// state, the audit tail, the digest and every decided command id, so every later record is
     /// decided exactly as by a replica that applied the whole log.
     pub fn from_snapshot(loaded: Loaded, audit_limit: usize) -> Result<Self, String> {
-        let Some((log_id, outcomes)) = loaded.shared else {
+        let Some(Shared { log_id, outcomes, leases }) = loaded.shared else {
             return Err("it was written for a file log, not a shared one".into());
         };
         let LogEntry::Genesis { zones: Some(zones), .. } = &loaded.replayed.genesis_entry else {
@@ -140,12 +169,14 @@ impl Applier {
             audit_limit,
             outcomes,
             state_hash,
+            leases,
+            lease_outcomes: VecDeque::new(),
         })
     }
 
-    /// What a snapshot of this replica holds: the replay so far and every decided command id.
-    /// Its position is [`Applier::next_position`].
-    pub fn snapshot(&self) -> (Replayed, Outcomes) {
+    /// What a snapshot of this replica holds: the replay so far, every decided command id and
+    /// the leases. Its position is [`Applier::next_position`].
+    pub fn snapshot(&self) -> (Replayed, Shared) {
         let replayed = Replayed {
             genesis: self.genesis,
             genesis_entry: self.genesis_entry.clone(),
@@ -153,12 +184,22 @@ impl Applier {
             audit: self.audit.clone(),
             state_hash: self.state_hash,
         };
-        (replayed, self.outcomes.clone())
+        let shared = Shared {
+            log_id: self.log_id.clone(),
+            outcomes: self.outcomes.clone(),
+            leases: self.leases.clone(),
+        };
+        (replayed, shared)
     }
 
     /// The decided outcome of command `id`, once its record has been applied.
     pub fn outcome(&self, id: &str) -> Option<&Outcome> {
         self.outcomes.get(id)
+    }
+
+    /// Whether lease claim `id` was granted, once applied (among the newest claims only).
+    pub fn lease_outcome(&self, id: &str) -> Option<bool> {
+        self.lease_outcomes.iter().rev().find(|(i, _)| i == id).map(|(_, granted)| *granted)
     }
 
     /// Applies the record at `position` (`Err` holds why a record could not be decoded).
@@ -168,6 +209,25 @@ impl Applier {
             Ok(entry) => entry,
             Err(_) => return Step::Unchanged,
         };
+        if let LogEntry::Lease { id, name, holder, url, at_ms, until_ms } = entry {
+            if self.lease_outcome(id).is_none() {
+                let granted = lease_granted(self.leases.get(name), holder, *at_ms);
+                if granted {
+                    let lease = Lease {
+                        holder: holder.clone(),
+                        url: url.clone(),
+                        at_ms: *at_ms,
+                        until_ms: *until_ms,
+                    };
+                    self.leases.insert(name.clone(), lease);
+                }
+                self.lease_outcomes.push_back((id.clone(), granted));
+                if self.lease_outcomes.len() > LEASE_OUTCOMES {
+                    self.lease_outcomes.pop_front();
+                }
+            }
+            return Step::Unchanged;
+        }
         // A later genesis (a replica that lost the race to create the log) and decided entries
         // (they belong to file logs) take no effect.
         let LogEntry::Proposal { id, expected_version, at_ms, by, reason, command } = entry else {
@@ -282,6 +342,52 @@ mod tests {
         assert_eq!(a.next_position, 2);
     }
 
+    fn lease(id: &str, holder: &str, at_ms: u64, until_ms: u64) -> LogEntry {
+        LogEntry::Lease {
+            id: id.into(),
+            name: "lanes".into(),
+            holder: holder.into(),
+            url: Some(format!("http://{holder}")),
+            at_ms,
+            until_ms,
+        }
+    }
+
+    #[test]
+    fn a_lease_goes_to_another_holder_only_after_its_term_and_spends_no_version() {
+        let mut a = Applier::from_genesis(0, &genesis(), 100).unwrap();
+        let hash = a.state_hash;
+        a.apply(1, Ok(&lease("1", "r1", 1_000, 7_000)));
+        assert_eq!(a.lease_outcome("1"), Some(true));
+        // Another replica claims during the term: refused, whatever its own clock says later.
+        a.apply(2, Ok(&lease("2", "r2", 6_999, 12_999)));
+        assert_eq!(a.lease_outcome("2"), Some(false));
+        // The holder renews; the term moves on.
+        a.apply(3, Ok(&lease("3", "r1", 5_000, 11_000)));
+        assert_eq!(a.lease_outcome("3"), Some(true));
+        a.apply(4, Ok(&lease("4", "r2", 11_000, 17_000)));
+        assert_eq!(a.lease_outcome("4"), Some(false), "not before until");
+        a.apply(5, Ok(&lease("5", "r2", 11_001, 17_001)));
+        assert_eq!(a.lease_outcome("5"), Some(true));
+        assert_eq!(a.leases["lanes"].holder, "r2");
+        assert_eq!(a.leases["lanes"].url.as_deref(), Some("http://r2"));
+        // The old holder waking up after a pause is refused.
+        a.apply(6, Ok(&lease("6", "r1", 12_000, 18_000)));
+        assert_eq!(a.lease_outcome("6"), Some(false));
+        // A retried id is judged once.
+        a.apply(7, Ok(&lease("6", "r1", 30_000, 36_000)));
+        assert_eq!(a.leases["lanes"].holder, "r2");
+        assert_eq!((a.state.version(), a.state_hash, a.audit.len()), (1, hash, 1));
+        assert_eq!(a.next_position, 8);
+        // Renewals forever keep a bounded memory.
+        for i in 0..3_000u64 {
+            a.apply(8 + i, Ok(&lease(&format!("r{i}"), "r2", 12_000 + i, 18_000 + i)));
+        }
+        assert_eq!(a.lease_outcomes.len(), LEASE_OUTCOMES);
+        assert_eq!(a.lease_outcome("r2999"), Some(true));
+        assert_eq!(a.leases["lanes"].until_ms, 20_999);
+    }
+
     #[test]
     fn a_replica_started_from_a_snapshot_decides_later_records_as_one_that_applied_them_all() {
         let records = [
@@ -289,6 +395,7 @@ mod tests {
             dial("a", 1, 10),
             dial("b", 1, 20), // a compare-and-set loser
             dial("c", 2, 30),
+            lease("l1", "r1", 1_000, 7_000),
         ];
         let mut full = Applier::from_genesis(0, &records[0], 100).unwrap();
         for (i, r) in records.iter().enumerate().skip(1) {
@@ -296,20 +403,30 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let snapshots = crate::store::Snapshots::new(dir.path(), 1);
-        let (replayed, outcomes) = full.snapshot();
+        let (replayed, shared) = full.snapshot();
         let position = crate::store::LogPosition(full.next_position);
-        snapshots.save_shared(&replayed, position, &full.log_id, &outcomes).unwrap();
+        snapshots.save_shared(&replayed, position, &shared).unwrap();
         let loaded = snapshots.load(&ColorZones::default()).unwrap().unwrap();
         let mut resumed = Applier::from_snapshot(loaded, 100).unwrap();
-        assert_eq!(resumed.next_position, 4);
+        assert_eq!(resumed.next_position, 5);
         assert_eq!(resumed.state_hash, full.state_hash);
+        assert_eq!(resumed.leases, full.leases, "the lease taken before the snapshot is kept");
         // Later records: a retry of `a` (seen before the snapshot) whose expected version now
-        // matches, a retry of the loser `b`, and a new command.
-        let later = [dial("a", 3, 70), dial("b", 3, 80), dial("d", 3, 90)];
+        // matches, a retry of the loser `b`, a new command, and a claim of the lease during its
+        // term by another replica (refused by both, as the snapshot carries the lease).
+        let later = [
+            dial("a", 3, 70),
+            dial("b", 3, 80),
+            dial("d", 3, 90),
+            lease("l2", "r2", 6_000, 12_000),
+        ];
         for (i, r) in later.iter().enumerate() {
-            let position = 4 + i as u64;
+            let position = 5 + i as u64;
             assert_eq!(full.apply(position, Ok(r)), resumed.apply(position, Ok(r)), "record {i}");
         }
+        assert_eq!(resumed.lease_outcome("l2"), Some(false));
+        assert_eq!(full.lease_outcome("l2"), Some(false));
+        assert_eq!(resumed.leases["lanes"].holder, "r1");
         assert_eq!(resumed.state, full.state);
         assert_eq!(resumed.state.table().blue_units(), 90, "only `d` took effect");
         assert_eq!(resumed.state_hash, full.state_hash);
@@ -319,7 +436,7 @@ mod tests {
         }
         // A file-log snapshot is not a replica's.
         let file = crate::store::Snapshots::new(dir.path(), 1);
-        file.save(&replayed, position, 4).unwrap();
+        file.save(&replayed, position, 5).unwrap();
         let loaded = file.load(&ColorZones::default()).unwrap().unwrap();
         assert!(Applier::from_snapshot(loaded, 100).is_err());
     }

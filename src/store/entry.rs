@@ -44,6 +44,20 @@ pub enum LogEntry {
         reason: String,
         command: WireCommand,
     },
+    /// A claim (or renewal) of the named lease on a shared log, by replica `holder` until
+    /// `until_ms` (wall clock). Granted when applied iff the lease is free, already `holder`'s,
+    /// or its current `until_ms` is before this record's `at_ms` (`store::Applier`). Leases are
+    /// not routing state: they spend no version and leave the audit trail and `state_hash` alone.
+    Lease {
+        id: String,
+        name: String,
+        holder: String,
+        /// Where clients reach the holder (its `node.url`), so others can name it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        at_ms: u64,
+        until_ms: u64,
+    },
     /// An accepted command; applying it produced `version`.
     Change {
         version: u64,

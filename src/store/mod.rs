@@ -13,7 +13,7 @@ mod file_log;
 mod replay;
 mod snapshot;
 
-pub use apply::{Applier, Outcome, Step};
+pub use apply::{Applier, Lease, Outcome, Step, lease_granted};
 pub use entry::{
     LogEntry, WireCommand, WirePlan, WirePrecondition, WireStep, WireZones, log_id_of, new_log_id,
 };
@@ -22,7 +22,7 @@ pub use replay::{
     AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, genesis_hash, history_hash, push_audit,
     replay, replay_after,
 };
-pub use snapshot::{Loaded, Outcomes, SNAPSHOT_FILE, Snapshots};
+pub use snapshot::{Loaded, Outcomes, SNAPSHOT_FILE, Shared, Snapshots};
 
 use std::path::PathBuf;
 use std::time::Duration;

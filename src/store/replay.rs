@@ -123,8 +123,8 @@ pub fn replay_after(
                 to,
             } => (version, expected_version, at_ms, by, reason, command, from, to),
             LogEntry::Genesis { .. } => return Err(fail(line, "a second genesis entry".into())),
-            LogEntry::Proposal { .. } => {
-                return Err(fail(line, "a proposal entry, which only a shared log holds".into()));
+            LogEntry::Proposal { .. } | LogEntry::Lease { .. } => {
+                return Err(fail(line, "a shared-log entry, which only a shared log holds".into()));
             }
         };
         let command = command.to_command().map_err(|e| fail(line, e))?;

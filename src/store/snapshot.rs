@@ -24,7 +24,7 @@ use crate::core::{
     Guard, OnBreach, RoutingTable, State, StoredPlan,
 };
 
-use super::apply::Outcome;
+use super::apply::{Lease, Outcome};
 use super::entry::{LogEntry, WirePlan, scheme_of};
 use super::replay::{AUDIT_IN_MEMORY, AuditRecord, Replayed, action_name};
 use super::{LogPosition, StoreError};
@@ -50,9 +50,19 @@ pub struct Loaded {
     pub position: LogPosition,
     /// How many entries of the log it covers (genesis included).
     pub entries: u64,
-    /// A shared log replica's snapshot: the log's id and every decided command id. `None` for
-    /// the file log.
-    pub shared: Option<(String, Outcomes)>,
+    /// A shared log replica's snapshot: the log's id, every decided command id and the leases.
+    /// `None` for the file log.
+    pub shared: Option<Shared>,
+}
+
+/// What a shared log replica decides besides the routing state, as of a snapshot: a replica
+/// started from it must decide every later record (a retried command id, a lease claim) exactly
+/// as one that applied the whole log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shared {
+    pub log_id: String,
+    pub outcomes: Outcomes,
+    pub leases: BTreeMap<String, Lease>,
 }
 
 impl Snapshots {
@@ -87,19 +97,29 @@ impl Snapshots {
         self.write(&encode(replayed, position, entries, None)?)
     }
 
-    /// Writes a shared log replica's snapshot: the state, and every command id decided up to
-    /// `position` (the log's next position, Kafka: the next offset) in the log `log_id`.
+    /// Writes a shared log replica's snapshot: the state, every command id decided up to
+    /// `position` (the log's next position, Kafka: the next offset) and the leases.
     pub fn save_shared(
         &self,
         replayed: &Replayed,
         position: LogPosition,
-        log_id: &str,
-        outcomes: &Outcomes,
+        shared: &Shared,
     ) -> Result<(), StoreError> {
         let mut wire: Vec<WireOutcome> =
-            outcomes.iter().map(|(id, outcome)| wire_outcome(id, outcome)).collect();
+            shared.outcomes.iter().map(|(id, outcome)| wire_outcome(id, outcome)).collect();
         wire.sort_by(|a, b| a.id.cmp(&b.id));
-        let shared = WireShared { log_id: log_id.to_owned(), outcomes: wire };
+        let leases = shared
+            .leases
+            .iter()
+            .map(|(name, l)| WireLease {
+                name: name.clone(),
+                holder: l.holder.clone(),
+                url: l.url.clone(),
+                at_ms: l.at_ms,
+                until_ms: l.until_ms,
+            })
+            .collect();
+        let shared = WireShared { log_id: shared.log_id.clone(), outcomes: wire, leases };
         self.write(&encode(replayed, position, position.0, Some(shared))?)
     }
 
@@ -150,6 +170,20 @@ struct Body {
 struct WireShared {
     log_id: String,
     outcomes: Vec<WireOutcome>,
+    /// The leases as decided up to the snapshot (a lease claim after it is decided against them).
+    #[serde(default)]
+    leases: Vec<WireLease>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireLease {
+    name: String,
+    holder: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    at_ms: u64,
+    until_ms: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -400,7 +434,20 @@ fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
         Some(shared) => {
             let outcomes =
                 shared.outcomes.into_iter().map(core_outcome).collect::<Result<Outcomes, _>>()?;
-            Some((shared.log_id, outcomes))
+            let leases = shared
+                .leases
+                .into_iter()
+                .map(|l| {
+                    let lease = Lease {
+                        holder: l.holder,
+                        url: l.url,
+                        at_ms: l.at_ms,
+                        until_ms: l.until_ms,
+                    };
+                    (l.name, lease)
+                })
+                .collect();
+            Some(Shared { log_id: shared.log_id, outcomes, leases })
         }
     };
     Ok(Loaded {
