@@ -11,6 +11,7 @@ pub mod health;
 pub mod lane_membership;
 pub mod login_limit;
 pub mod member_key;
+pub mod plan_runner;
 pub mod preconditions;
 pub mod subscribers;
 pub mod table_source;
