@@ -502,9 +502,9 @@ async fn post_run(
     name: &str,
     request: JsonBody<'_, RunRequest>,
 ) -> Result<(Status, Versioned), ApiError> {
+    caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
     if r.hold.is_some() {
-        caller.require_operator(&app.config)?;
         return Err(ApiError::bad_request(
             "invalid_run",
             "hold: only a drill holds; POST /v1/plans/{name}/drill",
