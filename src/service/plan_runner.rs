@@ -64,6 +64,7 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
 pub fn tick_once(runner: &Runner) {
     let now = (runner.now_ms)();
     let state = runner.coordinator.state();
+    crate::telemetry::publish_run_progress(&state, now);
     let Some(run) = state.active_run().cloned() else { return };
     let table = state.table();
     let zones = table.zones().clone();
