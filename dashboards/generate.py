@@ -220,6 +220,16 @@ def zone_health():
     b.panel("stat", "Zone health known",
             "1 when the zone's health source has data; 0 (unknown) holds any drain.",
             "bool", [(f"min by (zone) (tidegate_zone_health_known{{{ZONE}}})", "{{zone}}")], width=12)
+    b.row("Plan runs")
+    b.panel("timeseries", "Plan run active",
+            "1 while a run or drill of the plan is active.",
+            "none", [("max by (plan) (tidegate_plan_run_active)", "{{plan}}")], width=6, min=0, max=1)
+    b.panel("timeseries", "Plan switch time",
+            "Switch time of each plan's latest run (start to last step done; growing while it runs). The RTO alert fires when a running switch exceeds the plan's RTO.",
+            "s", [("max by (plan) (tidegate_plan_run_duration_seconds)", "{{plan}}")], width=9, min=0)
+    b.panel("timeseries", "Plan runs finished",
+            "Finished runs per interval, by plan, outcome and drill.",
+            "short", [("sum by (plan, outcome, drill) (increase(tidegate_plan_runs_total[$__rate_interval]))", "{{plan}} {{outcome}} drill={{drill}}")], width=9, min=0)
     return b
 
 

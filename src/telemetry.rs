@@ -29,6 +29,10 @@ pub const ZONE_HEALTH_KNOWN: &str = "tidegate_zone_health_known";
 pub const ZONE_SHARE: &str = "tidegate_zone_share_ratio";
 pub const DRAIN_ACTIVE: &str = "tidegate_drain_active";
 pub const DRAIN_STATE: &str = "tidegate_drain_state";
+pub const PLAN_RUNS: &str = "tidegate_plan_runs_total";
+pub const PLAN_RUN_DURATION: &str = "tidegate_plan_run_duration_seconds";
+pub const PLAN_RUN_ACTIVE: &str = "tidegate_plan_run_active";
+pub const PLAN_RUN_OVER_RTO: &str = "tidegate_plan_run_over_rto";
 pub const DRAIN_STEPS_DONE: &str = "tidegate_drain_steps_done";
 pub const DRAIN_STEPS_PLANNED: &str = "tidegate_drain_steps_planned";
 pub const DRAIN_BREACHES: &str = "tidegate_drain_guard_breaches_total";
@@ -98,6 +102,22 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     ("gauge", ZONE_SHARE, "Share of users routed to each zone, as a ratio (0-1)."),
     ("gauge", DRAIN_ACTIVE, "1 while a drain is running or paused, by drained zone."),
+    (
+        "counter",
+        PLAN_RUNS,
+        "Finished plan runs, by plan, outcome (completed, aborted, rolled_back, failed) and drill (true/false), counted by the replica that logged the finishing command.",
+    ),
+    (
+        "gauge",
+        PLAN_RUN_DURATION,
+        "Switch time of the plan's latest run in seconds: start to last step done (so far, while it runs).",
+    ),
+    ("gauge", PLAN_RUN_ACTIVE, "1 while a run (or drill) of the plan is active, else 0."),
+    (
+        "gauge",
+        PLAN_RUN_OVER_RTO,
+        "1 while the plan's active run has been switching for longer than its RTO, else 0.",
+    ),
     ("gauge", DRAIN_STATE, "State of the latest drain: 1 for its current state, 0 for the others."),
     ("gauge", DRAIN_STEPS_DONE, "Steps the latest drain has taken toward its target."),
     ("gauge", DRAIN_STEPS_PLANNED, "Steps the latest drain needs from start to target."),
@@ -345,6 +365,7 @@ pub fn publish_state(state: &State) {
         }
         metrics::gauge!(DRAIN_STEPS_PLANNED).set(f64::from(drain.steps_total()));
     }
+    publish_runs(state);
     for zone in [&table.zones().blue, &table.zones().green] {
         let active = state.active_drain().is_some_and(|d| &d.plan.zone == zone);
         metrics::gauge!(DRAIN_ACTIVE, "zone" => zone.clone()).set(if active { 1.0 } else { 0.0 });
@@ -399,6 +420,72 @@ pub fn publish_table(table: &RoutingTable) {
     metrics::gauge!(BLUE_UNITS).set(f64::from(table.blue_units()));
     metrics::gauge!(ROUTING_VERSION).set(table.version() as f64);
     metrics::gauge!(PINS).set(table.pins().len() as f64);
+}
+
+/// The plan-run gauges, and every plan's run counters registered at zero.
+fn publish_runs(state: &State) {
+    let active = state.active_run();
+    for stored in state.plans() {
+        let plan = stored.plan.name.clone();
+        for outcome in crate::core::RunStatus::OUTCOMES {
+            for drill in ["false", "true"] {
+                let labels = [
+                    ("plan", plan.clone()),
+                    ("outcome", outcome.to_owned()),
+                    ("drill", drill.to_owned()),
+                ];
+                metrics::counter!(PLAN_RUNS, &labels).increment(0);
+            }
+        }
+        let on = active.is_some_and(|r| r.plan.name == plan);
+        metrics::gauge!(PLAN_RUN_ACTIVE, "plan" => plan.clone()).set(if on { 1.0 } else { 0.0 });
+    }
+    if let Some(run) = state.plan_runs().next_back() {
+        let plan = run.plan.name.clone();
+        let switch = run.switched_ms.or(run.finished_ms).map(|t| t.saturating_sub(run.started_ms));
+        if let Some(ms) = switch {
+            metrics::gauge!(PLAN_RUN_DURATION, "plan" => plan).set(ms as f64 / 1000.0);
+        }
+    }
+}
+
+/// Updates the gauges that move with time while a run is active (called by the plan runner).
+pub fn publish_run_progress(state: &State, now_ms: u64) {
+    if let Some(run) = state.active_run() {
+        let plan = run.plan.name.clone();
+        let switching = run.switched_ms.is_none();
+        let secs = run.switch_ms(now_ms) as f64 / 1000.0;
+        if switching {
+            metrics::gauge!(PLAN_RUN_DURATION, "plan" => plan.clone()).set(secs);
+        }
+        let over = switching && run.switch_ms(now_ms) > run.plan.rto_ms;
+        metrics::gauge!(PLAN_RUN_OVER_RTO, "plan" => plan).set(if over { 1.0 } else { 0.0 });
+    }
+    for stored in state.plans() {
+        if state.active_run().is_none_or(|r| r.plan.name != stored.plan.name) {
+            metrics::gauge!(PLAN_RUN_OVER_RTO, "plan" => stored.plan.name.clone()).set(0.0);
+        }
+    }
+}
+
+/// Counts a run that `command` just finished (outcome and drill as labels).
+pub fn count_run_end(state: &State, command: &crate::core::Command) {
+    use crate::core::Command as C;
+    let id = match command {
+        C::PlanStepDone { run, .. }
+        | C::AbortPlanRun { run }
+        | C::FailPlanRun { run, .. }
+        | C::PlanRestore { run } => *run,
+        _ => return,
+    };
+    if let Some(run) = state.plan_run(id).filter(|r| !r.is_active()) {
+        let labels = [
+            ("plan", run.plan.name.clone()),
+            ("outcome", run.status.as_str().to_owned()),
+            ("drill", run.is_drill().to_string()),
+        ];
+        metrics::counter!(PLAN_RUNS, &labels).increment(1);
+    }
 }
 
 pub fn count_change(action: &'static str) {

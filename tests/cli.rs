@@ -3,6 +3,7 @@
 mod common;
 
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use common::*;
 
@@ -211,4 +212,66 @@ fn several_servers_are_tried_in_turn_on_connection_errors_but_an_http_error_is_t
     assert!(err.contains(&d1) && err.contains(&d2) && err.contains("cannot reach"), "{err}");
     // A malformed list is refused, naming the flag.
     assert!(fails(tidegate(&["dial", "get"], "a.example,", None)).contains("--server"));
+}
+
+#[test]
+fn plans_run_drill_report_and_control_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("t.toml");
+    std::fs::write(
+        &config,
+        config_toml("[drain]\ntick = \"20ms\"\n[zones.az-a]\ncapacity_rps = 100000"),
+    )
+    .unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.as_str();
+    let op = Some(OPERATOR_TOKEN);
+    for (name, step) in [
+        ("pin-tester", serde_json::json!({"type": "pin", "user_id": "tester-1", "color": "green"})),
+        ("az-b-failing", serde_json::json!({"type": "evacuate", "zone": "az-b", "to_percent": 0})),
+    ] {
+        let version = get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+        let (status, body) = put_json(
+            &format!("{url}/v1/plans/{name}"),
+            OPERATOR_TOKEN,
+            serde_json::json!({
+                "expected_version": version, "reason": "reviewed", "rto": "1m", "steps": [step]
+            }),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    // `tidegate drill NAME` is `tidegate plans drill NAME`.
+    let drill =
+        ok(tidegate(&["drill", "pin-tester", "--hold", "200ms", "--reason", "drill"], url, op));
+    assert!(drill.contains("started drill 1 of pin-tester (revision 1)"), "{drill}");
+    let done = wait_until(Duration::from_secs(10), || {
+        ok(tidegate(&["plans", "report", "pin-tester"], url, None)).contains(": completed;")
+    });
+    let report = ok(tidegate(&["plans", "report", "pin-tester", "1"], url, None));
+    assert!(done, "{report}");
+    assert!(report.contains("1. pin tester-1 to green: started +"), "{report}");
+    assert!(report.contains("2. restore the starting table"), "{report}");
+    assert!(report.contains("(met)"), "{report}");
+    let list = ok(tidegate(&["plans"], url, None));
+    assert!(list.contains("pin-tester") && list.contains("last drill: run 1 completed"), "{list}");
+    assert!(list.contains("az-b-failing") && list.contains("never drilled"), "{list}");
+    let pins = get_json(&format!("{url}/v1/routing")).1["pins"].clone();
+    assert_eq!(pins, serde_json::json!({}), "the drill restored the pins");
+
+    // No outcomes: az-a's load is unknown, so the evacuation holds; pause, then abort it.
+    let run = ok(tidegate(&["plans", "run", "az-b-failing", "--reason", "incident"], url, op));
+    assert!(run.contains("started run 2 of az-b-failing"), "{run}");
+    let refused = fails(tidegate(&["drill", "pin-tester", "--reason", "again"], url, op));
+    assert!(refused.contains("plan_run_active"), "{refused}");
+    let paused =
+        ok(tidegate(&["plans", "control", "az-b-failing", "pause", "--reason", "wait"], url, op));
+    assert!(paused.contains("run 2 of az-b-failing (revision 1): paused"), "{paused}");
+    let aborted =
+        ok(tidegate(&["plans", "control", "az-b-failing", "abort", "--reason", "stop"], url, op));
+    assert!(aborted.contains(": aborted;") && aborted.contains("(missed)"), "{aborted}");
+    let json = ok(tidegate(&["plans", "--json", "report", "az-b-failing"], url, None));
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!((report["id"].as_u64(), report["outcome"].as_str()), (Some(2), Some("aborted")));
+    let viewer = fails(tidegate(&["plans", "run", "az-b-failing", "--reason", "x"], url, None));
+    assert!(viewer.contains("unauthorized"), "{viewer}");
 }

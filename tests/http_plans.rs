@@ -176,3 +176,59 @@ fn a_dry_run_projects_load_and_duration_and_lists_every_hold_without_changing_an
         "{holds:?}"
     );
 }
+
+#[test]
+fn runs_are_refused_on_a_changed_revision_and_controlled_through_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let op = Some(OPERATOR_TOKEN);
+    let run_path = "/v1/plans/pin-tester/run";
+    {
+        let client = client_in(&config(), dir.path());
+        let body = json!({
+            "expected_version": version(&client), "reason": "reviewed", "rto": "1m",
+            "steps": [{"type": "pin", "user_id": "tester-1", "color": "green"}]
+        });
+        assert_eq!(send(&client, true, "/v1/plans/pin-tester", op, body).status(), Status::Ok);
+        let stale = send(&client, false, run_path, op, json!({"reason": "r", "plan_revision": 2}));
+        assert_eq!(stale.status(), Status::Conflict);
+        let e: Value = stale.into_json().unwrap();
+        assert_eq!(
+            (e["error"].as_str(), e["current_revision"].as_u64()),
+            (Some("plan_revision_changed"), Some(1))
+        );
+        let started = send(&client, false, run_path, op, json!({"reason": "incident"}));
+        assert_eq!(started.status(), Status::Created);
+        let run: Value = started.into_json().unwrap();
+        assert_eq!((run["id"].as_u64(), run["state"].as_str()), (Some(1), Some("running")));
+        assert_eq!((run["started_by"].as_str(), run["met"].as_bool()), (Some("alice"), None));
+        let again = send(&client, false, run_path, op, json!({"reason": "twice"}));
+        assert_eq!(again.status(), Status::Conflict);
+        let e: Value = again.into_json().unwrap();
+        assert_eq!(e["error"], "plan_run_active", "{e}");
+        let drain = json!({"zone": "az-b", "target_percent": 0, "reason": "by hand"});
+        let e: Value = send(&client, false, "/v1/drains", op, drain).into_json().unwrap();
+        assert_eq!(e["error"], "plan_run_active", "an operator drain waits for the run: {e}");
+        let path = "/v1/plans/pin-tester/runs/1/rollback";
+        let rolled: Value =
+            send(&client, false, path, op, json!({"reason": "undo"})).into_json().unwrap();
+        assert_eq!(
+            (rolled["state"].as_str(), rolled["changed"].as_bool()),
+            (Some("restoring"), Some(true))
+        );
+        let paused =
+            send(&client, false, "/v1/plans/pin-tester/runs/1/pause", op, json!({"reason": "p"}));
+        assert_eq!(paused.status(), Status::Conflict);
+        let e: Value = paused.into_json().unwrap();
+        assert_eq!(e["error"], "plan_run_state", "{e}");
+        let missing =
+            send(&client, false, "/v1/plans/pin-tester/runs/9/abort", op, json!({"reason": "x"}));
+        assert_eq!(missing.status(), Status::NotFound);
+    }
+    // After a restart the run is where the log left it.
+    let client = client_in(&config(), dir.path());
+    let runs: Value = client.get("/v1/plans/pin-tester/runs").dispatch().into_json().unwrap();
+    assert_eq!(runs["runs"][0]["state"], "restoring", "{runs}");
+    let plan: Value = client.get("/v1/plans/pin-tester").dispatch().into_json().unwrap();
+    assert_eq!(plan["active_run"]["id"], 1, "{plan}");
+    assert_eq!(plan["last_drill"], Value::Null);
+}

@@ -479,6 +479,52 @@ fn answers_of_the_main_operations_match_the_document() {
     );
     assert_eq!(dry["plan"], "az-b-failing");
     assert_eq!(dry["steps"].as_array().map(Vec::len), Some(2), "{dry}");
+    let run = json!({"reason": "contract test", "plan_revision": read["revision"]});
+    // The restore drain started above is still active: a run is refused until it ends.
+    let refused = conforms(
+        "post",
+        "/v1/plans/{name}/run",
+        send(&client, Post, "/v1/plans/az-b-failing/run", op, Some(run.clone())),
+    );
+    assert_eq!(refused["error"], "drain_active", "{refused}");
+    let current = send(&client, Get, "/v1/drains/current", None, None).into_json::<Value>();
+    let drain = current.unwrap()["id"].as_u64().unwrap();
+    let abort = json!({"reason": "contract test"});
+    send(&client, Post, &format!("/v1/drains/{drain}/abort"), op, Some(abort));
+    let run = conforms(
+        "post",
+        "/v1/plans/{name}/run",
+        send(&client, Post, "/v1/plans/az-b-failing/run", op, Some(run)),
+    );
+    let started = (run["drill"].as_bool(), run["state"].as_str());
+    assert_eq!(started, (Some(false), Some("running")), "{run}");
+    let id = run["id"].as_u64().unwrap();
+    let report = conforms(
+        "get",
+        "/v1/plans/{name}/runs/{id}",
+        send(&client, Get, &format!("/v1/plans/az-b-failing/runs/{id}"), None, None),
+    );
+    assert_eq!(report["rto_ms"], 60_000, "{report}");
+    let busy = json!({"reason": "contract test", "hold": "1s"});
+    let busy = conforms(
+        "post",
+        "/v1/plans/{name}/drill",
+        send(&client, Post, "/v1/plans/az-b-failing/drill", op, Some(busy)),
+    );
+    assert_eq!(busy["error"], "plan_run_active", "{busy}");
+    let abort = json!({"reason": "contract test"});
+    let aborted = conforms(
+        "post",
+        "/v1/plans/{name}/runs/{id}/{action}",
+        send(&client, Post, &format!("/v1/plans/az-b-failing/runs/{id}/abort"), op, Some(abort)),
+    );
+    assert_eq!(aborted["state"], "aborted", "{aborted}");
+    let runs = conforms(
+        "get",
+        "/v1/plans/{name}/runs",
+        send(&client, Get, "/v1/plans/az-b-failing/runs", None, None),
+    );
+    assert_eq!(runs["runs"][0]["outcome"], "aborted", "{runs}");
     let e = conforms("get", "/v1/plans/{name}", send(&client, Get, "/v1/plans/nope", None, None));
     assert_eq!(e["error"], "plan_not_found");
     let cluster = conforms("get", "/v1/cluster", send(&client, Get, "/v1/cluster", None, None));

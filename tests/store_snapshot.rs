@@ -6,10 +6,11 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use tidegate::core::{
-    Audit, Color, ColorZones, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard, OnBreach,
-    UnitMode, UnitScheme, step_toward,
+    Audit, Color, ColorZones, Command, Decision, DrainMode, DrainPlan, Envelope, Genesis, Guard,
+    OnBreach, RunReadings, StepDefaults, UnitMode, UnitScheme, Verdict, ZoneSample, step_toward,
 };
 use tidegate::service::coordinator::{AUDIT_IN_MEMORY, Boot, Coordinator, Started};
+use tidegate::store::WirePlan;
 use tidegate::store::{FileLog, LOG_FILE, SNAPSHOT_FILE, Snapshots};
 
 fn boot() -> Boot {
@@ -27,13 +28,25 @@ enum Op {
     Dial(u32),
     Pin(u16, bool),
     Unpin(u16),
-    StartDrain { target: u32, step: u32, rollback: bool },
+    StartDrain {
+        target: u32,
+        step: u32,
+        rollback: bool,
+    },
     Step,
     Hold(bool),
     Pause,
     Resume,
     Abort,
     Rollback,
+    /// Store the plan (a pin, an evacuation, a dial).
+    PutPlan,
+    /// Start a run (a drill with a hold when true).
+    RunStart(bool),
+    /// The plan runner's next command, as `PlanRun::decide` says.
+    RunTick,
+    /// Pause, resume, abort or roll back the run.
+    RunControl(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -49,6 +62,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Resume),
         1 => Just(Op::Abort),
         1 => Just(Op::Rollback),
+        1 => Just(Op::PutPlan),
+        1 => any::<bool>().prop_map(Op::RunStart),
+        4 => Just(Op::RunTick),
+        1 => (0u8..4).prop_map(Op::RunControl),
     ]
 }
 
@@ -96,6 +113,76 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
         Op::Resume => Command::ResumeDrain { drain: active },
         Op::Abort => Command::AbortDrain { drain: active },
         Op::Rollback => Command::RollbackDrain { drain: active },
+        Op::PutPlan => {
+            let plan: WirePlan = serde_json::from_value(serde_json::json!({
+                "name": "az-b-failing", "rto_ms": 5000,
+                "steps": [
+                    {"type": "pin", "user_id": "user-1", "color": "green"},
+                    {"type": "evacuate", "zone": "az-b", "to_percent": 25},
+                    {"type": "dial", "blue_percent": 30}
+                ]
+            }))
+            .unwrap();
+            Command::PutPlan { plan: plan.to_plan().unwrap() }
+        }
+        Op::RunStart(drill) => Command::StartPlanRun {
+            plan: "az-b-failing".into(),
+            revision: 1,
+            drill_hold_ms: drill.then_some(1500),
+        },
+        Op::RunTick => {
+            let Some(run) = state.active_run() else { return };
+            let table = state.table();
+            let defaults = StepDefaults {
+                step_units: 25,
+                interval_ms: 1000,
+                guard: Guard {
+                    max_error_rate: 0.1 / 3.0,
+                    min_requests: 10,
+                    breaches: 2,
+                    on_breach: OnBreach::Pause,
+                },
+            };
+            let readings = RunReadings {
+                now_ms: at_ms,
+                zones: table.zones(),
+                units: table.units(),
+                blue_units: table.blue_units(),
+                drain: run.drain.and_then(|d| state.drain(d)),
+                maintenance: defaults,
+                evacuate: defaults,
+                dial_capacity: Verdict::Unchecked,
+                precondition: Some(Ok(true)),
+                backlog: Some(0),
+            };
+            // An error rate that is not a short decimal: the snapshot must keep it exactly.
+            let samples =
+                vec![ZoneSample { zone: "az-b".into(), error_rate: Some(0.6 / 7.0), requests: 9 }];
+            match run.decide(&readings) {
+                None => return,
+                Some(Decision::StartStep { step, drain }) => {
+                    Command::PlanStepStarted { run: run.id, step, drain, samples }
+                }
+                Some(Decision::DoneStep { step }) => Command::PlanStepDone {
+                    run: run.id,
+                    step,
+                    converged_ms: Some(at_ms - 1),
+                    samples,
+                },
+                Some(Decision::Hold { reason }) => Command::PlanRunHold { run: run.id, reason },
+                Some(Decision::Fail { reason }) => Command::FailPlanRun { run: run.id, reason },
+                Some(Decision::Restore) => Command::PlanRestore { run: run.id },
+            }
+        }
+        Op::RunControl(n) => {
+            let run = state.plan_runs().next_back().map_or(1, |r| r.id);
+            match n {
+                0 => Command::PausePlanRun { run },
+                1 => Command::ResumePlanRun { run },
+                2 => Command::AbortPlanRun { run },
+                _ => Command::RollbackPlanRun { run },
+            }
+        }
     };
     let audit = Audit { by: "prop".into(), at_ms, reason: format!("op at {at_ms}") };
     let _ = c.submit(&Envelope { expected_version: state.version(), command, audit });
@@ -241,4 +328,34 @@ fn start_up_from_a_snapshot_reads_only_the_log_after_it() {
     drop(started);
     let full = Coordinator::start(Box::new(FileLog::open(dir.path()).unwrap()), None, boot());
     assert!(full.err().unwrap().to_string().contains("line 2"));
+}
+
+#[test]
+fn plan_runs_survive_a_snapshot_exactly() {
+    // A drill that stores a pin, evacuates, holds and restores, plus a second run left mid-step.
+    let mut ops = vec![Op::PutPlan, Op::RunStart(true), Op::RunTick, Op::RunTick, Op::RunTick];
+    ops.push(Op::Step); // the run's drain: az-b 50% -> 25%, completed
+    ops.extend(std::iter::repeat_n(Op::RunTick, 6));
+    ops.extend([Op::RunStart(false), Op::RunTick, Op::RunTick, Op::RunTick, Op::RunControl(0)]);
+    for every in [2, 3, 5] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let started = start(dir.path(), Some(every));
+            for (i, op) in ops.iter().enumerate() {
+                // 1 s apart: the drill's drain steps and its 1.5 s hold pass.
+                submit(&started.coordinator, op, 10 + i as u64 * 1000);
+            }
+        }
+        let full_dir = tempfile::tempdir().unwrap();
+        copy_log(dir.path(), full_dir.path());
+        let full = start(full_dir.path(), None);
+        let resumed = start(dir.path(), Some(every));
+        assert!(resumed.warnings.is_empty(), "{:?}", resumed.warnings);
+        assert!(resumed.from_snapshot);
+        let state = full.coordinator.state();
+        let runs: Vec<_> = state.plan_runs().map(|r| (r.id, r.status.as_str())).collect();
+        assert_eq!(runs, [(1, "completed"), (2, "paused")], "every {every}");
+        assert!(state.plan_run(1).unwrap().restore.is_some());
+        assert_eq!(&*resumed.coordinator.state(), &*state, "every {every}");
+    }
 }

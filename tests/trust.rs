@@ -244,6 +244,26 @@ fn write_routes() -> Vec<Route> {
         },
         Route {
             method: Method::Post,
+            pattern: "/v1/plans/<name>/run",
+            request: no_setup("/v1/plans/az-b-failing/run", json!({"reason": "t"})),
+            // The operator passes the gate; the drain started above is still active.
+            expect: [401, 403, 403, 409],
+        },
+        Route {
+            method: Method::Post,
+            pattern: "/v1/plans/<name>/drill",
+            request: no_setup("/v1/plans/az-b-failing/drill", json!({"reason": "t", "hold": "1s"})),
+            expect: [401, 403, 403, 409],
+        },
+        Route {
+            method: Method::Post,
+            pattern: "/v1/plans/<name>/runs/<id>/<action>",
+            request: no_setup("/v1/plans/az-b-failing/runs/1/pause", json!({"reason": "t"})),
+            // The operator passes the gate; there is no run 1.
+            expect: [401, 403, 403, 404],
+        },
+        Route {
+            method: Method::Post,
             pattern: "/v1/tag",
             request: no_setup("/v1/tag", json!({"user_ids": ["a"]})),
             // A batch read: anonymous only while no service tokens are configured.

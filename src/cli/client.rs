@@ -572,8 +572,23 @@ pub fn restore(
 // ---- plans ----
 
 fn plan_line(p: &Value) -> String {
+    let drill = match p["last_drill"].as_object() {
+        Some(d) => format!(
+            "; last drill: run {} {} in {} ({} the RTO) at {}",
+            d["id"],
+            d["outcome"].as_str().unwrap_or("?"),
+            d["switch_duration"].as_str().unwrap_or("?"),
+            d["rto_verdict"].as_str().unwrap_or("?"),
+            d["started_at"].as_str().unwrap_or("?"),
+        ),
+        None => "; never drilled".to_owned(),
+    };
+    let active = match p["active_run"].as_object() {
+        Some(r) => format!("; run {} is {}", r["id"], r["state"].as_str().unwrap_or("?")),
+        None => String::new(),
+    };
     format!(
-        "{} (revision {}): {} step(s), {} precondition(s), RTO {}; by {} at {}: {}",
+        "{} (revision {}): {} step(s), {} precondition(s), RTO {}; by {} at {}: {}{drill}{active}",
         p["name"].as_str().unwrap_or("?"),
         p["revision"],
         p["steps"].as_array().map_or(0, Vec::len),
@@ -676,5 +691,123 @@ pub fn plan_dry_run(args: &ClientArgs, name: &str) -> Result<(), String> {
         }
         out
     });
+    Ok(())
+}
+
+fn ms(v: &Value) -> String {
+    v.as_u64().map_or("-".to_owned(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
+}
+
+/// A run's report as text: the header, then one line per step (times since the start).
+fn report_text(r: &Value) -> String {
+    let mut out = format!(
+        "{} {} of {} (revision {}): {}{}; switch {} against an RTO of {} ({}); started by {}: {}",
+        if r["drill"] == true { "drill" } else { "run" },
+        r["id"],
+        r["plan"].as_str().unwrap_or("?"),
+        r["revision"],
+        r["state"].as_str().unwrap_or("?"),
+        r["current_step"].as_str().map(|s| format!(" at `{s}`")).unwrap_or_default(),
+        r["switch_duration"].as_str().unwrap_or("?"),
+        r["rto"].as_str().unwrap_or("?"),
+        r["rto_verdict"].as_str().unwrap_or("?"),
+        r["started_by"].as_str().unwrap_or("?"),
+        r["reason"].as_str().unwrap_or(""),
+    );
+    for reason in [&r["hold_reason"], &r["drain_hold_reason"], &r["fail_reason"]] {
+        if let Some(text) = reason.as_str() {
+            out.push_str(&format!("\n  {text}"));
+        }
+    }
+    for t in r["timeline"].as_array().into_iter().flatten() {
+        let started = t["started_ms"].as_u64().unwrap_or(0);
+        let base = r["started_ms"].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "\n  {}. {}: started +{}, converged +{}, settled +{}",
+            t["index"].as_u64().unwrap_or(0) + 1,
+            t["step"].as_str().unwrap_or("?"),
+            ms(&json!(started.saturating_sub(base))),
+            ms(&t["converged_after_ms"]),
+            ms(&t["settled_after_ms"]),
+        ));
+    }
+    for z in r["errors"].as_array().into_iter().flatten() {
+        let rate = z["max_error_rate"]
+            .as_f64()
+            .map_or("unknown".to_owned(), |e| format!("{:.1}%", e * 100.0));
+        out.push_str(&format!(
+            "\n  errors in {}: at most {rate} at the step boundaries",
+            z["zone"].as_str().unwrap_or("?")
+        ));
+    }
+    out
+}
+
+pub fn plan_run(
+    args: &ClientArgs,
+    name: &str,
+    reason: &str,
+    revision: Option<u64>,
+    hold: Option<&str>,
+) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let mut body = json!({ "reason": reason });
+    if let Some(revision) = revision {
+        body["plan_revision"] = json!(revision);
+    }
+    let path = match hold {
+        Some(hold) => {
+            body["hold"] = json!(hold);
+            format!("/v1/plans/{}/drill", encode(name))
+        }
+        None => format!("/v1/plans/{}/run", encode(name)),
+    };
+    let value = client.call("POST", &path, Some(body))?;
+    client.print(&value, |r| {
+        format!(
+            "started {}; follow it with `tidegate plans report {name} {}`",
+            report_text(r),
+            r["id"]
+        )
+    });
+    Ok(())
+}
+
+pub fn plan_report(args: &ClientArgs, name: &str, run: Option<u64>) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let value = match run {
+        Some(id) => client.call("GET", &format!("/v1/plans/{}/runs/{id}", encode(name)), None)?,
+        None => {
+            let runs = client.call("GET", &format!("/v1/plans/{}/runs", encode(name)), None)?;
+            match runs["runs"].get(0) {
+                Some(latest) => latest.clone(),
+                None => return Err(format!("plan {name} has never run")),
+            }
+        }
+    };
+    client.print(&value, report_text);
+    Ok(())
+}
+
+pub fn plan_control(
+    args: &ClientArgs,
+    name: &str,
+    action: &str,
+    run: Option<u64>,
+    reason: &str,
+) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let id = match run {
+        Some(id) => id,
+        None => {
+            let plan = client.call("GET", &format!("/v1/plans/{}", encode(name)), None)?;
+            plan["active_run"]["id"]
+                .as_u64()
+                .ok_or_else(|| format!("plan {name} has no active run; give --run ID"))?
+        }
+    };
+    let path = format!("/v1/plans/{}/runs/{id}/{action}", encode(name));
+    let value = client.call("POST", &path, Some(json!({ "reason": reason })))?;
+    client.print(&value, report_text);
     Ok(())
 }

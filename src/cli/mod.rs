@@ -102,6 +102,16 @@ pub enum Commands {
         #[command(subcommand)]
         action: LogAction,
     },
+    /// Drill a plan (the same as `plans drill NAME`).
+    Drill {
+        name: String,
+        #[arg(long, default_value = "30s")]
+        hold: String,
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Manage operator tokens.
     Token {
         #[command(subcommand)]
@@ -209,6 +219,36 @@ pub enum PlansCommand {
     Show { name: String },
     /// What running the plan now would do: users moved, projected load, duration vs RTO, holds.
     DryRun { name: String },
+    /// Run the plan as one audited action (its preconditions are checked first).
+    Run {
+        name: String,
+        #[arg(long)]
+        reason: String,
+        /// The plan revision you reviewed; a plan changed since is refused.
+        #[arg(long)]
+        revision: Option<u64>,
+    },
+    /// Drill the plan: run it, hold for --hold, restore the starting table, report it.
+    Drill {
+        name: String,
+        /// How long to hold the switched table before restoring, e.g. `30s`.
+        #[arg(long, default_value = "30s")]
+        hold: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// A run's report (the plan's latest run by default): timeline, errors, time vs RTO.
+    Report { name: String, run: Option<u64> },
+    /// Pause, resume, abort or roll back a run (the plan's active run by default).
+    Control {
+        name: String,
+        #[arg(value_parser = ["pause", "resume", "abort", "rollback"])]
+        action: String,
+        #[arg(long)]
+        run: Option<u64>,
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -382,7 +422,20 @@ pub fn run(cli: Cli) -> ExitCode {
             None | Some(PlansCommand::List) => client::plans_list(&client),
             Some(PlansCommand::Show { name }) => client::plan_show(&client, &name),
             Some(PlansCommand::DryRun { name }) => client::plan_dry_run(&client, &name),
+            Some(PlansCommand::Run { name, reason, revision }) => {
+                client::plan_run(&client, &name, &reason, revision, None)
+            }
+            Some(PlansCommand::Drill { name, hold, reason }) => {
+                client::plan_run(&client, &name, &reason, None, Some(&hold))
+            }
+            Some(PlansCommand::Report { name, run }) => client::plan_report(&client, &name, run),
+            Some(PlansCommand::Control { name, action, run, reason }) => {
+                client::plan_control(&client, &name, &action, run, &reason)
+            }
         },
+        Commands::Drill { name, hold, reason, client } => {
+            client::plan_run(&client, &name, &reason, None, Some(&hold))
+        }
         Commands::Zones { action: None, client } => client::zones(&client),
         Commands::Zones {
             action: Some(ZoneCommand::Restore { zone, to, step, every, reason }),

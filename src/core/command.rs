@@ -10,7 +10,8 @@ use std::sync::Arc;
 use super::color::{Color, ColorZones};
 use super::dial::{DialError, Share, percent_of};
 use super::drain::{Direction, Drain, DrainMode, DrainPlan, DrainStatus, OnBreach, step_toward};
-use super::plan::{self, Plan, StoredPlan};
+use super::plan::{self, Plan, PlanStep, StoredPlan};
+use super::plan_run::{FINISHED_RUNS_KEPT, PlanRun, RunStatus, StepRecord, ZoneSample};
 use super::table::RoutingTable;
 use super::unit::{UnitError, UnitScheme};
 use super::validate_user_id;
@@ -82,6 +83,53 @@ pub enum Command {
     PutPlan {
         plan: Plan,
     },
+    /// Start a run of a stored plan at `revision` (a drill when `drill_hold_ms` is set).
+    StartPlanRun {
+        plan: String,
+        revision: u64,
+        drill_hold_ms: Option<u64>,
+    },
+    /// A run starts its next step (a zone move starts its drain here).
+    PlanStepStarted {
+        run: u64,
+        step: usize,
+        drain: Option<DrainPlan>,
+        samples: Vec<ZoneSample>,
+    },
+    /// A run's current step is done (a dial or pin step takes effect here).
+    PlanStepDone {
+        run: u64,
+        step: usize,
+        converged_ms: Option<u64>,
+        samples: Vec<ZoneSample>,
+    },
+    /// A run's current step waits (capacity, a precondition, a backlog).
+    PlanRunHold {
+        run: u64,
+        reason: String,
+    },
+    PausePlanRun {
+        run: u64,
+    },
+    ResumePlanRun {
+        run: u64,
+    },
+    AbortPlanRun {
+        run: u64,
+    },
+    /// Roll a run back: its drain stops and the starting table is restored next.
+    RollbackPlanRun {
+        run: u64,
+    },
+    /// A run cannot go on (its drain was aborted or rolled back).
+    FailPlanRun {
+        run: u64,
+        reason: String,
+    },
+    /// Restore the table a run started from (a rollback, or the end of a drill's hold).
+    PlanRestore {
+        run: u64,
+    },
 }
 
 impl Command {
@@ -98,6 +146,17 @@ impl Command {
         "drain_abort",
         "drain_rollback",
         "drain_complete",
+        "plan_put",
+        "plan_run_start",
+        "plan_step_start",
+        "plan_step_done",
+        "plan_run_hold",
+        "plan_run_pause",
+        "plan_run_resume",
+        "plan_run_abort",
+        "plan_run_rollback",
+        "plan_run_fail",
+        "plan_run_restore",
     ];
 
     /// A short name for the audit log and metrics.
@@ -115,6 +174,16 @@ impl Command {
             Command::RollbackDrain { .. } => "drain_rollback",
             Command::CompleteDrain { .. } => "drain_complete",
             Command::PutPlan { .. } => "plan_put",
+            Command::StartPlanRun { .. } => "plan_run_start",
+            Command::PlanStepStarted { .. } => "plan_step_start",
+            Command::PlanStepDone { .. } => "plan_step_done",
+            Command::PlanRunHold { .. } => "plan_run_hold",
+            Command::PausePlanRun { .. } => "plan_run_pause",
+            Command::ResumePlanRun { .. } => "plan_run_resume",
+            Command::AbortPlanRun { .. } => "plan_run_abort",
+            Command::RollbackPlanRun { .. } => "plan_run_rollback",
+            Command::FailPlanRun { .. } => "plan_run_fail",
+            Command::PlanRestore { .. } => "plan_run_restore",
         }
     }
 }
@@ -177,6 +246,18 @@ pub enum CommandError {
     InvalidDrain(String),
     #[error("invalid plan: {0}")]
     InvalidPlan(String),
+    #[error("plan run {0} is still active; abort it or let it finish first")]
+    RunActive(u64),
+    #[error("there is no plan `{0}`")]
+    PlanNotFound(String),
+    #[error("plan `{name}` is at revision {current}, not the expected revision {expected}")]
+    PlanRevisionChanged { name: String, expected: u64, current: u64 },
+    #[error("there is no plan run {0}")]
+    RunNotFound(u64),
+    #[error("plan run {id} is {state}, so it cannot {action}")]
+    RunState { id: u64, state: &'static str, action: &'static str },
+    #[error("plan run {id}'s next command is for step {expected}, not step {got}")]
+    RunStepMismatch { id: u64, expected: usize, got: usize },
 }
 
 /// How many finished drains the state remembers (active drains are always kept).
@@ -192,6 +273,8 @@ pub struct State {
     drains: Arc<BTreeMap<u64, Drain>>,
     next_drain_id: u64,
     plans: Arc<BTreeMap<String, StoredPlan>>,
+    runs: Arc<BTreeMap<u64, PlanRun>>,
+    next_run_id: u64,
 }
 
 impl State {
@@ -209,6 +292,8 @@ impl State {
             drains: Arc::new(BTreeMap::new()),
             next_drain_id: 1,
             plans: Arc::new(BTreeMap::new()),
+            runs: Arc::new(BTreeMap::new()),
+            next_run_id: 1,
         })
     }
 
@@ -252,13 +337,36 @@ impl State {
         drains: Vec<Drain>,
         next_drain_id: u64,
         plans: Vec<StoredPlan>,
+        runs: Vec<PlanRun>,
+        next_run_id: u64,
     ) -> State {
         State {
             table: Arc::new(table),
             drains: Arc::new(drains.into_iter().map(|d| (d.id, d)).collect()),
             next_drain_id,
             plans: Arc::new(plans.into_iter().map(|p| (p.plan.name.clone(), p)).collect()),
+            runs: Arc::new(runs.into_iter().map(|r| (r.id, r)).collect()),
+            next_run_id,
         }
+    }
+
+    /// Every remembered plan run, oldest first.
+    pub fn plan_runs(&self) -> impl DoubleEndedIterator<Item = &PlanRun> {
+        self.runs.values()
+    }
+
+    pub fn plan_run(&self, id: u64) -> Option<&PlanRun> {
+        self.runs.get(&id)
+    }
+
+    /// The active plan run, if there is one (there is at most one).
+    pub fn active_run(&self) -> Option<&PlanRun> {
+        self.runs.values().rev().find(|r| r.is_active())
+    }
+
+    /// The ID the next plan run will get.
+    pub fn next_run_id(&self) -> u64 {
+        self.next_run_id
     }
 
     /// Every stored plan, by name.
@@ -321,6 +429,9 @@ impl State {
             Command::StartDrain { plan } => {
                 if let Some(active) = self.active_drain() {
                     return Err(CommandError::DrainActive(active.id));
+                }
+                if let Some(run) = self.active_run() {
+                    return Err(CommandError::RunActive(run.id));
                 }
                 validate_plan(plan, &self.table)?;
                 let drain = Drain {
@@ -492,6 +603,21 @@ impl State {
                 );
                 (from, to)
             }
+            Command::StartPlanRun { .. }
+            | Command::PlanStepStarted { .. }
+            | Command::PlanStepDone { .. }
+            | Command::PlanRunHold { .. }
+            | Command::PausePlanRun { .. }
+            | Command::ResumePlanRun { .. }
+            | Command::AbortPlanRun { .. }
+            | Command::RollbackPlanRun { .. }
+            | Command::FailPlanRun { .. }
+            | Command::PlanRestore { .. } => {
+                match self.apply_run(&envelope.command, &envelope.audit, &mut next, &mut table)? {
+                    Some(from_to) => from_to,
+                    None => return Ok(None),
+                }
+            }
             Command::RollbackDrain { drain: id } => {
                 let mut drain = self.live_drain(*id, "roll back")?.clone();
                 if drain.direction == Direction::Back && drain.status == DrainStatus::Running {
@@ -513,6 +639,393 @@ impl State {
         next.table = Arc::new(table);
         let applied = Applied { version: current + 1, from, to };
         Ok(Some((next, applied)))
+    }
+
+    /// Applies a plan-run command to `next` and `table` (the table of the next version).
+    /// `Ok(None)`: valid, changes nothing.
+    fn apply_run(
+        &self,
+        command: &Command,
+        audit: &Audit,
+        next: &mut State,
+        table: &mut RoutingTable,
+    ) -> Result<Option<(String, String)>, CommandError> {
+        let at_ms = audit.at_ms;
+        let units = self.table.units();
+        let done = |next: &mut State, run: PlanRun, from: String, to: String| {
+            next.insert_run(run);
+            Ok(Some((from, to)))
+        };
+        match command {
+            Command::StartPlanRun { plan, revision, drill_hold_ms } => {
+                if let Some(active) = self.active_run() {
+                    return Err(CommandError::RunActive(active.id));
+                }
+                if let Some(active) = self.active_drain() {
+                    return Err(CommandError::DrainActive(active.id));
+                }
+                let stored =
+                    self.plans.get(plan).ok_or_else(|| CommandError::PlanNotFound(plan.clone()))?;
+                if stored.revision != *revision {
+                    return Err(CommandError::PlanRevisionChanged {
+                        name: plan.clone(),
+                        expected: *revision,
+                        current: stored.revision,
+                    });
+                }
+                let run = PlanRun {
+                    id: self.next_run_id,
+                    plan: stored.plan.clone(),
+                    revision: *revision,
+                    drill_hold_ms: *drill_hold_ms,
+                    start_blue_units: self.table.blue_units,
+                    status: RunStatus::Running,
+                    step: 0,
+                    in_step: false,
+                    drain: None,
+                    hold_reason: None,
+                    hold_until_ms: None,
+                    rolling_back: false,
+                    pins_before: Vec::new(),
+                    steps: Vec::new(),
+                    restore: None,
+                    started_ms: at_ms,
+                    started_by: audit.by.clone(),
+                    reason: audit.reason.clone(),
+                    switched_ms: None,
+                    finished_ms: None,
+                    fail_reason: None,
+                };
+                next.next_run_id += 1;
+                let kind = if drill_hold_ms.is_some() { "drill" } else { "run" };
+                let to = format!(
+                    "plan {plan} revision {revision}: {kind} {} started at {}",
+                    run.id,
+                    describe_share(&self.table)
+                );
+                done(next, run, "no active plan run".to_owned(), to)
+            }
+            Command::PlanStepStarted { run: id, step, drain, samples } => {
+                let mut run = self.run_in(*id, &[RunStatus::Running], "start a step")?.clone();
+                if run.in_step || *step != run.step || *step >= run.plan.steps.len() {
+                    let expected = if run.in_step { run.step + 1 } else { run.step };
+                    return Err(CommandError::RunStepMismatch { id: *id, expected, got: *step });
+                }
+                let mut drain_id = None;
+                if let Some(plan) = drain {
+                    let PlanStep::MoveZone { zone, mode, .. } = &run.plan.steps[*step] else {
+                        return Err(CommandError::InvalidDrain(
+                            "only a zone move step starts a drain".to_owned(),
+                        ));
+                    };
+                    if &plan.zone != zone || plan.mode != *mode {
+                        return Err(CommandError::InvalidDrain(format!(
+                            "step {step} moves {zone}, not {}",
+                            plan.zone
+                        )));
+                    }
+                    if let Some(active) = self.active_drain() {
+                        return Err(CommandError::DrainActive(active.id));
+                    }
+                    validate_plan(plan, &self.table)?;
+                    let d = Drain {
+                        id: self.next_drain_id,
+                        plan: plan.clone(),
+                        start_blue_units: self.table.blue_units,
+                        status: DrainStatus::Running,
+                        direction: Direction::Forward,
+                        next_due_ms: at_ms,
+                        consecutive_breaches: 0,
+                        hold_reason: None,
+                        pause_cause: None,
+                        steps_done: 0,
+                        last_step_version: None,
+                        last_step_ms: at_ms,
+                        started_ms: at_ms,
+                        started_by: audit.by.clone(),
+                        reason: audit.reason.clone(),
+                        finished_ms: None,
+                    };
+                    drain_id = Some(d.id);
+                    next.next_drain_id += 1;
+                    next.insert_drain(d);
+                }
+                run.in_step = true;
+                run.drain = drain_id;
+                run.hold_reason = None;
+                run.steps.push(StepRecord {
+                    index: *step,
+                    started_ms: at_ms,
+                    converged_ms: None,
+                    done_ms: None,
+                    drain: drain_id,
+                    samples: vec![(at_ms, samples.clone())],
+                });
+                let to = match drain_id {
+                    Some(d) => format!(
+                        "step {} of {}: {} (drain {d})",
+                        step + 1,
+                        run.plan.steps.len(),
+                        run.step_label(*step)
+                    ),
+                    None => format!(
+                        "step {} of {}: {}",
+                        step + 1,
+                        run.plan.steps.len(),
+                        run.step_label(*step)
+                    ),
+                };
+                let from = format!("plan run {id} between steps");
+                done(next, run, from, to)
+            }
+            Command::PlanStepDone { run: id, step, converged_ms, samples } => {
+                let mut run = self.run_in(*id, &[RunStatus::Running], "finish a step")?.clone();
+                if !run.in_step || *step != run.step {
+                    let expected = run.step;
+                    return Err(CommandError::RunStepMismatch { id: *id, expected, got: *step });
+                }
+                let mut from = format!("step {} of {}", step + 1, run.plan.steps.len());
+                match &run.plan.steps[*step] {
+                    PlanStep::MoveZone { .. } => {
+                        if let Some(d) = run.drain.and_then(|d| self.drains.get(&d))
+                            && d.status != DrainStatus::Completed
+                        {
+                            return Err(CommandError::RunState {
+                                id: *id,
+                                state: "waiting for its drain",
+                                action: "finish the step before drain completes",
+                            });
+                        }
+                    }
+                    PlanStep::Dial { .. } => {
+                        if let Some(drain) = self.active_drain() {
+                            return Err(CommandError::DrainActive(drain.id));
+                        }
+                        let to = PlanRun::step_target(
+                            &run.plan.steps[*step],
+                            &self.table.zones,
+                            units,
+                            self.table.blue_units,
+                        );
+                        from = describe_share(&self.table);
+                        table.blue_units = to;
+                    }
+                    PlanStep::Pin { user_id, color } => {
+                        validate_user_id(user_id)?;
+                        self.table.scheme.unit_of(user_id)?;
+                        let before = self.table.pins.get(user_id).copied();
+                        if before.is_none() && self.table.pins.len() >= MAX_PINS {
+                            return Err(CommandError::TooManyPins);
+                        }
+                        run.pins_before.push((user_id.clone(), before));
+                        Arc::make_mut(&mut table.pins).insert(user_id.clone(), *color);
+                    }
+                    PlanStep::Unpin { user_id } => {
+                        // Unpinning a user who is not pinned is already done.
+                        if let Some(before) = Arc::make_mut(&mut table.pins).remove(user_id) {
+                            run.pins_before.push((user_id.clone(), Some(before)));
+                        }
+                    }
+                    PlanStep::WaitConsumed { .. } | PlanStep::WaitPrecondition { .. } => {}
+                }
+                if let Some(record) = run.steps.last_mut() {
+                    record.done_ms = Some(at_ms);
+                    let drain_converged =
+                        run.drain.and_then(|d| self.drains.get(&d)).map(|d| d.last_step_ms);
+                    record.converged_ms = Some(converged_ms.or(drain_converged).unwrap_or(at_ms));
+                    record.samples.push((at_ms, samples.clone()));
+                }
+                run.in_step = false;
+                run.drain = None;
+                run.hold_reason = None;
+                run.step += 1;
+                if run.step == run.plan.steps.len() {
+                    run.switched_ms = Some(at_ms);
+                    match run.drill_hold_ms {
+                        Some(hold) => {
+                            run.status = RunStatus::Holding;
+                            run.hold_until_ms = Some(at_ms.saturating_add(hold));
+                        }
+                        None => {
+                            run.status = RunStatus::Completed;
+                            run.finished_ms = Some(at_ms);
+                        }
+                    }
+                }
+                let mut to = format!("done: {}", run.step_label(*step));
+                if table.blue_units != self.table.blue_units {
+                    to = format!("{to}; {}", describe_share(table));
+                }
+                if !run.is_active() || run.status == RunStatus::Holding {
+                    to = format!("{to}; run {}", run.status.as_str());
+                }
+                done(next, run, from, to)
+            }
+            Command::PlanRunHold { run: id, reason } => {
+                let mut run = self.run_in(*id, &[RunStatus::Running], "hold")?.clone();
+                let from = run.hold_reason.clone().unwrap_or_else(|| "not holding".to_owned());
+                run.hold_reason = Some(reason.clone());
+                done(next, run, from, reason.clone())
+            }
+            Command::PausePlanRun { run: id } => {
+                let mut run = self
+                    .run_in(*id, &[RunStatus::Running, RunStatus::Paused], "be paused")?
+                    .clone();
+                if run.status == RunStatus::Paused {
+                    return Ok(None);
+                }
+                run.status = RunStatus::Paused;
+                run.hold_reason = Some(format!("paused by {}: {}", audit.by, audit.reason));
+                if let Some(mut d) =
+                    self.linked_drain(&run).filter(|d| d.status == DrainStatus::Running).cloned()
+                {
+                    d.status = DrainStatus::Paused;
+                    d.pause_cause = Some("operator");
+                    d.hold_reason = Some(format!("paused with plan run {id} by {}", audit.by));
+                    next.insert_drain(d);
+                }
+                done(next, run, "running".to_owned(), "paused".to_owned())
+            }
+            Command::ResumePlanRun { run: id } => {
+                let mut run = self
+                    .run_in(*id, &[RunStatus::Running, RunStatus::Paused], "be resumed")?
+                    .clone();
+                if run.status == RunStatus::Running {
+                    return Ok(None);
+                }
+                run.status = RunStatus::Running;
+                run.hold_reason = None;
+                if let Some(mut d) =
+                    self.linked_drain(&run).filter(|d| d.status == DrainStatus::Paused).cloned()
+                {
+                    d.status = DrainStatus::Running;
+                    d.consecutive_breaches = 0;
+                    d.hold_reason = None;
+                    d.pause_cause = None;
+                    d.next_due_ms = at_ms;
+                    d.last_step_ms = at_ms;
+                    finish_if_arrived(&mut d, &self.table, at_ms);
+                    next.insert_drain(d);
+                }
+                done(next, run, "paused".to_owned(), "running".to_owned())
+            }
+            Command::AbortPlanRun { run: id } => {
+                let mut run = self.live_run(*id, "be aborted")?.clone();
+                let from = run.status.as_str().to_owned();
+                self.stop_linked_drain(&run, next, at_ms);
+                run.status = RunStatus::Aborted;
+                run.hold_reason = None;
+                run.finished_ms = Some(at_ms);
+                done(next, run, from, format!("aborted at {}", describe_share(&self.table)))
+            }
+            Command::FailPlanRun { run: id, reason } => {
+                let mut run = self.live_run(*id, "fail")?.clone();
+                let from = run.status.as_str().to_owned();
+                self.stop_linked_drain(&run, next, at_ms);
+                run.status = RunStatus::Failed;
+                run.fail_reason = Some(reason.clone());
+                run.hold_reason = None;
+                run.finished_ms = Some(at_ms);
+                done(next, run, from, format!("failed: {reason}"))
+            }
+            Command::RollbackPlanRun { run: id } => {
+                let mut run = self.live_run(*id, "roll back")?.clone();
+                if run.status == RunStatus::Restoring {
+                    return Ok(None);
+                }
+                let from = run.status.as_str().to_owned();
+                self.stop_linked_drain(&run, next, at_ms);
+                run.status = RunStatus::Restoring;
+                run.rolling_back = true;
+                run.hold_reason = Some(format!("rolling back: {}", audit.reason));
+                done(next, run, from, "restoring the starting table".to_owned())
+            }
+            Command::PlanRestore { run: id } => {
+                let mut run = self
+                    .run_in(*id, &[RunStatus::Restoring, RunStatus::Holding], "restore")?
+                    .clone();
+                if run.status == RunStatus::Holding && at_ms < run.hold_until_ms.unwrap_or(0) {
+                    return Err(CommandError::RunState {
+                        id: *id,
+                        state: "holding",
+                        action: "restore before its drill hold is over",
+                    });
+                }
+                if let Some(drain) = self.active_drain() {
+                    return Err(CommandError::DrainActive(drain.id));
+                }
+                let from = describe_share(&self.table);
+                table.blue_units = run.start_blue_units;
+                let pins = Arc::make_mut(&mut table.pins);
+                for (user, before) in run.pins_before.iter().rev() {
+                    match before {
+                        Some(color) => pins.insert(user.clone(), *color),
+                        None => pins.remove(user),
+                    };
+                }
+                run.restore = Some(StepRecord {
+                    index: run.plan.steps.len(),
+                    started_ms: at_ms,
+                    converged_ms: Some(at_ms),
+                    done_ms: Some(at_ms),
+                    drain: None,
+                    samples: Vec::new(),
+                });
+                run.status =
+                    if run.rolling_back { RunStatus::RolledBack } else { RunStatus::Completed };
+                run.hold_reason = None;
+                run.finished_ms = Some(at_ms);
+                let to = format!("{} (run {})", describe_share(table), run.status.as_str());
+                done(next, run, from, to)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn linked_drain(&self, run: &PlanRun) -> Option<&Drain> {
+        run.drain.and_then(|d| self.drains.get(&d)).filter(|d| d.is_active())
+    }
+
+    /// Aborts the run's active drain (an aborted, failed or rolled-back run stops moving users).
+    fn stop_linked_drain(&self, run: &PlanRun, next: &mut State, at_ms: u64) {
+        if let Some(mut d) = self.linked_drain(run).cloned() {
+            d.status = DrainStatus::Aborted;
+            d.hold_reason = Some(format!("stopped with plan run {}", run.id));
+            d.finished_ms = Some(at_ms);
+            next.insert_drain(d);
+        }
+    }
+
+    fn live_run(&self, id: u64, action: &'static str) -> Result<&PlanRun, CommandError> {
+        let run = self.runs.get(&id).ok_or(CommandError::RunNotFound(id))?;
+        if !run.is_active() {
+            return Err(CommandError::RunState { id, state: run.status.as_str(), action });
+        }
+        Ok(run)
+    }
+
+    fn run_in(
+        &self,
+        id: u64,
+        statuses: &[RunStatus],
+        action: &'static str,
+    ) -> Result<&PlanRun, CommandError> {
+        let run = self.runs.get(&id).ok_or(CommandError::RunNotFound(id))?;
+        if !statuses.contains(&run.status) {
+            return Err(CommandError::RunState { id, state: run.status.as_str(), action });
+        }
+        Ok(run)
+    }
+
+    fn insert_run(&mut self, run: PlanRun) {
+        let runs = Arc::make_mut(&mut self.runs);
+        runs.insert(run.id, run);
+        while runs.values().filter(|r| !r.is_active()).count() > FINISHED_RUNS_KEPT {
+            match runs.values().find(|r| !r.is_active()).map(|r| r.id) {
+                Some(id) => runs.remove(&id),
+                None => break,
+            };
+        }
     }
 
     fn insert_drain(&mut self, drain: Drain) {

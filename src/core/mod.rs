@@ -13,6 +13,7 @@ mod drain;
 mod flag;
 mod lanes;
 mod plan;
+mod plan_run;
 mod table;
 mod unit;
 
@@ -37,6 +38,9 @@ pub use lanes::{
 pub use plan::{
     CheckKind, DryRun, DryRunInputs, DryRunStep, MAX_PLAN_STEPS, Plan, PlanStep, Precondition,
     StepDefaults, StoredPlan, dry_run, validate_plan,
+};
+pub use plan_run::{
+    Decision, FINISHED_RUNS_KEPT, PlanRun, RunReadings, RunStatus, StepRecord, ZoneSample,
 };
 pub use table::{Fallback, RoutingTable, TableError, Tag, TagError};
 pub use unit::{

@@ -127,6 +127,22 @@ impl From<CommandError> for ApiError {
             }
             CommandError::InvalidDrain(_) => ApiError::bad_request("invalid_drain", detail),
             CommandError::InvalidPlan(_) => ApiError::bad_request("invalid_plan", detail),
+            CommandError::RunActive(id) => {
+                ApiError::new(Status::Conflict, "plan_run_active", detail).with("run_id", json!(id))
+            }
+            CommandError::PlanNotFound(_) => {
+                ApiError::new(Status::NotFound, "plan_not_found", detail)
+            }
+            CommandError::PlanRevisionChanged { current, .. } => {
+                ApiError::new(Status::Conflict, "plan_revision_changed", detail)
+                    .with("current_revision", json!(current))
+            }
+            CommandError::RunNotFound(_) => {
+                ApiError::new(Status::NotFound, "plan_run_not_found", detail)
+            }
+            CommandError::RunState { .. } | CommandError::RunStepMismatch { .. } => {
+                ApiError::new(Status::Conflict, "plan_run_state", detail)
+            }
             CommandError::MissingActor => {
                 ApiError::new(Status::InternalServerError, "internal", detail)
             }

@@ -1,10 +1,13 @@
-//! Prepared plans: `PUT/GET /v1/plans/{name}`, `GET /v1/plans`, `POST /v1/plans/{name}/dry-run`.
+//! Prepared plans: `PUT/GET /v1/plans/{name}`, `GET /v1/plans`, `POST /v1/plans/{name}/dry-run`,
+//! and their runs: `POST /v1/plans/{name}/run`, `/drill`, `GET /v1/plans/{name}/runs[/{id}]`
+//! (the report) and `POST /v1/plans/{name}/runs/{id}/{pause|resume|abort|rollback}`.
 //!
 //! Plans are stored through the log (`Command::PutPlan`), with expected version and reason, like
 //! every change. A dry run reads the zones' load, capacity and health, the MQ backlog and the
 //! preconditions, and asks the pure `core::dry_run` what running the plan would do.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rocket::fairing::AdHoc;
 use rocket::http::Status;
@@ -18,22 +21,90 @@ use super::error::{ApiError, json_error};
 use super::tag::Versioned;
 use super::{App, iso8601, now_ms};
 use crate::core::{
-    Color, Command, DryRunInputs, Share, StepDefaults, StoredPlan, Verdict, dry_run,
+    Color, Command, DryRunInputs, PlanRun, Share, State as CoreState, StepDefaults, StepRecord,
+    StoredPlan, Verdict, dry_run,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
+use crate::service::plan_runner;
 use crate::store::{WirePlan, WirePrecondition, WireStep};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("plans", |rocket| async {
-        rocket.mount("/", routes![put_plan, get_plans, get_plan, post_dry_run])
+        rocket
+            .mount(
+                "/",
+                routes![
+                    put_plan,
+                    get_plans,
+                    get_plan,
+                    post_dry_run,
+                    post_run,
+                    post_drill,
+                    get_runs,
+                    get_run,
+                    run_action
+                ],
+            )
+            .attach(AdHoc::on_liftoff("plan runner", |rocket| {
+                Box::pin(async move {
+                    let app = rocket.state::<App>().expect("App state is managed");
+                    let (maintenance, evacuate) =
+                        step_defaults(app, app.coordinator.table().units());
+                    let runner = plan_runner::Runner {
+                        coordinator: Arc::clone(&app.coordinator),
+                        health: Arc::clone(&app.health),
+                        subscribers: Arc::clone(&app.subscribers),
+                        lanes: Arc::clone(&app.lanes),
+                        capacities: Arc::clone(&app.capacities),
+                        preconditions: Arc::clone(&app.preconditions),
+                        maintenance,
+                        evacuate,
+                        tick: Duration::from_millis(app.config.drain.tick_ms),
+                        now_ms,
+                    };
+                    rocket::tokio::spawn(plan_runner::run(runner, rocket.shutdown()));
+                })
+            }))
     })
 }
 
-fn plan_body(stored: &StoredPlan) -> Value {
+/// How drains of each mode step, from the configuration, in units of a table of `units`.
+fn step_defaults(app: &App, units: u32) -> (StepDefaults, StepDefaults) {
+    let drain = &app.config.drain;
+    let step_units = |percent: f64| {
+        Share::from_percent(percent, units).map(|s| s.blue_units).unwrap_or(1).max(1)
+    };
+    (
+        StepDefaults {
+            step_units: step_units(drain.step_percent),
+            interval_ms: drain.interval_ms,
+            guard: drain.guard,
+        },
+        StepDefaults {
+            step_units: step_units(drain.evacuate.step_percent),
+            interval_ms: drain.evacuate.interval_ms,
+            guard: drain.evacuate.guard,
+        },
+    )
+}
+
+fn plan_body(stored: &StoredPlan, state: &CoreState) -> Value {
     let wire = WirePlan::from(&stored.plan);
+    let now = now_ms();
+    let last_drill = state
+        .plan_runs()
+        .rev()
+        .find(|r| r.plan.name == stored.plan.name && r.is_drill() && !r.is_active())
+        .map(|r| run_body(r, state, now));
+    let active_run = state
+        .active_run()
+        .filter(|r| r.plan.name == stored.plan.name)
+        .map(|r| json!({ "id": r.id, "state": r.status.as_str(), "drill": r.is_drill() }));
     json!({
+        "last_drill": last_drill,
+        "active_run": active_run,
         "name": stored.plan.name,
         "revision": stored.revision,
         "rto": format_duration_ms(stored.plan.rto_ms),
@@ -80,7 +151,7 @@ async fn put_plan(
         super::submit(app, Command::PutPlan { plan }, Some(r.expected_version), by, r.reason)
             .await?;
     let stored = submitted.state.plan(name).ok_or_else(|| not_found(name))?;
-    let mut body = plan_body(stored);
+    let mut body = plan_body(stored, &submitted.state);
     body["changed"] = json!(submitted.applied.is_some());
     Ok(Versioned::new(&body, submitted.table.version()))
 }
@@ -89,7 +160,7 @@ async fn put_plan(
 fn get_plans(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     let state = app.coordinator.state();
-    let plans: Vec<Value> = state.plans().map(plan_body).collect();
+    let plans: Vec<Value> = state.plans().map(|p| plan_body(p, &state)).collect();
     Ok(Json(json!({ "version": state.version(), "plans": plans })))
 }
 
@@ -98,7 +169,7 @@ fn get_plan(app: &State<App>, caller: Caller, name: &str) -> Result<Json<Value>,
     caller.require_reader(&app.config)?;
     let state = app.coordinator.state();
     let stored = state.plan(name).ok_or_else(|| not_found(name))?;
-    Ok(Json(plan_body(stored)))
+    Ok(Json(plan_body(stored, &state)))
 }
 
 fn verdict_body(v: &Verdict) -> Value {
@@ -155,17 +226,8 @@ async fn post_dry_run(
     .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
     let (blue_load, green_load, blue_health, green_health, results, backlog) = readings;
     let units = table.units();
-    let drain = &app.config.drain;
-    let step_units =
-        |percent: f64| Share::from_percent(percent, units).map(|s| s.blue_units).unwrap_or(1);
-    let busy = state.active_drain().map(|d| {
-        format!(
-            "drain {} of {} is {}; a run cannot start while it is active",
-            d.id,
-            d.plan.zone,
-            d.state_name()
-        )
-    });
+    let (maintenance, evacuate) = step_defaults(app, units);
+    let busy = busy_reason(&state);
     let inputs = DryRunInputs {
         zones: &app.config.zones,
         units,
@@ -175,16 +237,8 @@ async fn post_dry_run(
         headroom: app.capacities.headroom(),
         blue_health: &blue_health,
         green_health: &green_health,
-        maintenance: StepDefaults {
-            step_units: step_units(drain.step_percent),
-            interval_ms: drain.interval_ms,
-            guard: drain.guard,
-        },
-        evacuate: StepDefaults {
-            step_units: step_units(drain.evacuate.step_percent),
-            interval_ms: drain.evacuate.interval_ms,
-            guard: drain.evacuate.guard,
-        },
+        maintenance,
+        evacuate,
         preconditions: &results,
         backlog,
         busy,
@@ -240,4 +294,319 @@ async fn post_dry_run(
         "fits_rto": run.fits_rto(),
         "holds": run.holds,
     })))
+}
+
+/// Why a run could not start now (an active drain or run), for the dry run.
+fn busy_reason(state: &CoreState) -> Option<String> {
+    if let Some(r) = state.active_run() {
+        return Some(format!(
+            "plan run {} of {} is {}; another run cannot start while it is active",
+            r.id,
+            r.plan.name,
+            r.status.as_str()
+        ));
+    }
+    state.active_drain().map(|d| {
+        format!(
+            "drain {} of {} is {}; a run cannot start while it is active",
+            d.id,
+            d.plan.zone,
+            d.state_name()
+        )
+    })
+}
+
+fn record_body(run: &PlanRun, r: &StepRecord) -> Value {
+    let samples: Vec<Value> = r
+        .samples
+        .iter()
+        .map(|(at, zones)| {
+            json!({
+                "at": iso8601(*at),
+                "at_ms": at,
+                "zones": zones.iter().map(|z| json!({
+                    "zone": z.zone, "error_rate": z.error_rate, "requests": z.requests,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let since = |t: Option<u64>| t.map(|t| t.saturating_sub(run.started_ms));
+    json!({
+        "index": r.index,
+        "step": run.step_label(r.index),
+        "drain_id": r.drain,
+        "started_at": iso8601(r.started_ms),
+        "started_ms": r.started_ms,
+        "converged_at": r.converged_ms.map(iso8601),
+        "converged_ms": r.converged_ms,
+        "settled_at": r.done_ms.map(iso8601),
+        "settled_ms": r.done_ms,
+        "converged_after_ms": since(r.converged_ms),
+        "settled_after_ms": since(r.done_ms),
+        "errors": samples,
+    })
+}
+
+/// A run's report: the timeline of every step, the errors per zone, time against the RTO.
+pub fn run_body(run: &PlanRun, state: &CoreState, now: u64) -> Value {
+    let mut timeline: Vec<Value> = run.steps.iter().map(|r| record_body(run, r)).collect();
+    if let Some(r) = &run.restore {
+        let mut restore = record_body(run, r);
+        restore["phase"] = json!("restore");
+        timeline.push(restore);
+    }
+    // Errors per zone during the run, from the samples logged at every step boundary.
+    let mut errors: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for r in &run.steps {
+        for (at, zones) in &r.samples {
+            for z in zones {
+                errors.entry(z.zone.clone()).or_default().push(json!({
+                    "at_ms": at, "error_rate": z.error_rate, "requests": z.requests,
+                }));
+            }
+        }
+    }
+    let max_rate = |zone: &str| {
+        errors
+            .get(zone)
+            .and_then(|v| v.iter().filter_map(|s| s["error_rate"].as_f64()).reduce(f64::max))
+    };
+    let errors: Vec<Value> = errors
+        .iter()
+        .map(|(zone, samples)| {
+            json!({ "zone": zone, "max_error_rate": max_rate(zone), "samples": samples })
+        })
+        .collect();
+    let last_converged = run.steps.iter().filter_map(|r| r.converged_ms).max();
+    let switch_ms = run.switch_ms(now);
+    let drain = run.drain.and_then(|d| state.drain(d));
+    json!({
+        "id": run.id,
+        "plan": run.plan.name,
+        "revision": run.revision,
+        "drill": run.is_drill(),
+        "drill_hold_ms": run.drill_hold_ms,
+        "state": run.status.as_str(),
+        "active": run.is_active(),
+        "outcome": (!run.is_active()).then(|| run.status.as_str()),
+        "step": run.step,
+        "steps_total": run.plan.steps.len(),
+        "current_step": run.is_active().then(|| run.step_label(run.step)),
+        "in_step": run.in_step,
+        "drain_id": run.drain,
+        "drain_hold_reason": drain.and_then(|d| d.hold_reason.clone()),
+        "hold_reason": run.hold_reason,
+        "hold_until": run.hold_until_ms.map(iso8601),
+        "fail_reason": run.fail_reason,
+        "started_by": run.started_by,
+        "reason": run.reason,
+        "started_at": iso8601(run.started_ms),
+        "started_ms": run.started_ms,
+        "switched_at": run.switched_ms.map(iso8601),
+        "finished_at": run.finished_ms.map(iso8601),
+        "finished_ms": run.finished_ms,
+        "switch_ms": switch_ms,
+        "switch_duration": format_duration_ms(switch_ms),
+        "last_converged_after_ms": last_converged.map(|t| t.saturating_sub(run.started_ms)),
+        "total_ms": run.finished_ms.unwrap_or(now).saturating_sub(run.started_ms),
+        "rto_ms": run.plan.rto_ms,
+        "rto": format_duration_ms(run.plan.rto_ms),
+        "met": run.met_rto(),
+        "rto_verdict": match run.met_rto() { Some(true) => "met", Some(false) => "missed", None => "pending" },
+        "timeline": timeline,
+        "errors": errors,
+    })
+}
+
+fn run_not_found(name: &str, id: u64) -> ApiError {
+    ApiError::new(Status::NotFound, "plan_run_not_found", format!("plan `{name}` has no run {id}"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunRequest {
+    expected_version: Option<u64>,
+    reason: String,
+    /// The revision the operator reviewed: a run of a plan changed since is refused.
+    plan_revision: Option<u64>,
+    /// Drills only: how long to hold the switched table before restoring, e.g. `30s`.
+    hold: Option<String>,
+}
+
+async fn start_run(
+    app: &App,
+    caller: Caller,
+    name: &str,
+    r: RunRequest,
+    drill_hold_ms: Option<u64>,
+) -> Result<(Status, Versioned), ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let state = app.coordinator.state();
+    let stored = state.plan(name).ok_or_else(|| not_found(name))?.clone();
+    let revision = r.plan_revision.unwrap_or(stored.revision);
+    if revision != stored.revision {
+        return Err(ApiError::new(
+            Status::Conflict,
+            "plan_revision_changed",
+            format!(
+                "plan `{name}` is at revision {}, not the reviewed revision {revision}; review it again",
+                stored.revision
+            ),
+        )
+        .with("current_revision", json!(stored.revision)));
+    }
+    if let Some(busy) = busy_reason(&state) {
+        let code = if state.active_run().is_some() { "plan_run_active" } else { "drain_active" };
+        return Err(ApiError::new(Status::Conflict, code, busy));
+    }
+    let checks = Arc::clone(&app.preconditions);
+    let list = stored.plan.preconditions.clone();
+    let results = rocket::tokio::task::spawn_blocking(move || checks.check_all(&list))
+        .await
+        .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+    for (p, (_, result)) in stored.plan.preconditions.iter().zip(&results) {
+        let (value, why) = match result {
+            Ok(true) => continue,
+            Ok(false) => (json!(false), "is false".to_owned()),
+            Err(e) => (Value::Null, format!("could not be checked ({e})")),
+        };
+        let check = match &p.check {
+            crate::core::CheckKind::Promql(q) => format!("promql `{q}`"),
+            crate::core::CheckKind::Http(u) => format!("http {u}"),
+        };
+        return Err(ApiError::new(
+            Status::Conflict,
+            "precondition_failed",
+            format!("precondition `{}` ({check}) {why}; the run did not start", p.name),
+        )
+        .with("precondition", json!(p.name))
+        .with("value", value));
+    }
+    let command = Command::StartPlanRun { plan: name.to_owned(), revision, drill_hold_ms };
+    let submitted = super::submit(app, command, r.expected_version, by, r.reason).await?;
+    let run = submitted
+        .state
+        .plan_runs()
+        .next_back()
+        .ok_or_else(|| ApiError::new(Status::InternalServerError, "internal", "no run"))?;
+    Ok((
+        Status::Created,
+        Versioned::new(&run_body(run, &submitted.state, now_ms()), submitted.table.version()),
+    ))
+}
+
+#[post("/v1/plans/<name>/run", data = "<request>")]
+async fn post_run(
+    app: &State<App>,
+    caller: Caller,
+    name: &str,
+    request: JsonBody<'_, RunRequest>,
+) -> Result<(Status, Versioned), ApiError> {
+    caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    if r.hold.is_some() {
+        return Err(ApiError::bad_request(
+            "invalid_run",
+            "hold: only a drill holds; POST /v1/plans/{name}/drill",
+        ));
+    }
+    start_run(app, caller, name, r, None).await
+}
+
+#[post("/v1/plans/<name>/drill", data = "<request>")]
+async fn post_drill(
+    app: &State<App>,
+    caller: Caller,
+    name: &str,
+    request: JsonBody<'_, RunRequest>,
+) -> Result<(Status, Versioned), ApiError> {
+    caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let hold = r.hold.as_deref().unwrap_or("30s");
+    let hold_ms = parse_duration_ms(hold)
+        .map_err(|e| ApiError::bad_request("invalid_run", format!("hold: {e}")))?;
+    if hold_ms > crate::core::MAX_DRAIN_INTERVAL_MS {
+        return Err(ApiError::bad_request("invalid_run", "hold: at most 24h"));
+    }
+    start_run(app, caller, name, r, Some(hold_ms)).await
+}
+
+#[get("/v1/plans/<name>/runs")]
+fn get_runs(app: &State<App>, caller: Caller, name: &str) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let state = app.coordinator.state();
+    let now = now_ms();
+    let runs: Vec<Value> = state
+        .plan_runs()
+        .rev()
+        .filter(|r| r.plan.name == name)
+        .map(|r| run_body(r, &state, now))
+        .collect();
+    if runs.is_empty() && state.plan(name).is_none() {
+        return Err(not_found(name));
+    }
+    Ok(Json(json!({ "plan": name, "version": state.version(), "runs": runs })))
+}
+
+fn parse_run_id(id: &str) -> Result<u64, ApiError> {
+    id.parse().map_err(|_| {
+        ApiError::bad_request("invalid_run_id", format!("`{id}` is not a run ID (a whole number)"))
+    })
+}
+
+#[get("/v1/plans/<name>/runs/<id>")]
+fn get_run(
+    app: &State<App>,
+    caller: Caller,
+    name: &str,
+    id: &str,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let id = parse_run_id(id)?;
+    let state = app.coordinator.state();
+    let run = state.plan_run(id).filter(|r| r.plan.name == name);
+    let run = run.ok_or_else(|| run_not_found(name, id))?;
+    Ok(Json(run_body(run, &state, now_ms())))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunActionRequest {
+    reason: String,
+    expected_version: Option<u64>,
+}
+
+#[post("/v1/plans/<name>/runs/<id>/<action>", data = "<request>")]
+async fn run_action(
+    app: &State<App>,
+    caller: Caller,
+    name: &str,
+    id: &str,
+    action: &str,
+    request: JsonBody<'_, RunActionRequest>,
+) -> Result<Versioned, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let id = parse_run_id(id)?;
+    let command = match action {
+        "pause" => Command::PausePlanRun { run: id },
+        "resume" => Command::ResumePlanRun { run: id },
+        "abort" => Command::AbortPlanRun { run: id },
+        "rollback" => Command::RollbackPlanRun { run: id },
+        other => {
+            return Err(ApiError::new(
+                Status::NotFound,
+                "not_found",
+                format!("`{other}` is not a run action: pause, resume, abort or rollback"),
+            ));
+        }
+    };
+    let r = request.map_err(json_error)?.into_inner();
+    if app.coordinator.state().plan_run(id).is_none_or(|r| r.plan.name != name) {
+        return Err(run_not_found(name, id));
+    }
+    let submitted = super::submit(app, command, r.expected_version, by, r.reason).await?;
+    let run = submitted.state.plan_run(id).ok_or_else(|| run_not_found(name, id))?;
+    let mut body = run_body(run, &submitted.state, now_ms());
+    body["changed"] = json!(submitted.applied.is_some());
+    Ok(Versioned::new(&body, submitted.table.version()))
 }

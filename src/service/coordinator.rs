@@ -552,6 +552,7 @@ impl Coordinator {
         let published = self.published.publish(&writer.replayed.state);
         drop(writer);
         telemetry::count_change(envelope.command.action());
+        telemetry::count_run_end(&published, &envelope.command);
         if snapshot_due && let Err(e) = self.snapshot_now() {
             // The log holds the change; a missing snapshot only makes the next start slower.
             eprintln!("tidegate: warning: could not write a snapshot: {e}");
@@ -579,6 +580,7 @@ impl Coordinator {
         match outcome {
             Some(Outcome::Applied(applied)) => {
                 telemetry::count_change(envelope.command.action());
+                telemetry::count_run_end(&state, &envelope.command);
                 Ok(Submitted { table, state, applied: Some(applied) })
             }
             Some(Outcome::Unchanged) => Ok(Submitted { table, state, applied: None }),

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::{
     Audit, CheckKind, Color, ColorZones, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard,
-    OnBreach, Plan, PlanStep, Precondition, UnitMode, UnitScheme,
+    OnBreach, Plan, PlanStep, Precondition, UnitMode, UnitScheme, ZoneSample,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -133,6 +133,141 @@ pub enum WireCommand {
     PutPlan {
         plan: WirePlan,
     },
+    StartPlanRun {
+        plan: String,
+        revision: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        drill_hold_ms: Option<u64>,
+    },
+    PlanStepStarted {
+        run: u64,
+        step: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        drain: Option<WireDrainPlan>,
+        #[serde(default)]
+        samples: Vec<WireZoneSample>,
+    },
+    PlanStepDone {
+        run: u64,
+        step: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        converged_ms: Option<u64>,
+        #[serde(default)]
+        samples: Vec<WireZoneSample>,
+    },
+    PlanRunHold {
+        run: u64,
+        reason: String,
+    },
+    PausePlanRun {
+        run: u64,
+    },
+    ResumePlanRun {
+        run: u64,
+    },
+    AbortPlanRun {
+        run: u64,
+    },
+    RollbackPlanRun {
+        run: u64,
+    },
+    FailPlanRun {
+        run: u64,
+        reason: String,
+    },
+    PlanRestore {
+        run: u64,
+    },
+}
+
+/// A drain plan as a plan step starts it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireDrainPlan {
+    pub zone: String,
+    pub color: String,
+    pub target_blue_units: u32,
+    pub step_units: u32,
+    pub interval_ms: u64,
+    /// The bits of the `f64`, so a replay restores exactly the rate that was logged.
+    pub max_error_rate_bits: u64,
+    pub min_requests: u64,
+    pub breaches: u32,
+    pub on_breach: String,
+    pub mode: String,
+}
+
+/// One zone's error rate at a step boundary of a plan run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireZoneSample {
+    pub zone: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_rate: Option<f64>,
+    pub requests: u64,
+}
+
+impl From<&DrainPlan> for WireDrainPlan {
+    fn from(plan: &DrainPlan) -> WireDrainPlan {
+        WireDrainPlan {
+            zone: plan.zone.clone(),
+            color: plan.color.as_str().to_owned(),
+            target_blue_units: plan.target_blue_units,
+            step_units: plan.step_units,
+            interval_ms: plan.interval_ms,
+            max_error_rate_bits: plan.guard.max_error_rate.to_bits(),
+            min_requests: plan.guard.min_requests,
+            breaches: plan.guard.breaches,
+            on_breach: plan.guard.on_breach.as_str().to_owned(),
+            mode: plan.mode.as_str().to_owned(),
+        }
+    }
+}
+
+impl WireDrainPlan {
+    pub fn to_plan(&self) -> Result<DrainPlan, String> {
+        Ok(DrainPlan {
+            zone: self.zone.clone(),
+            color: self.color.parse::<Color>().map_err(|e| e.to_string())?,
+            target_blue_units: self.target_blue_units,
+            step_units: self.step_units,
+            interval_ms: self.interval_ms,
+            guard: Guard {
+                max_error_rate: f64::from_bits(self.max_error_rate_bits),
+                min_requests: self.min_requests,
+                breaches: self.breaches,
+                on_breach: match self.on_breach.as_str() {
+                    "pause" => OnBreach::Pause,
+                    "rollback" => OnBreach::Rollback,
+                    other => return Err(format!("unknown on_breach `{other}`")),
+                },
+            },
+            mode: DrainMode::parse(&self.mode)
+                .ok_or_else(|| format!("unknown drain mode `{}`", self.mode))?,
+        })
+    }
+}
+
+pub fn wire_samples(samples: &[ZoneSample]) -> Vec<WireZoneSample> {
+    samples
+        .iter()
+        .map(|s| WireZoneSample {
+            zone: s.zone.clone(),
+            error_rate: s.error_rate,
+            requests: s.requests,
+        })
+        .collect()
+}
+
+pub fn core_samples(samples: &[WireZoneSample]) -> Vec<ZoneSample> {
+    samples
+        .iter()
+        .map(|s| ZoneSample {
+            zone: s.zone.clone(),
+            error_rate: s.error_rate,
+            requests: s.requests,
+        })
+        .collect()
 }
 
 /// The serde form of a plan, in the log and (with `rto` as text) in the API.
@@ -351,6 +486,38 @@ impl From<&Command> for WireCommand {
             Command::RollbackDrain { drain } => WireCommand::RollbackDrain { drain: *drain },
             Command::CompleteDrain { drain } => WireCommand::CompleteDrain { drain: *drain },
             Command::PutPlan { plan } => WireCommand::PutPlan { plan: WirePlan::from(plan) },
+            Command::StartPlanRun { plan, revision, drill_hold_ms } => WireCommand::StartPlanRun {
+                plan: plan.clone(),
+                revision: *revision,
+                drill_hold_ms: *drill_hold_ms,
+            },
+            Command::PlanStepStarted { run, step, drain, samples } => {
+                WireCommand::PlanStepStarted {
+                    run: *run,
+                    step: *step,
+                    drain: drain.as_ref().map(WireDrainPlan::from),
+                    samples: wire_samples(samples),
+                }
+            }
+            Command::PlanStepDone { run, step, converged_ms, samples } => {
+                WireCommand::PlanStepDone {
+                    run: *run,
+                    step: *step,
+                    converged_ms: *converged_ms,
+                    samples: wire_samples(samples),
+                }
+            }
+            Command::PlanRunHold { run, reason } => {
+                WireCommand::PlanRunHold { run: *run, reason: reason.clone() }
+            }
+            Command::PausePlanRun { run } => WireCommand::PausePlanRun { run: *run },
+            Command::ResumePlanRun { run } => WireCommand::ResumePlanRun { run: *run },
+            Command::AbortPlanRun { run } => WireCommand::AbortPlanRun { run: *run },
+            Command::RollbackPlanRun { run } => WireCommand::RollbackPlanRun { run: *run },
+            Command::FailPlanRun { run, reason } => {
+                WireCommand::FailPlanRun { run: *run, reason: reason.clone() }
+            }
+            Command::PlanRestore { run } => WireCommand::PlanRestore { run: *run },
         }
     }
 }
@@ -413,6 +580,38 @@ impl WireCommand {
             WireCommand::RollbackDrain { drain } => Command::RollbackDrain { drain: *drain },
             WireCommand::CompleteDrain { drain } => Command::CompleteDrain { drain: *drain },
             WireCommand::PutPlan { plan } => Command::PutPlan { plan: plan.to_plan()? },
+            WireCommand::StartPlanRun { plan, revision, drill_hold_ms } => Command::StartPlanRun {
+                plan: plan.clone(),
+                revision: *revision,
+                drill_hold_ms: *drill_hold_ms,
+            },
+            WireCommand::PlanStepStarted { run, step, drain, samples } => {
+                Command::PlanStepStarted {
+                    run: *run,
+                    step: *step,
+                    drain: drain.as_ref().map(WireDrainPlan::to_plan).transpose()?,
+                    samples: core_samples(samples),
+                }
+            }
+            WireCommand::PlanStepDone { run, step, converged_ms, samples } => {
+                Command::PlanStepDone {
+                    run: *run,
+                    step: *step,
+                    converged_ms: *converged_ms,
+                    samples: core_samples(samples),
+                }
+            }
+            WireCommand::PlanRunHold { run, reason } => {
+                Command::PlanRunHold { run: *run, reason: reason.clone() }
+            }
+            WireCommand::PausePlanRun { run } => Command::PausePlanRun { run: *run },
+            WireCommand::ResumePlanRun { run } => Command::ResumePlanRun { run: *run },
+            WireCommand::AbortPlanRun { run } => Command::AbortPlanRun { run: *run },
+            WireCommand::RollbackPlanRun { run } => Command::RollbackPlanRun { run: *run },
+            WireCommand::FailPlanRun { run, reason } => {
+                Command::FailPlanRun { run: *run, reason: reason.clone() }
+            }
+            WireCommand::PlanRestore { run } => Command::PlanRestore { run: *run },
         })
     }
 }

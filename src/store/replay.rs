@@ -176,7 +176,7 @@ pub fn push_audit(audit: &mut VecDeque<AuditRecord>, record: AuditRecord) {
 pub(crate) fn action_name(name: &str) -> Option<&'static str> {
     // Every name `Command::action` gives, plus the genesis. A name missing here makes every
     // snapshot holding it unreadable (start-up then replays the whole log).
-    const ACTIONS: [&str; 13] = [
+    const ACTIONS: [&str; 23] = [
         "genesis",
         "dial",
         "pin",
@@ -190,6 +190,16 @@ pub(crate) fn action_name(name: &str) -> Option<&'static str> {
         "drain_rollback",
         "drain_complete",
         "plan_put",
+        "plan_run_start",
+        "plan_step_start",
+        "plan_step_done",
+        "plan_run_hold",
+        "plan_run_pause",
+        "plan_run_resume",
+        "plan_run_abort",
+        "plan_run_rollback",
+        "plan_run_fail",
+        "plan_run_restore",
     ];
     ACTIONS.iter().find(|a| **a == name).copied()
 }

@@ -21,11 +21,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::{
     Applied, Color, ColorZones, CommandError, Direction, Drain, DrainMode, DrainPlan, DrainStatus,
-    Guard, OnBreach, RoutingTable, State, StoredPlan,
+    Guard, OnBreach, PlanRun, RoutingTable, RunStatus, State, StepRecord, StoredPlan,
 };
 
 use super::apply::{Lease, Outcome};
-use super::entry::{LogEntry, WirePlan, scheme_of};
+use super::entry::{LogEntry, WirePlan, WireZoneSample, core_samples, scheme_of, wire_samples};
 use super::replay::{AUDIT_IN_MEMORY, AuditRecord, Replayed, action_name};
 use super::{LogPosition, StoreError};
 
@@ -154,6 +154,11 @@ struct Body {
     /// Stored plans, in the log's own wire form (absent in snapshots from before plans).
     #[serde(default)]
     plans: Vec<WireStoredPlan>,
+    /// Plan runs (absent in snapshots from before runs).
+    #[serde(default)]
+    runs: Vec<WireRun>,
+    #[serde(default = "one")]
+    next_run_id: u64,
     audit: Vec<WireAudit>,
     /// The history digest at `position` (absent in snapshots from before digests: ignored).
     #[serde(default)]
@@ -265,6 +270,134 @@ fn core_outcome(w: WireOutcome) -> Result<(String, Outcome), String> {
     Ok((w.id, outcome))
 }
 
+fn one() -> u64 {
+    1
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRun {
+    id: u64,
+    plan: WirePlan,
+    revision: u64,
+    drill_hold_ms: Option<u64>,
+    start_blue_units: u32,
+    status: String,
+    step: usize,
+    in_step: bool,
+    drain: Option<u64>,
+    hold_reason: Option<String>,
+    hold_until_ms: Option<u64>,
+    rolling_back: bool,
+    pins_before: Vec<(String, Option<String>)>,
+    steps: Vec<WireStepRecord>,
+    restore: Option<WireStepRecord>,
+    started_ms: u64,
+    started_by: String,
+    reason: String,
+    switched_ms: Option<u64>,
+    finished_ms: Option<u64>,
+    fail_reason: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireStepRecord {
+    index: usize,
+    started_ms: u64,
+    converged_ms: Option<u64>,
+    done_ms: Option<u64>,
+    drain: Option<u64>,
+    samples: Vec<(u64, Vec<WireZoneSample>)>,
+}
+
+fn wire_record(r: &StepRecord) -> WireStepRecord {
+    WireStepRecord {
+        index: r.index,
+        started_ms: r.started_ms,
+        converged_ms: r.converged_ms,
+        done_ms: r.done_ms,
+        drain: r.drain,
+        samples: r.samples.iter().map(|(at, s)| (*at, wire_samples(s))).collect(),
+    }
+}
+
+fn core_record(r: WireStepRecord) -> StepRecord {
+    StepRecord {
+        index: r.index,
+        started_ms: r.started_ms,
+        converged_ms: r.converged_ms,
+        done_ms: r.done_ms,
+        drain: r.drain,
+        samples: r.samples.iter().map(|(at, s)| (*at, core_samples(s))).collect(),
+    }
+}
+
+fn wire_run(r: &PlanRun) -> WireRun {
+    WireRun {
+        id: r.id,
+        plan: WirePlan::from(&r.plan),
+        revision: r.revision,
+        drill_hold_ms: r.drill_hold_ms,
+        start_blue_units: r.start_blue_units,
+        status: r.status.as_str().to_owned(),
+        step: r.step,
+        in_step: r.in_step,
+        drain: r.drain,
+        hold_reason: r.hold_reason.clone(),
+        hold_until_ms: r.hold_until_ms,
+        rolling_back: r.rolling_back,
+        pins_before: r
+            .pins_before
+            .iter()
+            .map(|(u, c)| (u.clone(), c.map(|c| c.as_str().to_owned())))
+            .collect(),
+        steps: r.steps.iter().map(wire_record).collect(),
+        restore: r.restore.as_ref().map(wire_record),
+        started_ms: r.started_ms,
+        started_by: r.started_by.clone(),
+        reason: r.reason.clone(),
+        switched_ms: r.switched_ms,
+        finished_ms: r.finished_ms,
+        fail_reason: r.fail_reason.clone(),
+    }
+}
+
+fn core_run(w: WireRun) -> Result<PlanRun, String> {
+    let mut pins_before = Vec::new();
+    for (user, color) in w.pins_before {
+        let color = match color {
+            Some(c) => Some(c.parse::<Color>().map_err(|e| e.to_string())?),
+            None => None,
+        };
+        pins_before.push((user, color));
+    }
+    Ok(PlanRun {
+        id: w.id,
+        plan: w.plan.to_plan()?,
+        revision: w.revision,
+        drill_hold_ms: w.drill_hold_ms,
+        start_blue_units: w.start_blue_units,
+        status: RunStatus::parse(&w.status)
+            .ok_or_else(|| format!("unknown plan run status {}", w.status))?,
+        step: w.step,
+        in_step: w.in_step,
+        drain: w.drain,
+        hold_reason: w.hold_reason,
+        hold_until_ms: w.hold_until_ms,
+        rolling_back: w.rolling_back,
+        pins_before,
+        steps: w.steps.into_iter().map(core_record).collect(),
+        restore: w.restore.map(core_record),
+        started_ms: w.started_ms,
+        started_by: w.started_by,
+        reason: w.reason,
+        switched_ms: w.switched_ms,
+        finished_ms: w.finished_ms,
+        fail_reason: w.fail_reason,
+    })
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WireStoredPlan {
@@ -348,6 +481,8 @@ fn encode(
                 reason: p.reason.clone(),
             })
             .collect(),
+        runs: replayed.state.plan_runs().map(wire_run).collect(),
+        next_run_id: replayed.state.next_run_id(),
         audit: replayed
             .audit
             .iter()
@@ -427,7 +562,8 @@ fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let state = State::restore(table, drains, body.next_drain_id, plans);
+    let runs = body.runs.into_iter().map(core_run).collect::<Result<Vec<_>, String>>()?;
+    let state = State::restore(table, drains, body.next_drain_id, plans, runs, body.next_run_id);
     let state_hash = body.state_hash.ok_or("predates state digests")?;
     let shared = match body.shared {
         None => None,

@@ -1,0 +1,316 @@
+//! Plan runs: a stored plan executed step by step as logged commands, and drills of it.
+//!
+//! A run lives in the replicated state (`State::plan_runs`) and moves only through commands
+//! (`StartPlanRun`, `PlanStepStarted`, `PlanStepDone`, `PlanRunHold`, `PlanRestore`, pause,
+//! resume, abort, rollback, fail), so a restart replays it to its persisted step. What the next
+//! command is comes from the pure [`PlanRun::decide`], given the time and what the runner read;
+//! the runner loop (`service::plan_runner`) only reads and submits.
+//!
+//! A `MoveZone` step starts a drain (maintenance or evacuation, linked to the run) when its
+//! `PlanStepStarted` applies and is done when that drain completed. Dial, pin and unpin steps take
+//! effect when their `PlanStepDone` applies (a dial is judged against capacity first: the run
+//! holds with `insufficient_capacity`, never forces). Wait steps are done when what they wait
+//! for is true. A drill, after its last step, holds for its hold time and then restores the
+//! table it started from (`PlanRestore`: the dial and every pin its steps changed), like a
+//! rollback does.
+
+use super::capacity::Verdict;
+use super::color::{Color, ColorZones};
+use super::dial::Share;
+use super::drain::{Drain, DrainMode, DrainPlan, DrainStatus};
+use super::plan::{Plan, PlanStep, StepDefaults};
+
+/// How many finished runs the state remembers (active runs are always kept).
+pub const FINISHED_RUNS_KEPT: usize = 100;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStatus {
+    Running,
+    Paused,
+    /// A drill after its last step: holding the evacuated table until `hold_until_ms`.
+    Holding,
+    /// Rolling back (or a drill restoring): the next command restores the starting table.
+    Restoring,
+    Completed,
+    Aborted,
+    RolledBack,
+    Failed,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 8] = [
+        RunStatus::Running,
+        RunStatus::Paused,
+        RunStatus::Holding,
+        RunStatus::Restoring,
+        RunStatus::Completed,
+        RunStatus::Aborted,
+        RunStatus::RolledBack,
+        RunStatus::Failed,
+    ];
+
+    /// Outcomes a finished run can have (the metric labels).
+    pub const OUTCOMES: [&'static str; 4] = ["completed", "aborted", "rolled_back", "failed"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Paused => "paused",
+            RunStatus::Holding => "holding",
+            RunStatus::Restoring => "restoring",
+            RunStatus::Completed => "completed",
+            RunStatus::Aborted => "aborted",
+            RunStatus::RolledBack => "rolled_back",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Running | RunStatus::Paused | RunStatus::Holding | RunStatus::Restoring
+        )
+    }
+}
+
+/// One zone's errors at a moment of the run (sampled into the log with each step boundary).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ZoneSample {
+    pub zone: String,
+    /// `None`: the zone's health was unknown then.
+    pub error_rate: Option<f64>,
+    pub requests: u64,
+}
+
+/// The timeline of one step (or of the restore, index = number of steps).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepRecord {
+    pub index: usize,
+    pub started_ms: u64,
+    /// When the step's change reached the subscribers (if measured), else when it was made.
+    pub converged_ms: Option<u64>,
+    /// When the step was done (a drain completed, with its MQ half settled; a wait passed).
+    pub done_ms: Option<u64>,
+    /// The drain a `MoveZone` step started.
+    pub drain: Option<u64>,
+    /// Zone errors when the step started and when it was done.
+    pub samples: Vec<(u64, Vec<ZoneSample>)>,
+}
+
+/// A run of a plan. Part of the replicated state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanRun {
+    pub id: u64,
+    /// The plan as it was when the run started (a later revision does not change a run).
+    pub plan: Plan,
+    pub revision: u64,
+    /// A drill's hold after the last step, before the restore.
+    pub drill_hold_ms: Option<u64>,
+    pub start_blue_units: u32,
+    pub status: RunStatus,
+    /// The current step (while `in_step`) or the next one.
+    pub step: usize,
+    pub in_step: bool,
+    /// The drain the current `MoveZone` step started.
+    pub drain: Option<u64>,
+    pub hold_reason: Option<String>,
+    pub hold_until_ms: Option<u64>,
+    /// Restoring because of a rollback (else a drill's restore).
+    pub rolling_back: bool,
+    /// Pins the steps changed, with what they were before, in order.
+    pub pins_before: Vec<(String, Option<Color>)>,
+    pub steps: Vec<StepRecord>,
+    pub restore: Option<StepRecord>,
+    pub started_ms: u64,
+    pub started_by: String,
+    pub reason: String,
+    /// When the last forward step was done (the switch is complete).
+    pub switched_ms: Option<u64>,
+    pub finished_ms: Option<u64>,
+    pub fail_reason: Option<String>,
+}
+
+/// What the runner read for [`PlanRun::decide`].
+#[derive(Clone, Debug)]
+pub struct RunReadings<'a> {
+    pub now_ms: u64,
+    pub zones: &'a ColorZones,
+    pub units: u32,
+    pub blue_units: u32,
+    /// The drain the current step started, as the state has it now.
+    pub drain: Option<&'a Drain>,
+    /// How drains of each mode step (from the configuration).
+    pub maintenance: StepDefaults,
+    pub evacuate: StepDefaults,
+    /// For a `Dial` step: whether moving to its target fits the receiving zone.
+    pub dial_capacity: Verdict,
+    /// For a `WaitPrecondition` step: the check's result now.
+    pub precondition: Option<Result<bool, String>>,
+    /// For a `WaitConsumed` step: the zone's unconsumed messages (`None`: unknown).
+    pub backlog: Option<u64>,
+}
+
+/// The next command a run needs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Start step `step`; with a drain plan when it is a zone move that moves someone.
+    StartStep { step: usize, drain: Option<DrainPlan> },
+    /// Step `step` is done (its effect, for dial and pin steps, applies now).
+    DoneStep { step: usize },
+    /// The current step waits; the reason is logged once per change.
+    Hold { reason: String },
+    /// The step cannot succeed (its drain was aborted or rolled back).
+    Fail { reason: String },
+    /// Restore the table the run started from (rollback, or a drill's hold is over).
+    Restore,
+}
+
+impl PlanRun {
+    pub fn is_active(&self) -> bool {
+        self.status.is_active()
+    }
+
+    pub fn is_drill(&self) -> bool {
+        self.drill_hold_ms.is_some()
+    }
+
+    /// The blue-unit count a dial step or a zone move heads for, from the current count.
+    pub fn step_target(step: &PlanStep, zones: &ColorZones, units: u32, blue: u32) -> u32 {
+        match step {
+            PlanStep::MoveZone { zone, to_percent, .. } => {
+                let share = Share::from_percent(*to_percent, units).map_or(blue, |s| s.blue_units);
+                match zones.color_in(zone) {
+                    Some(Color::Blue) => share,
+                    Some(Color::Green) => units - share,
+                    None => blue,
+                }
+            }
+            PlanStep::Dial { blue_percent } => {
+                Share::from_percent(*blue_percent, units).map_or(blue, |s| s.blue_units)
+            }
+            _ => blue,
+        }
+    }
+
+    /// The next command for this run at `readings.now_ms`; `None` when it waits quietly.
+    pub fn decide(&self, r: &RunReadings<'_>) -> Option<Decision> {
+        match self.status {
+            RunStatus::Restoring => return Some(Decision::Restore),
+            RunStatus::Holding => {
+                return (r.now_ms >= self.hold_until_ms.unwrap_or(0)).then_some(Decision::Restore);
+            }
+            RunStatus::Running => {}
+            _ => return None,
+        }
+        let step = self.plan.steps.get(self.step)?;
+        if !self.in_step {
+            let drain = match step {
+                PlanStep::MoveZone { zone, mode, .. } => {
+                    let target = Self::step_target(step, r.zones, r.units, r.blue_units);
+                    let color = r.zones.color_in(zone)?;
+                    (target != r.blue_units).then(|| {
+                        let d =
+                            if *mode == DrainMode::Evacuate { r.evacuate } else { r.maintenance };
+                        DrainPlan {
+                            zone: zone.clone(),
+                            color,
+                            target_blue_units: target,
+                            step_units: d.step_units.max(1),
+                            interval_ms: d.interval_ms.max(1),
+                            guard: d.guard,
+                            mode: *mode,
+                        }
+                    })
+                }
+                _ => None,
+            };
+            return Some(Decision::StartStep { step: self.step, drain });
+        }
+        let done = Some(Decision::DoneStep { step: self.step });
+        let hold = |reason: String| Some(Decision::Hold { reason });
+        match step {
+            PlanStep::MoveZone { zone, .. } => {
+                let Some(id) = self.drain else { return done };
+                match r.drain {
+                    None => done,
+                    Some(d) if d.id != id => done,
+                    Some(d) => match d.status {
+                        DrainStatus::Completed => done,
+                        DrainStatus::Aborted | DrainStatus::RolledBack => Some(Decision::Fail {
+                            reason: format!(
+                                "drain {id} of {zone} was {}; the step cannot complete",
+                                d.state_name()
+                            ),
+                        }),
+                        // The drain waits for itself (its hold reason is the run's too).
+                        _ => None,
+                    },
+                }
+            }
+            PlanStep::Dial { .. } => {
+                if r.dial_capacity.blocks() {
+                    hold(format!("holding: insufficient_capacity: {}", r.dial_capacity.explain()))
+                } else {
+                    done
+                }
+            }
+            PlanStep::Pin { .. } | PlanStep::Unpin { .. } => done,
+            PlanStep::WaitConsumed { zone } => match r.backlog {
+                Some(0) => done,
+                Some(n) => {
+                    hold(format!("waiting for {n} message(s) in {zone}'s MQ half to be consumed"))
+                }
+                None => hold(format!("waiting: {zone}'s MQ backlog is unknown")),
+            },
+            PlanStep::WaitPrecondition { name } => match &r.precondition {
+                Some(Ok(true)) => done,
+                Some(Ok(false)) => hold(format!("waiting for precondition `{name}` (false)")),
+                Some(Err(why)) => {
+                    hold(format!("waiting for precondition `{name}` (cannot be checked: {why})"))
+                }
+                None => hold(format!("waiting for precondition `{name}` (not checked)")),
+            },
+        }
+    }
+
+    /// The switch time: from the start to the last forward step done (or to `now_ms` while the
+    /// steps still run).
+    pub fn switch_ms(&self, now_ms: u64) -> u64 {
+        self.switched_ms
+            .unwrap_or(self.finished_ms.unwrap_or(now_ms))
+            .saturating_sub(self.started_ms)
+    }
+
+    /// Whether the switch met the RTO: `None` while it is not known yet.
+    pub fn met_rto(&self) -> Option<bool> {
+        match self.switched_ms {
+            Some(_) => Some(self.switch_ms(0) <= self.plan.rto_ms),
+            None if self.is_active() => None,
+            None => Some(false),
+        }
+    }
+
+    /// The name of a step, for audit records and reports.
+    pub fn step_label(&self, index: usize) -> String {
+        match self.plan.steps.get(index) {
+            Some(PlanStep::MoveZone { zone, to_percent, mode }) => {
+                let verb = if *mode == DrainMode::Evacuate { "evacuate" } else { "drain" };
+                format!("{verb} {zone} to {to_percent}%")
+            }
+            Some(PlanStep::Dial { blue_percent }) => {
+                format!("set the dial to {blue_percent}% blue")
+            }
+            Some(PlanStep::Pin { user_id, color }) => format!("pin {user_id} to {color}"),
+            Some(PlanStep::Unpin { user_id }) => format!("unpin {user_id}"),
+            Some(PlanStep::WaitConsumed { zone }) => {
+                format!("wait until {zone}'s MQ half is consumed")
+            }
+            Some(PlanStep::WaitPrecondition { name }) => format!("wait for precondition `{name}`"),
+            None => "restore the starting table".to_owned(),
+        }
+    }
+}

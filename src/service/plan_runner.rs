@@ -1,0 +1,220 @@
+//! The plan runner: the loop that reads what the active plan run's step waits for, and submits
+//! the run's next command.
+//!
+//! Like the drain runner it holds no run state of its own: every tick it takes the active run
+//! from the replicated state, reads what the pure `PlanRun::decide` needs (the linked drain, the
+//! dial step's capacity verdict, a precondition, a zone's MQ backlog), and submits the decided
+//! command through the coordinator as `plan:<id>`. A restart (or another replica) picks up at the
+//! run's persisted step; a duplicate from another replica loses the compare-and-set on the
+//! version or is refused by "exactly the next step" in `State::apply`. Holds are logged once per
+//! distinct reason (the comparison is with the run's persisted `hold_reason`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::{
+    Audit, Color, Command, CommandError, Decision, Envelope, PlanRun, PlanStep, Reading,
+    RunReadings, RunStatus, StepDefaults, Verdict, ZoneSample,
+};
+use crate::service::capacity::Capacities;
+use crate::service::coordinator::{Coordinator, SubmitError};
+use crate::service::drain_runner::truncate_reason;
+use crate::service::health::Health;
+use crate::service::lane_membership::Lanes;
+use crate::service::preconditions::Preconditions;
+use crate::service::subscribers::Subscribers;
+
+/// What the runner reads and writes through.
+pub struct Runner {
+    pub coordinator: Arc<Coordinator>,
+    pub health: Arc<Health>,
+    pub subscribers: Arc<Subscribers>,
+    pub lanes: Arc<Lanes>,
+    pub capacities: Arc<Capacities>,
+    pub preconditions: Arc<Preconditions>,
+    /// How drains of each mode step (the configuration's defaults).
+    pub maintenance: StepDefaults,
+    pub evacuate: StepDefaults,
+    pub tick: Duration,
+    pub now_ms: fn() -> u64,
+}
+
+/// Runs until `shutdown` completes.
+pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
+    let runner = Arc::new(runner);
+    tokio::pin!(shutdown);
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + runner.tick, runner.tick);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = ticker.tick() => {}
+        }
+        let r = Arc::clone(&runner);
+        match tokio::task::spawn_blocking(move || tick_once(&r)).await {
+            Ok(()) => {}
+            Err(e) => eprintln!("tidegate: plan runner tick failed: {e}"),
+        }
+    }
+}
+
+/// One decision for the active run, if any (blocking: reads may do HTTP, the log fsyncs).
+pub fn tick_once(runner: &Runner) {
+    let now = (runner.now_ms)();
+    let state = runner.coordinator.state();
+    crate::telemetry::publish_run_progress(&state, now);
+    let Some(run) = state.active_run().cloned() else { return };
+    let table = state.table();
+    let zones = table.zones().clone();
+    let step = run.plan.steps.get(run.step).cloned();
+    let waiting = run.status == RunStatus::Running && run.in_step;
+    let mut dial_capacity = Verdict::Unchecked;
+    let mut precondition = None;
+    let mut backlog = None;
+    if waiting {
+        match &step {
+            Some(s @ PlanStep::Dial { .. }) => {
+                let to = PlanRun::step_target(s, &zones, table.units(), table.blue_units());
+                dial_capacity = runner.capacities.judge_dial(table, to, now);
+            }
+            Some(PlanStep::WaitPrecondition { name }) => {
+                precondition = run
+                    .plan
+                    .preconditions
+                    .iter()
+                    .find(|p| &p.name == name)
+                    .map(|p| runner.preconditions.check(p));
+            }
+            Some(PlanStep::WaitConsumed { zone }) => {
+                let color = zones.color_in(zone).unwrap_or(Color::Blue);
+                let since = run.steps.last().map_or(run.started_ms, |s| s.started_ms);
+                backlog = runner.lanes.total_half_lag(color, since, now);
+            }
+            _ => {}
+        }
+    }
+    let drain = run.drain.and_then(|id| state.drain(id));
+    let readings = RunReadings {
+        now_ms: now,
+        zones: &zones,
+        units: table.units(),
+        blue_units: table.blue_units(),
+        drain,
+        maintenance: runner.maintenance,
+        evacuate: runner.evacuate,
+        dial_capacity,
+        precondition,
+        backlog,
+    };
+    let Some(decision) = run.decide(&readings) else { return };
+    let samples = || sample_zones(&runner.health, &[&zones.blue, &zones.green], now);
+    let (command, reason) = match decision {
+        Decision::StartStep { step, drain } => {
+            let reason = format!(
+                "plan {} step {} of {}: {}",
+                run.plan.name,
+                step + 1,
+                run.plan.steps.len(),
+                run.step_label(step)
+            );
+            (Command::PlanStepStarted { run: run.id, step, drain, samples: samples() }, reason)
+        }
+        Decision::DoneStep { step } => {
+            let converged_ms = drain.and_then(|d| d.last_step_version).and_then(|v| {
+                let c = runner.subscribers.convergence(v, now);
+                (c.live > 0 && c.converged == c.live).then(|| {
+                    runner
+                        .subscribers
+                        .list(now)
+                        .iter()
+                        .filter(|(s, live)| *live && s.applied_version >= v)
+                        .filter_map(|(s, _)| s.applied_at_ms)
+                        .max()
+                        .unwrap_or(now)
+                })
+            });
+            let reason = format!(
+                "plan {} step {} of {} done: {}",
+                run.plan.name,
+                step + 1,
+                run.plan.steps.len(),
+                run.step_label(step)
+            );
+            let samples = samples();
+            (Command::PlanStepDone { run: run.id, step, converged_ms, samples }, reason)
+        }
+        Decision::Hold { reason } => {
+            let reason = truncate_reason(reason);
+            if run.hold_reason.as_deref() == Some(reason.as_str()) {
+                return;
+            }
+            (Command::PlanRunHold { run: run.id, reason: reason.clone() }, reason)
+        }
+        Decision::Fail { reason } => {
+            (Command::FailPlanRun { run: run.id, reason: reason.clone() }, reason)
+        }
+        Decision::Restore => {
+            let why = if run.rolling_back {
+                "rolling back: restoring the table the run started from"
+            } else {
+                "drill hold is over: restoring the table the drill started from"
+            };
+            (Command::PlanRestore { run: run.id }, why.to_owned())
+        }
+    };
+    let hold_on_refusal = run.status == RunStatus::Running;
+    match submit(&runner.coordinator, state.version(), run.id, now, command, reason) {
+        None => {}
+        Some(SubmitError::Command(e)) if hold_on_refusal => {
+            eprintln!("tidegate: plan run {}: the core refused the runner's command: {e}", run.id);
+            let reason = truncate_reason(format!("holding: the runner's command was refused: {e}"));
+            if run.hold_reason.as_deref() != Some(reason.as_str()) {
+                let hold = Command::PlanRunHold { run: run.id, reason: reason.clone() };
+                let version = runner.coordinator.state().version();
+                if let Some(e) = submit(&runner.coordinator, version, run.id, now, hold, reason) {
+                    eprintln!("tidegate: plan run {}: could not hold the run either: {e}", run.id);
+                }
+            }
+        }
+        Some(e) => eprintln!("tidegate: plan run {}: could not submit: {e}", run.id),
+    }
+}
+
+/// Each zone's error rate now, for the run's record.
+fn sample_zones(health: &Health, zones: &[&String], now: u64) -> Vec<ZoneSample> {
+    zones
+        .iter()
+        .map(|zone| {
+            let h = health.zone(zone, now);
+            let (error_rate, requests) = match h.reading {
+                Reading::Known { error_rate, requests } => (Some(error_rate), requests),
+                Reading::Unknown { .. } => (None, h.requests.unwrap_or(0)),
+            };
+            ZoneSample { zone: (*zone).clone(), error_rate, requests }
+        })
+        .collect()
+}
+
+/// One attempt as `plan:<run>`; `None` when logged or when it lost a version race (the next
+/// tick decides again from the new state).
+fn submit(
+    coordinator: &Coordinator,
+    expected_version: u64,
+    run: u64,
+    now: u64,
+    command: Command,
+    reason: String,
+) -> Option<SubmitError> {
+    let envelope = Envelope {
+        expected_version,
+        command,
+        audit: Audit { by: format!("plan:{run}"), at_ms: now, reason: truncate_reason(reason) },
+    };
+    match coordinator.submit(&envelope) {
+        Ok(_) => None,
+        Err(SubmitError::Command(CommandError::VersionConflict { .. })) => None,
+        Err(e) => Some(e),
+    }
+}
