@@ -31,6 +31,7 @@ fn plan(steps: Vec<PlanStep>, rto_ms: u64) -> Plan {
         }],
         steps,
         rto_ms,
+        trigger: None,
     }
 }
 

@@ -232,3 +232,43 @@ fn runs_are_refused_on_a_changed_revision_and_controlled_through_the_log() {
     assert_eq!(plan["active_run"]["id"], 1, "{plan}");
     assert_eq!(plan["last_drill"], Value::Null);
 }
+
+#[test]
+fn a_trigger_is_stored_with_the_plan_and_its_mistakes_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = client_in(&config(), dir.path());
+    let v = version(&client);
+    let steps = json!([{"type": "evacuate", "zone": "az-b", "to_percent": 0}]);
+    let with = |trigger: Value, cooldown: Value| {
+        json!({"expected_version": v, "reason": "x", "rto": "1m", "steps": steps,
+               "trigger": trigger, "cooldown": cooldown})
+    };
+    let cases = [
+        (with(json!({"zone_down_for": "soon"}), json!("30m")), "trigger.zone_down_for"),
+        (with(json!({"lane_consumers_gone": "az-c"}), json!("30m")), "trigger.lane_consumers_gone"),
+        (with(json!({}), json!("30m")), "trigger:"),
+        (with(json!({"zone_down_for": "30s"}), Value::Null), "cooldown"),
+        (with(json!({"zone_down_for": "30s"}), json!("0s")), "cooldown"),
+        (with(Value::Null, json!("30m")), "cooldown"),
+    ];
+    for (body, field) in cases {
+        let response = send(&client, true, "/v1/plans/p", Some(OPERATOR_TOKEN), body);
+        assert_eq!(response.status(), Status::BadRequest, "{field}");
+        let error: Value = response.into_json().unwrap();
+        assert_eq!(error["error"], "invalid_plan");
+        assert!(error["detail"].as_str().unwrap().contains(field), "{field}: {error}");
+    }
+    assert_eq!(version(&client), v, "refused plans spend no version");
+    let body = with(json!({"zone_down_for": "30s", "lane_consumers_gone": "az-b"}), json!("30m"));
+    let response = send(&client, true, "/v1/plans/p", Some(OPERATOR_TOKEN), body);
+    assert_eq!(response.status(), Status::Ok);
+    let stored: Value = response.into_json().unwrap();
+    assert_eq!(stored["trigger"], json!({"zone_down_for": "30s", "lane_consumers_gone": "az-b"}));
+    assert_eq!(stored["cooldown"], "30m");
+    // A plan without one says so, and the trigger survives a restart (it is in the log).
+    drop(client);
+    let client = client_in(&config(), dir.path());
+    let again: Value = client.get("/v1/plans/p").dispatch().into_json().unwrap();
+    assert_eq!(again["trigger"]["zone_down_for"], "30s");
+    assert_eq!(again["cooldown"], "30m");
+}

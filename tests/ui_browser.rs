@@ -1,7 +1,9 @@
 //! The operator web UI in real headless Chromium, driven over WebDriver (fantoccini and Debian's
 //! chromedriver) against the real tidegate binary: log in, move the dial with confirmation, lose a
 //! version race, start a drain and pause it, look at it as a viewer, log out; start an evacuation
-//! from the overview's "Evacuate <zone>" action; and, as a viewer, watch lane consumers
+//! by hand from the overview when no plan covers the zone; run a stored plan from the overview's
+//! "Evacuate <zone>" through the dry-run preview and the typed confirmation, and follow its
+//! timeline to the last step; and, as a viewer, watch lane consumers
 //! registered through the API appear on the MQ lanes page with their halves; and, with two
 //! replicas on a Kafka command log, the overview's replicas panel and, once the page's own replica
 //! is killed, the banner linking the other replica's console.
@@ -707,17 +709,21 @@ async fn evacuate_on_the_overview_starts_an_evacuation_in_chromium() {
     log_in(&c, &base, "victor", VIEWER_TOKEN).await;
     wait_for(&c, "both zones", "document.querySelectorAll('#zones .zone').length === 2").await;
     assert_eq!(js(&c, "return !!document.getElementById('evacuate-az-b')").await, json!(false));
+    assert_eq!(js(&c, "return !!document.getElementById('no-plan-az-b')").await, json!(false));
     click(&c, "#logout").await;
     wait_for(&c, "the logged-out login page", "document.getElementById('login-notice')").await;
 
     log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
-    wait_for(&c, "the Evacuate action", "document.getElementById('evacuate-az-b')").await;
-    assert_eq!(text(&c, "#evacuate-az-b").await, "Evacuate az-b…");
+    // No plan evacuates az-b: the card says so, links to how to write one, and offers the
+    // evacuation drain by hand.
+    wait_for(&c, "the no-plan notice", "document.getElementById('no-plan-az-b')").await;
+    assert!(text(&c, "#no-plan-az-b").await.starts_with("No plan for az-b: write one"));
+    assert_eq!(text(&c, "#evacuate-drain-az-b").await, "evacuate az-b by hand (a drain)…");
     // az-a has a capacity: its card shows the load against what it may carry.
     wait_for(&c, "az-a's capacity line", "document.querySelector('#zone-az-a .capacity')").await;
     assert!(text(&c, "#zone-az-a .capacity").await.contains("of 90000 rps allowed"));
     shot(&c, "13-evacuate-action").await;
-    click(&c, "#evacuate-az-b").await;
+    click(&c, "#evacuate-drain-az-b").await;
     wait_for(&c, "the evacuation form", "document.getElementById('drain-form')").await;
     assert_eq!(text(&c, "#drain-form-title").await, "Evacuate a zone");
     let value = |css: &'static str| {
@@ -817,4 +823,142 @@ async fn the_overview_offers_the_other_replicas_console_when_its_own_dies_in_chr
     c.close().await.unwrap();
     drop(driver);
     drop(r2);
+}
+
+/// Reports outcomes for both zones every 200 ms until dropped, so the receiving zone's guard has
+/// a reading for every step of a run.
+struct Outcomes {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Outcomes {
+    fn start(base: &str) -> Outcomes {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, base) = (stop.clone(), base.to_owned());
+        let thread = std::thread::spawn(move || {
+            let mut round = 0;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                report_outcomes(&base, round);
+                round += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        Outcomes { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Outcomes {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evacuate_runs_the_zones_plan_after_a_preview_and_a_typed_confirmation_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    let toml = "[health]\nwindow = \"2s\"\n[drain]\ntick = \"20ms\"\n[drain.evacuate]\nstep_percent = 25\ninterval = \"300ms\"\nmin_requests = 10\n";
+    std::fs::write(&config_file, config_toml(toml)).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let outcomes = Outcomes::start(&base);
+    let version = get_json(&format!("{base}/v1/plans")).1["version"].clone();
+    let plan = json!({
+        "expected_version": version, "reason": "browser test: az-b is failing", "rto": "5m",
+        "steps": [
+            {"type": "evacuate", "zone": "az-b", "to_percent": 25},
+            {"type": "evacuate", "zone": "az-b", "to_percent": 0},
+        ],
+    });
+    let (status, stored) =
+        put_json(&format!("{base}/v1/plans/evacuate-az-b"), OPERATOR_TOKEN, plan);
+    assert_eq!(status, 200, "{stored}");
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1600).await.unwrap();
+
+    // The overview's Evacuate action is the zone's plan.
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+    wait_for(&c, "the Evacuate action", "document.getElementById('evacuate-az-b')").await;
+    assert_eq!(text(&c, "#evacuate-az-b").await, "Evacuate az-b…");
+    let href = js(&c, "return document.getElementById('evacuate-az-b').getAttribute('href')").await;
+    assert_eq!(href, json!("/ui/plans?plan=evacuate-az-b&confirm=run"));
+    // az-a receives users and has no plan of its own.
+    assert_eq!(js(&c, "return !!document.getElementById('no-plan-az-a')").await, json!(true));
+    click(&c, "#evacuate-az-b").await;
+
+    // The plans page lists it, never drilled, and opens the dry-run preview and the confirmation.
+    wait_for(&c, "the plan's card", "document.getElementById('plan-evacuate-az-b')").await;
+    assert!(text(&c, "#plan-last-drill-evacuate-az-b").await.starts_with("Never drilled"));
+    wait_for(
+        &c,
+        "the preview's steps",
+        "document.querySelectorAll('#plan-preview-steps tbody tr').length === 2",
+    )
+    .await;
+    let summary = text(&c, "#plan-preview-summary").await;
+    assert!(summary.contains("against an RTO of 5m") && summary.contains("fits"), "{summary}");
+    let first = text(&c, "#plan-preview-steps tbody tr[data-step='0']").await;
+    assert!(first.contains("50 % → 25 %") && first.contains("25 %"), "users moved: {first}");
+    assert_eq!(text(&c, "#plan-preview-start").await, "✓ It would start now.");
+    wait_for(&c, "the confirmation", "!document.getElementById('plan-confirm').hidden").await;
+    let go_disabled = "return document.getElementById('plan-confirm-go').disabled";
+    assert_eq!(js(&c, go_disabled).await, json!(true), "nothing typed yet");
+    type_into(&c, "#plan-confirm-name", "evacuate-az-").await;
+    assert_eq!(js(&c, go_disabled).await, json!(true), "a prefix is not the name");
+    type_into(&c, "#plan-confirm-name", "evacuate-az-b").await;
+    assert_eq!(js(&c, go_disabled).await, json!(false), "the typed name matches");
+    // Enter without a reason asks for one and sends nothing.
+    c.find(Locator::Css("#plan-confirm-name")).await.unwrap().send_keys("\u{E007}").await.unwrap();
+    wait_for(&c, "the reason error", "!document.getElementById('plan-confirm-error').hidden").await;
+    assert!(text(&c, "#plan-confirm-error").await.starts_with("Give a reason"));
+    let runs = || get_json(&format!("{base}/v1/plans/evacuate-az-b/runs")).1["runs"].clone();
+    assert_eq!(runs(), json!([]));
+    shot(&c, "15-plan-preview-confirm").await;
+    // Enter twice: one run.
+    type_into(&c, "#plan-confirm-reason", "browser test: az-b is failing").await;
+    let reason = c.find(Locator::Css("#plan-confirm-reason")).await.unwrap();
+    reason.send_keys("\u{E007}\u{E007}").await.unwrap();
+
+    // The live timeline follows the run to its last step.
+    wait_for(&c, "the run's timeline", "document.getElementById('plan-run-timeline')").await;
+    wait_for(
+        &c,
+        "the run to complete",
+        "document.getElementById('plan-run-state').dataset.state === 'completed'",
+    )
+    .await;
+    wait_for(
+        &c,
+        "the last step done",
+        "document.querySelector('#plan-run-timeline tr[data-step=\"1\"]').dataset.status === 'done'",
+    )
+    .await;
+    assert_eq!(text(&c, "#plan-run-verdict").await, "RTO met");
+    assert!(text(&c, "#plan-run-step").await.starts_with("2 of 2"));
+    shot(&c, "16-plan-run-timeline").await;
+    let runs = runs();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "Enter twice sent one run: {runs}");
+    assert_eq!(runs[0]["started_by"], "alice");
+    assert_eq!(runs[0]["state"], "completed");
+    assert_eq!(routing(&base)["blue_percent"], 0.0, "az-b is evacuated");
+
+    // Past reports list it.
+    click(&c, "#reports-evacuate-az-b").await;
+    wait_for(
+        &c,
+        "the report row",
+        "document.querySelectorAll('#plan-reports-table tbody tr').length === 1",
+    )
+    .await;
+    let row = text(&c, "#plan-reports-table tbody tr").await;
+    assert!(row.contains("alice") && row.contains("RTO met"), "{row}");
+    c.close().await.unwrap();
+    drop(outcomes);
+    drop(driver);
+    drop(server);
 }

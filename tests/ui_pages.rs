@@ -855,3 +855,85 @@ fn the_overview_has_the_cluster_panel_and_the_script_offers_other_replicas_when_
         assert!(js.contains(needle), "app.js lacks {needle}");
     }
 }
+
+#[test]
+fn the_plans_page_has_run_controls_for_operators_and_none_for_viewers() {
+    let (client, _dir) = client_with(&config());
+    let response = client.get("/ui/plans").dispatch();
+    assert_eq!(response.status(), Status::SeeOther, "the plans page needs a session");
+    assert_eq!(response.headers().get_one("Location"), Some("/ui/login"));
+
+    let csrf = login(&client, "alice", OPERATOR_TOKEN);
+    let (status, html) = page(&client, "/ui/plans");
+    assert_eq!(status, Status::Ok);
+    assert!(
+        html.contains("<title>Plans · tidegate</title>") && html.contains("data-page=\"plans\"")
+    );
+    assert!(
+        html.contains("<a href=\"/ui/plans\" aria-current=\"page\" id=\"nav-plans\">Plans</a>")
+    );
+    assert!(html.contains(&csrf), "the page's script sends the session's CSRF token");
+    for control in [
+        "id=\"plans\"",
+        "id=\"plan-preview\"",
+        "id=\"plan-confirm\"",
+        "id=\"plan-confirm-name\"",
+        "id=\"plan-confirm-reason\"",
+        "id=\"plan-confirm-go\" class=\"primary\" disabled",
+        "id=\"plan-run-actions\"",
+        "id=\"plan-run-abort\"",
+        "id=\"plan-run-rollback\"",
+        "id=\"plan-reports\"",
+    ] {
+        assert!(html.contains(control), "operator's plans page lacks {control}");
+    }
+    let (_, overview) = page(&client, "/ui");
+    assert!(overview.contains("<a href=\"/ui/plans\" id=\"nav-plans\">Plans</a>"));
+
+    let (viewer, _dir) = client_with(&config());
+    login(&viewer, "victor", VIEWER_TOKEN);
+    let (status, html) = page(&viewer, "/ui/plans");
+    assert_eq!(status, Status::Ok);
+    assert!(html.contains("data-role=\"viewer\"") && html.contains("id=\"viewer-notice\""));
+    // Viewers see the list, previews, the timeline and reports, never a control that changes state.
+    for kept in ["id=\"plans\"", "id=\"plan-preview\"", "id=\"plan-run\"", "id=\"plan-reports\""] {
+        assert!(html.contains(kept), "viewer's plans page lacks {kept}");
+    }
+    let main = between(&html, "<main id=\"main\">", "</main>");
+    for control in ["plan-confirm", "plan-run-actions", "plan-run-abort", "<button", "<input"] {
+        assert!(!main.contains(control), "viewer's plans page holds {control}");
+    }
+}
+
+#[test]
+fn a_plan_run_from_the_ui_needs_the_csrf_token_and_an_operator() {
+    let (client, _dir) = client_with(&config());
+    let csrf = login(&client, "alice", OPERATOR_TOKEN);
+    let plans: Value = client.get("/v1/plans").dispatch().into_json().unwrap();
+    let plan = json!({
+        "expected_version": plans["version"], "reason": "ui test", "rto": "5m",
+        "steps": [{"type": "dial", "blue_percent": 40}],
+    });
+    let response = send(&client, "PUT", "/v1/plans/shift", Some(&csrf), plan);
+    assert_eq!(response.status(), Status::Ok);
+    // The preview is a read: the session's token is enough, nothing changes.
+    let response = send(&client, "POST", "/v1/plans/shift/dry-run", Some(&csrf), json!({}));
+    assert_eq!(response.status(), Status::Ok);
+    let before = version(&client);
+    let run = json!({"reason": "ui test", "plan_revision": 1});
+    let missing =
+        error(send(&client, "POST", "/v1/plans/shift/run", None, run.clone()), Status::Forbidden);
+    assert_eq!(missing["error"], "csrf_failed");
+    let (viewer, _dir) = client_with(&config());
+    let viewer_csrf = login(&viewer, "victor", VIEWER_TOKEN);
+    let refused = error(
+        send(&viewer, "POST", "/v1/plans/shift/run", Some(&viewer_csrf), run.clone()),
+        Status::Forbidden,
+    );
+    assert_eq!(refused["error"], "forbidden");
+    assert_eq!(version(&client), before, "neither refusal changed anything");
+    let response = send(&client, "POST", "/v1/plans/shift/run", Some(&csrf), run);
+    assert_eq!(response.status(), Status::Created);
+    let body: Value = response.into_json().unwrap();
+    assert_eq!(body["started_by"], "alice");
+}

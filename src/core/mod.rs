@@ -14,6 +14,7 @@ mod flag;
 mod lanes;
 mod plan;
 mod plan_run;
+mod plan_trigger;
 mod table;
 mod unit;
 
@@ -41,6 +42,10 @@ pub use plan::{
 };
 pub use plan_run::{
     Decision, FINISHED_RUNS_KEPT, PlanRun, RunReadings, RunStatus, StepRecord, ZoneSample,
+};
+pub use plan_trigger::{
+    Trigger, TriggerDecision, TriggerInputs, decide as decide_trigger, trigger_zone,
+    validate_trigger,
 };
 pub use table::{Fallback, RoutingTable, TableError, Tag, TagError};
 pub use unit::{

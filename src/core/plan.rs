@@ -11,6 +11,7 @@ use super::capacity::{Verdict, ZoneLoad, judge};
 use super::color::{Color, ColorZones};
 use super::dial::{Share, percent_of};
 use super::drain::{DrainMode, Guard, Reading, step_toward};
+use super::plan_trigger::Trigger;
 
 /// Most steps and preconditions a plan may have.
 pub const MAX_PLAN_STEPS: usize = 50;
@@ -66,6 +67,8 @@ pub struct Plan {
     pub steps: Vec<PlanStep>,
     /// Recovery time objective: the run should be done within this.
     pub rto_ms: u64,
+    /// The opt-in automatic trigger, if any (`core::plan_trigger`).
+    pub trigger: Option<Trigger>,
 }
 
 /// A stored plan: the plan plus who stored which revision, when and why.
@@ -145,7 +148,7 @@ pub fn validate_plan(plan: &Plan, zones: &ColorZones, units: u32) -> Result<(), 
             }
         }
     }
-    Ok(())
+    super::plan_trigger::validate_trigger(plan, &[&zones.blue, &zones.green])
 }
 
 /// How drains of each mode step, for the dry run's arithmetic (from the configuration).

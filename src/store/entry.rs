@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::{
     Audit, CheckKind, Color, ColorZones, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard,
-    OnBreach, Plan, PlanStep, Precondition, UnitMode, UnitScheme, ZoneSample,
+    OnBreach, Plan, PlanStep, Precondition, Trigger, UnitMode, UnitScheme, ZoneSample,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -279,6 +279,20 @@ pub struct WirePlan {
     pub preconditions: Vec<WirePrecondition>,
     pub steps: Vec<WireStep>,
     pub rto_ms: u64,
+    /// The opt-in automatic trigger; absent in plans stored before triggers existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<WireTrigger>,
+}
+
+/// A plan's automatic trigger in the log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireTrigger {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_down_for_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane_consumers_gone: Option<String>,
+    pub cooldown_ms: u64,
 }
 
 /// A precondition: exactly one of `promql` (true when non-zero) and `http` (true on 2xx).
@@ -345,6 +359,11 @@ impl From<&Plan> for WirePlan {
                 })
                 .collect(),
             rto_ms: plan.rto_ms,
+            trigger: plan.trigger.as_ref().map(|t| WireTrigger {
+                zone_down_for_ms: t.zone_down_for_ms,
+                lane_consumers_gone: t.lane_consumers_gone.clone(),
+                cooldown_ms: t.cooldown_ms,
+            }),
         }
     }
 }
@@ -387,7 +406,12 @@ impl WirePlan {
                 }
             });
         }
-        Ok(Plan { name: self.name.clone(), preconditions, steps, rto_ms: self.rto_ms })
+        let trigger = self.trigger.as_ref().map(|t| Trigger {
+            zone_down_for_ms: t.zone_down_for_ms,
+            lane_consumers_gone: t.lane_consumers_gone.clone(),
+            cooldown_ms: t.cooldown_ms,
+        });
+        Ok(Plan { name: self.name.clone(), preconditions, steps, rto_ms: self.rto_ms, trigger })
     }
 }
 

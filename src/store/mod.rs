@@ -15,8 +15,8 @@ mod snapshot;
 
 pub use apply::{Applier, Lease, Outcome, Step, lease_granted};
 pub use entry::{
-    LogEntry, WireCommand, WireDrainPlan, WirePlan, WirePrecondition, WireStep, WireZones,
-    log_id_of, new_log_id,
+    LogEntry, WireCommand, WireDrainPlan, WirePlan, WirePrecondition, WireStep, WireTrigger,
+    WireZones, log_id_of, new_log_id,
 };
 pub use file_log::{FileLog, LOG_FILE, decode_log, encode_line};
 pub use replay::{

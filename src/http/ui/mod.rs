@@ -1,5 +1,6 @@
 //! The operator web UI: login and logout, the overview (dial, zones, drain), the MQ lanes page,
-//! the drain form and the audit log.
+//! the plans page (preview, typed confirmation, live run timeline, reports), the drain form and
+//! the audit log.
 //!
 //! Pages are plain HTML, CSS and JS embedded in the binary, so there is no build step and nothing
 //! to deploy beside tidegate. The server renders each page's shell with what only it knows (the
@@ -37,6 +38,7 @@ const OVERVIEW: &str = include_str!("assets/overview.html");
 const DRAIN: &str = include_str!("assets/drain.html");
 const AUDIT: &str = include_str!("assets/audit.html");
 const LANES: &str = include_str!("assets/lanes.html");
+const PLANS: &str = include_str!("assets/plans.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
@@ -48,8 +50,8 @@ pub fn stage() -> AdHoc {
         rocket.mount(
             "/",
             routes![
-                root, overview, lanes_page, drain_page, audit_page, login_page, login, logout,
-                asset
+                root, overview, lanes_page, plans_page, drain_page, audit_page, login_page, login,
+                logout, asset
             ],
         )
     })
@@ -210,6 +212,7 @@ fn layout(app: &App, user: &SignedIn, page: &str, title: &str, main: &str) -> Pa
             ("green_zone", esc(&config.zones.green)),
             ("nav_overview", current("overview")),
             ("nav_lanes", current("lanes")),
+            ("nav_plans", current("plans")),
             ("nav_drain", current("drain")),
             ("nav_audit", current("audit")),
             ("main", main.to_owned()),
@@ -276,6 +279,17 @@ fn lanes_page(app: &State<App>, user: Option<SignedIn>) -> Reply {
         ],
     );
     Reply::Page(layout(app, &user, "lanes", "MQ lanes", &main))
+}
+
+/// The plans page: the list, the dry-run preview, the typed confirmation of a run or drill, the
+/// live timeline and past reports, all rendered by the page's script from `/v1/plans`. Viewers
+/// get the list, previews and reports; the confirmation and run controls are cut for them.
+/// `?plan=NAME&confirm=run` (the overview's "Evacuate <zone>") opens that plan's preview and
+/// confirmation at once.
+#[get("/ui/plans")]
+fn plans_page(app: &State<App>, user: Option<SignedIn>) -> Reply {
+    let Some(user) = user else { return to_login() };
+    Reply::Page(layout(app, &user, "plans", "Plans", PLANS))
 }
 
 /// The drain form; `?mode=evacuate&zone=az-b` (the overview's "Evacuate" action) fills in the

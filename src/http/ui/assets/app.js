@@ -53,9 +53,9 @@
     }
   }
 
-  async function api(method, path, payload) {
+  async function api(method, path, payload, timeoutMs) {
     const abort = new AbortController();
-    const limit = method === 'GET' ? READ_TIMEOUT_MS : WRITE_TIMEOUT_MS;
+    const limit = timeoutMs || (method === 'GET' ? READ_TIMEOUT_MS : WRITE_TIMEOUT_MS);
     const timeout = setTimeout(() => abort.abort(), limit);
     try {
       return await call(method, path, payload, abort.signal, limit);
@@ -239,6 +239,7 @@
     routing: null,
     zones: null,
     drains: [],
+    plans: [], // for the zones' "Evacuate" actions
     lastChange: null, // the newest audit entry
     history: {}, // zone -> [{t, rate}] over the last HISTORY_MS, as sampled by tidegate
     historyEvery: '',
@@ -251,15 +252,17 @@
   // The charts come from tidegate's own samples (GET /v1/zones/history), so a page opened in
   // the middle of an incident shows the minutes before it, and every operator sees the same line.
   async function refreshOverview() {
-    const [routing, zones, drains, history, audit, cluster] = await Promise.all([
+    const [routing, zones, drains, history, audit, cluster, plans] = await Promise.all([
       api('GET', '/v1/routing'),
       api('GET', '/v1/zones'),
       api('GET', '/v1/drains'),
       api('GET', '/v1/zones/history'),
       api('GET', '/v1/audit?limit=1'),
       api('GET', '/v1/cluster'),
+      api('GET', '/v1/plans'),
     ]);
     view.cluster = cluster;
+    view.plans = plans.plans || [];
     view.routing = routing;
     view.zones = zones;
     view.drains = drains.drains || [];
@@ -477,11 +480,24 @@
         known ? null : el('p', { class: 'unknown' }, '? Health unknown: ' + (zone.unknown_reason || 'no reading') + '.'),
         capacityLine(zone.capacity),
         chart(view.history[zone.zone] || []),
-        CAN_CHANGE && zone.share_percent > 0
-          ? el('p', {}, el('a', { class: 'button-link warn', id: 'evacuate-' + zone.zone, href: '/ui/drain?mode=evacuate&zone=' + encodeURIComponent(zone.zone) }, 'Evacuate ' + zone.zone + '…'))
-          : null);
+        CAN_CHANGE && zone.share_percent > 0 ? evacuateAction(zone.zone) : null);
     });
     $('zones').replaceChildren(...cards);
+  }
+
+  // The overview's "Evacuate <zone>": that zone's plan, through the plans page's preview and
+  // typed confirmation. Without a plan it says so, links to how to write one, and offers the
+  // hand-made evacuation drain.
+  function evacuateAction(zone) {
+    const plan = planForZone(view.plans, zone);
+    if (plan) {
+      return el('p', { class: 'evacuate' },
+        el('a', { class: 'button-link warn', id: 'evacuate-' + zone, href: '/ui/plans?plan=' + encodeURIComponent(plan.name) + '&confirm=run' }, 'Evacuate ' + zone + '…'),
+        el('span', { class: 'hint' }, ' runs plan ', el('strong', {}, plan.name), ' (RTO ' + text(plan.rto) + ') after a preview and your confirmation'));
+    }
+    return el('p', { class: 'evacuate', id: 'no-plan-' + zone },
+      'No plan for ' + zone + ': ', el('a', { href: '/ui/plans#plans-write', id: 'write-plan-' + zone }, 'write one'),
+      el('span', { class: 'hint' }, ' · or ', el('a', { id: 'evacuate-drain-' + zone, href: '/ui/drain?mode=evacuate&zone=' + encodeURIComponent(zone) }, 'evacuate ' + zone + ' by hand (a drain)…')));
   }
 
   // A small SVG line of the error rate, with the guard's limit as a dashed line.
@@ -967,9 +983,473 @@
     });
   }
 
+  // ---- plans -------------------------------------------------------------------------------
+
+  // The zone's plan, for "Evacuate <zone>": the first plan (in name order, as GET /v1/plans
+  // lists them) with an `evacuate` step for the zone, or failing that the first with a `drain`
+  // step for it. No plan: none.
+  function planForZone(plans, zone) {
+    const moves = (p, type) => (p.steps || []).some((s) => s.type === type && s.zone === zone);
+    return (plans || []).find((p) => moves(p, 'evacuate')) || (plans || []).find((p) => moves(p, 'drain')) || null;
+  }
+
+  function describeStep(s) {
+    switch (s.type) {
+      case 'evacuate': return 'Evacuate ' + s.zone + ' to ' + trim(s.to_percent) + ' %';
+      case 'drain': return 'Drain ' + s.zone + ' to ' + trim(s.to_percent) + ' %';
+      case 'dial': return 'Set the dial to ' + trim(s.blue_percent) + ' % blue';
+      case 'pin': return 'Pin ' + s.user_id + ' to ' + s.color;
+      case 'unpin': return 'Unpin ' + s.user_id;
+      case 'wait_consumed': return 'Wait until ' + s.zone + '’s MQ half is consumed';
+      case 'wait_precondition': return 'Wait for precondition ' + s.name;
+      default: return s.type;
+    }
+  }
+
+  function seconds(ms) {
+    if (ms === null || ms === undefined) return '–';
+    return ms < 10000 ? (ms / 1000).toFixed(1) + ' s' : Math.round(ms / 1000) + ' s';
+  }
+
+  const RUN_TEXT = {
+    running: '↘ Running',
+    paused: '❚❚ Paused',
+    holding: '⧗ Holding (drill)',
+    restoring: '↗ Restoring',
+    completed: '✓ Completed',
+    aborted: '■ Aborted',
+    rolled_back: '↩ Rolled back',
+    failed: '✕ Failed',
+  };
+  const RUN_CSS = {
+    running: 'state-draining', paused: 'state-paused', holding: 'state-draining', restoring: 'state-restoring',
+    completed: 'state-active', aborted: 'state-drained', rolled_back: 'state-drained', failed: 'state-down',
+  };
+  function runBadge(state, id) {
+    return el('span', { class: 'badge ' + (RUN_CSS[state] || 'state-unknown'), id: id || null, 'data-state': state }, RUN_TEXT[state] || state);
+  }
+  function rtoVerdict(r, id) {
+    const v = r.rto_verdict || 'pending';
+    const css = v === 'met' ? 'ok' : v === 'missed' ? 'error' : 'muted';
+    return el('strong', { class: 'verdict verdict-' + v + ' ' + css, id: id || null }, v === 'met' ? 'RTO met' : v === 'missed' ? 'RTO missed' : 'RTO pending');
+  }
+
+  const plansView = {
+    plans: [],
+    loaded: false,
+    preview: null, // {name, kind, dry} while a preview is shown
+    sending: false, // a run or drill is on its way: Enter again must not send a second one
+    confirm: null, // {name, kind, revision} while the typed confirmation is open
+    run: null, // {plan, id} of the run whose timeline is shown
+    runTimer: null,
+    reportsFor: null,
+    opened: false, // ?plan=… handled
+  };
+
+  async function refreshPlans() {
+    const data = await api('GET', '/v1/plans');
+    plansView.plans = data.plans || [];
+    plansView.loaded = true;
+    renderPlanList();
+    // A page opened in the middle of a run shows it.
+    if (!plansView.run) {
+      const active = plansView.plans.find((p) => p.active_run);
+      if (active) watchRun(active.name, active.active_run.id);
+    }
+    if (!plansView.opened) {
+      plansView.opened = true;
+      const q = new URLSearchParams(location.search);
+      const name = q.get('plan');
+      if (name) {
+        const kind = ['run', 'drill'].includes(q.get('confirm')) && CAN_CHANGE ? q.get('confirm') : 'preview';
+        if (plansView.plans.some((p) => p.name === name)) openPreview(name, kind);
+        else $('plans').prepend(el('p', { class: 'error', role: 'alert', id: 'plan-missing' }, 'There is no plan ' + name + '.'));
+      }
+    }
+    if (plansView.reportsFor) await refreshReports(plansView.reportsFor);
+  }
+
+  function lastDrillLine(p) {
+    const d = p.last_drill;
+    if (!d) return el('p', { class: 'muted', id: 'plan-last-drill-' + p.name }, 'Never drilled: a plan is only known to work once it has been drilled.');
+    return el('p', { id: 'plan-last-drill-' + p.name, class: 'last-drill' },
+      'Last drill: run ' + d.id + ' at ' + clock(d.started_at) + ', ', runBadge(d.state), ', ',
+      el('strong', {}, seconds(d.switch_ms)), ' to switch, ' + seconds(d.total_ms) + ' in all, against an RTO of ' + text(d.rto) + ': ', rtoVerdict(d));
+  }
+
+  function renderPlanList() {
+    if (!plansView.plans.length) {
+      $('plans').replaceChildren(el('section', { class: 'card empty', id: 'plans-empty' },
+        el('h2', {}, 'No plans yet'),
+        el('p', {}, 'Write one for the incident you fear most, e.g. “az-b is failing”: evacuate az-b to 0 %, wait until its MQ half is consumed, with the database primary in az-a as a precondition and an RTO. Store it with PUT /v1/plans/{name}; the README’s “Incidents” section has an example.')));
+      return;
+    }
+    const cards = plansView.plans.map((p) => {
+      const steps = (p.steps || []).map((s) => el('li', {}, describeStep(s)));
+      const pre = (p.preconditions || []).map((c) => el('li', {}, el('strong', {}, c.name), ': ', el('code', {}, c.promql ? 'promql ' + c.promql : 'http ' + c.http)));
+      return el('article', { class: 'card plan', id: 'plan-' + p.name, 'data-plan': p.name },
+        el('div', { class: 'zone-head' },
+          el('h3', {}, p.name),
+          el('span', { class: 'chip' }, 'revision ' + p.revision),
+          el('span', { class: 'chip' }, 'RTO ' + text(p.rto)),
+          p.active_run ? runBadge(p.active_run.state) : null),
+        el('ol', { class: 'plan-steps' }, steps),
+        pre.length ? el('div', {}, el('h4', {}, 'Preconditions'), el('ul', { class: 'plan-preconditions' }, pre)) : null,
+        lastDrillLine(p),
+        p.active_run ? el('p', { class: 'hold' }, (p.active_run.drill ? 'Drill ' : 'Run ') + p.active_run.id + ' is ' + p.active_run.state.replace('_', ' ') + '. ',
+          el('button', { type: 'button', class: 'quiet', id: 'follow-' + p.name, 'data-follow': p.active_run.id }, 'Follow it')) : null,
+        el('p', { class: 'meta' }, 'Revision ' + p.revision + ' by ' + text(p.updated_by) + ' at ' + clock(p.updated_at) + ': “' + text(p.reason) + '”'),
+        el('div', { class: 'buttons' },
+          el('button', { type: 'button', id: 'preview-' + p.name, 'data-kind': 'preview' }, 'Preview (dry run)'),
+          CAN_CHANGE ? el('button', { type: 'button', class: 'warn', id: 'run-' + p.name, 'data-kind': 'run' }, 'Run…') : null,
+          CAN_CHANGE ? el('button', { type: 'button', id: 'drill-' + p.name, 'data-kind': 'drill' }, 'Drill…') : null,
+          el('button', { type: 'button', class: 'quiet', id: 'reports-' + p.name, 'data-kind': 'reports' }, 'Past reports')));
+    });
+    $('plans').replaceChildren(...cards);
+    for (const card of $('plans').querySelectorAll('article.plan')) {
+      const name = card.dataset.plan;
+      for (const button of card.querySelectorAll('button[data-kind]')) {
+        button.addEventListener('click', () => {
+          if (button.dataset.kind === 'reports') showReports(name);
+          else openPreview(name, button.dataset.kind);
+        });
+      }
+      const follow = card.querySelector('button[data-follow]');
+      if (follow) follow.addEventListener('click', () => watchRun(name, Number(follow.dataset.follow)));
+    }
+  }
+
+  // The dry run: what running the plan now would do. Changes nothing (viewers may ask too).
+  async function openPreview(name, kind) {
+    const card = $('plan-preview-card');
+    card.hidden = false;
+    closePlanConfirm();
+    plansView.preview = { name, kind, dry: null };
+    $('plan-preview-title').textContent = 'Preview of ' + name;
+    $('plan-preview').replaceChildren(el('p', { class: 'muted' }, 'Asking tidegate for a dry run of ' + name + '…'));
+    card.scrollIntoView({ block: 'start' });
+    let dry;
+    try {
+      dry = await api('POST', '/v1/plans/' + encodeURIComponent(name) + '/dry-run', {});
+    } catch (err) {
+      $('plan-preview').replaceChildren(el('p', { class: 'error', role: 'alert', id: 'plan-preview-error' }, 'The dry run failed: ' + explain(err)));
+      return;
+    }
+    if (!plansView.preview || plansView.preview.name !== name) return;
+    plansView.preview.dry = dry;
+    renderPreview(dry);
+    if (CAN_CHANGE && (kind === 'run' || kind === 'drill')) openPlanConfirm(name, kind, dry);
+  }
+
+  function capacityCell(c) {
+    if (!c || c.verdict === 'unchecked') return el('td', { class: 'muted' }, 'not checked (no capacity configured)');
+    if (c.verdict === 'unknown') return el('td', { class: 'unknown' }, '? ' + text(c.detail));
+    const line = c.zone + ': ' + Math.round(c.projected_rps) + ' of ' + Math.round(c.allowed_rps) + ' rps allowed' + (c.estimated ? ' (estimated)' : '');
+    return el('td', { class: c.verdict === 'fits' ? '' : 'error', 'data-verdict': c.verdict }, (c.verdict === 'fits' ? '✓ ' : '✕ ') + line);
+  }
+
+  function renderPreview(dry) {
+    const fits = dry.fits_rto;
+    const parts = [
+      el('p', { class: 'summary', id: 'plan-preview-summary' },
+        'Dry run of ', el('strong', {}, dry.plan), ' (revision ' + dry.revision + '): expected ',
+        el('strong', { id: 'plan-preview-expected' }, text(dry.expected_duration)), ' against an RTO of ', el('strong', {}, text(dry.rto)), ': ',
+        el('strong', { class: fits ? 'ok' : 'error', id: 'plan-preview-fits' }, fits ? 'fits' : 'exceeds the RTO'), '.'),
+    ];
+    if (dry.would_start) parts.push(el('p', { class: 'ok', id: 'plan-preview-start' }, '✓ It would start now.'));
+    else {
+      parts.push(el('div', { class: 'error', id: 'plan-preview-refusals', role: 'alert' }, 'It would not start now:',
+        el('ul', {}, (dry.refusals || []).map((r) => el('li', {}, r)))));
+    }
+    if ((dry.preconditions || []).length) {
+      parts.push(el('h3', {}, 'Preconditions'), el('ul', { id: 'plan-preview-preconditions' }, dry.preconditions.map((c) =>
+        el('li', { class: c.passed === true ? 'ok' : 'error' }, el('strong', {}, c.name), ': ',
+          c.passed === true ? 'true' : c.passed === false ? 'false' : 'could not be checked (' + text(c.error) + ')'))));
+    }
+    const rows = (dry.steps || []).map((s) => el('tr', { 'data-step': s.index },
+      el('td', { class: 'num' }, s.index + 1),
+      el('td', {}, text(s.description)),
+      el('td', { class: 'nowrap' }, pct(s.blue_percent_before) + ' → ' + pct(s.blue_percent_after)),
+      el('td', { class: 'num' }, pct(s.users_moved_percent)),
+      el('td', { class: 'num' }, seconds(s.expected_ms)),
+      capacityCell(s.capacity),
+      el('td', { class: (s.holds || []).length ? 'hold' : 'muted' }, (s.holds || []).length ? s.holds.join('; ') : 'none')));
+    parts.push(el('h3', {}, 'Steps'), el('div', { class: 'table-wrap' }, el('table', { id: 'plan-preview-steps' },
+      el('thead', {}, el('tr', {},
+        el('th', { scope: 'col', class: 'num' }, '#'),
+        el('th', { scope: 'col' }, 'Step'),
+        el('th', { scope: 'col' }, 'Blue share'),
+        el('th', { scope: 'col', class: 'num' }, 'Users moved'),
+        el('th', { scope: 'col', class: 'num' }, 'Expected'),
+        el('th', { scope: 'col' }, 'Projected load vs capacity'),
+        el('th', { scope: 'col' }, 'Would hold'))),
+      el('tbody', {}, rows))));
+    const backlog = dry.backlog || {};
+    parts.push(el('ul', { class: 'meta', id: 'plan-preview-zones' }, (dry.zones || []).map((z) => el('li', {},
+      el('strong', {}, z.zone), ': load ' + (z.load_rps === null || z.load_rps === undefined ? 'unknown (' + text(z.load_unknown_reason) + ')' : Math.round(z.load_rps) + ' rps now') +
+      ', MQ backlog ' + (backlog[z.zone] === null || backlog[z.zone] === undefined ? 'unknown' : messages(backlog[z.zone]))))));
+    if ((dry.holds || []).length) parts.push(el('p', { class: 'hold', id: 'plan-preview-holds' }, 'Would hold: ' + dry.holds.join('; ')));
+    $('plan-preview').replaceChildren(...parts);
+  }
+
+  function openPlanConfirm(name, kind, dry) {
+    const c = $('plan-confirm');
+    if (!c) return;
+    plansView.confirm = { name, kind, revision: dry.revision };
+    $('plan-confirm-title').textContent = (kind === 'drill' ? 'Drill plan ' : 'Run plan ') + name;
+    $('plan-confirm-expected').textContent = name;
+    $('plan-confirm-summary').textContent = (kind === 'drill'
+      ? 'A drill runs every step for real, holds the switched state, then restores it, and writes a report marked as a drill. '
+      : 'The run moves real users, step by step, as one audited action signed with your name. ') +
+      (dry.steps || []).length + ' step(s), expected ' + text(dry.expected_duration) + ' against an RTO of ' + text(dry.rto) + '.' +
+      (dry.would_start ? '' : ' The dry run says it would not start now; tidegate will refuse it with the reason.');
+    $('plan-confirm-hold-row').hidden = kind !== 'drill';
+    $('plan-confirm-go').textContent = kind === 'drill' ? 'Drill ' + name : 'Run ' + name;
+    $('plan-confirm-name').value = '';
+    show($('plan-confirm-error'), '');
+    c.hidden = false;
+    updatePlanGo();
+    $('plan-confirm-name').focus();
+  }
+
+  function closePlanConfirm() {
+    plansView.confirm = null;
+    const c = $('plan-confirm');
+    if (c) c.hidden = true;
+  }
+
+  function updatePlanGo() {
+    const c = plansView.confirm;
+    $('plan-confirm-go').disabled = !c || plansView.sending || $('plan-confirm-name').value !== c.name;
+  }
+
+  async function sendPlanRun() {
+    const c = plansView.confirm;
+    if (!c || plansView.sending || $('plan-confirm-name').value !== c.name) return;
+    const reason = $('plan-confirm-reason').value.trim();
+    if (!reason) {
+      $('plan-confirm-reason').setAttribute('aria-invalid', 'true');
+      show($('plan-confirm-error'), 'Give a reason: it goes into the audit log with your name.');
+      $('plan-confirm-reason').focus();
+      return;
+    }
+    $('plan-confirm-reason').removeAttribute('aria-invalid');
+    const payload = { reason, plan_revision: c.revision };
+    if (c.kind === 'drill') payload.hold = $('plan-confirm-hold').value.trim() || '30s';
+    plansView.sending = true;
+    updatePlanGo();
+    show($('plan-confirm-error'), '');
+    try {
+      const run = await api('POST', '/v1/plans/' + encodeURIComponent(c.name) + '/' + c.kind, payload);
+      $('plan-confirm-reason').value = '';
+      $('plan-confirm-name').value = '';
+      closePlanConfirm();
+      watchRun(run.plan, run.id, run);
+      poll(true);
+    } catch (err) {
+      show($('plan-confirm-error'), explain(err));
+    } finally {
+      plansView.sending = false;
+      if (plansView.confirm) updatePlanGo();
+    }
+  }
+
+  function wirePlanConfirm() {
+    $('plan-confirm-name').addEventListener('input', () => { show($('plan-confirm-error'), ''); updatePlanGo(); });
+    clearOnInput('plan-confirm-reason', 'plan-confirm-error');
+    for (const id of ['plan-confirm-name', 'plan-confirm-reason', 'plan-confirm-hold']) {
+      $(id).addEventListener('keydown', (event) => {
+        if (event.key === 'Enter') { event.preventDefault(); sendPlanRun(); }
+      });
+    }
+    $('plan-confirm-go').addEventListener('click', sendPlanRun);
+    $('plan-confirm-cancel').addEventListener('click', closePlanConfirm);
+  }
+
+  // The live timeline: the run's report, read every second (each read gives up after 3 s).
+  const RUN_POLL_MS = 1000;
+  const RUN_READ_TIMEOUT_MS = 3000;
+
+  function watchRun(plan, id, first) {
+    clearTimeout(plansView.runTimer);
+    plansView.run = { plan, id };
+    $('plan-run-card').hidden = false;
+    if (first) renderRun(first);
+    else $('plan-run').replaceChildren(el('p', { class: 'muted' }, 'Reading run ' + id + ' of ' + plan + '…'));
+    pollRun();
+  }
+
+  async function pollRun() {
+    const w = plansView.run;
+    if (!w || stopped) return;
+    clearTimeout(plansView.runTimer);
+    let r = null;
+    try {
+      r = await api('GET', '/v1/plans/' + encodeURIComponent(w.plan) + '/runs/' + w.id, null, RUN_READ_TIMEOUT_MS);
+      show($('plan-run-poll-error'), '');
+    } catch (err) {
+      show($('plan-run-poll-error'), 'Not updating: ' + explain(err) + ' Retrying every second; the timeline may be old.');
+    }
+    if (plansView.run !== w) return;
+    if (r) renderRun(r);
+    if (!r || r.active) plansView.runTimer = setTimeout(pollRun, RUN_POLL_MS);
+    else poll(true); // the list's last drill and active run, and the reports, follow the end
+  }
+
+  function renderRun(r) {
+    const plan = plansView.plans.find((p) => p.name === r.plan);
+    const labels = plan ? plan.steps.map(describeStep) : [];
+    const records = r.timeline || [];
+    const at = (ms) => (ms === null || ms === undefined ? '–' : '+' + seconds(ms - r.started_ms));
+    const rows = [];
+    for (let i = 0; i < r.steps_total; i++) {
+      const rec = records.find((x) => x.index === i && x.phase !== 'restore');
+      const current = r.active && r.step === i;
+      const status = rec && rec.settled_ms ? 'done' : current ? (r.state === 'paused' ? 'paused' : 'in progress') : rec ? 'started' : 'pending';
+      rows.push(el('tr', { 'data-step': i, 'data-status': status, class: 'step-' + status.replace(' ', '-') },
+        el('td', { class: 'num' }, i + 1),
+        el('td', {}, rec ? text(rec.step) : text(labels[i])),
+        el('td', { class: 'num' }, rec ? at(rec.started_ms) : '–'),
+        el('td', { class: 'num' }, rec ? at(rec.converged_ms) : '–'),
+        el('td', { class: 'num' }, rec ? at(rec.settled_ms) : '–'),
+        el('td', {}, status === 'done' ? '✓ done' : status,
+          current && (r.hold_reason || r.drain_hold_reason) ? el('span', { class: 'hold' }, ' held: ' + (r.hold_reason || r.drain_hold_reason)) : null)));
+    }
+    for (const rec of records.filter((x) => x.phase === 'restore')) {
+      rows.push(el('tr', { 'data-step': 'restore', 'data-status': rec.settled_ms ? 'done' : 'in progress' },
+        el('td', { class: 'num' }, '↩'), el('td', {}, 'Restore (drill)'),
+        el('td', { class: 'num' }, at(rec.started_ms)), el('td', { class: 'num' }, at(rec.converged_ms)),
+        el('td', { class: 'num' }, at(rec.settled_ms)), el('td', {}, rec.settled_ms ? '✓ done' : 'in progress')));
+    }
+    const errors = (r.errors || []).map((e) => el('li', {}, el('strong', {}, e.zone), ': highest error rate ' +
+      (e.max_error_rate === null || e.max_error_rate === undefined ? 'unknown' : pct(e.max_error_rate * 100, 2)) + ' over ' + e.samples.length + ' reading(s)'));
+    const elapsed = r.total_ms;
+    const over = elapsed > r.rto_ms;
+    $('plan-run-title').textContent = (r.drill ? 'Drill ' : 'Run ') + r.id + ' of ' + r.plan;
+    $('plan-run').replaceChildren(
+      el('div', { class: 'zone-head' }, el('h3', {}, 'Plan revision ' + r.revision + (r.drill ? ' · drill, holding ' + seconds(r.drill_hold_ms) : '')), runBadge(r.state, 'plan-run-state')),
+      el('ul', { class: 'drain-facts' },
+        el('li', {}, r.active ? 'Step ' : 'Steps done: ', el('strong', { id: 'plan-run-step' }, r.active ? Math.min(r.step + 1, r.steps_total) + ' of ' + r.steps_total : records.filter((x) => x.settled_ms && x.phase !== 'restore').length + ' of ' + r.steps_total),
+          r.current_step ? ': ' + r.current_step : ''),
+        el('li', {}, 'Elapsed ', el('strong', { id: 'plan-run-elapsed', class: over ? 'error' : '' }, seconds(elapsed)), ' against an RTO of ' + text(r.rto) +
+          (r.switch_ms !== null && r.switch_ms !== undefined ? '; switched in ' + seconds(r.switch_ms) : '') + ' · ', rtoVerdict(r, 'plan-run-verdict')),
+        r.hold_reason || r.drain_hold_reason ? el('li', { class: 'hold', id: 'plan-run-hold' }, 'Held: ' + (r.hold_reason || r.drain_hold_reason)) : null,
+        r.fail_reason ? el('li', { class: 'error', id: 'plan-run-fail' }, 'Failed: ' + r.fail_reason) : null,
+        el('li', { class: 'muted' }, 'Started by ' + text(r.started_by) + ' at ' + clock(r.started_at) + ': “' + text(r.reason) + '”')),
+      el('div', { class: 'table-wrap' }, el('table', { id: 'plan-run-timeline' },
+        el('thead', {}, el('tr', {},
+          el('th', { scope: 'col', class: 'num' }, '#'),
+          el('th', { scope: 'col' }, 'Step'),
+          el('th', { scope: 'col', class: 'num' }, 'Started'),
+          el('th', { scope: 'col', class: 'num' }, 'Converged'),
+          el('th', { scope: 'col', class: 'num' }, 'Settled'),
+          el('th', { scope: 'col' }, 'Status'))),
+        el('tbody', {}, rows))),
+      el('h4', {}, 'Errors per zone during the run'),
+      errors.length ? el('ul', { id: 'plan-run-errors' }, errors) : el('p', { class: 'muted', id: 'plan-run-errors' }, 'No readings yet.'));
+    const actions = $('plan-run-actions');
+    if (actions) {
+      actions.hidden = !r.active;
+      $('plan-run-pause').disabled = r.state === 'paused';
+      $('plan-run-resume').disabled = r.state !== 'paused';
+    }
+  }
+
+  function wireRunActions() {
+    clearOnInput('plan-run-reason', 'plan-run-error');
+    for (const id of ['plan-run-pause', 'plan-run-resume', 'plan-run-abort', 'plan-run-rollback']) {
+      $(id).addEventListener('click', async (event) => {
+        const button = event.currentTarget;
+        const w = plansView.run;
+        show($('plan-run-error'), '');
+        show($('plan-run-flash'), '');
+        if (!w) return;
+        const reason = $('plan-run-reason').value.trim();
+        if (!reason) {
+          $('plan-run-reason').setAttribute('aria-invalid', 'true');
+          show($('plan-run-error'), 'Give a reason for the ' + button.textContent.toLowerCase() + ': it goes into the audit log with your name.');
+          $('plan-run-reason').focus();
+          return;
+        }
+        button.disabled = true;
+        try {
+          const r = await api('POST', '/v1/plans/' + encodeURIComponent(w.plan) + '/runs/' + w.id + '/' + button.dataset.action, { reason });
+          $('plan-run-reason').value = '';
+          show($('plan-run-flash'), 'Run ' + r.id + ' is now ' + r.state.replace('_', ' ') + '.');
+          renderRun(r);
+        } catch (err) {
+          show($('plan-run-error'), explain(err));
+        } finally {
+          button.disabled = false;
+          pollRun();
+        }
+      });
+    }
+  }
+
+  async function showReports(name) {
+    plansView.reportsFor = name;
+    $('plan-reports-card').hidden = false;
+    $('plan-reports-title').textContent = 'Past reports of ' + name;
+    $('plan-reports').replaceChildren(el('p', { class: 'muted' }, 'Loading…'));
+    try {
+      await refreshReports(name);
+    } catch (err) {
+      $('plan-reports').replaceChildren(el('p', { class: 'error', role: 'alert' }, 'Could not read the runs: ' + explain(err)));
+    }
+    $('plan-reports-card').scrollIntoView({ block: 'start' });
+  }
+
+  async function refreshReports(name) {
+    const data = await api('GET', '/v1/plans/' + encodeURIComponent(name) + '/runs');
+    if (plansView.reportsFor !== name) return;
+    const runs = data.runs || [];
+    if (!runs.length) {
+      $('plan-reports').replaceChildren(el('p', { class: 'muted', id: 'plan-reports-none' }, name + ' has never run or been drilled.'));
+      return;
+    }
+    const rows = runs.map((r) => el('tr', { 'data-run': r.id },
+      el('td', { class: 'num' }, r.id),
+      el('td', {}, r.drill ? 'drill' : 'run'),
+      el('td', { class: 'nowrap' }, clock(r.started_at)),
+      el('td', {}, text(r.started_by)),
+      el('td', {}, runBadge(r.state)),
+      el('td', { class: 'num' }, seconds(r.total_ms) + ' / ' + text(r.rto)),
+      el('td', {}, rtoVerdict(r)),
+      el('td', {}, el('button', { type: 'button', class: 'quiet', 'data-open': r.id }, 'Timeline'))));
+    $('plan-reports').replaceChildren(el('div', { class: 'table-wrap' }, el('table', { id: 'plan-reports-table' },
+      el('thead', {}, el('tr', {},
+        el('th', { scope: 'col', class: 'num' }, 'Run'),
+        el('th', { scope: 'col' }, 'Kind'),
+        el('th', { scope: 'col' }, 'Started'),
+        el('th', { scope: 'col' }, 'By'),
+        el('th', { scope: 'col' }, 'Outcome'),
+        el('th', { scope: 'col', class: 'num' }, 'Total / RTO'),
+        el('th', { scope: 'col' }, 'RTO'),
+        el('th', { scope: 'col' }, ''))),
+      el('tbody', {}, rows))));
+    for (const b of $('plan-reports').querySelectorAll('button[data-open]')) {
+      b.addEventListener('click', () => { watchRun(name, Number(b.dataset.open)); $('plan-run-card').scrollIntoView({ block: 'start' }); });
+    }
+  }
+
+  function startPlans() {
+    refresh = refreshPlans;
+    refreshFailed = (err) => {
+      if (plansView.loaded) return;
+      $('plans').replaceChildren(el('p', { class: 'error', id: 'plans-error', role: 'alert' }, 'Could not read the plans: ' + explain(err)));
+    };
+    if (CAN_CHANGE) {
+      wirePlanConfirm();
+      wireRunActions();
+    }
+    poll(false);
+  }
+
   // ---- start -------------------------------------------------------------------------------
 
   if (PAGE === 'overview') startOverview();
   if (PAGE === 'lanes') startLanes();
+  if (PAGE === 'plans') startPlans();
   if (PAGE === 'drain' && CAN_CHANGE) startDrainForm();
 })();
