@@ -30,7 +30,7 @@ use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
 
-use super::{COLOR_HEADER, MqError, QUERY_TIMEOUT, VERSION_HEADER, client_config, partition_count};
+use super::{MqError, QUERY_TIMEOUT, client_config, partition_count, route_header};
 use crate::client::lanes::{Assigned, LaneClient, LaneClientError};
 use crate::core::{Color, LaneConfig};
 use crate::telemetry;
@@ -299,18 +299,12 @@ impl LaneConsumer {
             return None;
         }
         held.next = m.offset() + 1;
-        let mut color = None;
-        let mut routing_version = None;
-        if let Some(headers) = m.headers() {
-            for h in headers.iter() {
-                let value = h.value.and_then(|v| std::str::from_utf8(v).ok());
-                match (h.key, value) {
-                    (COLOR_HEADER, Some(v)) => color = v.parse().ok(),
-                    (VERSION_HEADER, Some(v)) => routing_version = v.parse().ok(),
-                    _ => {}
-                }
-            }
-        }
+        let (color, routing_version) = match m.headers() {
+            Some(headers) => route_header::read(
+                headers.iter().map(|h| (h.key, h.value.and_then(|v| std::str::from_utf8(v).ok()))),
+            ),
+            None => (None, None),
+        };
         Some(LaneMessage {
             partition,
             offset: m.offset(),
