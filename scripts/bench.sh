@@ -13,6 +13,9 @@
 # Rows:
 #   tag_rps      GET /v1/tag req/s, tidegate / bare hyper (same body size), wrk 64 connections
 #   tag_p99_4c   p99 latency of GET /v1/tag at 4 connections, tidegate / bare hyper
+#   batch        POST /v1/tag with 10 000 IDs: IDs/s / local Router::tag calls/s (one thread each)
+#   lanes        LaneProducer msgs/s / plain rdkafka FutureProducer msgs/s on the real broker
+#                (scripts/kafka.sh), two shapes: a 200 000-message burst and a 10 000 window
 #   watch        N SSE subscribers that ack every version: resident memory per stream, and the
 #                p99 across streams of dial request -> acknowledged
 #   startup      start-up to /readyz with N log entries (from its snapshot) / with a fresh log
@@ -22,10 +25,10 @@ cd "$(dirname "$0")/.."
 smoke=0
 [ "${1:-}" = "--smoke" ] && smoke=1
 if [ "$smoke" = 1 ]; then
-  rounds=1; duration=2; entries=20000; watchers=200
+  rounds=1; duration=2; entries=20000; watchers=200; batch_seconds=1; lanes_smoke=smoke
 else
   rounds="${BENCH_ROUNDS:-5}"; duration="${BENCH_SECONDS:-10}"; entries="${BENCH_ENTRIES:-1000000}"
-  watchers="${BENCH_WATCHERS:-10000}"
+  watchers="${BENCH_WATCHERS:-10000}"; batch_seconds="${BENCH_BATCH_SECONDS:-3}"; lanes_smoke=""
 fi
 ulimit -n "$(ulimit -Hn)"
 
@@ -47,8 +50,13 @@ fi
 cargo build "${profile_flag[@]}" -j 2 --bin tidegate >&2
 cargo build "${profile_flag[@]}" -j 2 --manifest-path benches/bare-hyper/Cargo.toml \
   --target-dir "$target/bare-hyper" >&2
+# The library benches share tidegate's target dir, so they reuse its compiled dependencies.
+cargo build "${profile_flag[@]}" -j 2 --manifest-path benches/tidegate-bench/Cargo.toml \
+  --target-dir "$target" >&2
 tidegate="$target/$profile_dir/tidegate"
 bare="$target/bare-hyper/$profile_dir/bare-hyper"
+batch_bench="$target/$profile_dir/batch"
+lanes_bench="$target/$profile_dir/lanes"
 
 work="$(mktemp -d)"
 pids=()
@@ -126,9 +134,22 @@ for round in $(seq 1 "$rounds"); do
   echo "round $round: tidegate ${tg_rps} req/s, bare ${bare_rps} req/s; p99 at 4 conns ${tg_p99} ms vs ${bare_p99} ms" >&2
   echo "$tg_rps $bare_rps $tg_p99 $bare_p99" >>"$work/tag.txt"
 done
+echo "batch: $rounds rounds of ${batch_seconds}s, POST /v1/tag with 10 000 IDs and local Router::tag, alternating" >&2
+"$batch_bench" "$tg_url" "$rounds" "$batch_seconds" >"$work/batch.txt" 2>"$work/batch.err" \
+  || echo "batch_ratio_p50_min_max=FAILED: $(tail -1 "$work/batch.err")" >>"$work/batch.txt"
+cat "$work/batch.txt" >&2
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
+
+echo "lanes: $rounds alternations of plain FutureProducer and LaneProducer on the real broker" >&2
+if bootstrap="$(bash scripts/kafka.sh start 2>"$work/kafka.err" | tail -1)" && [ -n "$bootstrap" ]; then
+  "$lanes_bench" "$bootstrap" "$rounds" $lanes_smoke >"$work/lanes.txt" 2>"$work/lanes.err" \
+    || echo "lanes_burst_ratio_p50_min_max=FAILED: $(tail -1 "$work/lanes.err")" >>"$work/lanes.txt"
+else
+  echo "lanes_burst_ratio_p50_min_max=FAILED: Kafka did not start: $(tail -1 "$work/kafka.err")" >"$work/lanes.txt"
+fi
+cat "$work/lanes.txt" >&2
 
 echo "watch: $watchers streams" >&2
 start watch "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/watch-data"
@@ -159,6 +180,12 @@ echo "| measure | ratio p50 (min-max) | target | subject / reference |"
 echo "|---|---|---|---|"
 echo "| GET /v1/tag req/s, tidegate / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $1/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $1}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
 echo "| GET /v1/tag p99 at 4 conns, tidegate / bare hyper | $(awk '{print $3/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $3}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
+# key=P50/MIN/MAX in FILE -> "P50 (MIN-MAX)"
+kv() { sed -n "s/^$2=//p" "$work/$1" | awk -F/ '{ if (NF == 3) printf "%s (%s-%s)", $1, $2, $3; else print }'; }
+kv1() { sed -n "s/^$2=//p" "$work/$1"; }
+echo "| POST /v1/tag with 10 000 IDs: IDs/s / local Router::tag calls/s | $(kv batch.txt batch_ratio_p50_min_max) | >= 0.3 | $(kv1 batch.txt batch_http_ids_per_s_p50) IDs/s / $(kv1 batch.txt batch_local_calls_per_s_p50) calls/s |"
+echo "| LaneProducer / plain FutureProducer, 200 000 x 100 B burst, random users, fresh topics | $(kv lanes.txt lanes_burst_ratio_p50_min_max) | >= 0.95 | $(kv1 lanes.txt lanes_burst_lane_msgs_per_s_p50) / $(kv1 lanes.txt lanes_burst_plain_msgs_per_s_p50) msg/s |"
+echo "| LaneProducer / plain FutureProducer, 100 000 x 100 B, 10 000 in flight, 1 000 users | $(kv lanes.txt lanes_window_ratio_p50_min_max) | >= 0.95 | $(kv1 lanes.txt lanes_window_lane_msgs_per_s_p50) / $(kv1 lanes.txt lanes_window_plain_msgs_per_s_p50) msg/s |"
 w() { sed -n "s/^$1=//p" "$work/watch.txt"; }
 echo "| watch: resident memory per open stream, $watchers streams | $(w watch_rss_per_stream_kb) KB | <= 8 KB | $(w watch_rss_streams_kb) KB with the streams, $(w watch_rss_idle_kb) KB idle |"
 echo "| watch: dial -> all $watchers acked, p99 across streams (p50/min/max of 3 rounds) | $(w watch_ack_p99_ms_p50_min_max) ms | <= 250 ms | |"
@@ -166,7 +193,7 @@ echo "| start-up to /readyz, $entries entries (snapshot) / fresh log | $startup_
 
 # No thresholds, but a measure that could not be taken at all fails the run (so --smoke in CI
 # notices when a change breaks a benchmark, as the token rules once broke the watch streams).
-if grep -q "FAILED" "$work/watch.txt" "$work/startup.txt" 2>/dev/null; then
+if grep -q "FAILED" "$work/watch.txt" "$work/startup.txt" "$work/batch.txt" "$work/lanes.txt" 2>/dev/null; then
   echo "bench.sh: a benchmark could not be measured (FAILED above)" >&2
   exit 1
 fi

@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """Holds N routing watch streams (SSE) on one asyncio loop, then measures a dial change.
 
-    scripts/bench/watchers.py URL OPERATOR_TOKEN TIDEGATE_PID N [ROUNDS]
+    scripts/bench/watchers.py URL OPERATOR_TOKEN TIDEGATE_PID N [ROUNDS [MODE]]
 
 Each stream is a subscriber (`subscriber_id=bench-<i>`) that acknowledges every routing version
-it receives with `POST /v1/subscribers/<id>/ack`, as `tidegate::client::Router` does. Prints:
+it receives with `POST /v1/subscribers/<id>/ack`, as `tidegate::client::Router` does (over a few
+kept-alive connections shared by all streams, as a service's HTTP client pool would). Prints:
 the coordinator's resident memory idle and with N streams open (per stream), and for each round
 the time from the dial request to the last stream's acknowledgement (p50/p99/max across streams).
+
+MODE (for finding what a stream's memory is, by elimination; memory only, no rounds):
+  subscribers  the above (default)
+  anonymous    N watch streams without a subscriber ID (no registry entry, no acks)
+  idle         N kept-alive connections that each answered one GET /healthz (Rocket and hyper's
+               own cost of an open connection, with no stream)
 """
 import asyncio
 import json
@@ -45,18 +52,59 @@ async def request(host, port, method, path, body=None, token=None):
     return status, payload
 
 
+class AckPool:
+    """A few kept-alive connections for the acknowledgements, used in turn."""
+
+    def __init__(self, host, port, token, size):
+        self.host, self.port, self.token = host, port, token
+        self.free = asyncio.Queue()
+        for _ in range(size):
+            self.free.put_nowait(None)
+
+    async def ack(self, subscriber_id, version):
+        conn = await self.free.get()
+        try:
+            if conn is None:
+                conn = await asyncio.open_connection(self.host, self.port)
+            reader, writer = conn
+            data = json.dumps({"version": version}).encode()
+            writer.write(("POST /v1/subscribers/%s/ack HTTP/1.1\r\nHost: %s\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %d\r\n"
+                          "Authorization: Bearer %s\r\n\r\n"
+                          % (subscriber_id, self.host, len(data), self.token)).encode() + data)
+            await writer.drain()
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head.split(b" ", 2)[1])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            await reader.readexactly(length)
+            return status
+        except Exception:
+            conn = None
+            raise
+        finally:
+            self.free.put_nowait(conn)
+
+
 class Watcher:
-    def __init__(self, host, port, index, token):
+    def __init__(self, host, port, index, token, acks):
         # Registering and acknowledging are writes: they carry the operator token.
         self.host, self.port, self.id, self.token = host, port, "bench-%d" % index, token
+        self.acks = acks  # None: an anonymous stream that never acknowledges
         self.versions = {}  # version -> monotonic time acknowledged
         self.connected = asyncio.Event()
 
     async def run(self):
         reader, writer = await asyncio.open_connection(self.host, self.port)
-        path = "/v1/routing/watch?subscriber_id=%s&zone=az-a&kind=bench" % self.id
-        writer.write(("GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n"
-                      "Authorization: Bearer %s\r\n\r\n" % (path, self.host, self.token)).encode())
+        if self.acks is None:
+            path, auth = "/v1/routing/watch", ""
+        else:
+            path = "/v1/routing/watch?subscriber_id=%s&zone=az-a&kind=bench" % self.id
+            auth = "Authorization: Bearer %s\r\n" % self.token
+        writer.write(("GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n%s\r\n"
+                      % (path, self.host, auth)).encode())
         await writer.drain()
         await reader.readuntil(b"\r\n\r\n")
         event_id = None
@@ -69,9 +117,11 @@ class Watcher:
                 event_id = int(line[3:].strip())
             elif line == b"" and event_id is not None:
                 version, event_id = event_id, None
-                status, _ = await request(self.host, self.port, "POST",
-                                          "/v1/subscribers/%s/ack" % self.id, {"version": version},
-                                          self.token)
+                if self.acks is None:
+                    self.versions[version] = time.monotonic()
+                    self.connected.set()
+                    continue
+                status = await self.acks.ack(self.id, version)
                 if status != 200:
                     raise SystemExit("ack of %s answered %d" % (self.id, status))
                 self.versions[version] = time.monotonic()
@@ -81,10 +131,25 @@ class Watcher:
 async def main():
     url, token, pid, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     rounds = int(sys.argv[5]) if len(sys.argv) > 5 else 3
+    mode = sys.argv[6] if len(sys.argv) > 6 else "subscribers"
     host, port = url.split("//", 1)[1].split(":")
     port = int(port)
     idle = rss_kb(pid)
-    watchers = [Watcher(host, port, i, token) for i in range(count)]
+    if mode == "idle":
+        conns = []
+        for i in range(count):
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            await reader.readuntil(b"\r\n\r\n")
+            conns.append((reader, writer))
+        await asyncio.sleep(1)
+        held = rss_kb(pid)
+        print("idle_connections=%d rss_idle_kb=%d rss_held_kb=%d per_connection_kb=%.1f"
+              % (count, idle, held, (held - idle) / count))
+        return
+    acks = AckPool(host, port, token, 16) if mode == "subscribers" else None
+    watchers = [Watcher(host, port, i, token, acks) for i in range(count)]
     tasks = []
     for i, w in enumerate(watchers):
         tasks.append(asyncio.create_task(w.run()))
@@ -93,6 +158,10 @@ async def main():
     await asyncio.wait_for(asyncio.gather(*(w.connected.wait() for w in watchers)), 300)
     await asyncio.sleep(1)
     held = rss_kb(pid)
+    if mode != "subscribers":
+        print("%s_streams=%d rss_idle_kb=%d rss_held_kb=%d per_stream_kb=%.1f"
+              % (mode, count, idle, held, (held - idle) / count))
+        return
     print("watch_streams=%d" % count)
     print("watch_rss_idle_kb=%d" % idle)
     print("watch_rss_streams_kb=%d" % held)

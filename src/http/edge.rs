@@ -131,7 +131,7 @@ fn tag_one(
 fn tag_batch(
     app: &State<EdgeApp>,
     caller: Caller,
-    request: Result<Json<BatchRequest>, rocket::serde::json::Error<'_>>,
+    request: Result<Json<BatchRequest<'_>>, rocket::serde::json::Error<'_>>,
 ) -> Result<Versioned, ApiError> {
     caller.require_reader(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();

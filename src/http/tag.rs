@@ -42,12 +42,31 @@ pub(crate) struct Versioned {
 
 impl Versioned {
     pub(crate) fn new(body: &impl Serialize, version: u64) -> Versioned {
+        Versioned::with_capacity(body, version, 0)
+    }
+
+    /// With the body's buffer sized up front (a batch answer would otherwise grow it by
+    /// doubling, copying it about log2(size) times).
+    fn with_capacity(body: &impl Serialize, version: u64, capacity: usize) -> Versioned {
         Versioned {
-            body: serde_json::to_string(body).expect("API bodies always serialise"),
+            body: json(body, capacity),
             version: Header::new("x-tidegate-version", version.to_string()),
         }
     }
 }
+
+/// `body` as compact JSON, written into a buffer of `capacity` bytes to start with.
+fn json(body: &impl Serialize, capacity: usize) -> String {
+    let mut out = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut out, body).expect("API bodies always serialise");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// Room for a `GET /v1/tag` body with a long user ID and zone names, so it is not regrown.
+const TAG_BODY_CAPACITY: usize = 192;
+/// Per tag of a batch answer: `{"user_id":"…","color":"green","unit":99,"zone":"…","pinned":false},`
+/// is 70 bytes plus the ID and the zone.
+const BATCH_TAG_BYTES: usize = 72;
 
 #[derive(Responder)]
 #[response(content_type = "json")]
@@ -136,16 +155,19 @@ pub(crate) fn tag_one_with(
         counters.time(started.elapsed().as_secs_f64());
     }
     Ok(Tagged {
-        body: serde_json::to_string(&body).expect("tag bodies always serialise"),
+        body: json(&body, TAG_BODY_CAPACITY + user_id.map_or(0, str::len)),
         color: Header::new("x-tidegate-color", body.color),
         version: Header::new("x-tidegate-version", table.version().to_string()),
     })
 }
 
+/// The IDs borrow from the request body (Rocket keeps it for the request), so a batch of 10 000
+/// IDs is not 10 000 allocations; an ID with a JSON escape in it is decoded into its own string.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct BatchRequest {
-    user_ids: Vec<String>,
+pub(crate) struct BatchRequest<'r> {
+    #[serde(borrow)]
+    user_ids: Vec<Cow<'r, str>>,
 }
 
 #[derive(Serialize)]
@@ -167,7 +189,7 @@ struct BatchBody<'a> {
 fn tag_batch(
     app: &State<App>,
     caller: Caller,
-    request: Result<Json<BatchRequest>, rocket::serde::json::Error<'_>>,
+    request: Result<Json<BatchRequest<'_>>, rocket::serde::json::Error<'_>>,
 ) -> Result<Versioned, ApiError> {
     caller.require_reader(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
@@ -179,7 +201,7 @@ pub(crate) fn tag_batch_with(
     table: &RoutingTable,
     max: usize,
     counters: &TagCounters,
-    request: &BatchRequest,
+    request: &BatchRequest<'_>,
 ) -> Result<Versioned, ApiError> {
     if request.user_ids.len() > max {
         return Err(ApiError::bad_request(
@@ -192,22 +214,26 @@ pub(crate) fn tag_batch_with(
     }
     let mut tags = Vec::with_capacity(request.user_ids.len());
     let mut counts = [0u64; 2];
+    let mut bytes = 32;
     for (i, user_id) in request.user_ids.iter().enumerate() {
         let tag = validate_user_id(user_id).and_then(|()| table.tag(user_id)).map_err(|e| {
             ApiError::bad_request("invalid_user_id", format!("user_ids[{i}]: {e}"))
                 .with("index", serde_json::json!(i))
         })?;
         counts[tag.color as usize] += 1;
+        let zone = table.zone_of(tag.color);
+        bytes += BATCH_TAG_BYTES + user_id.len() + zone.len();
         tags.push(BatchTag {
             user_id,
             color: tag.color.as_str(),
             unit: tag.unit.0,
-            zone: table.zone_of(tag.color),
+            zone,
             pinned: tag.pinned,
         });
     }
     for color in Color::ALL {
         counters.count(color, counts[color as usize]);
     }
-    Ok(Versioned::new(&BatchBody { version: table.version(), tags }, table.version()))
+    let body = BatchBody { version: table.version(), tags };
+    Ok(Versioned::with_capacity(&body, table.version(), bytes))
 }

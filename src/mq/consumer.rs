@@ -37,7 +37,7 @@ use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
 
-use super::{COLOR_HEADER, MqError, QUERY_TIMEOUT, VERSION_HEADER, client_config, partition_count};
+use super::{MqError, QUERY_TIMEOUT, client_config, partition_count, route_header};
 use crate::client::lanes::{Assigned, LaneClient, LaneClientError, Reads};
 use crate::core::{Color, LaneConfig};
 use crate::telemetry;
@@ -136,7 +136,7 @@ pub struct LaneMessage {
     /// The producer's key: the user ID for messages from a `LaneProducer`.
     pub key: Option<Vec<u8>>,
     pub payload: Vec<u8>,
-    /// The colour from the `tidegate-color` header.
+    /// The colour from the `tidegate-route` header (or the older `tidegate-color`).
     pub color: Option<Color>,
     /// The routing version from the `tidegate-version` header.
     pub routing_version: Option<u64>,
@@ -338,18 +338,12 @@ impl LaneConsumer {
             return None;
         }
         held.next = m.offset() + 1;
-        let mut color = None;
-        let mut routing_version = None;
-        if let Some(headers) = m.headers() {
-            for h in headers.iter() {
-                let value = h.value.and_then(|v| std::str::from_utf8(v).ok());
-                match (h.key, value) {
-                    (COLOR_HEADER, Some(v)) => color = v.parse().ok(),
-                    (VERSION_HEADER, Some(v)) => routing_version = v.parse().ok(),
-                    _ => {}
-                }
-            }
-        }
+        let (color, routing_version) = match m.headers() {
+            Some(headers) => route_header::read(
+                headers.iter().map(|h| (h.key, h.value.and_then(|v| std::str::from_utf8(v).ok()))),
+            ),
+            None => (None, None),
+        };
         Some(LaneMessage {
             partition,
             offset: m.offset(),

@@ -12,6 +12,7 @@ mod lag;
 mod mock;
 mod presence;
 mod producer;
+pub mod route_header;
 
 pub use admin::{create_topic, partition_count};
 pub use command_log::{
@@ -30,9 +31,12 @@ use rdkafka::ClientConfig;
 use crate::client::lanes::LaneClientError;
 use crate::core::LaneError;
 
-/// Header carrying the colour a message was produced for (`blue` or `green`).
+/// The header the lane producer writes: the colour a message was produced for and the routing
+/// table version the producer tagged the user with, as `blue;v=12` (see [`route_header`]).
+pub const ROUTE_HEADER: &str = "tidegate-route";
+/// Header older producers wrote with the colour (`blue` or `green`); consumers still read it.
 pub const COLOR_HEADER: &str = "tidegate-color";
-/// Header carrying the routing table version the producer tagged the user with.
+/// Header older producers wrote with the routing version; consumers still read it.
 pub const VERSION_HEADER: &str = "tidegate-version";
 
 #[derive(Debug, thiserror::Error)]
