@@ -138,7 +138,7 @@ pub struct LaneMessage {
     pub payload: Vec<u8>,
     /// The colour from the `tidegate-route` header (or the older `tidegate-color`).
     pub color: Option<Color>,
-    /// The routing version from the `tidegate-version` header.
+    /// The routing version from the same header (or the older `tidegate-version`).
     pub routing_version: Option<u64>,
 }
 
