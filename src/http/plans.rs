@@ -25,7 +25,7 @@ use crate::core::{
     StoredPlan, Verdict, dry_run,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
-use crate::service::plan_runner;
+use crate::service::{plan_runner, plan_start};
 use crate::store::{WirePlan, WirePrecondition, WireStep, WireTrigger};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
@@ -279,7 +279,7 @@ async fn post_dry_run(
     let (blue_load, green_load, blue_health, green_health, results, backlog) = readings;
     let units = table.units();
     let (maintenance, evacuate) = step_defaults(app, units);
-    let busy = busy_reason(&state);
+    let busy = plan_start::busy_reason(&state);
     let inputs = DryRunInputs {
         zones: &app.config.zones,
         units,
@@ -346,26 +346,6 @@ async fn post_dry_run(
         "fits_rto": run.fits_rto(),
         "holds": run.holds,
     })))
-}
-
-/// Why a run could not start now (an active drain or run), for the dry run.
-fn busy_reason(state: &CoreState) -> Option<String> {
-    if let Some(r) = state.active_run() {
-        return Some(format!(
-            "plan run {} of {} is {}; another run cannot start while it is active",
-            r.id,
-            r.plan.name,
-            r.status.as_str()
-        ));
-    }
-    state.active_drain().map(|d| {
-        format!(
-            "drain {} of {} is {}; a run cannot start while it is active",
-            d.id,
-            d.plan.zone,
-            d.state_name()
-        )
-    })
 }
 
 fn record_body(run: &PlanRun, r: &StepRecord) -> Value {
@@ -493,53 +473,24 @@ async fn start_run(
     drill_hold_ms: Option<u64>,
 ) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
-    let state = app.coordinator.state();
-    let stored = state.plan(name).ok_or_else(|| not_found(name))?.clone();
-    let revision = r.plan_revision.unwrap_or(stored.revision);
-    if revision != stored.revision {
-        return Err(ApiError::new(
-            Status::Conflict,
-            "plan_revision_changed",
-            format!(
-                "plan `{name}` is at revision {}, not the reviewed revision {revision}; review it again",
-                stored.revision
-            ),
-        )
-        .with("current_revision", json!(stored.revision)));
-    }
-    if let Some(busy) = busy_reason(&state) {
-        let code = if state.active_run().is_some() { "plan_run_active" } else { "drain_active" };
-        return Err(ApiError::new(Status::Conflict, code, busy));
-    }
-    let checks = Arc::clone(&app.preconditions);
-    let list = stored.plan.preconditions.clone();
-    let results = rocket::tokio::task::spawn_blocking(move || checks.check_all(&list))
-        .await
-        .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
-    for (p, (_, result)) in stored.plan.preconditions.iter().zip(&results) {
-        let (value, why) = match result {
-            Ok(true) => continue,
-            Ok(false) => (json!(false), "is false".to_owned()),
-            Err(e) => (Value::Null, format!("could not be checked ({e})")),
-        };
-        let check = match &p.check {
-            crate::core::CheckKind::Promql(q) => format!("promql `{q}`"),
-            crate::core::CheckKind::Http(u) => format!("http {u}"),
-        };
-        return Err(ApiError::new(
-            Status::Conflict,
-            "precondition_failed",
-            format!("precondition `{}` ({check}) {why}; the run did not start", p.name),
-        )
-        .with("precondition", json!(p.name))
-        .with("value", value));
-    }
-    let command = Command::StartPlanRun { plan: name.to_owned(), revision, drill_hold_ms };
-    let submitted = super::submit(app, command, r.expected_version, by, r.reason).await?;
+    let request = plan_start::StartRequest {
+        plan: name.to_owned(),
+        plan_revision: r.plan_revision,
+        expected_version: r.expected_version,
+        drill_hold_ms,
+        by,
+        reason: r.reason,
+        now_ms: now_ms(),
+    };
+    let (coordinator, checks) = (Arc::clone(&app.coordinator), Arc::clone(&app.preconditions));
+    let (submitted, id) = rocket::tokio::task::spawn_blocking(move || {
+        plan_start::start(&coordinator, &checks, request)
+    })
+    .await
+    .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))??;
     let run = submitted
         .state
-        .plan_runs()
-        .next_back()
+        .plan_run(id)
         .ok_or_else(|| ApiError::new(Status::InternalServerError, "internal", "no run"))?;
     Ok((
         Status::Created,

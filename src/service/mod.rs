@@ -12,6 +12,7 @@ pub mod lane_membership;
 pub mod login_limit;
 pub mod member_key;
 pub mod plan_runner;
+pub mod plan_start;
 pub mod preconditions;
 pub mod subscribers;
 pub mod table_source;
