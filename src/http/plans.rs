@@ -25,7 +25,7 @@ use crate::core::{
     StoredPlan, Verdict, dry_run,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
-use crate::service::{plan_runner, plan_start};
+use crate::service::{plan_runner, plan_start, plan_trigger};
 use crate::store::{WirePlan, WirePrecondition, WireStep, WireTrigger};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
@@ -65,6 +65,20 @@ pub fn stage() -> AdHoc {
                         now_ms,
                     };
                     rocket::tokio::spawn(plan_runner::run(runner, rocket.shutdown()));
+                    let triggers = plan_trigger::Triggers {
+                        enabled: app.config.plan_triggers,
+                        coordinator: Arc::clone(&app.coordinator),
+                        health: Arc::clone(&app.health),
+                        lanes: Arc::clone(&app.lanes),
+                        capacities: Arc::clone(&app.capacities),
+                        preconditions: Arc::clone(&app.preconditions),
+                        down_error_rate: app.config.health.down_error_rate,
+                        guard: app.config.drain.evacuate.guard,
+                        tick: Duration::from_millis(app.config.drain.tick_ms),
+                        now_ms,
+                        observed: Default::default(),
+                    };
+                    rocket::tokio::spawn(plan_trigger::run(triggers, rocket.shutdown()));
                 })
             }))
     })

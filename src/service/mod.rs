@@ -13,6 +13,7 @@ pub mod login_limit;
 pub mod member_key;
 pub mod plan_runner;
 pub mod plan_start;
+pub mod plan_trigger;
 pub mod preconditions;
 pub mod subscribers;
 pub mod table_source;
