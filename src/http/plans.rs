@@ -25,8 +25,8 @@ use crate::core::{
     StoredPlan, Verdict, dry_run,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
-use crate::service::{plan_runner, plan_start, plan_trigger};
-use crate::store::{WirePlan, WirePrecondition, WireStep, WireTrigger};
+use crate::service::{plan_config, plan_runner, plan_start, plan_trigger};
+use crate::store::{WirePlan, WirePrecondition, WireStep};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 
@@ -152,45 +152,10 @@ struct PlanRequest {
     steps: Vec<WireStep>,
     /// Opt-in automatic start: `{"zone_down_for": "30s"}` and/or `{"lane_consumers_gone": zone}`.
     #[serde(default)]
-    trigger: Option<TriggerRequest>,
+    trigger: Option<plan_config::TriggerBody>,
     /// At most one automatic run per this, e.g. `30m`; required with a trigger.
     #[serde(default)]
     cooldown: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TriggerRequest {
-    #[serde(default)]
-    zone_down_for: Option<String>,
-    #[serde(default)]
-    lane_consumers_gone: Option<String>,
-}
-
-/// The trigger and cooldown of a plan request, in the log's form; errors name the field.
-fn wire_trigger(
-    trigger: Option<TriggerRequest>,
-    cooldown: Option<&str>,
-) -> Result<Option<WireTrigger>, String> {
-    let Some(t) = trigger else {
-        return match cooldown {
-            Some(_) => Err("cooldown: only a plan with a trigger has a cooldown".into()),
-            None => Ok(None),
-        };
-    };
-    let zone_down_for_ms = t
-        .zone_down_for
-        .as_deref()
-        .map(parse_duration_ms)
-        .transpose()
-        .map_err(|e| format!("trigger.zone_down_for: {e}"))?;
-    let cooldown = cooldown.ok_or("cooldown: a plan with a trigger needs one, e.g. \"30m\"")?;
-    let cooldown_ms = parse_duration_ms(cooldown).map_err(|e| format!("cooldown: {e}"))?;
-    Ok(Some(WireTrigger {
-        zone_down_for_ms,
-        lane_consumers_gone: t.lane_consumers_gone,
-        cooldown_ms,
-    }))
 }
 
 #[put("/v1/plans/<name>", data = "<request>")]
@@ -203,16 +168,14 @@ async fn put_plan(
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
     let invalid = |why: String| ApiError::bad_request("invalid_plan", why);
-    let rto_ms = parse_duration_ms(&r.rto).map_err(|e| invalid(format!("rto: {e}")))?;
-    let trigger = wire_trigger(r.trigger, r.cooldown.as_deref()).map_err(invalid)?;
-    let wire = WirePlan {
-        name: name.to_owned(),
+    let body = plan_config::PlanBody {
+        rto: r.rto,
         preconditions: r.preconditions,
         steps: r.steps,
-        rto_ms,
-        trigger,
+        trigger: r.trigger,
+        cooldown: r.cooldown,
     };
-    let plan = wire.to_plan().map_err(invalid)?;
+    let plan = plan_config::to_plan(name, body).map_err(invalid)?;
     let submitted =
         super::submit(app, Command::PutPlan { plan }, Some(r.expected_version), by, r.reason)
             .await?;

@@ -11,6 +11,7 @@ pub mod health;
 pub mod lane_membership;
 pub mod login_limit;
 pub mod member_key;
+pub mod plan_config;
 pub mod plan_runner;
 pub mod plan_start;
 pub mod plan_trigger;
