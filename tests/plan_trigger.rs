@@ -2,7 +2,8 @@
 //! starts by itself, signed `auto`, once az-b has reported 100 % errors (authenticated outcomes)
 //! for 2 s; not again within its cooldown, even after a `kill -9` and restart; not while the
 //! receiving zone az-a is failing too; not while an operator's drain is active (and then, once
-//! the drain is aborted, it does).
+//! the drain is aborted, it does). A `lane_consumers_gone` trigger fires once the zone's last
+//! lane consumer leaves, not while it is there.
 
 mod common;
 
@@ -81,13 +82,17 @@ impl Drop for Feeder {
 }
 
 fn put_plan(server: &Server) {
+    put_plan_with(server, json!({"zone_down_for": "2s"}));
+}
+
+fn put_plan_with(server: &Server, trigger: Value) {
     let (_, plans) = get_json(&format!("{}/v1/plans", server.url));
     let body = json!({
         "expected_version": plans["version"],
         "reason": "az-b failover, reviewed",
         "rto": "1m",
         "steps": [{"type": "evacuate", "zone": "az-b", "to_percent": 0}],
-        "trigger": {"zone_down_for": "2s"},
+        "trigger": trigger,
         "cooldown": "1h",
     });
     let (status, plan) = put_json(&format!("{}/v1/plans/{PLAN}", server.url), OPERATOR_TOKEN, body);
@@ -211,4 +216,35 @@ fn never_while_the_receiving_zone_is_down_or_an_operator_drain_is_active() {
     assert_eq!(status, 200, "{body}");
     assert!(wait_until(Duration::from_secs(10), || !runs(&server).is_empty()));
     assert_eq!(runs(&server)[0]["started_by"], "auto");
+}
+
+#[test]
+fn fires_when_the_zones_last_lane_consumer_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    put_plan_with(&server, json!({"lane_consumers_gone": "az-b"}));
+    // Both zones healthy: only the consumers can fire this trigger.
+    let _feeder = Feeder::start(&server.url, 0, 0);
+    let (status, member) = post_json(
+        &format!("{}/v1/lanes/orders-g/members", server.url),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "topic": "orders", "partitions": 4}),
+    );
+    assert_eq!(status, 201, "{member}");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(runs(&server).is_empty(), "az-b has a consumer: {:?}", runs(&server));
+
+    let id = member["member_id"].as_str().unwrap();
+    let response = agent()
+        .delete(&format!("{}/v1/lanes/orders-g/members/{id}", server.url))
+        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+        .header("X-Tidegate-Member-Secret", member["member_secret"].as_str().unwrap())
+        .call()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(wait_until(Duration::from_secs(10), || !runs(&server).is_empty()), "the trigger fires");
+    let run = runs(&server).remove(0);
+    assert_eq!(run["started_by"], "auto", "{run}");
+    let reason = run["reason"].as_str().unwrap();
+    assert!(reason.contains("every lane consumer in az-b is gone"), "{reason}");
 }
