@@ -45,6 +45,7 @@ pub struct Settings {
     pub capacity: CapacitySettings,
     pub store: StoreSettings,
     pub node: NodeSettings,
+    pub plans: PlanSettings,
 }
 
 /// `[zones.<zone>]`: the zone's capacity in requests per second, or a PromQL query for it.
@@ -55,6 +56,19 @@ pub struct ZoneSettings {
     pub capacity_rps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_query: Option<String>,
+}
+
+/// `[plans]`: whether plan triggers may start runs (`triggers`, off by default: automatic
+/// failover is opt-in here and per plan), and plans declared in config, `[plans.<name>]`, with
+/// the fields of the `PUT /v1/plans/{name}` body less `expected_version` and `reason`. A declared
+/// plan is kept as written here; the server checks it at start-up (errors name
+/// `plans.<name>.<field>`) and appends it to the log when the log's differs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanSettings {
+    pub triggers: bool,
+    #[serde(flatten)]
+    pub declared: BTreeMap<String, serde_json::Value>,
 }
 
 /// `[capacity]`: the fraction of every zone's capacity kept free.
@@ -421,6 +435,7 @@ impl Default for Settings {
             capacity: CapacitySettings::default(),
             store: StoreSettings::default(),
             node: NodeSettings::default(),
+            plans: PlanSettings::default(),
         }
     }
 }
@@ -529,6 +544,10 @@ pub struct Config {
     pub store: StoreConfig,
     /// This replica's identity; `None` only with the embedded file log.
     pub node: Option<NodeConfig>,
+    /// `[plans] triggers`: plan triggers may start runs (opt-in).
+    pub plan_triggers: bool,
+    /// `[plans.<name>]`: plans declared in config, by name, as written (checked at start-up).
+    pub declared_plans: BTreeMap<String, serde_json::Value>,
 }
 
 /// The validated `[edge]` section (used only by `tidegate edge`).
@@ -875,6 +894,8 @@ impl Config {
         Ok(Config {
             store,
             node,
+            plan_triggers: s.plans.triggers,
+            declared_plans: s.plans.declared.clone(),
             tls: s.server.tls.clone(),
             client_ca_file: s.client.ca_file.clone(),
             flag_key,

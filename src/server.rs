@@ -8,6 +8,7 @@ use crate::config::{Config, StoreConfig};
 use crate::http::{self, App, now_ms};
 use crate::mq::{KafkaCommandLog, KafkaLogReader, KafkaPresence, ensure_command_topic};
 use crate::service::coordinator::{Boot, Coordinator, StartError};
+use crate::service::plan_config;
 use crate::store::{FileLog, Snapshots, StoreError};
 
 /// Opens the configured command log and rebuilds the coordinator from it: as one replica of the
@@ -86,6 +87,17 @@ pub fn serve(config: Config) -> Result<(), String> {
         eprintln!(
             "tidegate: note: no operators configured, so changes are refused; run `tidegate token new --name NAME`"
         );
+    }
+    let declared = plan_config::parse_declared(
+        &config.declared_plans,
+        &config.zones,
+        coordinator.table().units(),
+    )
+    .map_err(|e| e.to_string())?;
+    let appended = plan_config::apply_declared(&coordinator, &declared, now_ms())
+        .map_err(|e| format!("cannot store the plans declared in config: {e}"))?;
+    for name in appended {
+        eprintln!("tidegate: plan {name} appended to the log from [plans.{name}] in config");
     }
     let coordinator = Arc::new(coordinator);
     let app = App::new(Arc::clone(&coordinator), Arc::clone(&config));

@@ -54,6 +54,8 @@ pub const EDGE_CONNECTED: &str = "tidegate_edge_coordinator_connected";
 pub const EDGE_TABLE_AGE: &str = "tidegate_edge_table_age_seconds";
 pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
 pub const OFREP_EVALUATIONS: &str = "tidegate_ofrep_evaluations_total";
+pub const PLAN_TRIGGERS: &str = "tidegate_plan_triggers_total";
+pub const PLAN_TRIGGER_REFUSALS: &str = "tidegate_plan_trigger_refusals_total";
 
 /// Kind, name, unit and help text of every metric.
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -139,6 +141,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Writes refused by the client library's ownership check, by the colour that owns the user.",
     ),
     ("counter", UI_LOGINS, "Logins to the operator web UI, by outcome (ok, failed)."),
+    (
+        "counter",
+        PLAN_TRIGGERS,
+        "Plan runs this replica started automatically (signed by auto) because the plan's trigger fired, by plan.",
+    ),
+    (
+        "counter",
+        PLAN_TRIGGER_REFUSALS,
+        "Times a plan's trigger condition held but the run was refused, counted once per refusal episode (when the reason changes), by plan and reason (cooldown, busy, receiving_unhealthy, capacity, precondition, start_refused).",
+    ),
     (
         "gauge",
         LANE_LAG,
@@ -497,6 +509,24 @@ pub fn count_change(action: &'static str) {
 
 pub fn count_ui_login(ok: bool) {
     metrics::counter!(UI_LOGINS, "outcome" => if ok { "ok" } else { "failed" }).increment(1);
+}
+
+/// Registers at zero the trigger counters of a plan that has a trigger.
+pub fn prime_plan_trigger(plan: &str) {
+    metrics::counter!(PLAN_TRIGGERS, "plan" => plan.to_owned()).increment(0);
+    for reason in crate::core::TRIGGER_REFUSAL_KINDS.into_iter().chain(["start_refused"]) {
+        let labels = [("plan", plan.to_owned()), ("reason", reason.to_owned())];
+        metrics::counter!(PLAN_TRIGGER_REFUSALS, &labels).increment(0);
+    }
+}
+
+pub fn count_plan_trigger(plan: &str) {
+    metrics::counter!(PLAN_TRIGGERS, "plan" => plan.to_owned()).increment(1);
+}
+
+pub fn count_plan_trigger_refusal(plan: &str, reason: &'static str) {
+    metrics::counter!(PLAN_TRIGGER_REFUSALS, "plan" => plan.to_owned(), "reason" => reason)
+        .increment(1);
 }
 
 pub fn count_api_error(code: &'static str) {

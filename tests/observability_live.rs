@@ -174,6 +174,17 @@ fn every_panel_and_rule_expression_returns_finite_data_for_both_zones() {
     let rules = root().join("dashboards/rules/tidegate.rules.yml");
     let prometheus = Prometheus::start(&dir.path().join("prometheus"), &target, Some(&rules));
 
+    // A plan with a trigger (triggers stay off in config): its trigger counters exist at 0.
+    let (_, plans) = get_json(&format!("{}/v1/plans", server.url));
+    let (status, body) = put_json(
+        &format!("{}/v1/plans/az-b-failing", server.url),
+        OPERATOR_TOKEN,
+        json!({"expected_version": plans["version"], "reason": "observability test", "rto": "5m",
+               "steps": [{"type": "evacuate", "zone": "az-b", "to_percent": 0}],
+               "trigger": {"zone_down_for": "30s"}, "cooldown": "1h"}),
+    );
+    assert_eq!(status, 200, "{body}");
+
     // A dial move, then a drain of az-b whose guard pauses it once az-b fails 8 % of requests.
     std::thread::sleep(Duration::from_millis(1500));
     let (_, routing) = get_json(&format!("{}/v1/routing", server.url));

@@ -44,8 +44,8 @@ pub use plan_run::{
     Decision, FINISHED_RUNS_KEPT, PlanRun, RunReadings, RunStatus, StepRecord, ZoneSample,
 };
 pub use plan_trigger::{
-    Trigger, TriggerDecision, TriggerInputs, decide as decide_trigger, trigger_zone,
-    validate_trigger,
+    REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, Trigger, TriggerDecision, TriggerInputs,
+    decide as decide_trigger, trigger_zone, validate_trigger,
 };
 pub use table::{Fallback, RoutingTable, TableError, Tag, TagError};
 pub use unit::{

@@ -96,8 +96,9 @@ impl Default for TriggerInputs<'_> {
 pub enum TriggerDecision {
     /// Nothing has happened that the trigger watches.
     Quiet,
-    /// The condition holds but the run must not start: why.
-    Blocked(String),
+    /// The condition holds but the run must not start: a short kind for metrics (`cooldown`,
+    /// `busy`, `receiving_unhealthy`, `capacity`, `precondition`) and why, for people.
+    Blocked { kind: &'static str, why: String },
     /// Start the run; the reason names the trigger.
     Fire(String),
 }
@@ -126,36 +127,48 @@ pub fn decide(plan: &Plan, input: &TriggerInputs<'_>) -> TriggerDecision {
     if let Some(last) = input.last_auto_run_ms
         && now.saturating_sub(last) < t.cooldown_ms
     {
-        return TriggerDecision::Blocked(format!(
-            "within the cooldown: the last automatic run started {} s ago, cooldown {} s",
-            now.saturating_sub(last) / 1000,
-            t.cooldown_ms / 1000
-        ));
+        return blocked(
+            "cooldown",
+            format!(
+                "within the cooldown: the last automatic run started {} s ago, cooldown {} s",
+                now.saturating_sub(last) / 1000,
+                t.cooldown_ms / 1000
+            ),
+        );
     }
     if let Some(busy) = &input.busy {
-        return TriggerDecision::Blocked(busy.clone());
+        return blocked("busy", busy.clone());
     }
     if let Err(why) = &input.receiving_health {
-        return TriggerDecision::Blocked(format!("the receiving zone is not healthy: {why}"));
+        return blocked("receiving_unhealthy", format!("the receiving zone is not healthy: {why}"));
     }
     if let Err(why) = &input.receiving_capacity {
-        return TriggerDecision::Blocked(format!("the receiving zone lacks capacity: {why}"));
+        return blocked("capacity", format!("the receiving zone lacks capacity: {why}"));
     }
     for (name, result) in input.preconditions {
         match result {
             Ok(true) => {}
             Ok(false) => {
-                return TriggerDecision::Blocked(format!("precondition `{name}` is false"));
+                return blocked("precondition", format!("precondition `{name}` is false"));
             }
             Err(e) => {
-                return TriggerDecision::Blocked(format!(
-                    "precondition `{name}` could not be checked: {e}"
-                ));
+                return blocked(
+                    "precondition",
+                    format!("precondition `{name}` could not be checked: {e}"),
+                );
             }
         }
     }
     TriggerDecision::Fire(reason)
 }
+
+fn blocked(kind: &'static str, why: String) -> TriggerDecision {
+    TriggerDecision::Blocked { kind, why }
+}
+
+/// Every refusal kind, for registering the refusal counter at zero.
+pub const REFUSAL_KINDS: [&str; 5] =
+    ["cooldown", "busy", "receiving_unhealthy", "capacity", "precondition"];
 
 #[cfg(test)]
 mod tests {
@@ -197,7 +210,7 @@ mod tests {
 
     fn blocked(d: TriggerDecision, needle: &str) {
         match d {
-            TriggerDecision::Blocked(why) => assert!(why.contains(needle), "{why}"),
+            TriggerDecision::Blocked { why, .. } => assert!(why.contains(needle), "{why}"),
             other => panic!("expected blocked ({needle}), got {other:?}"),
         }
     }

@@ -11,6 +11,7 @@ use rocket::{Catcher, catch, catchers};
 use crate::core::{CommandError, TagError, UnitError, Verdict};
 use crate::service::coordinator::SubmitError;
 use crate::service::lane_membership::LanesError;
+use crate::service::plan_start::StartError;
 use crate::store::StoreError;
 use crate::telemetry;
 
@@ -188,6 +189,33 @@ impl From<SubmitError> for ApiError {
                 ApiError::new(Status::GatewayTimeout, "not_yet_applied", e.to_string())
                     .with("command_id", json!(command_id))
             }
+        }
+    }
+}
+
+impl From<StartError> for ApiError {
+    fn from(e: StartError) -> ApiError {
+        let detail = e.to_string();
+        match e {
+            StartError::PlanNotFound(_) => {
+                ApiError::new(Status::NotFound, "plan_not_found", detail)
+            }
+            StartError::RevisionChanged { current, .. } => {
+                ApiError::new(Status::Conflict, "plan_revision_changed", detail)
+                    .with("current_revision", json!(current))
+            }
+            StartError::RunActive { .. } => {
+                ApiError::new(Status::Conflict, "plan_run_active", detail)
+            }
+            StartError::DrainActive { .. } => {
+                ApiError::new(Status::Conflict, "drain_active", detail)
+            }
+            StartError::PreconditionFailed { name, value, .. } => {
+                ApiError::new(Status::Conflict, "precondition_failed", detail)
+                    .with("precondition", json!(name))
+                    .with("value", json!(value))
+            }
+            StartError::Submit(e) => e.into(),
         }
     }
 }

@@ -25,8 +25,8 @@ use crate::core::{
     StoredPlan, Verdict, dry_run,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
-use crate::service::plan_runner;
-use crate::store::{WirePlan, WirePrecondition, WireStep, WireTrigger};
+use crate::service::{plan_config, plan_runner, plan_start, plan_trigger};
+use crate::store::{WirePlan, WirePrecondition, WireStep};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 
@@ -65,6 +65,20 @@ pub fn stage() -> AdHoc {
                         now_ms,
                     };
                     rocket::tokio::spawn(plan_runner::run(runner, rocket.shutdown()));
+                    let triggers = plan_trigger::Triggers {
+                        enabled: app.config.plan_triggers,
+                        coordinator: Arc::clone(&app.coordinator),
+                        health: Arc::clone(&app.health),
+                        lanes: Arc::clone(&app.lanes),
+                        capacities: Arc::clone(&app.capacities),
+                        preconditions: Arc::clone(&app.preconditions),
+                        down_error_rate: app.config.health.down_error_rate,
+                        guard: app.config.drain.evacuate.guard,
+                        tick: Duration::from_millis(app.config.drain.tick_ms),
+                        now_ms,
+                        observed: Default::default(),
+                    };
+                    rocket::tokio::spawn(plan_trigger::run(triggers, rocket.shutdown()));
                 })
             }))
     })
@@ -138,45 +152,10 @@ struct PlanRequest {
     steps: Vec<WireStep>,
     /// Opt-in automatic start: `{"zone_down_for": "30s"}` and/or `{"lane_consumers_gone": zone}`.
     #[serde(default)]
-    trigger: Option<TriggerRequest>,
+    trigger: Option<plan_config::TriggerBody>,
     /// At most one automatic run per this, e.g. `30m`; required with a trigger.
     #[serde(default)]
     cooldown: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TriggerRequest {
-    #[serde(default)]
-    zone_down_for: Option<String>,
-    #[serde(default)]
-    lane_consumers_gone: Option<String>,
-}
-
-/// The trigger and cooldown of a plan request, in the log's form; errors name the field.
-fn wire_trigger(
-    trigger: Option<TriggerRequest>,
-    cooldown: Option<&str>,
-) -> Result<Option<WireTrigger>, String> {
-    let Some(t) = trigger else {
-        return match cooldown {
-            Some(_) => Err("cooldown: only a plan with a trigger has a cooldown".into()),
-            None => Ok(None),
-        };
-    };
-    let zone_down_for_ms = t
-        .zone_down_for
-        .as_deref()
-        .map(parse_duration_ms)
-        .transpose()
-        .map_err(|e| format!("trigger.zone_down_for: {e}"))?;
-    let cooldown = cooldown.ok_or("cooldown: a plan with a trigger needs one, e.g. \"30m\"")?;
-    let cooldown_ms = parse_duration_ms(cooldown).map_err(|e| format!("cooldown: {e}"))?;
-    Ok(Some(WireTrigger {
-        zone_down_for_ms,
-        lane_consumers_gone: t.lane_consumers_gone,
-        cooldown_ms,
-    }))
 }
 
 #[put("/v1/plans/<name>", data = "<request>")]
@@ -189,16 +168,14 @@ async fn put_plan(
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
     let invalid = |why: String| ApiError::bad_request("invalid_plan", why);
-    let rto_ms = parse_duration_ms(&r.rto).map_err(|e| invalid(format!("rto: {e}")))?;
-    let trigger = wire_trigger(r.trigger, r.cooldown.as_deref()).map_err(invalid)?;
-    let wire = WirePlan {
-        name: name.to_owned(),
+    let body = plan_config::PlanBody {
+        rto: r.rto,
         preconditions: r.preconditions,
         steps: r.steps,
-        rto_ms,
-        trigger,
+        trigger: r.trigger,
+        cooldown: r.cooldown,
     };
-    let plan = wire.to_plan().map_err(invalid)?;
+    let plan = plan_config::to_plan(name, body).map_err(invalid)?;
     let submitted =
         super::submit(app, Command::PutPlan { plan }, Some(r.expected_version), by, r.reason)
             .await?;
@@ -279,7 +256,7 @@ async fn post_dry_run(
     let (blue_load, green_load, blue_health, green_health, results, backlog) = readings;
     let units = table.units();
     let (maintenance, evacuate) = step_defaults(app, units);
-    let busy = busy_reason(&state);
+    let busy = plan_start::busy_reason(&state);
     let inputs = DryRunInputs {
         zones: &app.config.zones,
         units,
@@ -346,26 +323,6 @@ async fn post_dry_run(
         "fits_rto": run.fits_rto(),
         "holds": run.holds,
     })))
-}
-
-/// Why a run could not start now (an active drain or run), for the dry run.
-fn busy_reason(state: &CoreState) -> Option<String> {
-    if let Some(r) = state.active_run() {
-        return Some(format!(
-            "plan run {} of {} is {}; another run cannot start while it is active",
-            r.id,
-            r.plan.name,
-            r.status.as_str()
-        ));
-    }
-    state.active_drain().map(|d| {
-        format!(
-            "drain {} of {} is {}; a run cannot start while it is active",
-            d.id,
-            d.plan.zone,
-            d.state_name()
-        )
-    })
 }
 
 fn record_body(run: &PlanRun, r: &StepRecord) -> Value {
@@ -493,53 +450,24 @@ async fn start_run(
     drill_hold_ms: Option<u64>,
 ) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
-    let state = app.coordinator.state();
-    let stored = state.plan(name).ok_or_else(|| not_found(name))?.clone();
-    let revision = r.plan_revision.unwrap_or(stored.revision);
-    if revision != stored.revision {
-        return Err(ApiError::new(
-            Status::Conflict,
-            "plan_revision_changed",
-            format!(
-                "plan `{name}` is at revision {}, not the reviewed revision {revision}; review it again",
-                stored.revision
-            ),
-        )
-        .with("current_revision", json!(stored.revision)));
-    }
-    if let Some(busy) = busy_reason(&state) {
-        let code = if state.active_run().is_some() { "plan_run_active" } else { "drain_active" };
-        return Err(ApiError::new(Status::Conflict, code, busy));
-    }
-    let checks = Arc::clone(&app.preconditions);
-    let list = stored.plan.preconditions.clone();
-    let results = rocket::tokio::task::spawn_blocking(move || checks.check_all(&list))
-        .await
-        .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
-    for (p, (_, result)) in stored.plan.preconditions.iter().zip(&results) {
-        let (value, why) = match result {
-            Ok(true) => continue,
-            Ok(false) => (json!(false), "is false".to_owned()),
-            Err(e) => (Value::Null, format!("could not be checked ({e})")),
-        };
-        let check = match &p.check {
-            crate::core::CheckKind::Promql(q) => format!("promql `{q}`"),
-            crate::core::CheckKind::Http(u) => format!("http {u}"),
-        };
-        return Err(ApiError::new(
-            Status::Conflict,
-            "precondition_failed",
-            format!("precondition `{}` ({check}) {why}; the run did not start", p.name),
-        )
-        .with("precondition", json!(p.name))
-        .with("value", value));
-    }
-    let command = Command::StartPlanRun { plan: name.to_owned(), revision, drill_hold_ms };
-    let submitted = super::submit(app, command, r.expected_version, by, r.reason).await?;
+    let request = plan_start::StartRequest {
+        plan: name.to_owned(),
+        plan_revision: r.plan_revision,
+        expected_version: r.expected_version,
+        drill_hold_ms,
+        by,
+        reason: r.reason,
+        now_ms: now_ms(),
+    };
+    let (coordinator, checks) = (Arc::clone(&app.coordinator), Arc::clone(&app.preconditions));
+    let (submitted, id) = rocket::tokio::task::spawn_blocking(move || {
+        plan_start::start(&coordinator, &checks, request)
+    })
+    .await
+    .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))??;
     let run = submitted
         .state
-        .plan_runs()
-        .next_back()
+        .plan_run(id)
         .ok_or_else(|| ApiError::new(Status::InternalServerError, "internal", "no run"))?;
     Ok((
         Status::Created,

@@ -1,0 +1,100 @@
+//! Plans declared in config (`[plans.<name>]`) on the real binary: appended to the log at
+//! start-up as `config`, not again when a restart finds the same plan, as a new revision when the
+//! configuration changes it; a bad declared plan stops start-up naming its key.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+fn declared(rto: &str) -> String {
+    format!(
+        "[plans.az-b-failing]\nrto = \"{rto}\"\ncooldown = \"1h\"\n\
+         steps = [{{type = \"evacuate\", zone = \"az-b\", to_percent = 0}}]\n\
+         trigger = {{zone_down_for = \"30s\"}}\n"
+    )
+}
+
+fn start(dir: &std::path::Path, rto: &str) -> Server {
+    let file = dir.join("tidegate.toml");
+    std::fs::write(&file, config_toml(&declared(rto))).unwrap();
+    Server::start(&file, &dir.join("data"))
+}
+
+fn plan(server: &Server) -> Value {
+    let (status, plan) = get_json(&format!("{}/v1/plans/az-b-failing", server.url));
+    assert_eq!(status, 200, "{plan}");
+    plan
+}
+
+fn version(server: &Server) -> u64 {
+    get_json(&format!("{}/v1/plans", server.url)).1["version"].as_u64().unwrap()
+}
+
+#[test]
+fn a_declared_plan_is_appended_once_and_again_only_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "1m");
+    let p = plan(&server);
+    assert_eq!(p["revision"], 1, "{p}");
+    assert_eq!(p["updated_by"], "config");
+    assert_eq!(p["reason"], "config");
+    assert_eq!(p["rto"], "1m");
+    assert_eq!(p["trigger"]["zone_down_for"], "30s", "{p}");
+    assert_eq!(p["cooldown"], "1h");
+    let before = version(&server);
+
+    // The same configuration after a restart (also after kill -9): nothing is appended.
+    server.kill9();
+    let server = start(dir.path(), "1m");
+    assert_eq!(plan(&server)["revision"], 1);
+    assert_eq!(version(&server), before, "no version spent on an unchanged plan");
+    server.terminate();
+
+    // A changed configuration is a new revision, from the log's (not config's) point of view.
+    let server = start(dir.path(), "2m");
+    let p = plan(&server);
+    assert_eq!(p["revision"], 2, "{p}");
+    assert_eq!(p["rto"], "2m");
+    assert_eq!(version(&server), before + 1);
+}
+
+/// Runs `tidegate serve` on `extra` and returns its stderr; it must fail to start.
+fn start_failure(extra: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, config_toml(extra)).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--port", "0", "--config"])
+        .arg(&path)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "started with {extra:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_bad_declared_plan_names_its_key() {
+    let steps = "steps = [{type = \"evacuate\", zone = \"az-b\", to_percent = 0}]";
+    let cases = [
+        (format!("[plans.p]\nrto = \"soon\"\n{steps}\n"), "`plans.p.rto`"),
+        (
+            "[plans.p]\nrto = \"1m\"\nsteps = [{type = \"evacuate\", zone = \"az-q\", to_percent = 0}]\n"
+                .to_owned(),
+            "`plans.p.steps[0]",
+        ),
+        (
+            format!("[plans.p]\nrto = \"1m\"\n{steps}\ntrigger = {{zone_down_for = \"30s\"}}\n"),
+            "`plans.p.cooldown`",
+        ),
+        (format!("[plans.p]\nrto = \"1m\"\n{steps}\ncolour = \"blue\"\n"), "`plans.p`"),
+    ];
+    for (toml, key) in cases {
+        let stderr = start_failure(&toml);
+        assert!(stderr.contains(key), "{toml}: expected {key} in {stderr}");
+    }
+}
