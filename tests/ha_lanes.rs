@@ -411,7 +411,15 @@ fn consumers_keep_reading_when_the_lane_authority_is_killed_and_never_share_a_pa
         assert_eq!(status, 503, "{body}");
         assert_eq!(body["error"], "not_lane_authority", "{body}");
         assert_eq!(body["authority"]["url"], cluster.url(first), "{body}");
+        // The list (the UI's lanes page) is empty there and names the authority to link.
+        let (status, list) = get_json(&format!("{}/v1/lanes", cluster.url(n)));
+        assert_eq!(status, 200, "{list}");
+        assert_eq!(list["groups"], json!([]), "{list}");
+        assert_eq!(list["authority"]["url"], cluster.url(first), "{list}");
     }
+    let (_, list) = get_json(&format!("{}/v1/lanes", cluster.url(first)));
+    assert_eq!(list["authority"], Value::Null, "the authority lists: {list}");
+    assert_eq!(list["groups"].as_array().map(Vec::len), Some(1), "{list}");
     let producing = start_producing(&rt, &cluster, &topic, &produce_stop);
     std::thread::sleep(Duration::from_secs(2));
     let mut rounds = Vec::new();

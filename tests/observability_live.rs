@@ -184,6 +184,23 @@ fn every_panel_and_rule_expression_returns_finite_data_for_both_zones() {
                "trigger": {"zone_down_for": "30s"}, "cooldown": "1h"}),
     );
     assert_eq!(status, 200, "{body}");
+    // A plan that runs once, so the run gauges (switch time, over-RTO) have a series.
+    let (_, plans) = get_json(&format!("{}/v1/plans", server.url));
+    let (status, body) = put_json(
+        &format!("{}/v1/plans/pin-check", server.url),
+        OPERATOR_TOKEN,
+        json!({"expected_version": plans["version"], "reason": "observability test", "rto": "1m",
+               "steps": [{"type": "pin", "user_id": "observer-1", "color": "green"}]}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post_json(
+        &format!("{}/v1/plans/pin-check/run", server.url),
+        OPERATOR_TOKEN,
+        json!({"reason": "observability test run"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let run = || get_json(&format!("{}/v1/plans/pin-check/runs/{}", server.url, body["id"])).1;
+    assert!(wait_until(Duration::from_secs(10), || run()["state"] == "completed"), "{}", run());
 
     // A dial move, then a drain of az-b whose guard pauses it once az-b fails 8 % of requests.
     std::thread::sleep(Duration::from_millis(1500));

@@ -631,6 +631,7 @@ fn the_lanes_page_reads_a_registered_group_with_the_session_even_where_reads_are
     };
     let lanes = read(&client);
     assert_eq!(lanes["reads_lag"], false);
+    assert_eq!(lanes["authority"], Value::Null, "a single node is its own lane authority");
     let groups = lanes["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 1);
     let group = &groups[0];

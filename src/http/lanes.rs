@@ -278,5 +278,12 @@ fn get_group(app: &State<App>, caller: Caller, group: &str) -> Result<Json<Value
 fn get_groups(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     let groups: Vec<Value> = app.lanes.views(now_ms()).iter().map(group_body).collect();
-    Ok(Json(json!({ "reads_lag": app.lanes.reads_lag(), "groups": groups })))
+    // A follower lists no groups: it says which replica does, so the UI can link it.
+    let authority = match app.lanes.authority().current() {
+        Ok(_) => Value::Null,
+        Err(not) => json!({ "id": not.holder, "url": not.url }),
+    };
+    Ok(Json(
+        json!({ "reads_lag": app.lanes.reads_lag(), "authority": authority, "groups": groups }),
+    ))
 }

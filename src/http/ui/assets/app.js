@@ -849,6 +849,18 @@
     const data = await api('GET', '/v1/lanes');
     const groups = data.groups || [];
     lanesView.loaded = true;
+    if (!groups.length && data.authority) {
+      // A replica of a shared log that is not the lane authority knows no members: say who does.
+      const who = data.authority.id || 'another replica';
+      const where = data.authority.url
+        ? el('p', {}, el('a', { href: data.authority.url + '/ui/lanes', id: 'lanes-authority-link' }, 'Open the lanes page of ' + who))
+        : el('p', { class: 'hint' }, 'No replica holds the lanes lease right now; one takes it within a lease term.');
+      $('lanes').replaceChildren(el('section', { class: 'card empty', id: 'lanes-elsewhere' },
+        el('h2', {}, 'Lane groups are kept by ' + who),
+        el('p', {}, 'Lane membership is answered by one replica at a time, the lane authority (it holds the lanes lease in the command log). This replica is not it, so it lists no groups.'),
+        where));
+      return;
+    }
     if (!groups.length) {
       $('lanes').replaceChildren(el('section', { class: 'card empty', id: 'lanes-empty' },
         el('h2', {}, 'No lane groups'),
