@@ -505,6 +505,8 @@ impl State {
                                 drain.consecutive_breaches = 0;
                                 drain.next_due_ms = at_ms;
                                 drain.hold_reason = Some(format!("rolling back: {reason}"));
+                                // Before its first step there is nothing to step back: done.
+                                finish_if_arrived(&mut drain, &self.table, at_ms);
                             }
                         }
                     }
