@@ -11,56 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{OPERATOR_TOKEN, get_json, kafka, wait_until};
-use ha_support::{Replicas, converge, distribution};
+use ha_support::{Replicas, converge, distribution, drain_steps, feed_outcomes, now_ms};
 use serde_json::{Value, json};
 
 const INTERVAL_MS: u64 = 1000;
 const CONFIG: &str = "[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"\n";
 
-/// Posts healthy outcomes for both zones to every replica every 50 ms (each replica judges
-/// health from what it was told; a dead replica's posts just fail).
-fn feed_outcomes(urls: Vec<String>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let agent = ha_support::agent(Duration::from_millis(300));
-        let body = json!([
-            {"zone": "az-b", "color": "blue", "ok": 100, "error": 0},
-            {"zone": "az-a", "color": "green", "ok": 100, "error": 0}
-        ]);
-        while !stop.load(Ordering::Relaxed) {
-            for url in &urls {
-                let _ = agent
-                    .post(&format!("{url}/v1/outcomes"))
-                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
-                    .send_json(&body);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    })
-}
-
-/// The drain steps a replica applied, oldest first: (blue units moved to, at_ms).
-fn steps(url: &str) -> Vec<(u64, u64)> {
-    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
-    audit["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .filter(|e| e["action"] == "drain_step")
-        .map(|e| {
-            let to = e["to"].as_str().unwrap();
-            let at = to.find("% (").unwrap() + 3;
-            (to[at..].split('/').next().unwrap().parse().unwrap(), e["at_ms"].as_u64().unwrap())
-        })
-        .collect()
-}
-
 fn drain(url: &str) -> Value {
     get_json(&format!("{url}/v1/drains/1")).1
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
 #[test]
@@ -92,24 +50,32 @@ fn a_drain_goes_on_after_its_replica_is_killed_and_a_paused_replica_cannot_repea
     // Two steps in, kill -9 a replica (the audit names the drain, not the proposing replica, so
     // replica 1, where the drain was started).
     let url2 = replicas.urls[1].clone();
-    assert!(wait_until(Duration::from_secs(10), || steps(&url2).len() >= 2), "no second step");
+    assert!(
+        wait_until(Duration::from_secs(10), || drain_steps(&url2).len() >= 2),
+        "no second step"
+    );
     replicas.kill9(0);
     let killed_ms = now_ms();
     let killed = Instant::now();
     assert!(
-        wait_until(Duration::from_secs(5), || steps(&url2).iter().any(|(_, at)| *at > killed_ms)),
+        wait_until(Duration::from_secs(5), || drain_steps(&url2)
+            .iter()
+            .any(|(_, at)| *at > killed_ms)),
         "no step after the kill: {:?}",
-        steps(&url2)
+        drain_steps(&url2)
     );
     let resumed_after = killed.elapsed();
 
     // Pause replica 2 for more than two intervals, wake it: its runner's state is stale.
-    let before_pause = steps(&url2).len();
+    let before_pause = drain_steps(&url2).len();
     replicas.signal(1, "-STOP");
     std::thread::sleep(Duration::from_millis(2 * INTERVAL_MS + 800));
     replicas.signal(1, "-CONT");
     let url3 = replicas.urls[2].clone();
-    assert!(steps(&url3).len() >= before_pause + 2, "the drain stalled while replica 2 slept");
+    assert!(
+        drain_steps(&url3).len() >= before_pause + 2,
+        "the drain stalled while replica 2 slept"
+    );
     // Replica 1 comes back and replays; the drain completes.
     replicas.restart(0);
     let done = wait_until(Duration::from_secs(20), || drain(&url3)["state"] == "completed");
@@ -119,11 +85,11 @@ fn a_drain_goes_on_after_its_replica_is_killed_and_a_paused_replica_cannot_repea
     converge(&replicas, Duration::from_secs(10));
 
     // Every replica applied each step of the plan once, in order, and never before it was due.
-    let applied = steps(&url3);
+    let applied = drain_steps(&url3);
     let targets: Vec<u64> = applied.iter().map(|(to, _)| *to).collect();
     assert_eq!(targets, plan, "steps repeated, skipped or out of order: {applied:?}");
     for url in &replicas.urls {
-        assert_eq!(steps(url), applied, "{url} decided other steps");
+        assert_eq!(drain_steps(url), applied, "{url} decided other steps");
     }
     let gaps: Vec<Duration> =
         applied.windows(2).map(|w| Duration::from_millis(w[1].1 - w[0].1)).collect();

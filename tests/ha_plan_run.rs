@@ -13,65 +13,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{OPERATOR_TOKEN, get_json, kafka, post_json, put_json, wait_until};
-use ha_support::{Replicas, converge};
-use serde_json::{Value, json};
+use ha_support::{Replicas, audit_entries, converge, drain_steps, feed_outcomes, now_ms};
+use serde_json::json;
 
 const INTERVAL_MS: u64 = 600;
 const CONFIG: &str = "[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"\n\
     [drain.evacuate]\nstep_percent = 10.0\ninterval = \"600ms\"\nmin_requests = 20\n";
 
-/// Posts healthy outcomes for both zones to every replica every 50 ms.
-fn feed_outcomes(urls: Vec<String>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let agent = ha_support::agent(Duration::from_millis(300));
-        let body = json!([
-            {"zone": "az-b", "color": "blue", "ok": 100, "error": 0},
-            {"zone": "az-a", "color": "green", "ok": 100, "error": 0}
-        ]);
-        while !stop.load(Ordering::Relaxed) {
-            for url in &urls {
-                let _ = agent
-                    .post(&format!("{url}/v1/outcomes"))
-                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
-                    .send_json(&body);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    })
-}
-
-/// A replica's audit, oldest first.
-fn audit(url: &str) -> Vec<Value> {
-    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
-    let mut entries = audit["entries"].as_array().unwrap().clone();
-    entries.sort_by_key(|e| e["version"].as_u64());
-    entries
-}
-
-/// The drain steps a replica applied, oldest first: (blue units moved to, at_ms).
-fn drain_steps(url: &str) -> Vec<(u64, u64)> {
-    audit(url)
-        .iter()
-        .filter(|e| e["action"] == "drain_step")
-        .map(|e| {
-            let to = e["to"].as_str().unwrap();
-            let at = to.find("% (").unwrap() + 3;
-            (to[at..].split('/').next().unwrap().parse().unwrap(), e["at_ms"].as_u64().unwrap())
-        })
-        .collect()
-}
-
 /// The run's own records on a replica: (action, to), oldest first.
 fn run_records(url: &str, id: u64) -> Vec<(String, String)> {
-    audit(url)
+    audit_entries(url)
         .iter()
         .filter(|e| e["by"] == format!("plan:{id}"))
         .map(|e| (e["action"].as_str().unwrap().to_owned(), e["to"].to_string()))
         .collect()
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
 #[test]

@@ -403,3 +403,50 @@ pub fn stalled_times(log: &WriterLog) -> Vec<Duration> {
 pub fn kafka_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka.sh")
 }
+
+/// Posts healthy outcomes for both zones to every replica every 50 ms until `stop` (each replica
+/// judges health from what it was told; a dead replica's posts just fail).
+pub fn feed_outcomes(urls: Vec<String>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let agent = agent(Duration::from_millis(300));
+        let body = json!([
+            {"zone": "az-b", "color": "blue", "ok": 100, "error": 0},
+            {"zone": "az-a", "color": "green", "ok": 100, "error": 0}
+        ]);
+        while !stop.load(Ordering::Relaxed) {
+            for url in &urls {
+                let _ = agent
+                    .post(&format!("{url}/v1/outcomes"))
+                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                    .send_json(&body);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}
+
+/// A replica's audit trail, oldest first.
+pub fn audit_entries(url: &str) -> Vec<Value> {
+    let (_, audit) = crate::common::get_json(&format!("{url}/v1/audit?limit=1000"));
+    let mut entries = audit["entries"].as_array().unwrap().clone();
+    entries.sort_by_key(|e| e["version"].as_u64());
+    entries
+}
+
+/// The drain steps a replica applied, oldest first: (blue units moved to, at_ms).
+pub fn drain_steps(url: &str) -> Vec<(u64, u64)> {
+    audit_entries(url)
+        .iter()
+        .filter(|e| e["action"] == "drain_step")
+        .map(|e| {
+            let to = e["to"].as_str().unwrap();
+            let at = to.find("% (").unwrap() + 3;
+            (to[at..].split('/').next().unwrap().parse().unwrap(), e["at_ms"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// Wall-clock milliseconds, as the audit's `at_ms`.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
