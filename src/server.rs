@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use crate::config::{Config, StoreConfig};
 use crate::http::{self, App, now_ms};
+use crate::http_fast;
 use crate::mq::{KafkaCommandLog, KafkaLogReader, ensure_command_topic};
 use crate::service::coordinator::{Boot, Coordinator, StartError};
 use crate::store::{FileLog, Snapshots, StoreError};
+use crate::telemetry::TagCounters;
 
 /// Opens the configured command log and rebuilds the coordinator from it: as one replica of the
 /// shared Kafka topic, or from the embedded file log under `config.data_dir` (from the newest
@@ -66,8 +68,25 @@ pub fn serve(config: Config) -> Result<(), String> {
         );
     }
     let coordinator = Arc::new(coordinator);
-    let app = App::new(Arc::clone(&coordinator), config);
-    let served = http::run(app);
+    let app = App::new(Arc::clone(&coordinator), Arc::clone(&config));
+    let served = match config.fast_port {
+        None => http::run(app),
+        Some(port) => {
+            let tagger = http_fast::Tagger {
+                coordinator: Arc::clone(&coordinator),
+                config: Arc::clone(&config),
+                // After `App::new`, which installs the metrics recorder: the same counters.
+                counters: TagCounters::new(&coordinator.table()),
+                main_port: Arc::clone(&app.bound_port),
+            };
+            let fast = http_fast::FastListener::bind(tagger, port)?;
+            if let Some(at) = fast.local_addr() {
+                // Tests and scripts read this line for the fast port (before Rocket's own line).
+                println!("tidegate fast tag listener at http://{at}");
+            }
+            http::run_alongside(app, fast.serve())
+        }
+    };
     // Clean shutdown: the next start reads this snapshot and no log entry at all.
     if let Err(e) = coordinator.snapshot_now() {
         eprintln!("tidegate: warning: could not write a snapshot at shutdown: {e}");
