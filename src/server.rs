@@ -78,6 +78,8 @@ pub fn serve(config: Config) -> Result<(), String> {
                 // After `App::new`, which installs the metrics recorder: the same counters.
                 counters: TagCounters::new(&coordinator.table()),
                 main_port: Arc::clone(&app.bound_port),
+                subscribers: Some(Arc::clone(&app.subscribers)),
+                frames: Arc::clone(&app.frames),
             };
             let fast = http_fast::FastListener::bind(tagger, port)?;
             if let Some(at) = fast.local_addr() {

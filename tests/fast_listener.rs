@@ -266,3 +266,63 @@ fn a_fast_port_with_tls_is_refused_naming_the_key() {
         .to_string();
     assert!(same.contains("server.fast_port"), "{same}");
 }
+
+/// Opens a watch stream with a raw socket and returns the status and the first event (from `id:`
+/// to its blank line), or the status and the body head of a refusal.
+fn first_event(base: &str, query: &str, token: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(
+        socket,
+        "GET /v1/routing/watch{query} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n{auth}\r\n"
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut buf).expect("the stream answers");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        let status: u16 = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if status != 200 && text.contains("}") {
+            let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+            return (status, body);
+        }
+        if let Some(start) = text.find("id:")
+            && let Some(len) = text[start..].find("\n\n")
+        {
+            return (status, text[start..start + len + 2].to_owned());
+        }
+    }
+}
+
+#[test]
+fn watch_streams_on_the_fast_port_send_the_same_events_and_register_alike() {
+    let both = start(&config_toml("[server]\nfast_port = 0"));
+    let (main_status, main_event) = first_event(&both.main, "", None);
+    let (fast_status, fast_event) = first_event(&both.fast, "", None);
+    assert_eq!((main_status, fast_status), (200, 200));
+    assert!(main_event.contains("event:routing"), "{main_event}");
+    assert_eq!(fast_event, main_event);
+    // Registering needs a writer: a viewer is refused alike on both ports.
+    let as_viewer = "?subscriber_id=fast-1&zone=az-a&kind=test";
+    let main_refused = first_event(&both.main, as_viewer, Some(VIEWER_TOKEN));
+    let fast_refused = first_event(&both.fast, as_viewer, Some(VIEWER_TOKEN));
+    assert_eq!(main_refused.0, 403);
+    assert_eq!(fast_refused, main_refused);
+    assert_eq!(first_event(&both.fast, as_viewer, None).0, 401);
+    // An operator registers on the fast port; the main port's registry lists it.
+    let (status, _) = first_event(&both.fast, as_viewer, Some(OPERATOR_TOKEN));
+    assert_eq!(status, 200);
+    let mut listed = agent()
+        .get(&format!("{}/v1/subscribers", both.main))
+        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+        .call()
+        .unwrap();
+    let body = listed.body_mut().read_to_string().unwrap();
+    assert!(body.contains("\"fast-1\""), "{body}");
+}

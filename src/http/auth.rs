@@ -127,15 +127,15 @@ impl Caller {
     /// never a viewer. Returns the caller's identity (`service:…` or `operator:NAME`), which owns
     /// what it registers and is what per-caller limits count.
     pub fn require_writer(&self, config: &Config) -> Result<String, ApiError> {
-        match self {
-            Caller::Service { id } => Ok(id.clone()),
-            Caller::Anonymous => Err(unauthorized(if config.service_tokens.is_empty() {
-                "this signal moves traffic, so it needs a service or operator token (`Authorization: Bearer <token>`); add one to service_tokens_sha256"
-            } else {
-                "a service or operator token is required: `Authorization: Bearer <token>`"
-            })),
-            _ => self.require_operator(config).map(|name| format!("operator:{name}")),
-        }
+        // Bearer callers through the gate the fast listener uses too.
+        let bearer = match self {
+            Caller::Service { id } => Bearer::Service { id: id.clone() },
+            Caller::Anonymous => Bearer::Anonymous,
+            Caller::Rejected(why) => Bearer::Rejected(why),
+            Caller::Operator { name, role } => Bearer::Operator { name: name.clone(), role: *role },
+            _ => return self.require_operator(config).map(|name| format!("operator:{name}")),
+        };
+        Ok(bearer.require_writer(config)?)
     }
 }
 

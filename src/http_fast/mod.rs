@@ -1,8 +1,10 @@
 //! The fast tag listener: `[server] fast_port` served by hyper directly, without Rocket.
 //!
-//! It answers `GET /v1/tag` and `POST /v1/tag` only, with the bodies, headers and errors of the
+//! It answers `GET /v1/tag` and `POST /v1/tag`, with the bodies, headers and errors of the
 //! Rocket routes (both build them with `service::tag_answer`, and check bearer tokens with
-//! `service::bearer`); everything else is a 404 naming the main port. It exists because Rocket's
+//! `service::bearer`), and `GET /v1/routing/watch` (the same events and subscriber registry as
+//! the main port's stream, at a fraction of its memory per stream); everything else is a 404
+//! naming the main port. It exists because Rocket's
 //! own per-request cost (a spawned task per request, two header-map conversions, its response
 //! building) is most of the tag path's CPU (docs/perf-tag-profile.md). Plain HTTP only: the
 //! configuration refuses `fast_port` together with `[server.tls]`.
@@ -10,6 +12,7 @@
 //! Architecture invariant: this module knows hyper, never Rocket; it builds no answer itself.
 
 mod respond;
+mod watch;
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -22,6 +25,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 
 use crate::config::Config;
 use crate::service::coordinator::Coordinator;
+use crate::service::routing_frames::RoutingFrames;
+use crate::service::subscribers::Subscribers;
 use crate::telemetry::TagCounters;
 
 /// What the handlers need: the table, the settings and the tag counters.
@@ -31,6 +36,11 @@ pub struct Tagger {
     pub counters: TagCounters,
     /// The main (Rocket) port, for the 404 detail; filled in when Rocket has bound it.
     pub main_port: Arc<AtomicU16>,
+    /// The subscriber registry watch streams register in (the main port's own); `None`
+    /// serves no watch streams.
+    pub subscribers: Option<Arc<Subscribers>>,
+    /// The newest routing event, shared with the main port's streams.
+    pub frames: Arc<RoutingFrames>,
 }
 
 /// The bound fast listener, not yet serving.

@@ -4,12 +4,13 @@
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::Tagger;
+use super::watch::{self, Events};
 use crate::service::bearer::{self, Bearer};
 use crate::service::tag_answer::{self, Answer, Failure};
 use crate::telemetry;
@@ -24,7 +25,16 @@ const COMMON: [(&str, &str); 5] = [
     ("x-frame-options", "SAMEORIGIN"),
 ];
 
-pub async fn answer(tagger: &Tagger, request: Request<Incoming>) -> Response<Full<Bytes>> {
+/// Every answer's body: a whole JSON body, or a watch stream's events.
+pub type AnyBody = Either<Full<Bytes>, Events>;
+
+pub async fn answer(tagger: &Tagger, request: Request<Incoming>) -> Response<AnyBody> {
+    if request.method() == Method::GET && request.uri().path() == "/v1/routing/watch" {
+        return match watch::watch(tagger, &request) {
+            Ok(stream) => stream.map(Either::Right),
+            Err(failure) => refused(failure).map(Either::Left),
+        };
+    }
     let result = match (request.method(), request.uri().path()) {
         (&Method::GET | &Method::HEAD, "/v1/tag") => tag_one(tagger, &request),
         (&Method::POST, "/v1/tag") => tag_batch(tagger, request).await,
@@ -34,6 +44,7 @@ pub async fn answer(tagger: &Tagger, request: Request<Incoming>) -> Response<Ful
         Ok(answer) => ok(answer),
         Err(failure) => refused(failure),
     }
+    .map(Either::Left)
 }
 
 fn tag_one(tagger: &Tagger, request: &Request<Incoming>) -> Result<Answer, Failure> {
@@ -69,13 +80,26 @@ async fn tag_batch(tagger: &Tagger, request: Request<Incoming>) -> Result<Answer
 /// The read gate, on the `Authorization` header only (the web UI's session cookie is for the UI;
 /// it never calls the tag path).
 fn reader(tagger: &Tagger, headers: &HeaderMap) -> Result<(), Failure> {
+    reader_of(tagger, headers)?.require_reader(&tagger.config)
+}
+
+/// Who the `Authorization` header names.
+pub(super) fn reader_of(tagger: &Tagger, headers: &HeaderMap) -> Result<Bearer, Failure> {
     let authorization = match headers.get(header::AUTHORIZATION) {
         None => None,
         Some(value) => Some(value.to_str().map_err(|_| {
             bearer::unauthorized("the Authorization header must be `Bearer <token>`")
         })?),
     };
-    Bearer::identify(&tagger.config, authorization).require_reader(&tagger.config)
+    Ok(Bearer::identify(&tagger.config, authorization))
+}
+
+/// Milliseconds since the Unix epoch (subscriber liveness).
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// A body must be declared as JSON (as every gate of the main port requires).
@@ -101,7 +125,7 @@ fn not_found(tagger: &Tagger, method: &Method, path: &str) -> Failure {
         404,
         "not_found",
         format!(
-            "no route for {method} {path}: this fast listener serves only GET and POST /v1/tag; the rest of the API is on port {main}"
+            "no route for {method} {path}: this fast listener serves only GET and POST /v1/tag and GET /v1/routing/watch; the rest of the API is on port {main}"
         ),
     )
 }
@@ -127,7 +151,7 @@ fn refused(failure: Failure) -> Response<Full<Bytes>> {
     response
 }
 
-fn common(headers: &mut HeaderMap) {
+pub(super) fn common(headers: &mut HeaderMap) {
     for (name, value) in COMMON {
         headers.insert(name, HeaderValue::from_static(value));
     }

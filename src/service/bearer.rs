@@ -54,6 +54,26 @@ impl Bearer {
         }
     }
 
+    /// The writer gate (acknowledgements, subscriber registration): a service token or an
+    /// operator with the `operator` role. Returns the identity that owns what it registers.
+    pub fn require_writer(&self, config: &Config) -> Result<String, Failure> {
+        match self {
+            Bearer::Service { id } => Ok(id.clone()),
+            Bearer::Operator { name, role: Role::Operator } => Ok(format!("operator:{name}")),
+            Bearer::Operator { name, role: Role::Viewer } => Err(Failure::new(
+                403,
+                "forbidden",
+                format!("operator `{name}` has the viewer role and may not change state"),
+            )),
+            Bearer::Rejected(why) => Err(unauthorized(why)),
+            Bearer::Anonymous => Err(unauthorized(if config.service_tokens.is_empty() {
+                "this signal moves traffic, so it needs a service or operator token (`Authorization: Bearer <token>`); add one to service_tokens_sha256"
+            } else {
+                "a service or operator token is required: `Authorization: Bearer <token>`"
+            })),
+        }
+    }
+
     /// The read gate (tagging and read endpoints): open to anonymous callers unless service
     /// tokens are configured; a rejected header is always refused.
     pub fn require_reader(&self, config: &Config) -> Result<(), Failure> {

@@ -13,6 +13,7 @@ pub mod lane_membership;
 pub mod login_limit;
 pub mod member_key;
 pub mod preconditions;
+pub mod routing_frames;
 pub mod subscribers;
 pub mod table_source;
 pub mod tag_answer;

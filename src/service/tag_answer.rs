@@ -127,6 +127,16 @@ pub fn user_id_param(query: Option<&str>) -> Result<Option<Cow<'_, str>>, Failur
     Ok(found)
 }
 
+/// The first `name` parameter of a raw query, form-decoded (bytes that are not UTF-8 become
+/// U+FFFD, as Rocket's own form fields do); for labels, not user IDs.
+pub fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<Cow<'q, str>> {
+    let segment = query?.split('&').find(|s| s.split_once('=').unwrap_or((s, "")).0 == name)?;
+    let value = segment.split_once('=').map_or("", |(_, v)| v);
+    let plus_free = value.replace('+', " ");
+    let decoded = percent_encoding::percent_decode(plus_free.as_bytes()).decode_utf8_lossy();
+    Some(if decoded == value { Cow::Borrowed(value) } else { Cow::Owned(decoded.into_owned()) })
+}
+
 /// Form decoding: `+` to space, then percent escapes; `None` if the result is not UTF-8.
 fn url_decode(value: &str) -> Option<Cow<'_, str>> {
     let plus_free: Cow<'_, str> = if value.contains('+') {
