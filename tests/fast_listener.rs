@@ -270,6 +270,11 @@ fn a_fast_port_with_tls_is_refused_naming_the_key() {
 /// Opens a watch stream with a raw socket and returns the status and the first event (from `id:`
 /// to its blank line), or the status and the body head of a refusal.
 fn first_event(base: &str, query: &str, token: Option<&str>) -> (u16, String) {
+    first_event_after(base, "", query, token)
+}
+
+/// [`first_event`], after `before` (whole requests) on the same connection.
+fn first_event_after(base: &str, before: &str, query: &str, token: Option<&str>) -> (u16, String) {
     use std::io::{Read, Write};
     let addr = base.trim_start_matches("http://");
     let mut socket = std::net::TcpStream::connect(addr).unwrap();
@@ -277,7 +282,7 @@ fn first_event(base: &str, query: &str, token: Option<&str>) -> (u16, String) {
     let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     write!(
         socket,
-        "GET /v1/routing/watch{query} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n{auth}\r\n"
+        "{before}GET /v1/routing/watch{query} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n{auth}\r\n"
     )
     .unwrap();
     let mut seen = Vec::new();
@@ -308,6 +313,10 @@ fn watch_streams_on_the_fast_port_send_the_same_events_and_register_alike() {
     assert_eq!((main_status, fast_status), (200, 200));
     assert!(main_event.contains("event:routing"), "{main_event}");
     assert_eq!(fast_event, main_event);
+    // A watch request after another request on the connection is served through hyper.
+    let tag_first = "GET /v1/tag?user_id=u HTTP/1.1\r\nHost: x\r\n\r\n";
+    let (status, through_hyper) = first_event_after(&both.fast, tag_first, "", None);
+    assert_eq!(through_hyper, main_event, "status {status}");
     // Registering needs a writer: a viewer is refused alike on both ports.
     let as_viewer = "?subscriber_id=fast-1&zone=az-a&kind=test";
     let main_refused = first_event(&both.main, as_viewer, Some(VIEWER_TOKEN));

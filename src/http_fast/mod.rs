@@ -11,6 +11,7 @@
 //!
 //! Architecture invariant: this module knows hyper, never Rocket; it builds no answer itself.
 
+mod raw_watch;
 mod respond;
 mod watch;
 
@@ -63,9 +64,9 @@ impl FastListener {
         self.listener.local_addr().ok()
     }
 
-    /// Accepts connections until the runtime stops; each is served by hyper's HTTP/1.1
-    /// connection state machine, calling [`respond::answer`] for each request without spawning
-    /// a task per request.
+    /// Accepts connections until the runtime stops. A connection that opens with a watch
+    /// request is served by [`raw_watch`]; the others by hyper's HTTP/1.1 connection state
+    /// machine, calling [`respond::answer`] for each request without spawning a task per request.
     pub async fn serve(self) {
         let listener = match tokio::net::TcpListener::from_std(self.listener) {
             Ok(listener) => listener,
@@ -86,6 +87,7 @@ impl FastListener {
             let _ = stream.set_nodelay(true);
             let tagger = Arc::clone(&self.tagger);
             tokio::spawn(async move {
+                let Some(stream) = raw_watch::take(&tagger, stream).await else { return };
                 let service = service_fn(move |request| {
                     let tagger = Arc::clone(&tagger);
                     async move { Ok::<_, Infallible>(respond::answer(&tagger, request).await) }

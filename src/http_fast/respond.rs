@@ -17,7 +17,7 @@ use crate::telemetry;
 
 /// The headers every answer carries besides its own: what Rocket's `ident` and Shield fairing add
 /// on the main port, so the two listeners answer alike.
-const COMMON: [(&str, &str); 5] = [
+pub(super) const COMMON: [(&str, &str); 5] = [
     ("content-type", "application/json"),
     ("server", "tidegate"),
     ("permissions-policy", "interest-cohort=()"),

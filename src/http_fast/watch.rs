@@ -16,7 +16,8 @@ use hyper::{Request, Response};
 use tokio::sync::mpsc;
 
 use super::Tagger;
-use super::respond::{common, now_ms, reader_of};
+use super::respond::{common, now_ms};
+use crate::service::bearer::{self, Bearer};
 use crate::service::routing_frames::{Frame, HEARTBEAT};
 use crate::service::subscribers::Subscribers;
 use crate::service::tag_answer::{Failure, query_param};
@@ -50,24 +51,71 @@ impl Drop for StreamGuard {
     }
 }
 
-pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Events>, Failure> {
+/// A watch stream whose gates passed: what its loop needs.
+pub(super) struct Opened {
+    guard: StreamGuard,
+    changes: tokio::sync::watch::Receiver<Arc<crate::core::State>>,
+    current: Option<Arc<crate::core::State>>,
+    sent: u64,
+    heartbeat: Duration,
+    frames: Arc<crate::service::routing_frames::RoutingFrames>,
+    log_id: Arc<str>,
+}
+
+impl Opened {
+    /// The next frame to send: the current table first (unless the client has it), then each
+    /// newer version and the heartbeats. `None` when the coordinator is gone.
+    pub(super) async fn next(&mut self, ticker: &mut tokio::time::Interval) -> Option<Frame> {
+        if let Some(current) = self.current.take()
+            && current.version() > self.sent
+        {
+            self.sent = current.version();
+            return Some(self.frames.frame(&current, &self.log_id));
+        }
+        loop {
+            tokio::select! {
+                changed = self.changes.changed() => {
+                    changed.ok()?;
+                    let state = self.changes.borrow_and_update().clone();
+                    if state.version() > self.sent {
+                        self.sent = state.version();
+                        return Some(self.frames.frame(&state, &self.log_id));
+                    }
+                }
+                _ = ticker.tick() => {
+                    if let Some(id) = &self.guard.id {
+                        self.guard.subscribers.touch(id, now_ms());
+                    }
+                    return Some(HEARTBEAT);
+                }
+            }
+        }
+    }
+
+    pub(super) fn ticker(&self) -> tokio::time::Interval {
+        let start = tokio::time::Instant::now() + self.heartbeat;
+        tokio::time::interval_at(start, self.heartbeat)
+    }
+}
+
+/// The gates and the registration of `GET /v1/routing/watch`, as the Rocket route does them.
+pub(super) fn open(
+    tagger: &Tagger,
+    query: Option<&str>,
+    authorization: Option<&str>,
+    last_event_id: Option<u64>,
+) -> Result<Opened, Failure> {
     let Some(subscribers) = &tagger.subscribers else {
         return Err(Failure::new(404, "not_found", "no watch streams on this listener"));
     };
-    let bearer = reader_of(tagger, request.headers())?;
+    let bearer = Bearer::identify(&tagger.config, authorization);
     bearer.require_reader(&tagger.config)?;
-    let query = request.uri().query();
     let subscriber_id = query_param(query, "subscriber_id");
     // Registering counts towards convergence, so it needs a writer, who then owns it.
     let owner = match subscriber_id {
         Some(_) => Some(bearer.require_writer(&tagger.config)?),
         None => None,
     };
-    let last_event_id: Option<u64> = request
-        .headers()
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok());
     let mut changes = tagger.coordinator.subscribe();
     let current = changes.borrow_and_update().clone();
     let id = match (subscriber_id, owner) {
@@ -80,40 +128,42 @@ pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Ev
         }
         _ => None,
     };
-    let guard = StreamGuard { subscribers: Arc::clone(subscribers), id };
-    let heartbeat = Duration::from_millis(tagger.config.watch_heartbeat_ms);
-    let mut sent = last_event_id.filter(|v| *v <= current.version()).unwrap_or(0);
-    let frames = Arc::clone(&tagger.frames);
-    let log_id: Arc<str> = Arc::from(tagger.coordinator.log_id());
+    // A `Last-Event-ID` ahead of this server names a table it never had: send the current one.
+    let sent = last_event_id.filter(|v| *v <= current.version()).unwrap_or(0);
+    Ok(Opened {
+        guard: StreamGuard { subscribers: Arc::clone(subscribers), id },
+        changes,
+        current: Some(current),
+        sent,
+        heartbeat: Duration::from_millis(tagger.config.watch_heartbeat_ms),
+        frames: Arc::clone(&tagger.frames),
+        log_id: Arc::from(tagger.coordinator.log_id()),
+    })
+}
+
+/// Through hyper (a watch request that was not the connection's first): a task feeds the body.
+pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Events>, Failure> {
+    let authorization = match request.headers().get(header::AUTHORIZATION) {
+        None => None,
+        Some(value) => Some(value.to_str().map_err(|_| {
+            bearer::unauthorized("the Authorization header must be `Bearer <token>`")
+        })?),
+    };
+    let last_event_id = request
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
+    let mut opened = open(tagger, request.uri().query(), authorization, last_event_id)?;
     let (tx, rx) = mpsc::channel(2);
     tokio::spawn(async move {
-        let guard = guard;
-        if current.version() > sent {
-            sent = current.version();
-            if tx.send(frames.frame(&current, &log_id)).await.is_err() {
-                return;
-            }
-        }
-        drop(current);
-        let start = tokio::time::Instant::now() + heartbeat;
-        let mut ticker = tokio::time::interval_at(start, heartbeat);
+        let mut ticker = opened.ticker();
         loop {
             let frame = tokio::select! {
-                changed = changes.changed() => {
-                    if changed.is_err() { return; }
-                    let state = changes.borrow_and_update().clone();
-                    if state.version() <= sent { continue; }
-                    sent = state.version();
-                    frames.frame(&state, &log_id)
-                }
-                _ = ticker.tick() => {
-                    if let Some(id) = &guard.id {
-                        guard.subscribers.touch(id, now_ms());
-                    }
-                    HEARTBEAT
-                }
-                _ = tx.closed() => return,
+                frame = opened.next(&mut ticker) => frame,
+                _ = tx.closed() => None,
             };
+            let Some(frame) = frame else { return };
             if tx.send(frame).await.is_err() {
                 return;
             }
