@@ -11,9 +11,11 @@
 # day to the next; the reference runs on the same cores, alternating with the subject.
 #
 # Rows:
-#   tag_rps      GET /v1/tag req/s, tidegate / bare hyper (same body size), wrk 64 connections
-#   tag_p99_4c   p99 latency of GET /v1/tag at 4 connections, tidegate / bare hyper
-#   batch        POST /v1/tag with 10 000 IDs: IDs/s / local Router::tag calls/s (one thread each)
+#   tag_rps      GET /v1/tag req/s, tidegate / bare hyper (same body size), wrk 64 connections,
+#                on the main (Rocket) port and on the fast tag listener ([server] fast_port)
+#   tag_p99_4c   p99 latency of GET /v1/tag at 4 connections, tidegate / bare hyper (both ports)
+#   batch        POST /v1/tag with 10 000 IDs: IDs/s / local Router::tag calls/s (one thread each),
+#                on both ports
 #   lanes        LaneProducer msgs/s / plain rdkafka FutureProducer msgs/s on the real broker
 #                (scripts/kafka.sh), two shapes: a 200 000-message burst and a 10 000 window
 #   watch        N SSE subscribers that ack every version: resident memory per stream, and the
@@ -31,6 +33,9 @@ else
   watchers="${BENCH_WATCHERS:-10000}"; batch_seconds="${BENCH_BATCH_SECONDS:-3}"; lanes_smoke=""
 fi
 ulimit -n "$(ulimit -Hn)"
+# BENCH_PARTS picks a subset (e.g. "tag" or "watch"); the table's other rows are then empty.
+parts="${BENCH_PARTS:-tag lanes watch startup}"
+want() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 if ! command -v wrk >/dev/null 2>&1; then
   echo "installing wrk (Debian package)..." >&2
@@ -94,9 +99,16 @@ role = "operator"
 # Every bench stream registers under the one operator token.
 [subscribers]
 max_per_caller = 100000
+
+# The tag path's own hyper listener, measured next to the Rocket port.
+[server]
+fast_port = 0
 TOML
+if want tag; then
 start tidegate "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/data"
 tg_url="$url"
+fast_url="$(sed -n 's/^tidegate fast tag listener at //p' "$work/tidegate.out")"
+[ -n "$fast_url" ] || { echo "bench.sh: tidegate did not announce its fast tag listener" >&2; exit 1; }
 body_bytes="$(curl -s "$tg_url/v1/tag?user_id=user-1" | wc -c)"
 start bare "$bare" 0 "$body_bytes"
 bare_url="$url"
@@ -124,24 +136,33 @@ wrk_run() {
     END { printf "%s %s\n", rps, p99 }' "$out"
 }
 
-echo "tag: $rounds rounds of ${duration}s, body $body_bytes bytes, alternating tidegate and bare hyper" >&2
+[ "$(curl -s "$fast_url/v1/tag?user_id=user-1" | wc -c)" = "$body_bytes" ] \
+  || { echo "bench.sh: the fast listener's body differs in size from the main port's" >&2; exit 1; }
+
+echo "tag: $rounds rounds of ${duration}s, body $body_bytes bytes, alternating Rocket, fast listener and bare hyper" >&2
 : >"$work/tag.txt"
 for round in $(seq 1 "$rounds"); do
   read -r tg_rps _ < <(wrk_run "$tg_url" 64)
+  read -r fast_rps _ < <(wrk_run "$fast_url" 64)
   read -r bare_rps _ < <(wrk_run "$bare_url" 64)
   read -r _ tg_p99 < <(wrk_run "$tg_url" 4)
+  read -r _ fast_p99 < <(wrk_run "$fast_url" 4)
   read -r _ bare_p99 < <(wrk_run "$bare_url" 4)
-  echo "round $round: tidegate ${tg_rps} req/s, bare ${bare_rps} req/s; p99 at 4 conns ${tg_p99} ms vs ${bare_p99} ms" >&2
-  echo "$tg_rps $bare_rps $tg_p99 $bare_p99" >>"$work/tag.txt"
+  echo "round $round: Rocket ${tg_rps} req/s, fast ${fast_rps} req/s, bare ${bare_rps} req/s; p99 at 4 conns ${tg_p99} / ${fast_p99} / ${bare_p99} ms" >&2
+  echo "$tg_rps $bare_rps $tg_p99 $bare_p99 $fast_rps $fast_p99" >>"$work/tag.txt"
 done
-echo "batch: $rounds rounds of ${batch_seconds}s, POST /v1/tag with 10 000 IDs and local Router::tag, alternating" >&2
+echo "batch: $rounds rounds of ${batch_seconds}s, POST /v1/tag with 10 000 IDs and local Router::tag, alternating (main port, then fast port)" >&2
 "$batch_bench" "$tg_url" "$rounds" "$batch_seconds" >"$work/batch.txt" 2>"$work/batch.err" \
   || echo "batch_ratio_p50_min_max=FAILED: $(tail -1 "$work/batch.err")" >>"$work/batch.txt"
-cat "$work/batch.txt" >&2
+"$batch_bench" "$tg_url" "$rounds" "$batch_seconds" "$fast_url" >"$work/batch-fast.txt" 2>"$work/batch-fast.err" \
+  || echo "batch_ratio_p50_min_max=FAILED: $(tail -1 "$work/batch-fast.err")" >>"$work/batch-fast.txt"
+cat "$work/batch.txt" "$work/batch-fast.txt" >&2
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
+fi
 
+if want lanes; then
 echo "lanes: $rounds alternations of plain FutureProducer and LaneProducer on the real broker" >&2
 if bootstrap="$(bash scripts/kafka.sh start 2>"$work/kafka.err" | tail -1)" && [ -n "$bootstrap" ]; then
   "$lanes_bench" "$bootstrap" "$rounds" $lanes_smoke >"$work/lanes.txt" 2>"$work/lanes.err" \
@@ -150,7 +171,9 @@ else
   echo "lanes_burst_ratio_p50_min_max=FAILED: Kafka did not start: $(tail -1 "$work/kafka.err")" >"$work/lanes.txt"
 fi
 cat "$work/lanes.txt" >&2
+fi
 
+if want watch; then
 echo "watch: $watchers streams" >&2
 start watch "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/watch-data"
 # A round that does not complete is a result too (it is printed in the table), not a crash.
@@ -160,10 +183,23 @@ cat "$work/watch.txt" >&2
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
+echo "watch: $watchers streams on the fast listener (dial and acks on the main port)" >&2
+start watch-fast "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/watch-fast-data"
+watch_fast_url="$(sed -n 's/^tidegate fast tag listener at //p' "$work/watch-fast.out")"
+python3 scripts/bench/watchers.py "$url" "$token" "$pid" "$watchers" 3 subscribers "$watch_fast_url" \
+  >"$work/watch-fast.txt" 2>"$work/watch-fast.err" \
+  || echo "watch_ack_p99_ms_p50_min_max=FAILED: $(tail -1 "$work/watch-fast.err")" >>"$work/watch-fast.txt"
+cat "$work/watch-fast.txt" >&2
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+fi
 
+if want startup; then
 echo "startup: $entries log entries, $rounds rounds" >&2
 python3 scripts/bench/startup.py "$tidegate" "$work/startup" "$entries" "$rounds" >"$work/startup.txt"
 cat "$work/startup.txt" >&2
+fi
 
 # p50 (min-max) of a column of numbers.
 dist() { sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'; }
@@ -178,22 +214,29 @@ echo "tidegate benchmarks: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo
 echo
 echo "| measure | ratio p50 (min-max) | target | subject / reference |"
 echo "|---|---|---|---|"
-echo "| GET /v1/tag req/s, tidegate / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $1/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $1}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
-echo "| GET /v1/tag p99 at 4 conns, tidegate / bare hyper | $(awk '{print $3/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $3}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
+echo "| GET /v1/tag req/s, tidegate (Rocket port) / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $1/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $1}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
+echo "| GET /v1/tag req/s, tidegate (fast port) / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $5/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $5}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
+echo "| GET /v1/tag p99 at 4 conns, tidegate (Rocket port) / bare hyper | $(awk '{print $3/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $3}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
+echo "| GET /v1/tag p99 at 4 conns, tidegate (fast port) / bare hyper | $(awk '{print $6/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $6}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
 # key=P50/MIN/MAX in FILE -> "P50 (MIN-MAX)"
 kv() { sed -n "s/^$2=//p" "$work/$1" | awk -F/ '{ if (NF == 3) printf "%s (%s-%s)", $1, $2, $3; else print }'; }
 kv1() { sed -n "s/^$2=//p" "$work/$1"; }
-echo "| POST /v1/tag with 10 000 IDs: IDs/s / local Router::tag calls/s | $(kv batch.txt batch_ratio_p50_min_max) | >= 0.3 | $(kv1 batch.txt batch_http_ids_per_s_p50) IDs/s / $(kv1 batch.txt batch_local_calls_per_s_p50) calls/s |"
+echo "| POST /v1/tag with 10 000 IDs (Rocket port): IDs/s / local Router::tag calls/s | $(kv batch.txt batch_ratio_p50_min_max) | >= 0.3 | $(kv1 batch.txt batch_http_ids_per_s_p50) IDs/s / $(kv1 batch.txt batch_local_calls_per_s_p50) calls/s |"
+echo "| POST /v1/tag with 10 000 IDs (fast port): IDs/s / local Router::tag calls/s | $(kv batch-fast.txt batch_ratio_p50_min_max) | >= 0.3 | $(kv1 batch-fast.txt batch_http_ids_per_s_p50) IDs/s / $(kv1 batch-fast.txt batch_local_calls_per_s_p50) calls/s |"
 echo "| LaneProducer / plain FutureProducer, 200 000 x 100 B burst, random users, fresh topics | $(kv lanes.txt lanes_burst_ratio_p50_min_max) | >= 0.95 | $(kv1 lanes.txt lanes_burst_lane_msgs_per_s_p50) / $(kv1 lanes.txt lanes_burst_plain_msgs_per_s_p50) msg/s |"
 echo "| LaneProducer / plain FutureProducer, 100 000 x 100 B, 10 000 in flight, 1 000 users | $(kv lanes.txt lanes_window_ratio_p50_min_max) | >= 0.95 | $(kv1 lanes.txt lanes_window_lane_msgs_per_s_p50) / $(kv1 lanes.txt lanes_window_plain_msgs_per_s_p50) msg/s |"
 w() { sed -n "s/^$1=//p" "$work/watch.txt"; }
+wf() { sed -n "s/^$1=//p" "$work/watch-fast.txt"; }
 echo "| watch: resident memory per open stream, $watchers streams | $(w watch_rss_per_stream_kb) KB | <= 8 KB | $(w watch_rss_streams_kb) KB with the streams, $(w watch_rss_idle_kb) KB idle |"
+echo "| watch: dial -> all $watchers applied (event received), p99 across streams (p50/min/max of 3 rounds) | $(w watch_applied_p99_ms_p50_min_max) ms | | |"
 echo "| watch: dial -> all $watchers acked, p99 across streams (p50/min/max of 3 rounds) | $(w watch_ack_p99_ms_p50_min_max) ms | <= 250 ms | |"
+echo "| watch on the fast port: resident memory per open stream, $watchers streams | $(wf watch_rss_per_stream_kb) KB | <= 8 KB | $(wf watch_rss_streams_kb) KB with the streams, $(wf watch_rss_idle_kb) KB idle |"
+echo "| watch on the fast port: dial -> all $watchers applied / acked, p99 across streams (p50/min/max of 3 rounds) | $(wf watch_applied_p99_ms_p50_min_max) / $(wf watch_ack_p99_ms_p50_min_max) ms | <= 250 ms | |"
 echo "| start-up to /readyz, $entries entries (snapshot) / fresh log | $startup_ratio | (<= 1 s) | $startup_ms / $fresh_ms; full replay without snapshot: $full_ms ms |"
 
 # No thresholds, but a measure that could not be taken at all fails the run (so --smoke in CI
 # notices when a change breaks a benchmark, as the token rules once broke the watch streams).
-if grep -q "FAILED" "$work/watch.txt" "$work/startup.txt" "$work/batch.txt" "$work/lanes.txt" 2>/dev/null; then
+if grep -q "FAILED" "$work/watch.txt" "$work/watch-fast.txt" "$work/startup.txt" "$work/batch.txt" "$work/batch-fast.txt" "$work/lanes.txt" 2>/dev/null; then
   echo "bench.sh: a benchmark could not be measured (FAILED above)" >&2
   exit 1
 fi

@@ -372,6 +372,8 @@ impl Default for DrainSettings {
 pub struct ServerSettings {
     pub address: String,
     pub port: u16,
+    /// A second port serving only `GET`/`POST /v1/tag` on hyper directly (off when absent).
+    pub fast_port: Option<u16>,
     pub tls: Option<TlsSettings>,
 }
 
@@ -442,7 +444,7 @@ impl Default for Settings {
 
 impl Default for ServerSettings {
     fn default() -> Self {
-        ServerSettings { address: "127.0.0.1".into(), port: 8080, tls: None }
+        ServerSettings { address: "127.0.0.1".into(), port: 8080, fast_port: None, tls: None }
     }
 }
 
@@ -533,6 +535,9 @@ pub struct Config {
     pub lanes: LanesConfig,
     /// Serve HTTPS with these files; `None` serves plain HTTP.
     pub tls: Option<TlsSettings>,
+    /// `[server] fast_port`: the tag path's own plain-HTTP listener on `address` (`http_fast`);
+    /// 0 takes any free port.
+    pub fast_port: Option<u16>,
     /// The CA file the CLI trusts (`[client] ca_file`).
     pub client_ca_file: Option<PathBuf>,
     /// Most subscribers one caller may register (`subscribers.max_per_caller`).
@@ -878,6 +883,20 @@ impl Config {
         if let Some(tls) = &s.server.tls {
             validate_tls(tls)?;
         }
+        if let Some(fast_port) = s.server.fast_port {
+            if s.server.tls.is_some() {
+                return Err(invalid(
+                    "server.fast_port",
+                    "the fast tag listener serves plain HTTP only, and server.tls is set; remove server.fast_port (or serve TLS in front of it)",
+                ));
+            }
+            if fast_port != 0 && fast_port == s.server.port {
+                return Err(invalid(
+                    "server.fast_port",
+                    format!("must differ from server.port ({fast_port})"),
+                ));
+            }
+        }
         if let Some(path) = &s.client.ca_file
             && let Err(e) = std::fs::metadata(path)
         {
@@ -897,6 +916,7 @@ impl Config {
             plan_triggers: s.plans.triggers,
             declared_plans: s.plans.declared.clone(),
             tls: s.server.tls.clone(),
+            fast_port: s.server.fast_port,
             client_ca_file: s.client.ca_file.clone(),
             flag_key,
             edge,

@@ -8,8 +8,8 @@
 //! 3. [`store`]: the durable log of commands; state is the replay of the log.
 //! 4. [`service`]: the stateful services between the log and the edges: the coordinator, the
 //!    drain runner, subscribers, lane membership, zone health.
-//! 5. Edges: [`http`] (Rocket), [`mq`] (rdkafka), [`client`] (the library services embed),
-//!    [`cli`], [`edge`] (`tidegate edge`, the local evaluator for gateways and OpenFeature), plus
+//! 5. Edges: [`http`] (Rocket), [`http_fast`] (the tag path on hyper alone), [`mq`] (rdkafka),
+//!    [`client`] (the library services embed), [`cli`], [`edge`] (`tidegate edge`, the local evaluator for gateways and OpenFeature), plus
 //!    [`server`] and [`demo`], which wire them together.
 
 #![forbid(unsafe_code)]
@@ -30,5 +30,6 @@ pub mod client;
 pub mod demo;
 pub mod edge;
 pub mod http;
+pub mod http_fast;
 pub mod mq;
 pub mod server;

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use crate::config::{Config, StoreConfig};
 use crate::http::{self, App, now_ms};
+use crate::http_fast;
 use crate::mq::{KafkaCommandLog, KafkaLogReader, KafkaPresence, ensure_command_topic};
 use crate::service::coordinator::{Boot, Coordinator, StartError};
 use crate::service::plan_config;
 use crate::store::{FileLog, Snapshots, StoreError};
+use crate::telemetry::TagCounters;
 
 /// Opens the configured command log and rebuilds the coordinator from it: as one replica of the
 /// shared Kafka topic, or from the embedded file log under `config.data_dir` (from the newest
@@ -119,7 +121,26 @@ pub fn serve(config: Config) -> Result<(), String> {
             );
         }
     }
-    let served = http::run(app);
+    let served = match config.fast_port {
+        None => http::run(app),
+        Some(port) => {
+            let tagger = http_fast::Tagger {
+                coordinator: Arc::clone(&coordinator),
+                config: Arc::clone(&config),
+                // After `App::new`, which installs the metrics recorder: the same counters.
+                counters: TagCounters::new(&coordinator.table()),
+                main_port: Arc::clone(&app.bound_port),
+                subscribers: Some(Arc::clone(&app.subscribers)),
+                frames: Arc::clone(&app.frames),
+            };
+            let fast = http_fast::FastListener::bind(tagger, port)?;
+            if let Some(at) = fast.local_addr() {
+                // Tests and scripts read this line for the fast port (before Rocket's own line).
+                println!("tidegate fast tag listener at http://{at}");
+            }
+            http::run_alongside(app, fast.serve())
+        }
+    };
     // Clean shutdown: the next start reads this snapshot and no log entry at all.
     if let Err(e) = coordinator.snapshot_now() {
         eprintln!("tidegate: warning: could not write a snapshot at shutdown: {e}");

@@ -121,7 +121,10 @@ fn every_mounted_api_route_is_in_the_document_and_the_document_names_no_other() 
 }
 
 /// Every `ApiError` code written in `src/http` as `ApiError::new(status, "code", ..)`,
-/// `ApiError::bad_request("code", ..)` or a catcher arm `=> ("code", ..)`.
+/// `ApiError::bad_request("code", ..)` or a catcher arm `=> ("code", ..)`, and every `Failure`
+/// code of the framework-free answers both HTTP listeners render (`Failure::new(status, "code",
+/// ..)`, `Failure::bad_request("code", ..)`) in `src/service/{tag_answer,bearer,subscribers}.rs`
+/// and `src/http_fast`.
 fn codes_in_source() -> BTreeSet<String> {
     fn literal_after(text: &str) -> Option<String> {
         let text = text.trim_start();
@@ -131,8 +134,12 @@ fn codes_in_source() -> BTreeSet<String> {
         code.chars().all(|c| c.is_ascii_lowercase() || c == '_').then(|| code.to_owned())
     }
     fn walk(dir: &Path, codes: &mut BTreeSet<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
+        let paths: Vec<_> = if dir.is_dir() {
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect()
+        } else {
+            vec![dir.to_path_buf()]
+        };
+        for path in paths {
             if path.is_dir() {
                 walk(&path, codes);
             } else if path.extension().is_some_and(|e| e == "rs") {
@@ -140,10 +147,12 @@ fn codes_in_source() -> BTreeSet<String> {
                 for (i, _) in text.match_indices("bad_request(") {
                     codes.extend(literal_after(&text[i + "bad_request(".len()..]));
                 }
-                for (i, _) in text.match_indices("ApiError::new(") {
-                    let rest = &text[i + "ApiError::new(".len()..];
-                    if let Some(comma) = rest.find(',') {
-                        codes.extend(literal_after(&rest[comma + 1..]));
+                for constructor in ["ApiError::new(", "Failure::new("] {
+                    for (i, _) in text.match_indices(constructor) {
+                        let rest = &text[i + constructor.len()..];
+                        if let Some(comma) = rest.find(',') {
+                            codes.extend(literal_after(&rest[comma + 1..]));
+                        }
                     }
                 }
                 // The default catcher's arms (only error.rs maps statuses to codes this way).
@@ -155,7 +164,15 @@ fn codes_in_source() -> BTreeSet<String> {
         }
     }
     let mut codes = BTreeSet::new();
-    walk(Path::new("src/http"), &mut codes);
+    for place in [
+        "src/http",
+        "src/http_fast",
+        "src/service/tag_answer.rs",
+        "src/service/bearer.rs",
+        "src/service/subscribers.rs",
+    ] {
+        walk(Path::new(place), &mut codes);
+    }
     codes
 }
 

@@ -158,7 +158,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("base", &["telemetry", "duration", "config"]),
     ("store", &["store"]),
     ("service", &["service"]),
-    ("edge", &["http", "mq", "client", "cli", "edge", "server", "demo"]),
+    ("edge", &["http", "http_fast", "mq", "client", "cli", "edge", "server", "demo"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

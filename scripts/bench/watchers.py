@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Holds N routing watch streams (SSE) on one asyncio loop, then measures a dial change.
 
-    scripts/bench/watchers.py URL OPERATOR_TOKEN TIDEGATE_PID N [ROUNDS [MODE]]
+    scripts/bench/watchers.py URL OPERATOR_TOKEN TIDEGATE_PID N [ROUNDS [MODE [STREAM_URL]]]
+
+STREAM_URL (default URL) is where the streams connect, e.g. the fast listener's port
+(`[server] fast_port`); the dial changes and acknowledgements always go to URL.
 
 Each stream is a subscriber (`subscriber_id=bench-<i>`) that acknowledges every routing version
 it receives with `POST /v1/subscribers/<id>/ack`, as `tidegate::client::Router` does (over a few
 kept-alive connections shared by all streams, as a service's HTTP client pool would). Prints:
 the coordinator's resident memory idle and with N streams open (per stream), and for each round
-the time from the dial request to the last stream's acknowledgement (p50/p99/max across streams).
+the time from the dial request to each stream's receiving the new version ("applied": the event
+is parsed) and to its acknowledgement being answered (p50/p99/max across streams).
 
 MODE (for finding what a stream's memory is, by elimination; memory only, no rounds):
   subscribers  the above (default)
@@ -94,6 +98,7 @@ class Watcher:
         self.host, self.port, self.id, self.token = host, port, "bench-%d" % index, token
         self.acks = acks  # None: an anonymous stream that never acknowledges
         self.versions = {}  # version -> monotonic time acknowledged
+        self.received = {}  # version -> monotonic time the event arrived
         self.connected = asyncio.Event()
 
     async def run(self):
@@ -117,6 +122,7 @@ class Watcher:
                 event_id = int(line[3:].strip())
             elif line == b"" and event_id is not None:
                 version, event_id = event_id, None
+                self.received[version] = time.monotonic()
                 if self.acks is None:
                     self.versions[version] = time.monotonic()
                     self.connected.set()
@@ -132,13 +138,15 @@ async def main():
     url, token, pid, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     rounds = int(sys.argv[5]) if len(sys.argv) > 5 else 3
     mode = sys.argv[6] if len(sys.argv) > 6 else "subscribers"
+    stream_url = sys.argv[7] if len(sys.argv) > 7 else url
     host, port = url.split("//", 1)[1].split(":")
     port = int(port)
+    stream_port = int(stream_url.rsplit(":", 1)[1])
     idle = rss_kb(pid)
     if mode == "idle":
         conns = []
         for i in range(count):
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await asyncio.open_connection(host, stream_port)
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             await writer.drain()
             await reader.readuntil(b"\r\n\r\n")
@@ -149,7 +157,7 @@ async def main():
               % (count, idle, held, (held - idle) / count))
         return
     acks = AckPool(host, port, token, 16) if mode == "subscribers" else None
-    watchers = [Watcher(host, port, i, token, acks) for i in range(count)]
+    watchers = [Watcher(host, stream_port, i, token, acks) for i in range(count)]
     tasks = []
     for i, w in enumerate(watchers):
         tasks.append(asyncio.create_task(w.run()))
@@ -167,6 +175,7 @@ async def main():
     print("watch_rss_streams_kb=%d" % held)
     print("watch_rss_per_stream_kb=%.1f" % ((held - idle) / count), flush=True)
     latencies = []
+    applied_p99s = []
     for r in range(rounds):
         status, body = await request(host, port, "GET", "/v1/routing")
         table = json.loads(body)
@@ -185,11 +194,18 @@ async def main():
                 raise SystemExit("%d of %d streams acknowledged version %d within 60 s"
                                  % (done, len(watchers), version))
             await asyncio.sleep(0.005)
+        p99_at = max(int(len(watchers) * 0.99) - 1, 0)
+        applied = sorted(w.received[version] - began for w in watchers)
         times = sorted(w.versions[version] - began for w in watchers)
-        p99 = times[int(len(times) * 0.99) - 1]
+        p99 = times[p99_at]
         latencies.append(p99)
+        applied_p99s.append(applied[p99_at])
+        print("watch_round_%d_applied_ms_p50_p99_max=%.0f/%.0f/%.0f"
+              % (r, statistics.median(applied) * 1000, applied[p99_at] * 1000, applied[-1] * 1000))
         print("watch_round_%d_ms_p50_p99_max=%.0f/%.0f/%.0f"
-              % (r, statistics.median(times) * 1000, p99 * 1000, times[-1] * 1000))
+              % (r, statistics.median(times) * 1000, p99 * 1000, times[-1] * 1000), flush=True)
+    print("watch_applied_p99_ms_p50_min_max=%.0f/%.0f/%.0f" % (
+        statistics.median(applied_p99s) * 1000, min(applied_p99s) * 1000, max(applied_p99s) * 1000))
     print("watch_ack_p99_ms_p50_min_max=%.0f/%.0f/%.0f" % (
         statistics.median(latencies) * 1000, min(latencies) * 1000, max(latencies) * 1000))
     for t in tasks:

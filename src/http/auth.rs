@@ -16,7 +16,6 @@
 use rocket::http::{ContentType, Method, Status};
 use rocket::request::{FromRequest, Outcome, Request};
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use std::sync::Arc;
 
@@ -24,6 +23,7 @@ use super::App;
 use super::error::ApiError;
 use super::ui::session::{CSRF_HEADER, Csrf, Session};
 use crate::config::{Config, OperatorEntry, Role};
+use crate::service::bearer::{self, Bearer, find_operator};
 
 /// The identity behind a request. The guard never fails; handlers ask for what they need, so the
 /// error body is always ours and always says what was wrong.
@@ -52,32 +52,14 @@ pub enum Caller {
 }
 
 impl Caller {
+    /// The caller an `Authorization` header names, checked by `service::bearer` (the fast
+    /// listener checks tokens with the same function).
     pub fn identify(config: &Config, authorization: Option<&str>) -> Caller {
-        let Some(header) = authorization else {
-            return Caller::Anonymous;
-        };
-        // RFC 7235: the scheme is case-insensitive (`bearer`, `BEARER` are the same).
-        let header = header.trim_start();
-        let (scheme, token) = header.split_once([' ', '\t']).unwrap_or((header, ""));
-        if !scheme.eq_ignore_ascii_case("Bearer") {
-            return Caller::Rejected("the Authorization header must be `Bearer <token>`");
-        }
-        let token = token.trim();
-        if token.is_empty() {
-            return Caller::Rejected("the bearer token is empty");
-        }
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let found = find_operator(config, &digest, |_| true);
-        let mut service = None;
-        for hash in &config.service_tokens {
-            if bool::from(hash.ct_eq(&digest)) {
-                service = Some(hash);
-            }
-        }
-        match (found, service) {
-            (Some(op), _) => Caller::Operator { name: op.name.clone(), role: op.role },
-            (None, Some(hash)) => Caller::Service { id: service_id(hash) },
-            (None, None) => Caller::Rejected("the bearer token is not known"),
+        match Bearer::identify(config, authorization) {
+            Bearer::Anonymous => Caller::Anonymous,
+            Bearer::Rejected(why) => Caller::Rejected(why),
+            Bearer::Service { id } => Caller::Service { id },
+            Bearer::Operator { name, role } => Caller::Operator { name, role },
         }
     }
 
@@ -100,10 +82,7 @@ impl Caller {
             Caller::UnsupportedMedia(got) => Err(unsupported_media(got)),
             Caller::Service { .. } | Caller::Operator { .. } | Caller::Session { .. } => Ok(()),
             Caller::Rejected(why) => Err(unauthorized(why)),
-            Caller::Anonymous if config.service_tokens.is_empty() => Ok(()),
-            Caller::Anonymous => Err(unauthorized(
-                "this tidegate requires a service or operator token for reads (service_tokens_sha256 is set)",
-            )),
+            Caller::Anonymous => Ok(bearer::anonymous_read(config)?),
         }
     }
 
@@ -148,35 +127,23 @@ impl Caller {
     /// never a viewer. Returns the caller's identity (`service:…` or `operator:NAME`), which owns
     /// what it registers and is what per-caller limits count.
     pub fn require_writer(&self, config: &Config) -> Result<String, ApiError> {
-        match self {
-            Caller::Service { id } => Ok(id.clone()),
-            Caller::Anonymous => Err(unauthorized(if config.service_tokens.is_empty() {
-                "this signal moves traffic, so it needs a service or operator token (`Authorization: Bearer <token>`); add one to service_tokens_sha256"
-            } else {
-                "a service or operator token is required: `Authorization: Bearer <token>`"
-            })),
-            _ => self.require_operator(config).map(|name| format!("operator:{name}")),
-        }
+        // Bearer callers through the gate the fast listener uses too.
+        let bearer = match self {
+            Caller::Service { id } => Bearer::Service { id: id.clone() },
+            Caller::Anonymous => Bearer::Anonymous,
+            Caller::Rejected(why) => Bearer::Rejected(why),
+            Caller::Operator { name, role } => Bearer::Operator { name: name.clone(), role: *role },
+            _ => return self.require_operator(config).map(|name| format!("operator:{name}")),
+        };
+        Ok(bearer.require_writer(config)?)
     }
-}
-
-/// How a service token is named in ownership records, limits and errors: not secret (the hash
-/// is in the configuration), stable across restarts, distinct per token.
-fn service_id(hash: &[u8; 32]) -> String {
-    format!("service:{}", &hex::encode(hash)[..12])
 }
 
 /// Whether a request's body is declared as JSON. Requests without a body pass; a body without a
 /// `Content-Type` does not (a browser sends a `Blob` body that way without a preflight).
 pub fn body_is_json(content_type: Option<&ContentType>, has_body: bool) -> Result<(), String> {
     match content_type {
-        Some(ct)
-            if ct.top() == "application"
-                && (ct.sub() == "json"
-                    || ct.sub().as_str().to_ascii_lowercase().ends_with("+json")) =>
-        {
-            Ok(())
-        }
+        Some(ct) if bearer::is_json_media(ct.top().as_str(), ct.sub().as_str()) => Ok(()),
         Some(ct) => Err(ct.to_string()),
         None if has_body => Err("no Content-Type".to_owned()),
         None => Ok(()),
@@ -184,36 +151,15 @@ pub fn body_is_json(content_type: Option<&ContentType>, has_body: bool) -> Resul
 }
 
 fn unsupported_media(got: &str) -> ApiError {
-    ApiError::new(
-        Status::UnsupportedMediaType,
-        "unsupported_media_type",
-        format!("the request body must be JSON with `Content-Type: application/json`, got {got}"),
-    )
+    bearer::unsupported_media(got).into()
 }
 
 fn unauthorized(detail: &str) -> ApiError {
-    ApiError::new(Status::Unauthorized, "unauthorized", detail)
+    bearer::unauthorized(detail).into()
 }
 
 fn csrf_failed(detail: &str) -> ApiError {
     ApiError::new(Status::Forbidden, "csrf_failed", detail)
-}
-
-/// The operator whose token hashes to `digest` (and who passes `wanted`), compared against every
-/// configured hash without stopping early, so the time taken does not reveal which (or whether
-/// any) entry matched.
-fn find_operator<'c>(
-    config: &'c Config,
-    digest: &[u8; 32],
-    wanted: impl Fn(&OperatorEntry) -> bool,
-) -> Option<&'c OperatorEntry> {
-    let mut found = None;
-    for op in &config.operators {
-        if bool::from(op.token_sha256.ct_eq(digest)) && wanted(op) {
-            found = Some(op);
-        }
-    }
-    found
 }
 
 /// The web UI's login check: the named operator's token, with the same constant-time

@@ -12,6 +12,7 @@ use crate::core::{CommandError, TagError, UnitError, Verdict};
 use crate::service::coordinator::SubmitError;
 use crate::service::lane_membership::LanesError;
 use crate::service::plan_start::StartError;
+use crate::service::tag_answer::{self, Failure};
 use crate::store::StoreError;
 use crate::telemetry;
 
@@ -60,12 +61,17 @@ impl ApiError {
         }
     }
 
+    /// The same object the fast listener answers with (`service::tag_answer::error_body`).
     pub fn body(&self) -> Value {
-        let mut body = Map::new();
-        body.insert("error".into(), json!(self.code));
-        body.insert("detail".into(), json!(self.detail));
-        body.extend(self.extra.clone());
-        Value::Object(body)
+        tag_answer::error_body(self.code, &self.detail, &self.extra)
+    }
+}
+
+/// The tag path's framework-free failures (shared with the fast listener).
+impl From<Failure> for ApiError {
+    fn from(f: Failure) -> ApiError {
+        let status = Status::from_code(f.status).unwrap_or(Status::InternalServerError);
+        ApiError { status, code: f.code, detail: f.detail, extra: f.extra }
     }
 }
 
@@ -251,22 +257,15 @@ impl From<LanesError> for ApiError {
     }
 }
 
-/// Maps a JSON body that failed to parse or was too large.
+/// Maps a JSON body that failed to parse or was too large (the fast listener maps its own body
+/// errors to the same `service::tag_answer` failures).
 pub fn json_error(e: rocket::serde::json::Error<'_>) -> ApiError {
     match e {
         rocket::serde::json::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-            ApiError::new(
-                Status::PayloadTooLarge,
-                "body_too_large",
-                "the request body is larger than the configured limit (limits.max_body_bytes)",
-            )
+            tag_answer::body_too_large().into()
         }
-        rocket::serde::json::Error::Io(io) => {
-            ApiError::bad_request("invalid_body", format!("could not read the body: {io}"))
-        }
-        rocket::serde::json::Error::Parse(_, e) => {
-            ApiError::bad_request("invalid_json", format!("the body is not the expected JSON: {e}"))
-        }
+        rocket::serde::json::Error::Io(io) => tag_answer::unreadable_body(&io).into(),
+        rocket::serde::json::Error::Parse(_, e) => tag_answer::invalid_json(&e).into(),
     }
 }
 

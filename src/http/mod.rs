@@ -22,6 +22,7 @@ mod watch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rocket::data::{ByteUnit, Limits};
@@ -68,6 +69,8 @@ pub struct App {
     pub frames: Arc<watch::RoutingFrames>,
     /// This replica and the others it has heard from (`GET /v1/cluster`).
     pub presence: Arc<Presence>,
+    /// The port Rocket bound (known at liftoff; 0 before): the fast listener names it in its 404s.
+    pub bound_port: Arc<AtomicU16>,
 }
 
 impl App {
@@ -155,6 +158,7 @@ impl App {
             metrics,
             frames: Arc::default(),
             presence,
+            bound_port: Arc::default(),
         }
     }
 }
@@ -211,6 +215,9 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();
+                if let Some(app) = rocket.state::<App>() {
+                    app.bound_port.store(config.port, Ordering::Relaxed);
+                }
                 // Tests and scripts start tidegate on port 0 and read this line for the real port.
                 let scheme = if config.tls_enabled() { "https" } else { "http" };
                 let url = format!("{scheme}://{}", SocketAddr::new(config.address, config.port));
@@ -274,6 +281,19 @@ pub async fn submit_with_id(
 /// Serves `app` on Rocket's own runtime until Ctrl-C or SIGTERM.
 pub fn run(app: App) -> Result<(), String> {
     rocket::execute(build(app).launch()).map(|_| ()).map_err(|e| format!("server failed: {e}"))
+}
+
+/// Like [`run`], with `alongside` (the fast tag listener) spawned on the same runtime first.
+pub fn run_alongside(
+    app: App,
+    alongside: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    rocket::execute(async move {
+        rocket::tokio::spawn(alongside);
+        build(app).launch().await
+    })
+    .map(|_| ())
+    .map_err(|e| format!("server failed: {e}"))
 }
 
 /// Milliseconds since the Unix epoch: the only clock reading behind audit records.

@@ -12,7 +12,8 @@ use super::error::{ApiError, json_error};
 use super::idempotency::IdempotencyKey;
 use super::tag::Versioned;
 use super::{App, iso8601};
-use crate::core::{Color, Command, HASH_ALGORITHM, RoutingTable, Share, UnitMode};
+use crate::core::{Color, Command, Share};
+pub use crate::service::routing_frames::routing_body;
 use crate::store::AuditRecord;
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
@@ -20,33 +21,6 @@ type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("routing", |rocket| async {
         rocket.mount("/", routes![get_routing, put_dial, put_pin, delete_pin, get_audit])
-    })
-}
-
-/// The wire form of a routing table, shared by `GET /v1/routing`, dial and pin responses.
-/// `log_id` names the command log the table comes from: a client that sees another log's table
-/// with a lower version knows the log was replaced, not that it is reading an old table.
-pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
-    let share = table.share();
-    let (mode, digits_skip) = match table.scheme().mode() {
-        UnitMode::Hash => ("hash", None),
-        UnitMode::Digits { skip } => ("digits", Some(skip)),
-    };
-    let pins: serde_json::Map<String, Value> =
-        table.pins().iter().map(|(user, color)| (user.clone(), json!(color.as_str()))).collect();
-    json!({
-        "version": table.version(),
-        "log_id": log_id,
-        "units": share.units,
-        "blue_units": share.blue_units,
-        "blue_percent": share.blue_percent(),
-        "green_percent": 100.0 - share.blue_percent(),
-        "colors": { "blue": table.zone_of(Color::Blue), "green": table.zone_of(Color::Green) },
-        "pins": pins,
-        "unit_mode": mode,
-        "digits_skip": digits_skip,
-        "hash": HASH_ALGORITHM,
-        "rule": "unit u is blue when u < blue_units, green otherwise; a pin wins over the unit",
     })
 }
 

@@ -1,11 +1,11 @@
 //! Routing push and convergence: the watch stream (SSE), acknowledgements, subscriber views.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rocket::fairing::AdHoc;
 use rocket::futures::stream::{Stream, StreamExt};
-use rocket::http::{ContentType, Status};
+use rocket::http::ContentType;
 use rocket::request::{FromRequest, Outcome, Request};
 use rocket::response::stream::{ByteStream, ReaderStream};
 use rocket::response::{self, Responder, Response};
@@ -16,10 +16,11 @@ use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
-use super::routing::routing_body;
 use super::{App, iso8601, now_ms};
-use crate::core::State as CoreState;
+pub use crate::service::routing_frames::RoutingFrames;
+use crate::service::routing_frames::{Frame, HEARTBEAT};
 use crate::service::subscribers::{SubscriberError, Subscribers};
+use crate::service::tag_answer::Failure;
 
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("routing watch", |rocket| async {
@@ -55,27 +56,7 @@ pub fn stage() -> AdHoc {
 
 impl From<SubscriberError> for ApiError {
     fn from(e: SubscriberError) -> ApiError {
-        let detail = e.to_string();
-        match e {
-            SubscriberError::InvalidId(_) | SubscriberError::InvalidLabel { .. } => {
-                ApiError::bad_request("invalid_subscriber", detail)
-            }
-            SubscriberError::Unknown(_) => {
-                ApiError::new(Status::NotFound, "unknown_subscriber", detail)
-            }
-            SubscriberError::Full => {
-                ApiError::new(Status::ServiceUnavailable, "too_many_subscribers", detail)
-            }
-            SubscriberError::FutureVersion { .. } => {
-                ApiError::bad_request("invalid_version", detail)
-            }
-            SubscriberError::CallerFull { .. } => {
-                ApiError::new(Status::TooManyRequests, "caller_limit", detail)
-            }
-            SubscriberError::NotOwner { .. } => {
-                ApiError::new(Status::Forbidden, "not_subscriber_owner", detail)
-            }
-        }
+        Failure::from(e).into()
     }
 }
 
@@ -103,51 +84,6 @@ impl Drop for StreamGuard {
         if let Some(id) = &self.id {
             self.subscribers.disconnect(id, now_ms());
         }
-    }
-}
-
-/// One server-sent event, already framed (`id:`, `event:`, `data:` lines and the blank line).
-/// The routing event of a version is built once and shared by every stream that sends it, so a
-/// change costs one serialisation however many subscribers watch, and no stream holds a copy.
-#[derive(Clone)]
-pub(crate) enum Frame {
-    Shared(Arc<[u8]>),
-    Static(&'static [u8]),
-}
-
-impl AsRef<[u8]> for Frame {
-    fn as_ref(&self) -> &[u8] {
-        match self {
-            Frame::Shared(bytes) => bytes,
-            Frame::Static(bytes) => bytes,
-        }
-    }
-}
-
-const HEARTBEAT: Frame = Frame::Static(b":heartbeat\n\n");
-
-/// The newest routing frame, built on first demand for its version.
-#[derive(Default)]
-pub struct RoutingFrames {
-    newest: Mutex<Option<(u64, Arc<[u8]>)>>,
-}
-
-impl RoutingFrames {
-    fn frame(&self, state: &CoreState, log_id: &str) -> Frame {
-        let mut newest = self.newest.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((version, bytes)) = newest.as_ref()
-            && *version == state.version()
-        {
-            return Frame::Shared(Arc::clone(bytes));
-        }
-        // Compact JSON has no line breaks, so the body fits one `data:` line.
-        let json = routing_body(state.table(), log_id).to_string();
-        let text = format!("id:{}\nevent:routing\ndata:{json}\n\n", state.version());
-        let bytes: Arc<[u8]> = Arc::from(text.into_bytes());
-        if newest.as_ref().is_none_or(|(version, _)| *version < state.version()) {
-            *newest = Some((state.version(), Arc::clone(&bytes)));
-        }
-        Frame::Shared(bytes)
     }
 }
 

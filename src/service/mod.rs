@@ -4,6 +4,7 @@
 //! clock, a `LagSource`, a health source), so none of them knows Rocket or rdkafka. Edges
 //! (`http`, `mq`, `client`, `cli`) call into them; they never call an edge.
 
+pub mod bearer;
 pub mod capacity;
 pub mod coordinator;
 pub mod drain_runner;
@@ -18,7 +19,9 @@ pub mod plan_start;
 pub mod plan_trigger;
 pub mod preconditions;
 pub mod presence;
+pub mod routing_frames;
 pub mod subscribers;
 pub mod table_source;
+pub mod tag_answer;
 pub mod ui_sessions;
 pub mod zone_history;

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
+use super::tag_answer::Failure;
 use crate::telemetry;
 
 /// Most subscribers tracked at once; beyond this registration is refused (the table is pushed
@@ -78,6 +79,25 @@ pub enum SubscriberError {
     NotOwner { id: String },
     #[error("version {acked} has not been committed yet (the newest is {current})")]
     FutureVersion { acked: u64, current: u64 },
+}
+
+/// The HTTP failure of each error (one mapping for the Rocket routes and the fast listener).
+impl From<SubscriberError> for Failure {
+    fn from(e: SubscriberError) -> Failure {
+        let detail = e.to_string();
+        match e {
+            SubscriberError::InvalidId(_) | SubscriberError::InvalidLabel { .. } => {
+                Failure::bad_request("invalid_subscriber", detail)
+            }
+            SubscriberError::Unknown(_) => Failure::new(404, "unknown_subscriber", detail),
+            SubscriberError::Full => Failure::new(503, "too_many_subscribers", detail),
+            SubscriberError::FutureVersion { .. } => {
+                Failure::bad_request("invalid_version", detail)
+            }
+            SubscriberError::CallerFull { .. } => Failure::new(429, "caller_limit", detail),
+            SubscriberError::NotOwner { .. } => Failure::new(403, "not_subscriber_owner", detail),
+        }
+    }
 }
 
 /// One subscriber's convergence status against a version.

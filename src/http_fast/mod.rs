@@ -1,0 +1,102 @@
+//! The fast tag listener: `[server] fast_port` served by hyper directly, without Rocket.
+//!
+//! It answers `GET /v1/tag` and `POST /v1/tag`, with the bodies, headers and errors of the
+//! Rocket routes (both build them with `service::tag_answer`, and check bearer tokens with
+//! `service::bearer`), and `GET /v1/routing/watch` (the same events and subscriber registry as
+//! the main port's stream, at a fraction of its memory per stream); everything else is a 404
+//! naming the main port. It exists because Rocket's
+//! own per-request cost (a spawned task per request, two header-map conversions, its response
+//! building) is most of the tag path's CPU (docs/perf-tag-profile.md). Plain HTTP only: the
+//! configuration refuses `fast_port` together with `[server.tls]`.
+//!
+//! Architecture invariant: this module knows hyper, never Rocket; it builds no answer itself.
+
+mod raw_watch;
+mod respond;
+mod watch;
+
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU16;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+
+use crate::config::Config;
+use crate::service::coordinator::Coordinator;
+use crate::service::routing_frames::RoutingFrames;
+use crate::service::subscribers::Subscribers;
+use crate::telemetry::TagCounters;
+
+/// What the handlers need: the table, the settings and the tag counters.
+pub struct Tagger {
+    pub coordinator: Arc<Coordinator>,
+    pub config: Arc<Config>,
+    pub counters: TagCounters,
+    /// The main (Rocket) port, for the 404 detail; filled in when Rocket has bound it.
+    pub main_port: Arc<AtomicU16>,
+    /// The subscriber registry watch streams register in (the main port's own); `None`
+    /// serves no watch streams.
+    pub subscribers: Option<Arc<Subscribers>>,
+    /// The newest routing event, shared with the main port's streams.
+    pub frames: Arc<RoutingFrames>,
+}
+
+/// The bound fast listener, not yet serving.
+pub struct FastListener {
+    listener: StdListener,
+    tagger: Arc<Tagger>,
+}
+
+impl FastListener {
+    /// Binds `config.address:port` now, so a port in use fails start-up with the key's name.
+    pub fn bind(tagger: Tagger, port: u16) -> Result<FastListener, String> {
+        let at = SocketAddr::new(tagger.config.address, port);
+        let listener = StdListener::bind(at)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| format!("server.fast_port: cannot listen on {at}: {e}"))?;
+        Ok(FastListener { listener, tagger: Arc::new(tagger) })
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Accepts connections until the runtime stops. A connection that opens with a watch
+    /// request is served by [`raw_watch`]; the others by hyper's HTTP/1.1 connection state
+    /// machine, calling [`respond::answer`] for each request without spawning a task per request.
+    pub async fn serve(self) {
+        let listener = match tokio::net::TcpListener::from_std(self.listener) {
+            Ok(listener) => listener,
+            Err(e) => {
+                eprintln!("tidegate: error: the fast tag listener cannot start: {e}");
+                return;
+            }
+        };
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                // Out of file descriptors and the like: wait a little instead of spinning.
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let tagger = Arc::clone(&self.tagger);
+            tokio::spawn(async move {
+                let Some(stream) = raw_watch::take(&tagger, stream).await else { return };
+                let service = service_fn(move |request| {
+                    let tagger = Arc::clone(&tagger);
+                    async move { Ok::<_, Infallible>(respond::answer(&tagger, request).await) }
+                });
+                let _ = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! One request of the fast listener to one response: route, gate, parse, and render what
+//! `service::tag_answer` built.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Either, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::Tagger;
+use super::watch::{self, Events};
+use crate::service::bearer::{self, Bearer};
+use crate::service::tag_answer::{self, Answer, Failure};
+use crate::telemetry;
+
+/// The headers every answer carries besides its own: what Rocket's `ident` and Shield fairing add
+/// on the main port, so the two listeners answer alike.
+pub(super) const COMMON: [(&str, &str); 5] = [
+    ("content-type", "application/json"),
+    ("server", "tidegate"),
+    ("permissions-policy", "interest-cohort=()"),
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "SAMEORIGIN"),
+];
+
+/// Every answer's body: a whole JSON body, or a watch stream's events.
+pub type AnyBody = Either<Full<Bytes>, Events>;
+
+pub async fn answer(tagger: &Tagger, request: Request<Incoming>) -> Response<AnyBody> {
+    if request.method() == Method::GET && request.uri().path() == "/v1/routing/watch" {
+        return match watch::watch(tagger, &request) {
+            Ok(stream) => stream.map(Either::Right),
+            Err(failure) => refused(failure).map(Either::Left),
+        };
+    }
+    let result = match (request.method(), request.uri().path()) {
+        (&Method::GET | &Method::HEAD, "/v1/tag") => tag_one(tagger, &request),
+        (&Method::POST, "/v1/tag") => tag_batch(tagger, request).await,
+        (method, path) => Err(not_found(tagger, method, path)),
+    };
+    match result {
+        Ok(answer) => ok(answer),
+        Err(failure) => refused(failure),
+    }
+    .map(Either::Left)
+}
+
+fn tag_one(tagger: &Tagger, request: &Request<Incoming>) -> Result<Answer, Failure> {
+    reader(tagger, request.headers())?;
+    let user_id = tag_answer::user_id_param(request.uri().query())?;
+    let table = tagger.coordinator.table();
+    tag_answer::tag_one(&table, tagger.config.fallback, &tagger.counters, user_id.as_deref())
+}
+
+async fn tag_batch(tagger: &Tagger, request: Request<Incoming>) -> Result<Answer, Failure> {
+    let headers = request.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|n| n.to_str().map_or(true, |n| n.trim() != "0"));
+    json_declared(headers.get(header::CONTENT_TYPE), has_body)?;
+    reader(tagger, headers)?;
+    let limit = usize::try_from(tagger.config.max_body_bytes).unwrap_or(usize::MAX);
+    let body = match Limited::new(request.into_body(), limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(tag_answer::body_too_large());
+        }
+        Err(e) => return Err(tag_answer::unreadable_body(&e)),
+    };
+    // Rocket reports the UTF-8 error itself (wrapped in an I/O error that displays the same).
+    let text = std::str::from_utf8(&body).map_err(|e| tag_answer::unreadable_body(&e))?;
+    let batch = tag_answer::parse_batch(text)?;
+    let table = tagger.coordinator.table();
+    tag_answer::tag_batch(&table, tagger.config.max_batch, &tagger.counters, &batch)
+}
+
+/// The read gate, on the `Authorization` header only (the web UI's session cookie is for the UI;
+/// it never calls the tag path).
+fn reader(tagger: &Tagger, headers: &HeaderMap) -> Result<(), Failure> {
+    reader_of(tagger, headers)?.require_reader(&tagger.config)
+}
+
+/// Who the `Authorization` header names.
+pub(super) fn reader_of(tagger: &Tagger, headers: &HeaderMap) -> Result<Bearer, Failure> {
+    let authorization = match headers.get(header::AUTHORIZATION) {
+        None => None,
+        Some(value) => Some(value.to_str().map_err(|_| {
+            bearer::unauthorized("the Authorization header must be `Bearer <token>`")
+        })?),
+    };
+    Ok(Bearer::identify(&tagger.config, authorization))
+}
+
+/// Milliseconds since the Unix epoch (subscriber liveness).
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A body must be declared as JSON (as every gate of the main port requires).
+fn json_declared(content_type: Option<&HeaderValue>, has_body: bool) -> Result<(), Failure> {
+    let declared = content_type.and_then(|v| v.to_str().ok()).map(str::trim);
+    match declared {
+        Some(ct) => {
+            let media = ct.split(';').next().unwrap_or("").trim();
+            match media.split_once('/') {
+                Some((top, sub)) if bearer::is_json_media(top.trim(), sub.trim()) => Ok(()),
+                _ => Err(bearer::unsupported_media(ct)),
+            }
+        }
+        None if has_body => Err(bearer::unsupported_media("no Content-Type")),
+        None => Ok(()),
+    }
+}
+
+fn not_found(tagger: &Tagger, method: &Method, path: &str) -> Failure {
+    let port = tagger.main_port.load(Ordering::Relaxed);
+    let main = if port == 0 { tagger.config.port } else { port };
+    Failure::new(
+        404,
+        "not_found",
+        format!(
+            "no route for {method} {path}: this fast listener serves only GET and POST /v1/tag and GET /v1/routing/watch; the rest of the API is on port {main}"
+        ),
+    )
+}
+
+fn ok(answer: Answer) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(answer.body)));
+    let headers = response.headers_mut();
+    common(headers);
+    if let Some(color) = answer.color {
+        headers.insert("x-tidegate-color", HeaderValue::from_static(color));
+    }
+    headers.insert("x-tidegate-version", HeaderValue::from(answer.version));
+    response
+}
+
+fn refused(failure: Failure) -> Response<Full<Bytes>> {
+    telemetry::count_api_error(failure.code);
+    let body = serde_json::to_string(&failure.body()).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() =
+        StatusCode::from_u16(failure.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    common(response.headers_mut());
+    response
+}
+
+pub(super) fn common(headers: &mut HeaderMap) {
+    for (name, value) in COMMON {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+}

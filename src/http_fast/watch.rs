@@ -1,0 +1,179 @@
+//! `GET /v1/routing/watch` on the fast listener: the same server-sent events as the Rocket route
+//! (`http::watch`), the same gates and subscriber registry, but each stream is one small task
+//! that hands the shared, pre-framed events (`service::routing_frames`) to hyper through a
+//! two-slot channel, instead of Rocket's per-stream body pump and buffers.
+
+use std::borrow::Cow;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame as BodyFrame, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::{Request, Response};
+use tokio::sync::mpsc;
+
+use super::Tagger;
+use super::respond::{common, now_ms};
+use crate::service::bearer::{self, Bearer};
+use crate::service::routing_frames::{Frame, HEARTBEAT};
+use crate::service::subscribers::Subscribers;
+use crate::service::tag_answer::{Failure, query_param};
+
+/// A watch stream's body: the frames its task sends, as they come.
+pub struct Events(mpsc::Receiver<Frame>);
+
+impl Body for Events {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<BodyFrame<Bytes>, Self::Error>>> {
+        self.0.poll_recv(cx).map(|frame| frame.map(|f| Ok(BodyFrame::data(Bytes::from_owner(f)))))
+    }
+}
+
+/// Closes a subscriber's stream in the registry when its task ends.
+struct StreamGuard {
+    subscribers: Arc<Subscribers>,
+    id: Option<String>,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if let Some(id) = &self.id {
+            self.subscribers.disconnect(id, now_ms());
+        }
+    }
+}
+
+/// A watch stream whose gates passed: what its loop needs.
+pub(super) struct Opened {
+    guard: StreamGuard,
+    changes: tokio::sync::watch::Receiver<Arc<crate::core::State>>,
+    current: Option<Arc<crate::core::State>>,
+    sent: u64,
+    heartbeat: Duration,
+    frames: Arc<crate::service::routing_frames::RoutingFrames>,
+    log_id: Arc<str>,
+}
+
+impl Opened {
+    /// The next frame to send: the current table first (unless the client has it), then each
+    /// newer version and the heartbeats. `None` when the coordinator is gone.
+    pub(super) async fn next(&mut self, ticker: &mut tokio::time::Interval) -> Option<Frame> {
+        if let Some(current) = self.current.take()
+            && current.version() > self.sent
+        {
+            self.sent = current.version();
+            return Some(self.frames.frame(&current, &self.log_id));
+        }
+        loop {
+            tokio::select! {
+                changed = self.changes.changed() => {
+                    changed.ok()?;
+                    let state = self.changes.borrow_and_update().clone();
+                    if state.version() > self.sent {
+                        self.sent = state.version();
+                        return Some(self.frames.frame(&state, &self.log_id));
+                    }
+                }
+                _ = ticker.tick() => {
+                    if let Some(id) = &self.guard.id {
+                        self.guard.subscribers.touch(id, now_ms());
+                    }
+                    return Some(HEARTBEAT);
+                }
+            }
+        }
+    }
+
+    pub(super) fn ticker(&self) -> tokio::time::Interval {
+        let start = tokio::time::Instant::now() + self.heartbeat;
+        tokio::time::interval_at(start, self.heartbeat)
+    }
+}
+
+/// The gates and the registration of `GET /v1/routing/watch`, as the Rocket route does them.
+pub(super) fn open(
+    tagger: &Tagger,
+    query: Option<&str>,
+    authorization: Option<&str>,
+    last_event_id: Option<u64>,
+) -> Result<Opened, Failure> {
+    let Some(subscribers) = &tagger.subscribers else {
+        return Err(Failure::new(404, "not_found", "no watch streams on this listener"));
+    };
+    let bearer = Bearer::identify(&tagger.config, authorization);
+    bearer.require_reader(&tagger.config)?;
+    let subscriber_id = query_param(query, "subscriber_id");
+    // Registering counts towards convergence, so it needs a writer, who then owns it.
+    let owner = match subscriber_id {
+        Some(_) => Some(bearer.require_writer(&tagger.config)?),
+        None => None,
+    };
+    let mut changes = tagger.coordinator.subscribe();
+    let current = changes.borrow_and_update().clone();
+    let id = match (subscriber_id, owner) {
+        (Some(id), Some(owner)) => {
+            let zone = query_param(query, "zone").unwrap_or(Cow::Borrowed("unknown"));
+            let kind = query_param(query, "kind").unwrap_or(Cow::Borrowed("unknown"));
+            let version = current.version();
+            subscribers.connect(&id, &owner, &zone, &kind, last_event_id, version, now_ms())?;
+            Some(id.into_owned())
+        }
+        _ => None,
+    };
+    // A `Last-Event-ID` ahead of this server names a table it never had: send the current one.
+    let sent = last_event_id.filter(|v| *v <= current.version()).unwrap_or(0);
+    Ok(Opened {
+        guard: StreamGuard { subscribers: Arc::clone(subscribers), id },
+        changes,
+        current: Some(current),
+        sent,
+        heartbeat: Duration::from_millis(tagger.config.watch_heartbeat_ms),
+        frames: Arc::clone(&tagger.frames),
+        log_id: Arc::from(tagger.coordinator.log_id()),
+    })
+}
+
+/// Through hyper (a watch request that was not the connection's first): a task feeds the body.
+pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Events>, Failure> {
+    let authorization = match request.headers().get(header::AUTHORIZATION) {
+        None => None,
+        Some(value) => Some(value.to_str().map_err(|_| {
+            bearer::unauthorized("the Authorization header must be `Bearer <token>`")
+        })?),
+    };
+    let last_event_id = request
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
+    let mut opened = open(tagger, request.uri().query(), authorization, last_event_id)?;
+    let (tx, rx) = mpsc::channel(2);
+    tokio::spawn(async move {
+        let mut ticker = opened.ticker();
+        loop {
+            let frame = tokio::select! {
+                frame = opened.next(&mut ticker) => frame,
+                _ = tx.closed() => None,
+            };
+            let Some(frame) = frame else { return };
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut response = Response::new(Events(rx));
+    let headers = response.headers_mut();
+    common(headers);
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(header::EXPIRES, HeaderValue::from_static("0"));
+    Ok(response)
+}

@@ -1,0 +1,304 @@
+//! The answers of `GET /v1/tag` and `POST /v1/tag`, built without any HTTP framework: the body,
+//! the headers' values and the `{"error", "detail"}` failures. The Rocket routes (`http::tag`,
+//! `http::edge`) and the fast listener (`http_fast`) all call these functions, so their answers
+//! are byte for byte the same.
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::core::{Color, Fallback, RoutingTable, TagError, UnitError, validate_user_id};
+use crate::telemetry::TagCounters;
+
+/// A refused tag request: an HTTP status, a stable code and a sentence, plus extra fields merged
+/// into the body (the failing `index` of a batch). The HTTP edges render it as
+/// `{"error": code, "detail": detail, ...extra}`.
+#[derive(Debug)]
+pub struct Failure {
+    pub status: u16,
+    pub code: &'static str,
+    pub detail: String,
+    pub extra: Map<String, Value>,
+}
+
+impl Failure {
+    pub fn new(status: u16, code: &'static str, detail: impl Into<String>) -> Failure {
+        Failure { status, code, detail: detail.into(), extra: Map::new() }
+    }
+
+    pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Failure {
+        Failure::new(400, code, detail)
+    }
+
+    pub fn with(mut self, key: &str, value: Value) -> Failure {
+        self.extra.insert(key.to_owned(), value);
+        self
+    }
+
+    /// The error body every HTTP edge answers with (`http::error::ApiError::body` builds the
+    /// same object from the same fields).
+    pub fn body(&self) -> Value {
+        error_body(self.code, &self.detail, &self.extra)
+    }
+}
+
+/// `{"error": code, "detail": detail, ...extra}`, in that order.
+pub fn error_body(code: &str, detail: &str, extra: &Map<String, Value>) -> Value {
+    let mut body = Map::new();
+    body.insert("error".into(), json!(code));
+    body.insert("detail".into(), json!(detail));
+    body.extend(extra.clone());
+    Value::Object(body)
+}
+
+impl From<UnitError> for Failure {
+    fn from(e: UnitError) -> Failure {
+        Failure::bad_request("invalid_user_id", e.to_string())
+    }
+}
+
+impl From<TagError> for Failure {
+    fn from(e: TagError) -> Failure {
+        match e {
+            TagError::InvalidUserId(e) => e.into(),
+            TagError::Untagged => Failure::bad_request("missing_user_id", e.to_string()),
+        }
+    }
+}
+
+/// A successful tag answer: the JSON body, the colour for `x-tidegate-color` (single tags only)
+/// and the routing version for `x-tidegate-version`.
+#[derive(Debug)]
+pub struct Answer {
+    pub body: String,
+    pub color: Option<&'static str>,
+    pub version: u64,
+}
+
+#[derive(Serialize)]
+struct TagBody<'a> {
+    user_id: Option<&'a str>,
+    color: &'static str,
+    unit: Option<u32>,
+    zone: &'a str,
+    version: u64,
+    pinned: bool,
+}
+
+/// `body` as compact JSON, written into a buffer of `capacity` bytes to start with.
+pub fn json(body: &impl Serialize, capacity: usize) -> String {
+    let mut out = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut out, body).expect("API bodies always serialise");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// Room for a `GET /v1/tag` body with a long user ID and zone names, so it is not regrown.
+const TAG_BODY_CAPACITY: usize = 192;
+/// Per tag of a batch answer: `{"user_id":"…","color":"green","unit":99,"zone":"…","pinned":false},`
+/// is 70 bytes plus the ID and the zone.
+const BATCH_TAG_BYTES: usize = 72;
+
+/// The `user_id` query parameter of a raw query string (without the `?`), decoded strictly:
+/// `+` is a space, percent escapes must decode to UTF-8. Rocket's own form decoding would replace
+/// bytes that are not UTF-8 with U+FFFD (so all such IDs would collide) and turn a repeated
+/// parameter into "none given" (a random colour); both are 400 here.
+pub fn user_id_param(query: Option<&str>) -> Result<Option<Cow<'_, str>>, Failure> {
+    let mut found = None;
+    for segment in query.into_iter().filter(|q| !q.is_empty()).flat_map(|q| q.split('&')) {
+        let (name, value) = segment.split_once('=').unwrap_or((segment, ""));
+        if name != "user_id" {
+            continue;
+        }
+        if found.is_some() {
+            return Err(Failure::bad_request(
+                "invalid_user_id",
+                "user_id is given more than once; give exactly one",
+            ));
+        }
+        found = Some(url_decode(value).ok_or_else(|| {
+            Failure::bad_request(
+                "invalid_user_id",
+                "user_id is not valid UTF-8 once percent-decoded",
+            )
+        })?);
+    }
+    Ok(found)
+}
+
+/// The first `name` parameter of a raw query, form-decoded (bytes that are not UTF-8 become
+/// U+FFFD, as Rocket's own form fields do); for labels, not user IDs.
+pub fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<Cow<'q, str>> {
+    let segment = query?.split('&').find(|s| s.split_once('=').unwrap_or((s, "")).0 == name)?;
+    let value = segment.split_once('=').map_or("", |(_, v)| v);
+    let plus_free = value.replace('+', " ");
+    let decoded = percent_encoding::percent_decode(plus_free.as_bytes()).decode_utf8_lossy();
+    Some(if decoded == value { Cow::Borrowed(value) } else { Cow::Owned(decoded.into_owned()) })
+}
+
+/// Form decoding: `+` to space, then percent escapes; `None` if the result is not UTF-8.
+fn url_decode(value: &str) -> Option<Cow<'_, str>> {
+    let plus_free: Cow<'_, str> = if value.contains('+') {
+        Cow::Owned(value.replace('+', " "))
+    } else {
+        Cow::Borrowed(value)
+    };
+    match percent_encoding::percent_decode(plus_free.as_bytes()).decode_utf8().ok()? {
+        Cow::Owned(decoded) => Some(Cow::Owned(decoded)),
+        Cow::Borrowed(_) => Some(plus_free),
+    }
+}
+
+/// `GET /v1/tag` against `table`.
+pub fn tag_one(
+    table: &RoutingTable,
+    fallback: Fallback,
+    counters: &TagCounters,
+    user_id: Option<&str>,
+) -> Result<Answer, Failure> {
+    let started = counters.sample_timing().then(Instant::now);
+    let (color, body) = match user_id {
+        Some(user_id) => {
+            validate_user_id(user_id)?;
+            let tag = table.tag(user_id)?;
+            let body = TagBody {
+                user_id: Some(user_id),
+                color: tag.color.as_str(),
+                unit: Some(tag.unit.0),
+                zone: table.zone_of(tag.color),
+                version: table.version(),
+                pinned: tag.pinned,
+            };
+            (tag.color, body)
+        }
+        None => {
+            let color = table.untagged(fallback, rand::random::<f64>())?;
+            let body = TagBody {
+                user_id: None,
+                color: color.as_str(),
+                unit: None,
+                zone: table.zone_of(color),
+                version: table.version(),
+                pinned: false,
+            };
+            (color, body)
+        }
+    };
+    counters.count(color, 1);
+    if let Some(started) = started {
+        counters.time(started.elapsed().as_secs_f64());
+    }
+    Ok(Answer {
+        body: json(&body, TAG_BODY_CAPACITY + user_id.map_or(0, str::len)),
+        color: Some(color.as_str()),
+        version: table.version(),
+    })
+}
+
+/// The IDs borrow from the request body, so a batch of 10 000 IDs is not 10 000 allocations; an
+/// ID with a JSON escape in it is decoded into its own string.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest<'r> {
+    #[serde(borrow)]
+    pub user_ids: Vec<Cow<'r, str>>,
+}
+
+#[derive(Serialize)]
+struct BatchTag<'a> {
+    user_id: &'a str,
+    color: &'static str,
+    unit: u32,
+    zone: &'a str,
+    pinned: bool,
+}
+
+#[derive(Serialize)]
+struct BatchBody<'a> {
+    version: u64,
+    tags: Vec<BatchTag<'a>>,
+}
+
+/// The failure for a batch body larger than `limits.max_body_bytes`.
+pub fn body_too_large() -> Failure {
+    Failure::new(
+        413,
+        "body_too_large",
+        "the request body is larger than the configured limit (limits.max_body_bytes)",
+    )
+}
+
+/// The failure for a body that could not be read (e.g. not UTF-8).
+pub fn unreadable_body(e: &dyn std::fmt::Display) -> Failure {
+    Failure::bad_request("invalid_body", format!("could not read the body: {e}"))
+}
+
+/// The failure for a body that is not the expected JSON.
+pub fn invalid_json(e: &serde_json::Error) -> Failure {
+    Failure::bad_request("invalid_json", format!("the body is not the expected JSON: {e}"))
+}
+
+/// `POST /v1/tag`'s body, parsed as Rocket's JSON guard parses it (`serde_json::from_str`).
+pub fn parse_batch(body: &str) -> Result<BatchRequest<'_>, Failure> {
+    serde_json::from_str(body).map_err(|e| invalid_json(&e))
+}
+
+/// `POST /v1/tag` against `table`.
+pub fn tag_batch(
+    table: &RoutingTable,
+    max: usize,
+    counters: &TagCounters,
+    request: &BatchRequest<'_>,
+) -> Result<Answer, Failure> {
+    if request.user_ids.len() > max {
+        return Err(Failure::bad_request(
+            "batch_too_large",
+            format!(
+                "{} user_ids given; at most {max} are allowed per request",
+                request.user_ids.len()
+            ),
+        ));
+    }
+    let mut tags = Vec::with_capacity(request.user_ids.len());
+    let mut counts = [0u64; 2];
+    let mut bytes = 32;
+    for (i, user_id) in request.user_ids.iter().enumerate() {
+        let tag = validate_user_id(user_id).and_then(|()| table.tag(user_id)).map_err(|e| {
+            Failure::bad_request("invalid_user_id", format!("user_ids[{i}]: {e}"))
+                .with("index", json!(i))
+        })?;
+        counts[tag.color as usize] += 1;
+        let zone = table.zone_of(tag.color);
+        bytes += BATCH_TAG_BYTES + user_id.len() + zone.len();
+        tags.push(BatchTag {
+            user_id,
+            color: tag.color.as_str(),
+            unit: tag.unit.0,
+            zone,
+            pinned: tag.pinned,
+        });
+    }
+    for color in Color::ALL {
+        counters.count(color, counts[color as usize]);
+    }
+    let body = BatchBody { version: table.version(), tags };
+    Ok(Answer { body: json(&body, bytes), color: None, version: table.version() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_user_id_is_form_decoded_strictly() {
+        let id = |q: &str| user_id_param(Some(q)).map(|v| v.map(Cow::into_owned));
+        assert_eq!(id("user_id=a%20b+c").unwrap().as_deref(), Some("a b c"));
+        assert_eq!(id("x=1&user_id=caf%C3%A9").unwrap().as_deref(), Some("café"));
+        assert_eq!(id("x=1").unwrap(), None);
+        assert_eq!(user_id_param(None).unwrap().map(Cow::into_owned), None);
+        assert_eq!(id("user_id").unwrap().as_deref(), Some(""));
+        assert_eq!(id("user_id=%ff").unwrap_err().code, "invalid_user_id");
+        assert!(id("user_id=a&user_id=b").unwrap_err().detail.contains("more than once"));
+    }
+}

@@ -1,0 +1,337 @@
+//! The fast tag listener (`[server] fast_port`): one running binary, the same requests sent to
+//! its Rocket port and its fast port, and the answers compared (status, body, headers), for open
+//! reads and for reads that need a token; plus what the fast port refuses to serve, and the
+//! configuration it refuses.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{OPERATOR_TOKEN, SERVICE_TOKEN, VIEWER_TOKEN, agent, config_toml};
+use tidegate::config::token_sha256_hex;
+
+/// A `tidegate serve` with a fast listener: its two base URLs.
+struct Both {
+    child: Child,
+    main: String,
+    fast: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Both {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(toml: &str) -> Both {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    std::fs::write(&config, toml).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--address", "127.0.0.1", "--port", "0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tidegate starts");
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("tidegate listening on ") {
+                let _ = tx.send(("main", url.to_owned()));
+            } else if let Some(url) = line.strip_prefix("tidegate fast tag listener at ") {
+                let _ = tx.send(("fast", url.to_owned()));
+            }
+        }
+    });
+    let (mut main, mut fast) = (None, None);
+    while main.is_none() || fast.is_none() {
+        let (which, url) =
+            rx.recv_timeout(Duration::from_secs(20)).expect("tidegate announces both listeners");
+        if which == "main" { main = Some(url) } else { fast = Some(url) }
+    }
+    Both { child, main: main.unwrap(), fast: fast.unwrap(), _dir: dir }
+}
+
+/// One request of the table: method, path and query, headers, body.
+struct Case {
+    name: &'static str,
+    method: &'static str,
+    path: String,
+    headers: Vec<(&'static str, String)>,
+    body: Option<Vec<u8>>,
+}
+
+fn get(name: &'static str, path: &str) -> Case {
+    Case { name, method: "GET", path: path.to_owned(), headers: vec![], body: None }
+}
+
+fn post(name: &'static str, body: impl Into<Vec<u8>>) -> Case {
+    Case {
+        name,
+        method: "POST",
+        path: "/v1/tag".into(),
+        headers: vec![("content-type", "application/json".into())],
+        body: Some(body.into()),
+    }
+}
+
+impl Case {
+    fn token(mut self, token: &str) -> Case {
+        self.headers.push(("authorization", format!("Bearer {token}")));
+        self
+    }
+
+    fn header(mut self, name: &'static str, value: &str) -> Case {
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value.to_owned()));
+        self
+    }
+}
+
+/// The headers that are part of an answer (not `date`, which moves with the clock).
+const COMPARED: [&str; 8] = [
+    "content-type",
+    "content-length",
+    "x-tidegate-color",
+    "x-tidegate-version",
+    "server",
+    "permissions-policy",
+    "x-content-type-options",
+    "x-frame-options",
+];
+
+#[derive(Debug, PartialEq)]
+struct Seen {
+    status: u16,
+    headers: Vec<(&'static str, Option<String>)>,
+    body: String,
+}
+
+fn send(base: &str, case: &Case) -> Seen {
+    let url = format!("{base}{}", case.path);
+    let agent = agent();
+    let mut response = match case.method {
+        "GET" => {
+            let mut request = agent.get(&url);
+            for (name, value) in &case.headers {
+                request = request.header(*name, value);
+            }
+            request.call()
+        }
+        _ => {
+            let mut request = agent.post(&url);
+            for (name, value) in &case.headers {
+                request = request.header(*name, value);
+            }
+            request.send(case.body.clone().unwrap_or_default())
+        }
+    }
+    .unwrap_or_else(|e| panic!("{}: {url}: {e}", case.name));
+    let headers = COMPARED
+        .iter()
+        .map(|name| {
+            let value = response.headers().get(*name).map(|v| v.to_str().unwrap().to_owned());
+            (*name, value)
+        })
+        .collect();
+    let status = response.status().as_u16();
+    let body = response.body_mut().with_config().limit(64 << 20).read_to_string().unwrap();
+    Seen { status, headers, body }
+}
+
+/// Sends every case to both listeners and asserts the answers are the same; returns the
+/// statuses, so the caller can check the table covered what it meant to.
+fn same_answers(both: &Both, cases: &[Case]) -> Vec<u16> {
+    cases
+        .iter()
+        .map(|case| {
+            let main = send(&both.main, case);
+            let fast = send(&both.fast, case);
+            assert_eq!(fast, main, "case `{}`: the fast listener answered differently", case.name);
+            main.status
+        })
+        .collect()
+}
+
+fn ids(n: usize) -> String {
+    let ids: Vec<String> = (0..n).map(|i| format!("\"user-{i}\"")).collect();
+    format!("{{\"user_ids\":[{}]}}", ids.join(","))
+}
+
+#[test]
+fn open_reads_answer_byte_for_byte_as_the_rocket_routes() {
+    // `reject` makes a missing user ID an error, so no answer is random.
+    let both = start(&config_toml(
+        "fallback = \"reject\"\n[server]\nfast_port = 0\n[limits]\nmax_batch = 3\nmax_body_bytes = 1024",
+    ));
+    let too_big = format!("{{\"user_ids\":[\"{}\"]}}", "x".repeat(2000));
+    let cases = vec![
+        get("good", "/v1/tag?user_id=user-42"),
+        get("other parameters too", "/v1/tag?x=1&user_id=caf%C3%A9+au+lait&y"),
+        get("missing user", "/v1/tag"),
+        get("empty user", "/v1/tag?user_id="),
+        get("control character", "/v1/tag?user_id=a%01b"),
+        get("too long", &format!("/v1/tag?user_id={}", "u".repeat(300))),
+        get("not UTF-8", "/v1/tag?user_id=%ff%fe"),
+        get("given twice", "/v1/tag?user_id=a&user_id=b"),
+        get("operator token", "/v1/tag?user_id=u").token(OPERATOR_TOKEN),
+        get("unknown token", "/v1/tag?user_id=u").token("tg_nobody"),
+        get("not a bearer", "/v1/tag?user_id=u").header("authorization", "Basic dTpw"),
+        get("empty bearer", "/v1/tag?user_id=u").header("authorization", "Bearer  "),
+        post("batch", ids(3)),
+        post("empty batch", "{\"user_ids\":[]}"),
+        post("over the batch limit", ids(4)),
+        post("bad ID in a batch", "{\"user_ids\":[\"a\",\"\"]}"),
+        post("escaped ID", "{\"user_ids\":[\"a\\u00e9\"]}"),
+        post("escaped control character", "{\"user_ids\":[\"a\\n\"]}"),
+        post("not JSON", "{\"user_ids\":["),
+        post("unknown field", "{\"user_ids\":[],\"x\":1}"),
+        post("not UTF-8 body", b"{\"user_ids\":[\"\xff\"]}".to_vec()),
+        post("over the body limit", too_big),
+        post("form body", "user_ids=a").header("content-type", "application/x-www-form-urlencoded"),
+        post("JSON with charset", ids(2)).header("content-type", "application/json; charset=utf-8"),
+        post("vendor JSON", ids(1)).header("content-type", "application/vnd.x+json"),
+        post("batch with an unknown token", ids(1)).token("tg_nobody"),
+    ];
+    let statuses = same_answers(&both, &cases);
+    for (case, status) in cases.iter().zip(&statuses) {
+        eprintln!("{:>3} {}", status, case.name);
+    }
+    for want in [200, 400, 401, 413, 415] {
+        assert!(statuses.contains(&want), "no case answered {want}: {statuses:?}");
+    }
+}
+
+#[test]
+fn reads_that_need_a_token_are_gated_alike() {
+    let both = start(&config_toml(&format!(
+        "service_tokens_sha256 = [\"{}\"]\n[server]\nfast_port = 0",
+        token_sha256_hex(SERVICE_TOKEN)
+    )));
+    let cases = vec![
+        get("anonymous", "/v1/tag?user_id=u"),
+        get("service token", "/v1/tag?user_id=u").token(SERVICE_TOKEN),
+        get("operator token", "/v1/tag?user_id=u").token(OPERATOR_TOKEN),
+        get("viewer token", "/v1/tag?user_id=u").token(VIEWER_TOKEN),
+        get("lower-case scheme", "/v1/tag?user_id=u")
+            .header("authorization", &format!("bearer {SERVICE_TOKEN}")),
+        get("unknown token", "/v1/tag?user_id=u").token("tg_nobody"),
+        post("anonymous batch", ids(2)),
+        post("service batch", ids(2)).token(SERVICE_TOKEN),
+        post("anonymous form", "a=b").header("content-type", "text/plain"),
+    ];
+    let statuses = same_answers(&both, &cases);
+    assert_eq!(statuses, [401, 200, 200, 200, 200, 401, 401, 200, 415]);
+}
+
+#[test]
+fn the_fast_port_serves_nothing_else_and_names_the_main_port() {
+    let both = start(&config_toml("[server]\nfast_port = 0"));
+    let main_port = both.main.rsplit(':').next().unwrap().to_owned();
+    for case in [get("routing", "/v1/routing"), get("health", "/healthz")] {
+        let seen = send(&both.fast, &case);
+        assert_eq!(seen.status, 404, "{}", case.name);
+        let body: serde_json::Value = serde_json::from_str(&seen.body).unwrap();
+        assert_eq!(body["error"], "not_found");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains(&format!("port {main_port}")), "{detail}");
+        // The main port serves the same path.
+        assert_ne!(send(&both.main, &case).status, 404, "{}", case.name);
+    }
+}
+
+#[test]
+fn a_fast_port_with_tls_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("x.pem");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    std::fs::write(&pem, cert.cert.pem() + &cert.signing_key.serialize_pem()).unwrap();
+    let toml = format!(
+        "[server]\nfast_port = 0\n[server.tls]\ncerts = \"{0}\"\nkey = \"{0}\"\n",
+        pem.display()
+    );
+    let error = tidegate::config::Config::from_toml_str(&toml).unwrap_err().to_string();
+    assert!(error.contains("server.fast_port") && error.contains("server.tls"), "{error}");
+    let same = tidegate::config::Config::from_toml_str("[server]\nport = 9000\nfast_port = 9000")
+        .unwrap_err()
+        .to_string();
+    assert!(same.contains("server.fast_port"), "{same}");
+}
+
+/// Opens a watch stream with a raw socket and returns the status and the first event (from `id:`
+/// to its blank line), or the status and the body head of a refusal.
+fn first_event(base: &str, query: &str, token: Option<&str>) -> (u16, String) {
+    first_event_after(base, "", query, token)
+}
+
+/// [`first_event`], after `before` (whole requests) on the same connection.
+fn first_event_after(base: &str, before: &str, query: &str, token: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(
+        socket,
+        "{before}GET /v1/routing/watch{query} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n{auth}\r\n"
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut buf).expect("the stream answers");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        let status: u16 = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if status != 200 && text.contains("}") {
+            let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+            return (status, body);
+        }
+        if let Some(start) = text.find("id:")
+            && let Some(len) = text[start..].find("\n\n")
+        {
+            return (status, text[start..start + len + 2].to_owned());
+        }
+    }
+}
+
+#[test]
+fn watch_streams_on_the_fast_port_send_the_same_events_and_register_alike() {
+    let both = start(&config_toml("[server]\nfast_port = 0"));
+    let (main_status, main_event) = first_event(&both.main, "", None);
+    let (fast_status, fast_event) = first_event(&both.fast, "", None);
+    assert_eq!((main_status, fast_status), (200, 200));
+    assert!(main_event.contains("event:routing"), "{main_event}");
+    assert_eq!(fast_event, main_event);
+    // A watch request after another request on the connection is served through hyper.
+    let tag_first = "GET /v1/tag?user_id=u HTTP/1.1\r\nHost: x\r\n\r\n";
+    let (status, through_hyper) = first_event_after(&both.fast, tag_first, "", None);
+    assert_eq!(through_hyper, main_event, "status {status}");
+    // Registering needs a writer: a viewer is refused alike on both ports.
+    let as_viewer = "?subscriber_id=fast-1&zone=az-a&kind=test";
+    let main_refused = first_event(&both.main, as_viewer, Some(VIEWER_TOKEN));
+    let fast_refused = first_event(&both.fast, as_viewer, Some(VIEWER_TOKEN));
+    assert_eq!(main_refused.0, 403);
+    assert_eq!(fast_refused, main_refused);
+    assert_eq!(first_event(&both.fast, as_viewer, None).0, 401);
+    // An operator registers on the fast port; the main port's registry lists it.
+    let (status, _) = first_event(&both.fast, as_viewer, Some(OPERATOR_TOKEN));
+    assert_eq!(status, 200);
+    let mut listed = agent()
+        .get(&format!("{}/v1/subscribers", both.main))
+        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+        .call()
+        .unwrap();
+    let body = listed.body_mut().read_to_string().unwrap();
+    assert!(body.contains("\"fast-1\""), "{body}");
+}
