@@ -47,25 +47,42 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
     let mut ticker =
         tokio::time::interval_at(tokio::time::Instant::now() + runner.tick, runner.tick);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The last problem reported: a refusal that repeats every tick (a drill's restore waiting for
+    // an operator's drain to end) is logged once, not once per tick.
+    let mut last_problem: Option<String> = None;
     loop {
         tokio::select! {
             _ = &mut shutdown => return,
             _ = ticker.tick() => {}
         }
         let r = Arc::clone(&runner);
-        match tokio::task::spawn_blocking(move || tick_once(&r)).await {
-            Ok(()) => {}
-            Err(e) => eprintln!("tidegate: plan runner tick failed: {e}"),
+        let problem = match tokio::task::spawn_blocking(move || tick_once(&r)).await {
+            Ok(problem) => problem,
+            Err(e) => Some(format!("tidegate: plan runner tick failed: {e}")),
+        };
+        if let Some(message) = worth_logging(&mut last_problem, problem) {
+            eprintln!("{message}");
         }
     }
 }
 
+/// The problem to log, if it is not the one logged last (`None` ends a streak: the same problem
+/// coming back later is logged again).
+fn worth_logging(last: &mut Option<String>, problem: Option<String>) -> Option<String> {
+    if problem == *last {
+        return None;
+    }
+    last.clone_from(&problem);
+    problem
+}
+
 /// One decision for the active run, if any (blocking: reads may do HTTP, the log fsyncs).
-pub fn tick_once(runner: &Runner) {
+/// Returns the problem to report when the decided command could not be submitted.
+pub fn tick_once(runner: &Runner) -> Option<String> {
     let now = (runner.now_ms)();
     let state = runner.coordinator.state();
     crate::telemetry::publish_run_progress(&state, now);
-    let Some(run) = state.active_run().cloned() else { return };
+    let Some(run) = state.active_run().cloned() else { return None };
     let table = state.table();
     let zones = table.zones().clone();
     let step = run.plan.steps.get(run.step).cloned();
@@ -108,7 +125,7 @@ pub fn tick_once(runner: &Runner) {
         precondition,
         backlog,
     };
-    let Some(decision) = run.decide(&readings) else { return };
+    let Some(decision) = run.decide(&readings) else { return None };
     let samples = || sample_zones(&runner.health, &[&zones.blue, &zones.green], now);
     let (command, reason) = match decision {
         Decision::StartStep { step, drain } => {
@@ -148,7 +165,7 @@ pub fn tick_once(runner: &Runner) {
         Decision::Hold { reason } => {
             let reason = truncate_reason(reason);
             if run.hold_reason.as_deref() == Some(reason.as_str()) {
-                return;
+                return None;
             }
             (Command::PlanRunHold { run: run.id, reason: reason.clone() }, reason)
         }
@@ -166,19 +183,23 @@ pub fn tick_once(runner: &Runner) {
     };
     let hold_on_refusal = run.status == RunStatus::Running;
     match submit(&runner.coordinator, state.version(), run.id, now, command, reason) {
-        None => {}
+        None => None,
         Some(SubmitError::Command(e)) if hold_on_refusal => {
-            eprintln!("tidegate: plan run {}: the core refused the runner's command: {e}", run.id);
+            let mut problem = format!(
+                "tidegate: plan run {}: the core refused the runner's command: {e}",
+                run.id
+            );
             let reason = truncate_reason(format!("holding: the runner's command was refused: {e}"));
             if run.hold_reason.as_deref() != Some(reason.as_str()) {
                 let hold = Command::PlanRunHold { run: run.id, reason: reason.clone() };
                 let version = runner.coordinator.state().version();
                 if let Some(e) = submit(&runner.coordinator, version, run.id, now, hold, reason) {
-                    eprintln!("tidegate: plan run {}: could not hold the run either: {e}", run.id);
+                    problem.push_str(&format!("; could not hold the run either: {e}"));
                 }
             }
+            Some(problem)
         }
-        Some(e) => eprintln!("tidegate: plan run {}: could not submit: {e}", run.id),
+        Some(e) => Some(format!("tidegate: plan run {}: could not submit: {e}", run.id)),
     }
 }
 
@@ -216,5 +237,24 @@ fn submit(
         Ok(_) => None,
         Err(SubmitError::Command(CommandError::VersionConflict { .. })) => None,
         Err(e) => Some(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worth_logging;
+
+    #[test]
+    fn a_repeated_problem_is_logged_once_per_streak() {
+        let mut last = None;
+        let refused = || Some("restore refused: drain 4 is active".to_owned());
+        assert_eq!(worth_logging(&mut last, refused()), refused());
+        assert_eq!(worth_logging(&mut last, refused()), None);
+        assert_eq!(worth_logging(&mut last, refused()), None);
+        let other = Some("could not submit: the log is full".to_owned());
+        assert_eq!(worth_logging(&mut last, other.clone()), other);
+        assert_eq!(worth_logging(&mut last, None), None);
+        // After a clean tick the same refusal is news again.
+        assert_eq!(worth_logging(&mut last, refused()), refused());
     }
 }
