@@ -82,7 +82,7 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
     let now = (runner.now_ms)();
     let state = runner.coordinator.state();
     crate::telemetry::publish_run_progress(&state, now);
-    let Some(run) = state.active_run().cloned() else { return None };
+    let run = state.active_run().cloned()?;
     let table = state.table();
     let zones = table.zones().clone();
     let step = run.plan.steps.get(run.step).cloned();
@@ -125,7 +125,7 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
         precondition,
         backlog,
     };
-    let Some(decision) = run.decide(&readings) else { return None };
+    let decision = run.decide(&readings)?;
     let samples = || sample_zones(&runner.health, &[&zones.blue, &zones.green], now);
     let (command, reason) = match decision {
         Decision::StartStep { step, drain } => {
