@@ -81,6 +81,37 @@ pub enum SubscriberError {
     FutureVersion { acked: u64, current: u64 },
 }
 
+/// `POST /v1/subscribers/<id>/ack`'s body, parsed the same way on both HTTP edges.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    pub version: u64,
+    pub zone: Option<String>,
+    pub kind: Option<String>,
+}
+
+impl AckRequest {
+    /// The zone and kind to register an unknown subscriber under (`kind` defaults to `unknown`).
+    pub fn identity(&self) -> Option<(&str, &str)> {
+        match (&self.zone, &self.kind) {
+            (Some(zone), Some(kind)) => Some((zone.as_str(), kind.as_str())),
+            (Some(zone), None) => Some((zone.as_str(), "unknown")),
+            _ => None,
+        }
+    }
+}
+
+/// The ack answer. `current` was read before the ack, so a concurrent ack of a newer version can
+/// leave `applied` above it: the lag is then 0, never a wrapped-around number.
+pub fn ack_body(id: &str, applied: u64, current: u64) -> serde_json::Value {
+    serde_json::json!({
+        "subscriber_id": id,
+        "applied_version": applied,
+        "current_version": current.max(applied),
+        "lag": current.saturating_sub(applied),
+    })
+}
+
 /// The HTTP failure of each error (one mapping for the Rocket routes and the fast listener).
 impl From<SubscriberError> for Failure {
     fn from(e: SubscriberError) -> Failure {
