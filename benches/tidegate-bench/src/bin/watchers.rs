@@ -59,7 +59,8 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     if let Err(e) = runtime.block_on(run(args)) {
         eprintln!("watchers: {e}");
         std::process::exit(1);
@@ -101,10 +102,8 @@ async fn run(args: Vec<String>) -> Result<(), String> {
     let mode = args.get(5).map_or("subscribers", String::as_str).to_owned();
     let stream_at = args.get(6).map_or(Ok(main.clone()), |u| address(u))?;
     let ack_at = args.get(7).map_or(Ok(main.clone()), |u| address(u))?;
-    let pool: usize = std::env::var("WATCHERS_ACK_CONNECTIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(16);
+    let pool: usize =
+        std::env::var("WATCHERS_ACK_CONNECTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
     let idle = rss_kb(pid);
 
     if mode == "idle" {
@@ -165,10 +164,10 @@ async fn run(args: Vec<String>) -> Result<(), String> {
         let (at, token, shared, acks) =
             (stream_at.clone(), Arc::clone(&token), Arc::clone(&shared), acks.clone());
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = watch(&at, i, &token, &shared, acks).await {
-                if shared.failures.fetch_add(1, Ordering::Relaxed) == 0 {
-                    eprintln!("watchers: stream {i}: {e}");
-                }
+            if let Err(e) = watch(&at, i, &token, &shared, acks).await
+                && shared.failures.fetch_add(1, Ordering::Relaxed) == 0
+            {
+                eprintln!("watchers: stream {i}: {e}");
             }
         }));
         if i % 200 == 199 {
@@ -388,7 +387,8 @@ fn chunk(buffer: &[u8]) -> Result<Option<(usize, usize, usize)>, String> {
     let Some(line_end) = find(buffer, b"\r\n") else { return Ok(None) };
     let size_text = std::str::from_utf8(&buffer[..line_end]).map_err(|_| "bad chunk size")?;
     let size_text = size_text.split(';').next().unwrap_or("").trim();
-    let size = usize::from_str_radix(size_text, 16).map_err(|_| format!("bad chunk size {size_text:?}"))?;
+    let size = usize::from_str_radix(size_text, 16)
+        .map_err(|_| format!("bad chunk size {size_text:?}"))?;
     let start = line_end + 2;
     if buffer.len() < start + size + 2 {
         return Ok(None);
