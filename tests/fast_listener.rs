@@ -191,6 +191,10 @@ fn open_reads_answer_byte_for_byte_as_the_rocket_routes() {
         post("empty batch", "{\"user_ids\":[]}"),
         post("over the batch limit", ids(4)),
         post("bad ID in a batch", "{\"user_ids\":[\"a\",\"\"]}"),
+        post("bad ID among good ones", "{\"user_ids\":[\"a\",\"b\",\"c\\u0001\"]}"),
+        post("not a string in a batch", "{\"user_ids\":[\"a\",7]}"),
+        post("IDs with quotes and backslashes", "{\"user_ids\":[\"q\\\"t\",\"b\\\\s\",\"é😀\"]}"),
+        post("not JSON at all", "hello"),
         post("escaped ID", "{\"user_ids\":[\"a\\u00e9\"]}"),
         post("escaped control character", "{\"user_ids\":[\"a\\n\"]}"),
         post("not JSON", "{\"user_ids\":["),
@@ -231,6 +235,51 @@ fn reads_that_need_a_token_are_gated_alike() {
     ];
     let statuses = same_answers(&both, &cases);
     assert_eq!(statuses, [401, 200, 200, 200, 200, 401, 401, 200, 415]);
+}
+
+fn ack(name: &'static str, id: &str, body: &str) -> Case {
+    let mut case = post(name, body);
+    case.path = format!("/v1/subscribers/{id}/ack");
+    case
+}
+
+/// Acknowledgements (a write: they steer drains) are gated, parsed and answered alike; each case
+/// goes to the main port first, then to the fast port, so a registration made by the first is
+/// seen by the second just as a repeated ack on one port would see it.
+#[test]
+fn acknowledgements_answer_alike_and_refuse_anonymous_and_viewer_callers() {
+    let both = start(&config_toml(&format!(
+        "service_tokens_sha256 = [\"{}\"]\n[server]\nfast_port = 0",
+        token_sha256_hex(SERVICE_TOKEN)
+    )));
+    let register = "{\"version\":0,\"zone\":\"az-a\",\"kind\":\"gw\"}";
+    let cases = vec![
+        ack("anonymous", "gw-1", register),
+        ack("viewer", "gw-1", register).token(VIEWER_TOKEN),
+        ack("unknown token", "gw-1", register).token("tg_nobody"),
+        ack("unknown subscriber without zone", "gw-1", "{\"version\":0}").token(OPERATOR_TOKEN),
+        ack("registers with zone and kind", "gw-1", register).token(OPERATOR_TOKEN),
+        ack("known subscriber", "gw-1", "{\"version\":0}").token(OPERATOR_TOKEN),
+        ack("another caller's subscriber", "gw-1", "{\"version\":0}").token(SERVICE_TOKEN),
+        ack("service token", "svc-1", register).token(SERVICE_TOKEN),
+        ack("future version", "gw-1", "{\"version\":999}").token(OPERATOR_TOKEN),
+        ack("invalid subscriber ID", "bad%20id", register).token(OPERATOR_TOKEN),
+        ack("not JSON", "gw-1", "{\"version\":").token(OPERATOR_TOKEN),
+        ack("unknown field", "gw-1", "{\"version\":0,\"x\":1}").token(OPERATOR_TOKEN),
+        ack("form body", "gw-1", "version=0")
+            .token(OPERATOR_TOKEN)
+            .header("content-type", "application/x-www-form-urlencoded"),
+        ack("anonymous form", "gw-1", "version=0").header("content-type", "text/plain"),
+    ];
+    let statuses = same_answers(&both, &cases);
+    for (case, status) in cases.iter().zip(&statuses) {
+        eprintln!("{:>3} {}", status, case.name);
+    }
+    assert_eq!(&statuses[..3], [401, 403, 401], "anonymous and viewer callers are refused");
+    assert_eq!(statuses[4..6], [200, 200]);
+    for want in [400, 401, 403, 404, 415] {
+        assert!(statuses.contains(&want), "no case answered {want}: {statuses:?}");
+    }
 }
 
 #[test]

@@ -78,5 +78,6 @@ fn readyz(app: &State<App>) -> Result<Json<Value>, ApiError> {
 #[get("/metrics")]
 fn metrics(app: &State<App>) -> (ContentType, String) {
     let text = ContentType::new("text", "plain").with_params([("version", "0.0.4")]);
+    app.subscribers.publish(super::now_ms(), app.coordinator.state().version());
     (text, app.metrics.render())
 }

@@ -11,7 +11,6 @@ use rocket::response::stream::{ByteStream, ReaderStream};
 use rocket::response::{self, Responder, Response};
 use rocket::serde::json::Json;
 use rocket::{Shutdown, State, get, post, routes};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::Caller;
@@ -19,7 +18,7 @@ use super::error::{ApiError, json_error};
 use super::{App, iso8601, now_ms};
 pub use crate::service::routing_frames::RoutingFrames;
 use crate::service::routing_frames::{Frame, HEARTBEAT};
-use crate::service::subscribers::{SubscriberError, Subscribers};
+use crate::service::subscribers::{AckRequest, SubscriberError, Subscribers, ack_body};
 use crate::service::tag_answer::Failure;
 
 pub fn stage() -> AdHoc {
@@ -175,14 +174,6 @@ fn watch(
     }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AckRequest {
-    version: u64,
-    zone: Option<String>,
-    kind: Option<String>,
-}
-
 #[post("/v1/subscribers/<id>/ack", data = "<request>")]
 fn ack(
     app: &State<App>,
@@ -192,25 +183,9 @@ fn ack(
 ) -> Result<Json<Value>, ApiError> {
     let owner = caller.require_writer(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
-    let identity = match (&r.zone, &r.kind) {
-        (Some(zone), Some(kind)) => Some((zone.as_str(), kind.as_str())),
-        (Some(zone), None) => Some((zone.as_str(), "unknown")),
-        _ => None,
-    };
     let current = app.coordinator.state().version();
-    let s = app.subscribers.ack(id, &owner, r.version, identity, current, now_ms())?;
+    let s = app.subscribers.ack(id, &owner, r.version, r.identity(), current, now_ms())?;
     Ok(Json(ack_body(&s.id, s.applied_version, current)))
-}
-
-/// The ack answer. `current` was read before the ack, so a concurrent ack of a newer version can
-/// leave `applied` above it: the lag is then 0, never a wrapped-around number.
-fn ack_body(id: &str, applied: u64, current: u64) -> Value {
-    json!({
-        "subscriber_id": id,
-        "applied_version": applied,
-        "current_version": current.max(applied),
-        "lag": current.saturating_sub(applied),
-    })
 }
 
 #[get("/v1/subscribers")]

@@ -3,7 +3,9 @@
 //! It answers `GET /v1/tag` and `POST /v1/tag`, with the bodies, headers and errors of the
 //! Rocket routes (both build them with `service::tag_answer`, and check bearer tokens with
 //! `service::bearer`), and `GET /v1/routing/watch` (the same events and subscriber registry as
-//! the main port's stream, at a fraction of its memory per stream); everything else is a 404
+//! the main port's stream, at a fraction of its memory per stream) with its acknowledgements
+//! (`POST /v1/subscribers/<id>/ack`, the same writer gate, registry call and answers; bearer
+//! tokens only, no UI session cookies); everything else is a 404
 //! naming the main port. It exists because Rocket's
 //! own per-request cost (a spawned task per request, two header-map conversions, its response
 //! building) is most of the tag path's CPU (docs/perf-tag-profile.md). Plain HTTP only: the

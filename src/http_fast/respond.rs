@@ -1,10 +1,11 @@
 //! One request of the fast listener to one response: route, gate, parse, and render what
 //! `service::tag_answer` built.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Either, Full, Limited};
+use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
@@ -12,6 +13,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::Tagger;
 use super::watch::{self, Events};
 use crate::service::bearer::{self, Bearer};
+use crate::service::subscribers::{AckRequest, Subscribers, ack_body};
 use crate::service::tag_answer::{self, Answer, Failure};
 use crate::telemetry;
 
@@ -34,6 +36,17 @@ pub async fn answer(tagger: &Tagger, request: Request<Incoming>) -> Response<Any
             Ok(stream) => stream.map(Either::Right),
             Err(failure) => refused(failure).map(Either::Left),
         };
+    }
+    if request.method() == Method::POST
+        && let Some(subscribers) = &tagger.subscribers
+        && let Some(id) = ack_path(request.uri().path())
+    {
+        let id = id.into_owned();
+        return match ack(tagger, subscribers, request, &id).await {
+            Ok(body) => ok_json(body),
+            Err(failure) => refused(failure),
+        }
+        .map(Either::Left);
     }
     let result = match (request.method(), request.uri().path()) {
         (&Method::GET | &Method::HEAD, "/v1/tag") => tag_one(tagger, &request),
@@ -63,18 +76,75 @@ async fn tag_batch(tagger: &Tagger, request: Request<Incoming>) -> Result<Answer
     json_declared(headers.get(header::CONTENT_TYPE), has_body)?;
     reader(tagger, headers)?;
     let limit = usize::try_from(tagger.config.max_body_bytes).unwrap_or(usize::MAX);
-    let body = match Limited::new(request.into_body(), limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return Err(tag_answer::body_too_large());
-        }
-        Err(e) => return Err(tag_answer::unreadable_body(&e)),
-    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|n| n.to_str().ok()?.trim().parse::<usize>().ok());
+    let body = collect(request.into_body(), limit, declared).await?;
     // Rocket reports the UTF-8 error itself (wrapped in an I/O error that displays the same).
     let text = std::str::from_utf8(&body).map_err(|e| tag_answer::unreadable_body(&e))?;
     let batch = tag_answer::parse_batch(text)?;
     let table = tagger.coordinator.table();
     tag_answer::tag_batch(&table, tagger.config.max_batch, &tagger.counters, &batch)
+}
+
+/// The subscriber ID of `/v1/subscribers/<id>/ack`, percent-decoded as Rocket decodes a path
+/// segment; `None` for any other path (or an ID that is not UTF-8, which Rocket does not route).
+fn ack_path(path: &str) -> Option<Cow<'_, str>> {
+    let id = path.strip_prefix("/v1/subscribers/")?.strip_suffix("/ack")?;
+    if id.is_empty() || id.contains('/') {
+        return None;
+    }
+    percent_encoding::percent_decode_str(id).decode_utf8().ok()
+}
+
+/// `POST /v1/subscribers/<id>/ack`, as the Rocket route (`http::watch::ack`) answers it: the
+/// JSON media gate, the writer gate, the body, then the registry.
+async fn ack(
+    tagger: &Tagger,
+    subscribers: &Subscribers,
+    request: Request<Incoming>,
+    id: &str,
+) -> Result<String, Failure> {
+    let headers = request.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|n| n.to_str().map_or(true, |n| n.trim() != "0"));
+    json_declared(headers.get(header::CONTENT_TYPE), has_body)?;
+    let owner = reader_of(tagger, headers)?.require_writer(&tagger.config)?;
+    let limit = usize::try_from(tagger.config.max_body_bytes).unwrap_or(usize::MAX);
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|n| n.to_str().ok()?.trim().parse::<usize>().ok());
+    let body = collect(request.into_body(), limit, declared).await?;
+    let text = std::str::from_utf8(&body).map_err(|e| tag_answer::unreadable_body(&e))?;
+    let r: AckRequest = serde_json::from_str(text).map_err(|e| tag_answer::invalid_json(&e))?;
+    let current = tagger.coordinator.state().version();
+    let s = subscribers.ack(id, &owner, r.version, r.identity(), current, now_ms())?;
+    Ok(tag_answer::json(&ack_body(&s.id, s.applied_version, current), 128))
+}
+
+/// The whole body, into one buffer sized by its `Content-Length` (so a batch of 10 000 IDs is
+/// copied once, not gathered in hyper's chunks and then joined), at most `limit` bytes.
+async fn collect(
+    mut body: Incoming,
+    limit: usize,
+    declared: Option<usize>,
+) -> Result<Vec<u8>, Failure> {
+    if declared.is_some_and(|n| n > limit) {
+        return Err(tag_answer::body_too_large());
+    }
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| tag_answer::unreadable_body(&e))?;
+        if let Some(data) = frame.data_ref() {
+            if bytes.len() + data.len() > limit {
+                return Err(tag_answer::body_too_large());
+            }
+            bytes.extend_from_slice(data);
+        }
+    }
+    Ok(bytes)
 }
 
 /// The read gate, on the `Authorization` header only (the web UI's session cookie is for the UI;
@@ -125,7 +195,7 @@ fn not_found(tagger: &Tagger, method: &Method, path: &str) -> Failure {
         404,
         "not_found",
         format!(
-            "no route for {method} {path}: this fast listener serves only GET and POST /v1/tag and GET /v1/routing/watch; the rest of the API is on port {main}"
+            "no route for {method} {path}: this fast listener serves only GET and POST /v1/tag, GET /v1/routing/watch and POST /v1/subscribers/<id>/ack; the rest of the API is on port {main}"
         ),
     )
 }
@@ -138,6 +208,13 @@ fn ok(answer: Answer) -> Response<Full<Bytes>> {
         headers.insert("x-tidegate-color", HeaderValue::from_static(color));
     }
     headers.insert("x-tidegate-version", HeaderValue::from(answer.version));
+    response
+}
+
+/// A 200 with a JSON body and only the common headers (the ack answer).
+fn ok_json(body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    common(response.headers_mut());
     response
 }
 

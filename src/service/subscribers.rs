@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::tag_answer::Failure;
 use crate::telemetry;
@@ -81,6 +82,37 @@ pub enum SubscriberError {
     FutureVersion { acked: u64, current: u64 },
 }
 
+/// `POST /v1/subscribers/<id>/ack`'s body, parsed the same way on both HTTP edges.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    pub version: u64,
+    pub zone: Option<String>,
+    pub kind: Option<String>,
+}
+
+impl AckRequest {
+    /// The zone and kind to register an unknown subscriber under (`kind` defaults to `unknown`).
+    pub fn identity(&self) -> Option<(&str, &str)> {
+        match (&self.zone, &self.kind) {
+            (Some(zone), Some(kind)) => Some((zone.as_str(), kind.as_str())),
+            (Some(zone), None) => Some((zone.as_str(), "unknown")),
+            _ => None,
+        }
+    }
+}
+
+/// The ack answer. `current` was read before the ack, so a concurrent ack of a newer version can
+/// leave `applied` above it: the lag is then 0, never a wrapped-around number.
+pub fn ack_body(id: &str, applied: u64, current: u64) -> serde_json::Value {
+    serde_json::json!({
+        "subscriber_id": id,
+        "applied_version": applied,
+        "current_version": current.max(applied),
+        "lag": current.saturating_sub(applied),
+    })
+}
+
 /// The HTTP failure of each error (one mapping for the Rocket routes and the fast listener).
 impl From<SubscriberError> for Failure {
     fn from(e: SubscriberError) -> Failure {
@@ -135,10 +167,15 @@ struct Inner {
 
 /// The registry. `stale_after_ms`: a subscriber with no open stream and no ack or heartbeat for
 /// this long is no longer live; it is forgotten after twice that.
+/// How often acks and connects may recompute the subscriber gauges.
+const PUBLISH_EVERY_MS: u64 = 1000;
+
 pub struct Subscribers {
     stale_after_ms: u64,
     max_per_caller: usize,
     inner: Mutex<Inner>,
+    /// When an ack or a connect last recomputed the gauges (a scan of every subscriber).
+    published_ms: AtomicU64,
 }
 
 fn check_id(id: &str) -> Result<(), SubscriberError> {
@@ -157,7 +194,12 @@ fn check_label(field: &'static str, value: &str) -> Result<(), SubscriberError> 
 
 impl Subscribers {
     pub fn new(stale_after_ms: u64, max_per_caller: usize) -> Subscribers {
-        Subscribers { stale_after_ms, max_per_caller, inner: Mutex::new(Inner::default()) }
+        Subscribers {
+            stale_after_ms,
+            max_per_caller,
+            inner: Mutex::new(Inner::default()),
+            published_ms: AtomicU64::new(0),
+        }
     }
 
     /// Checks that `owner` may use `id`, registering it if it is new (and there is room).
@@ -243,7 +285,7 @@ impl Subscribers {
             s.applied_at_ms = Some(now_ms);
         }
         drop(inner);
-        self.publish(now_ms, current_version);
+        self.publish_soon(now_ms, current_version);
         Ok(())
     }
 
@@ -301,7 +343,7 @@ impl Subscribers {
         }
         let snapshot = s.clone();
         drop(inner);
-        self.publish(now_ms, current_version);
+        self.publish_soon(now_ms, current_version);
         Ok(snapshot)
     }
 
@@ -356,6 +398,23 @@ impl Subscribers {
             });
         }
         Convergence { version, live, converged, behind }
+    }
+
+    /// Updates the gauges after an ack or a connect, at most every `PUBLISH_EVERY_MS`: each
+    /// update scans every subscriber under the lock, so 10 000 subscribers acking one version
+    /// made 10 000 scans of 10 000 (about 2.5 s of the coordinator's CPU, most of the dial ->
+    /// all acked time). A new version and every `/metrics` scrape update them too, so what is
+    /// scraped is exact.
+    fn publish_soon(&self, now_ms: u64, current_version: u64) {
+        let last = self.published_ms.load(Ordering::Relaxed);
+        if now_ms.saturating_sub(last) >= PUBLISH_EVERY_MS
+            && self
+                .published_ms
+                .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.publish(now_ms, current_version);
+        }
     }
 
     /// Updates the subscriber gauges (current / behind / stale).

@@ -96,10 +96,6 @@ pub fn json(body: &impl Serialize, capacity: usize) -> String {
 
 /// Room for a `GET /v1/tag` body with a long user ID and zone names, so it is not regrown.
 const TAG_BODY_CAPACITY: usize = 192;
-/// Per tag of a batch answer: `{"user_id":"…","color":"green","unit":99,"zone":"…","pinned":false},`
-/// is 70 bytes plus the ID and the zone.
-const BATCH_TAG_BYTES: usize = 72;
-
 /// The `user_id` query parameter of a raw query string (without the `?`), decoded strictly:
 /// `+` is a space, percent escapes must decode to UTF-8. Rocket's own form decoding would replace
 /// bytes that are not UTF-8 with U+FFFD (so all such IDs would collide) and turn a repeated
@@ -196,28 +192,50 @@ pub fn tag_one(
     })
 }
 
-/// The IDs borrow from the request body, so a batch of 10 000 IDs is not 10 000 allocations; an
-/// ID with a JSON escape in it is decoded into its own string.
+/// `POST /v1/tag`'s body. The IDs borrow from the request body, so a batch of 10 000 IDs is
+/// not 10 000 allocations; an ID with a JSON escape in it is decoded into its own string.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest<'r> {
     #[serde(borrow)]
-    pub user_ids: Vec<Cow<'r, str>>,
+    pub user_ids: Vec<BatchId<'r>>,
 }
 
-#[derive(Serialize)]
-struct BatchTag<'a> {
-    user_id: &'a str,
-    color: &'static str,
-    unit: u32,
-    zone: &'a str,
-    pinned: bool,
+/// One user ID of a batch. serde's own `Cow<str>` always allocates inside a `Vec` (only a
+/// `Cow` field directly under `#[serde(borrow)]` borrows), hence this visitor; it expects "a
+/// string" as `String` does, so the error messages are serde's own.
+pub struct BatchId<'r>(pub Cow<'r, str>);
+
+impl std::ops::Deref for BatchId<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
 }
 
-#[derive(Serialize)]
-struct BatchBody<'a> {
-    version: u64,
-    tags: Vec<BatchTag<'a>>,
+impl<'de: 'r, 'r> Deserialize<'de> for BatchId<'r> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                v: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v))
+            }
+        }
+        deserializer.deserialize_str(Visitor).map(BatchId)
+    }
 }
 
 /// The failure for a batch body larger than `limits.max_body_bytes`.
@@ -244,46 +262,90 @@ pub fn parse_batch(body: &str) -> Result<BatchRequest<'_>, Failure> {
     serde_json::from_str(body).map_err(|e| invalid_json(&e))
 }
 
-/// `POST /v1/tag` against `table`.
+/// `POST /v1/tag` against `table`: one pass that validates and tags each ID and writes its
+/// entry straight into one pre-sized buffer (the table, its zones and the colours' fixed parts
+/// are looked up once per batch; the counters are bumped once per batch). The bytes are what
+/// `serde_json` writes for `{"version", "tags": [{"user_id", "color", "unit", "zone",
+/// "pinned"}]}` (the unit test below compares them).
 pub fn tag_batch(
     table: &RoutingTable,
     max: usize,
     counters: &TagCounters,
     request: &BatchRequest<'_>,
 ) -> Result<Answer, Failure> {
-    if request.user_ids.len() > max {
+    let ids = &request.user_ids;
+    if ids.len() > max {
         return Err(Failure::bad_request(
             "batch_too_large",
-            format!(
-                "{} user_ids given; at most {max} are allowed per request",
-                request.user_ids.len()
-            ),
+            format!("{} user_ids given; at most {max} are allowed per request", ids.len()),
         ));
     }
-    let mut tags = Vec::with_capacity(request.user_ids.len());
+    // Per colour: what follows the ID up to the unit, and what follows the unit (pinned or not).
+    let parts = Color::ALL.map(|color| {
+        let zone = json(&table.zone_of(color), 16);
+        let after_unit = |pinned: bool| format!(",\"zone\":{zone},\"pinned\":{pinned}}}");
+        (
+            format!(",\"color\":\"{}\",\"unit\":", color.as_str()),
+            [after_unit(false), after_unit(true)],
+        )
+    });
+    let longest = parts.iter().map(|(a, b)| a.len() + b[0].len() + 1).max().unwrap_or(0);
+    let id_bytes: usize = ids.iter().map(|id| id.len()).sum();
+    let mut out = Vec::with_capacity(48 + id_bytes + ids.len() * (longest + 16));
+    out.extend_from_slice(b"{\"version\":");
+    push_u64(&mut out, table.version());
+    out.extend_from_slice(b",\"tags\":[");
     let mut counts = [0u64; 2];
-    let mut bytes = 32;
-    for (i, user_id) in request.user_ids.iter().enumerate() {
+    for (i, user_id) in ids.iter().enumerate() {
+        let user_id: &str = user_id;
         let tag = validate_user_id(user_id).and_then(|()| table.tag(user_id)).map_err(|e| {
             Failure::bad_request("invalid_user_id", format!("user_ids[{i}]: {e}"))
                 .with("index", json!(i))
         })?;
         counts[tag.color as usize] += 1;
-        let zone = table.zone_of(tag.color);
-        bytes += BATCH_TAG_BYTES + user_id.len() + zone.len();
-        tags.push(BatchTag {
-            user_id,
-            color: tag.color.as_str(),
-            unit: tag.unit.0,
-            zone,
-            pinned: tag.pinned,
-        });
+        let (after_id, after_unit) = &parts[tag.color as usize];
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"user_id\":");
+        push_json_str(&mut out, user_id);
+        out.extend_from_slice(after_id.as_bytes());
+        push_u64(&mut out, u64::from(tag.unit.0));
+        out.extend_from_slice(after_unit[usize::from(tag.pinned)].as_bytes());
     }
+    out.extend_from_slice(b"]}");
     for color in Color::ALL {
         counters.count(color, counts[color as usize]);
     }
-    let body = BatchBody { version: table.version(), tags };
-    Ok(Answer { body: json(&body, bytes), color: None, version: table.version() })
+    let body = String::from_utf8(out).expect("built from UTF-8 pieces");
+    Ok(Answer { body, color: None, version: table.version() })
+}
+
+/// `value` as a JSON string: copied as is when nothing in it needs escaping (the common case),
+/// else written by serde_json.
+fn push_json_str(out: &mut Vec<u8>, value: &str) {
+    if value.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        serde_json::to_writer(&mut *out, value).expect("a string always serialises");
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'"');
+    }
+}
+
+/// `n` in decimal.
+fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 #[cfg(test)]
@@ -300,5 +362,63 @@ mod tests {
         assert_eq!(id("user_id").unwrap().as_deref(), Some(""));
         assert_eq!(id("user_id=%ff").unwrap_err().code, "invalid_user_id");
         assert!(id("user_id=a&user_id=b").unwrap_err().detail.contains("more than once"));
+    }
+
+    /// What the batch answer was before it was written by hand: serde_json over these structs.
+    #[derive(Serialize)]
+    struct SerdeTag<'a> {
+        user_id: &'a str,
+        color: &'static str,
+        unit: u32,
+        zone: &'a str,
+        pinned: bool,
+    }
+
+    #[derive(Serialize)]
+    struct SerdeBody<'a> {
+        version: u64,
+        tags: Vec<SerdeTag<'a>>,
+    }
+
+    #[test]
+    fn the_batch_answer_is_what_serde_json_writes() {
+        use crate::core::{ColorZones, UnitMode, UnitScheme};
+        let zones = ColorZones { blue: "az-\"b\\lue".into(), green: "zone-é".into() };
+        let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
+        let pins = [("pinned-1".to_owned(), Color::Green)].into();
+        let table = RoutingTable::from_parts(7, scheme, 37, pins, zones).unwrap();
+        let body = r#"{"user_ids":["a","pinned-1","quo\"te","back\\slash","caf\u00e9","é😀",
+            "x\/y","42"]}"#;
+        let request = parse_batch(body).unwrap();
+        assert!(matches!(request.user_ids[0].0, Cow::Borrowed(_)), "a plain ID is borrowed");
+        let counters = TagCounters::new(&table);
+        let answer = tag_batch(&table, 100, &counters, &request).unwrap();
+        let tags = request
+            .user_ids
+            .iter()
+            .map(|id| {
+                let tag = table.tag(id).unwrap();
+                SerdeTag {
+                    user_id: id,
+                    color: tag.color.as_str(),
+                    unit: tag.unit.0,
+                    zone: table.zone_of(tag.color),
+                    pinned: tag.pinned,
+                }
+            })
+            .collect();
+        let expected =
+            serde_json::to_string(&SerdeBody { version: table.version(), tags }).unwrap();
+        assert_eq!(answer.body, expected);
+        assert!(answer.body.contains(r#""pinned":true"#), "the pin is in the answer");
+        let failure =
+            tag_batch(&table, 100, &counters, &parse_batch(r#"{"user_ids":["a",""]}"#).unwrap())
+                .unwrap_err();
+        assert_eq!((failure.code, failure.extra["index"].as_u64()), ("invalid_user_id", Some(1)));
+        let wrong = parse_batch(r#"{"user_ids":[1]}"#).err().unwrap();
+        assert_eq!(
+            wrong.detail,
+            "the body is not the expected JSON: invalid type: integer `1`, expected a string at line 1 column 14"
+        );
     }
 }
