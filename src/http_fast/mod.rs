@@ -94,8 +94,11 @@ impl FastListener {
                     let tagger = Arc::clone(&tagger);
                     async move { Ok::<_, Infallible>(respond::answer(&tagger, request).await) }
                 });
+                // `pipeline_flush`: answers to pipelined requests (a gateway acknowledging for
+                // many subscribers) leave in one write instead of one each.
                 let _ = http1::Builder::new()
                     .timer(TokioTimer::new())
+                    .pipeline_flush(true)
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
             });

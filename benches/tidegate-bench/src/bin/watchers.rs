@@ -10,7 +10,9 @@
 //! changes always go to URL. Each stream is a subscriber (`subscriber_id=bench-<i>`) that
 //! acknowledges every routing version it receives with `POST /v1/subscribers/<id>/ack`, as
 //! `tidegate::client::Router` does, over a pool of kept-alive connections shared by all streams
-//! (`WATCHERS_ACK_CONNECTIONS`, default 16, as watchers.py), one request at a time on each.
+//! (`WATCHERS_ACK_CONNECTIONS`, default 16, as watchers.py), one request at a time on each, or up
+//! to `WATCHERS_ACK_PIPELINE` requests written before their answers are read (HTTP/1.1
+//! pipelining; default 1).
 //! Prints the coordinator's resident memory idle and with the streams open, and for each round
 //! the time from the dial request to each stream's receiving the new version ("applied") and to
 //! its acknowledgement being answered ("acked"), p50/p99/max across streams.
@@ -104,6 +106,11 @@ async fn run(args: Vec<String>) -> Result<(), String> {
     let ack_at = args.get(7).map_or(Ok(main.clone()), |u| address(u))?;
     let pool: usize =
         std::env::var("WATCHERS_ACK_CONNECTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
+    let depth: usize = std::env::var("WATCHERS_ACK_PIPELINE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let idle = rss_kb(pid);
 
     if mode == "idle" {
@@ -151,6 +158,7 @@ async fn run(args: Vec<String>) -> Result<(), String> {
                 Arc::clone(&token),
                 Arc::clone(&receive),
                 Arc::clone(&shared),
+                depth,
             ));
         }
         Some(send)
@@ -409,65 +417,94 @@ async fn read_more(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Result<usize
 }
 
 /// One acknowledging connection: takes (stream, version) from the shared queue, posts the ack,
-/// reads the whole answer, records the time; reconnects after a failure.
+/// reads the whole answer, records the time; reconnects after a failure. With `depth` > 1 it
+/// takes up to `depth` queued acks at once, writes them in one go and then reads their answers
+/// in order (HTTP/1.1 pipelining: what 10 000 separate clients' concurrent acks look like to the
+/// server better than one round trip after another on a few shared connections).
 async fn ack_loop(
     at: String,
     token: Arc<str>,
     queue: Arc<Mutex<mpsc::UnboundedReceiver<(usize, u64)>>>,
     shared: Arc<Shared>,
+    depth: usize,
 ) {
     let mut connection: Option<TcpStream> = None;
     let mut buffer = Vec::with_capacity(1024);
+    let mut batch: Vec<(usize, u64)> = Vec::with_capacity(depth);
+    let mut heads = String::new();
     loop {
-        let Some((index, version)) = queue.lock().await.recv().await else { return };
-        let body = format!("{{\"version\":{version}}}");
-        let head = format!(
-            "POST /v1/subscribers/bench-{index}/ack HTTP/1.1\r\nHost: {at}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\
-             Authorization: Bearer {token}\r\n\r\n{body}",
-            body.len()
-        );
-        let answered = async {
+        batch.clear();
+        {
+            let mut queue = queue.lock().await;
+            let Some(first) = queue.recv().await else { return };
+            batch.push(first);
+            while batch.len() < depth {
+                match queue.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+        }
+        heads.clear();
+        for (index, version) in &batch {
+            let body = format!("{{\"version\":{version}}}");
+            heads.push_str(&format!(
+                "POST /v1/subscribers/bench-{index}/ack HTTP/1.1\r\nHost: {at}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\
+                 Authorization: Bearer {token}\r\n\r\n{body}",
+                body.len()
+            ));
+        }
+        let written = async {
             if connection.is_none() {
                 let stream = TcpStream::connect(&at).await.map_err(|e| e.to_string())?;
                 let _ = stream.set_nodelay(true);
                 connection = Some(stream);
             }
             let stream = connection.as_mut().expect("connected above");
-            stream.write_all(head.as_bytes()).await.map_err(|e| e.to_string())?;
             buffer.clear();
-            read_response(stream, &mut buffer).await
+            stream.write_all(heads.as_bytes()).await.map_err(|e| e.to_string())
         }
         .await;
-        match answered {
-            Ok(200) => {
-                let seen = &shared.seen[index];
-                seen.acked_ns.store(shared.now_ns(), Ordering::Release);
-                let before = seen.acked_version.swap(version, Ordering::AcqRel);
-                if before == 0 {
-                    shared.ready.fetch_add(1, Ordering::AcqRel);
+        for (n, &(index, version)) in batch.iter().enumerate() {
+            let answered = match (&written, connection.as_mut()) {
+                (Ok(()), Some(stream)) => read_response(stream, &mut buffer).await,
+                (Err(e), _) => Err(e.clone()),
+                (Ok(()), None) => Err("the connection failed on an earlier answer".to_owned()),
+            };
+            match answered {
+                Ok((200, _)) => {
+                    let seen = &shared.seen[index];
+                    seen.acked_ns.store(shared.now_ns(), Ordering::Release);
+                    let before = seen.acked_version.swap(version, Ordering::AcqRel);
+                    if before == 0 {
+                        shared.ready.fetch_add(1, Ordering::AcqRel);
+                    }
                 }
-            }
-            Ok(status) => {
-                if shared.failures.fetch_add(1, Ordering::Relaxed) == 0 {
-                    eprintln!(
-                        "watchers: ack of bench-{index} answered {status}: {}",
-                        String::from_utf8_lossy(&buffer)
-                    );
+                Ok((status, body)) => {
+                    if shared.failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                        eprintln!("watchers: ack of bench-{index} answered {status}: {body}");
+                    }
                 }
-            }
-            Err(e) => {
-                connection = None;
-                if shared.failures.fetch_add(1, Ordering::Relaxed) == 0 {
-                    eprintln!("watchers: ack of bench-{index}: {e}");
+                Err(e) => {
+                    connection = None;
+                    let lost = batch.len() - n;
+                    if shared.failures.fetch_add(lost, Ordering::Relaxed) == 0 {
+                        eprintln!("watchers: ack of bench-{index}: {e}");
+                    }
+                    break;
                 }
             }
         }
     }
 }
 
-/// Reads one response with a `Content-Length` body (or none) into `buffer`; its status.
-async fn read_response(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Result<u16, String> {
+/// Reads one response with a `Content-Length` body (or none) from `buffer` and the stream, and
+/// consumes it; its status, and its body when the status is not 200.
+async fn read_response(
+    stream: &mut TcpStream,
+    buffer: &mut Vec<u8>,
+) -> Result<(u16, String), String> {
     let head_end = loop {
         if let Some(end) = find(buffer, b"\r\n\r\n") {
             break end + 4;
@@ -490,8 +527,14 @@ async fn read_response(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Result<u
             return Err("the connection closed mid-body".into());
         }
     }
-    buffer.drain(..head_end);
-    Ok(status)
+    let body = if status == 200 {
+        String::new()
+    } else {
+        String::from_utf8_lossy(&buffer[head_end..head_end + length]).into_owned()
+    };
+    // Consume this answer whole: with pipelining the next one follows in the same buffer.
+    buffer.drain(..head_end + length);
+    Ok((status, body))
 }
 
 /// One request on its own connection (`Connection: close`): status and body.
