@@ -591,3 +591,75 @@ fn a_consumer_does_not_commit_once_its_session_may_have_expired() {
         "committed with the session unknown: {outcome:?}"
     );
 }
+
+/// A rolling upgrade has producers of three route header formats writing one topic at once: the
+/// consumer learns colour and version from each (`tg`, the text `tidegate-route` before it, the
+/// two headers before that), and a `tg` value it cannot decode leaves both unknown instead of
+/// failing the consumer.
+#[test]
+fn a_consumer_reads_every_route_header_format_of_a_rolling_upgrade() {
+    use rdkafka::ClientConfig;
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    use tidegate::mq::route_header;
+
+    let rt = kafka::runtime();
+    let coordinator = kafka::coordinator("3s", "150ms", "200ms");
+    let (topic, group) = (kafka::unique("formats"), kafka::unique("formats-g"));
+    kafka::create_topic(&rt, &topic, 8);
+    let mut settings = tidegate::mq::ConsumerSettings::new(
+        &coordinator.url,
+        &kafka::bootstrap(),
+        &topic,
+        &group,
+        "az-a",
+    );
+    settings.token = Some(common::OPERATOR_TOKEN.to_owned()); // membership is a write
+    let mut tg = [0; route_header::MAX_LEN];
+    let tg = route_header::encode(Color::Green, 300, &mut tg).to_vec();
+    type Case<'a> = (&'a str, i32, Vec<(&'a str, &'a [u8])>, Option<Color>, Option<u64>);
+    let cases: [Case<'_>; 4] = [
+        ("tg", 5, vec![("tg", &tg[..])], Some(Color::Green), Some(300)),
+        ("text", 1, vec![("tidegate-route", b"blue;v=12")], Some(Color::Blue), Some(12)),
+        (
+            "two",
+            2,
+            vec![("tidegate-color", b"blue"), ("tidegate-version", b"11")],
+            Some(Color::Blue),
+            Some(11),
+        ),
+        ("bad", 6, vec![("tg", b"x\x01")], None, None),
+    ];
+    let got = rt.block_on(async {
+        // The only member (az-b has none) reads both halves.
+        let mut consumer = tidegate::mq::LaneConsumer::start(settings).await.unwrap();
+        let producer: FutureProducer =
+            ClientConfig::new().set("bootstrap.servers", kafka::bootstrap()).create().unwrap();
+        for (user, partition, headers, _, _) in &cases {
+            let headers = headers.iter().fold(OwnedHeaders::new(), |h, &(key, value)| {
+                h.insert(Header { key, value: Some(value) })
+            });
+            let payload = payload(user, 0);
+            let record = FutureRecord::to(&topic)
+                .partition(*partition)
+                .key(*user)
+                .payload(&payload)
+                .headers(headers);
+            producer.send(record, Duration::from_secs(10)).await.unwrap();
+        }
+        let mut got = BTreeMap::new();
+        while got.len() < cases.len() {
+            let m = tokio::time::timeout(Duration::from_secs(30), consumer.next())
+                .await
+                .expect("a message within 30 s")
+                .unwrap();
+            let user = String::from_utf8(m.key.clone().unwrap()).unwrap();
+            got.insert(user, (m.color, m.routing_version));
+        }
+        consumer.close().await.unwrap();
+        got
+    });
+    for (user, _, _, color, version) in &cases {
+        assert_eq!(got[*user], (*color, *version), "{user}");
+    }
+}

@@ -136,9 +136,11 @@ pub struct LaneMessage {
     /// The producer's key: the user ID for messages from a `LaneProducer`.
     pub key: Option<Vec<u8>>,
     pub payload: Vec<u8>,
-    /// The colour from the `tidegate-route` header (or the older `tidegate-color`).
+    /// The colour from the `tg` route header (or an older producer's `tidegate-route` or
+    /// `tidegate-color`); `None` when none is there or its value does not decode.
     pub color: Option<Color>,
-    /// The routing version from the same header (or the older `tidegate-version`).
+    /// The routing version from the same header (or an older producer's `tidegate-route` or
+    /// `tidegate-version`).
     pub routing_version: Option<u64>,
 }
 
@@ -339,9 +341,7 @@ impl LaneConsumer {
         }
         held.next = m.offset() + 1;
         let (color, routing_version) = match m.headers() {
-            Some(headers) => route_header::read(
-                headers.iter().map(|h| (h.key, h.value.and_then(|v| std::str::from_utf8(v).ok()))),
-            ),
+            Some(headers) => route_header::read(headers.iter().map(|h| (h.key, h.value))),
             None => (None, None),
         };
         Some(LaneMessage {

@@ -32,8 +32,11 @@ use crate::client::lanes::LaneClientError;
 use crate::core::LaneError;
 
 /// The header the lane producer writes: the colour a message was produced for and the routing
-/// table version the producer tagged the user with, as `blue;v=12` (see [`route_header`]).
-pub const ROUTE_HEADER: &str = "tidegate-route";
+/// table version the producer tagged the user with, as a colour byte and a varint (see
+/// [`route_header`]).
+pub const ROUTE_HEADER: &str = "tg";
+/// The text route header producers before `tg` wrote (`blue;v=12`); consumers still read it.
+pub const TEXT_ROUTE_HEADER: &str = "tidegate-route";
 /// Header older producers wrote with the colour (`blue` or `green`); consumers still read it.
 pub const COLOR_HEADER: &str = "tidegate-color";
 /// Header older producers wrote with the routing version; consumers still read it.

@@ -1,83 +1,216 @@
 //! The route header of a lane message: the colour it was produced for and the routing version the
-//! producer tagged the user with, in one compact value (`blue;v=12`). Pure.
+//! producer tagged the user with. Pure: encode, decode, and reading whichever format a producer
+//! wrote.
 //!
-//! One header instead of two halves the producer's per-message header work (each header is an
-//! allocation made on the sending thread and freed on librdkafka's) and the bytes the broker
-//! stores per record. Consumers still read the two headers older producers wrote.
+//! The lane producer writes the header `tg` whose value is one colour byte (`b` blue, `g` green)
+//! followed by the version as an unsigned LEB128 varint (7 bits a byte, low bits first, high bit
+//! set on every byte but the last): `tg: b 0x0c` is blue, version 12. Versions below 128 take one
+//! byte, below 16 384 two, any `u64` at most ten, so the whole header is 5-6 bytes a record on
+//! the broker where the text header before it (`tidegate-route: blue;v=12`) took about 25.
+//!
+//! Consumers read every format a producer of a rolling upgrade may still write: `tg`, the text
+//! header `tidegate-route: blue;v=12`, and the two headers before that (`tidegate-color: blue`,
+//! `tidegate-version: 12`).
 
-use std::io::Write;
-
-use super::{COLOR_HEADER, ROUTE_HEADER, VERSION_HEADER};
+use super::{COLOR_HEADER, ROUTE_HEADER, TEXT_ROUTE_HEADER, VERSION_HEADER};
 use crate::core::Color;
 
-/// The longest value: `green;v=` and a `u64`.
-pub const MAX_LEN: usize = 8 + 20;
+/// The longest value: a colour byte and a ten-byte varint.
+pub const MAX_LEN: usize = 1 + 10;
 
-/// Writes `color;v=version` into `buf` and returns the bytes written.
-pub fn encode(color: Color, version: u64, buf: &mut [u8; MAX_LEN]) -> &[u8] {
-    let mut rest = &mut buf[..];
-    // Cannot fail: MAX_LEN holds the longest colour and any u64.
-    let _ = write!(rest, "{};v={version}", color.as_str());
-    let len = MAX_LEN - rest.len();
-    &buf[..len]
+/// Why a route header value could not be decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RouteHeaderError {
+    #[error("the route header is empty; expected a colour byte and a version")]
+    Empty,
+    #[error("the route header's colour byte is {0:#04x}; expected `b` (blue) or `g` (green)")]
+    UnknownColor(u8),
+    #[error("the route header's version ends in the middle of its varint")]
+    Truncated,
+    #[error("the route header's version does not fit in 64 bits")]
+    Overflow,
+    #[error("the route header has {0} byte(s) after its version")]
+    Trailing(usize),
+    #[error("the text route header is not `blue;v=N` or `green;v=N`")]
+    Text,
 }
 
-/// The colour and routing version of a message from its headers (name, UTF-8 value): the
-/// [`ROUTE_HEADER`], or the two headers of producers before it. Unknown headers are ignored.
+fn color_byte(color: Color) -> u8 {
+    match color {
+        Color::Blue => b'b',
+        Color::Green => b'g',
+    }
+}
+
+/// Writes the `tg` value of `color` and `version` into `buf` and returns the bytes written.
+/// No allocation, no formatting: a byte and a varint.
+pub fn encode(color: Color, version: u64, buf: &mut [u8; MAX_LEN]) -> &[u8] {
+    buf[0] = color_byte(color);
+    let mut rest = version;
+    let mut len = 1;
+    while rest >= 0x80 {
+        buf[len] = (rest as u8) | 0x80;
+        rest >>= 7;
+        len += 1;
+    }
+    buf[len] = rest as u8;
+    &buf[..=len]
+}
+
+/// Reads a `tg` value written by [`encode`].
+pub fn decode(value: &[u8]) -> Result<(Color, u64), RouteHeaderError> {
+    let (&first, varint) = value.split_first().ok_or(RouteHeaderError::Empty)?;
+    let color = match first {
+        b'b' => Color::Blue,
+        b'g' => Color::Green,
+        other => return Err(RouteHeaderError::UnknownColor(other)),
+    };
+    let mut version: u64 = 0;
+    for (i, &byte) in varint.iter().enumerate() {
+        let bits = u64::from(byte & 0x7f);
+        // The tenth byte holds bit 63 only.
+        if i > 9 || (i == 9 && bits > 1) {
+            return Err(RouteHeaderError::Overflow);
+        }
+        version |= bits << (7 * i);
+        if byte & 0x80 == 0 {
+            return match varint.len() - i - 1 {
+                0 => Ok((color, version)),
+                extra => Err(RouteHeaderError::Trailing(extra)),
+            };
+        }
+    }
+    Err(RouteHeaderError::Truncated)
+}
+
+/// Reads a value of the text header producers before `tg` wrote (`blue;v=12`).
+pub fn decode_text(value: &[u8]) -> Result<(Color, u64), RouteHeaderError> {
+    let text = std::str::from_utf8(value).map_err(|_| RouteHeaderError::Text)?;
+    let (color, version) = text.split_once(";v=").ok_or(RouteHeaderError::Text)?;
+    let color = color.parse().map_err(|_| RouteHeaderError::Text)?;
+    let version = version.parse().map_err(|_| RouteHeaderError::Text)?;
+    Ok((color, version))
+}
+
+/// The colour and routing version of a message from its headers (name, value): the `tg`
+/// header, else the `tidegate-route` text header, else the two headers before it. Unknown
+/// headers and values that do not decode are ignored (the field stays `None`).
 pub fn read<'h>(
-    headers: impl IntoIterator<Item = (&'h str, Option<&'h str>)>,
+    headers: impl IntoIterator<Item = (&'h str, Option<&'h [u8]>)>,
 ) -> (Option<Color>, Option<u64>) {
+    let (mut binary, mut text) = (None, None);
     let (mut color, mut version) = (None, None);
     for (name, value) in headers {
-        match (name, value) {
-            (ROUTE_HEADER, Some(v)) => {
-                if let Some((c, v)) = parse(v) {
-                    (color, version) = (Some(c), Some(v));
-                }
+        let Some(value) = value else { continue };
+        match name {
+            ROUTE_HEADER => binary = decode(value).ok(),
+            TEXT_ROUTE_HEADER => text = decode_text(value).ok(),
+            COLOR_HEADER => color = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()),
+            VERSION_HEADER => {
+                version = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
             }
-            (COLOR_HEADER, Some(v)) => color = v.parse().ok(),
-            (VERSION_HEADER, Some(v)) => version = v.parse().ok(),
             _ => {}
         }
     }
-    (color, version)
-}
-
-/// Reads a value written by [`encode`]; `None` for anything else.
-pub fn parse(value: &str) -> Option<(Color, u64)> {
-    let (color, version) = value.split_once(";v=")?;
-    Some((color.parse().ok()?, version.parse().ok()?))
+    match binary.or(text) {
+        Some((c, v)) => (Some(c), Some(v)),
+        None => (color, version),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn encodes_and_parses_back() {
+    fn encoded(color: Color, version: u64) -> Vec<u8> {
         let mut buf = [0; MAX_LEN];
-        assert_eq!(encode(Color::Blue, 12, &mut buf), b"blue;v=12");
-        for (color, version) in [(Color::Green, u64::MAX), (Color::Blue, 0)] {
-            let mut buf = [0; MAX_LEN];
-            let text = std::str::from_utf8(encode(color, version, &mut buf)).unwrap().to_owned();
-            assert_eq!(parse(&text), Some((color, version)), "{text}");
+        encode(color, version, &mut buf).to_vec()
+    }
+
+    #[test]
+    fn encodes_a_colour_byte_and_a_varint_and_decodes_back() {
+        assert_eq!(encoded(Color::Blue, 12), b"b\x0c");
+        assert_eq!(encoded(Color::Green, 0), b"g\x00");
+        assert_eq!(encoded(Color::Blue, 300), b"b\xac\x02");
+        assert_eq!(encoded(Color::Green, u64::MAX).len(), MAX_LEN);
+        for version in [0, 1, 127, 128, 16_383, 16_384, 1 << 35, u64::MAX - 1, u64::MAX] {
+            for color in Color::ALL {
+                let value = encoded(color, version);
+                assert_eq!(decode(&value), Ok((color, version)), "{value:02x?}");
+            }
         }
     }
 
     #[test]
-    fn reads_the_route_header_and_the_two_older_headers() {
-        let route = [("tidegate-route", Some("green;v=7")), ("other", Some("x"))];
-        assert_eq!(read(route), (Some(Color::Green), Some(7)));
-        let older = [("tidegate-color", Some("blue")), ("tidegate-version", Some("3"))];
+    fn malformed_values_are_clear_errors() {
+        use RouteHeaderError::*;
+        let cases: [(&[u8], RouteHeaderError); 7] = [
+            (b"", Empty),
+            (b"x\x01", UnknownColor(b'x')),
+            (b"b", Truncated),
+            (b"g\x80", Truncated),
+            (b"b\x0c\x00", Trailing(1)),
+            (b"b\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", Overflow),
+            (b"b\xff\xff\xff\xff\xff\xff\xff\xff\xff\x81\x00", Overflow),
+        ];
+        for (value, expected) in &cases {
+            assert_eq!(decode(value).as_ref(), Err(expected), "{value:02x?}");
+        }
+        // The old text value under the new name is refused, not misread (`l` after `b` is a
+        // varint byte of 108 followed by 7 more bytes).
+        assert_eq!(decode(b"blue;v=12"), Err(Trailing(7)));
+        assert!(UnknownColor(b'x').to_string().contains("0x78"), "{}", UnknownColor(b'x'));
+    }
+
+    #[test]
+    fn decoding_any_short_input_never_panics() {
+        // Every value of up to two bytes, and three-byte values over a sample of prefixes.
+        for a in 0..=255u8 {
+            let _ = decode(&[a]);
+            for b in 0..=255u8 {
+                let _ = decode(&[a, b]);
+                let _ = decode(&[b'b', a, b, 0x80]);
+                let _ = decode_text(&[a, b]);
+            }
+        }
+    }
+
+    #[test]
+    fn decodes_the_text_header_of_the_producers_before() {
+        assert_eq!(decode_text(b"blue;v=12"), Ok((Color::Blue, 12)));
+        assert_eq!(decode_text(b"green;v=18446744073709551615"), Ok((Color::Green, u64::MAX)));
+        for bad in [
+            &b""[..],
+            b"blue",
+            b"blue;12",
+            b"red;v=1",
+            b"blue;v=",
+            b"blue;v=-1",
+            b"blue;v=1;x",
+            b"\xffblue;v=1",
+        ] {
+            assert_eq!(decode_text(bad), Err(RouteHeaderError::Text), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn reads_every_format_a_rolling_upgrade_has() {
+        let tg = encoded(Color::Green, 7);
+        let current = [("tg", Some(&tg[..])), ("other", Some(&b"x"[..]))];
+        assert_eq!(read(current), (Some(Color::Green), Some(7)));
+        let text = [("tidegate-route", Some(&b"blue;v=9"[..]))];
+        assert_eq!(read(text), (Some(Color::Blue), Some(9)));
+        let older = [("tidegate-color", Some(&b"blue"[..])), ("tidegate-version", Some(&b"3"[..]))];
         assert_eq!(read(older), (Some(Color::Blue), Some(3)));
-        assert_eq!(read([("tidegate-route", Some("purple;v=1"))]), (None, None));
-        assert_eq!(read([("tidegate-route", None)]), (None, None));
-    }
-
-    #[test]
-    fn refuses_what_it_did_not_write() {
-        for bad in ["", "blue", "blue;12", "red;v=1", "blue;v=", "blue;v=-1", "blue;v=1;x"] {
-            assert_eq!(parse(bad), None, "{bad:?}");
-        }
+        // `tg` wins over the text header, which wins over the two older ones.
+        let both = [("tidegate-route", Some(&b"blue;v=9"[..])), ("tg", Some(&tg[..]))];
+        assert_eq!(read(both), (Some(Color::Green), Some(7)));
+        let both =
+            [("tidegate-color", Some(&b"green"[..])), ("tidegate-route", Some(&b"blue;v=9"[..]))];
+        assert_eq!(read(both), (Some(Color::Blue), Some(9)));
+        // Malformed or missing values leave the fields empty.
+        assert_eq!(read([("tg", Some(&b"x\x01"[..]))]), (None, None));
+        assert_eq!(read([("tidegate-route", Some(&b"purple;v=1"[..]))]), (None, None));
+        assert_eq!(read([("tg", None)]), (None, None));
     }
 }
