@@ -384,3 +384,46 @@ fn watch_streams_on_the_fast_port_send_the_same_events_and_register_alike() {
     let body = listed.body_mut().read_to_string().unwrap();
     assert!(body.contains("\"fast-1\""), "{body}");
 }
+
+/// HTTP/1.1 pipelining on the fast port (how a gateway acknowledging for many subscribers, or
+/// the watch bench, sends acks): several requests written at once are answered in order, each
+/// whole, on the one connection, a refused one among them without disturbing the others.
+#[test]
+fn pipelined_requests_are_answered_in_order_on_one_connection() {
+    use std::io::{Read, Write};
+    let both = start(&config_toml("[server]\nfast_port = 0"));
+    let at = both.fast.trim_start_matches("http://").to_owned();
+    let ack = |id: &str, token: &str| {
+        let body = "{\"version\":0,\"zone\":\"az-a\",\"kind\":\"gw\"}";
+        format!(
+            "POST /v1/subscribers/{id}/ack HTTP/1.1\r\nHost: {at}\r\nContent-Type: application/json\r\n\
+             Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let mut pipelined = String::new();
+    for i in 0..20 {
+        // Every fifth one carries a viewer's token: refused, and the connection goes on.
+        let token = if i % 5 == 4 { VIEWER_TOKEN } else { OPERATOR_TOKEN };
+        pipelined.push_str(&ack(&format!("pipe-{i}"), token));
+    }
+    pipelined.push_str(&format!(
+        "GET /v1/tag?user_id=last HTTP/1.1\r\nHost: {at}\r\nConnection: close\r\n\r\n"
+    ));
+    let mut stream = std::net::TcpStream::connect(&at).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream.write_all(pipelined.as_bytes()).unwrap();
+    let mut answers = Vec::new();
+    stream.read_to_end(&mut answers).unwrap();
+    let answers = String::from_utf8(answers).unwrap();
+    let statuses: Vec<&str> = answers
+        .split("HTTP/1.1 ")
+        .skip(1)
+        .map(|answer| answer.split(' ').next().unwrap())
+        .collect();
+    let mut want: Vec<&str> = (0..20).map(|i| if i % 5 == 4 { "403" } else { "200" }).collect();
+    want.push("200");
+    assert_eq!(statuses, want, "{answers}");
+    assert!(answers.trim_end().ends_with('}'), "the last answer is whole: {answers}");
+    assert!(answers.contains("\"user_id\":\"last\""), "{answers}");
+}
