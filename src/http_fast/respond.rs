@@ -69,17 +69,9 @@ fn tag_one(tagger: &Tagger, request: &Request<Incoming>) -> Result<Answer, Failu
 
 async fn tag_batch(tagger: &Tagger, request: Request<Incoming>) -> Result<Answer, Failure> {
     let headers = request.headers();
-    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
-        || headers
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|n| n.to_str().map_or(true, |n| n.trim() != "0"));
-    json_declared(headers.get(header::CONTENT_TYPE), has_body)?;
+    json_media(headers)?;
     reader(tagger, headers)?;
-    let limit = usize::try_from(tagger.config.max_body_bytes).unwrap_or(usize::MAX);
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|n| n.to_str().ok()?.trim().parse::<usize>().ok());
-    let body = collect(request.into_body(), limit, declared).await?;
+    let body = read_body(tagger, request).await?;
     // Rocket reports the UTF-8 error itself (wrapped in an I/O error that displays the same).
     let text = std::str::from_utf8(&body).map_err(|e| tag_answer::unreadable_body(&e))?;
     let batch = tag_answer::parse_batch(text)?;
@@ -106,17 +98,9 @@ async fn ack(
     id: &str,
 ) -> Result<String, Failure> {
     let headers = request.headers();
-    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
-        || headers
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|n| n.to_str().map_or(true, |n| n.trim() != "0"));
-    json_declared(headers.get(header::CONTENT_TYPE), has_body)?;
+    json_media(headers)?;
     let owner = reader_of(tagger, headers)?.require_writer(&tagger.config)?;
-    let limit = usize::try_from(tagger.config.max_body_bytes).unwrap_or(usize::MAX);
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|n| n.to_str().ok()?.trim().parse::<usize>().ok());
-    let body = collect(request.into_body(), limit, declared).await?;
+    let body = read_body(tagger, request).await?;
     let text = std::str::from_utf8(&body).map_err(|e| tag_answer::unreadable_body(&e))?;
     let r: AckRequest = serde_json::from_str(text).map_err(|e| tag_answer::invalid_json(&e))?;
     let current = tagger.coordinator.state().version();
@@ -126,6 +110,26 @@ async fn ack(
 
 /// The whole body, into one buffer sized by its `Content-Length` (so a batch of 10 000 IDs is
 /// copied once, not gathered in hyper's chunks and then joined), at most `limit` bytes.
+/// The JSON media gate of a `/v1/` body, as Rocket's gates apply it (a request without a body
+/// need not declare one).
+fn json_media(headers: &HeaderMap) -> Result<(), Failure> {
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|n| n.to_str().map_or(true, |n| n.trim() != "0"));
+    json_declared(headers.get(header::CONTENT_TYPE), has_body)
+}
+
+/// The whole body, under `limits.max_body_bytes`, read into a buffer sized by `Content-Length`.
+async fn read_body(tagger: &Tagger, request: Request<Incoming>) -> Result<Vec<u8>, Failure> {
+    let limit = usize::try_from(tagger.config.max_body_bytes).unwrap_or(usize::MAX);
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|n| n.to_str().ok()?.trim().parse::<usize>().ok());
+    collect(request.into_body(), limit, declared).await
+}
+
 async fn collect(
     mut body: Incoming,
     limit: usize,
