@@ -165,11 +165,11 @@ struct Inner {
     commit_times: VecDeque<(u64, u64)>,
 }
 
-/// The registry. `stale_after_ms`: a subscriber with no open stream and no ack or heartbeat for
-/// this long is no longer live; it is forgotten after twice that.
 /// How often acks and connects may recompute the subscriber gauges.
 const PUBLISH_EVERY_MS: u64 = 1000;
 
+/// The registry. `stale_after_ms`: a subscriber with no open stream and no ack or heartbeat for
+/// this long is no longer live; it is forgotten after twice that.
 pub struct Subscribers {
     stale_after_ms: u64,
     max_per_caller: usize,
