@@ -394,10 +394,30 @@ fn a_step_waits_for_the_previous_one_to_converge_then_pauses_after_the_timeout()
     assert!(reason.contains("50% of subscribers") && reason.contains("gw-7"), "{reason}");
     assert_eq!(latest(&paused).pause_cause, Some("convergence"));
     assert_eq!(paused.table().blue_units(), 40);
-    // Resuming gives the stragglers a fresh timeout instead of pausing again at once.
+    assert!(reason.contains("resume to go on without them"), "{reason}");
+    // Resuming is the operator's call to go on without the stragglers: the next step goes at
+    // once instead of waiting a second full timeout and pausing again.
     let resumed = apply(&paused, 3000, "alice", Command::ResumeDrain { drain: 1 }).unwrap();
-    let still = tick_with(&resumed, 3100, &healthy(), &healthy(), &measured(step_version, 0.5));
-    assert_eq!(latest(&still).state_name(), "running");
+    let stepped = tick_with(&resumed, 3100, &healthy(), &healthy(), &measured(step_version, 0.5));
+    assert_eq!(latest(&stepped).state_name(), "running");
+    assert_eq!(stepped.table().blue_units(), 30, "the resumed drain stepped past the stragglers");
+    // The gate is back for the new step: it waits for that one's subscribers.
+    let v2 = latest(&stepped).last_step_version.unwrap();
+    let waiting = tick_with(&stepped, 4200, &healthy(), &healthy(), &measured(v2, 0.5));
+    assert_eq!(waiting, stepped, "the next step waits for convergence again");
+}
+
+#[test]
+fn resuming_an_operator_pause_does_not_restart_a_spent_convergence_timeout() {
+    let mut s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
+    s = tick_with(&s, 0, &healthy(), &healthy(), &measured(1, 0.0));
+    let v = latest(&s).last_step_version.unwrap();
+    s = apply(&s, 500, "alice", Command::PauseDrain { drain: 1 }).unwrap();
+    // Resumed after the step's timeout (2500 ms) was spent: stragglers pause it on the next
+    // check, they do not get a fresh timeout.
+    s = apply(&s, 3000, "alice", Command::ResumeDrain { drain: 1 }).unwrap();
+    let paused = tick_with(&s, 3000, &healthy(), &healthy(), &measured(v, 0.5));
+    assert_eq!(latest(&paused).pause_cause, Some("convergence"));
 }
 
 #[test]

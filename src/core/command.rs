@@ -541,10 +541,15 @@ impl State {
                 drain.status = DrainStatus::Running;
                 drain.consecutive_breaches = 0;
                 drain.hold_reason = None;
+                // Resuming a drain the convergence gate paused is the operator's decision to go
+                // on without the stragglers it named: the gate is waived for that step (it
+                // used to restart the timeout, so a resume waited a full timeout and paused
+                // again). Other pauses keep the step clock: a timeout already spent stays spent.
+                if drain.pause_cause == Some("convergence") {
+                    drain.last_step_version = None;
+                }
                 drain.pause_cause = None;
                 drain.next_due_ms = at_ms;
-                // Stragglers of the previous step get a fresh convergence timeout.
-                drain.last_step_ms = at_ms;
                 finish_if_arrived(&mut drain, &self.table, at_ms);
                 let to = drain.state_name().to_owned();
                 next.insert_drain(drain);

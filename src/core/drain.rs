@@ -331,7 +331,7 @@ impl Drain {
             }
             return Some(DrainAction::Pause {
                 reason: format!(
-                    "version {step_version} reached only {:.0}% of subscribers (needs {:.0}%) after {} ms; behind: {behind}",
+                    "version {step_version} reached only {:.0}% of subscribers (needs {:.0}%) after {} ms; behind: {behind}; resume to go on without them",
                     fraction * 100.0,
                     required * 100.0,
                     waited

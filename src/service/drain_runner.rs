@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::{
-    Audit, Command, CommandError, Direction, DrainAction, DrainStatus, Envelope, Inputs,
-    MAX_REASON_BYTES, Reading, StepConvergence,
+    Audit, Command, CommandError, Direction, Drain, DrainAction, DrainMode, DrainStatus, Envelope,
+    Inputs, MAX_REASON_BYTES, Reading, StepConvergence,
 };
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError};
 use crate::service::health::Health;
 use crate::service::lane_membership::Lanes;
-use crate::service::subscribers::Subscribers;
+use crate::service::subscribers::{Behind, Subscribers};
 use crate::telemetry;
 
 /// What the runner reads and writes through.
@@ -41,7 +41,7 @@ pub struct Runner {
 
 /// Runs until `shutdown` completes.
 pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
-    let Runner { coordinator, health, subscribers, tick, now_ms, .. } = &runner;
+    let Runner { coordinator, health, tick, now_ms, .. } = &runner;
     let (coordinator, health, tick, now_ms) =
         (Arc::clone(coordinator), Arc::clone(health), *tick, *now_ms);
     tokio::pin!(shutdown);
@@ -82,7 +82,33 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
                 capacity: None,
             };
             if drain.decide(&inputs) == Some(DrainAction::Complete) {
-                let reason = format!("{}'s message backlog is consumed", drain.plan.zone);
+                // The final step waits for convergence like every other: "completed" means every
+                // (waited-for) subscriber applied the table that emptied the zone.
+                let (convergence, not_waited) = step_convergence(&runner, &drain, now);
+                if let StepConvergence::Measured { fraction, required, timeout_ms, behind, .. } =
+                    &convergence
+                    && fraction < required
+                {
+                    let waited = now.saturating_sub(drain.last_step_ms);
+                    if waited >= *timeout_ms && drain.pause_cause.is_none() {
+                        let reason = format!(
+                            "the final step's version {} reached only {:.0}% of subscribers (needs {:.0}%) after {waited} ms; behind: {behind}",
+                            drain.last_step_version.unwrap_or(0),
+                            fraction * 100.0,
+                            required * 100.0,
+                        );
+                        let command = Command::PauseDrain { drain: drain.id };
+                        submit(&coordinator, state.version(), drain.id, now, command, reason).await;
+                    }
+                    continue;
+                }
+                let mut reason = format!(
+                    "{}'s message backlog is consumed and every subscriber applied the final table",
+                    drain.plan.zone
+                );
+                if let Some(note) = not_waited {
+                    reason.push_str(&format!("; {note}"));
+                }
                 let command = Command::CompleteDrain { drain: drain.id };
                 submit(&coordinator, state.version(), drain.id, now, command, reason).await;
             }
@@ -105,28 +131,7 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         })
         .await;
         let Ok((draining, receiving, capacity)) = readings else { continue };
-        let convergence = match drain.last_step_version {
-            Some(version) if runner.convergence_fraction > 0.0 => {
-                let c = subscribers.convergence(version, now);
-                let mut behind: Vec<String> = c
-                    .behind
-                    .iter()
-                    .take(5)
-                    .map(|b| format!("{} ({}, on v{})", b.id, b.zone, b.applied_version))
-                    .collect();
-                if c.behind.len() > 5 {
-                    behind.push(format!("and {} more", c.behind.len() - 5));
-                }
-                StepConvergence::Measured {
-                    version,
-                    fraction: c.fraction(),
-                    required: runner.convergence_fraction,
-                    timeout_ms: runner.convergence_timeout_ms,
-                    behind: behind.join(", "),
-                }
-            }
-            _ => StepConvergence::Disabled,
-        };
+        let (convergence, not_waited) = step_convergence(&runner, &drain, now);
         let inputs = Inputs {
             blue_units: table.blue_units(),
             now_ms: now,
@@ -185,6 +190,9 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
                 {
                     reason.push_str(&format!("; {note}"));
                 }
+                if let Some(note) = &not_waited {
+                    reason.push_str(&format!("; {note}"));
+                }
                 reason
             }
             Command::DrainHold { reason, .. } => reason.clone(),
@@ -192,6 +200,51 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         };
         submit(&coordinator, state.version(), drain.id, now, command, reason).await;
     }
+}
+
+/// How far the drain's latest step has spread, and who it does not wait for.
+///
+/// An evacuation does not wait for the subscribers of the zone it evacuates: that zone is the
+/// failure, and its hung clients would otherwise hold its users in it (two hung watchers out of
+/// 100 stopped an evacuation at 25 %). They are named in the second value, for the step's audit
+/// reason, so the report says whom the evacuation stopped waiting for.
+fn step_convergence(runner: &Runner, drain: &Drain, now: u64) -> (StepConvergence, Option<String>) {
+    let Some(version) = drain.last_step_version else { return (StepConvergence::Disabled, None) };
+    if runner.convergence_fraction <= 0.0 {
+        return (StepConvergence::Disabled, None);
+    }
+    let excluded_zone =
+        (drain.plan.mode == DrainMode::Evacuate).then_some(drain.plan.zone.as_str());
+    let c = runner.subscribers.convergence_excluding(version, now, excluded_zone);
+    let not_waited = (!c.excluded.is_empty()).then(|| {
+        format!(
+            "not waiting for {} subscriber(s) of the evacuated zone {}: {}",
+            c.excluded.len(),
+            drain.plan.zone,
+            name_some(&c.excluded)
+        )
+    });
+    let convergence = StepConvergence::Measured {
+        version,
+        fraction: c.fraction(),
+        required: runner.convergence_fraction,
+        timeout_ms: runner.convergence_timeout_ms,
+        behind: name_some(&c.behind),
+    };
+    (convergence, not_waited)
+}
+
+/// The first five subscribers of a list, with their zone and applied version.
+fn name_some(list: &[Behind]) -> String {
+    let mut names: Vec<String> = list
+        .iter()
+        .take(5)
+        .map(|b| format!("{} ({}, on v{})", b.id, b.zone, b.applied_version))
+        .collect();
+    if list.len() > 5 {
+        names.push(format!("and {} more", list.len() - 5));
+    }
+    names.join(", ")
 }
 
 /// Submits a drain command as `drain:<id>` on a blocking thread (the log fsyncs).

@@ -149,6 +149,9 @@ pub struct Convergence {
     pub live: usize,
     pub converged: usize,
     pub behind: Vec<Behind>,
+    /// Live subscribers of the excluded zone that are behind: not waited for (an evacuation
+    /// does not wait for the clients of the zone it evacuates, they are the failure), but named.
+    pub excluded: Vec<Behind>,
 }
 
 impl Convergence {
@@ -371,16 +374,34 @@ impl Subscribers {
 
     /// How many live subscribers run `version` or newer, and who is behind since when.
     pub fn convergence(&self, version: u64, now_ms: u64) -> Convergence {
+        self.convergence_excluding(version, now_ms, None)
+    }
+
+    /// [`Subscribers::convergence`] without the subscribers of `excluded_zone`: those behind are
+    /// listed in `excluded` instead of `behind`, and count neither as live nor as converged.
+    pub fn convergence_excluding(
+        &self,
+        version: u64,
+        now_ms: u64,
+        excluded_zone: Option<&str>,
+    ) -> Convergence {
         let mut inner = self.lock();
         self.expire(&mut inner, now_ms);
         let mut live = 0;
         let mut converged = 0;
         let mut behind = Vec::new();
+        let mut excluded = Vec::new();
         for s in inner.subscribers.values().filter(|s| self.is_live(s, now_ms)) {
-            live += 1;
+            let skip = excluded_zone.is_some_and(|z| z == s.zone);
             if s.applied_version >= version {
-                converged += 1;
+                if !skip {
+                    live += 1;
+                    converged += 1;
+                }
                 continue;
+            }
+            if !skip {
+                live += 1;
             }
             // Behind since the first version it lacks was committed (or since we met it).
             let missing_since = inner
@@ -389,15 +410,16 @@ impl Subscribers {
                 .find(|(v, _)| *v > s.applied_version)
                 .map(|(_, at)| *at)
                 .unwrap_or(s.applied_at_ms.unwrap_or(s.last_seen_ms));
-            behind.push(Behind {
+            let entry = Behind {
                 id: s.id.clone(),
                 zone: s.zone.clone(),
                 kind: s.kind.clone(),
                 applied_version: s.applied_version,
                 behind_for_ms: now_ms.saturating_sub(missing_since),
-            });
+            };
+            if skip { excluded.push(entry) } else { behind.push(entry) }
         }
-        Convergence { version, live, converged, behind }
+        Convergence { version, live, converged, behind, excluded }
     }
 
     /// Updates the gauges after an ack or a connect, at most every `PUBLISH_EVERY_MS`: each
