@@ -28,7 +28,7 @@ fn rps(value: &Value) -> Result<f64, String> {
 }
 
 fn load(zone: &str, rps: f64, capacity: Capacity) -> ZoneLoad {
-    ZoneLoad { zone: zone.into(), load_rps: Ok(rps), capacity }
+    ZoneLoad { zone: zone.into(), load_rps: Ok(rps), capacity, load_note: None }
 }
 
 #[test]
@@ -80,11 +80,13 @@ fn fixture_scenarios() {
                     zone: zone.into(),
                     load_rps: rps(d),
                     capacity: Capacity::Unchecked,
+                    load_note: None,
                 },
                 receiving: ZoneLoad {
                     zone: receiving_zone.clone(),
                     load_rps: rps(&check["receiving_rps"]),
                     capacity: capacity.clone(),
+                    load_note: None,
                 },
                 headroom,
             });
@@ -170,6 +172,7 @@ fn unknowns_block_and_no_capacity_is_not_checked() {
         zone: "az-a".into(),
         load_rps: Err("no outcomes".into()),
         capacity: Capacity::Rps(1e9),
+        load_note: None,
     };
     assert!(matches!(judge(1, 50, 50, &known, &blind, 0.0), Verdict::Unknown { .. }));
     let unknown_cap = load("az-a", 1.0, Capacity::Unknown { why: "empty result".into() });
@@ -181,6 +184,7 @@ fn unknowns_block_and_no_capacity_is_not_checked() {
         zone: "az-b".into(),
         load_rps: Err("down".into()),
         capacity: Capacity::Unchecked,
+        load_note: None,
     };
     let empty = load("az-a", 0.0, Capacity::Rps(10.0));
     assert!(matches!(judge(10, 100, 0, &blind_source, &empty, 0.0), Verdict::Unknown { .. }));

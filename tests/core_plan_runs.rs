@@ -79,6 +79,7 @@ fn exceeds() -> Verdict {
         capacity_rps: 1000.0,
         allowed_rps: 900.0,
         estimated: false,
+        source_note: None,
     })
 }
 

@@ -19,7 +19,7 @@ fn defaults(step_units: u32, interval_ms: u64) -> StepDefaults {
 }
 
 fn load(zone: &str, rps: f64, capacity: Capacity) -> ZoneLoad {
-    ZoneLoad { zone: zone.into(), load_rps: Ok(rps), capacity }
+    ZoneLoad { zone: zone.into(), load_rps: Ok(rps), capacity, load_note: None }
 }
 
 fn plan(steps: Vec<PlanStep>, rto_ms: u64) -> Plan {

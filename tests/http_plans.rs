@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 fn config() -> String {
     config_toml(
-        "[drain]\ntick = \"1h\"\n[capacity]\nheadroom = 0.1\n[zones.az-a]\ncapacity_rps = 1000\n",
+        "[health]\nwindow = \"2s\"\ndetect_window = \"1s\"\n[drain]\ntick = \"1h\"\n[capacity]\nheadroom = 0.1\n\
+         [zones.az-a]\ncapacity_rps = 1000\n",
     )
 }
 
@@ -121,6 +122,18 @@ fn a_dry_run_projects_load_and_duration_and_lists_every_hold_without_changing_an
         {"zone": "az-b", "color": "blue", "ok": 200, "error": 400},
         {"zone": "az-a", "color": "green", "ok": 600, "error": 0}
     ]);
+    let response = send(&client, false, "/v1/outcomes", Some(OPERATOR_TOKEN), outcomes.clone());
+    assert_eq!(response.status(), Status::Ok);
+    // Right after the first report the load is unknown (not low): the dry run says so.
+    let response = send(&client, false, "/v1/plans/az-b-failing/dry-run", None, json!({}));
+    let early: Value = response.into_json().unwrap();
+    assert_eq!(early["steps"][1]["capacity"]["verdict"], "unknown", "{early}");
+    assert!(
+        early["steps"][1]["capacity"]["detail"].as_str().unwrap().contains("not measured yet"),
+        "{early}"
+    );
+    // Once the detection window (1 s here) is covered, the load is known.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let response = send(&client, false, "/v1/outcomes", Some(OPERATOR_TOKEN), outcomes);
     assert_eq!(response.status(), Status::Ok);
 

@@ -27,6 +27,9 @@ pub struct ZoneLoad {
     /// Requests per second now, or why it is unknown.
     pub load_rps: Result<f64, String>,
     pub capacity: Capacity,
+    /// Where `load_rps` came from when it is not a current reading (a silent zone's last known
+    /// load), for the explanation.
+    pub load_note: Option<String>,
 }
 
 /// The receiving zone's projected load, when it could be computed.
@@ -41,6 +44,8 @@ pub struct Projection {
     /// The source zone's load was unknown, so its users were assumed to weigh what the receiving
     /// zone's users weigh.
     pub estimated: bool,
+    /// The source zone's load is its last known one (it is silent now), said how.
+    pub source_note: Option<String>,
 }
 
 /// Whether a move fits the receiving zone.
@@ -69,10 +74,10 @@ impl Verdict {
                     p.zone,
                     p.projected_rps,
                     p.current_rps,
-                    if p.estimated {
-                        "; the source zone's load is unknown, estimated per user from the receiving zone"
-                    } else {
-                        ""
+                    match (&p.source_note, p.estimated) {
+                        (Some(note), _) => format!("; {note}"),
+                        (None, true) => "; the source zone's load is unknown, estimated per user from the receiving zone".to_owned(),
+                        (None, false) => String::new(),
                     },
                     p.allowed_rps,
                     p.capacity_rps
@@ -128,6 +133,7 @@ pub fn judge(
         capacity_rps,
         allowed_rps: capacity_rps * (1.0 - headroom),
         estimated,
+        source_note: source.load_note.clone(),
     };
     if projection.projected_rps > projection.allowed_rps {
         Verdict::Exceeds(projection)

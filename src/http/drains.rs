@@ -185,7 +185,8 @@ fn zone_state(
     state: &CoreState,
     zone: &str,
     color: Color,
-    health: &ZoneHealth,
+    recent: &Reading,
+    warn_rate: f64,
     down_rate: f64,
 ) -> &'static str {
     let table = state.table();
@@ -207,11 +208,17 @@ fn zone_state(
     if share_units == 0 {
         return "drained";
     }
-    match health.reading {
-        Reading::Known { error_rate, requests } if requests > 0 && error_rate >= down_rate => {
+    // Judged over the detection window (`health.detect_window`), as the triggers judge it.
+    // Silence is `unknown`, never `active`: a zone whose reporters stopped looked healthy.
+    match recent {
+        Reading::Unknown { .. } => "unknown",
+        Reading::Known { error_rate, requests } if *requests > 0 && *error_rate >= down_rate => {
             "down"
         }
-        _ => "active",
+        Reading::Known { error_rate, requests } if *requests > 0 && *error_rate > warn_rate => {
+            "degraded"
+        }
+        Reading::Known { .. } => "active",
     }
 }
 
@@ -257,7 +264,7 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
     let readings = rocket::tokio::task::spawn_blocking(move || {
         [Color::Blue, Color::Green].map(|c| {
             let zone = zones.zone_of(c);
-            (c, health.zone(zone, now), capacities.zone(zone, now))
+            (c, health.zone(zone, now), capacities.zone(zone, now), health.recent(zone, now))
         })
     })
     .await
@@ -267,7 +274,7 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
     let share = table.share();
     let zones: Vec<Value> = readings
         .iter()
-        .map(|(color, h, load)| {
+        .map(|(color, h, load, recent)| {
             let units = match color {
                 Color::Blue => share.blue_units,
                 Color::Green => share.green_units(),
@@ -275,7 +282,14 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
             let mut body = json!({
                 "zone": h.zone,
                 "color": color.as_str(),
-                "state": zone_state(&state, &h.zone, *color, h, app.config.health.down_error_rate),
+                "state": zone_state(
+                    &state,
+                    &h.zone,
+                    *color,
+                    recent,
+                    app.config.drain.guard.max_error_rate,
+                    app.config.health.down_error_rate,
+                ),
                 "share_percent": f64::from(units) * 100.0 / f64::from(share.units),
                 "units": units,
             });

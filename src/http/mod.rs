@@ -98,7 +98,10 @@ impl App {
                 .with_load_query(load_query),
             ),
         };
-        let health = Arc::new(Health::new(config.zones.clone(), config.health.window_ms, source));
+        let health = Arc::new(
+            Health::new(config.zones.clone(), config.health.window_ms, source)
+                .with_detection(config.health.detect_window_ms, config.health.silent_after_ms),
+        );
         let subscribers = Arc::new(Subscribers::new(
             config.subscriber_stale_after_ms,
             config.subscriber_max_per_caller,

@@ -87,6 +87,28 @@ impl Window {
     pub fn last_update_ms(&self) -> Option<u64> {
         self.last_update_ms
     }
+
+    pub fn first_update_ms(&self) -> Option<u64> {
+        self.first_update_ms
+    }
+
+    /// The width of one bucket: the resolution of every span.
+    pub fn bucket_ms(&self) -> u64 {
+        self.bucket_ms
+    }
+
+    /// Totals over the newest `span_ms` of the window (whole buckets, at least one, at most the
+    /// window): the part that "down" and load are judged on, so detection does not wait for a
+    /// minute of healthy history to be outvoted.
+    pub fn totals_recent(&self, now_ms: u64, span_ms: u64) -> Totals {
+        let buckets = span_ms.div_ceil(self.bucket_ms).clamp(1, BUCKETS as u64);
+        let now_period = now_ms / self.bucket_ms;
+        let oldest = now_period.saturating_sub(buckets - 1);
+        self.buckets
+            .iter()
+            .filter(|b| (b.ok > 0 || b.error > 0) && b.period >= oldest && b.period <= now_period)
+            .fold(Totals::default(), |t, b| Totals { ok: t.ok + b.ok, error: t.error + b.error })
+    }
 }
 
 #[cfg(test)]
@@ -113,6 +135,17 @@ mod tests {
         assert_eq!(w.span_ms(10_000), 1_000);
         assert_eq!(w.span_ms(20_000), 11_000);
         assert_eq!(w.span_ms(100_000), 60_000);
+    }
+
+    #[test]
+    fn recent_totals_read_only_the_newest_buckets() {
+        let mut w = Window::new(60_000);
+        w.record(1_000, 100, 0);
+        w.record(50_000, 0, 10);
+        assert_eq!(w.totals(50_000), Totals { ok: 100, error: 10 });
+        // The last 10 s hold only the errors: a zone that just started failing reads 100 %.
+        assert_eq!(w.totals_recent(50_000, 10_000), Totals { ok: 0, error: 10 });
+        assert_eq!(w.totals_recent(50_000, 600_000), w.totals(50_000), "capped at the window");
     }
 
     #[test]

@@ -453,6 +453,8 @@
     restoring: '↗ Restoring',
     drained: '○ Drained',
     down: '✕ Down',
+    degraded: '⚠ Degraded',
+    unknown: '? Health unknown',
   };
 
   // Load against capacity less headroom; unknown is said, never shown as fine.
@@ -477,7 +479,7 @@
           el('div', {}, el('dt', {}, 'Share of users'), el('dd', {}, pct(zone.share_percent))),
           el('div', {}, el('dt', {}, 'Error rate'), el('dd', { class: known ? '' : 'muted' }, known ? pct(zone.error_rate * 100, 2) : 'unknown')),
           el('div', {}, el('dt', {}, 'Requests (' + z.window + ')'), el('dd', {}, count(zone.requests)))),
-        known ? null : el('p', { class: 'unknown' }, '? Health unknown: ' + (zone.unknown_reason || 'no reading') + '.'),
+        known ? null : el('p', { class: 'unknown' }, 'Why unknown: ' + (zone.unknown_reason || 'no reading') + '.'),
         capacityLine(zone.capacity),
         chart(view.history[zone.zone] || []),
         CAN_CHANGE && zone.share_percent > 0 ? evacuateAction(zone.zone) : null);
