@@ -67,6 +67,12 @@ pub struct ZoneSettings {
 #[serde(default)]
 pub struct PlanSettings {
     pub triggers: bool,
+    /// At most one automatic run per this across all plans (default `10m`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_window: Option<String>,
+    /// The largest share of users, in percent, one automatic run may move (default 100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_max_share_percent: Option<f64>,
     #[serde(flatten)]
     pub declared: BTreeMap<String, serde_json::Value>,
 }
@@ -266,6 +272,11 @@ pub struct HealthSettings {
     pub source: String,
     pub window: String,
     pub down_error_rate: f64,
+    /// The recent part of the window that "down" and load are judged on (at most the window):
+    /// detection takes `zone_down_for` plus at most this, not the whole window.
+    pub detect_window: String,
+    /// A zone whose outcome reporters sent nothing for this long is `unknown`, never healthy.
+    pub silent_after: String,
     /// How often the per-zone health gauges are refreshed, whether or not anyone asks.
     pub publish_interval: String,
     pub prometheus: PrometheusSettings,
@@ -332,6 +343,8 @@ impl Default for HealthSettings {
             source: "outcomes".into(),
             window: "60s".into(),
             down_error_rate: 0.5,
+            detect_window: "10s".into(),
+            silent_after: "15s".into(),
             publish_interval: "5s".into(),
             prometheus: PrometheusSettings::default(),
         }
@@ -551,6 +564,10 @@ pub struct Config {
     pub node: Option<NodeConfig>,
     /// `[plans] triggers`: plan triggers may start runs (opt-in).
     pub plan_triggers: bool,
+    /// `[plans] auto_window`, in ms: at most one automatic run per window across all plans.
+    pub auto_window_ms: u64,
+    /// `[plans] auto_max_share_percent`: the share one automatic run may move.
+    pub auto_max_share_percent: f64,
     /// `[plans.<name>]`: plans declared in config, by name, as written (checked at start-up).
     pub declared_plans: BTreeMap<String, serde_json::Value>,
 }
@@ -668,6 +685,8 @@ pub struct HealthConfig {
     pub source: HealthSourceConfig,
     pub window_ms: u64,
     pub down_error_rate: f64,
+    pub detect_window_ms: u64,
+    pub silent_after_ms: u64,
     pub publish_interval_ms: u64,
 }
 
@@ -910,7 +929,20 @@ impl Config {
         let capacity = validate_capacity(&s, &zones, &health)?;
         let store = validate_store(&s.store)?;
         let node = validate_node(&s.node, &store, address, s.server.port, s.server.tls.is_some())?;
+        let auto_window_ms =
+            duration("plans.auto_window", s.plans.auto_window.as_deref().unwrap_or("10m"))?;
+        let auto_max_share_percent = s.plans.auto_max_share_percent.unwrap_or(100.0);
+        if !(auto_max_share_percent > 0.0 && auto_max_share_percent <= 100.0) {
+            return Err(invalid(
+                "plans.auto_max_share_percent",
+                format!(
+                    "must be a percentage above 0 and at most 100, got {auto_max_share_percent}"
+                ),
+            ));
+        }
         Ok(Config {
+            auto_window_ms,
+            auto_max_share_percent,
             store,
             node,
             plan_triggers: s.plans.triggers,
@@ -994,6 +1026,14 @@ fn validate_health(h: &HealthSettings) -> Result<HealthConfig, ConfigError> {
         return Err(invalid("health.window", "must be at least 1s"));
     }
     let down_error_rate = ratio("health.down_error_rate", h.down_error_rate)?;
+    let detect_window_ms = duration("health.detect_window", &h.detect_window)?;
+    if detect_window_ms < 1_000 {
+        return Err(invalid("health.detect_window", "must be at least 1s"));
+    }
+    let silent_after_ms = duration("health.silent_after", &h.silent_after)?;
+    if silent_after_ms < 1_000 {
+        return Err(invalid("health.silent_after", "must be at least 1s"));
+    }
     let publish_interval_ms = duration("health.publish_interval", &h.publish_interval)?;
     if !(100..=3_600_000).contains(&publish_interval_ms) {
         return Err(invalid("health.publish_interval", "must be between 100ms and 1h"));
@@ -1038,7 +1078,15 @@ fn validate_health(h: &HealthSettings) -> Result<HealthConfig, ConfigError> {
             ));
         }
     };
-    Ok(HealthConfig { source, window_ms, down_error_rate, publish_interval_ms })
+    Ok(HealthConfig {
+        source,
+        window_ms,
+        down_error_rate,
+        // Both are parts of the window: a longer one would read counts the window has dropped.
+        detect_window_ms: detect_window_ms.min(window_ms),
+        silent_after_ms: silent_after_ms.min(window_ms),
+        publish_interval_ms,
+    })
 }
 
 /// Step, interval and guard defaults under `prefix` (`drain` or `drain.evacuate`).

@@ -32,6 +32,9 @@ fn now_ms() -> u64 {
 struct Feeder {
     stop: Arc<AtomicBool>,
     az_a_errors: Arc<AtomicU64>,
+    az_b_errors: Arc<AtomicU64>,
+    /// While set, az-b's reporters send nothing (a zone that dies silently).
+    az_b_silent: Arc<AtomicBool>,
     /// When az-b was first reported at 100 % errors (ms since the epoch), 0 before.
     az_b_down_from: Arc<AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -43,11 +46,13 @@ impl Feeder {
         let az_a_errors = Arc::new(AtomicU64::new(az_a_percent));
         let az_b_errors = Arc::new(AtomicU64::new(az_b_percent));
         let az_b_down_from = Arc::new(AtomicU64::new(0));
-        let (s, a, b, from, url) = (
+        let az_b_silent = Arc::new(AtomicBool::new(false));
+        let (s, a, b, from, silent, url) = (
             Arc::clone(&stop),
             Arc::clone(&az_a_errors),
             Arc::clone(&az_b_errors),
             Arc::clone(&az_b_down_from),
+            Arc::clone(&az_b_silent),
             url.to_owned(),
         );
         let thread = std::thread::spawn(move || {
@@ -57,10 +62,14 @@ impl Feeder {
                 if b_err == 20 {
                     let _ = from.compare_exchange(0, now_ms(), Ordering::SeqCst, Ordering::SeqCst);
                 }
-                let body = json!([
-                    {"zone": "az-b", "color": "blue", "ok": 20 - b_err, "error": b_err},
+                let mut body = json!([
                     {"zone": "az-a", "color": "green", "ok": 20 - a_err, "error": a_err}
                 ]);
+                if !silent.load(Ordering::SeqCst) {
+                    body.as_array_mut().unwrap().push(
+                        json!({"zone": "az-b", "color": "blue", "ok": 20 - b_err, "error": b_err}),
+                    );
+                }
                 let _ = agent
                     .post(&format!("{url}/v1/outcomes"))
                     .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
@@ -68,7 +77,7 @@ impl Feeder {
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        Feeder { stop, az_a_errors, az_b_down_from, thread: Some(thread) }
+        Feeder { stop, az_a_errors, az_b_errors, az_b_silent, az_b_down_from, thread: Some(thread) }
     }
 }
 
@@ -86,21 +95,30 @@ fn put_plan(server: &Server) {
 }
 
 fn put_plan_with(server: &Server, trigger: Value) {
+    put_named_plan(server, PLAN, "az-b", trigger);
+}
+
+/// A plan `name` that evacuates `zone` when its trigger fires.
+fn put_named_plan(server: &Server, name: &str, zone: &str, trigger: Value) {
     let (_, plans) = get_json(&format!("{}/v1/plans", server.url));
     let body = json!({
         "expected_version": plans["version"],
-        "reason": "az-b failover, reviewed",
+        "reason": format!("{zone} failover, reviewed"),
         "rto": "1m",
-        "steps": [{"type": "evacuate", "zone": "az-b", "to_percent": 0}],
+        "steps": [{"type": "evacuate", "zone": zone, "to_percent": 0}],
         "trigger": trigger,
         "cooldown": "1h",
     });
-    let (status, plan) = put_json(&format!("{}/v1/plans/{PLAN}", server.url), OPERATOR_TOKEN, body);
+    let (status, plan) = put_json(&format!("{}/v1/plans/{name}", server.url), OPERATOR_TOKEN, body);
     assert_eq!(status, 200, "{plan}");
 }
 
 fn runs(server: &Server) -> Vec<Value> {
-    let (status, body) = get_json(&format!("{}/v1/plans/{PLAN}/runs", server.url));
+    runs_of(server, PLAN)
+}
+
+fn runs_of(server: &Server, plan: &str) -> Vec<Value> {
+    let (status, body) = get_json(&format!("{}/v1/plans/{plan}/runs", server.url));
     assert_eq!(status, 200, "{body}");
     body["runs"].as_array().unwrap().clone()
 }
@@ -116,10 +134,27 @@ fn metric(server: &Server, series: &str) -> f64 {
 }
 
 fn refusals(server: &Server, reason: &str) -> f64 {
+    refusals_of(server, PLAN, reason)
+}
+
+fn refusals_of(server: &Server, plan: &str, reason: &str) -> f64 {
     metric(
         server,
-        &format!("tidegate_plan_trigger_refusals_total{{plan=\"{PLAN}\",reason=\"{reason}\"}}"),
+        &format!("tidegate_plan_trigger_refusals_total{{plan=\"{plan}\",reason=\"{reason}\"}}"),
     )
+}
+
+fn set_automation(server: &Server, stopped: bool, reason: &str) -> Value {
+    let (_, now) = get_json(&format!("{}/v1/automation", server.url));
+    let (_, routing) = get_json(&format!("{}/v1/routing", server.url));
+    let _ = now;
+    let (status, body) = put_json(
+        &format!("{}/v1/automation", server.url),
+        OPERATOR_TOKEN,
+        json!({"stopped": stopped, "expected_version": routing["version"], "reason": reason}),
+    );
+    assert_eq!(status, 200, "{body}");
+    body
 }
 
 fn start(dir: &std::path::Path) -> Server {
@@ -162,14 +197,14 @@ fn fires_once_signed_auto_and_not_again_within_the_cooldown() {
     let (_, routing) = get_json(&format!("{}/v1/routing", server.url));
     assert_eq!(routing["blue_percent"], 0.0, "az-b (blue) is evacuated: {routing}");
 
-    // az-b stays down (its outcomes keep failing), well past another 2 s: within the cooldown
-    // nothing starts again.
+    // az-b stays down (its outcomes keep failing), well past another 2 s: once per incident,
+    // nothing starts again (before the caps it refired every cooldown while the zone was down).
     std::thread::sleep(Duration::from_secs(4));
     assert_eq!(runs(&server).len(), 1, "{:?}", runs(&server));
     assert_eq!(metric(&server, &triggers), 1.0);
-    assert!(refusals(&server, "cooldown") >= 1.0, "the refusal is counted");
+    assert!(refusals(&server, "once_per_incident") >= 1.0, "the refusal is counted");
 
-    // The cooldown is in the replicated state: a replica that restarts after kill -9 keeps it.
+    // The caps are in the replicated state: a replica that restarts after kill -9 keeps them.
     server.kill9();
     let server = start(dir.path());
     drop(feeder);
@@ -178,7 +213,10 @@ fn fires_once_signed_auto_and_not_again_within_the_cooldown() {
     let after = runs(&server);
     assert_eq!(after.len(), 1, "no second automatic run after a restart: {after:?}");
     assert_eq!(after[0]["id"].as_u64(), Some(id));
-    assert!(refusals(&server, "cooldown") >= 1.0, "the restarted replica refused on cooldown");
+    assert!(
+        refusals(&server, "once_per_incident") >= 1.0,
+        "the restarted replica refused: once per incident"
+    );
     assert_eq!(metric(&server, &triggers), 0.0);
 }
 
@@ -222,7 +260,7 @@ fn never_while_the_receiving_zone_is_down_or_an_operator_drain_is_active() {
 fn fires_when_the_zones_last_lane_consumer_is_gone() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());
-    put_plan_with(&server, json!({"lane_consumers_gone": "az-b"}));
+    put_plan_with(&server, json!({"lane_consumers_gone": "az-b", "lane_consumers_gone_for": "1s"}));
     // Both zones healthy: only the consumers can fire this trigger.
     let _feeder = Feeder::start(&server.url, 0, 0);
     let (status, member) = post_json(
@@ -246,5 +284,117 @@ fn fires_when_the_zones_last_lane_consumer_is_gone() {
     let run = runs(&server).remove(0);
     assert_eq!(run["started_by"], "auto", "{run}");
     let reason = run["reason"].as_str().unwrap();
-    assert!(reason.contains("every lane consumer in az-b is gone"), "{reason}");
+    assert!(reason.contains("every lane consumer in az-b has been gone for"), "{reason}");
+}
+
+/// Two plans that fail over into each other: az-b fails, its plan moves every user to az-a; then
+/// az-a fails under the load. Before the caps, the second plan moved everyone back into az-b
+/// 14.9 s later with nobody involved. Now the hop limit holds it and names why, until an
+/// operator re-arms automation (the control: then it fires).
+#[test]
+fn automatic_failover_makes_one_hop_and_waits_for_an_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    put_named_plan(&server, PLAN, "az-b", json!({"zone_down_for": "1s"}));
+    put_named_plan(&server, "az-a-failing", "az-a", json!({"zone_down_for": "1s"}));
+    let feeder = Feeder::start(&server.url, 0, 100);
+    assert!(wait_until(Duration::from_secs(15), || !runs(&server).is_empty()), "az-b's plan fires");
+    let done = wait_until(Duration::from_secs(15), || runs(&server)[0]["state"] == "completed");
+    assert!(done, "{}", runs(&server)[0]);
+    // az-b recovers, az-a fails under the moved load.
+    feeder.az_b_errors.store(0, Ordering::SeqCst);
+    feeder.az_a_errors.store(100, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(runs_of(&server, "az-a-failing").is_empty(), "no automatic move back into az-b");
+    assert!(refusals_of(&server, "az-a-failing", "hop_limit") >= 1.0);
+    let (_, automation) = get_json(&format!("{}/v1/automation", server.url));
+    let counted = &automation["runs_since_armed"];
+    assert_eq!(counted.as_array().unwrap().len(), 1, "{automation}");
+    assert_eq!(counted[0]["left_zone"], "az-b", "{automation}");
+
+    // An operator looked at it and re-arms: the same condition now fires the second plan.
+    let armed = set_automation(&server, false, "az-b is fixed; az-a is overloaded");
+    assert_eq!(armed["runs_since_armed"].as_array().unwrap().len(), 0, "{armed}");
+    assert!(
+        wait_until(Duration::from_secs(10), || !runs_of(&server, "az-a-failing").is_empty()),
+        "after re-arming, az-a's plan fires"
+    );
+    let run = runs_of(&server, "az-a-failing").remove(0);
+    assert_eq!(run["started_by"], "auto", "{run}");
+}
+
+/// The runtime stop switch holds every trigger, is audited, and survives a `kill -9`.
+#[test]
+fn the_stop_switch_holds_every_trigger_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    put_plan(&server);
+    let stopped = set_automation(&server, true, "database failover in progress by hand");
+    assert_eq!(stopped["stopped"], true, "{stopped}");
+    assert_eq!(stopped["changed_by"], "alice", "{stopped}");
+    let _feeder = Feeder::start(&server.url, 0, 100);
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(runs(&server).is_empty(), "stopped: {:?}", runs(&server));
+    assert!(refusals(&server, "stopped") >= 1.0);
+    server.kill9();
+    let server = start(dir.path());
+    let (_, automation) = get_json(&format!("{}/v1/automation", server.url));
+    assert_eq!(automation["stopped"], true, "the switch survives a restart: {automation}");
+    drop(_feeder);
+    let _feeder = Feeder::start(&server.url, 0, 100);
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(runs(&server).is_empty(), "still stopped after the restart");
+    let (_, audit) = get_json(&format!("{}/v1/audit?limit=20", server.url));
+    let entry = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "automation_stop")
+        .cloned()
+        .expect("the stop is audited");
+    assert_eq!(entry["by"], "alice");
+    // Started again: it fires.
+    set_automation(&server, false, "handled");
+    assert!(wait_until(Duration::from_secs(10), || !runs(&server).is_empty()));
+}
+
+/// A zone that dies silently (its reporters stop with it) is `unknown`, never `active`, and a
+/// `zone_silent_for` trigger evacuates it. Before, it looked healthy and nothing fired.
+#[test]
+fn a_silent_zone_is_unknown_and_fires_zone_silent_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    std::fs::write(
+        &file,
+        config_toml(&config().replace("window = \"1s\"", "window = \"2s\"\nsilent_after = \"1s\"")),
+    )
+    .unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    put_plan_with(&server, json!({"zone_silent_for": "2s"}));
+    let feeder = Feeder::start(&server.url, 0, 0);
+    let zone_state = |zone: &str| {
+        let (_, zones) = get_json(&format!("{}/v1/zones", server.url));
+        zones["zones"].as_array().unwrap().iter().find(|z| z["zone"] == zone).unwrap()["state"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(wait_until(Duration::from_secs(5), || zone_state("az-b") == "active"));
+    let silent_from = now_ms();
+    feeder.az_b_silent.store(true, Ordering::SeqCst);
+    assert!(
+        wait_until(Duration::from_secs(5), || zone_state("az-b") == "unknown"),
+        "a silent zone is unknown: {}",
+        zone_state("az-b")
+    );
+    let unknown_after = now_ms() - silent_from;
+    assert!(wait_until(Duration::from_secs(10), || !runs(&server).is_empty()), "the trigger fires");
+    let run = runs(&server).remove(0);
+    assert_eq!(run["started_by"], "auto", "{run}");
+    assert!(run["reason"].as_str().unwrap().contains("reported nothing readable"), "{run}");
+    let fired_after = run["started_ms"].as_u64().unwrap() - silent_from;
+    eprintln!(
+        "silent zone: unknown after {unknown_after} ms (silent_after 1000 ms), run started after {fired_after} ms (zone_silent_for 2000 ms)"
+    );
+    assert!(fired_after >= 2_000, "the trigger waited zone_silent_for: {fired_after} ms");
 }

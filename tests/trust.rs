@@ -235,6 +235,16 @@ fn write_routes() -> Vec<Route> {
             expect: [401, 403, 403, 200],
         },
         Route {
+            method: Method::Put,
+            pattern: "/v1/automation",
+            request: Box::new(|client, _| {
+                let body =
+                    json!({"stopped": true, "expected_version": version(client), "reason": "t"});
+                ("/v1/automation".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
+        Route {
             method: Method::Post,
             pattern: "/v1/plans/<name>/dry-run",
             // A read that changes nothing: every reader passes the gate (and learns the plan is

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::automation::Automation;
 use super::color::{Color, ColorZones};
 use super::dial::{DialError, Share, percent_of};
 use super::drain::{Direction, Drain, DrainMode, DrainPlan, DrainStatus, OnBreach, step_toward};
@@ -78,6 +79,11 @@ pub enum Command {
     /// says so.
     CompleteDrain {
         drain: u64,
+    },
+    /// Stop automatic failover (`stopped: true`), or start and re-arm it (`false`): runs that
+    /// triggers started before re-arming no longer count against the caps.
+    SetAutomation {
+        stopped: bool,
     },
     /// Store (or replace) a prepared plan under its name.
     PutPlan {
@@ -157,6 +163,8 @@ impl Command {
         "plan_run_rollback",
         "plan_run_fail",
         "plan_run_restore",
+        "automation_stop",
+        "automation_arm",
     ];
 
     /// A short name for the audit log and metrics.
@@ -184,6 +192,8 @@ impl Command {
             Command::RollbackPlanRun { .. } => "plan_run_rollback",
             Command::FailPlanRun { .. } => "plan_run_fail",
             Command::PlanRestore { .. } => "plan_run_restore",
+            Command::SetAutomation { stopped: true } => "automation_stop",
+            Command::SetAutomation { stopped: false } => "automation_arm",
         }
     }
 }
@@ -275,6 +285,7 @@ pub struct State {
     plans: Arc<BTreeMap<String, StoredPlan>>,
     runs: Arc<BTreeMap<u64, PlanRun>>,
     next_run_id: u64,
+    automation: Automation,
 }
 
 impl State {
@@ -294,6 +305,7 @@ impl State {
             plans: Arc::new(BTreeMap::new()),
             runs: Arc::new(BTreeMap::new()),
             next_run_id: 1,
+            automation: Automation::default(),
         })
     }
 
@@ -339,6 +351,7 @@ impl State {
         plans: Vec<StoredPlan>,
         runs: Vec<PlanRun>,
         next_run_id: u64,
+        automation: Automation,
     ) -> State {
         State {
             table: Arc::new(table),
@@ -347,7 +360,13 @@ impl State {
             plans: Arc::new(plans.into_iter().map(|p| (p.plan.name.clone(), p)).collect()),
             runs: Arc::new(runs.into_iter().map(|r| (r.id, r)).collect()),
             next_run_id,
+            automation,
         }
+    }
+
+    /// Automatic failover's stop switch and arming time.
+    pub fn automation(&self) -> &Automation {
+        &self.automation
     }
 
     /// Every remembered plan run, oldest first.
@@ -578,6 +597,24 @@ impl State {
                 drain.finished_ms = Some(at_ms);
                 next.insert_drain(drain);
                 ("settling".to_owned(), "completed".to_owned())
+            }
+            Command::SetAutomation { stopped } => {
+                let before = &self.automation;
+                let from = if before.stopped { "automation stopped" } else { "automation on" };
+                next.automation = Automation {
+                    stopped: *stopped,
+                    // Starting (or re-arming) clears the caps' memory; stopping keeps it.
+                    armed_ms: if *stopped { before.armed_ms } else { at_ms },
+                    changed_by: envelope.audit.by.clone(),
+                    changed_ms: at_ms,
+                    reason: envelope.audit.reason.clone(),
+                };
+                let to = if *stopped {
+                    "automation stopped".to_owned()
+                } else {
+                    "automation on, re-armed (earlier automatic runs no longer count)".to_owned()
+                };
+                (from.to_owned(), to)
             }
             Command::PutPlan { plan } => {
                 plan::validate_plan(plan, &self.table.zones, self.table.units())

@@ -5,6 +5,7 @@
 //! knows tokio, Rocket, rdkafka or serde. Time and randomness arrive as arguments, so every
 //! behaviour here is a function of its inputs and can be tested exhaustively (see `tests/core_*`).
 
+mod automation;
 mod capacity;
 mod color;
 mod command;
@@ -18,6 +19,7 @@ mod plan_trigger;
 mod table;
 mod unit;
 
+pub use automation::{AutoRun, Automation, Caps as AutomationCaps, check_caps};
 pub use capacity::{Capacity, Projection, Verdict, ZoneLoad, judge};
 pub use color::{Color, ColorZones, ParseColorError};
 pub use command::{

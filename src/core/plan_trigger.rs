@@ -14,8 +14,13 @@ use super::plan::{Plan, PlanStep};
 pub struct Trigger {
     /// The plan's zone (the one its first drain or evacuate step moves) has been down this long.
     pub zone_down_for_ms: Option<u64>,
-    /// Every lane consumer in this zone is gone.
+    /// The plan's zone has reported nothing (its health is unknown) this long: a zone that dies
+    /// silently, reporters and all, never reads as down.
+    pub zone_silent_for_ms: Option<u64>,
+    /// Every lane consumer in this zone is gone...
     pub lane_consumers_gone: Option<String>,
+    /// ...for this long (0 in plans stored before it existed; the API and config default it).
+    pub lane_consumers_gone_for_ms: u64,
     /// At most one automatic run per cooldown.
     pub cooldown_ms: u64,
 }
@@ -31,8 +36,21 @@ pub fn trigger_zone(plan: &Plan) -> Option<&str> {
 /// Checks a trigger against the plan and the configured zones; the error names the field.
 pub fn validate_trigger(plan: &Plan, zones: &[&str]) -> Result<(), String> {
     let Some(t) = &plan.trigger else { return Ok(()) };
-    if t.zone_down_for_ms.is_none() && t.lane_consumers_gone.is_none() {
-        return Err("trigger: give zone_down_for and/or lane_consumers_gone".into());
+    if t.zone_down_for_ms.is_none()
+        && t.zone_silent_for_ms.is_none()
+        && t.lane_consumers_gone.is_none()
+    {
+        return Err(
+            "trigger: give zone_down_for, zone_silent_for and/or lane_consumers_gone".into()
+        );
+    }
+    if t.zone_silent_for_ms.is_some() && trigger_zone(plan).is_none() {
+        return Err("trigger.zone_silent_for: the plan has no drain or evacuate step, so it has \
+                    no zone to watch"
+            .into());
+    }
+    if t.zone_silent_for_ms == Some(0) {
+        return Err("trigger.zone_silent_for: must be more than 0s".into());
     }
     if t.zone_down_for_ms.is_some() && trigger_zone(plan).is_none() {
         return Err("trigger.zone_down_for: the plan has no drain or evacuate step, so it has \
@@ -60,8 +78,11 @@ pub fn validate_trigger(plan: &Plan, zones: &[&str]) -> Result<(), String> {
 #[derive(Clone, Debug)]
 pub struct TriggerInputs<'a> {
     pub now_ms: u64,
-    /// Since when the plan's zone has been down without a break, if it is down now.
+    /// Since when the plan's zone has been down without a break, if it is down now (a reading
+    /// that cannot be read does not break it).
     pub zone_down_since_ms: Option<u64>,
+    /// Since when the plan's zone has reported nothing readable, if it is silent now.
+    pub zone_silent_since_ms: Option<u64>,
     /// Since when the watched zone has had no lane consumer after having had some, if so.
     pub consumers_gone_since_ms: Option<u64>,
     /// When this plan last started automatically.
@@ -72,6 +93,9 @@ pub struct TriggerInputs<'a> {
     pub receiving_health: Result<(), String>,
     /// The receiving zone's capacity verdict for the plan: `Err(why)` when it would be exceeded.
     pub receiving_capacity: Result<(), String>,
+    /// The automation caps (`core::check_caps`: stop switch, once per incident, hop limit,
+    /// window, share cap): `Err((kind, why))` when they hold the plan.
+    pub caps: Result<(), (&'static str, String)>,
     /// Each precondition's result: `Ok(true)` passes, anything else blocks.
     pub preconditions: &'a [(String, Result<bool, String>)],
 }
@@ -82,11 +106,13 @@ impl Default for TriggerInputs<'_> {
         TriggerInputs {
             now_ms: 0,
             zone_down_since_ms: None,
+            zone_silent_since_ms: None,
             consumers_gone_since_ms: None,
             last_auto_run_ms: None,
             busy: None,
             receiving_health: Ok(()),
             receiving_capacity: Ok(()),
+            caps: Ok(()),
             preconditions: &[],
         }
     }
@@ -119,11 +145,29 @@ pub fn decide(plan: &Plan, input: &TriggerInputs<'_>) -> TriggerDecision {
         ));
     }
     if fired.is_none()
-        && let (Some(zone), Some(_)) = (&t.lane_consumers_gone, input.consumers_gone_since_ms)
+        && let (Some(limit), Some(since), Some(zone)) =
+            (t.zone_silent_for_ms, input.zone_silent_since_ms, trigger_zone(plan))
+        && now.saturating_sub(since) >= limit
     {
-        fired = Some(format!("automatic: every lane consumer in {zone} is gone"));
+        fired = Some(format!(
+            "automatic: {zone} has reported nothing readable for {} s (trigger zone_silent_for {} s)",
+            now.saturating_sub(since) / 1000,
+            limit / 1000
+        ));
+    }
+    if fired.is_none()
+        && let (Some(zone), Some(since)) = (&t.lane_consumers_gone, input.consumers_gone_since_ms)
+        && now.saturating_sub(since) >= t.lane_consumers_gone_for_ms
+    {
+        fired = Some(format!(
+            "automatic: every lane consumer in {zone} has been gone for {} s",
+            now.saturating_sub(since) / 1000
+        ));
     }
     let Some(reason) = fired else { return TriggerDecision::Quiet };
+    if let Err((kind, why)) = &input.caps {
+        return blocked(kind, why.clone());
+    }
     if let Some(last) = input.last_auto_run_ms
         && now.saturating_sub(last) < t.cooldown_ms
     {
@@ -167,8 +211,18 @@ fn blocked(kind: &'static str, why: String) -> TriggerDecision {
 }
 
 /// Every refusal kind, for registering the refusal counter at zero.
-pub const REFUSAL_KINDS: [&str; 5] =
-    ["cooldown", "busy", "receiving_unhealthy", "capacity", "precondition"];
+pub const REFUSAL_KINDS: [&str; 10] = [
+    "cooldown",
+    "busy",
+    "receiving_unhealthy",
+    "capacity",
+    "precondition",
+    "stopped",
+    "once_per_incident",
+    "hop_limit",
+    "window",
+    "share_cap",
+];
 
 #[cfg(test)]
 mod tests {
@@ -192,7 +246,9 @@ mod tests {
     fn down_for_30s() -> Plan {
         plan(Trigger {
             zone_down_for_ms: Some(30_000),
+            zone_silent_for_ms: None,
             lane_consumers_gone: None,
+            lane_consumers_gone_for_ms: 0,
             cooldown_ms: 600_000,
         })
     }
@@ -237,7 +293,9 @@ mod tests {
     fn fires_when_the_lane_consumers_are_gone() {
         let p = plan(Trigger {
             zone_down_for_ms: None,
+            zone_silent_for_ms: None,
             lane_consumers_gone: Some("az-b".into()),
+            lane_consumers_gone_for_ms: 10_000,
             cooldown_ms: 60_000,
         });
         let gone = TriggerInputs {
@@ -248,6 +306,9 @@ mod tests {
         assert!(
             matches!(decide(&p, &gone), TriggerDecision::Fire(r) if r.contains("lane consumer in az-b"))
         );
+        // Gone for less than the minimum duration: a consumer restart, not an incident.
+        let brief = TriggerInputs { consumers_gone_since_ms: Some(25_000), ..gone.clone() };
+        assert_eq!(decide(&p, &brief), TriggerDecision::Quiet);
         let present = TriggerInputs { consumers_gone_since_ms: None, ..gone };
         assert_eq!(decide(&p, &present), TriggerDecision::Quiet);
     }
@@ -261,6 +322,27 @@ mod tests {
         );
         let after = TriggerInputs { now_ms: 700_000, last_auto_run_ms: Some(1_000), ..firing() };
         assert!(matches!(decide(&p, &after), TriggerDecision::Fire(_)));
+    }
+
+    #[test]
+    fn a_silent_zone_fires_zone_silent_for_and_caps_hold_a_fired_trigger() {
+        let p = plan(Trigger {
+            zone_down_for_ms: Some(30_000),
+            zone_silent_for_ms: Some(20_000),
+            lane_consumers_gone: None,
+            lane_consumers_gone_for_ms: 0,
+            cooldown_ms: 600_000,
+        });
+        let silent = TriggerInputs {
+            zone_down_since_ms: None,
+            zone_silent_since_ms: Some(10_000),
+            ..firing()
+        };
+        assert!(
+            matches!(decide(&p, &silent), TriggerDecision::Fire(r) if r.contains("reported nothing readable for 21 s"))
+        );
+        let capped = TriggerInputs { caps: Err(("hop_limit", "hop limit: …".into())), ..silent };
+        assert!(matches!(decide(&p, &capped), TriggerDecision::Blocked { kind: "hop_limit", .. }));
     }
 
     #[test]
@@ -304,26 +386,18 @@ mod tests {
     fn validation_names_the_field() {
         let zones = ["az-a", "az-b"];
         let bad = |t: Trigger| validate_trigger(&plan(t), &zones).unwrap_err();
-        assert!(
-            bad(Trigger { zone_down_for_ms: None, lane_consumers_gone: None, cooldown_ms: 1 })
-                .starts_with("trigger:")
-        );
-        assert!(
-            bad(Trigger {
-                zone_down_for_ms: Some(1),
-                lane_consumers_gone: Some("az-c".into()),
-                cooldown_ms: 1
-            })
-            .starts_with("trigger.lane_consumers_gone")
-        );
-        assert!(
-            bad(Trigger { zone_down_for_ms: Some(1), lane_consumers_gone: None, cooldown_ms: 0 })
-                .starts_with("cooldown")
-        );
-        assert!(
-            bad(Trigger { zone_down_for_ms: Some(0), lane_consumers_gone: None, cooldown_ms: 1 })
-                .starts_with("trigger.zone_down_for")
-        );
+        let t = |down: Option<u64>, silent: Option<u64>, gone: Option<&str>, cooldown_ms| Trigger {
+            zone_down_for_ms: down,
+            zone_silent_for_ms: silent,
+            lane_consumers_gone: gone.map(str::to_owned),
+            lane_consumers_gone_for_ms: 0,
+            cooldown_ms,
+        };
+        assert!(bad(t(None, None, None, 1)).starts_with("trigger:"));
+        assert!(bad(t(Some(1), None, Some("az-c"), 1)).starts_with("trigger.lane_consumers_gone"));
+        assert!(bad(t(Some(1), None, None, 0)).starts_with("cooldown"));
+        assert!(bad(t(Some(0), None, None, 1)).starts_with("trigger.zone_down_for"));
+        assert!(bad(t(None, Some(0), None, 1)).starts_with("trigger.zone_silent_for"));
         let no_zone = Plan { steps: vec![PlanStep::Dial { blue_percent: 0.0 }], ..down_for_30s() };
         assert!(
             validate_trigger(&no_zone, &zones).unwrap_err().starts_with("trigger.zone_down_for")

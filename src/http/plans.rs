@@ -44,7 +44,9 @@ pub fn stage() -> AdHoc {
                     post_drill,
                     get_runs,
                     get_run,
-                    run_action
+                    run_action,
+                    get_automation,
+                    put_automation
                 ],
             )
             .attach(AdHoc::on_liftoff("plan runner", |rocket| {
@@ -74,6 +76,8 @@ pub fn stage() -> AdHoc {
                         preconditions: Arc::clone(&app.preconditions),
                         down_error_rate: app.config.health.down_error_rate,
                         guard: app.config.drain.evacuate.guard,
+                        auto_window_ms: app.config.auto_window_ms,
+                        auto_max_share_percent: app.config.auto_max_share_percent,
                         tick: Duration::from_millis(app.config.drain.tick_ms),
                         now_ms,
                         observed: Default::default(),
@@ -181,6 +185,67 @@ async fn put_plan(
             .await?;
     let stored = submitted.state.plan(name).ok_or_else(|| not_found(name))?;
     let mut body = plan_body(stored, &submitted.state);
+    body["changed"] = json!(submitted.applied.is_some());
+    Ok(Versioned::new(&body, submitted.table.version()))
+}
+
+/// Automatic failover's state: the stop switch, when it was armed, and the automatic runs that
+/// count against the caps since (once per incident, the hop limit, the window).
+fn automation_body(app: &App, state: &crate::core::State) -> Value {
+    let a = state.automation();
+    let runs: Vec<Value> = plan_trigger::auto_runs_since_armed(state)
+        .into_iter()
+        .map(|r| {
+            json!({
+                "run": r.run,
+                "plan": r.plan,
+                "left_zone": r.left_zone,
+                "started_at": super::iso8601(r.started_ms),
+            })
+        })
+        .collect();
+    json!({
+        "stopped": a.stopped,
+        "triggers_enabled": app.config.plan_triggers,
+        "armed_at": (a.armed_ms > 0).then(|| super::iso8601(a.armed_ms)),
+        "changed_by": (!a.changed_by.is_empty()).then_some(a.changed_by.as_str()),
+        "changed_at": (a.changed_ms > 0).then(|| super::iso8601(a.changed_ms)),
+        "reason": (!a.reason.is_empty()).then_some(a.reason.as_str()),
+        "window": format_duration_ms(app.config.auto_window_ms),
+        "max_share_percent": app.config.auto_max_share_percent,
+        "runs_since_armed": runs,
+    })
+}
+
+#[get("/v1/automation")]
+fn get_automation(app: &State<App>, caller: Caller) -> Result<Versioned, ApiError> {
+    caller.require_reader(&app.config)?;
+    let state = app.coordinator.state();
+    Ok(Versioned::new(&automation_body(app, &state), state.version()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AutomationRequest {
+    /// `true` stops every trigger; `false` starts them again and re-arms the caps.
+    stopped: bool,
+    expected_version: u64,
+    reason: String,
+}
+
+/// The runtime stop switch of every trigger (durable and audited: it survives restarts and is
+/// the same on every replica), and the operator's re-arm after an incident.
+#[put("/v1/automation", data = "<request>")]
+async fn put_automation(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, AutomationRequest>,
+) -> Result<Versioned, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let command = Command::SetAutomation { stopped: r.stopped };
+    let submitted = super::submit(app, command, Some(r.expected_version), by, r.reason).await?;
+    let mut body = automation_body(app, &submitted.state);
     body["changed"] = json!(submitted.applied.is_some());
     Ok(Versioned::new(&body, submitted.table.version()))
 }

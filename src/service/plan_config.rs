@@ -40,8 +40,17 @@ pub struct TriggerBody {
     #[serde(default)]
     pub zone_down_for: Option<String>,
     #[serde(default)]
+    pub zone_silent_for: Option<String>,
+    #[serde(default)]
     pub lane_consumers_gone: Option<String>,
+    /// How long every consumer must be gone (default `30s`: a rolling restart is not an
+    /// incident).
+    #[serde(default)]
+    pub lane_consumers_gone_for: Option<String>,
 }
+
+/// `trigger.lane_consumers_gone_for` when a body leaves it out.
+pub const DEFAULT_CONSUMERS_GONE_FOR_MS: u64 = 30_000;
 
 /// The plan `name` of a body; the error starts with the field (`rto: ...`).
 pub fn to_plan(name: &str, body: PlanBody) -> Result<Plan, String> {
@@ -74,11 +83,31 @@ fn wire_trigger(
         .map(parse_duration_ms)
         .transpose()
         .map_err(|e| format!("trigger.zone_down_for: {e}"))?;
+    let zone_silent_for_ms = t
+        .zone_silent_for
+        .as_deref()
+        .map(parse_duration_ms)
+        .transpose()
+        .map_err(|e| format!("trigger.zone_silent_for: {e}"))?;
+    let lane_consumers_gone_for_ms = match (&t.lane_consumers_gone, &t.lane_consumers_gone_for) {
+        (_, Some(d)) if t.lane_consumers_gone.is_none() => {
+            return Err(format!(
+                "trigger.lane_consumers_gone_for: `{d}` needs trigger.lane_consumers_gone"
+            ));
+        }
+        (Some(_), Some(d)) => {
+            parse_duration_ms(d).map_err(|e| format!("trigger.lane_consumers_gone_for: {e}"))?
+        }
+        (Some(_), None) => DEFAULT_CONSUMERS_GONE_FOR_MS,
+        (None, _) => 0,
+    };
     let cooldown = cooldown.ok_or("cooldown: a plan with a trigger needs one, e.g. \"30m\"")?;
     let cooldown_ms = parse_duration_ms(cooldown).map_err(|e| format!("cooldown: {e}"))?;
     Ok(Some(WireTrigger {
         zone_down_for_ms,
+        zone_silent_for_ms,
         lane_consumers_gone: t.lane_consumers_gone,
+        lane_consumers_gone_for_ms,
         cooldown_ms,
     }))
 }

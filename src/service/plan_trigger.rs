@@ -43,6 +43,9 @@ pub struct Triggers {
     pub down_error_rate: f64,
     /// The receiving zone must pass this guard (the evacuation guard).
     pub guard: Guard,
+    /// `[plans] auto_window` and `auto_max_share_percent`: the caps on automatic runs.
+    pub auto_window_ms: u64,
+    pub auto_max_share_percent: f64,
     pub tick: Duration,
     pub now_ms: fn() -> u64,
     pub observed: Mutex<Observed>,
@@ -52,6 +55,7 @@ pub struct Triggers {
 #[derive(Debug, Default)]
 pub struct Observed {
     down_since: HashMap<String, u64>,
+    silent_since: HashMap<String, u64>,
     had_consumers: HashMap<String, bool>,
     consumers_gone_since: HashMap<String, u64>,
     /// The last refusal kind per plan, so a refusal is logged and counted once per episode.
@@ -97,11 +101,18 @@ pub fn tick_once(t: &Triggers) {
         }
         return;
     }
+    // Down and silent are judged over the detection window, the receiving zone's guard over
+    // the whole window (as the drain guard judges it).
+    let recent: HashMap<String, Reading> = [&zones.blue, &zones.green]
+        .into_iter()
+        .map(|z| (z.clone(), t.health.recent(z, now)))
+        .collect();
     let healths: HashMap<String, Reading> = [&zones.blue, &zones.green]
         .into_iter()
         .map(|z| (z.clone(), t.health.zone(z, now).reading))
         .collect();
-    observe(&mut observed, t, &healths, now);
+    observe(&mut observed, t, &recent, now);
+    let auto_runs = auto_runs_since_armed(&state);
     for stored in &plans {
         let name = &stored.plan.name;
         if observed.primed.insert(name.clone()) {
@@ -121,6 +132,20 @@ pub fn tick_once(t: &Triggers) {
             inputs.receiving_health = judge_health(&t.guard, &receiving, healths.get(&receiving));
         }
         inputs.receiving_capacity = judge_capacity(t, &state, stored, now);
+        let caps = crate::core::AutomationCaps {
+            automation: state.automation(),
+            runs: &auto_runs,
+            window_ms: t.auto_window_ms,
+            max_share_percent: t.auto_max_share_percent,
+        };
+        let receiving = receiving_zone(stored, &zones);
+        inputs.caps = crate::core::check_caps(
+            &caps,
+            name,
+            receiving.as_deref(),
+            share_moved(&state, stored),
+            now,
+        );
         match decide_trigger(&stored.plan, &inputs) {
             TriggerDecision::Quiet => {
                 observed.refused.remove(name);
@@ -154,12 +179,22 @@ pub fn tick_once(t: &Triggers) {
 /// Updates since when each zone is down and without lane consumers.
 fn observe(o: &mut Observed, t: &Triggers, healths: &HashMap<String, Reading>, now: u64) {
     for (zone, reading) in healths {
-        let down = matches!(reading, Reading::Known { error_rate, requests }
-            if *requests > 0 && *error_rate >= t.down_error_rate);
-        if down {
-            o.down_since.entry(zone.clone()).or_insert(now);
-        } else {
-            o.down_since.remove(zone);
+        match reading {
+            Reading::Known { error_rate, requests }
+                if *requests > 0 && *error_rate >= t.down_error_rate =>
+            {
+                o.down_since.entry(zone.clone()).or_insert(now);
+                o.silent_since.remove(zone);
+            }
+            // A reading that cannot be read breaks neither "down since" (one unknown reading
+            // used to restart a zone's zone_down_for) nor starts it; it starts "silent since".
+            Reading::Unknown { .. } => {
+                o.silent_since.entry(zone.clone()).or_insert(now);
+            }
+            Reading::Known { .. } => {
+                o.down_since.remove(zone);
+                o.silent_since.remove(zone);
+            }
         }
     }
     let views = t.lanes.views(now);
@@ -185,6 +220,8 @@ fn cheap_inputs<'a>(
     TriggerInputs {
         now_ms: now,
         zone_down_since_ms: trigger_zone(&stored.plan).and_then(|z| o.down_since.get(z).copied()),
+        zone_silent_since_ms: trigger_zone(&stored.plan)
+            .and_then(|z| o.silent_since.get(z).copied()),
         consumers_gone_since_ms: trigger
             .and_then(|t| t.lane_consumers_gone.as_ref())
             .and_then(|z| o.consumers_gone_since.get(z).copied()),
@@ -200,6 +237,33 @@ pub fn last_auto_run(state: &State, plan: &str) -> Option<u64> {
         .filter(|r: &&PlanRun| r.plan.name == plan && r.started_by == AUTO)
         .map(|r| r.started_ms)
         .max()
+}
+
+/// Every automatic run started since automation was last armed, from the replicated state:
+/// what the caps count, the same on every replica and after a restart.
+pub fn auto_runs_since_armed(state: &State) -> Vec<crate::core::AutoRun> {
+    let armed = state.automation().armed_ms;
+    state
+        .plan_runs()
+        .filter(|r| r.started_by == AUTO && r.started_ms >= armed)
+        .map(|r| crate::core::AutoRun {
+            run: r.id,
+            plan: r.plan.name.clone(),
+            left_zone: trigger_zone(&r.plan).map(str::to_owned),
+            started_ms: r.started_ms,
+        })
+        .collect()
+}
+
+/// The share of users, in percent, the plan's first zone move would move from the table now.
+fn share_moved(state: &State, stored: &StoredPlan) -> f64 {
+    let table = state.table();
+    let Some(step) = stored.plan.steps.iter().find(|s| matches!(s, PlanStep::MoveZone { .. }))
+    else {
+        return 0.0;
+    };
+    let to = PlanRun::step_target(step, table.zones(), table.units(), table.blue_units());
+    f64::from(to.abs_diff(table.blue_units())) * 100.0 / f64::from(table.units())
 }
 
 /// The zone that receives the users: the other zone of the plan's watched zone.

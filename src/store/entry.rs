@@ -133,6 +133,9 @@ pub enum WireCommand {
     PutPlan {
         plan: WirePlan,
     },
+    SetAutomation {
+        stopped: bool,
+    },
     StartPlanRun {
         plan: String,
         revision: u64,
@@ -291,8 +294,17 @@ pub struct WireTrigger {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_down_for_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_silent_for_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane_consumers_gone: Option<String>,
+    /// Absent (0) in plans stored before it existed, which fired at once.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lane_consumers_gone_for_ms: u64,
     pub cooldown_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A precondition: exactly one of `promql` (true when non-zero) and `http` (true on 2xx).
@@ -361,7 +373,9 @@ impl From<&Plan> for WirePlan {
             rto_ms: plan.rto_ms,
             trigger: plan.trigger.as_ref().map(|t| WireTrigger {
                 zone_down_for_ms: t.zone_down_for_ms,
+                zone_silent_for_ms: t.zone_silent_for_ms,
                 lane_consumers_gone: t.lane_consumers_gone.clone(),
+                lane_consumers_gone_for_ms: t.lane_consumers_gone_for_ms,
                 cooldown_ms: t.cooldown_ms,
             }),
         }
@@ -408,7 +422,9 @@ impl WirePlan {
         }
         let trigger = self.trigger.as_ref().map(|t| Trigger {
             zone_down_for_ms: t.zone_down_for_ms,
+            zone_silent_for_ms: t.zone_silent_for_ms,
             lane_consumers_gone: t.lane_consumers_gone.clone(),
+            lane_consumers_gone_for_ms: t.lane_consumers_gone_for_ms,
             cooldown_ms: t.cooldown_ms,
         });
         Ok(Plan { name: self.name.clone(), preconditions, steps, rto_ms: self.rto_ms, trigger })
@@ -510,6 +526,7 @@ impl From<&Command> for WireCommand {
             Command::RollbackDrain { drain } => WireCommand::RollbackDrain { drain: *drain },
             Command::CompleteDrain { drain } => WireCommand::CompleteDrain { drain: *drain },
             Command::PutPlan { plan } => WireCommand::PutPlan { plan: WirePlan::from(plan) },
+            Command::SetAutomation { stopped } => WireCommand::SetAutomation { stopped: *stopped },
             Command::StartPlanRun { plan, revision, drill_hold_ms } => WireCommand::StartPlanRun {
                 plan: plan.clone(),
                 revision: *revision,
@@ -604,6 +621,7 @@ impl WireCommand {
             WireCommand::RollbackDrain { drain } => Command::RollbackDrain { drain: *drain },
             WireCommand::CompleteDrain { drain } => Command::CompleteDrain { drain: *drain },
             WireCommand::PutPlan { plan } => Command::PutPlan { plan: plan.to_plan()? },
+            WireCommand::SetAutomation { stopped } => Command::SetAutomation { stopped: *stopped },
             WireCommand::StartPlanRun { plan, revision, drill_hold_ms } => Command::StartPlanRun {
                 plan: plan.clone(),
                 revision: *revision,

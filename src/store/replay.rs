@@ -176,7 +176,7 @@ pub fn push_audit(audit: &mut VecDeque<AuditRecord>, record: AuditRecord) {
 pub(crate) fn action_name(name: &str) -> Option<&'static str> {
     // Every name `Command::action` gives, plus the genesis. A name missing here makes every
     // snapshot holding it unreadable (start-up then replays the whole log).
-    const ACTIONS: [&str; 23] = [
+    const ACTIONS: [&str; 25] = [
         "genesis",
         "dial",
         "pin",
@@ -200,6 +200,8 @@ pub(crate) fn action_name(name: &str) -> Option<&'static str> {
         "plan_run_rollback",
         "plan_run_fail",
         "plan_run_restore",
+        "automation_stop",
+        "automation_arm",
     ];
     ACTIONS.iter().find(|a| **a == name).copied()
 }

@@ -159,6 +159,9 @@ struct Body {
     runs: Vec<WireRun>,
     #[serde(default = "one")]
     next_run_id: u64,
+    /// Automatic failover's switch (absent in snapshots from before it: on, never armed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    automation: Option<WireAutomation>,
     audit: Vec<WireAudit>,
     /// The history digest at `position` (absent in snapshots from before digests: ignored).
     #[serde(default)]
@@ -166,6 +169,16 @@ struct Body {
     /// What a replica of a shared log needs besides the state (absent for the file log).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     shared: Option<WireShared>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireAutomation {
+    stopped: bool,
+    armed_ms: u64,
+    changed_by: String,
+    changed_ms: u64,
+    reason: String,
 }
 
 /// A shared log replica's decisions so far: every command id seen, with its outcome, so that a
@@ -483,6 +496,16 @@ fn encode(
             .collect(),
         runs: replayed.state.plan_runs().map(wire_run).collect(),
         next_run_id: replayed.state.next_run_id(),
+        automation: {
+            let a = replayed.state.automation();
+            (*a != crate::core::Automation::default()).then(|| WireAutomation {
+                stopped: a.stopped,
+                armed_ms: a.armed_ms,
+                changed_by: a.changed_by.clone(),
+                changed_ms: a.changed_ms,
+                reason: a.reason.clone(),
+            })
+        },
         audit: replayed
             .audit
             .iter()
@@ -563,7 +586,25 @@ fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
         })
         .collect::<Result<Vec<_>, String>>()?;
     let runs = body.runs.into_iter().map(core_run).collect::<Result<Vec<_>, String>>()?;
-    let state = State::restore(table, drains, body.next_drain_id, plans, runs, body.next_run_id);
+    let automation = body
+        .automation
+        .map(|a| crate::core::Automation {
+            stopped: a.stopped,
+            armed_ms: a.armed_ms,
+            changed_by: a.changed_by,
+            changed_ms: a.changed_ms,
+            reason: a.reason,
+        })
+        .unwrap_or_default();
+    let state = State::restore(
+        table,
+        drains,
+        body.next_drain_id,
+        plans,
+        runs,
+        body.next_run_id,
+        automation,
+    );
     let state_hash = body.state_hash.ok_or("predates state digests")?;
     let shared = match body.shared {
         None => None,
