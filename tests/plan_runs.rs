@@ -166,6 +166,25 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 fn a_plan_is_refused_drilled_and_run_through_a_kill_9_of_the_coordinator() {
     let dir = tempfile::tempdir().unwrap();
     let (server, traffic) = start(dir.path(), 5000);
+    // Services in az-a that acknowledge every table: the report's convergence times are
+    // measured from their acknowledgements (with nobody acknowledging there is no time).
+    let _routers: Vec<tidegate::client::Router> = (0..2)
+        .map(|i| {
+            let options = tidegate::client::RouterOptions {
+                backoff_min: Duration::from_millis(20),
+                backoff_max: Duration::from_millis(200),
+                read_timeout: Duration::from_secs(3),
+                token: Some(OPERATOR_TOKEN.into()),
+                ..Default::default()
+            };
+            let identity = tidegate::client::Identity {
+                subscriber_id: format!("svc-a-{i}"),
+                zone: "az-a".into(),
+                kind: "service".into(),
+            };
+            tidegate::client::Router::connect(&server.url, identity, options).unwrap()
+        })
+        .collect();
     let db = Arc::new(Mutex::new(("503 Service Unavailable".to_owned(), "replica".to_owned())));
     let db_port = serve(Arc::clone(&db));
     let (_, routing) = get_json(&format!("{}/v1/routing", server.url));
@@ -225,6 +244,7 @@ fn a_plan_is_refused_drilled_and_run_through_a_kill_9_of_the_coordinator() {
         assert_eq!(r["met"], true, "{r}");
         let az_b = r["errors"].as_array().unwrap().iter().find(|z| z["zone"] == "az-b").cloned();
         assert!(az_b.unwrap()["max_error_rate"].as_f64().unwrap() > 0.5, "{r}");
+        assert_eq!(r["timeline"][0]["convergence_measured"], true, "{r}");
         converged.push(r["last_converged_after_ms"].as_u64().unwrap());
         last_drill = id;
         std::thread::sleep(Duration::from_millis(2200)); // a fresh health window

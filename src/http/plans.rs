@@ -416,6 +416,8 @@ fn record_body(run: &PlanRun, r: &StepRecord) -> Value {
         "settled_at": r.done_ms.map(iso8601),
         "settled_ms": r.done_ms,
         "converged_after_ms": since(r.converged_ms),
+        // False when no subscriber's acknowledgement measured it: then there is no time.
+        "convergence_measured": r.converged_ms.is_some(),
         "settled_after_ms": since(r.done_ms),
         "errors": samples,
     })

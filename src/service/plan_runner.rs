@@ -139,19 +139,24 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
             (Command::PlanStepStarted { run: run.id, step, drain, samples: samples() }, reason)
         }
         Decision::DoneStep { step } => {
-            let converged_ms = drain.and_then(|d| d.last_step_version).and_then(|v| {
-                let c = runner.subscribers.convergence(v, now);
-                (c.live > 0 && c.converged == c.live).then(|| {
-                    runner
-                        .subscribers
-                        .list(now)
-                        .iter()
-                        .filter(|(s, live)| *live && s.applied_version >= v)
-                        .filter_map(|(s, _)| s.applied_at_ms)
-                        .max()
-                        .unwrap_or(now)
-                })
-            });
+            let converged_ms =
+                drain.and_then(|d| d.last_step_version.map(|v| (v, d))).and_then(|(v, d)| {
+                    // As the drain judged it: an evacuation does not wait for its own zone's clients.
+                    let excluded = (d.plan.mode == crate::core::DrainMode::Evacuate)
+                        .then_some(d.plan.zone.as_str());
+                    let c = runner.subscribers.convergence_excluding(v, now, excluded);
+                    (c.live > 0 && c.converged == c.live).then(|| {
+                        runner
+                            .subscribers
+                            .list(now)
+                            .iter()
+                            .filter(|(s, live)| *live && s.applied_version >= v)
+                            .filter(|(s, _)| excluded != Some(s.zone.as_str()))
+                            .filter_map(|(s, _)| s.applied_at_ms)
+                            .max()
+                            .unwrap_or(now)
+                    })
+                });
             let reason = format!(
                 "plan {} step {} of {} done: {}",
                 run.plan.name,
