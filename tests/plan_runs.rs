@@ -375,3 +375,48 @@ fn a_false_promql_precondition_refuses_the_run_until_prometheus_sees_it_true() {
     assert!(wait_until(Duration::from_secs(20), || get_json(&url).1["outcome"] == "completed"));
     assert_eq!(blue_percent(&server), 0.0);
 }
+
+/// "Wait for the replica promotion, then evacuate": the promotion has not happened when the run
+/// starts. The run starts (the precondition gates the step that waits for it, not the start),
+/// holds at that step naming the precondition, and evacuates once the promotion is made during
+/// the run. Before, every precondition was checked before the run and this plan was refused.
+#[test]
+fn a_plan_waits_for_a_promotion_made_during_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _traffic) = start(dir.path(), 5000);
+    let db = Arc::new(Mutex::new(("503 Service Unavailable".to_owned(), "replica".to_owned())));
+    let db_port = serve(Arc::clone(&db));
+    let (_, routing) = get_json(&format!("{}/v1/routing", server.url));
+    let plan = json!({
+        "expected_version": routing["version"], "reason": "promote, then evacuate", "rto": "30s",
+        "preconditions": [{"name": "db-primary-in-az-a", "http": format!("http://127.0.0.1:{db_port}/primary")}],
+        "steps": [
+            {"type": "wait_precondition", "name": "db-primary-in-az-a"},
+            {"type": "evacuate", "zone": "az-b", "to_percent": 0}
+        ]
+    });
+    let (status, stored) =
+        put_json(&format!("{}/v1/plans/evacuate-az-b", server.url), OPERATOR_TOKEN, plan);
+    assert_eq!(status, 200, "{stored}");
+    let (status, run) = post_json(
+        &format!("{}/v1/plans/evacuate-az-b/run", server.url),
+        OPERATOR_TOKEN,
+        json!({"reason": "az-b fails; the DBA promotes az-a's replica now"}),
+    );
+    assert_eq!(status, 201, "the run starts while the precondition is still false: {run}");
+    let id = run["id"].as_u64().unwrap();
+    let held = wait_until(Duration::from_secs(10), || {
+        report(&server, id)["hold_reason"]
+            .as_str()
+            .is_some_and(|h| h.contains("db-primary-in-az-a"))
+    });
+    assert!(held, "{}", report(&server, id));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(blue_percent(&server), 50.0, "nobody moves before the promotion");
+    let promoted = Instant::now();
+    *db.lock().unwrap() = ("200 OK".to_owned(), "primary".to_owned());
+    let r = finished(&server, id);
+    assert_eq!(r["outcome"], "completed", "{r}");
+    assert_eq!(blue_percent(&server), 0.0);
+    println!("promotion -> evacuation completed: {} ms", promoted.elapsed().as_millis());
+}

@@ -40,7 +40,7 @@ pub use lanes::{
 };
 pub use plan::{
     CheckKind, DryRun, DryRunInputs, DryRunStep, MAX_PLAN_STEPS, Plan, PlanStep, Precondition,
-    StepDefaults, StoredPlan, dry_run, validate_plan,
+    StepDefaults, StoredPlan, dry_run, start_preconditions, validate_plan,
 };
 pub use plan_run::{
     Decision, FINISHED_RUNS_KEPT, PlanRun, RunReadings, RunStatus, StepRecord, ZoneSample,

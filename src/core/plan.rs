@@ -224,13 +224,15 @@ impl DryRun {
 /// Load moves with users: after each simulated move, the moved share of the source zone's load
 /// is carried over to the receiving zone, so later steps are judged against the load earlier
 /// steps put there.
+///
+/// Only the start preconditions refuse a run (see [`start_preconditions`]).
 pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
     let units = inputs.units;
     let mut refusals = Vec::new();
     if let Some(busy) = &inputs.busy {
         refusals.push(busy.clone());
     }
-    for p in &plan.preconditions {
+    for p in start_preconditions(plan) {
         match inputs.preconditions.iter().find(|(n, _)| n == &p.name).map(|(_, r)| r) {
             Some(Ok(true)) => {}
             Some(Ok(false)) => refusals.push(format!("precondition `{}` is false", p.name)),
@@ -390,4 +392,17 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
         rto_ms: plan.rto_ms,
         holds,
     }
+}
+
+/// The preconditions that must hold for a run to start: those no `wait_precondition` step
+/// names. A precondition a step waits for may be false at the start ("wait for the replica
+/// promotion, then evacuate"): the run holds at that step until it is true. Checking it before
+/// the start used to refuse exactly the plans that wait for the data layer.
+pub fn start_preconditions(plan: &Plan) -> impl Iterator<Item = &Precondition> {
+    plan.preconditions.iter().filter(|p| {
+        !plan
+            .steps
+            .iter()
+            .any(|s| matches!(s, PlanStep::WaitPrecondition { name } if name == &p.name))
+    })
 }

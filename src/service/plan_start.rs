@@ -98,7 +98,8 @@ pub fn start(
             StartError::DrainActive { detail }
         });
     }
-    let list = stored.plan.preconditions.clone();
+    // A precondition a `wait_precondition` step names is that step's gate, not the start's.
+    let list: Vec<_> = crate::core::start_preconditions(&stored.plan).cloned().collect();
     drop(state);
     for (p, (_, result)) in list.iter().zip(preconditions.check_all(&list)) {
         let (value, error) = match result {

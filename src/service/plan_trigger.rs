@@ -124,7 +124,8 @@ pub fn tick_once(t: &Triggers) {
             observed.refused.remove(name);
             continue;
         }
-        let preconditions = t.preconditions.check_all(&stored.plan.preconditions);
+        let start: Vec<_> = crate::core::start_preconditions(&stored.plan).cloned().collect();
+        let preconditions = t.preconditions.check_all(&start);
         let mut inputs = cheap_inputs(&observed, stored, &state, now);
         inputs.preconditions = &preconditions;
         inputs.busy = plan_start::busy_reason(&state);
