@@ -120,6 +120,7 @@ fn tick(sim: &mut Sim, sc: &Value, t: &Value, now: u64, trail: &mut Vec<String>)
         let Some(run) = sim.state.active_run().cloned() else { return };
         let table = sim.state.table();
         let readings = RunReadings {
+            restore_into: Ok(()),
             now_ms: now,
             zones: &zones,
             units: table.units(),

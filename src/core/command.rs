@@ -907,7 +907,9 @@ impl State {
                 done(next, run, from, to)
             }
             Command::PlanRunHold { run: id, reason } => {
-                let mut run = self.run_in(*id, &[RunStatus::Running], "hold")?.clone();
+                // A holding drill holds its restore too (the zone it restores into is failing).
+                let mut run =
+                    self.run_in(*id, &[RunStatus::Running, RunStatus::Holding], "hold")?.clone();
                 let from = run.hold_reason.clone().unwrap_or_else(|| "not holding".to_owned());
                 run.hold_reason = Some(reason.clone());
                 done(next, run, from, reason.clone())

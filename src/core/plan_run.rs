@@ -152,6 +152,9 @@ pub struct RunReadings<'a> {
     pub precondition: Option<Result<bool, String>>,
     /// For a `WaitConsumed` step: the zone's unconsumed messages (`None`: unknown).
     pub backlog: Option<u64>,
+    /// For a drill whose hold is over: whether the zone its restore moves users back into is
+    /// healthy (`Err(why)` when it is failing or its health is unknown).
+    pub restore_into: Result<(), String>,
 }
 
 /// The next command a run needs.
@@ -201,7 +204,19 @@ impl PlanRun {
         match self.status {
             RunStatus::Restoring => return Some(Decision::Restore),
             RunStatus::Holding => {
-                return (r.now_ms >= self.hold_until_ms.unwrap_or(0)).then_some(Decision::Restore);
+                if r.now_ms < self.hold_until_ms.unwrap_or(0) {
+                    return None;
+                }
+                // A drill during an incident must not send users back into a failing zone.
+                return Some(match &r.restore_into {
+                    Ok(()) => Decision::Restore,
+                    Err(why) => Decision::Hold {
+                        reason: format!(
+                            "drill restore held: {why}; the drill keeps the evacuated table until \
+                             the zone is healthy, or an operator aborts it"
+                        ),
+                    },
+                });
             }
             RunStatus::Running => {}
             _ => return None,

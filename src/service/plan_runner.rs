@@ -113,7 +113,14 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
         }
     }
     let drain = run.drain.and_then(|id| state.drain(id));
+    let restore_into = if run.status == RunStatus::Holding && now >= run.hold_until_ms.unwrap_or(0)
+    {
+        restore_health(runner, &run, table, now)
+    } else {
+        Ok(())
+    };
     let readings = RunReadings {
+        restore_into,
         now_ms: now,
         zones: &zones,
         units: table.units(),
@@ -261,5 +268,37 @@ mod tests {
         assert_eq!(worth_logging(&mut last, None), None);
         // After a clean tick the same refusal is news again.
         assert_eq!(worth_logging(&mut last, refused()), refused());
+    }
+}
+
+/// Whether the zone a drill's restore moves users back into may take them: known and not above
+/// the evacuation guard's error rate (over the detection window).
+fn restore_health(
+    runner: &Runner,
+    run: &PlanRun,
+    table: &crate::core::RoutingTable,
+    now: u64,
+) -> Result<(), String> {
+    let gaining = if run.start_blue_units > table.blue_units() {
+        Color::Blue
+    } else if run.start_blue_units < table.blue_units() {
+        Color::Green
+    } else {
+        return Ok(());
+    };
+    let zone = table.zone_of(gaining);
+    let guard = runner.evacuate.guard;
+    match runner.health.recent(zone, now) {
+        Reading::Unknown { why } => Err(format!("{zone}'s health is unknown ({why})")),
+        Reading::Known { error_rate, requests }
+            if requests >= guard.min_requests && error_rate > guard.max_error_rate =>
+        {
+            Err(format!(
+                "{zone} fails {:.1} % of {requests} requests, above the guard's {:.1} %",
+                error_rate * 100.0,
+                guard.max_error_rate * 100.0
+            ))
+        }
+        Reading::Known { .. } => Ok(()),
     }
 }
