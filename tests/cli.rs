@@ -275,3 +275,33 @@ fn plans_run_drill_report_and_control_from_the_command_line() {
     let viewer = fails(tidegate(&["plans", "run", "az-b-failing", "--reason", "x"], url, None));
     assert!(viewer.contains("unauthorized"), "{viewer}");
 }
+
+#[test]
+fn automation_is_stopped_shown_and_started_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("t.toml");
+    std::fs::write(&config, config_toml("[plans]\ntriggers = true\nauto_window = \"5m\"")).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.as_str();
+    let op = Some(OPERATOR_TOKEN);
+    let status = ok(tidegate(&["automation"], url, None));
+    assert!(status.starts_with("automation on"), "{status}");
+    assert!(status.contains("one automatic run per 5m"), "{status}");
+    // A viewer cannot stop it; an operator can, with a reason, and it is audited.
+    let refused =
+        fails(tidegate(&["automation", "stop", "--reason", "x"], url, Some(VIEWER_TOKEN)));
+    assert!(refused.contains("forbidden") || refused.contains("403"), "{refused}");
+    let stopped = ok(tidegate(&["automation", "stop", "--reason", "manual db failover"], url, op));
+    assert!(stopped.contains("automation stopped by alice: manual db failover"), "{stopped}");
+    assert!(ok(tidegate(&["automation", "status"], url, None)).contains("stopped by alice"));
+    let started = ok(tidegate(&["automation", "start", "--reason", "handled"], url, op));
+    assert!(started.starts_with("automation on"), "{started}");
+    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=5"));
+    let actions: Vec<&str> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(&actions[..2], ["automation_arm", "automation_stop"], "{audit}");
+}

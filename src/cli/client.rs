@@ -271,6 +271,54 @@ pub fn dial_set(
     Ok(())
 }
 
+/// `tidegate automation [status|stop|start]`.
+pub fn automation(args: &ClientArgs, change: Option<(bool, &str)>) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let value = match change {
+        None => client.call("GET", "/v1/automation", None)?,
+        Some((stopped, reason)) => {
+            let current = client.call("GET", "/v1/routing", None)?;
+            let expected = current["version"].as_u64().ok_or("the server sent no version")?;
+            let body = json!({"stopped": stopped, "expected_version": expected, "reason": reason});
+            client.call("PUT", "/v1/automation", Some(body))?
+        }
+    };
+    client.print(&value, |a| {
+        let mut lines = vec![if a["stopped"] == true {
+            format!(
+                "automation stopped by {}: {}",
+                a["changed_by"].as_str().unwrap_or("?"),
+                a["reason"].as_str().unwrap_or("")
+            )
+        } else {
+            "automation on".to_owned()
+        }];
+        if a["triggers_enabled"] == false {
+            lines.push("([plans] triggers = false on this coordinator: no trigger starts a run)".into());
+        }
+        lines.push(format!(
+            "caps: one hop, once per incident, one automatic run per {}, at most {}% of users per run",
+            a["window"].as_str().unwrap_or("?"),
+            num(&a["max_share_percent"])
+        ));
+        let runs = a["runs_since_armed"].as_array().cloned().unwrap_or_default();
+        if runs.is_empty() {
+            lines.push("no automatic run since automation was armed".into());
+        }
+        for r in runs {
+            lines.push(format!(
+                "automatic run {} of {} at {}: left {} (no automatic move back into it)",
+                r["run"],
+                r["plan"].as_str().unwrap_or("?"),
+                r["started_at"].as_str().unwrap_or("?"),
+                r["left_zone"].as_str().unwrap_or("-")
+            ));
+        }
+        lines.join("\n")
+    });
+    Ok(())
+}
+
 pub fn pin(
     args: &ClientArgs,
     user_id: &str,

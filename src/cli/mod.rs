@@ -89,7 +89,16 @@ pub enum Commands {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Prepared plans: list them, show one, or dry-run one (changes nothing).
+    /// Automatic failover: show its caps and the automatic runs since it was armed, stop every
+    /// plan trigger (`stop`), or start them again and re-arm the caps (`start`).
+    Automation {
+        #[command(subcommand)]
+        action: Option<AutomationCommand>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Prepared plans: list them, show one, dry-run one (a dry run changes nothing), run, drill,
+    /// report on and control their runs.
     Plans {
         #[command(subcommand)]
         action: Option<PlansCommand>,
@@ -208,6 +217,22 @@ pub enum DialAction {
         force: bool,
         #[command(flatten)]
         client: ClientArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AutomationCommand {
+    /// The stop switch, the caps and the automatic runs that count against them (the default).
+    Status,
+    /// Stop every plan trigger (durable and audited; operators can still run plans).
+    Stop {
+        #[arg(long)]
+        reason: String,
+    },
+    /// Start the triggers again and re-arm the caps: earlier automatic runs no longer count.
+    Start {
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -436,6 +461,15 @@ pub fn run(cli: Cli) -> ExitCode {
         Commands::Drill { name, hold, reason, client } => {
             client::plan_run(&client, &name, &reason, None, Some(&hold))
         }
+        Commands::Automation { action, client } => match action {
+            None | Some(AutomationCommand::Status) => client::automation(&client, None),
+            Some(AutomationCommand::Stop { reason }) => {
+                client::automation(&client, Some((true, &reason)))
+            }
+            Some(AutomationCommand::Start { reason }) => {
+                client::automation(&client, Some((false, &reason)))
+            }
+        },
         Commands::Zones { action: None, client } => client::zones(&client),
         Commands::Zones {
             action: Some(ZoneCommand::Restore { zone, to, step, every, reason }),
