@@ -59,6 +59,26 @@ fn a_declared_plan_is_appended_once_and_again_only_when_it_changes() {
     assert_eq!(p["revision"], 2, "{p}");
     assert_eq!(p["rto"], "2m");
     assert_eq!(version(&server), before + 1);
+
+    // An API edit of a declared plan would be reverted by the next start: it is refused, and
+    // the answer says where the plan lives and how to stop its trigger now.
+    let body = serde_json::json!({
+        "expected_version": version(&server), "reason": "turn the trigger off mid-incident",
+        "rto": "2m", "steps": [{"type": "evacuate", "zone": "az-b", "to_percent": 0}]
+    });
+    let (status, error) =
+        put_json(&format!("{}/v1/plans/az-b-failing", server.url), OPERATOR_TOKEN, body);
+    assert_eq!(
+        (status, error["error"].as_str()),
+        (409, Some("plan_declared_in_config")),
+        "{error}"
+    );
+    let detail = error["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("[plans.az-b-failing]") && detail.contains("/v1/automation"),
+        "{detail}"
+    );
+    assert_eq!(plan(&server)["revision"], 2, "nothing changed");
 }
 
 /// Runs `tidegate serve` on `extra` and returns its stderr; it must fail to start.

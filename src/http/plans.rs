@@ -171,6 +171,21 @@ async fn put_plan(
 ) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    // A plan declared in config is appended again at every start-up when the log's differs, so
+    // an API edit would be reverted silently by the next restart: refuse it and say where the
+    // plan lives.
+    if app.config.declared_plans.contains_key(name) {
+        return Err(ApiError::new(
+            Status::Conflict,
+            "plan_declared_in_config",
+            format!(
+                "plan `{name}` is declared in the configuration file ([plans.{name}]): edit it \
+                 there and restart (an API edit would be undone by the next start), or remove it \
+                 from the file to manage it through the API; to stop its trigger now, use \
+                 PUT /v1/automation"
+            ),
+        ));
+    }
     let invalid = |why: String| ApiError::bad_request("invalid_plan", why);
     let body = plan_config::PlanBody {
         rto: r.rto,
