@@ -885,6 +885,11 @@ fn the_plans_page_has_run_controls_for_operators_and_none_for_viewers() {
         "id=\"plan-run-abort\"",
         "id=\"plan-run-rollback\"",
         "id=\"plan-reports\"",
+        "id=\"automation\"",
+        "id=\"automation-stop\"",
+        "id=\"automation-start\"",
+        "id=\"automation-reason\"",
+        "autocapitalize=\"off\"",
     ] {
         assert!(html.contains(control), "operator's plans page lacks {control}");
     }
@@ -897,11 +902,24 @@ fn the_plans_page_has_run_controls_for_operators_and_none_for_viewers() {
     assert_eq!(status, Status::Ok);
     assert!(html.contains("data-role=\"viewer\"") && html.contains("id=\"viewer-notice\""));
     // Viewers see the list, previews, the timeline and reports, never a control that changes state.
-    for kept in ["id=\"plans\"", "id=\"plan-preview\"", "id=\"plan-run\"", "id=\"plan-reports\""] {
+    for kept in [
+        "id=\"plans\"",
+        "id=\"plan-preview\"",
+        "id=\"plan-run\"",
+        "id=\"plan-reports\"",
+        "id=\"automation\"",
+    ] {
         assert!(html.contains(kept), "viewer's plans page lacks {kept}");
     }
     let main = between(&html, "<main id=\"main\">", "</main>");
-    for control in ["plan-confirm", "plan-run-actions", "plan-run-abort", "<button", "<input"] {
+    for control in [
+        "plan-confirm",
+        "plan-run-actions",
+        "plan-run-abort",
+        "automation-stop",
+        "<button",
+        "<input",
+    ] {
         assert!(!main.contains(control), "viewer's plans page holds {control}");
     }
 }

@@ -131,7 +131,10 @@ fn plan_body(stored: &StoredPlan, state: &CoreState) -> Value {
         "steps": wire.steps,
         "trigger": stored.plan.trigger.as_ref().map(|t| json!({
             "zone_down_for": t.zone_down_for_ms.map(format_duration_ms),
+            "zone_silent_for": t.zone_silent_for_ms.map(format_duration_ms),
             "lane_consumers_gone": t.lane_consumers_gone,
+            "lane_consumers_gone_for": t.lane_consumers_gone.as_ref()
+                .map(|_| format_duration_ms(t.lane_consumers_gone_for_ms)),
         })),
         "cooldown": stored.plan.trigger.as_ref().map(|t| format_duration_ms(t.cooldown_ms)),
         "updated_by": stored.updated_by,

@@ -1007,6 +1007,14 @@
     return (plans || []).find((p) => moves(p, 'evacuate')) || (plans || []).find((p) => moves(p, 'drain')) || null;
   }
 
+  function triggerText(t) {
+    const parts = [];
+    if (t.zone_down_for) parts.push('its zone has been down for ' + t.zone_down_for);
+    if (t.zone_silent_for) parts.push('its zone has reported nothing for ' + t.zone_silent_for);
+    if (t.lane_consumers_gone) parts.push('every lane consumer in ' + t.lane_consumers_gone + ' is gone' + (t.lane_consumers_gone_for ? ' for ' + t.lane_consumers_gone_for : ''));
+    return parts.join(' or ');
+  }
+
   function describeStep(s) {
     switch (s.type) {
       case 'evacuate': return 'Evacuate ' + s.zone + ' to ' + trim(s.to_percent) + ' %';
@@ -1060,7 +1068,44 @@
     opened: false, // ?plan=… handled
   };
 
+  // The stop switch and the caps of automatic failover (GET/PUT /v1/automation).
+  async function refreshAutomation() {
+    const a = await api('GET', '/v1/automation');
+    plansView.automationVersion = a.version;
+    const runs = (a.runs_since_armed || []).map((r) => el('li', {},
+      'Automatic run ' + r.run + ' of ', el('strong', {}, r.plan), ' at ' + clock(r.started_at) + ' left ' + text(r.left_zone) + ': no automatic move back into it until re-armed.'));
+    $('automation').replaceChildren(
+      el('p', { id: 'automation-state' },
+        el('span', { class: 'badge ' + (a.stopped ? 'state-down' : 'state-active') }, a.stopped ? '■ Stopped' : '● On'),
+        a.stopped ? ' by ' + text(a.changed_by) + ': “' + text(a.reason) + '”' : '',
+        a.triggers_enabled ? '' : ' (this coordinator has [plans] triggers = false: no trigger starts a run)'),
+      el('p', { class: 'hint' }, 'Caps: once per incident, one hop, one automatic run per ' + text(a.window) + ', at most ' + a.max_share_percent + ' % of users per run.'),
+      runs.length ? el('ul', { id: 'automation-runs' }, runs) : el('p', { class: 'muted', id: 'automation-runs' }, 'No automatic run since automation was armed.'));
+    if ($('automation-stop')) {
+      $('automation-stop').hidden = a.stopped;
+    }
+  }
+
+  async function changeAutomation(stopped) {
+    const reason = $('automation-reason').value.trim();
+    const error = $('automation-error');
+    if (!reason) {
+      show(error, 'Give a reason: it is recorded in the audit log with your name.');
+      return;
+    }
+    try {
+      const routing = await api('GET', '/v1/routing');
+      await api('PUT', '/v1/automation', { stopped, expected_version: routing.version, reason });
+      error.hidden = true;
+      $('automation-reason').value = '';
+      await refreshAutomation();
+    } catch (err) {
+      show(error, explain(err));
+    }
+  }
+
   async function refreshPlans() {
+    await refreshAutomation();
     const data = await api('GET', '/v1/plans');
     plansView.plans = data.plans || [];
     plansView.loaded = true;
@@ -1108,6 +1153,7 @@
           el('span', { class: 'chip' }, 'RTO ' + text(p.rto)),
           p.active_run ? runBadge(p.active_run.state) : null),
         el('ol', { class: 'plan-steps' }, steps),
+        p.trigger ? el('p', { class: 'trigger', id: 'plan-trigger-' + p.name }, '⚡ Starts by itself when ' + triggerText(p.trigger) + ' (cooldown ' + text(p.cooldown) + ').') : null,
         pre.length ? el('div', {}, el('h4', {}, 'Preconditions'), el('ul', { class: 'plan-preconditions' }, pre)) : null,
         lastDrillLine(p),
         p.active_run ? el('p', { class: 'hold' }, (p.active_run.drill ? 'Drill ' : 'Run ') + p.active_run.id + ' is ' + p.active_run.state.replace('_', ' ') + '. ',
@@ -1456,6 +1502,8 @@
     if (CAN_CHANGE) {
       wirePlanConfirm();
       wireRunActions();
+      $('automation-stop').addEventListener('click', () => changeAutomation(true));
+      $('automation-start').addEventListener('click', () => changeAutomation(false));
     }
     poll(false);
   }
