@@ -252,25 +252,6 @@ fn submit(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::worth_logging;
-
-    #[test]
-    fn a_repeated_problem_is_logged_once_per_streak() {
-        let mut last = None;
-        let refused = || Some("restore refused: drain 4 is active".to_owned());
-        assert_eq!(worth_logging(&mut last, refused()), refused());
-        assert_eq!(worth_logging(&mut last, refused()), None);
-        assert_eq!(worth_logging(&mut last, refused()), None);
-        let other = Some("could not submit: the log is full".to_owned());
-        assert_eq!(worth_logging(&mut last, other.clone()), other);
-        assert_eq!(worth_logging(&mut last, None), None);
-        // After a clean tick the same refusal is news again.
-        assert_eq!(worth_logging(&mut last, refused()), refused());
-    }
-}
-
 /// Whether the zone a drill's restore moves users back into may take them: known and not above
 /// the evacuation guard's error rate (over the detection window).
 fn restore_health(
@@ -300,5 +281,24 @@ fn restore_health(
             ))
         }
         Reading::Known { .. } => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worth_logging;
+
+    #[test]
+    fn a_repeated_problem_is_logged_once_per_streak() {
+        let mut last = None;
+        let refused = || Some("restore refused: drain 4 is active".to_owned());
+        assert_eq!(worth_logging(&mut last, refused()), refused());
+        assert_eq!(worth_logging(&mut last, refused()), None);
+        assert_eq!(worth_logging(&mut last, refused()), None);
+        let other = Some("could not submit: the log is full".to_owned());
+        assert_eq!(worth_logging(&mut last, other.clone()), other);
+        assert_eq!(worth_logging(&mut last, None), None);
+        // After a clean tick the same refusal is news again.
+        assert_eq!(worth_logging(&mut last, refused()), refused());
     }
 }
