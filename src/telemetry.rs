@@ -28,6 +28,8 @@ pub const ZONE_WINDOW_REQUESTS: &str = "tidegate_zone_window_requests";
 pub const ZONE_HEALTH_KNOWN: &str = "tidegate_zone_health_known";
 pub const ZONE_SHARE: &str = "tidegate_zone_share_ratio";
 pub const DRAIN_ACTIVE: &str = "tidegate_drain_active";
+pub const DRAIN_CAPACITY_HELD: &str = "tidegate_drain_capacity_held";
+pub const ZONE_CAN_ABSORB: &str = "tidegate_zone_can_absorb";
 pub const DRAIN_STATE: &str = "tidegate_drain_state";
 pub const PLAN_RUNS: &str = "tidegate_plan_runs_total";
 pub const PLAN_RUN_DURATION: &str = "tidegate_plan_run_duration_seconds";
@@ -104,6 +106,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     ("gauge", ZONE_SHARE, "Share of users routed to each zone, as a ratio (0-1)."),
     ("gauge", DRAIN_ACTIVE, "1 while a drain is running or paused, by drained zone."),
+    (
+        "gauge",
+        DRAIN_CAPACITY_HELD,
+        "1 while the active drain (an operator's or a plan's) holds because the receiving zone lacks capacity (or its load is unknown), by drained zone.",
+    ),
+    (
+        "gauge",
+        ZONE_CAN_ABSORB,
+        "Whether zone `zone` could take every user of zone `from` now within its allowed load (1), could not (0), or cannot tell (NaN); only for zones with a capacity.",
+    ),
     (
         "counter",
         PLAN_RUNS,
@@ -381,7 +393,30 @@ pub fn publish_state(state: &State) {
     for zone in [&table.zones().blue, &table.zones().green] {
         let active = state.active_drain().is_some_and(|d| &d.plan.zone == zone);
         metrics::gauge!(DRAIN_ACTIVE, "zone" => zone.clone()).set(if active { 1.0 } else { 0.0 });
+        let held = state.active_drain().is_some_and(|d| {
+            &d.plan.zone == zone
+                && d.status == crate::core::DrainStatus::Running
+                && d.hold_reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("holding: insufficient_capacity"))
+        });
+        metrics::gauge!(DRAIN_CAPACITY_HELD, "zone" => zone.clone()).set(if held {
+            1.0
+        } else {
+            0.0
+        });
     }
+}
+
+/// Whether `zone` could take every user of `from` now (`None`: unknown), for the standing gauge.
+pub fn publish_can_absorb(zone: &str, from: &str, can: Option<bool>) {
+    let value = match can {
+        Some(true) => 1.0,
+        Some(false) => 0.0,
+        None => f64::NAN,
+    };
+    metrics::gauge!(ZONE_CAN_ABSORB, "zone" => zone.to_owned(), "from" => from.to_owned())
+        .set(value);
 }
 
 pub fn count_outcomes(zone: &str, color: Color, ok: u64, error: u64) {

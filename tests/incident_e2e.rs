@@ -17,7 +17,7 @@ const RATE: f64 = 4000.0;
 
 fn config(capacity_rps: u32) -> String {
     format!(
-        "[health]\nwindow = \"2s\"\n[drain]\ntick = \"20ms\"\n\
+        "[health]\nwindow = \"2s\"\npublish_interval = \"200ms\"\n[drain]\ntick = \"20ms\"\n\
          [drain.evacuate]\nstep_percent = 25.0\ninterval = \"300ms\"\nmin_requests = 20\n\
          [capacity]\nheadroom = 0.1\n[zones.az-a]\ncapacity_rps = {capacity_rps}\n"
     )
@@ -233,6 +233,18 @@ fn too_small_a_receiving_zone_holds_the_evacuation_and_refuses_the_dial() {
     assert_eq!(held["steps_done"], 0, "{held}");
     assert!(held["hold_reason"].as_str().unwrap().contains("above its allowed 2340 rps"), "{held}");
     assert_eq!(blue_percent(&server), 50.0);
+    // The hold pages (an operator's drain held by capacity), and the standing gauge said so
+    // before anyone asked: az-a cannot take az-b's users; az-b (no capacity configured) is not
+    // asked.
+    let metric = |series: &str| {
+        let mut r = agent().get(&format!("{}/metrics", server.url)).call().unwrap();
+        let text = r.body_mut().read_to_string().unwrap();
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse::<f64>().ok())
+    };
+    assert_eq!(metric("tidegate_drain_capacity_held{zone=\"az-b\"}"), Some(1.0));
+    assert_eq!(metric("tidegate_drain_capacity_held{zone=\"az-a\"}"), Some(0.0));
+    assert_eq!(metric("tidegate_zone_can_absorb{zone=\"az-a\",from=\"az-b\"}"), Some(0.0));
+    assert_eq!(metric("tidegate_zone_can_absorb{zone=\"az-b\",from=\"az-a\"}"), None);
     let (status, _) = post_json(
         &format!("{}/v1/drains/{evacuation}/pause", server.url),
         OPERATOR_TOKEN,

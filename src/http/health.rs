@@ -19,6 +19,8 @@ pub fn stage() -> AdHoc {
                 Box::pin(async move {
                     let app = rocket.state::<App>().expect("App state is managed");
                     let health = std::sync::Arc::clone(&app.health);
+                    let capacities = std::sync::Arc::clone(&app.capacities);
+                    let coordinator = std::sync::Arc::clone(&app.coordinator);
                     let zones = app.config.zones.clone();
                     let every = Duration::from_millis(app.config.health.publish_interval_ms);
                     let mut shutdown = rocket.shutdown();
@@ -32,10 +34,27 @@ pub fn stage() -> AdHoc {
                             // Reading a zone publishes its gauges; the Prometheus source does
                             // HTTP, hence the blocking thread.
                             let (health, zones) = (std::sync::Arc::clone(&health), zones.clone());
+                            let capacities = std::sync::Arc::clone(&capacities);
+                            let table = coordinator.table();
                             let _ = rocket::tokio::task::spawn_blocking(move || {
                                 let now = super::now_ms();
                                 health.zone(&zones.blue, now);
                                 health.zone(&zones.green, now);
+                                // The standing capacity question: could each zone take the
+                                // other's users now? (A zone without a capacity is not asked.)
+                                for (to_units, from, to) in [
+                                    (0, &zones.blue, &zones.green),
+                                    (table.units(), &zones.green, &zones.blue),
+                                ] {
+                                    let verdict = capacities.judge_dial(&table, to_units, now);
+                                    let can = match verdict {
+                                        crate::core::Verdict::Unchecked => continue,
+                                        crate::core::Verdict::Fits(_) => Some(true),
+                                        crate::core::Verdict::Exceeds(_) => Some(false),
+                                        crate::core::Verdict::Unknown { .. } => None,
+                                    };
+                                    crate::telemetry::publish_can_absorb(to, from, can);
+                                }
                             })
                             .await;
                         }
