@@ -486,7 +486,7 @@ fn login(
             login_view(app, cookies, &notice, &form.name),
         ));
     };
-    app.login_limiter.succeeded(&op.name);
+    app.login_limiter.succeeded(&op.name, &address);
     telemetry::count_ui_login(true);
     eprintln!("tidegate: ui: {} ({}) logged in", op.name, op.role.as_str());
     Session::new(&op.name, app.config.ui.session_ttl_ms, now).write(cookies, now);
