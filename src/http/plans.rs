@@ -330,7 +330,8 @@ async fn post_dry_run(
             capacities.zone(&zone_of(Color::Green), now),
             health.zone(&zone_of(Color::Blue), now).reading,
             health.zone(&zone_of(Color::Green), now).reading,
-            preconditions.check_all(&list),
+            // Shared results: a dry run is a read, and never one outbound call per caller.
+            preconditions.check_all_shared(&list),
             [lanes.total_half_lag(Color::Blue, 0, now), lanes.total_half_lag(Color::Green, 0, now)],
         )
     })
