@@ -278,7 +278,12 @@ fn a_trigger_is_stored_with_the_plan_and_its_mistakes_name_the_field() {
     let response = send(&client, true, "/v1/plans/p", Some(OPERATOR_TOKEN), body);
     assert_eq!(response.status(), Status::Ok);
     let stored: Value = response.into_json().unwrap();
-    assert_eq!(stored["trigger"], json!({"zone_down_for": "30s", "lane_consumers_gone": "az-b"}));
+    // lane_consumers_gone_for defaults to 30 s: a rolling restart of consumers is no incident.
+    assert_eq!(
+        stored["trigger"],
+        json!({"zone_down_for": "30s", "zone_silent_for": null, "lane_consumers_gone": "az-b",
+               "lane_consumers_gone_for": "30s"})
+    );
     assert_eq!(stored["cooldown"], "30m");
     // A plan without one says so, and the trigger survives a restart (it is in the log).
     drop(client);
