@@ -91,11 +91,24 @@ fn a_last_line_with_zeroed_blocks_is_torn_too() {
         .append(true)
         .open(&path)
         .unwrap()
-        .write_all(b"0badc0de {\"kind\":\0\0\0\0\0\0\0\0\"x\"}\n")
+        .write_all(&[b"0badc0de {\"kind\":".as_slice(), &[0u8; 4096], b"\"x\"}\n"].concat())
         .unwrap();
     let (c, warnings) = open(dir.path()).unwrap();
     assert_eq!(c.table().version(), 1);
     assert!(warnings[0].contains("torn"), "{warnings:?}");
+}
+
+#[test]
+fn a_single_nul_in_the_last_acknowledged_line_refuses_start_up() {
+    // One byte of the fsynced last record reads back as NUL: damage, not a torn write (a crash
+    // loses whole sectors). Cutting it off would drop an acknowledged change.
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = two_changes(dir.path()).into_bytes();
+    let last = bytes[..bytes.len() - 1].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    bytes[last + 20] = 0;
+    fs::write(dir.path().join(LOG_FILE), bytes).unwrap();
+    let err = open(dir.path()).err().expect("an acknowledged change must not be dropped silently");
+    assert!(matches!(err, StartError::Store(StoreError::Corrupt { line: 3, .. })), "{err}");
 }
 
 fn two_changes(dir: &std::path::Path) -> String {

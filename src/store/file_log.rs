@@ -9,8 +9,8 @@
 //!
 //! On the first read, the framing tells a torn append from damage to an acknowledged record. A
 //! crash can only cut the last append short: the file then ends in a prefix of a line with no
-//! newline, or (when a page of the line was not written back before the crash) a line with NUL
-//! bytes, which JSON lines never contain. Such a tail was never acknowledged (acknowledgement
+//! newline, or (when a page of the line was not written back before the crash) a line with a
+//! sector or more of NUL bytes, which JSON lines never contain (a shorter run of NULs is damage). Such a tail was never acknowledged (acknowledgement
 //! waits for fsync), so it is cut off with a warning. Every other line that ends in a newline was
 //! written whole: if its checksum fails, it is damage to a record that may have been
 //! acknowledged, and start-up stops rather than drop it, wherever the line is. A tail without a
@@ -229,7 +229,9 @@ fn parse(data: &[u8]) -> Result<Parsed, Corrupt> {
         let line_bytes = &data[offset..end];
         match decode_line(line_bytes) {
             Ok(entry) => entries.push(entry),
-            Err(LineError::Damaged(reason)) if end + 1 == data.len() && line_bytes.contains(&0) => {
+            Err(LineError::Damaged(reason))
+                if end + 1 == data.len() && zeroed_sector(line_bytes) =>
+            {
                 let torn = TailState::Torn(format!("{reason}, with zeroed bytes"));
                 return Ok(Parsed { entries, valid_len: offset, tail: torn });
             }
@@ -240,6 +242,25 @@ fn parse(data: &[u8]) -> Result<Parsed, Corrupt> {
         offset = end + 1;
     }
     Ok(Parsed { entries, valid_len: data.len(), tail: TailState::Clean })
+}
+
+/// The smallest unit a crash can leave unwritten: a disk sector. A lost write-back zeroes whole
+/// sectors (pages, usually), so a torn line holds at least this many NUL bytes in a row.
+const SECTOR: usize = 512;
+
+/// Whether the line holds a run of at least [`SECTOR`] NUL bytes: what a crash before fsync
+/// leaves. A shorter run (a single NUL) is damage to what was written, like a flipped byte: it
+/// used to be cut off as a torn write, dropping an acknowledged record with a warning that said
+/// it was never acknowledged.
+fn zeroed_sector(line: &[u8]) -> bool {
+    let mut run = 0;
+    for &b in line {
+        run = if b == 0 { run + 1 } else { 0 };
+        if run >= SECTOR {
+            return true;
+        }
+    }
+    false
 }
 
 enum LineError {
