@@ -55,6 +55,7 @@ pub const LANE_CONSUMED: &str = "tidegate_lane_consumed_total";
 pub const EDGE_CONNECTED: &str = "tidegate_edge_coordinator_connected";
 pub const EDGE_TABLE_AGE: &str = "tidegate_edge_table_age_seconds";
 pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
+pub const EDGE_GATE_CALLER_REFUSED: &str = "tidegate_edge_gate_caller_refused_total";
 pub const OFREP_EVALUATIONS: &str = "tidegate_ofrep_evaluations_total";
 pub const PLAN_TRIGGERS: &str = "tidegate_plan_triggers_total";
 pub const PLAN_TRIGGER_REFUSALS: &str = "tidegate_plan_trigger_refusals_total";
@@ -68,6 +69,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Seconds since the edge received (or cached) the routing table it serves.",
     ),
     ("counter", EDGE_GATE, "Gateway checks answered by the edge, by colour and source."),
+    (
+        "counter",
+        EDGE_GATE_CALLER_REFUSED,
+        "Gateway checks refused because the gateway's own token was wrong or missing (answered 500, so the gateway serves its fallback).",
+    ),
     ("counter", OFREP_EVALUATIONS, "OpenFeature flag evaluations, by reason or error code."),
     ("counter", TAG_REQUESTS, "Users tagged, by the colour and zone they were given."),
     (
@@ -406,6 +412,10 @@ pub fn publish_state(state: &State) {
             0.0
         });
     }
+}
+
+pub fn count_gate_caller_refused() {
+    metrics::counter!(EDGE_GATE_CALLER_REFUSED).increment(1);
 }
 
 /// Whether `zone` could take every user of `from` now (`None`: unknown), for the standing gauge.

@@ -239,3 +239,86 @@ fn killing_the_coordinator_leaves_routing_unchanged_and_killing_the_edge_falls_b
     assert_eq!(s.blue.served() - blue_before, 1_000);
     assert_eq!(s.green.served(), green_before);
 }
+
+/// With service tokens configured, a gateway whose tidegate token is wrong (rotated, mistyped)
+/// keeps serving every user through the fallback (labelled `gate-caller-refused`) instead of
+/// turning every request into a 401, and the edge counts it for the alert; with the right token
+/// users are routed by the rule. The application's own `Authorization` header is not taken for a
+/// tidegate token and reaches the backend; client-sent `x-tidegate-*` headers never do.
+#[test]
+fn a_wrong_gateway_token_falls_back_and_the_applications_own_headers_are_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    let extra = format!(
+        "service_tokens_sha256 = [\"{}\"]\n[edge]\ntoken = \"{SERVICE_TOKEN}\"\n",
+        tidegate::config::token_sha256_hex(SERVICE_TOKEN)
+    );
+    std::fs::write(&config, config_toml(&extra)).unwrap();
+    let coordinator = Server::start(&config, &dir.path().join("data"));
+    let edge = Edge::start(&config, &coordinator.url, &dir.path().join("edge/cache.json"), 0);
+    edge.wait_for_version(1);
+    let (blue, green) = (Upstream::start("blue"), Upstream::start("green"));
+    let with_token = |token: &'static str| {
+        move |conf: String| {
+            let line = "# proxy_set_header x-tidegate-token \"<service token>\";";
+            assert!(conf.contains(line), "the shipped config documents the gateway token line");
+            conf.replace(line, &format!("proxy_set_header x-tidegate-token \"{token}\";"))
+        }
+    };
+    let agent = agent();
+    let users: Vec<String> = (0..200).map(|_| random_user()).collect();
+
+    // A wrong token: every request is still served, through the fallback, and counted.
+    let wrong = Nginx::start_edited(
+        &dir.path().join("nginx-wrong"),
+        edge.port(),
+        blue.port,
+        green.port,
+        with_token("tg_rotated_away"),
+    );
+    for user in &users {
+        let (status, _, seen) = through(&agent, &wrong.url(), Some(user));
+        assert_eq!(status, 200, "a wrong gateway token never refuses the user");
+        assert_eq!(seen["x-seen-fallback"], "gate-caller-refused", "{seen}");
+        assert!(seen.get("x-seen-color").is_none_or(|c| c == ""), "{seen}");
+    }
+    let mut metrics = agent.get(&format!("{}/metrics", edge.url)).call().unwrap();
+    let text = metrics.body_mut().read_to_string().unwrap();
+    let refused: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("tidegate_edge_gate_caller_refused_total ")?.parse().ok())
+        .expect("the refusals are counted");
+    assert!(refused >= 200.0, "{refused}");
+
+    // The right token: users are routed by the rule, and the headers are the gateway's.
+    let right = Nginx::start_edited(
+        &dir.path().join("nginx-right"),
+        edge.port(),
+        blue.port,
+        green.port,
+        with_token(SERVICE_TOKEN),
+    );
+    let tagged = tags(&coordinator.url, &users);
+    for (user, tag) in users.iter().zip(&tagged) {
+        let mut response = agent
+            .get(&format!("{}/orders", right.url()))
+            .header("x-user-id", user)
+            .header("Authorization", "Bearer the-applications-own-session")
+            .header("x-tidegate-color", "forged")
+            .header("x-tidegate-fallback", "forged")
+            .call()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let header =
+            |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(header("x-seen-color").as_deref(), tag["color"].as_str(), "{user}");
+        assert_eq!(
+            header("x-seen-authorization").as_deref(),
+            Some("Bearer the-applications-own-session"),
+            "the application's Authorization reaches the backend"
+        );
+        assert!(header("x-seen-fallback").is_none_or(|f| f.is_empty()), "no forged fallback");
+        let body = response.body_mut().read_to_string().unwrap();
+        assert_eq!(body, tag["color"].as_str().unwrap(), "served by the tagged colour");
+    }
+}

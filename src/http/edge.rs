@@ -259,25 +259,33 @@ impl<'r> Responder<'r, 'static> for GateAnswer {
 /// what decided: `unit`, `pin`, or `fallback` for a request without a user ID. With the
 /// `reject` fallback such a request gets 403 `missing_user_id` (the gateway refuses it).
 #[get("/v1/gate/<_..>")]
-fn gate(app: &State<EdgeApp>, caller: Caller, user: GateUser) -> Result<GateAnswer, ApiError> {
+fn gate(app: &State<EdgeApp>, caller: GateCaller, user: GateUser) -> Result<GateAnswer, ApiError> {
     gate_check(app, &caller, &user)
 }
 
 // Envoy's HTTP ext_authz forwards the original method, with `path_prefix` before the path.
 #[post("/v1/gate/<_..>")]
-fn gate_post(app: &State<EdgeApp>, caller: Caller, user: GateUser) -> Result<GateAnswer, ApiError> {
+fn gate_post(
+    app: &State<EdgeApp>,
+    caller: GateCaller,
+    user: GateUser,
+) -> Result<GateAnswer, ApiError> {
     gate_check(app, &caller, &user)
 }
 
 #[put("/v1/gate/<_..>")]
-fn gate_put(app: &State<EdgeApp>, caller: Caller, user: GateUser) -> Result<GateAnswer, ApiError> {
+fn gate_put(
+    app: &State<EdgeApp>,
+    caller: GateCaller,
+    user: GateUser,
+) -> Result<GateAnswer, ApiError> {
     gate_check(app, &caller, &user)
 }
 
 #[delete("/v1/gate/<_..>")]
 fn gate_delete(
     app: &State<EdgeApp>,
-    caller: Caller,
+    caller: GateCaller,
     user: GateUser,
 ) -> Result<GateAnswer, ApiError> {
     gate_check(app, &caller, &user)
@@ -286,14 +294,56 @@ fn gate_delete(
 #[patch("/v1/gate/<_..>")]
 fn gate_patch(
     app: &State<EdgeApp>,
-    caller: Caller,
+    caller: GateCaller,
     user: GateUser,
 ) -> Result<GateAnswer, ApiError> {
     gate_check(app, &caller, &user)
 }
 
-fn gate_check(app: &EdgeApp, caller: &Caller, user: &GateUser) -> Result<GateAnswer, ApiError> {
-    caller.require_reader(&app.config)?;
+/// The gateway's identity on `/v1/gate`: its token in its own header, [`GATE_TOKEN_HEADER`], or an
+/// `Authorization` header only when that holds a token tidegate knows. Any other `Authorization`
+/// is the application's own (the gateway forwards the user's request headers to the check) and
+/// is ignored: it used to be taken for a tidegate token and refused every such request with 401.
+pub struct GateCaller(Caller);
+
+/// The header a gateway sends its tidegate token in (nginx: `proxy_set_header`).
+pub const GATE_TOKEN_HEADER: &str = "x-tidegate-token";
+
+#[rocket::async_trait]
+impl<'r> FromRequest<'r> for GateCaller {
+    type Error = std::convert::Infallible;
+
+    async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
+        let config = &request.rocket().state::<EdgeApp>().expect("EdgeApp is managed").config;
+        let headers = request.headers();
+        let caller = match (headers.get_one(GATE_TOKEN_HEADER), headers.get_one("Authorization")) {
+            (Some(token), _) => Caller::identify(config, Some(&format!("Bearer {}", token.trim()))),
+            (None, Some(authorization)) => match Caller::identify(config, Some(authorization)) {
+                Caller::Rejected(_) => Caller::Anonymous,
+                known => known,
+            },
+            (None, None) => Caller::Anonymous,
+        };
+        Outcome::Success(GateCaller(caller))
+    }
+}
+
+fn gate_check(app: &EdgeApp, caller: &GateCaller, user: &GateUser) -> Result<GateAnswer, ApiError> {
+    // A gateway whose token is wrong (rotated, mistyped) must not turn every user request into
+    // a refusal: `auth_request` reads 401 and 403 as "refuse this user". The gate answers 500
+    // instead, which nginx treats as "the check failed" and serves through its fallback, and
+    // counts it (alert TidegateGateCallerRefused) so the token gets fixed.
+    if let Err(refused) = caller.0.require_reader(&app.config) {
+        telemetry::count_gate_caller_refused();
+        return Err(ApiError::new(
+            Status::InternalServerError,
+            "gate_caller_refused",
+            format!(
+                "the gateway's token was refused ({}); send a service token in the {GATE_TOKEN_HEADER} header",
+                refused.detail
+            ),
+        ));
+    }
     let table = app.table()?;
     let (color, source) = match &user.0 {
         Some(user_id) => {

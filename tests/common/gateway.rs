@@ -156,6 +156,8 @@ fn serve_connection(name: &str, stream: TcpStream, served: &AtomicU64) {
                 }
                 if let Some(rest) = key.strip_prefix("x-tidegate-") {
                     seen.push((format!("x-seen-{rest}"), value));
+                } else if key == "authorization" {
+                    seen.push(("x-seen-authorization".to_owned(), value));
                 }
             }
         }
@@ -192,6 +194,18 @@ pub fn free_port() -> u16 {
 
 impl Nginx {
     pub fn start(dir: &Path, edge_port: u16, blue_port: u16, green_port: u16) -> Nginx {
+        Nginx::start_edited(dir, edge_port, blue_port, green_port, |conf| conf)
+    }
+
+    /// [`Nginx::start`] with the shipped configuration passed through `edit` first (e.g. to
+    /// uncomment the gateway token line).
+    pub fn start_edited(
+        dir: &Path,
+        edge_port: u16,
+        blue_port: u16,
+        green_port: u16,
+        edit: impl FnOnce(String) -> String,
+    ) -> Nginx {
         let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -209,6 +223,7 @@ impl Nginx {
             .replace("127.0.0.1:8081", &format!("127.0.0.1:{edge_port}"))
             .replace("127.0.0.1:9001", &format!("127.0.0.1:{blue_port}"))
             .replace("127.0.0.1:9002", &format!("127.0.0.1:{green_port}"));
+        let conf = edit(conf);
         std::fs::create_dir_all(dir.join("logs")).unwrap();
         std::fs::write(dir.join("tidegate.conf"), conf).unwrap();
         let temp = |name: &str| dir.join(name).display().to_string();
