@@ -89,7 +89,8 @@ pub enum Commands {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Prepared plans: list them, show one, or dry-run one (changes nothing).
+    /// Prepared plans: list, show or dry-run them (a dry run changes nothing), and run, drill,
+    /// report and control them (these change the routing, audited).
     Plans {
         #[command(subcommand)]
         action: Option<PlansCommand>,
