@@ -15,7 +15,8 @@ export PATH="$HOME/.cargo/bin:$PATH"
 if [[ "$(mdbook --version 2>/dev/null || true)" != "mdbook v$MDBOOK_VERSION" ]]; then
   echo "installing mdbook $MDBOOK_VERSION from crates.io (one-off)..."
   start=$SECONDS
-  cargo install mdbook --locked --version "$MDBOOK_VERSION" --no-default-features --features search -j 2 ||
+  # Its own build dir (a temporary one, removed by cargo), not the CARGO_TARGET_DIR of the tests.
+  env -u CARGO_TARGET_DIR cargo install mdbook --locked --version "$MDBOOK_VERSION" --no-default-features --features search -j 2 ||
     { echo "scripts/docs.sh: cargo install mdbook failed" >&2; exit 1; }
   echo "mdbook installed in $((SECONDS - start)) s"
 fi
