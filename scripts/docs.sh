@@ -4,8 +4,7 @@
 # mdbook comes from crates.io (`cargo install --locked`, without the serve/watch features, which
 # the build does not need) into ~/.cargo/bin, only when it is missing or another version: the
 # install took 98 s (crates downloaded too) and 155 s (crates cached, load average 4) on this
-# 2-core machine; after
-# that this script takes under a second.
+# 2-core machine; after that this script takes under a second.
 # The HTML goes to docs/book/ (ignored by git). Then scripts/check_links.py checks every relative
 # link and #anchor of the built HTML, and of README.md and ARCHITECTURE.md.
 set -euo pipefail
