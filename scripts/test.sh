@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command (README.md, .ci/run): installs what the suites need, then runs them all.
+# The test command (README.md "Two commands", .ci/run): installs what the suites need, then runs them all.
 #
 # Every suite runs; none is skipped for a missing component. A component that cannot be
 # installed or started fails this script loudly, before any test runs. Tests start their own
@@ -8,6 +8,9 @@
 # each on its own topics and groups; it is stopped (and its data wiped) when this script exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== the manual: mdbook build docs, every internal link (scripts/docs.sh)"
+bash scripts/docs.sh
 
 echo "== real components"
 bash scripts/prometheus.sh install

@@ -14,8 +14,43 @@ use serde::{Deserialize, Serialize};
 use crate::core::{ColorZones, Fallback, Genesis, Guard, OnBreach, Share, UnitMode, UnitScheme};
 use crate::duration::parse_duration_ms;
 
-/// Environment variables with the `TIDEGATE_` prefix that belong to the CLI, not to the server.
-const CLIENT_ONLY_ENV: [&str; 4] = ["token", "url", "config", "ca_file"];
+/// The top-level keys of [`Settings`]: the only `TIDEGATE_*` environment variables that are
+/// configuration are these (`TIDEGATE_DATA_DIR`) and keys under them (`TIDEGATE_SERVER__PORT`).
+/// Every other `TIDEGATE_*` variable (the CLI's `TIDEGATE_TOKEN` and `TIDEGATE_URL`, a service's
+/// `TIDEGATE_SERVICE_TOKEN`, the scripts' `TIDEGATE_CACHE` and `TIDEGATE_BIN`) is not ours to
+/// read and is ignored. A misspelled key under a known one (`TIDEGATE_SERVER__PROT`) still stops
+/// start-up naming it. A unit test keeps this list equal to the struct's fields.
+const CONFIG_ENV_KEYS: [&str; 23] = [
+    "data_dir",
+    "snapshot_every",
+    "initial_blue_percent",
+    "fallback",
+    "server",
+    "units",
+    "colors",
+    "limits",
+    "operators",
+    "service_tokens_sha256",
+    "health",
+    "drain",
+    "subscribers",
+    "ui",
+    "lanes",
+    "client",
+    "openfeature",
+    "edge",
+    "zones",
+    "capacity",
+    "store",
+    "node",
+    "plans",
+];
+
+/// Whether a `TIDEGATE_`-stripped, `__`-split environment key (`server.port`) is configuration.
+fn is_config_env_key(key: &str) -> bool {
+    let top = key.split('.').next().unwrap_or(key);
+    CONFIG_ENV_KEYS.iter().any(|k| k.eq_ignore_ascii_case(top))
+}
 
 /// The raw, serialisable settings, as written in `config/tidegate.toml`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -778,7 +813,9 @@ impl Config {
             }
             figment = figment.merge(Toml::file(file));
         }
-        figment = figment.merge(Env::prefixed("TIDEGATE_").split("__").ignore(&CLIENT_ONLY_ENV));
+        figment = figment.merge(
+            Env::prefixed("TIDEGATE_").split("__").filter(|key| is_config_env_key(key.as_str())),
+        );
         Config::from_figment(figment, overrides)
     }
 
@@ -1399,4 +1436,30 @@ fn parse_sha256(key: &str, hex_text: &str) -> Result<[u8; 32], ConfigError> {
 pub fn token_sha256_hex(token: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_env_keys_are_the_settings_top_level_keys() {
+        let value = serde_json::to_value(Settings::default()).unwrap();
+        let fields: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut expected = fields.clone();
+        expected.sort_unstable();
+        let mut listed = CONFIG_ENV_KEYS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(listed, expected, "CONFIG_ENV_KEYS must list every top-level key of Settings");
+    }
+
+    #[test]
+    fn only_configuration_keys_are_read_from_the_environment() {
+        for key in ["server.port", "SERVER.PORT", "data_dir", "edge.cache_path", "zones.az-a.x"] {
+            assert!(is_config_env_key(key), "{key}");
+        }
+        for key in ["service_token", "cache", "bin", "token", "url", "config", "ca_file"] {
+            assert!(!is_config_env_key(key), "{key}");
+        }
+    }
 }

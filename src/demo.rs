@@ -133,7 +133,9 @@ Turn the dial (this demo's operator token is below; it is valid for this run onl
   cargo run -- dial set 20 --reason \"demo: move 30% of users to green\"
   cargo run -- drain start --zone az-b --to 0 --step 25 --every 5s --reason \"demo: drain az-b\"
   curl -s -X PUT {url}/v1/dial -H \"Authorization: Bearer $TIDEGATE_TOKEN\" \\
+    -H 'Content-Type: application/json' \\
     -d '{{\"blue_percent\": 50, \"expected_version\": VERSION, \"reason\": \"demo: back to 50/50\"}}'
+  (VERSION: the current routing version, from `curl -s {url}/v1/routing`)
 
 Ctrl-C stops the demo.
 ",

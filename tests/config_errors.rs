@@ -87,3 +87,129 @@ fn missing_config_file_is_an_error() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("does not exist"));
 }
+
+/// `TIDEGATE_*` variables that are not configuration keys: a service's token, the scripts' cache
+/// and binary paths, the CLI's own. `serve` and `edge` must start with them set.
+const STRAY_ENV: [(&str, &str); 5] = [
+    ("TIDEGATE_SERVICE_TOKEN", "tg_0123456789abcdef"),
+    ("TIDEGATE_CACHE", "/tmp/tidegate-cache"),
+    ("TIDEGATE_BIN", "/usr/local/bin/tidegate"),
+    ("TIDEGATE_TOKEN", "tg_fedcba9876543210"),
+    ("TIDEGATE_URL", "http://127.0.0.1:1"),
+];
+
+/// A child process killed when dropped.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `tidegate <args>` with `env`, waits for the line starting with `announce` on stdout
+/// and returns the child with the URL that follows it.
+fn spawn_announced(
+    args: &[&str],
+    env: &[(&str, &str)],
+    announce: &'static str,
+) -> (Reaped, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tidegate"));
+    command.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix(announce) {
+                let _ = tx.send(url.to_owned());
+            }
+        }
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(url) => (Reaped(child), url),
+        Err(_) => {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            panic!("`{args:?}` did not start; stderr:\n{}", String::from_utf8_lossy(&output.stderr))
+        }
+    }
+}
+
+#[test]
+fn unrelated_tidegate_variables_do_not_stop_serve_or_edge() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (_serve, url) = spawn_announced(
+        &["serve", "--address", "127.0.0.1", "--port", "0", "--data-dir", data.to_str().unwrap()],
+        &STRAY_ENV,
+        "tidegate listening on ",
+    );
+    let (status, body) = common::get_json(&format!("{url}/readyz"));
+    assert_eq!(status, 200, "{body}");
+
+    let cache = dir.path().join("edge-cache.json");
+    let mut env = STRAY_ENV.to_vec();
+    env.push(("TIDEGATE_EDGE__CACHE_PATH", cache.to_str().unwrap()));
+    let (_edge, edge_url) = spawn_announced(
+        &["edge", "--address", "127.0.0.1", "--port", "0", "--coordinator", &url],
+        &env,
+        "tidegate edge listening on ",
+    );
+    assert!(
+        common::wait_until(std::time::Duration::from_secs(15), || {
+            common::get_json(&format!("{edge_url}/readyz")).0 == 200
+        }),
+        "the edge never became ready"
+    );
+}
+
+#[test]
+fn a_misspelled_key_in_the_environment_is_still_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--port", "0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("TIDEGATE_SERVER__PROT", "9090")
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "started with TIDEGATE_SERVER__PROT");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("prot"), "the unknown key should be named: {stderr}");
+}
+
+#[test]
+fn a_port_in_use_is_named() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--address", "127.0.0.1", "--port", &port, "--data-dir"])
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!serve.status.success());
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert!(
+        stderr.contains("server.port") && stderr.contains(&format!("127.0.0.1:{port}")),
+        "serve should name the key and the port: {stderr}"
+    );
+    let edge = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["edge", "--address", "127.0.0.1", "--port", &port])
+        .args(["--coordinator", "http://127.0.0.1:1"])
+        .env("TIDEGATE_EDGE__CACHE_PATH", dir.path().join("edge.json"))
+        .output()
+        .unwrap();
+    assert!(!edge.status.success());
+    let stderr = String::from_utf8_lossy(&edge.stderr);
+    assert!(
+        stderr.contains("edge.port") && stderr.contains(&format!("127.0.0.1:{port}")),
+        "edge should name the key and the port: {stderr}"
+    );
+}

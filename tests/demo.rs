@@ -101,6 +101,27 @@ fn the_demo_shows_lanes_lag_and_the_split_following_the_dial() {
         "the produced split did not follow the dial: {:?}",
         lines.lock().unwrap().iter().rev().take(5).collect::<Vec<_>>()
     );
+    // The dial line the demo prints works as printed, with VERSION filled in (issue 26: it once
+    // lacked the JSON content type and got 415).
+    let printed: Vec<String> = intro
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("curl -s -X PUT"))
+        .take_while(|l| !l.trim().is_empty() && !l.trim_start().starts_with('('))
+        .map(|l| l.trim().to_owned())
+        .collect();
+    assert!(printed.len() >= 2, "the demo prints a dial curl line: {intro}");
+    let (_, routing) = get_json(&format!("{url}/v1/routing"));
+    let version = routing["version"].as_u64().unwrap().to_string();
+    let script = printed.join("\n").replace("VERSION", &version);
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .env("TIDEGATE_TOKEN", &token)
+        .output()
+        .expect("bash runs the printed curl line");
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(answer["blue_percent"], 50.0, "the printed dial line: {script}\n{answer}");
+
     let (_, metrics) = {
         let mut r = common::agent().get(&format!("{url}/metrics")).call().unwrap();
         (r.status(), r.body_mut().read_to_string().unwrap())

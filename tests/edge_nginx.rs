@@ -157,7 +157,7 @@ fn a_dial_move_is_followed_by_nginx_within_a_measured_bound() {
         lags[0],
         lags.len()
     );
-    // The bound we report in the README: well under a second on this machine.
+    // The bound we report in the manual (docs/src/edge.md): well under a second on this machine.
     assert!(lags[lags.len() - 1] < Duration::from_secs(2), "{lags:?}");
 }
 

@@ -186,7 +186,8 @@ fn fires_once_signed_auto_and_not_again_within_the_cooldown() {
         "started {} ms after az-b was first reported down; the trigger waits 2 s",
         started.saturating_sub(down_from)
     );
-    // The trigger's latency, for the README: from az-b's first failing batch to the start.
+    // The trigger's latency, for the manual (docs/src/plans.md): from az-b's first failing batch
+    // to the start.
     eprintln!("trigger latency: {} ms (zone_down_for 2000 ms)", started - down_from);
     let id = run["id"].as_u64().unwrap();
     let done = wait_until(Duration::from_secs(15), || {

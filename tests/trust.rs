@@ -1,4 +1,4 @@
-//! The trust model (README "Trust model"): who may call every write route, JSON-only bodies,
+//! The trust model (docs/src/trust-model.md): who may call every write route, JSON-only bodies,
 //! the `Bearer` scheme, lane member secrets and IDs, subscriber ownership and per-caller limits.
 
 mod common;

@@ -97,8 +97,8 @@ pub enum Commands {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Prepared plans: list them, show one, dry-run one (a dry run changes nothing), run, drill,
-    /// report on and control their runs.
+    /// Prepared plans: list, show or dry-run them (a dry run changes nothing), and run, drill,
+    /// report and control them (these change the routing, audited).
     Plans {
         #[command(subcommand)]
         action: Option<PlansCommand>,

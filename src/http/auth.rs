@@ -6,7 +6,7 @@
 //! `X-CSRF-Token` header, which a foreign page cannot read. Bearer tokens are never ambient and
 //! stay as they were.
 //!
-//! Three gates, one per kind of request (README "Trust model"): [`Caller::require_reader`] for
+//! Three gates, one per kind of request (docs/src/trust-model.md): [`Caller::require_reader`] for
 //! reads (open to anonymous callers only while no service tokens are configured),
 //! [`Caller::require_writer`] for the signals services send (outcomes, acknowledgements, lane
 //! membership: a service token or an operator), and [`Caller::require_operator`] for routing

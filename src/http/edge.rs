@@ -112,7 +112,9 @@ pub fn build(app: EdgeApp) -> Rocket<Build> {
 
 /// Serves `app` until Ctrl-C or SIGTERM.
 pub fn run(app: EdgeApp) -> Result<(), String> {
-    rocket::execute(build(app).launch()).map(|_| ()).map_err(|e| format!("edge failed: {e}"))
+    let rocket = build(app);
+    let at = super::listen_address(&rocket);
+    rocket::execute(rocket.launch()).map(|_| ()).map_err(|e| super::launch_error(e, "edge", &at))
 }
 
 #[get("/v1/tag")]

@@ -283,7 +283,28 @@ pub async fn submit_with_id(
 
 /// Serves `app` on Rocket's own runtime until Ctrl-C or SIGTERM.
 pub fn run(app: App) -> Result<(), String> {
-    rocket::execute(build(app).launch()).map(|_| ()).map_err(|e| format!("server failed: {e}"))
+    let rocket = build(app);
+    let at = listen_address(&rocket);
+    rocket::execute(rocket.launch()).map(|_| ()).map_err(|e| launch_error(e, "server", &at))
+}
+
+/// `address:port` that `rocket` will listen on, for error messages.
+pub(crate) fn listen_address(rocket: &Rocket<Build>) -> String {
+    match rocket.figment().extract::<rocket::Config>() {
+        Ok(c) => SocketAddr::new(c.address, c.port).to_string(),
+        Err(_) => "the configured address".to_owned(),
+    }
+}
+
+/// A launch failure as an operator reads it: a port that cannot be bound names the key
+/// (`server.port`, `edge.port`) and the address, like `server.fast_port` does.
+pub(crate) fn launch_error(e: rocket::Error, section: &str, at: &str) -> String {
+    match e.kind() {
+        rocket::error::ErrorKind::Bind(io) => {
+            format!("{section}.port: cannot listen on {at}: {io}")
+        }
+        _ => format!("{section} failed: {e}"),
+    }
 }
 
 /// Like [`run`], with `alongside` (the fast tag listener) spawned on the same runtime first.
@@ -291,12 +312,14 @@ pub fn run_alongside(
     app: App,
     alongside: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
+    let rocket = build(app);
+    let at = listen_address(&rocket);
     rocket::execute(async move {
         rocket::tokio::spawn(alongside);
-        build(app).launch().await
+        rocket.launch().await
     })
     .map(|_| ())
-    .map_err(|e| format!("server failed: {e}"))
+    .map_err(|e| launch_error(e, "server", &at))
 }
 
 /// Milliseconds since the Unix epoch: the only clock reading behind audit records.

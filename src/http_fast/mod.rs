@@ -8,7 +8,7 @@
 //! tokens only, no UI session cookies); everything else is a 404
 //! naming the main port. It exists because Rocket's
 //! own per-request cost (a spawned task per request, two header-map conversions, its response
-//! building) is most of the tag path's CPU (docs/perf-tag-profile.md). Plain HTTP only: the
+//! building) is most of the tag path's CPU (docs/src/perf-tag-profile.md). Plain HTTP only: the
 //! configuration refuses `fast_port` together with `[server.tls]`.
 //!
 //! Architecture invariant: this module knows hyper, never Rocket; it builds no answer itself.

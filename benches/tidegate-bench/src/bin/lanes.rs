@@ -11,7 +11,7 @@
 //! - `burst`: 200 000 messages of 100 bytes for random users, all enqueued before any is
 //!   awaited, each run on a fresh 8-partition topic;
 //! - `window`: 100 000 messages of 100 bytes over 1 000 users, 10 000 in flight, one topic for
-//!   every run (how the README measured it before).
+//!   every run (how the benchmarks were measured before).
 //!
 //! A third argument `smoke` divides the message counts by 20 (CI: proves it runs, means nothing).
 //! `LANES_SHAPES=burst` (or `window`) runs one shape only, e.g. under `perf record`;

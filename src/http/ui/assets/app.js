@@ -1140,7 +1140,7 @@
     if (!plansView.plans.length) {
       $('plans').replaceChildren(el('section', { class: 'card empty', id: 'plans-empty' },
         el('h2', {}, 'No plans yet'),
-        el('p', {}, 'Write one for the incident you fear most, e.g. “az-b is failing”: evacuate az-b to 0 %, wait until its MQ half is consumed, with the database primary in az-a as a precondition and an RTO. Store it with PUT /v1/plans/{name}; the README’s “Incidents” section has an example.')));
+        el('p', {}, 'Write one for the incident you fear most, e.g. “az-b is failing”: evacuate az-b to 0 %, wait until its MQ half is consumed, with the database primary in az-a as a precondition and an RTO. Store it with PUT /v1/plans/{name}; the manual’s “Plans, runs and drills” chapter (docs/src/plans.md) has an example.')));
       return;
     }
     const cards = plansView.plans.map((p) => {
