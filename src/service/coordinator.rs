@@ -574,8 +574,14 @@ impl Coordinator {
         metrics::histogram!(telemetry::LOG_APPEND_DURATION).record(started.elapsed().as_secs_f64());
         let applier = self.wait_applied(replica, position, &command_id)?;
         let outcome = applier.outcome(&command_id).cloned();
+        // The state this change made, not the newest: by the time this replica applied the
+        // record it may have applied other writers' changes after it.
+        let own = match &outcome {
+            Some(Outcome::Applied(applied)) => applier.state_at(applied.version).cloned(),
+            _ => None,
+        };
         drop(applier);
-        let state = self.state();
+        let state = own.map_or_else(|| self.state(), std::sync::Arc::new);
         let table = state.table_arc();
         match outcome {
             Some(Outcome::Applied(applied)) => {

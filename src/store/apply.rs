@@ -79,11 +79,18 @@ pub struct Applier {
     /// The leases by name. Not routing state: they spend no version and stay out of the audit
     /// trail and `state_hash`.
     pub leases: BTreeMap<String, Lease>,
+    /// The states right after the newest changes, by version: the answer to a change describes
+    /// that change, not whatever the replica applied after it (a 200 used to carry another
+    /// writer's version and value). In memory only, newest [`RECENT_STATES`].
+    recent: VecDeque<State>,
     /// The outcomes of the newest lease claims (ids are never retried, and a holder renews every
     /// few seconds forever, so keeping them all would grow without bound). A function of the
     /// log like everything else here.
     lease_outcomes: VecDeque<(String, bool)>,
 }
+
+/// How many states after a change are kept for the answers to the changes in flight.
+pub const RECENT_STATES: usize = 64;
 
 /// How many lease outcomes are kept: far more than claims in flight at once.
 const LEASE_OUTCOMES: usize = 1024;
@@ -140,6 +147,7 @@ impl Applier {
             state_hash,
             leases: BTreeMap::new(),
             lease_outcomes: VecDeque::new(),
+            recent: VecDeque::new(),
         })
     }
 
@@ -171,6 +179,7 @@ impl Applier {
             state_hash,
             leases,
             lease_outcomes: VecDeque::new(),
+            recent: VecDeque::new(),
         })
     }
 
@@ -275,8 +284,18 @@ impl Applier {
         self.state_hash =
             history_hash(self.state_hash, applied.version, action, &applied.from, &applied.to);
         self.outcomes.insert(id.clone(), Outcome::Applied(applied));
+        self.recent.push_back(next.clone());
+        while self.recent.len() > RECENT_STATES {
+            self.recent.pop_front();
+        }
         self.state = next;
         Step::Changed
+    }
+
+    /// The state right after the change that made `version`, while it is among the newest
+    /// [`RECENT_STATES`].
+    pub fn state_at(&self, version: u64) -> Option<&State> {
+        self.recent.iter().rev().find(|s| s.version() == version)
     }
 }
 
@@ -448,5 +467,17 @@ mod tests {
         let audit = Audit { by: "t".into(), at_ms: 1, reason: "test".into() };
         let err = Applier::from_genesis(0, &LogEntry::genesis(&genesis, &audit), 10).err().unwrap();
         assert!(err.contains("zones"), "{err}");
+    }
+
+    #[test]
+    fn the_state_a_change_made_is_kept_for_its_answer() {
+        let mut a = Applier::from_genesis(0, &genesis(), 100).unwrap();
+        assert_eq!(a.apply(1, Ok(&dial("x", 1, 40))), Step::Changed);
+        assert_eq!(a.apply(2, Ok(&dial("y", 2, 17))), Step::Changed);
+        // The replica is at y's state; x's answer still describes x.
+        assert_eq!(a.state.table().blue_units(), 17);
+        let Some(Outcome::Applied(x)) = a.outcome("x").cloned() else { panic!() };
+        let at_x = a.state_at(x.version).unwrap();
+        assert_eq!((at_x.version(), at_x.table().blue_units()), (2, 40));
     }
 }
