@@ -110,7 +110,8 @@ fn every_panel_and_rule_expression_returns_finite_data_for_both_zones() {
     std::fs::write(
         &config,
         config_toml(&format!(
-            "[health]\nwindow = \"2s\"\n[drain]\ntick = \"20ms\"\nconvergence_fraction = 0.0\n{lanes}"
+            "[health]\nwindow = \"2s\"\npublish_interval = \"500ms\"\n[drain]\ntick = \"20ms\"\nconvergence_fraction = 0.0\n\
+             [zones.az-a]\ncapacity_rps = 1000000\n[zones.az-b]\ncapacity_rps = 1000000\n{lanes}"
         )),
     )
     .unwrap();

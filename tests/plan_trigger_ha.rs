@@ -112,7 +112,7 @@ fn three_replicas_append_the_declared_plan_once_and_start_one_automatic_run() {
     let mut fired = 0.0;
     for r in &replicas {
         let started = metric(r, "tidegate_plan_triggers_total{plan=\"az-b-failing\"}");
-        let refused: f64 = ["busy", "start_refused", "cooldown"]
+        let refused: f64 = ["busy", "start_refused", "cooldown", "once_per_incident"]
             .iter()
             .map(|reason| {
                 metric(r, &format!("tidegate_plan_trigger_refusals_total{{plan=\"az-b-failing\",reason=\"{reason}\"}}"))

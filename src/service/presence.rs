@@ -116,6 +116,9 @@ pub struct Presence {
     coordinator: Arc<Coordinator>,
     /// The others' newest announcements (empty on a single node, which runs no bus).
     seen: Mutex<BTreeMap<String, Announcement>>,
+    /// Set once the server listens: a URL derived from `--port 0` is not known before, and
+    /// announcing `http://127.0.0.1:0` sent the other replicas' consoles to a dead link.
+    listening: std::sync::atomic::AtomicBool,
 }
 
 impl Presence {
@@ -126,6 +129,7 @@ impl Presence {
             started_at_ms: now_ms,
             coordinator,
             seen: Mutex::new(BTreeMap::new()),
+            listening: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -134,6 +138,7 @@ impl Presence {
         if self.node.as_ref().is_some_and(|n| n.url_derived) {
             *self.url.lock().unwrap_or_else(|p| p.into_inner()) = Some(url.to_owned());
         }
+        self.listening.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn my_url(&self) -> Option<String> {
@@ -179,6 +184,10 @@ impl Presence {
     }
 
     fn announcement(&self, now_ms: u64) -> Option<Announcement> {
+        let derived = self.node.as_ref().is_some_and(|n| n.url_derived);
+        if derived && !self.listening.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
         let me = self.me(now_ms);
         Some(Announcement {
             log_id: self.coordinator.log_id().to_owned(),
