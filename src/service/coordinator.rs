@@ -5,6 +5,7 @@
 //! drain steps) and must be strictly ordered around an fsync, while tags are read millions of
 //! times a second. Readers load an immutable `Arc<RoutingTable>` and never wait for the writer.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -112,6 +113,10 @@ struct Replica {
     /// newest one.
     snapshots: Option<Mutex<Snapshots>>,
     since_snapshot: std::sync::atomic::AtomicU64,
+    /// The command ids this replica's own submissions wait for, and the state right after the
+    /// tail applied each one's record: the answer describes that change, not whatever later
+    /// records (other writers') the tail applied in the same batch before the waiter woke.
+    awaited: Mutex<HashMap<String, Option<Arc<State>>>>,
 }
 
 impl Replica {
@@ -451,6 +456,7 @@ impl Coordinator {
             published: Arc::clone(&published),
             snapshots: snapshots.map(Mutex::new),
             since_snapshot: std::sync::atomic::AtomicU64::new(applied),
+            awaited: Mutex::new(HashMap::new()),
         });
         // A long catch-up (or a snapshot that had to be ignored) is worth a snapshot right away,
         // so the next start is fast again.
@@ -570,12 +576,24 @@ impl Coordinator {
         let command_id = command_id.map_or_else(new_log_id, str::to_owned);
         let entry = LogEntry::proposal(&command_id, envelope);
         let started = std::time::Instant::now();
-        let position = replica.log.append(&entry)?;
-        metrics::histogram!(telemetry::LOG_APPEND_DURATION).record(started.elapsed().as_secs_f64());
-        let applier = self.wait_applied(replica, position, &command_id)?;
+        let awaited = || replica.awaited.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        awaited().insert(command_id.clone(), None);
+        let appended = replica.log.append(&entry);
+        if appended.is_ok() {
+            let append_seconds = started.elapsed().as_secs_f64();
+            metrics::histogram!(telemetry::LOG_APPEND_DURATION).record(append_seconds);
+        }
+        let applier = appended
+            .map_err(SubmitError::from)
+            .and_then(|position| self.wait_applied(replica, position, &command_id));
+        // Taken under the applier lock (the tail fills it there), and always removed.
+        let own_state = awaited().remove(&command_id).flatten();
+        let applier = applier?;
         let outcome = applier.outcome(&command_id).cloned();
         drop(applier);
-        let state = self.state();
+        // The state right after this change's own record; a record the tail applied before this
+        // waiter registered cannot exist (registration precedes the append).
+        let state = own_state.unwrap_or_else(|| self.state());
         let table = state.table_arc();
         match outcome {
             Some(Outcome::Applied(applied)) => {
@@ -772,6 +790,13 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
             }
             changed |= a.apply(*position, record.as_ref().map_err(String::as_str)) == Step::Changed;
             replica.since_snapshot.fetch_add(1, Ordering::SeqCst);
+            if let Ok(LogEntry::Proposal { id, .. }) = record {
+                let mut awaited =
+                    replica.awaited.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if let Some(slot) = awaited.get_mut(id).filter(|slot| slot.is_none()) {
+                    *slot = Some(Arc::new(a.state.clone()));
+                }
+            }
         }
         if changed {
             replica.published.publish(&a.state);
@@ -886,5 +911,61 @@ mod tests {
         assert!(warnings.contains("ignored the snapshot (position 4"), "{warnings}");
         assert_eq!(fallback.coordinator.state().table().blue_units(), 10);
         assert_eq!(fallback.coordinator.state().version(), 2);
+    }
+
+    /// Concurrent writers on one replica: each applied change's answer is the table that change
+    /// produced (its own version and value), never a later one another writer's record made.
+    #[test]
+    fn each_answer_is_its_own_change_under_concurrent_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Memory::default();
+        let coordinator = Arc::new(start(&log, dir.path()).coordinator);
+        let writers: Vec<_> = (0..8u32)
+            .map(|w| {
+                let c = Arc::clone(&coordinator);
+                std::thread::spawn(move || {
+                    let mut answers = Vec::new();
+                    for i in 0..40u32 {
+                        let blue_units = (w * 40 + i) % 99 + 1;
+                        let envelope = Envelope {
+                            expected_version: c.state().version(),
+                            command: Command::SetBlueUnits { blue_units },
+                            audit: Audit { by: format!("w{w}"), at_ms: 2, reason: "move".into() },
+                        };
+                        if let Ok(Submitted { table, applied: Some(applied), .. }) =
+                            c.submit(&envelope)
+                        {
+                            answers.push((
+                                applied.version,
+                                blue_units,
+                                table.version(),
+                                table.blue_units(),
+                            ));
+                        }
+                    }
+                    answers
+                })
+            })
+            .collect();
+        let answers: Vec<_> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        assert!(answers.len() >= 40, "only {} changes applied", answers.len());
+        let audit = coordinator.audit(usize::MAX);
+        let wrong: Vec<_> = answers
+            .iter()
+            .filter(|(version, asked, table_version, table_units)| {
+                table_version != version || table_units != asked
+            })
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{} of {} answers describe another change: {wrong:?}",
+            wrong.len(),
+            answers.len()
+        );
+        for (version, asked, _, _) in &answers {
+            let record = audit.iter().find(|r| r.version == *version).expect("audited");
+            let units = format!("({asked}/100 units blue)");
+            assert!(record.to.ends_with(&units), "audit at version {version}: {}", record.to);
+        }
     }
 }
