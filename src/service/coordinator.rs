@@ -116,7 +116,8 @@ struct Replica {
     /// The command ids this replica's own submissions wait for, and the state right after the
     /// tail applied each one's record: the answer describes that change, not whatever later
     /// records (other writers') the tail applied in the same batch before the waiter woke.
-    awaited: Mutex<HashMap<String, Option<Arc<State>>>>,
+    /// Two requests waiting for one id (a retry racing its first attempt) share the slot.
+    awaited: Mutex<HashMap<String, (u32, Option<Arc<State>>)>>,
 }
 
 impl Replica {
@@ -577,7 +578,7 @@ impl Coordinator {
         let entry = LogEntry::proposal(&command_id, envelope);
         let started = std::time::Instant::now();
         let awaited = || replica.awaited.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        awaited().insert(command_id.clone(), None);
+        awaited().entry(command_id.clone()).or_insert((0, None)).0 += 1;
         let appended = replica.log.append(&entry);
         if appended.is_ok() {
             let append_seconds = started.elapsed().as_secs_f64();
@@ -586,8 +587,23 @@ impl Coordinator {
         let applier = appended
             .map_err(SubmitError::from)
             .and_then(|position| self.wait_applied(replica, position, &command_id));
-        // Taken under the applier lock (the tail fills it there), and always removed.
-        let own_state = awaited().remove(&command_id).flatten();
+        // Taken under the applier lock (the tail fills it there); the last waiter removes it.
+        let own_state = {
+            let mut awaited = awaited();
+            let slot = awaited.get_mut(&command_id).map(|(waiters, state)| {
+                *waiters -= 1;
+                (*waiters == 0, state.clone())
+            });
+            match slot {
+                Some((last, state)) => {
+                    if last {
+                        awaited.remove(&command_id);
+                    }
+                    state
+                }
+                None => None,
+            }
+        };
         let applier = applier?;
         let outcome = applier.outcome(&command_id).cloned();
         drop(applier);
@@ -793,7 +809,7 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
             if let Ok(LogEntry::Proposal { id, .. }) = record {
                 let mut awaited =
                     replica.awaited.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                if let Some(slot) = awaited.get_mut(id).filter(|slot| slot.is_none()) {
+                if let Some((_, slot)) = awaited.get_mut(id).filter(|(_, slot)| slot.is_none()) {
                     *slot = Some(Arc::new(a.state.clone()));
                 }
             }
