@@ -117,8 +117,12 @@ struct Replica {
     /// tail applied each one's record: the answer describes that change, not whatever later
     /// records (other writers') the tail applied in the same batch before the waiter woke.
     /// Two requests waiting for one id (a retry racing its first attempt) share the slot.
-    awaited: Mutex<HashMap<String, (u32, Option<Arc<State>>)>>,
+    awaited: Mutex<HashMap<String, Awaited>>,
 }
+
+/// How many of this replica's requests wait for one command id, and the state right after its
+/// first record once the tail applied it.
+type Awaited = (u32, Option<Arc<State>>);
 
 impl Replica {
     /// Writes a snapshot of the applier now if records were applied since the last one. The
