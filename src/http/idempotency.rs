@@ -9,12 +9,14 @@
 //!   `idempotency_key_reused` and nothing is submitted;
 //! - another caller's identical key is a different key: it never shows the first caller's result.
 //!
-//! On a shared (Kafka) log the command id a change is submitted under is derived from the
-//! caller, the key and the fingerprint, so a retry of an unknown outcome (a timeout, a replica
-//! killed mid-request) with the same key and body, to any replica, applies at most once. The
-//! 422 is decided by the replica that remembers the key ([`Remembered`], in memory, bounded,
-//! 24 hours); a reused key with another body sent to a replica that never saw it gets its own
-//! command id and is decided as a new change (it still never takes another request's answer).
+//! On a shared (Kafka) log the command id a change is submitted under is
+//! `key-<hash of caller and key>-<fingerprint>` (`store::keyed_id`), so a retry of an unknown
+//! outcome (a timeout, a replica killed mid-request) with the same key and body, to any replica,
+//! applies at most once, and a replica refuses (422, before appending) a key whose scope the log
+//! already holds with another fingerprint. Only two different requests under one key sent to two
+//! replicas at the same instant can both be appended; each is then decided as its own change.
+//! The replica that saw the key also remembers its answer ([`Remembered`], in memory, bounded,
+//! 24 hours).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -102,12 +104,12 @@ impl Scoped {
     pub fn command_id(&self) -> String {
         let mut hash = Sha256::new();
         hash.update(b"tidegate idempotency v1\n");
-        for part in [self.caller.as_bytes(), self.key.as_bytes(), &self.fingerprint[..]] {
+        for part in [self.caller.as_bytes(), self.key.as_bytes()] {
             hash.update((part.len() as u64).to_be_bytes());
             hash.update(part);
         }
-        let digest: [u8; 32] = hash.finalize().into();
-        format!("key-{}", hex::encode(&digest[..20]))
+        let scope: [u8; 32] = hash.finalize().into();
+        crate::store::keyed_id(&hex::encode(&scope[..16]), &hex::encode(&self.fingerprint[..12]))
     }
 }
 
@@ -219,6 +221,13 @@ mod tests {
         for other in [&bob, &other_body, &other_path] {
             assert_ne!(a.command_id(), other.command_id());
         }
+        // The shared log's id: one scope per caller and key, the fingerprint beside it.
+        let id = a.command_id();
+        let scope =
+            |s: &Scoped| crate::store::split_keyed_id(&s.command_id()).unwrap().0.to_owned();
+        assert!(check(&id).is_ok(), "{id}");
+        assert_eq!(scope(&a), scope(&other_body));
+        assert_ne!(scope(&a), scope(&bob));
         let remembered = Remembered::default();
         let now = Instant::now();
         assert_eq!(remembered.check(&a, now).unwrap(), Seen::Submit);

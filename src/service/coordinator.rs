@@ -48,6 +48,10 @@ pub enum SubmitError {
         "command {command_id} is in the shared log, but this replica has not applied it within {waited_ms} ms; read GET /v1/audit, or retry with the same command id (it never applies twice)"
     )]
     NotApplied { command_id: String, waited_ms: u64 },
+    #[error(
+        "the Idempotency-Key was already used by this caller for a different request (the shared log holds it); use a new key for a new change"
+    )]
+    KeyReused { command_id: String },
 }
 
 /// The outcome of an accepted submission.
@@ -579,6 +583,16 @@ impl Coordinator {
         command_id: Option<&str>,
     ) -> Result<Submitted, SubmitError> {
         let command_id = command_id.map_or_else(new_log_id, str::to_owned);
+        // A caller's key already in the log with another request's fingerprint: refused before
+        // anything is appended (a retry of an id already decided still gets its outcome).
+        if let Some((scope, fingerprint)) = crate::store::split_keyed_id(&command_id) {
+            let a = replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if a.outcome(&command_id).is_none()
+                && a.key_fingerprint(scope).is_some_and(|seen| seen != fingerprint)
+            {
+                return Err(SubmitError::KeyReused { command_id });
+            }
+        }
         let entry = LogEntry::proposal(&command_id, envelope);
         let started = std::time::Instant::now();
         let awaited = || replica.awaited.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -74,6 +74,11 @@ pub struct Applier {
     /// Every command id seen, with its outcome. Why all of them: dedup must not depend on how
     /// long a replica has run, or replicas would disagree about a late retry.
     outcomes: HashMap<String, Outcome>,
+    /// For command ids of the form `key-<scope>-<fingerprint>` (an HTTP `Idempotency-Key`
+    /// scoped to its caller, [`keyed_id`]): the fingerprint first seen per scope. Derived from
+    /// `outcomes` (rebuilt from a snapshot's), and only read before an append, to refuse a key
+    /// reused for another request; it never changes how a record is decided.
+    keys: HashMap<String, String>,
     /// Digest of the applied history, the same on every replica at the same version.
     pub state_hash: u64,
     /// The leases by name. Not routing state: they spend no version and stay out of the audit
@@ -83,6 +88,29 @@ pub struct Applier {
     /// few seconds forever, so keeping them all would grow without bound). A function of the
     /// log like everything else here.
     lease_outcomes: VecDeque<(String, bool)>,
+}
+
+/// A command id for a caller-scoped key: `key-<scope>-<fingerprint>` (both lowercase hex).
+pub fn keyed_id(scope: &str, fingerprint: &str) -> String {
+    format!("key-{scope}-{fingerprint}")
+}
+
+/// The scope and fingerprint of an id made by [`keyed_id`].
+pub fn split_keyed_id(id: &str) -> Option<(&str, &str)> {
+    let (scope, fingerprint) = id.strip_prefix("key-")?.split_once('-')?;
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex(scope) && hex(fingerprint)).then_some((scope, fingerprint))
+}
+
+fn keys_of<'a>(ids: impl Iterator<Item = &'a String>) -> HashMap<String, String> {
+    let mut keys = HashMap::new();
+    for (scope, fingerprint) in ids.filter_map(|id| split_keyed_id(id)) {
+        // A snapshot does not keep the order ids were seen in; two fingerprints under one scope
+        // (a reuse raced on two replicas) keep either: a retry of either id still gets its own
+        // outcome (the check skips ids already decided), and a third body is refused.
+        keys.entry(scope.to_owned()).or_insert_with(|| fingerprint.to_owned());
+    }
+    keys
 }
 
 /// How many lease outcomes are kept: far more than claims in flight at once.
@@ -137,6 +165,7 @@ impl Applier {
             audit,
             audit_limit,
             outcomes: HashMap::new(),
+            keys: HashMap::new(),
             state_hash,
             leases: BTreeMap::new(),
             lease_outcomes: VecDeque::new(),
@@ -167,6 +196,7 @@ impl Applier {
             next_position: loaded.position.0,
             audit,
             audit_limit,
+            keys: keys_of(outcomes.keys()),
             outcomes,
             state_hash,
             leases,
@@ -195,6 +225,11 @@ impl Applier {
     /// The decided outcome of command `id`, once its record has been applied.
     pub fn outcome(&self, id: &str) -> Option<&Outcome> {
         self.outcomes.get(id)
+    }
+
+    /// The fingerprint first seen under a keyed id's scope (see [`keyed_id`]), if any.
+    pub fn key_fingerprint(&self, scope: &str) -> Option<&str> {
+        self.keys.get(scope).map(String::as_str)
     }
 
     /// Whether lease claim `id` was granted, once applied (among the newest claims only).
@@ -235,6 +270,9 @@ impl Applier {
         };
         if self.outcomes.contains_key(id) {
             return Step::Unchanged;
+        }
+        if let Some((scope, fingerprint)) = split_keyed_id(id) {
+            self.keys.entry(scope.to_owned()).or_insert_with(|| fingerprint.to_owned());
         }
         let command = match command.to_command() {
             Ok(command) => command,
