@@ -434,6 +434,7 @@ mod tests {
             dial("b", 1, 20), // a compare-and-set loser
             dial("c", 2, 30),
             lease("l1", "r1", 1_000, 7_000),
+            dial(&keyed_id("5c09e", "f1"), 3, 40),
         ];
         let mut full = Applier::from_genesis(0, &records[0], 100).unwrap();
         for (i, r) in records.iter().enumerate().skip(1) {
@@ -446,20 +447,24 @@ mod tests {
         snapshots.save_shared(&replayed, position, &shared).unwrap();
         let loaded = snapshots.load(&ColorZones::default()).unwrap().unwrap();
         let mut resumed = Applier::from_snapshot(loaded, 100).unwrap();
-        assert_eq!(resumed.next_position, 5);
+        assert_eq!(resumed.next_position, 6);
+        // The fingerprint a caller's key was first used with survives the snapshot.
+        assert_eq!(full.key_fingerprint("5c09e"), Some("f1"));
+        assert_eq!(resumed.key_fingerprint("5c09e"), Some("f1"));
+        assert_eq!(resumed.key_fingerprint("other"), None);
         assert_eq!(resumed.state_hash, full.state_hash);
         assert_eq!(resumed.leases, full.leases, "the lease taken before the snapshot is kept");
         // Later records: a retry of `a` (seen before the snapshot) whose expected version now
         // matches, a retry of the loser `b`, a new command, and a claim of the lease during its
         // term by another replica (refused by both, as the snapshot carries the lease).
         let later = [
-            dial("a", 3, 70),
-            dial("b", 3, 80),
-            dial("d", 3, 90),
+            dial("a", 4, 70),
+            dial("b", 4, 80),
+            dial("d", 4, 90),
             lease("l2", "r2", 6_000, 12_000),
         ];
         for (i, r) in later.iter().enumerate() {
-            let position = 5 + i as u64;
+            let position = 6 + i as u64;
             assert_eq!(full.apply(position, Ok(r)), resumed.apply(position, Ok(r)), "record {i}");
         }
         assert_eq!(resumed.lease_outcome("l2"), Some(false));
