@@ -132,6 +132,23 @@ fn the_gate_answers_with_headers_only() {
     let long = "x".repeat(300);
     let response = agent.get(&gate).header("x-user-id", &long).call().unwrap();
     assert_eq!(response.status(), 400);
+    // User IDs in the query are decoded exactly as /v1/tag decodes them: an ID that is not UTF-8
+    // once decoded, or a repeated user_id, is refused on both (it used to get a colour at the
+    // gate: the mangled ID's, or the first one's).
+    for query in ["user_id=%FF%FE", "user_id=alice&user_id=bob"] {
+        let tag = agent.get(&format!("{}/v1/tag?{query}", coordinator.url)).call().unwrap();
+        assert_eq!(tag.status(), 400, "{query}");
+        for response in [
+            agent.get(&format!("{gate}?{query}")).call().unwrap(),
+            agent.get(&gate).header("x-original-uri", &format!("/shop?{query}")).call().unwrap(),
+        ] {
+            assert_eq!(response.status(), 400, "{query}");
+            assert!(response.headers().get("x-tidegate-color").is_none(), "{query}");
+            let body: Value =
+                serde_json::from_str(&response.into_body().read_to_string().unwrap()).unwrap();
+            assert_eq!(body["error"], "invalid_user_id", "{query}: {body}");
+        }
+    }
 }
 
 #[test]

@@ -179,12 +179,26 @@ fn a_change_retried_with_its_idempotency_key_on_another_replica_applies_once() {
     let (status, again) = dial_with_key(&replicas.urls[1], "retry-me-1", 20, 1);
     assert_eq!(status, 200, "{again}");
     assert_eq!((again["version"].as_u64(), again["changed"].as_bool()), (Some(2), Some(true)));
-    // A refused change retried with its key stays refused, even when it would now fit.
+    // The key with another request, on the replica that never saw it: the log holds the key's
+    // scope with another fingerprint, so it is refused before anything is appended.
+    let (status, reused) = dial_with_key(&replicas.urls[1], "retry-me-1", 40, 2);
+    assert_eq!(
+        (status, reused["error"].as_str()),
+        (422, Some("idempotency_key_reused")),
+        "{reused}"
+    );
+    // A refused change retried with its key stays refused; the key with another request (one
+    // that would now fit) is a reuse, refused too, and applies nothing.
     let (status, refused) = dial_with_key(&replicas.urls[0], "late-1", 30, 1);
     assert_eq!((status, refused["error"].as_str()), (409, Some("version_conflict")), "{refused}");
-    let (status, again) = dial_with_key(&replicas.urls[1], "late-1", 30, 2);
+    let (status, again) = dial_with_key(&replicas.urls[1], "late-1", 30, 1);
     assert_eq!((status, again["error"].as_str()), (409, Some("version_conflict")), "{again}");
+    let (status, again) = dial_with_key(&replicas.urls[1], "late-1", 30, 2);
+    assert_eq!((status, again["error"].as_str()), (422, Some("idempotency_key_reused")), "{again}");
+    // Another operator's (here: another key's) change still goes through.
+    let (status, fresh) = dial_with_key(&replicas.urls[1], "fresh-1", 30, 2);
+    assert_eq!((status, fresh["version"].as_u64()), (200, Some(3)), "{fresh}");
     let history = decided_history(&replicas.urls[1]);
-    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history.len(), 2, "{history:?}");
     assert_eq!(decided_history(&replicas.urls[0]), history);
 }

@@ -462,3 +462,61 @@ fn a_malformed_idempotency_key_is_refused_after_the_caller_is_checked() {
         .dispatch();
     assert_eq!(body(response)["version"], 2);
 }
+
+#[test]
+fn an_idempotency_key_is_the_callers_own_and_bound_to_its_request() {
+    const BOB_TOKEN: &str = "tg_test_operator_bob";
+    let bob = format!(
+        "[[operators]]\nname = \"bob\"\ntoken_sha256 = \"{}\"\nrole = \"operator\"\n",
+        tidegate::config::token_sha256_hex(BOB_TOKEN)
+    );
+    let (client, _dir) = client_with(&config_toml(&bob));
+    let send = |token: &str, key: &str, body: Value| {
+        client
+            .put("/v1/dial")
+            .header(bearer(token))
+            .header(Header::new("Idempotency-Key", key.to_owned()))
+            .header(ContentType::JSON)
+            .body(body.to_string())
+            .dispatch()
+    };
+    let first = json!({"blue_units": 20, "expected_version": 1, "reason": "k"});
+    let answer = send(OPERATOR_TOKEN, "shared-key", first.clone());
+    assert_eq!(answer.status(), Status::Ok);
+    let answer = body(answer);
+    assert_eq!((answer["version"].as_u64(), answer["blue_units"].as_u64()), (Some(2), Some(20)));
+    // The same request again (a retry of an unknown outcome): the first answer, not a conflict.
+    let again = send(OPERATOR_TOKEN, "shared-key", first.clone());
+    assert_eq!(again.status(), Status::Ok);
+    assert_eq!(body(again), answer);
+    // The same key for another change: refused, and nothing changes.
+    let other = json!({"blue_units": 70, "expected_version": 2, "reason": "k"});
+    let refused = assert_error(
+        send(OPERATOR_TOKEN, "shared-key", other),
+        Status::UnprocessableEntity,
+        "idempotency_key_reused",
+    );
+    assert!(refused["detail"].as_str().unwrap().contains("shared-key"), "{refused}");
+    let pin = client
+        .put("/v1/pins/alice")
+        .header(bearer(OPERATOR_TOKEN))
+        .header(Header::new("Idempotency-Key", "shared-key"))
+        .header(ContentType::JSON)
+        .body(json!({"color": "green", "expected_version": 2, "reason": "k"}).to_string())
+        .dispatch();
+    assert_error(pin, Status::UnprocessableEntity, "idempotency_key_reused");
+    let routing = body(client.get("/v1/routing").dispatch());
+    assert_eq!((routing["version"].as_u64(), routing["blue_units"].as_u64()), (Some(2), Some(20)));
+    // Another caller's identical key is their own: bob's change is decided, and his answer is
+    // his change, never alice's result.
+    let bobs = send(
+        BOB_TOKEN,
+        "shared-key",
+        json!({"blue_units": 30, "expected_version": 2, "reason": "b"}),
+    );
+    assert_eq!(bobs.status(), Status::Ok);
+    let bobs = body(bobs);
+    assert_eq!((bobs["version"].as_u64(), bobs["blue_units"].as_u64()), (Some(3), Some(30)));
+    // And bob sending alice's exact request under that key is a new change of his (a stale one).
+    assert_error(send(BOB_TOKEN, "shared-key-2", first), Status::Conflict, "version_conflict");
+}

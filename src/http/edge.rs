@@ -29,6 +29,7 @@ use super::tag::{self, BatchRequest, Tagged, Versioned};
 use crate::client::{Origin, Router, RouterStatus};
 use crate::config::Config;
 use crate::core::{Color, RoutingTable, validate_user_id};
+use crate::service::tag_answer::{self, Failure};
 use crate::telemetry::{self, TagCounters};
 
 /// Everything the edge's handlers need, managed by Rocket.
@@ -178,8 +179,10 @@ fn read_only_delete(path: PathBuf) -> ApiError {
 
 /// The user ID of a gateway check: the configured header, else the cookie, else the query
 /// parameter of this request or of the original request (`X-Original-URI`, which nginx's
-/// `auth_request` sets in the example because the subrequest has its own URI).
-pub struct GateUser(Option<String>);
+/// `auth_request` sets in the example because the subrequest has its own URI). A query
+/// parameter is decoded exactly as `/v1/tag` decodes `user_id`: not UTF-8 once decoded, or
+/// given twice, is refused (400 `invalid_user_id`) instead of tagging a mangled or first ID.
+pub struct GateUser(Result<Option<String>, Failure>);
 
 #[rocket::async_trait]
 impl<'r> FromRequest<'r> for GateUser {
@@ -191,49 +194,26 @@ impl<'r> FromRequest<'r> for GateUser {
         let from_header = request.headers().get_one(&edge.user_header).and_then(nonempty);
         let from_cookie =
             || request.cookies().get(&edge.user_cookie).and_then(|c| nonempty(c.value()));
-        let from_query = || {
-            let own = request.uri().query().map(|q| q.as_str().to_owned());
+        let from_query = || -> Result<Option<String>, Failure> {
+            let own = request.uri().query().map(|q| q.as_str());
             let original = request
                 .headers()
                 .get_one("x-original-uri")
-                .and_then(|uri| uri.split_once('?').map(|(_, q)| q.to_owned()));
-            [own, original]
-                .into_iter()
-                .flatten()
-                .find_map(|query| query_param(&query, &edge.user_query))
-        };
-        Outcome::Success(GateUser(from_header.or_else(from_cookie).or_else(from_query)))
-    }
-}
-
-/// `name`'s value in a query string, percent-decoded.
-fn query_param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (key == name && !value.is_empty()).then(|| percent_decode(value))
-    })
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(high), Some(low)) => {
-                    out.push(high * 16 + low);
-                    i += 2;
+                .and_then(|uri| uri.split_once('?').map(|(_, q)| q));
+            for query in [own, original].into_iter().flatten() {
+                let found = tag_answer::user_param(Some(query), &edge.user_query)?;
+                if let Some(user) = found.filter(|u| !u.is_empty()) {
+                    return Ok(Some(user.into_owned()));
                 }
-                _ => out.push(b'%'),
-            },
-            other => out.push(other),
-        }
-        i += 1;
+            }
+            Ok(None)
+        };
+        let user = match from_header.or_else(from_cookie) {
+            Some(user) => Ok(Some(user)),
+            None => from_query(),
+        };
+        Outcome::Success(GateUser(user))
     }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The gateway check's answer: 200, no body, the routing headers.
@@ -262,7 +242,7 @@ impl<'r> Responder<'r, 'static> for GateAnswer {
 /// `reject` fallback such a request gets 403 `missing_user_id` (the gateway refuses it).
 #[get("/v1/gate/<_..>")]
 fn gate(app: &State<EdgeApp>, caller: GateCaller, user: GateUser) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, &user)
+    gate_check(app, &caller, user)
 }
 
 // Envoy's HTTP ext_authz forwards the original method, with `path_prefix` before the path.
@@ -272,7 +252,7 @@ fn gate_post(
     caller: GateCaller,
     user: GateUser,
 ) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, &user)
+    gate_check(app, &caller, user)
 }
 
 #[put("/v1/gate/<_..>")]
@@ -281,7 +261,7 @@ fn gate_put(
     caller: GateCaller,
     user: GateUser,
 ) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, &user)
+    gate_check(app, &caller, user)
 }
 
 #[delete("/v1/gate/<_..>")]
@@ -290,7 +270,7 @@ fn gate_delete(
     caller: GateCaller,
     user: GateUser,
 ) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, &user)
+    gate_check(app, &caller, user)
 }
 
 #[patch("/v1/gate/<_..>")]
@@ -299,7 +279,7 @@ fn gate_patch(
     caller: GateCaller,
     user: GateUser,
 ) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, &user)
+    gate_check(app, &caller, user)
 }
 
 /// The gateway's identity on `/v1/gate`: its token in its own header, [`GATE_TOKEN_HEADER`], or an
@@ -330,7 +310,7 @@ impl<'r> FromRequest<'r> for GateCaller {
     }
 }
 
-fn gate_check(app: &EdgeApp, caller: &GateCaller, user: &GateUser) -> Result<GateAnswer, ApiError> {
+fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<GateAnswer, ApiError> {
     // A gateway whose token is wrong (rotated, mistyped) must not turn every user request into
     // a refusal: `auth_request` reads 401 and 403 as "refuse this user". The gate answers 500
     // instead, which nginx treats as "the check failed" and serves through its fallback, and
@@ -347,7 +327,8 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: &GateUser) -> Result<Gat
         ));
     }
     let table = app.table()?;
-    let (color, source) = match &user.0 {
+    let user = user.0.map_err(ApiError::from)?;
+    let (color, source) = match &user {
         Some(user_id) => {
             validate_user_id(user_id)?;
             let tag = table.tag(user_id)?;

@@ -190,6 +190,9 @@ impl From<SubmitError> for ApiError {
         match e {
             SubmitError::Command(e) => e.into(),
             SubmitError::Store(e) => e.into(),
+            SubmitError::KeyReused { .. } => {
+                ApiError::new(Status::UnprocessableEntity, "idempotency_key_reused", e.to_string())
+            }
             SubmitError::NotApplied { ref command_id, .. } => {
                 let command_id = command_id.clone();
                 ApiError::new(Status::GatewayTimeout, "not_yet_applied", e.to_string())

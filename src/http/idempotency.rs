@@ -1,12 +1,30 @@
-//! The `Idempotency-Key` request header of the change endpoints: a client-chosen command id.
+//! The `Idempotency-Key` request header of the change endpoints.
 //!
-//! On a shared (Kafka) log the key becomes the proposal's command id, so a client that got no
-//! answer (a timeout, a replica killed mid-request, `outcome_unknown`) can send the same request
-//! again with the same key, to any replica, and the change applies at most once: the retry is
-//! answered with the first attempt's decided outcome. The embedded file log decides a change
-//! before answering, so there the key is checked for shape and otherwise has no effect.
+//! A key belongs to the caller who sent it (the operator's name) and is bound to a fingerprint
+//! of its first request: the method, the path and the parsed body. So:
+//!
+//! - the same caller sending the same key with the same request gets the first answer again
+//!   (on the embedded log too, where a retry would otherwise meet a version conflict);
+//! - the same caller sending the same key with another request is refused with 422
+//!   `idempotency_key_reused` and nothing is submitted;
+//! - another caller's identical key is a different key: it never shows the first caller's result.
+//!
+//! On a shared (Kafka) log the command id a change is submitted under is
+//! `key-<hash of caller and key>-<fingerprint>` (`store::keyed_id`), so a retry of an unknown
+//! outcome (a timeout, a replica killed mid-request) with the same key and body, to any replica,
+//! applies at most once, and a replica refuses (422, before appending) a key whose scope the log
+//! already holds with another fingerprint. Only two different requests under one key sent to two
+//! replicas at the same instant can both be appended; each is then decided as its own change.
+//! The replica that saw the key also remembers its answer ([`Remembered`], in memory, bounded,
+//! 24 hours).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rocket::http::Status;
 use rocket::request::{FromRequest, Outcome, Request};
+use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
 
@@ -16,30 +34,153 @@ pub const HEADER: &str = "Idempotency-Key";
 /// The longest key accepted (a UUID is 36 characters; room for a client prefix).
 pub const MAX_LEN: usize = 128;
 
-/// The raw header, checked only when a handler asks for the command id (so the one error
-/// mapping place renders a bad key like every other bad request).
-pub struct IdempotencyKey(Option<String>);
+/// How long a replica remembers a key's fingerprint and answer.
+pub const REMEMBER_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How many keys a replica remembers at most (the oldest is forgotten first).
+pub const REMEMBER_AT_MOST: usize = 10_000;
+
+/// The raw header and the request line it came with, checked only when a handler scopes it
+/// (so the one error mapping place renders a bad key like every other bad request).
+pub struct IdempotencyKey {
+    key: Option<String>,
+    method: String,
+    path: String,
+}
 
 #[rocket::async_trait]
 impl<'r> FromRequest<'r> for IdempotencyKey {
     type Error = std::convert::Infallible;
 
     async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
-        Outcome::Success(IdempotencyKey(request.headers().get_one(HEADER).map(str::to_owned)))
+        Outcome::Success(IdempotencyKey {
+            key: request.headers().get_one(HEADER).map(str::to_owned),
+            method: request.method().as_str().to_owned(),
+            path: request.uri().path().as_str().to_owned(),
+        })
     }
+}
+
+/// A checked key, scoped to its caller and bound to its request's fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scoped {
+    caller: String,
+    key: String,
+    fingerprint: [u8; 32],
 }
 
 impl IdempotencyKey {
-    /// The command id to submit under: `None` without the header (the server draws one).
-    pub fn command_id(self) -> Result<Option<String>, ApiError> {
-        let Some(key) = self.0 else { return Ok(None) };
-        check(&key).map_err(|why| ApiError::bad_request("invalid_idempotency_key", why))?;
-        Ok(Some(key))
+    /// Checks the key's shape and binds it to `caller` and to this request: its method, path
+    /// and `body` (the parsed request, serialised). Without the header the server draws a key
+    /// (`srv-` and 128 random bits): it is the `command_id` an `outcome_unknown` or
+    /// `not_yet_applied` answer names, to be sent back as this header.
+    pub fn scope(self, caller: &str, body: &impl serde::Serialize) -> Result<Scoped, ApiError> {
+        let key = match self.key {
+            Some(key) => {
+                check(&key).map_err(|why| ApiError::bad_request("invalid_idempotency_key", why))?;
+                key
+            }
+            None => format!("srv-{:032x}", rand::random::<u128>()),
+        };
+        let body = serde_json::to_string(body).unwrap_or_default();
+        let mut hash = Sha256::new();
+        for part in [self.method.as_str(), self.path.as_str(), body.as_str()] {
+            hash.update((part.len() as u64).to_be_bytes());
+            hash.update(part.as_bytes());
+        }
+        Ok(Scoped { caller: caller.to_owned(), key, fingerprint: hash.finalize().into() })
     }
 }
 
-/// A key is 1 to [`MAX_LEN`] characters of `A-Z a-z 0-9 - _ . :` (it becomes a Kafka record
-/// key and appears in error answers, so nothing that needs escaping).
+impl Scoped {
+    /// The key as the client sends it.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The shared log's command id: the caller, the key and the fingerprint, hashed (so one
+    /// caller's key never meets another caller's record, and a retry of the same request on
+    /// any replica is the same command).
+    pub fn command_id(&self) -> String {
+        let mut hash = Sha256::new();
+        hash.update(b"tidegate idempotency v1\n");
+        for part in [self.caller.as_bytes(), self.key.as_bytes()] {
+            hash.update((part.len() as u64).to_be_bytes());
+            hash.update(part);
+        }
+        let scope: [u8; 32] = hash.finalize().into();
+        crate::store::keyed_id(&hex::encode(&scope[..16]), &hex::encode(&self.fingerprint[..12]))
+    }
+}
+
+/// What a replica remembers of one key: its first request's fingerprint, and the answer once
+/// one was given (body and version).
+struct Entry {
+    fingerprint: [u8; 32],
+    seen: Instant,
+    answer: Option<(String, u64)>,
+}
+
+/// The keys this replica has seen, per caller.
+#[derive(Default)]
+pub struct Remembered {
+    keys: Mutex<HashMap<(String, String), Entry>>,
+}
+
+/// What to do with a request that carries a key.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// First time (or the same request again without an answer yet): submit it.
+    Submit,
+    /// The same request was answered before: answer this again.
+    Answered(String, u64),
+}
+
+impl Remembered {
+    /// Looks the key up, binding it to this request's fingerprint when it is new; refuses a
+    /// key its caller used for another request with 422 `idempotency_key_reused`.
+    pub fn check(&self, scoped: &Scoped, now: Instant) -> Result<Seen, ApiError> {
+        let mut keys = self.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        keys.retain(|_, entry| now.saturating_duration_since(entry.seen) < REMEMBER_FOR);
+        let id = (scoped.caller.clone(), scoped.key.clone());
+        if let Some(entry) = keys.get(&id) {
+            if entry.fingerprint != scoped.fingerprint {
+                return Err(ApiError::new(
+                    Status::UnprocessableEntity,
+                    "idempotency_key_reused",
+                    format!(
+                        "the {HEADER} `{}` was already used by `{}` for a different request; use a new key for a new change",
+                        scoped.key, scoped.caller
+                    ),
+                ));
+            }
+            return Ok(match &entry.answer {
+                Some((body, version)) => Seen::Answered(body.clone(), *version),
+                None => Seen::Submit,
+            });
+        }
+        if keys.len() >= REMEMBER_AT_MOST
+            && let Some(oldest) = keys.iter().min_by_key(|(_, e)| e.seen).map(|(k, _)| k.clone())
+        {
+            keys.remove(&oldest);
+        }
+        keys.insert(id, Entry { fingerprint: scoped.fingerprint, seen: now, answer: None });
+        Ok(Seen::Submit)
+    }
+
+    /// Remembers the answer given to the key's request.
+    pub fn answered(&self, scoped: &Scoped, body: &str, version: u64) {
+        let mut keys = self.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(entry) = keys.get_mut(&(scoped.caller.clone(), scoped.key.clone()))
+            && entry.fingerprint == scoped.fingerprint
+        {
+            entry.answer = Some((body.to_owned(), version));
+        }
+    }
+}
+
+/// A key is 1 to [`MAX_LEN`] characters of `A-Z a-z 0-9 - _ . :` (it appears in error
+/// answers, so nothing that needs escaping).
 fn check(key: &str) -> Result<(), String> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
     if key.is_empty() || key.len() > MAX_LEN || !key.chars().all(allowed) {
@@ -52,7 +193,11 @@ fn check(key: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::*;
+
+    fn key(key: &str, path: &str) -> IdempotencyKey {
+        IdempotencyKey { key: Some(key.into()), method: "PUT".into(), path: path.into() }
+    }
 
     #[test]
     fn keys_are_short_plain_tokens() {
@@ -63,5 +208,44 @@ mod tests {
         assert!(check("quote\"").is_err());
         assert!(check(&"a".repeat(129)).is_err());
         assert!(check(&"a".repeat(128)).is_ok());
+    }
+
+    #[test]
+    fn a_key_is_scoped_by_caller_and_bound_to_its_request() {
+        let a = key("k1", "/v1/dial").scope("alice", &"body").unwrap();
+        let same = key("k1", "/v1/dial").scope("alice", &"body").unwrap();
+        let bob = key("k1", "/v1/dial").scope("bob", &"body").unwrap();
+        let other_body = key("k1", "/v1/dial").scope("alice", &"other").unwrap();
+        let other_path = key("k1", "/v1/pins/x").scope("alice", &"body").unwrap();
+        assert_eq!(a.command_id(), same.command_id());
+        for other in [&bob, &other_body, &other_path] {
+            assert_ne!(a.command_id(), other.command_id());
+        }
+        // The shared log's id: one scope per caller and key, the fingerprint beside it.
+        let id = a.command_id();
+        let scope =
+            |s: &Scoped| crate::store::split_keyed_id(&s.command_id()).unwrap().0.to_owned();
+        assert!(check(&id).is_ok(), "{id}");
+        assert_eq!(scope(&a), scope(&other_body));
+        assert_ne!(scope(&a), scope(&bob));
+        let remembered = Remembered::default();
+        let now = Instant::now();
+        assert_eq!(remembered.check(&a, now).unwrap(), Seen::Submit);
+        remembered.answered(&a, "{}", 7);
+        assert_eq!(remembered.check(&same, now).unwrap(), Seen::Answered("{}".into(), 7));
+        assert_eq!(remembered.check(&bob, now).unwrap(), Seen::Submit);
+        for reused in [&other_body, &other_path] {
+            let refused = remembered.check(reused, now).unwrap_err();
+            assert_eq!(refused.code, "idempotency_key_reused");
+        }
+        // Without the header the server draws a fresh key each time.
+        let none = || IdempotencyKey { key: None, method: "PUT".into(), path: "/v1/dial".into() };
+        let (first, second) =
+            (none().scope("alice", &"b").unwrap(), none().scope("alice", &"b").unwrap());
+        assert!(first.key().starts_with("srv-") && first.key() != second.key());
+        assert!(check(first.key()).is_ok(), "a drawn key can be sent back as the header");
+        // Forgotten after a day: the key is free again.
+        let later = now + REMEMBER_FOR + Duration::from_secs(1);
+        assert_eq!(remembered.check(&other_body, later).unwrap(), Seen::Submit);
     }
 }

@@ -71,6 +71,9 @@ pub struct App {
     pub presence: Arc<Presence>,
     /// The port Rocket bound (known at liftoff; 0 before): the fast listener names it in its 404s.
     pub bound_port: Arc<AtomicU16>,
+    /// The `Idempotency-Key`s this replica has seen, per caller, with their request's
+    /// fingerprint and answer.
+    pub idempotency: Arc<idempotency::Remembered>,
 }
 
 impl App {
@@ -162,6 +165,7 @@ impl App {
             frames: Arc::default(),
             presence,
             bound_port: Arc::default(),
+            idempotency: Arc::default(),
         }
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
-use super::idempotency::IdempotencyKey;
+use super::idempotency::{IdempotencyKey, Scoped, Seen};
 use super::tag::Versioned;
 use super::{App, iso8601};
 use crate::core::{Color, Command, Share};
@@ -31,7 +31,7 @@ fn get_routing(app: &State<App>, caller: Caller) -> Result<Versioned, ApiError> 
     Ok(Versioned::new(&routing_body(&table, app.coordinator.log_id()), table.version()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct DialRequest {
     blue_percent: Option<f64>,
@@ -52,6 +52,10 @@ async fn put_dial(
 ) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
+    let key = match keyed(app, key, &by, &request)? {
+        Keyed::Answered(answer) => return Ok(answer),
+        Keyed::Submit(key) => key,
+    };
     let units = app.coordinator.table().units();
     let share = match (request.blue_percent, request.blue_units) {
         (Some(percent), None) => Share::from_percent(percent, units),
@@ -85,7 +89,7 @@ async fn put_dial(
     submit(app, command, request.expected_version, by, reason, key).await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct PinRequest {
     color: String,
@@ -103,6 +107,10 @@ async fn put_pin(
 ) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
+    let key = match keyed(app, key, &by, &request)? {
+        Keyed::Answered(answer) => return Ok(answer),
+        Keyed::Submit(key) => key,
+    };
     let color: Color = request.color.parse().map_err(|e: crate::core::ParseColorError| {
         ApiError::bad_request("invalid_color", e.to_string())
     })?;
@@ -110,7 +118,7 @@ async fn put_pin(
     submit(app, command, request.expected_version, by, request.reason, key).await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct UnpinRequest {
     expected_version: u64,
@@ -127,25 +135,64 @@ async fn delete_pin(
 ) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
+    let key = match keyed(app, key, &by, &request)? {
+        Keyed::Answered(answer) => return Ok(answer),
+        Keyed::Submit(key) => key,
+    };
     let command = Command::Unpin { user_id: user_id.to_owned() };
     submit(app, command, request.expected_version, by, request.reason, key).await
 }
 
-/// Submits a command and renders the resulting routing table.
+/// A change request's `Idempotency-Key`, looked up in what this replica remembers.
+enum Keyed {
+    /// The caller sent this key with this request before: its answer, again.
+    Answered(Versioned),
+    /// Submit, under the scoped key's command id (a drawn key without the header).
+    Submit(Scoped),
+}
+
+/// Scopes the key to the caller and binds it to this request (method, path, `request`);
+/// refuses the key's reuse for another request (422 `idempotency_key_reused`).
+fn keyed(
+    app: &App,
+    key: IdempotencyKey,
+    by: &str,
+    request: &impl Serialize,
+) -> Result<Keyed, ApiError> {
+    let scoped = key.scope(by, request)?;
+    Ok(match app.idempotency.check(&scoped, std::time::Instant::now())? {
+        Seen::Answered(body, version) => Keyed::Answered(Versioned::rendered(body, version)),
+        Seen::Submit => Keyed::Submit(scoped),
+    })
+}
+
+/// Submits a command and renders the table that change produced (its own version and values,
+/// not whatever the replica reached since), remembering the answer under its key.
 async fn submit(
     app: &State<App>,
     command: Command,
     expected_version: u64,
     by: String,
     reason: String,
-    key: IdempotencyKey,
+    key: Scoped,
 ) -> Result<Versioned, ApiError> {
-    let id = key.command_id()?;
+    let id = key.command_id();
     let submitted =
-        super::submit_with_id(app, command, Some(expected_version), by, reason, id).await?;
+        super::submit_with_id(app, command, Some(expected_version), by, reason, Some(id.clone()))
+            .await
+            .map_err(|mut e| {
+                // The client retries with its key, not the derived command id.
+                if let Some(named) = e.extra.get_mut("command_id") {
+                    *named = json!(key.key());
+                    e.detail = e.detail.replace(&id, key.key());
+                }
+                e
+            })?;
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
     body["changed"] = json!(submitted.applied.is_some());
-    Ok(Versioned::new(&body, submitted.table.version()))
+    let answer = Versioned::new(&body, submitted.table.version());
+    app.idempotency.answered(&key, answer.body(), submitted.table.version());
+    Ok(answer)
 }
 
 #[derive(Serialize)]

@@ -41,6 +41,15 @@ impl Versioned {
             version: Header::new("x-tidegate-version", version.to_string()),
         }
     }
+
+    /// An answer rendered before (an idempotent retry's first answer).
+    pub(crate) fn rendered(body: String, version: u64) -> Versioned {
+        Versioned { body, version: Header::new("x-tidegate-version", version.to_string()) }
+    }
+
+    pub(crate) fn body(&self) -> &str {
+        &self.body
+    }
 }
 
 impl From<Answer> for Versioned {

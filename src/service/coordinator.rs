@@ -5,6 +5,7 @@
 //! drain steps) and must be strictly ordered around an fsync, while tags are read millions of
 //! times a second. Readers load an immutable `Arc<RoutingTable>` and never wait for the writer.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -47,6 +48,10 @@ pub enum SubmitError {
         "command {command_id} is in the shared log, but this replica has not applied it within {waited_ms} ms; read GET /v1/audit, or retry with the same command id (it never applies twice)"
     )]
     NotApplied { command_id: String, waited_ms: u64 },
+    #[error(
+        "the Idempotency-Key was already used by this caller for a different request (the shared log holds it); use a new key for a new change"
+    )]
+    KeyReused { command_id: String },
 }
 
 /// The outcome of an accepted submission.
@@ -112,7 +117,16 @@ struct Replica {
     /// newest one.
     snapshots: Option<Mutex<Snapshots>>,
     since_snapshot: std::sync::atomic::AtomicU64,
+    /// The command ids this replica's own submissions wait for, and the state right after the
+    /// tail applied each one's record: the answer describes that change, not whatever later
+    /// records (other writers') the tail applied in the same batch before the waiter woke.
+    /// Two requests waiting for one id (a retry racing its first attempt) share the slot.
+    awaited: Mutex<HashMap<String, Awaited>>,
 }
+
+/// How many of this replica's requests wait for one command id, and the state right after its
+/// first record once the tail applied it.
+type Awaited = (u32, Option<Arc<State>>);
 
 impl Replica {
     /// Writes a snapshot of the applier now if records were applied since the last one. The
@@ -451,6 +465,7 @@ impl Coordinator {
             published: Arc::clone(&published),
             snapshots: snapshots.map(Mutex::new),
             since_snapshot: std::sync::atomic::AtomicU64::new(applied),
+            awaited: Mutex::new(HashMap::new()),
         });
         // A long catch-up (or a snapshot that had to be ignored) is worth a snapshot right away,
         // so the next start is fast again.
@@ -568,20 +583,51 @@ impl Coordinator {
         command_id: Option<&str>,
     ) -> Result<Submitted, SubmitError> {
         let command_id = command_id.map_or_else(new_log_id, str::to_owned);
+        // A caller's key already in the log with another request's fingerprint: refused before
+        // anything is appended (a retry of an id already decided still gets its outcome).
+        if let Some((scope, fingerprint)) = crate::store::split_keyed_id(&command_id) {
+            let a = replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if a.outcome(&command_id).is_none()
+                && a.key_fingerprint(scope).is_some_and(|seen| seen != fingerprint)
+            {
+                return Err(SubmitError::KeyReused { command_id });
+            }
+        }
         let entry = LogEntry::proposal(&command_id, envelope);
         let started = std::time::Instant::now();
-        let position = replica.log.append(&entry)?;
-        metrics::histogram!(telemetry::LOG_APPEND_DURATION).record(started.elapsed().as_secs_f64());
-        let applier = self.wait_applied(replica, position, &command_id)?;
-        let outcome = applier.outcome(&command_id).cloned();
-        // The state this change made, not the newest: by the time this replica applied the
-        // record it may have applied other writers' changes after it.
-        let own = match &outcome {
-            Some(Outcome::Applied(applied)) => applier.state_at(applied.version).cloned(),
-            _ => None,
+        let awaited = || replica.awaited.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        awaited().entry(command_id.clone()).or_insert((0, None)).0 += 1;
+        let appended = replica.log.append(&entry);
+        if appended.is_ok() {
+            let append_seconds = started.elapsed().as_secs_f64();
+            metrics::histogram!(telemetry::LOG_APPEND_DURATION).record(append_seconds);
+        }
+        let applier = appended
+            .map_err(SubmitError::from)
+            .and_then(|position| self.wait_applied(replica, position, &command_id));
+        // Taken under the applier lock (the tail fills it there); the last waiter removes it.
+        let own_state = {
+            let mut awaited = awaited();
+            let slot = awaited.get_mut(&command_id).map(|(waiters, state)| {
+                *waiters -= 1;
+                (*waiters == 0, state.clone())
+            });
+            match slot {
+                Some((last, state)) => {
+                    if last {
+                        awaited.remove(&command_id);
+                    }
+                    state
+                }
+                None => None,
+            }
         };
+        let applier = applier?;
+        let outcome = applier.outcome(&command_id).cloned();
         drop(applier);
-        let state = own.map_or_else(|| self.state(), std::sync::Arc::new);
+        // The state right after this change's own record; a record the tail applied before this
+        // waiter registered cannot exist (registration precedes the append).
+        let state = own_state.unwrap_or_else(|| self.state());
         let table = state.table_arc();
         match outcome {
             Some(Outcome::Applied(applied)) => {
@@ -778,6 +824,13 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
             }
             changed |= a.apply(*position, record.as_ref().map_err(String::as_str)) == Step::Changed;
             replica.since_snapshot.fetch_add(1, Ordering::SeqCst);
+            if let Ok(LogEntry::Proposal { id, .. }) = record {
+                let mut awaited =
+                    replica.awaited.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if let Some((_, slot)) = awaited.get_mut(id).filter(|(_, slot)| slot.is_none()) {
+                    *slot = Some(Arc::new(a.state.clone()));
+                }
+            }
         }
         if changed {
             replica.published.publish(&a.state);
@@ -892,5 +945,61 @@ mod tests {
         assert!(warnings.contains("ignored the snapshot (position 4"), "{warnings}");
         assert_eq!(fallback.coordinator.state().table().blue_units(), 10);
         assert_eq!(fallback.coordinator.state().version(), 2);
+    }
+
+    /// Concurrent writers on one replica: each applied change's answer is the table that change
+    /// produced (its own version and value), never a later one another writer's record made.
+    #[test]
+    fn each_answer_is_its_own_change_under_concurrent_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Memory::default();
+        let coordinator = Arc::new(start(&log, dir.path()).coordinator);
+        let writers: Vec<_> = (0..8u32)
+            .map(|w| {
+                let c = Arc::clone(&coordinator);
+                std::thread::spawn(move || {
+                    let mut answers = Vec::new();
+                    for i in 0..40u32 {
+                        let blue_units = (w * 40 + i) % 99 + 1;
+                        let envelope = Envelope {
+                            expected_version: c.state().version(),
+                            command: Command::SetBlueUnits { blue_units },
+                            audit: Audit { by: format!("w{w}"), at_ms: 2, reason: "move".into() },
+                        };
+                        if let Ok(Submitted { table, applied: Some(applied), .. }) =
+                            c.submit(&envelope)
+                        {
+                            answers.push((
+                                applied.version,
+                                blue_units,
+                                table.version(),
+                                table.blue_units(),
+                            ));
+                        }
+                    }
+                    answers
+                })
+            })
+            .collect();
+        let answers: Vec<_> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        assert!(answers.len() >= 40, "only {} changes applied", answers.len());
+        let audit = coordinator.audit(usize::MAX);
+        let wrong: Vec<_> = answers
+            .iter()
+            .filter(|(version, asked, table_version, table_units)| {
+                table_version != version || table_units != asked
+            })
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{} of {} answers describe another change: {wrong:?}",
+            wrong.len(),
+            answers.len()
+        );
+        for (version, asked, _, _) in &answers {
+            let record = audit.iter().find(|r| r.version == *version).expect("audited");
+            let units = format!("({asked}/100 units blue)");
+            assert!(record.to.ends_with(&units), "audit at version {version}: {}", record.to);
+        }
     }
 }

@@ -101,22 +101,31 @@ const TAG_BODY_CAPACITY: usize = 192;
 /// bytes that are not UTF-8 with U+FFFD (so all such IDs would collide) and turn a repeated
 /// parameter into "none given" (a random colour); both are 400 here.
 pub fn user_id_param(query: Option<&str>) -> Result<Option<Cow<'_, str>>, Failure> {
+    user_param(query, "user_id")
+}
+
+/// [`user_id_param`] under another parameter name (the edge gate's `edge.user_query`): the
+/// same strict decoding, and a repeated parameter is refused the same way.
+pub fn user_param<'q>(
+    query: Option<&'q str>,
+    param: &str,
+) -> Result<Option<Cow<'q, str>>, Failure> {
     let mut found = None;
     for segment in query.into_iter().filter(|q| !q.is_empty()).flat_map(|q| q.split('&')) {
         let (name, value) = segment.split_once('=').unwrap_or((segment, ""));
-        if name != "user_id" {
+        if name != param {
             continue;
         }
         if found.is_some() {
             return Err(Failure::bad_request(
                 "invalid_user_id",
-                "user_id is given more than once; give exactly one",
+                format!("{param} is given more than once; give exactly one"),
             ));
         }
         found = Some(url_decode(value).ok_or_else(|| {
             Failure::bad_request(
                 "invalid_user_id",
-                "user_id is not valid UTF-8 once percent-decoded",
+                format!("{param} is not valid UTF-8 once percent-decoded"),
             )
         })?);
     }

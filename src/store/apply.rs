@@ -74,23 +74,44 @@ pub struct Applier {
     /// Every command id seen, with its outcome. Why all of them: dedup must not depend on how
     /// long a replica has run, or replicas would disagree about a late retry.
     outcomes: HashMap<String, Outcome>,
+    /// For command ids of the form `key-<scope>-<fingerprint>` (an HTTP `Idempotency-Key`
+    /// scoped to its caller, [`keyed_id`]): the fingerprint first seen per scope. Derived from
+    /// `outcomes` (rebuilt from a snapshot's), and only read before an append, to refuse a key
+    /// reused for another request; it never changes how a record is decided.
+    keys: HashMap<String, String>,
     /// Digest of the applied history, the same on every replica at the same version.
     pub state_hash: u64,
     /// The leases by name. Not routing state: they spend no version and stay out of the audit
     /// trail and `state_hash`.
     pub leases: BTreeMap<String, Lease>,
-    /// The states right after the newest changes, by version: the answer to a change describes
-    /// that change, not whatever the replica applied after it (a 200 used to carry another
-    /// writer's version and value). In memory only, newest [`RECENT_STATES`].
-    recent: VecDeque<State>,
     /// The outcomes of the newest lease claims (ids are never retried, and a holder renews every
     /// few seconds forever, so keeping them all would grow without bound). A function of the
     /// log like everything else here.
     lease_outcomes: VecDeque<(String, bool)>,
 }
 
-/// How many states after a change are kept for the answers to the changes in flight.
-pub const RECENT_STATES: usize = 64;
+/// A command id for a caller-scoped key: `key-<scope>-<fingerprint>` (both lowercase hex).
+pub fn keyed_id(scope: &str, fingerprint: &str) -> String {
+    format!("key-{scope}-{fingerprint}")
+}
+
+/// The scope and fingerprint of an id made by [`keyed_id`].
+pub fn split_keyed_id(id: &str) -> Option<(&str, &str)> {
+    let (scope, fingerprint) = id.strip_prefix("key-")?.split_once('-')?;
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex(scope) && hex(fingerprint)).then_some((scope, fingerprint))
+}
+
+fn keys_of<'a>(ids: impl Iterator<Item = &'a String>) -> HashMap<String, String> {
+    let mut keys = HashMap::new();
+    for (scope, fingerprint) in ids.filter_map(|id| split_keyed_id(id)) {
+        // A snapshot does not keep the order ids were seen in; two fingerprints under one scope
+        // (a reuse raced on two replicas) keep either: a retry of either id still gets its own
+        // outcome (the check skips ids already decided), and a third body is refused.
+        keys.entry(scope.to_owned()).or_insert_with(|| fingerprint.to_owned());
+    }
+    keys
+}
 
 /// How many lease outcomes are kept: far more than claims in flight at once.
 const LEASE_OUTCOMES: usize = 1024;
@@ -144,10 +165,10 @@ impl Applier {
             audit,
             audit_limit,
             outcomes: HashMap::new(),
+            keys: HashMap::new(),
             state_hash,
             leases: BTreeMap::new(),
             lease_outcomes: VecDeque::new(),
-            recent: VecDeque::new(),
         })
     }
 
@@ -175,11 +196,11 @@ impl Applier {
             next_position: loaded.position.0,
             audit,
             audit_limit,
+            keys: keys_of(outcomes.keys()),
             outcomes,
             state_hash,
             leases,
             lease_outcomes: VecDeque::new(),
-            recent: VecDeque::new(),
         })
     }
 
@@ -204,6 +225,11 @@ impl Applier {
     /// The decided outcome of command `id`, once its record has been applied.
     pub fn outcome(&self, id: &str) -> Option<&Outcome> {
         self.outcomes.get(id)
+    }
+
+    /// The fingerprint first seen under a keyed id's scope (see [`keyed_id`]), if any.
+    pub fn key_fingerprint(&self, scope: &str) -> Option<&str> {
+        self.keys.get(scope).map(String::as_str)
     }
 
     /// Whether lease claim `id` was granted, once applied (among the newest claims only).
@@ -245,6 +271,9 @@ impl Applier {
         if self.outcomes.contains_key(id) {
             return Step::Unchanged;
         }
+        if let Some((scope, fingerprint)) = split_keyed_id(id) {
+            self.keys.entry(scope.to_owned()).or_insert_with(|| fingerprint.to_owned());
+        }
         let command = match command.to_command() {
             Ok(command) => command,
             Err(e) => {
@@ -284,18 +313,8 @@ impl Applier {
         self.state_hash =
             history_hash(self.state_hash, applied.version, action, &applied.from, &applied.to);
         self.outcomes.insert(id.clone(), Outcome::Applied(applied));
-        self.recent.push_back(next.clone());
-        while self.recent.len() > RECENT_STATES {
-            self.recent.pop_front();
-        }
         self.state = next;
         Step::Changed
-    }
-
-    /// The state right after the change that made `version`, while it is among the newest
-    /// [`RECENT_STATES`].
-    pub fn state_at(&self, version: u64) -> Option<&State> {
-        self.recent.iter().rev().find(|s| s.version() == version)
     }
 }
 
@@ -415,6 +434,7 @@ mod tests {
             dial("b", 1, 20), // a compare-and-set loser
             dial("c", 2, 30),
             lease("l1", "r1", 1_000, 7_000),
+            dial(&keyed_id("5c09e", "f1"), 3, 40),
         ];
         let mut full = Applier::from_genesis(0, &records[0], 100).unwrap();
         for (i, r) in records.iter().enumerate().skip(1) {
@@ -427,20 +447,24 @@ mod tests {
         snapshots.save_shared(&replayed, position, &shared).unwrap();
         let loaded = snapshots.load(&ColorZones::default()).unwrap().unwrap();
         let mut resumed = Applier::from_snapshot(loaded, 100).unwrap();
-        assert_eq!(resumed.next_position, 5);
+        assert_eq!(resumed.next_position, 6);
+        // The fingerprint a caller's key was first used with survives the snapshot.
+        assert_eq!(full.key_fingerprint("5c09e"), Some("f1"));
+        assert_eq!(resumed.key_fingerprint("5c09e"), Some("f1"));
+        assert_eq!(resumed.key_fingerprint("other"), None);
         assert_eq!(resumed.state_hash, full.state_hash);
         assert_eq!(resumed.leases, full.leases, "the lease taken before the snapshot is kept");
         // Later records: a retry of `a` (seen before the snapshot) whose expected version now
         // matches, a retry of the loser `b`, a new command, and a claim of the lease during its
         // term by another replica (refused by both, as the snapshot carries the lease).
         let later = [
-            dial("a", 3, 70),
-            dial("b", 3, 80),
-            dial("d", 3, 90),
+            dial("a", 4, 70),
+            dial("b", 4, 80),
+            dial("d", 4, 90),
             lease("l2", "r2", 6_000, 12_000),
         ];
         for (i, r) in later.iter().enumerate() {
-            let position = 5 + i as u64;
+            let position = 6 + i as u64;
             assert_eq!(full.apply(position, Ok(r)), resumed.apply(position, Ok(r)), "record {i}");
         }
         assert_eq!(resumed.lease_outcome("l2"), Some(false));
@@ -467,17 +491,5 @@ mod tests {
         let audit = Audit { by: "t".into(), at_ms: 1, reason: "test".into() };
         let err = Applier::from_genesis(0, &LogEntry::genesis(&genesis, &audit), 10).err().unwrap();
         assert!(err.contains("zones"), "{err}");
-    }
-
-    #[test]
-    fn the_state_a_change_made_is_kept_for_its_answer() {
-        let mut a = Applier::from_genesis(0, &genesis(), 100).unwrap();
-        assert_eq!(a.apply(1, Ok(&dial("x", 1, 40))), Step::Changed);
-        assert_eq!(a.apply(2, Ok(&dial("y", 2, 17))), Step::Changed);
-        // The replica is at y's state; x's answer still describes x.
-        assert_eq!(a.state.table().blue_units(), 17);
-        let Some(Outcome::Applied(x)) = a.outcome("x").cloned() else { panic!() };
-        let at_x = a.state_at(x.version).unwrap();
-        assert_eq!((at_x.version(), at_x.table().blue_units()), (2, 40));
     }
 }

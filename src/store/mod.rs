@@ -13,7 +13,7 @@ mod file_log;
 mod replay;
 mod snapshot;
 
-pub use apply::{Applier, Lease, Outcome, Step, lease_granted};
+pub use apply::{Applier, Lease, Outcome, Step, keyed_id, lease_granted, split_keyed_id};
 pub use entry::{
     LogEntry, WireCommand, WireDrainPlan, WirePlan, WirePrecondition, WireStep, WireTrigger,
     WireZones, log_id_of, new_log_id,
