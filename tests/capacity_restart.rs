@@ -6,9 +6,10 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::traffic::{Spec, Traffic};
 use common::*;
 use serde_json::{Value, json};
 
@@ -17,38 +18,6 @@ const RATE: f64 = 4000.0;
 fn config() -> String {
     "[health]\nwindow = \"4s\"\n[capacity]\nheadroom = 0.1\n[zones.az-a]\ncapacity_rps = 3500\n"
         .to_owned()
-}
-
-/// Outcomes every 50 ms at `RATE` split by the share, to whichever port `port` holds.
-fn feed(port: Arc<AtomicU64>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let agent = agent();
-        let mut last = Instant::now();
-        while !stop.load(Ordering::SeqCst) {
-            let url = format!("http://127.0.0.1:{}", port.load(Ordering::SeqCst));
-            let blue = agent
-                .get(&format!("{url}/v1/routing"))
-                .call()
-                .ok()
-                .and_then(|mut r| r.body_mut().read_json::<Value>().ok())
-                .and_then(|b| b["blue_percent"].as_f64())
-                .unwrap_or(50.0);
-            let now = Instant::now();
-            let elapsed = now.duration_since(last).min(Duration::from_millis(250));
-            last = now;
-            let total = (RATE * elapsed.as_secs_f64()).round() as u64;
-            let b = (total as f64 * blue / 100.0).round() as u64;
-            let body = json!([
-                {"zone": "az-b", "color": "blue", "ok": b, "error": 0},
-                {"zone": "az-a", "color": "green", "ok": total - b, "error": 0}
-            ]);
-            let _ = agent
-                .post(&format!("{url}/v1/outcomes"))
-                .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
-                .send_json(&body);
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    })
 }
 
 fn dial(url: &str, percent: f64) -> (u16, Value) {
@@ -71,8 +40,12 @@ fn right_after_a_restart_capacity_refuses_instead_of_reading_a_low_load() {
     std::fs::write(&file, config_toml(&config())).unwrap();
     let server = Server::start(&file, &dir.path().join("data"));
     let port = Arc::new(AtomicU64::new(u64::from(port_of(&server.url))));
-    let stop = Arc::new(AtomicBool::new(false));
-    let feeder = feed(Arc::clone(&port), Arc::clone(&stop));
+    let feeding = Arc::clone(&port);
+    let spec = Spec { rate: RATE, b_error_pct: 0, b_probes: 0, watch_peak: false };
+    let traffic = Traffic::start_with(
+        move || format!("http://127.0.0.1:{}", feeding.load(Ordering::SeqCst)),
+        spec,
+    );
     // Warm: the whole move is refused on its measured load, a small one fits (the control).
     std::thread::sleep(Duration::from_millis(4500));
     let (status, body) = dial(&server.url, 0.0);
@@ -103,6 +76,5 @@ fn right_after_a_restart_capacity_refuses_instead_of_reading_a_low_load() {
     assert!(tries >= 10, "{tries} tries");
     assert!(reasons.iter().any(|r| r.contains("not measured yet")), "{reasons:?}");
     println!("{tries} moves to 4 000 rps in the 3 s after kill -9 and restart: 0 accepted");
-    stop.store(true, Ordering::SeqCst);
-    feeder.join().unwrap();
+    drop(traffic);
 }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::traffic::{Spec, Traffic};
 use common::*;
 use serde_json::{Value, json};
 use tidegate::client::{Identity, Router, RouterOptions};
@@ -24,59 +25,6 @@ fn config() -> String {
     "[health]\nwindow = \"2s\"\n[drain]\ntick = \"20ms\"\nconvergence_timeout = \"3s\"\n\
      [drain.evacuate]\nstep_percent = 25.0\ninterval = \"300ms\"\nmin_requests = 20\n"
         .to_owned()
-}
-
-/// Outcomes about every 50 ms at `RATE`, split by the current share; az-b fails `b_error_pct`
-/// of its requests.
-struct Traffic {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Traffic {
-    fn start(url: &str, b_error_pct: u64) -> Traffic {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s, url) = (Arc::clone(&stop), url.to_owned());
-        let thread = std::thread::spawn(move || {
-            let agent = agent();
-            let mut last = Instant::now();
-            while !s.load(Ordering::SeqCst) {
-                let blue_percent = agent
-                    .get(&format!("{url}/v1/routing"))
-                    .call()
-                    .ok()
-                    .and_then(|mut r| r.body_mut().read_json::<Value>().ok())
-                    .and_then(|b| b["blue_percent"].as_f64())
-                    .unwrap_or(50.0);
-                let now = Instant::now();
-                let elapsed = now.duration_since(last).min(Duration::from_millis(250));
-                last = now;
-                let total = (RATE * elapsed.as_secs_f64()).round() as u64;
-                let b = (total as f64 * blue_percent / 100.0).round() as u64;
-                let a = total - b;
-                let b_errors = b * b_error_pct / 100;
-                let body = json!([
-                    {"zone": "az-b", "color": "blue", "ok": b - b_errors, "error": b_errors},
-                    {"zone": "az-a", "color": "green", "ok": a, "error": 0}
-                ]);
-                let _ = agent
-                    .post(&format!("{url}/v1/outcomes"))
-                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
-                    .send_json(&body);
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        Traffic { stop, thread: Some(thread) }
-    }
-}
-
-impl Drop for Traffic {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 /// A watcher that registers, keeps its stream open and never acknowledges: a hung client.
@@ -121,7 +69,10 @@ fn start(dir: &std::path::Path, b_error_pct: u64) -> (Server, Traffic) {
     let file = dir.join("tidegate.toml");
     std::fs::write(&file, config_toml(&config())).unwrap();
     let server = Server::start(&file, &dir.join("data"));
-    let traffic = Traffic::start(&server.url, b_error_pct);
+    let traffic = Traffic::start(
+        &server.url,
+        Spec { rate: RATE, b_error_pct, b_probes: 0, watch_peak: false },
+    );
     let ready = wait_until(Duration::from_secs(10), || {
         let (_, zones) = get_json(&format!("{}/v1/zones", server.url));
         zones["zones"].as_array().unwrap().iter().all(|z| z["error_rate"].is_number())
@@ -248,10 +199,10 @@ fn the_final_step_waits_for_the_last_acknowledgement() {
     // A slow gateway: applies the newest version 1 s after it sees a new one.
     let _slow = hung_watcher(&server.url, "slow-gw", "az-a");
     wait_for_subscribers(&server, 3);
-    let last_ack = Arc::new(Mutex::new(None::<(u64, Instant)>));
+    let acks = Arc::new(Mutex::new(Vec::<(u64, Instant)>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let acker = {
-        let (url, last_ack, stop) = (server.url.clone(), Arc::clone(&last_ack), Arc::clone(&stop));
+        let (url, acks, stop) = (server.url.clone(), Arc::clone(&acks), Arc::clone(&stop));
         std::thread::spawn(move || {
             let mut acked = 0;
             while !stop.load(Ordering::SeqCst) {
@@ -267,7 +218,7 @@ fn the_final_step_waits_for_the_last_acknowledgement() {
                     );
                     assert_eq!(status, 200, "{body}");
                     acked = version;
-                    *last_ack.lock().unwrap() = Some((version, Instant::now()));
+                    acks.lock().unwrap().push((version, Instant::now()));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -287,7 +238,25 @@ fn the_final_step_waits_for_the_last_acknowledgement() {
     assert!(completed, "{}", drain(&server, id));
     stop.store(true, Ordering::SeqCst);
     acker.join().unwrap();
-    let (_, acked_at) = last_ack.lock().unwrap().expect("the slow gateway acked");
+    // The version the final step made, from the audit; the slow gateway's first
+    // acknowledgement of it (or of a newer one) came before the drain was seen completed. (Its
+    // later acknowledgements, of the completion itself, may come after.)
+    let (_, audit) = get_json(&format!("{}/v1/audit?limit=200", server.url));
+    let final_version = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "drain_step" && e["by"] == format!("drain:{id}"))
+        .filter_map(|e| e["version"].as_u64())
+        .max()
+        .expect("the drain stepped");
+    let acked_at = acks
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(v, _)| *v >= final_version)
+        .map(|(_, at)| *at)
+        .expect("the slow gateway acknowledged the final table");
     assert!(
         acked_at <= completed_at,
         "completed only after the slow gateway acknowledged the final table"

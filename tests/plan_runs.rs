@@ -9,10 +9,10 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::traffic::{Spec, Traffic};
 use common::*;
 use serde_json::{Value, json};
 
@@ -50,94 +50,16 @@ fn config(capacity_rps: u32) -> String {
     )
 }
 
-/// Posts outcomes about every 50 ms as the users' traffic would arrive: each batch counts the
-/// requests of the time since the previous one (at `RATE`), so the rate tidegate sees does not
-/// depend on how fast this loop runs on a loaded machine. Each zone gets its share, and az-b
-/// fails 60 % of its own. Posts with a token, as services must.
-struct Traffic {
-    stop: Arc<AtomicBool>,
-    /// Percent of az-b's requests that fail (60 unless a test changes it).
-    b_error_pct: Arc<std::sync::atomic::AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// The highest load az-a reported in `GET /v1/zones` while the feeder ran.
-    peak_az_a: Arc<Mutex<f64>>,
-}
-
-impl Traffic {
-    fn start(url: &str) -> Traffic {
-        let stop = Arc::new(AtomicBool::new(false));
-        let peak_az_a = Arc::new(Mutex::new(0.0_f64));
-        let b_error_pct = Arc::new(std::sync::atomic::AtomicU64::new(60));
-        let (s, peak, url) = (Arc::clone(&stop), Arc::clone(&peak_az_a), url.to_owned());
-        let b_pct = Arc::clone(&b_error_pct);
-        let thread = std::thread::spawn(move || {
-            let agent = agent();
-            let mut blue_percent = 50.0;
-            let mut n = 0u64;
-            let mut last = Instant::now();
-            while !s.load(Ordering::SeqCst) {
-                if let Ok(mut r) = agent.get(&format!("{url}/v1/routing")).call() {
-                    let body: Value = r.body_mut().read_json().unwrap();
-                    blue_percent = body["blue_percent"].as_f64().unwrap();
-                }
-                if n.is_multiple_of(4)
-                    && let Ok(mut r) = agent.get(&format!("{url}/v1/zones")).call()
-                {
-                    let body: Value = r.body_mut().read_json().unwrap();
-                    for z in body["zones"].as_array().unwrap() {
-                        if z["zone"] == "az-a"
-                            && let Some(rps) = z["capacity"]["load_rps"].as_f64()
-                        {
-                            let mut p = peak.lock().unwrap();
-                            *p = (*p).max(rps);
-                        }
-                    }
-                }
-                n += 1;
-                // At most 250 ms per batch: a stalled loop loses traffic rather than bursting.
-                let now = Instant::now();
-                let elapsed = now.duration_since(last).min(Duration::from_millis(250));
-                last = now;
-                let total = (RATE * elapsed.as_secs_f64()).round() as u64;
-                let b = (total as f64 * blue_percent / 100.0).round() as u64;
-                let a = total - b;
-                // Synthetic probes keep az-b observable once it has no users (a drill restores
-                // into it only when its health is known and good).
-                let b = b.max(10);
-                let b_errors = b * b_pct.load(Ordering::SeqCst) / 100;
-                let body = json!([
-                    {"zone": "az-b", "color": "blue", "ok": b - b_errors, "error": b_errors},
-                    {"zone": "az-a", "color": "green", "ok": a, "error": 0}
-                ]);
-                let _ = agent
-                    .post(&format!("{url}/v1/outcomes"))
-                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
-                    .send_json(&body);
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        Traffic { stop, b_error_pct, thread: Some(thread), peak_az_a }
-    }
-
-    fn peak_az_a(&self) -> f64 {
-        *self.peak_az_a.lock().unwrap()
-    }
-}
-
-impl Drop for Traffic {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+/// az-b fails 60 % of its own requests (until a test changes it); synthetic probes keep az-b
+/// observable once it has no users (a drill restores into it only when its health is known and
+/// good); az-a's peak load is watched.
+const TRAFFIC: Spec = Spec { rate: RATE, b_error_pct: 60, b_probes: 10, watch_peak: true };
 
 fn start(dir: &std::path::Path, capacity_rps: u32) -> (Server, Traffic) {
     let file = dir.join("tidegate.toml");
     std::fs::write(&file, config_toml(&config(capacity_rps))).unwrap();
     let server = Server::start(&file, &dir.join("data"));
-    let traffic = Traffic::start(&server.url);
+    let traffic = Traffic::start(&server.url, TRAFFIC);
     let ready = wait_until(Duration::from_secs(10), || {
         let (_, zones) = get_json(&format!("{}/v1/zones", server.url));
         zones["zones"].as_array().unwrap().iter().all(|z| {
@@ -249,7 +171,7 @@ fn a_plan_is_refused_drilled_and_run_through_a_kill_9_of_the_coordinator() {
             assert!(held, "{}", report(&server, id));
             std::thread::sleep(Duration::from_millis(1000));
             assert_eq!(blue_percent(&server), 0.0, "no restore into a failing zone");
-            traffic.b_error_pct.store(0, Ordering::SeqCst);
+            traffic.set_b_error_pct(0);
         }
         let r = finished(&server, id);
         assert_eq!(
@@ -275,7 +197,7 @@ fn a_plan_is_refused_drilled_and_run_through_a_kill_9_of_the_coordinator() {
     assert_eq!(plan["last_drill"]["id"], last_drill, "{plan}");
 
     // The real run, with a kill -9 after its first drain step.
-    traffic.b_error_pct.store(60, Ordering::SeqCst);
+    traffic.set_b_error_pct(60);
     std::thread::sleep(Duration::from_millis(2200)); // a window of az-b failing again
     let started = Instant::now();
     let (status, run) = post_json(&run_url, OPERATOR_TOKEN, json!({"reason": "az-b fails 60%"}));

@@ -14,6 +14,7 @@ use tidegate::config::{Config, Overrides, Settings, token_sha256_hex};
 
 pub mod gateway;
 pub mod kafka;
+pub mod traffic;
 
 pub const OPERATOR_TOKEN: &str = "tg_test_operator_alice";
 pub const VIEWER_TOKEN: &str = "tg_test_viewer_victor";
