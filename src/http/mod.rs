@@ -146,8 +146,15 @@ impl App {
         let member_key = member_key(&config);
         let capacities = Arc::new(Capacities::new(Arc::clone(&health), config.capacity.clone()));
         let preconditions = Arc::new(Preconditions::new(Arc::clone(&health), 2_000));
-        let presence =
-            Arc::new(Presence::new(config.node.clone(), Arc::clone(&coordinator), now_ms()));
+        let presence = Arc::new(
+            Presence::new(config.node.clone(), Arc::clone(&coordinator), now_ms()).with_gates(
+                crate::service::gate_view::GateInputs {
+                    health: Arc::clone(&health),
+                    subscribers: Arc::clone(&subscribers),
+                    lanes: Arc::clone(&lanes),
+                },
+            ),
+        );
         App {
             coordinator,
             config,

@@ -227,6 +227,17 @@ pub struct Lanes {
     /// The authority term the groups belong to, and when it began (`None`: never changed hands).
     /// Locked after `groups`, never before.
     term: Mutex<(u64, Option<u64>)>,
+    /// The newest member count the lane authority (another replica) sent (`service::gate_view`):
+    /// who sent it, when, and what it said.
+    peer: Mutex<Option<(String, u64, LaneSummary)>>,
+}
+
+/// The lane authority's live members per zone, as it sends them to the other replicas once its
+/// term has lasted a session timeout (every member of the previous authority has adopted it or
+/// is gone by then).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LaneSummary {
+    pub members: BTreeMap<String, usize>,
 }
 
 fn check_name(what: &'static str, value: &str) -> Result<(), LanesError> {
@@ -252,6 +263,7 @@ impl Lanes {
             first_tick_ms: std::sync::OnceLock::new(),
             authority: Arc::new(LaneAuthority::always()),
             term: Mutex::new((0, None)),
+            peer: Mutex::new(None),
         }
     }
 
@@ -579,6 +591,45 @@ impl Lanes {
         Ok(self.group_view(group, g))
     }
 
+    /// The live members per zone as the authority counts them, once its term has settled (a
+    /// session timeout after it began: until then members of the previous authority may not
+    /// have adopted this one yet, and "no members" would be wrong). `None` elsewhere.
+    pub fn summary(&self, now_ms: u64) -> Option<LaneSummary> {
+        let (_, since) = self.authority.current().ok()?;
+        if since.is_some_and(|s| now_ms < s.saturating_add(self.config.session_timeout_ms)) {
+            return None;
+        }
+        let mut members: BTreeMap<String, usize> = BTreeMap::new();
+        for g in self.views(now_ms) {
+            for m in g.members {
+                *members.entry(m.zone).or_default() += 1;
+            }
+        }
+        Some(LaneSummary { members })
+    }
+
+    /// Takes in the member count the lane authority sent at `at_ms`.
+    pub fn receive_peer(&self, replica: &str, at_ms: u64, summary: LaneSummary) {
+        let mut peer = self.peer.lock().unwrap_or_else(|p| p.into_inner());
+        if peer.as_ref().is_none_or(|(_, at, _)| *at <= at_ms) {
+            *peer = Some((replica.to_owned(), at_ms, summary));
+        }
+    }
+
+    /// Live lane members per zone as far as this replica can tell, or `None` when it cannot:
+    /// its own count while it is the authority and its term has settled, else the authority's
+    /// count heard within `gate_view::PEER_FRESH_MS`. A replica that just lost or took the lease
+    /// cannot tell, so it never reads "every consumer gone" from an empty registry.
+    pub fn members_by_zone(&self, now_ms: u64) -> Option<BTreeMap<String, usize>> {
+        if self.authority.current().is_ok() {
+            return self.summary(now_ms).map(|s| s.members);
+        }
+        let peer = self.peer.lock().unwrap_or_else(|p| p.into_inner());
+        let (_, at, summary) = peer.as_ref()?;
+        (now_ms.saturating_sub(*at) <= crate::service::gate_view::PEER_FRESH_MS)
+            .then(|| summary.members.clone())
+    }
+
     /// Every group, by name (none on a replica that is not the lane authority).
     pub fn views(&self, now_ms: u64) -> Vec<GroupView> {
         let Ok(mut groups) = self.lock_as_authority() else { return Vec::new() };
@@ -802,6 +853,24 @@ mod tests {
 
     fn lanes_always() -> Lanes {
         lanes(&Arc::new(LaneAuthority::always()))
+    }
+
+    #[test]
+    fn a_replica_that_is_not_the_settled_authority_cannot_say_every_consumer_is_gone() {
+        let authority = Arc::new(LaneAuthority::leased(Claimant {
+            node_id: "r1".into(),
+            url: "http://r1".into(),
+            term_ms: 400,
+        }));
+        let l = lanes(&authority);
+        // Not the authority, nothing heard from it: cannot tell (not "no members").
+        assert_eq!(l.members_by_zone(10_000), None);
+        let mut members = BTreeMap::new();
+        members.insert("az-b".to_owned(), 2);
+        l.receive_peer("r2", 10_000, LaneSummary { members: members.clone() });
+        assert_eq!(l.members_by_zone(10_100), Some(members));
+        assert_eq!(l.members_by_zone(10_000 + crate::service::gate_view::PEER_FRESH_MS + 1), None);
+        assert_eq!(l.summary(10_000), None, "only the authority reports");
     }
 
     fn lanes(authority: &Arc<LaneAuthority>) -> Lanes {

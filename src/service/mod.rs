@@ -8,6 +8,7 @@ pub mod bearer;
 pub mod capacity;
 pub mod coordinator;
 pub mod drain_runner;
+pub mod gate_view;
 pub mod health;
 pub mod lane_authority;
 pub mod lane_membership;

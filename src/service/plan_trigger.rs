@@ -198,9 +198,11 @@ fn observe(o: &mut Observed, t: &Triggers, healths: &HashMap<String, Reading>, n
             }
         }
     }
-    let views = t.lanes.views(now);
+    // Members as far as this replica can tell (the authority's settled count, here or sent by
+    // it); when it cannot tell, "gone since" neither starts nor resets.
+    let Some(members_by_zone) = t.lanes.members_by_zone(now) else { return };
     for zone in healths.keys() {
-        let members = views.iter().flat_map(|g| &g.members).filter(|m| &m.zone == zone).count();
+        let members = members_by_zone.get(zone).copied().unwrap_or(0);
         if members > 0 {
             o.had_consumers.insert(zone.clone(), true);
             o.consumers_gone_since.remove(zone);

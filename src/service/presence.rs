@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::NodeConfig;
 use crate::service::coordinator::Coordinator;
+use crate::service::gate_view::{GATES_EVERY, GateInputs, GateReport};
 
 /// How often a replica announces itself.
 pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(2);
@@ -119,6 +120,8 @@ pub struct Presence {
     /// Set once the server listens: a URL derived from `--port 0` is not known before, and
     /// announcing `http://127.0.0.1:0` sent the other replicas' consoles to a dead link.
     listening: std::sync::atomic::AtomicBool,
+    /// The safety gates' inputs, sent to and fed by the other replicas on the same bus.
+    gates: Option<GateInputs>,
 }
 
 impl Presence {
@@ -130,7 +133,20 @@ impl Presence {
             coordinator,
             seen: Mutex::new(BTreeMap::new()),
             listening: std::sync::atomic::AtomicBool::new(false),
+            gates: None,
         }
+    }
+
+    /// Sends these gate inputs every `gate_view::GATES_EVERY` and feeds them the others'.
+    pub fn with_gates(mut self, gates: GateInputs) -> Presence {
+        self.gates = Some(gates);
+        self
+    }
+
+    fn gate_report(&self, now_ms: u64) -> Option<GateReport> {
+        let gates = self.gates.as_ref()?;
+        let id = &self.node.as_ref()?.id;
+        Some(gates.report(self.coordinator.log_id(), id, now_ms))
     }
 
     /// The server is listening at `url`: announce that, unless `[node] url` named one.
@@ -172,6 +188,11 @@ impl Presence {
 
     /// Takes in one received payload (foreign logs, garbage and stale repeats are ignored).
     pub fn receive(&self, payload: &[u8], now_ms: u64) {
+        if let (Some(gates), Some(node)) = (&self.gates, &self.node)
+            && gates.receive(payload, self.coordinator.log_id(), &node.id)
+        {
+            return;
+        }
         let Ok(a) = serde_json::from_slice::<Announcement>(payload) else { return };
         if a.log_id != self.coordinator.log_id() {
             return;
@@ -212,6 +233,7 @@ impl Presence {
         let presence = Arc::clone(self);
         std::thread::Builder::new().name("tidegate-presence".into()).spawn(move || {
             let mut next = std::time::Instant::now();
+            let mut next_gates = next;
             let mut failing = false;
             loop {
                 let now = std::time::Instant::now();
@@ -225,8 +247,20 @@ impl Presence {
                         eprintln!("tidegate: warning: cannot announce this replica: {e}");
                     }
                 }
-                let wait = next.saturating_duration_since(std::time::Instant::now());
-                match bus.receive(wait.min(Duration::from_millis(500))) {
+                if now >= next_gates {
+                    next_gates = now + GATES_EVERY;
+                    if presence.listening.load(std::sync::atomic::Ordering::SeqCst)
+                        && let Some(r) = presence.gate_report(clock())
+                        && let Ok(payload) = serde_json::to_vec(&r)
+                        && let Err(e) = bus.announce(&format!("{}.gates", r.replica), &payload)
+                        && !failing
+                    {
+                        eprintln!("tidegate: warning: cannot send this replica's gate inputs: {e}");
+                    }
+                }
+                let wait =
+                    next.min(next_gates).saturating_duration_since(std::time::Instant::now());
+                match bus.receive(wait.min(GATES_EVERY)) {
                     Ok(payloads) => {
                         failing = false;
                         for payload in payloads {

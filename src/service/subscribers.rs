@@ -166,6 +166,32 @@ impl Convergence {
 struct Inner {
     subscribers: BTreeMap<String, Subscriber>,
     commit_times: VecDeque<(u64, u64)>,
+    /// What the other replicas' subscribers have applied (`service::gate_view`), by replica.
+    peers: BTreeMap<String, (u64, Summary)>,
+}
+
+/// Most subscribers a summary names (the furthest behind first); the rest are only counted.
+pub const SUMMARY_NAMES: usize = 64;
+
+/// A replica's live subscribers as the other replicas' convergence gates count them: how many
+/// per zone have applied each version, and the furthest behind by name. Small whatever the
+/// number of subscribers (10 000 watchers on a handful of versions are a handful of rows).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Summary {
+    /// `[zone, applied version, how many]`.
+    pub counts: Vec<(String, u64, u64)>,
+    /// The furthest behind live subscribers (at most [`SUMMARY_NAMES`]), with since when each
+    /// lacks the version after the one it applied (the reporting replica's clock).
+    pub behind: Vec<SummaryBehind>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SummaryBehind {
+    pub id: String,
+    pub zone: String,
+    pub kind: String,
+    pub applied_version: u64,
+    pub missing_since_ms: u64,
 }
 
 /// How often acks and connects may recompute the subscriber gauges.
@@ -365,6 +391,49 @@ impl Subscribers {
             .retain(|_, s| s.streams > 0 || now_ms.saturating_sub(s.last_seen_ms) <= limit);
     }
 
+    /// Since when `s` lacks the version after the one it applied.
+    fn missing_since(inner: &Inner, s: &Subscriber) -> u64 {
+        inner
+            .commit_times
+            .iter()
+            .find(|(v, _)| *v > s.applied_version)
+            .map(|(_, at)| *at)
+            .unwrap_or(s.applied_at_ms.unwrap_or(s.last_seen_ms))
+    }
+
+    /// This replica's live subscribers, for the other replicas' convergence gates.
+    pub fn summary(&self, now_ms: u64) -> Summary {
+        let mut inner = self.lock();
+        self.expire(&mut inner, now_ms);
+        let mut counts: BTreeMap<(String, u64), u64> = BTreeMap::new();
+        let mut live: Vec<&Subscriber> =
+            inner.subscribers.values().filter(|s| self.is_live(s, now_ms)).collect();
+        for s in &live {
+            *counts.entry((s.zone.clone(), s.applied_version)).or_default() += 1;
+        }
+        live.sort_by_key(|s| (s.applied_version, s.id.clone()));
+        let behind = live
+            .iter()
+            .take(SUMMARY_NAMES)
+            .map(|s| SummaryBehind {
+                id: s.id.clone(),
+                zone: s.zone.clone(),
+                kind: s.kind.clone(),
+                applied_version: s.applied_version,
+                missing_since_ms: Self::missing_since(&inner, s),
+            })
+            .collect();
+        Summary { counts: counts.into_iter().map(|((z, v), n)| (z, v, n)).collect(), behind }
+    }
+
+    /// Takes in another replica's summary sent at `at_ms` (replacing its older ones).
+    pub fn receive_peer(&self, replica: &str, at_ms: u64, summary: Summary) {
+        let mut inner = self.lock();
+        if inner.peers.get(replica).is_none_or(|(at, _)| *at <= at_ms) {
+            inner.peers.insert(replica.to_owned(), (at_ms, summary));
+        }
+    }
+
     /// Every tracked subscriber with whether it is live, sorted by id.
     pub fn list(&self, now_ms: u64) -> Vec<(Subscriber, bool)> {
         let mut inner = self.lock();
@@ -379,6 +448,13 @@ impl Subscribers {
 
     /// [`Subscribers::convergence`] without the subscribers of `excluded_zone`: those behind are
     /// listed in `excluded` instead of `behind`, and count neither as live nor as converged.
+    ///
+    /// It counts the subscribers of every replica, not only this one's: the others' summaries
+    /// heard within `gate_view::PEER_FRESH_MS` are added (their furthest behind by name, the rest
+    /// by count), so a replica without watchers waits for a stuck gateway on another replica as
+    /// that replica does. A subscriber that moved to this replica is counted once by name
+    /// (the newer version wins) but may still be counted by its old replica for a moment: that
+    /// errs on the side of waiting.
     pub fn convergence_excluding(
         &self,
         version: u64,
@@ -404,12 +480,7 @@ impl Subscribers {
                 live += 1;
             }
             // Behind since the first version it lacks was committed (or since we met it).
-            let missing_since = inner
-                .commit_times
-                .iter()
-                .find(|(v, _)| *v > s.applied_version)
-                .map(|(_, at)| *at)
-                .unwrap_or(s.applied_at_ms.unwrap_or(s.last_seen_ms));
+            let missing_since = Self::missing_since(&inner, s);
             let entry = Behind {
                 id: s.id.clone(),
                 zone: s.zone.clone(),
@@ -418,6 +489,43 @@ impl Subscribers {
                 behind_for_ms: now_ms.saturating_sub(missing_since),
             };
             if skip { excluded.push(entry) } else { behind.push(entry) }
+        }
+        let fresh = crate::service::gate_view::PEER_FRESH_MS;
+        inner.peers.retain(|_, (at, _)| now_ms.saturating_sub(*at) <= fresh);
+        let local: std::collections::BTreeSet<String> = inner
+            .subscribers
+            .values()
+            .filter(|s| self.is_live(s, now_ms))
+            .map(|s| s.id.clone())
+            .collect();
+        for (_, summary) in inner.peers.values() {
+            for (zone, applied, n) in &summary.counts {
+                if excluded_zone.is_some_and(|z| z == zone) {
+                    continue;
+                }
+                live += *n as usize;
+                if *applied >= version {
+                    converged += *n as usize;
+                }
+            }
+            for b in summary.behind.iter().filter(|b| b.applied_version < version) {
+                // Named here already: this replica's own view of it is the newer one.
+                if local.contains(&b.id) {
+                    continue;
+                }
+                let entry = Behind {
+                    id: b.id.clone(),
+                    zone: b.zone.clone(),
+                    kind: b.kind.clone(),
+                    applied_version: b.applied_version,
+                    behind_for_ms: now_ms.saturating_sub(b.missing_since_ms),
+                };
+                if excluded_zone.is_some_and(|z| z == b.zone) {
+                    excluded.push(entry);
+                } else {
+                    behind.push(entry);
+                }
+            }
         }
         Convergence { version, live, converged, behind, excluded }
     }
@@ -459,6 +567,32 @@ impl Subscribers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replica_without_watchers_waits_for_a_stuck_gateway_on_another_replica() {
+        let (here, there) = (Subscribers::new(10_000, 100), Subscribers::new(10_000, 100));
+        for (id, v) in [("gw-ok", 7), ("gw-stuck", 3), ("svc-b", 3)] {
+            let zone = if id == "svc-b" { "az-b" } else { "az-a" };
+            there.ack(id, "svc", v, Some((zone, "gateway")), 7, 1_000).unwrap();
+        }
+        // Alone, this replica has nobody to wait for.
+        assert_eq!(here.convergence(7, 1_100).fraction(), 1.0);
+        here.receive_peer("r2", 1_050, there.summary(1_050));
+        let c = here.convergence(7, 1_100);
+        assert_eq!((c.live, c.converged), (3, 1));
+        let names: Vec<_> = c.behind.iter().map(|b| b.id.as_str()).collect();
+        assert_eq!(names, ["gw-stuck", "svc-b"]);
+        // An evacuation of az-b leaves its subscriber out, by name.
+        let c = here.convergence_excluding(7, 1_100, Some("az-b"));
+        assert_eq!((c.live, c.converged, c.excluded.len()), (2, 1, 1));
+        // A subscriber that moved here counts by its newer version here, named once.
+        here.ack("gw-stuck", "svc", 7, Some(("az-a", "gateway")), 7, 1_100).unwrap();
+        let c = here.convergence(7, 1_100);
+        assert_eq!(c.behind.iter().filter(|b| b.id == "gw-stuck").count(), 0);
+        // A replica that stopped reporting stops counting.
+        let c = here.convergence(7, 1_050 + crate::service::gate_view::PEER_FRESH_MS + 1);
+        assert_eq!((c.live, c.converged), (1, 1));
+    }
 
     #[test]
     fn convergence_counts_live_subscribers_on_or_after_a_version() {

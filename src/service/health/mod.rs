@@ -8,7 +8,7 @@
 mod prometheus;
 pub mod window;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use crate::core::{Color, ColorZones, Reading};
@@ -52,6 +52,22 @@ pub struct Health {
     silent_after_ms: u64,
     source: Source,
     windows: Mutex<HashMap<(String, Color), Window>>,
+    /// The outcome windows other replicas reported to them (`service::gate_view`), by replica:
+    /// when it sent them, and per zone its windows. Outcomes count wherever they were posted.
+    peers: Mutex<BTreeMap<String, PeerWindows>>,
+}
+
+struct PeerWindows {
+    at_ms: u64,
+    zones: Vec<(String, Window)>,
+}
+
+/// A zone's outcome window as sent to other replicas.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ZoneWindow {
+    pub zone: String,
+    #[serde(flatten)]
+    pub window: window::WindowWire,
 }
 
 impl Health {
@@ -69,6 +85,7 @@ impl Health {
             silent_after_ms: window_ms,
             source,
             windows: Mutex::new(windows),
+            peers: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -81,6 +98,56 @@ impl Health {
 
     pub fn detect_ms(&self) -> u64 {
         self.detect_ms
+    }
+
+    /// This replica's own outcome windows (the ones posted to it), for the other replicas.
+    pub fn local_windows(&self, now_ms: u64) -> Vec<ZoneWindow> {
+        let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<ZoneWindow> = windows
+            .iter()
+            .filter(|(_, w)| w.last_update_ms().is_some())
+            .map(|((zone, _), w)| ZoneWindow { zone: zone.clone(), window: w.to_wire(now_ms) })
+            .collect();
+        out.sort_by(|a, b| a.zone.cmp(&b.zone));
+        out
+    }
+
+    /// Takes in the windows another replica sent at `at_ms` (replacing its older ones).
+    /// Windows of a zone this replica does not know, or of another bucket width, are left out.
+    pub fn receive_peer(&self, replica: &str, at_ms: u64, zones: &[ZoneWindow]) {
+        let known = [&self.zones.blue, &self.zones.green];
+        let zones = zones
+            .iter()
+            .filter(|z| known.contains(&&z.zone))
+            .filter_map(|z| Some((z.zone.clone(), Window::from_wire(&z.window, self.window_ms)?)))
+            .collect();
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if peers.get(replica).is_none_or(|p| p.at_ms <= at_ms) {
+            peers.insert(replica.to_owned(), PeerWindows { at_ms, zones });
+        }
+    }
+
+    /// Every window that counts for `zone` at `now_ms`: this replica's and those of the peers
+    /// heard from within `gate_view::PEER_FRESH_MS` (a replica that stopped reporting drops out:
+    /// its outcomes are not seen any more, which reads as silence, never as health).
+    fn zone_windows(&self, zone: &str, now_ms: u64) -> Vec<Window> {
+        let mut out = Vec::new();
+        {
+            let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+            for color in Color::ALL {
+                if let Some(w) = windows.get(&(zone.to_owned(), color)) {
+                    out.push(w.clone());
+                }
+            }
+        }
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers.retain(|_, p| {
+            now_ms.saturating_sub(p.at_ms) <= crate::service::gate_view::PEER_FRESH_MS
+        });
+        for p in peers.values() {
+            out.extend(p.zones.iter().filter(|(z, _)| z == zone).map(|(_, w)| w.clone()));
+        }
+        out
     }
 
     /// Why the zone's reporters count as silent at `now_ms`, if they do: nothing reported for
@@ -106,17 +173,13 @@ impl Health {
     pub fn recent(&self, zone: &str, now_ms: u64) -> Reading {
         match &self.source {
             Source::Outcomes => {
-                let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
                 let mut totals = Totals::default();
                 let mut last = None;
-                for color in Color::ALL {
-                    if let Some(w) = windows.get(&(zone.to_owned(), color)) {
-                        let t = w.totals_recent(now_ms, self.detect_ms);
-                        totals = Totals { ok: totals.ok + t.ok, error: totals.error + t.error };
-                        last = last.max(w.last_update_ms());
-                    }
+                for w in self.zone_windows(zone, now_ms) {
+                    let t = w.totals_recent(now_ms, self.detect_ms);
+                    totals = Totals { ok: totals.ok + t.ok, error: totals.error + t.error };
+                    last = last.max(w.last_update_ms());
                 }
-                drop(windows);
                 if let Some(why) = self.silence(zone, last, now_ms) {
                     return Reading::Unknown { why };
                 }
@@ -168,15 +231,12 @@ impl Health {
 
     /// Outcome totals of a zone (all colours), with the time of the last report.
     fn outcome_totals(&self, zone: &str, now_ms: u64) -> (Totals, Option<u64>) {
-        let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         let mut totals = Totals::default();
         let mut last = None;
-        for color in Color::ALL {
-            if let Some(w) = windows.get(&(zone.to_owned(), color)) {
-                let t = w.totals(now_ms);
-                totals = Totals { ok: totals.ok + t.ok, error: totals.error + t.error };
-                last = last.max(w.last_update_ms());
-            }
+        for w in self.zone_windows(zone, now_ms) {
+            let t = w.totals(now_ms);
+            totals = Totals { ok: totals.ok + t.ok, error: totals.error + t.error };
+            last = last.max(w.last_update_ms());
         }
         (totals, last)
     }
@@ -191,22 +251,18 @@ impl Health {
                 // right after a start (or a zone's first report) it is unknown, not low. The
                 // first seconds used to read 199-1 520 rps for a 4 000 rps zone, and capacity
                 // accepted every move.
-                let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
                 let mut requests = 0;
                 let mut first: Option<u64> = None;
                 let mut last = None;
                 let mut bucket_ms = 1;
-                for color in Color::ALL {
-                    if let Some(w) = windows.get(&(zone.to_owned(), color)) {
-                        requests += w.totals_recent(now_ms, self.detect_ms).requests();
-                        bucket_ms = w.bucket_ms();
-                        last = last.max(w.last_update_ms());
-                        if let Some(f) = w.first_update_ms() {
-                            first = Some(first.map_or(f, |x: u64| x.min(f)));
-                        }
+                for w in self.zone_windows(zone, now_ms) {
+                    requests += w.totals_recent(now_ms, self.detect_ms).requests();
+                    bucket_ms = w.bucket_ms();
+                    last = last.max(w.last_update_ms());
+                    if let Some(f) = w.first_update_ms() {
+                        first = Some(first.map_or(f, |x: u64| x.min(f)));
                     }
                 }
-                drop(windows);
                 if let Some(why) = self.silence(zone, last, now_ms) {
                     return Err(why);
                 }

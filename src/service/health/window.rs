@@ -111,6 +111,57 @@ impl Window {
     }
 }
 
+/// A window as another replica sends it (`service::gate_view`): the bucket width, the first and
+/// last report times and the buckets that hold counts, each `[period, ok, error]`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WindowWire {
+    pub bucket_ms: u64,
+    #[serde(default)]
+    pub first_ms: Option<u64>,
+    #[serde(default)]
+    pub last_ms: Option<u64>,
+    pub buckets: Vec<[u64; 3]>,
+}
+
+impl Window {
+    /// The counts still inside the window at `now_ms`, for another replica.
+    pub fn to_wire(&self, now_ms: u64) -> WindowWire {
+        let now_period = now_ms / self.bucket_ms;
+        let oldest = now_period.saturating_sub(BUCKETS as u64 - 1);
+        let mut buckets: Vec<[u64; 3]> = self
+            .buckets
+            .iter()
+            .filter(|b| (b.ok > 0 || b.error > 0) && b.period >= oldest && b.period <= now_period)
+            .map(|b| [b.period, b.ok, b.error])
+            .collect();
+        buckets.sort_unstable();
+        WindowWire {
+            bucket_ms: self.bucket_ms,
+            first_ms: self.first_update_ms,
+            last_ms: self.last_update_ms,
+            buckets,
+        }
+    }
+
+    /// Rebuilds another replica's window; `None` when its buckets are not this replica's width
+    /// (replicas configured with different `health.window`s cannot add their counts).
+    pub fn from_wire(wire: &WindowWire, window_ms: u64) -> Option<Window> {
+        let mut w = Window::new(window_ms);
+        if wire.bucket_ms != w.bucket_ms || wire.buckets.len() > BUCKETS {
+            return None;
+        }
+        for [period, ok, error] in &wire.buckets {
+            let slot = &mut w.buckets[(period % BUCKETS as u64) as usize];
+            if slot.period <= *period {
+                *slot = Bucket { period: *period, ok: *ok, error: *error };
+            }
+        }
+        w.first_update_ms = wire.first_ms;
+        w.last_update_ms = wire.last_ms;
+        Some(w)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +197,21 @@ mod tests {
         // The last 10 s hold only the errors: a zone that just started failing reads 100 %.
         assert_eq!(w.totals_recent(50_000, 10_000), Totals { ok: 0, error: 10 });
         assert_eq!(w.totals_recent(50_000, 600_000), w.totals(50_000), "capped at the window");
+    }
+
+    #[test]
+    fn a_window_sent_to_another_replica_counts_the_same_there() {
+        let mut w = Window::new(60_000);
+        w.record(1_000, 90, 10);
+        w.record(30_000, 50, 50);
+        w.record(61_500, 7, 0);
+        let wire = w.to_wire(61_500);
+        assert_eq!(wire.buckets.len(), 2, "the first bucket left the window: {wire:?}");
+        let back = Window::from_wire(&wire, 60_000).unwrap();
+        assert_eq!(back.totals(61_500), w.totals(61_500));
+        assert_eq!(back.totals_recent(61_500, 10_000), Totals { ok: 7, error: 0 });
+        assert_eq!(back.last_update_ms(), Some(61_500));
+        assert!(Window::from_wire(&wire, 10_000).is_none(), "another bucket width");
     }
 
     #[test]
