@@ -1,32 +1,37 @@
 //! tidegate: a blue-green, same-city active-active traffic coordinator.
 //!
-//! See ARCHITECTURE.md for the bird's-eye view. The modules are layers, each using only the ones
-//! above it in this list (`tests/tidy.rs` checks it):
+//! See ARCHITECTURE.md for the bird's-eye view. The layers are crates where the compiler can
+//! keep them apart, and modules of this crate above that, each using only the ones above it in
+//! this list (`tests/tidy.rs` checks it):
 //!
-//! 1. [`core`]: the pure model (units, routing table, dial, drains, lane maths). No I/O.
-//! 2. [`telemetry`], [`duration`], [`config`]: metric names and handles, parsing, settings.
-//! 3. [`store`]: the durable log of commands; state is the replay of the log.
-//! 4. [`service`]: the stateful services between the log and the edges: the coordinator, the
+//! 1. [`core`] (the `tidegate-core` crate): the pure model (units, routing table, dial, drains,
+//!    plans, lane maths). No I/O.
+//! 2. [`client`] (the `tidegate-client` crate): the library services embed (Router, headers,
+//!    TLS, the lane membership calls). No Rocket, no rdkafka, no async runtime.
+//! 3. [`telemetry`], [`duration`], [`config`]: metric names and handles, parsing, settings.
+//! 4. [`store`]: the durable log of commands; state is the replay of the log.
+//! 5. [`service`]: the stateful services between the log and the edges: the coordinator, the
 //!    drain runner, subscribers, lane membership, zone health.
-//! 5. Edges: [`http`] (Rocket), [`http_fast`] (the tag path on hyper alone), [`mq`] (rdkafka),
-//!    [`client`] (the library services embed), [`cli`], [`edge`] (`tidegate edge`, the local evaluator for gateways and OpenFeature), plus
+//! 6. Edges: [`http`] (Rocket), [`http_fast`] (the tag path on hyper alone), [`mq`] (rdkafka),
+//!    [`cli`], [`edge`] (`tidegate edge`, the local evaluator for gateways and OpenFeature), plus
 //!    [`server`] and [`demo`], which wire them together.
 
 #![forbid(unsafe_code)]
 
-// Layer 1: pure.
-pub mod core;
-// Layer 2: below everything that reports to it or reads settings.
+// Layer 1: pure (the `tidegate-core` crate, so the compiler keeps it free of I/O crates).
+pub use tidegate_core as core;
+// Layer 2: the library services embed (the `tidegate-client` crate: no Rocket, no rdkafka).
+pub use tidegate_client as client;
+// Layer 3: below everything that reports to it or reads settings.
 pub mod config;
 pub mod duration;
 pub mod telemetry;
-// Layer 3: durability.
+// Layer 4: durability.
 pub mod store;
-// Layer 4: stateful services.
+// Layer 5: stateful services.
 pub mod service;
-// Layer 5: edges and wiring.
+// Layer 6: edges and wiring.
 pub mod cli;
-pub mod client;
 pub mod demo;
 pub mod edge;
 pub mod http;

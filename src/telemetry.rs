@@ -41,7 +41,7 @@ pub const DRAIN_BREACHES: &str = "tidegate_drain_guard_breaches_total";
 pub const DRAIN_HOLDS: &str = "tidegate_drain_holds_total";
 pub const SUBSCRIBERS: &str = "tidegate_subscribers";
 pub const DRAIN_PAUSED: &str = "tidegate_drain_paused";
-pub const CLIENT_MISROUTED: &str = "tidegate_client_misrouted_total";
+pub use crate::client::metrics::CLIENT_MISROUTED;
 pub const UI_LOGINS: &str = "tidegate_ui_logins_total";
 pub const LANE_LAG: &str = "tidegate_lane_lag_messages";
 pub const LANE_PARTITION_LAG: &str = "tidegate_lane_partition_lag_messages";

@@ -30,6 +30,13 @@ impl TableSource for ArcSwap<RoutingTable> {
     }
 }
 
+impl TableSource for crate::client::Router {
+    /// The current table; `None` until the first table arrives (see `wait_for_version`).
+    fn current_table(&self) -> Option<Arc<RoutingTable>> {
+        self.table()
+    }
+}
+
 impl<T: TableSource + ?Sized> TableSource for Arc<T> {
     fn current_table(&self) -> Option<Arc<RoutingTable>> {
         (**self).current_table()

@@ -227,7 +227,7 @@ pub const REFUSAL_KINDS: [&str; 10] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::DrainMode;
+    use crate::DrainMode;
 
     fn plan(trigger: Trigger) -> Plan {
         Plan {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::core::{Color, ColorZones, RoutingTable, UnitMode, UnitScheme};
+use tidegate_core::{Color, ColorZones, RoutingTable, UnitMode, UnitScheme};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("routing table JSON: {0}")]
@@ -48,7 +48,7 @@ pub fn decode_table(value: &Value) -> Result<RoutingTable, DecodeError> {
                 .as_str()
                 .ok_or_else(|| DecodeError(format!("pin of `{user}` is not a string")))?
                 .parse()
-                .map_err(|e: crate::core::ParseColorError| DecodeError(e.to_string()))?;
+                .map_err(|e: tidegate_core::ParseColorError| DecodeError(e.to_string()))?;
             pins.insert(user.clone(), color);
         }
     }

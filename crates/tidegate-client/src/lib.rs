@@ -3,7 +3,7 @@
 //! async runtime required.
 //!
 //! ```no_run
-//! use tidegate::client::{Identity, Router, RouterOptions};
+//! use tidegate_client::{Identity, Router, RouterOptions};
 //! let router = Router::connect(
 //!     "http://127.0.0.1:8080",
 //!     Identity { subscriber_id: "orders-7".into(), zone: "az-a".into(), kind: "service".into() },
@@ -14,8 +14,11 @@
 //! println!("{} -> {} in {}", "user-42", tag.color, tag.zone);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod headers;
 pub mod lanes;
+pub mod metrics;
 mod router;
 pub mod sse;
 pub mod tls;

@@ -3,7 +3,7 @@
 //! The edge decides a request's colour once; every hop after it forwards the headers instead of
 //! re-deciding, so a dial move in the middle of a request cannot send half of it to each colour.
 
-use crate::core::Color;
+use tidegate_core::Color;
 
 use super::router::{ClientError, Router, Tag};
 

@@ -17,8 +17,8 @@ use serde_json::Value;
 use super::sse::{self, Endpoint, Item};
 use super::tls;
 use super::wire::decode_table;
-use crate::core::{Color, Fallback, RoutingTable, UnitError, validate_user_id};
-use crate::telemetry::CLIENT_MISROUTED;
+use crate::metrics::CLIENT_MISROUTED;
+use tidegate_core::{Color, Fallback, RoutingTable, UnitError, validate_user_id};
 
 /// How this client names itself to the coordinator.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -374,13 +374,6 @@ impl Drop for Router {
         if let Some(watcher) = self.watcher.take() {
             let _ = watcher.join();
         }
-    }
-}
-
-impl crate::service::table_source::TableSource for Router {
-    /// The current table; `None` until the first table arrives (see `wait_for_version`).
-    fn current_table(&self) -> Option<Arc<RoutingTable>> {
-        self.table()
     }
 }
 

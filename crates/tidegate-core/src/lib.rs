@@ -5,6 +5,8 @@
 //! knows tokio, Rocket, rdkafka or serde. Time and randomness arrive as arguments, so every
 //! behaviour here is a function of its inputs and can be tested exhaustively (see `tests/core_*`).
 
+#![forbid(unsafe_code)]
+
 mod automation;
 mod capacity;
 mod color;

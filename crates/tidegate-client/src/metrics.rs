@@ -1,0 +1,5 @@
+//! The metric names the client library reports under (through the `metrics` facade: a service
+//! that installs no recorder pays nothing). The server's `telemetry` describes them too.
+
+/// Writes the ownership check refused, by the colour that owns the user (`unknown` without a table).
+pub const CLIENT_MISROUTED: &str = "tidegate_client_misrouted_total";
