@@ -24,8 +24,11 @@ fn tags_of(server: &Server) -> (u64, String, Value) {
     let mut version = None;
     for start in (0..USERS).step_by(10_000) {
         let users: Vec<String> = (start..start + 10_000).map(|i| format!("user-{i}")).collect();
-        let (status, body) =
-            post_json(&format!("{}/v1/tag", server.url), OPERATOR_TOKEN, json!({"user_ids": users}));
+        let (status, body) = post_json(
+            &format!("{}/v1/tag", server.url),
+            OPERATOR_TOKEN,
+            json!({"user_ids": users}),
+        );
         assert_eq!(status, 200, "{body}");
         version = Some(body["version"].as_u64().unwrap());
         for t in body["tags"].as_array().unwrap() {
