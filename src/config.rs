@@ -193,6 +193,10 @@ pub struct KafkaStoreSettings {
     pub topic: String,
     /// How long a writer waits for its own replica to apply its record.
     pub apply_timeout: String,
+    /// Use a command topic whose replication factor or `min.insync.replicas` is below 2, where
+    /// the loss of one broker can lose acknowledged changes (refused otherwise). One-broker
+    /// development and tests only.
+    pub allow_under_replicated: bool,
 }
 
 impl Default for KafkaStoreSettings {
@@ -201,6 +205,7 @@ impl Default for KafkaStoreSettings {
             bootstrap: String::new(),
             topic: "tidegate.commands".into(),
             apply_timeout: "10s".into(),
+            allow_under_replicated: false,
         }
     }
 }
@@ -649,7 +654,7 @@ pub enum StoreConfig {
     /// The embedded file log under `data_dir` (single node).
     File,
     /// A Kafka topic shared by every replica.
-    Kafka { bootstrap: String, topic: String, apply_timeout_ms: u64 },
+    Kafka { bootstrap: String, topic: String, apply_timeout_ms: u64, allow_under_replicated: bool },
 }
 
 /// A replica's identity.
@@ -765,6 +770,7 @@ fn validate_store(s: &StoreSettings) -> Result<StoreConfig, ConfigError> {
                 bootstrap: s.kafka.bootstrap.clone(),
                 topic: s.kafka.topic.clone(),
                 apply_timeout_ms,
+                allow_under_replicated: s.kafka.allow_under_replicated,
             })
         }
         other => Err(invalid(

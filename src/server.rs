@@ -19,7 +19,9 @@ use crate::telemetry::TagCounters;
 /// stderr: they are expected after a crash, and worth seeing.
 pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
     let boot = Boot { genesis: config.genesis, zones: config.zones.clone(), now_ms: now_ms() };
-    if let StoreConfig::Kafka { bootstrap, topic, apply_timeout_ms } = &config.store {
+    if let StoreConfig::Kafka { bootstrap, topic, apply_timeout_ms, allow_under_replicated } =
+        &config.store
+    {
         let shared = |e: crate::mq::MqError| StoreError::Shared {
             log: format!("kafka topic {topic} at {bootstrap}"),
             reason: e.to_string(),
@@ -28,7 +30,9 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
             .enable_all()
             .build()
             .map_err(|e| shared(crate::mq::MqError::Kafka(e.to_string())))?;
-        let report = runtime.block_on(ensure_command_topic(bootstrap, topic)).map_err(shared)?;
+        let report = runtime
+            .block_on(ensure_command_topic(bootstrap, topic, *allow_under_replicated))
+            .map_err(shared)?;
         if report.created {
             eprintln!(
                 "tidegate: created command topic `{topic}` (1 partition, replication factor {} of {} brokers)",

@@ -89,7 +89,7 @@ fn killing_the_leading_broker_loses_no_acknowledged_change_and_writes_resume() {
     let cluster = Cluster::start();
     let cluster_up = started.elapsed();
     let topic = common::kafka::unique("ha-cluster");
-    let mut replicas = Replicas::start(&cluster.bootstrap, &topic, 3, "");
+    let mut replicas = Replicas::start_on_cluster(&cluster.bootstrap, &topic, 3, "");
     let sampler = Sampler::start(replicas.urls.clone(), Duration::from_millis(25));
     let writing = Writers::start(3, replicas.urls.clone(), Duration::from_secs(5));
     std::thread::sleep(Duration::from_secs(2));

@@ -60,6 +60,7 @@ kind = "kafka"
 [store.kafka]
 bootstrap = "{bootstrap}"
 topic = "{topic}"
+allow_under_replicated = true
 [node]
 id = "r{n}"
 zone = "{zone}"

@@ -22,7 +22,7 @@ fn replica_config(dir: &Path, topic: &str, n: usize) -> std::path::PathBuf {
 /// [`replica_config`] with top-level settings (`top`) in front.
 fn replica_config_with(dir: &Path, topic: &str, n: usize, top: &str) -> std::path::PathBuf {
     let extra = format!(
-        "{top}\n[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
+        "{top}\n[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\nallow_under_replicated = true\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
         kafka::bootstrap()
     );
     let file = dir.join(format!("r{n}.toml"));
@@ -382,4 +382,38 @@ fn a_file_log_exported_and_imported_gives_a_replica_the_same_routing_audit_and_h
     assert_eq!(get_json(&format!("{}/v1/audit?limit=100", replica.url)).1, before_audit);
     assert_eq!(cluster(&replica)["log"]["state_hash"], before_hash);
     assert_eq!(cluster(&replica)["log"]["kind"], "kafka");
+}
+
+#[test]
+fn a_command_topic_with_one_copy_of_each_change_is_refused_unless_explicitly_allowed() {
+    // The test broker is a single node: a topic there holds one copy of every change, and the
+    // loss of that broker loses acknowledged changes. Without the flag a replica refuses it,
+    // naming the setting and the flag.
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-under-replicated");
+    let toml = format!(
+        "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n[node]\nid = \"r1\"\nzone = \"zone-1\"\n",
+        kafka::bootstrap()
+    );
+    let file = dir.path().join("r1.toml");
+    std::fs::write(&file, config_toml(&toml)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--address", "127.0.0.1", "--port", "0", "--config"])
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started on a one-copy topic: {stderr}");
+    assert!(
+        stderr.contains("`replication.factor`") && stderr.contains("allow_under_replicated"),
+        "{stderr}"
+    );
+    // With the flag (the other tests here) it starts, with a warning that says what it risks.
+    let allowed = Server::start(&replica_config(dir.path(), &topic, 2), &dir.path().join("data-2"));
+    let warned = wait_until(Duration::from_secs(5), || {
+        allowed.stderr().contains("allowed by store.kafka.allow_under_replicated")
+    });
+    assert!(warned, "{}", allowed.stderr());
 }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 fn replica_config(dir: &Path, topic: &str, n: usize) -> std::path::PathBuf {
     let extra = format!(
-        "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n\
+        "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\nallow_under_replicated = true\n\
          [node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n\
          [health]\nwindow = \"1s\"\n[drain]\ntick = \"50ms\"\n\
          [drain.evacuate]\nstep_percent = 50.0\ninterval = \"200ms\"\nmin_requests = 5\n\

@@ -762,7 +762,7 @@ async fn the_overview_offers_the_other_replicas_console_when_its_own_dies_in_chr
     let topic = kafka::unique("ui-replicas");
     let replica = |n: usize| {
         let extra = format!(
-            "[ui]\nsecret_key = \"{}\"\n[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
+            "[ui]\nsecret_key = \"{}\"\n[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{}\"\ntopic = \"{topic}\"\nallow_under_replicated = true\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n",
             "7a".repeat(32),
             kafka::bootstrap()
         );

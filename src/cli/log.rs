@@ -40,7 +40,7 @@ pub fn export(data_dir: &Path, out: &mut dyn Write) -> Result<usize, String> {
 /// Reads an export (from `file`, else stdin) and appends it to the configured, empty Kafka topic.
 pub fn import(config: &Path, file: Option<&PathBuf>) -> Result<(), String> {
     let config = Config::load(Some(config), &Overrides::default()).map_err(|e| e.to_string())?;
-    let StoreConfig::Kafka { bootstrap, topic, .. } = &config.store else {
+    let StoreConfig::Kafka { bootstrap, topic, allow_under_replicated, .. } = &config.store else {
         return Err("log import writes to a Kafka command topic: set `[store] kind = \"kafka\"` and `[store.kafka]` in --config".into());
     };
     let entries = match file {
@@ -56,7 +56,9 @@ pub fn import(config: &Path, file: Option<&PathBuf>) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    runtime.block_on(ensure_command_topic(bootstrap, topic)).map_err(|e| e.to_string())?;
+    runtime
+        .block_on(ensure_command_topic(bootstrap, topic, *allow_under_replicated))
+        .map_err(|e| e.to_string())?;
     let mut reader = KafkaLogReader::new(bootstrap, topic).map_err(|e| e.to_string())?;
     let end = reader.end().map_err(|e| e.to_string())?;
     if end != 0 {

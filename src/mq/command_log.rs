@@ -40,7 +40,11 @@ pub struct TopicReport {
 
 /// Creates the command topic if it is missing, with safe settings, and refuses an existing topic
 /// that could lose or reorder acknowledged changes.
-pub async fn ensure_command_topic(bootstrap: &str, topic: &str) -> Result<TopicReport, MqError> {
+pub async fn ensure_command_topic(
+    bootstrap: &str,
+    topic: &str,
+    allow_under_replicated: bool,
+) -> Result<TopicReport, MqError> {
     let admin: AdminClient<DefaultClientContext> = client_config(bootstrap, &[]).create()?;
     let metadata = admin.inner().fetch_metadata(None, QUERY_TIMEOUT)?;
     let brokers = metadata.brokers().len();
@@ -63,7 +67,9 @@ pub async fn ensure_command_topic(bootstrap: &str, topic: &str) -> Result<TopicR
         }
         None => {
             let replication = brokers.clamp(1, 3);
-            let min_insync = if replication >= 3 { "2" } else { "1" };
+            // Two copies of every acknowledged change whenever there are two brokers (with two,
+            // losing one stops writes rather than risking them).
+            let min_insync = if replication >= 2 { "2" } else { "1" };
             let new = NewTopic::new(topic, 1, TopicReplication::Fixed(replication as i32))
                 .set("min.insync.replicas", min_insync)
                 .set("unclean.leader.election.enable", "false")
@@ -97,8 +103,15 @@ pub async fn ensure_command_topic(bootstrap: &str, topic: &str) -> Result<TopicR
             let entries = resource.entry_map();
             let value =
                 |key: &str| entries.get(key).and_then(|e| e.value.clone()).unwrap_or_default();
-            settled &= !value("retention.ms").is_empty() && !value("cleanup.policy").is_empty();
-            verdict = verdict.and(check_topic_configs(topic, &value));
+            settled &= !value("retention.ms").is_empty()
+                && !value("cleanup.policy").is_empty()
+                && !value("min.insync.replicas").is_empty();
+            verdict = verdict.and(check_topic_configs(topic, &value)).and(check_durability(
+                topic,
+                replication,
+                &value("min.insync.replicas"),
+                allow_under_replicated,
+            ));
         }
         if settled || tokio::time::Instant::now() >= deadline {
             verdict?;
@@ -142,6 +155,63 @@ fn check_topic_configs(topic: &str, value: &dyn Fn(&str) -> String) -> Result<()
         ));
     }
     Ok(())
+}
+
+/// Whether the topic keeps an acknowledged change when one broker is lost: `acks=all` waits for
+/// the in-sync replicas, so that needs at least two copies (`replication.factor` >= 2) and at
+/// least two in-sync copies per write (`min.insync.replicas` >= 2, and no more than there are
+/// replicas, or no write can succeed). Below that only with `store.kafka.allow_under_replicated`.
+fn check_durability(
+    topic: &str,
+    replication: usize,
+    min_insync: &str,
+    allow_under_replicated: bool,
+) -> Result<(), MqError> {
+    let Ok(min_insync) = min_insync.trim().parse::<usize>() else {
+        let why = format!("`{min_insync}` cannot be read, so the topic's durability is unknown");
+        return if allow_under_replicated {
+            Ok(())
+        } else {
+            Err(refuse(topic, "min.insync.replicas", why))
+        };
+    };
+    if min_insync > replication {
+        return Err(refuse(
+            topic,
+            "min.insync.replicas",
+            format!(
+                "{min_insync} with replication factor {replication}: no write can be acknowledged"
+            ),
+        ));
+    }
+    let weak = if replication < 2 {
+        Some(("replication.factor", format!("{replication}: one copy of each change")))
+    } else if min_insync < 2 {
+        Some((
+            "min.insync.replicas",
+            format!(
+                "{min_insync}: a change is acknowledged with one copy, and losing its broker loses it"
+            ),
+        ))
+    } else {
+        None
+    };
+    match weak {
+        None => Ok(()),
+        Some((setting, why)) if allow_under_replicated => {
+            eprintln!(
+                "tidegate: warning: command topic `{topic}` setting `{setting}` is {why} (allowed by store.kafka.allow_under_replicated)"
+            );
+            Ok(())
+        }
+        Some((setting, why)) => Err(refuse(
+            topic,
+            setting,
+            format!(
+                "{why}; use at least 2 (3 brokers, replication factor 3, min.insync.replicas 2), or set store.kafka.allow_under_replicated = true for a one-broker development setup"
+            ),
+        )),
+    }
 }
 
 fn refuse(topic: &str, setting: &str, why: String) -> MqError {
@@ -349,5 +419,23 @@ mod tests {
             let err = check(&pairs).unwrap_err().to_string();
             assert!(err.contains(&format!("`{key}`")), "{key}: {err}");
         }
+    }
+
+    #[test]
+    fn a_topic_that_can_lose_an_acknowledged_change_is_refused_unless_allowed() {
+        check_durability("t", 3, "2", false).unwrap();
+        check_durability("t", 2, "2", false).unwrap();
+        for (replication, min_insync, named) in
+            [(3, "1", "min.insync.replicas"), (1, "1", "replication.factor")]
+        {
+            let err =
+                check_durability("t", replication, min_insync, false).unwrap_err().to_string();
+            assert!(err.contains(&format!("`{named}`")), "{err}");
+            assert!(err.contains("allow_under_replicated"), "the way out is named: {err}");
+            check_durability("t", replication, min_insync, true).unwrap();
+        }
+        // More in-sync copies than replicas: no write could ever succeed, allowed or not.
+        assert!(check_durability("t", 1, "2", true).is_err());
+        assert!(check_durability("t", 3, "", false).is_err(), "unknown is not durable");
     }
 }

@@ -39,15 +39,38 @@ pub struct Replicas {
     pub urls: Vec<String>,
     configs: Vec<PathBuf>,
     servers: Vec<Option<Server>>,
+    allow_under_replicated: bool,
 }
 
 impl Replicas {
     /// Starts `count` replicas on `topic` at `bootstrap`, with `extra` TOML appended to each
     /// configuration (e.g. `[drain]` timings).
     pub fn start(bootstrap: &str, topic: &str, count: usize, extra: &str) -> Replicas {
+        // The single test broker holds one copy of each change: allowed for tests only.
+        Replicas::start_with(bootstrap, topic, count, extra, true)
+    }
+
+    /// [`Replicas::start`] on a replicated cluster (`scripts/kafka.sh start-cluster`): the topic
+    /// must keep acknowledged changes through a broker's loss, nothing is allowed.
+    pub fn start_on_cluster(bootstrap: &str, topic: &str, count: usize, extra: &str) -> Replicas {
+        Replicas::start_with(bootstrap, topic, count, extra, false)
+    }
+
+    fn start_with(
+        bootstrap: &str,
+        topic: &str,
+        count: usize,
+        extra: &str,
+        allow_under_replicated: bool,
+    ) -> Replicas {
         let dir = tempfile::tempdir().unwrap();
-        let mut replicas =
-            Replicas { dir, urls: Vec::new(), configs: Vec::new(), servers: Vec::new() };
+        let mut replicas = Replicas {
+            dir,
+            urls: Vec::new(),
+            configs: Vec::new(),
+            servers: Vec::new(),
+            allow_under_replicated,
+        };
         for n in 1..=count {
             let file = replicas.write_config(bootstrap, topic, n, extra);
             let server = Server::start(&file, &replicas.data_dir(n - 1));
@@ -60,7 +83,8 @@ impl Replicas {
 
     fn write_config(&self, bootstrap: &str, topic: &str, n: usize, extra: &str) -> PathBuf {
         let toml = format!(
-            "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{bootstrap}\"\ntopic = \"{topic}\"\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n{extra}\n"
+            "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{bootstrap}\"\ntopic = \"{topic}\"\nallow_under_replicated = {}\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n{extra}\n",
+            self.allow_under_replicated
         );
         let file = self.dir.path().join(format!("r{n}.toml"));
         std::fs::write(&file, config_toml(&toml)).unwrap();
