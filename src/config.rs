@@ -197,6 +197,10 @@ pub struct KafkaStoreSettings {
     /// the loss of one broker can lose acknowledged changes (refused otherwise). One-broker
     /// development and tests only.
     pub allow_under_replicated: bool,
+    /// Offsets of command-log records that cannot be read and that an operator confirmed are
+    /// garbage: they take no effect. Any other unreadable record stops the replica there (list
+    /// the same offsets on every replica).
+    pub skip_offsets: Vec<u64>,
 }
 
 impl Default for KafkaStoreSettings {
@@ -206,6 +210,7 @@ impl Default for KafkaStoreSettings {
             topic: "tidegate.commands".into(),
             apply_timeout: "10s".into(),
             allow_under_replicated: false,
+            skip_offsets: Vec::new(),
         }
     }
 }
@@ -654,7 +659,13 @@ pub enum StoreConfig {
     /// The embedded file log under `data_dir` (single node).
     File,
     /// A Kafka topic shared by every replica.
-    Kafka { bootstrap: String, topic: String, apply_timeout_ms: u64, allow_under_replicated: bool },
+    Kafka {
+        bootstrap: String,
+        topic: String,
+        apply_timeout_ms: u64,
+        allow_under_replicated: bool,
+        skip_offsets: Vec<u64>,
+    },
 }
 
 /// A replica's identity.
@@ -771,6 +782,7 @@ fn validate_store(s: &StoreSettings) -> Result<StoreConfig, ConfigError> {
                 topic: s.kafka.topic.clone(),
                 apply_timeout_ms,
                 allow_under_replicated: s.kafka.allow_under_replicated,
+                skip_offsets: s.kafka.skip_offsets.clone(),
             })
         }
         other => Err(invalid(

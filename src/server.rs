@@ -19,8 +19,13 @@ use crate::telemetry::TagCounters;
 /// stderr: they are expected after a crash, and worth seeing.
 pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
     let boot = Boot { genesis: config.genesis, zones: config.zones.clone(), now_ms: now_ms() };
-    if let StoreConfig::Kafka { bootstrap, topic, apply_timeout_ms, allow_under_replicated } =
-        &config.store
+    if let StoreConfig::Kafka {
+        bootstrap,
+        topic,
+        apply_timeout_ms,
+        allow_under_replicated,
+        skip_offsets,
+    } = &config.store
     {
         let shared = |e: crate::mq::MqError| StoreError::Shared {
             log: format!("kafka topic {topic} at {bootstrap}"),
@@ -39,7 +44,9 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
                 report.replication, report.brokers
             );
         }
-        let log = KafkaCommandLog::new(bootstrap, topic).map_err(shared)?;
+        let log = KafkaCommandLog::new(bootstrap, topic)
+            .map_err(shared)?
+            .with_min_insync(report.min_insync.unwrap_or(1));
         let reader = KafkaLogReader::new(bootstrap, topic).map_err(shared)?;
         let wait = Duration::from_millis(*apply_timeout_ms);
         // Each replica keeps its own snapshot (positions are Kafka offsets) in its data dir.
@@ -54,7 +61,10 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
             Box::new(reader),
             Some(snapshots),
             boot,
-            wait,
+            crate::service::coordinator::SharedOptions {
+                apply_wait: wait,
+                skip_offsets: skip_offsets.clone(),
+            },
         )?;
         return Ok(announce_start(started));
     }

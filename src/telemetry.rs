@@ -56,6 +56,7 @@ pub const EDGE_CONNECTED: &str = "tidegate_edge_coordinator_connected";
 pub const EDGE_TABLE_AGE: &str = "tidegate_edge_table_age_seconds";
 pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
 pub const EDGE_GATE_CALLER_REFUSED: &str = "tidegate_edge_gate_caller_refused_total";
+pub const NODE_ID_CONFLICTS: &str = "tidegate_node_id_conflicts_total";
 pub const OFREP_EVALUATIONS: &str = "tidegate_ofrep_evaluations_total";
 pub const PLAN_TRIGGERS: &str = "tidegate_plan_triggers_total";
 pub const PLAN_TRIGGER_REFUSALS: &str = "tidegate_plan_trigger_refusals_total";
@@ -73,6 +74,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         EDGE_GATE_CALLER_REFUSED,
         "Gateway checks refused because the gateway's own token was wrong or missing (answered 500, so the gateway serves its fallback).",
+    ),
+    (
+        "counter",
+        NODE_ID_CONFLICTS,
+        "Announcements heard from another live process using this replica's node id (the later one stops).",
     ),
     ("counter", OFREP_EVALUATIONS, "OpenFeature flag evaluations, by reason or error code."),
     ("counter", TAG_REQUESTS, "Users tagged, by the colour and zone they were given."),
@@ -277,6 +283,7 @@ fn prime() {
         metrics::counter!(UI_LOGINS, "outcome" => outcome).increment(0);
     }
     metrics::counter!(DIAL_CHANGES).increment(0);
+    metrics::counter!(NODE_ID_CONFLICTS).increment(0);
     for action in crate::core::Command::ACTIONS {
         metrics::counter!(CHANGES, "action" => *action).increment(0);
     }
@@ -412,6 +419,10 @@ pub fn publish_state(state: &State) {
             0.0
         });
     }
+}
+
+pub fn count_node_id_conflict() {
+    metrics::counter!(NODE_ID_CONFLICTS).increment(1);
 }
 
 pub fn count_gate_caller_refused() {

@@ -417,3 +417,48 @@ fn a_command_topic_with_one_copy_of_each_change_is_refused_unless_explicitly_all
     });
     assert!(warned, "{}", allowed.stderr());
 }
+
+#[test]
+fn a_second_process_with_a_live_replicas_node_id_stops_and_a_restart_after_kill_9_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-duplicate-id");
+    let file = replica_config(dir.path(), &topic, 1);
+    let first = Server::start(&file, &dir.path().join("data-1"));
+    // Let the first replica announce itself and take the lane lease.
+    assert!(wait_until(Duration::from_secs(10), || {
+        get_json(&format!("{}/v1/cluster", first.url)).1["leases"]["lanes"]["holder"] == "r1"
+            || first.stderr().contains("is the lane authority now")
+    }));
+    // The same configuration again, on another data directory: a second "r1".
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--address", "127.0.0.1", "--port", "0", "--config"])
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(dir.path().join("data-dup"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("the duplicate stopped after {:?}", started.elapsed());
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("node id `r1` is already used by a live replica"), "{stderr}");
+    assert!(
+        !stderr.contains("is the lane authority now"),
+        "the duplicate took the lease: {stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+    // The first one kept going, still the lane authority (the duplicate stopped before it
+    // announced itself; had it announced first, the first replica would have logged it).
+    let (status, cluster) = get_json(&format!("{}/v1/cluster", first.url));
+    assert_eq!(status, 200);
+    assert_eq!(cluster["leases"]["lanes"]["this_replica_acts"], true, "{cluster}");
+    // A restart after kill -9 is not a duplicate: its predecessor's last announcements were
+    // sent before it started.
+    let port = first.port();
+    first.kill9();
+    let restarted = Server::start_at(&file, &dir.path().join("data-1"), port);
+    std::thread::sleep(Duration::from_secs(5));
+    let (status, _) = get_json(&format!("{}/v1/cluster", restarted.url));
+    assert_eq!(status, 200, "{}", restarted.stderr());
+    assert!(!restarted.stderr().contains("already used"), "{}", restarted.stderr());
+}

@@ -71,26 +71,32 @@ fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
-/// The process can accept changes: its log is writable. Tagging keeps working when it is not.
+/// The process can accept changes: its log is writable (a file log that has not failed a write;
+/// on a shared log, a replica that reads the log, has not stopped at an unreadable record, and
+/// whose brokers could acknowledge an append). Tagging and reads keep working when it is not;
+/// `/healthz` is the liveness of those.
 #[get("/readyz")]
-fn readyz(app: &State<App>) -> Result<Json<Value>, ApiError> {
+async fn readyz(app: &State<App>) -> Result<Json<Value>, ApiError> {
     let table = app.coordinator.table();
-    if app.coordinator.is_healthy() {
-        Ok(Json(json!({
+    let coordinator = std::sync::Arc::clone(&app.coordinator);
+    let readiness = rocket::tokio::task::spawn_blocking(move || coordinator.write_readiness())
+        .await
+        .unwrap_or_else(|e| Err(format!("the readiness check failed: {e}")));
+    match readiness {
+        Ok(()) => Ok(Json(json!({
             "status": "ready",
             "version": table.version(),
             "log": app.coordinator.log_description(),
-        })))
-    } else {
-        Err(ApiError::new(
+        }))),
+        Err(why) => Err(ApiError::new(
             Status::ServiceUnavailable,
             "store_unavailable",
             format!(
-                "a write to the command log ({}) failed; tagging continues at version {}, changes are refused until restart",
+                "changes cannot be accepted now ({}: {why}); tagging and reads continue at version {}",
                 app.coordinator.log_description(),
                 table.version()
             ),
-        ))
+        )),
     }
 }
 

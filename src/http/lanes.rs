@@ -36,10 +36,12 @@ pub fn stage() -> AdHoc {
                 Box::pin(async move {
                     let app = rocket.state::<App>().expect("App state is managed");
                     let shutdown = rocket.shutdown();
+                    let presence = Arc::clone(&app.presence);
                     rocket::tokio::spawn(lane_authority::run(
                         Arc::clone(app.lanes.authority()),
                         Arc::clone(&app.coordinator),
                         now_ms,
+                        move || presence.id_checked(),
                         rocket.shutdown(),
                     ));
                     rocket::tokio::spawn(lane_membership::run(

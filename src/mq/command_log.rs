@@ -17,7 +17,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, Top
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -36,7 +36,12 @@ pub struct TopicReport {
     pub created: bool,
     pub replication: usize,
     pub brokers: usize,
+    /// The topic's `min.insync.replicas`, when it could be read.
+    pub min_insync: Option<usize>,
 }
+
+/// How long `/readyz`'s writability probe waits for the brokers.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Creates the command topic if it is missing, with safe settings, and refuses an existing topic
 /// that could lose or reorder acknowledged changes.
@@ -92,6 +97,7 @@ pub async fn ensure_command_topic(
     // A topic another replica created a moment ago can be described before its settings are
     // (empty values): ask again for a few seconds before judging what is there.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut min_insync = None;
     loop {
         let described =
             admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options).await?;
@@ -103,6 +109,7 @@ pub async fn ensure_command_topic(
             let entries = resource.entry_map();
             let value =
                 |key: &str| entries.get(key).and_then(|e| e.value.clone()).unwrap_or_default();
+            min_insync = value("min.insync.replicas").trim().parse::<usize>().ok();
             settled &= !value("retention.ms").is_empty()
                 && !value("cleanup.policy").is_empty()
                 && !value("min.insync.replicas").is_empty();
@@ -124,7 +131,7 @@ pub async fn ensure_command_topic(
             "tidegate: warning: command topic `{topic}` has replication factor {replication} on a cluster of {brokers} brokers; the loss of one broker can stop or lose changes"
         );
     }
-    Ok(TopicReport { created, replication, brokers })
+    Ok(TopicReport { created, replication, brokers, min_insync })
 }
 
 /// The topic-level settings that could lose acknowledged changes, checked by name.
@@ -223,9 +230,17 @@ pub struct KafkaCommandLog {
     producer: FutureProducer,
     topic: String,
     bootstrap: String,
+    /// The topic's `min.insync.replicas` (an append needs that many in-sync replicas).
+    min_insync: usize,
 }
 
 impl KafkaCommandLog {
+    /// Judges writability against the topic's `min.insync.replicas` (from `ensure_command_topic`).
+    pub fn with_min_insync(mut self, min_insync: usize) -> KafkaCommandLog {
+        self.min_insync = min_insync.max(1);
+        self
+    }
+
     pub fn new(bootstrap: &str, topic: &str) -> Result<KafkaCommandLog, MqError> {
         let extra = [
             ("enable.idempotence", "true"),
@@ -235,7 +250,12 @@ impl KafkaCommandLog {
         ]
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         let producer: FutureProducer = client_config(bootstrap, &extra).create()?;
-        Ok(KafkaCommandLog { producer, topic: topic.to_owned(), bootstrap: bootstrap.to_owned() })
+        Ok(KafkaCommandLog {
+            producer,
+            topic: topic.to_owned(),
+            bootstrap: bootstrap.to_owned(),
+            min_insync: 1,
+        })
     }
 }
 
@@ -264,6 +284,38 @@ impl SharedLog for KafkaCommandLog {
                 reason: "the producer went away".into(),
             }),
         }
+    }
+
+    fn writable(&self) -> Result<(), String> {
+        let metadata = self
+            .producer
+            .client()
+            .fetch_metadata(Some(&self.topic), PROBE_TIMEOUT)
+            .map_err(|e| format!("the brokers did not answer within 1 s ({e})"))?;
+        let topic = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == self.topic)
+            .ok_or_else(|| format!("the brokers do not know topic `{}`", self.topic))?;
+        let partition = topic
+            .partitions()
+            .first()
+            .ok_or_else(|| format!("topic `{}` has no partition", self.topic))?;
+        if let Some(e) = partition.error() {
+            return Err(format!("partition 0 of `{}`: {:?}", self.topic, e));
+        }
+        if partition.leader() < 0 {
+            return Err(format!("partition 0 of `{}` has no leader", self.topic));
+        }
+        if partition.isr().len() < self.min_insync {
+            return Err(format!(
+                "partition 0 of `{}` has {} in-sync replica(s), fewer than min.insync.replicas {}",
+                self.topic,
+                partition.isr().len(),
+                self.min_insync
+            ));
+        }
+        Ok(())
     }
 
     fn describe(&self) -> String {

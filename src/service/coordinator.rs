@@ -122,6 +122,29 @@ struct Replica {
     /// records (other writers') the tail applied in the same batch before the waiter woke.
     /// Two requests waiting for one id (a retry racing its first attempt) share the slot.
     awaited: Mutex<HashMap<String, Awaited>>,
+    /// Set when the tail met a record it cannot read: it applies nothing after it (a replica
+    /// that skipped a newer release's record would diverge from the replicas that applied it).
+    halted: Mutex<Option<String>>,
+    /// Offsets an operator confirmed are garbage (`store.kafka.skip_offsets`): they take no effect.
+    skip: std::collections::BTreeSet<u64>,
+    /// The tail's last read failed (the brokers cannot be read).
+    tail_failing: AtomicBool,
+}
+
+/// Options of a replica on a shared log.
+#[derive(Clone, Debug, Default)]
+pub struct SharedOptions {
+    /// How long a writer waits for its own replica to apply its record.
+    pub apply_wait: Duration,
+    /// Unreadable records to skip (`store.kafka.skip_offsets`); any other one halts the replica.
+    pub skip_offsets: Vec<u64>,
+}
+
+/// Why a replica stops at an unreadable record, for the log and `/readyz`.
+fn halt_reason(position: u64, why: &str) -> String {
+    format!(
+        "record {position} of the shared log cannot be read ({why}); this replica applies nothing after it. A newer release wrote it: upgrade this replica. If it is garbage on every replica, list {position} in store.kafka.skip_offsets on every replica"
+    )
 }
 
 /// How many of this replica's requests wait for one command id, and the state right after its
@@ -157,22 +180,32 @@ impl Replica {
 
 /// Applies every record from the applier's next position up to `end`. Reads at least once, so
 /// that a position the log does not hold is [`StoreError::Position`] even when it is past `end`.
+/// Stops at a record it cannot read (unless its offset is in `skip`), with why.
 fn catch_up(
     applier: &mut Applier,
     reader: &mut dyn LogReader,
     end: u64,
-) -> Result<u64, StoreError> {
+    skip: &std::collections::BTreeSet<u64>,
+) -> Result<(u64, Option<String>), StoreError> {
     let mut applied = 0;
     loop {
         let wait =
             if applier.next_position < end { Duration::from_secs(1) } else { Duration::ZERO };
         let records = reader.read_after(applier.next_position, wait)?;
         for (position, record) in &records {
+            if *position < applier.next_position {
+                continue;
+            }
+            if let Err(why) = record
+                && !skip.contains(position)
+            {
+                return Ok((applied, Some(halt_reason(*position, why))));
+            }
             applier.apply(*position, record.as_ref().map_err(String::as_str));
             applied += 1;
         }
         if applier.next_position >= end {
-            return Ok(applied);
+            return Ok((applied, None));
         }
     }
 }
@@ -194,6 +227,10 @@ pub struct Coordinator {
     published: Arc<Published>,
     path: Path,
     healthy: AtomicBool,
+    /// The last writability probe of a shared log (`write_readiness`), and the lock its one
+    /// probe at a time holds.
+    probe: Mutex<Option<(std::time::Instant, Result<(), String>)>>,
+    probing: Mutex<()>,
     log_description: String,
     log_id: String,
     apply_wait: Duration,
@@ -319,6 +356,8 @@ impl Coordinator {
             }))),
             snapshots: snapshots.map(Mutex::new),
             healthy: AtomicBool::new(true),
+            probe: Mutex::new(None),
+            probing: Mutex::new(()),
             log_description,
             apply_wait: Duration::ZERO,
         };
@@ -374,8 +413,10 @@ impl Coordinator {
         mut reader: Box<dyn LogReader>,
         snapshots: Option<Snapshots>,
         boot: Boot,
-        apply_wait: Duration,
+        options: SharedOptions,
     ) -> Result<Started, StartError> {
+        let apply_wait = options.apply_wait;
+        let skip: std::collections::BTreeSet<u64> = options.skip_offsets.iter().copied().collect();
         let log_description = log.describe();
         let shared = |reason: String| StoreError::Shared { log: log_description.clone(), reason };
         if reader.end()? == 0 {
@@ -434,7 +475,7 @@ impl Coordinator {
                     warnings.push(ignored(why));
                     snapshot_ignored = true;
                 }
-                Ok(mut restored) => match catch_up(&mut restored, reader.as_mut(), end) {
+                Ok(mut restored) => match catch_up(&mut restored, reader.as_mut(), end, &skip) {
                     Ok(count) => {
                         from_snapshot = true;
                         applied = Some(count);
@@ -452,10 +493,13 @@ impl Coordinator {
                 }
             }
         }
-        let applied = match applied {
-            Some(count) => count,
-            None => catch_up(&mut applier, reader.as_mut(), end)?,
+        let (applied, halted) = match applied {
+            Some(done) => done,
+            None => catch_up(&mut applier, reader.as_mut(), end, &skip)?,
         };
+        if let Some(why) = &halted {
+            eprintln!("tidegate: error: {why}");
+        }
         let log_id = applier.log_id.clone();
         let published = Arc::new(Published::new(applier.state.clone()));
         let replica = Arc::new(Replica {
@@ -466,6 +510,9 @@ impl Coordinator {
             snapshots: snapshots.map(Mutex::new),
             since_snapshot: std::sync::atomic::AtomicU64::new(applied),
             awaited: Mutex::new(HashMap::new()),
+            halted: Mutex::new(halted),
+            skip,
+            tail_failing: AtomicBool::new(false),
         });
         // A long catch-up (or a snapshot that had to be ignored) is worth a snapshot right away,
         // so the next start is fast again.
@@ -483,6 +530,8 @@ impl Coordinator {
             published,
             path: Path::Shared(replica),
             healthy: AtomicBool::new(true),
+            probe: Mutex::new(None),
+            probing: Mutex::new(()),
             log_description,
             log_id,
             apply_wait,
@@ -582,6 +631,12 @@ impl Coordinator {
         envelope: &Envelope,
         command_id: Option<&str>,
     ) -> Result<Submitted, SubmitError> {
+        if let Some(why) = replica.halted.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(SubmitError::Store(StoreError::Shared {
+                log: self.log_description.clone(),
+                reason: why,
+            }));
+        }
         let command_id = command_id.map_or_else(new_log_id, str::to_owned);
         // A caller's key already in the log with another request's fingerprint: refused before
         // anything is appended (a retry of an id already decided still gets its outcome).
@@ -776,6 +831,38 @@ impl Coordinator {
         self.healthy.load(Ordering::SeqCst)
     }
 
+    /// Whether a change could be accepted now, or why not: the file log has not failed a write;
+    /// a shared log's replica has not stopped at an unreadable record, its tail reads, and the
+    /// log answers that it could acknowledge an append. Blocks for up to about a second on a
+    /// shared log: call it from a blocking context.
+    pub fn write_readiness(&self) -> Result<(), String> {
+        if !self.is_healthy() {
+            return Err("a write to the command log failed; changes are refused until restart".into());
+        }
+        let Path::Shared(replica) = &self.path else { return Ok(()) };
+        if let Some(why) = replica.halted.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(why);
+        }
+        if replica.tail_failing.load(Ordering::SeqCst) {
+            return Err("the shared log cannot be read, so this replica cannot apply its own changes".into());
+        }
+        // One probe per second whoever asks (readiness is polled, and read anonymously); while
+        // one runs, others get the last answer.
+        let last = self.probe.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some((at, result)) = &last
+            && at.elapsed() < Duration::from_secs(1)
+        {
+            return result.clone();
+        }
+        let Ok(_probing) = self.probing.try_lock() else {
+            return last.map_or_else(|| Err("the log is being checked".into()), |(_, r)| r);
+        };
+        let result = replica.log.writable();
+        *self.probe.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), result.clone()));
+        result
+    }
+
     pub fn log_description(&self) -> &str {
         &self.log_description
     }
@@ -787,6 +874,10 @@ impl Coordinator {
 fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
     let mut failing = false;
     loop {
+        if replica.halted.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            std::thread::sleep(Duration::from_millis(500));
+            continue;
+        }
         let from = {
             let a = replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             a.next_position
@@ -796,6 +887,7 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
                 if failing {
                     eprintln!("tidegate: reading the shared log works again");
                     failing = false;
+                    replica.tail_failing.store(false, Ordering::SeqCst);
                 }
                 records
             }
@@ -803,6 +895,7 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
                 if !failing {
                     eprintln!("tidegate: warning: cannot read the shared log: {e}");
                     failing = true;
+                    replica.tail_failing.store(true, Ordering::SeqCst);
                 }
                 std::thread::sleep(Duration::from_millis(200));
                 continue;
@@ -818,8 +911,14 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
                 continue;
             }
             if let Err(why) = record {
+                if !replica.skip.contains(position) {
+                    let reason = halt_reason(*position, why);
+                    eprintln!("tidegate: error: {reason}");
+                    *replica.halted.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+                    break;
+                }
                 eprintln!(
-                    "tidegate: warning: shared log record {position} is unreadable ({why}); it takes no effect"
+                    "tidegate: warning: shared log record {position} is unreadable ({why}); skipped (store.kafka.skip_offsets)"
                 );
             }
             changed |= a.apply(*position, record.as_ref().map_err(String::as_str)) == Step::Changed;
@@ -907,7 +1006,13 @@ mod tests {
         };
         let snapshots = Snapshots::new(dir, 0);
         let (writer, reader) = (Box::new(log.clone()), Box::new(log.clone()));
-        Coordinator::start_shared(writer, reader, Some(snapshots), boot, Duration::from_secs(5))
+        Coordinator::start_shared(
+            writer,
+            reader,
+            Some(snapshots),
+            boot,
+            SharedOptions { apply_wait: Duration::from_secs(5), skip_offsets: Vec::new() },
+        )
             .unwrap()
     }
 

@@ -146,10 +146,14 @@ impl LaneAuthority {
 
 /// Claims and renews the lane lease until `shutdown` completes. A replica that does not hold it
 /// claims only once the log shows the current term over, so an idle replica writes nothing.
+///
+/// It claims nothing until `id_checked` says no other live process uses this node id (two
+/// processes with one id would both be granted: the lease is "already the claimant's").
 pub async fn run(
     authority: Arc<LaneAuthority>,
     coordinator: Arc<Coordinator>,
     now_ms: fn() -> u64,
+    id_checked: impl Fn() -> bool,
     shutdown: impl Future<Output = ()>,
 ) {
     let Some(claimant) = authority.claimant.clone() else { return };
@@ -170,7 +174,7 @@ pub async fn run(
             Some(_) if mine => last_sent.is_none_or(|sent| sent.elapsed() >= renew_every),
             Some(l) => l.until_ms < now,
         };
-        if !due {
+        if !due || !id_checked() {
             authority.observe(lease);
             continue;
         }

@@ -50,6 +50,10 @@ pub struct Announcement {
     pub started_at_ms: u64,
     /// When it was sent, by the sender's clock.
     pub at_ms: u64,
+    /// Drawn by each process at start: two processes announcing one `id` are two instances
+    /// (0 from a release that did not send it).
+    #[serde(default)]
+    pub instance: u64,
 }
 
 /// One row of `GET /v1/cluster`'s `replicas`.
@@ -122,6 +126,40 @@ pub struct Presence {
     listening: std::sync::atomic::AtomicBool,
     /// The safety gates' inputs, sent to and fed by the other replicas on the same bus.
     gates: Option<GateInputs>,
+    /// This process among any others started with the same node id.
+    instance: u64,
+    /// When this process began reading the bus (`None`: no bus, nothing to check against).
+    bus_since: Mutex<Option<std::time::Instant>>,
+    /// When this replica last warned about a newer process using its node id.
+    warned_duplicate_ms: std::sync::atomic::AtomicU64,
+}
+
+/// How long a replica reads presence before it may take the lane lease under its node id: more
+/// than one announcement interval, so a live process with the same id is heard from first.
+pub const ID_CHECK: Duration = Duration::from_millis(3_000);
+
+/// What a replica does on hearing another process announce its own node id.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Duplicate {
+    /// Not a duplicate: another id, this process, or an earlier instance that is gone (it sent
+    /// the announcement before this process started: a restart after kill -9).
+    None,
+    /// The other process started first: this one must stop.
+    Refuse,
+    /// This process started first: the other one stops; warn.
+    Warn,
+}
+
+/// Judges an announcement against this process (pure).
+pub fn duplicate(my_id: &str, my_instance: u64, my_start_ms: u64, a: &Announcement) -> Duplicate {
+    if a.id != my_id || a.instance == my_instance || a.at_ms <= my_start_ms {
+        return Duplicate::None;
+    }
+    if (a.started_at_ms, a.instance) < (my_start_ms, my_instance) {
+        Duplicate::Refuse
+    } else {
+        Duplicate::Warn
+    }
 }
 
 impl Presence {
@@ -134,7 +172,22 @@ impl Presence {
             seen: Mutex::new(BTreeMap::new()),
             listening: std::sync::atomic::AtomicBool::new(false),
             gates: None,
+            instance: rand::random::<u64>() | 1,
+            bus_since: Mutex::new(None),
+            warned_duplicate_ms: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Whether this replica may act under its node id (take the lane lease): no other live
+    /// process with the same id has announced itself for [`ID_CHECK`] of reading the bus.
+    /// Without a bus (a single node, or the presence topic unusable) there is nothing to check.
+    pub fn id_checked(&self) -> bool {
+        self.node.is_none()
+            || self
+                .bus_since
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none_or(|since| since.elapsed() >= ID_CHECK)
     }
 
     /// Sends these gate inputs every `gate_view::GATES_EVERY` and feeds them the others'.
@@ -197,6 +250,34 @@ impl Presence {
         if a.log_id != self.coordinator.log_id() {
             return;
         }
+        if let Some(node) = &self.node {
+            match duplicate(&node.id, self.instance, self.started_at_ms, &a) {
+                Duplicate::None => {}
+                Duplicate::Refuse => {
+                    eprintln!(
+                        "tidegate: error: node id `{}` is already used by a live replica (started at {} ms, {}); every replica needs its own [node] id. Stopping.",
+                        node.id, a.started_at_ms, a.url
+                    );
+                    std::process::exit(1);
+                }
+                Duplicate::Warn => {
+                    let last = self.warned_duplicate_ms.load(std::sync::atomic::Ordering::Relaxed);
+                    if now_ms.saturating_sub(last) >= 60_000 {
+                        self.warned_duplicate_ms
+                            .store(now_ms, std::sync::atomic::Ordering::Relaxed);
+                        eprintln!(
+                            "tidegate: error: another process started with this replica's node id `{}` ({}); it must stop (it will, on hearing this replica)",
+                            node.id, a.url
+                        );
+                    }
+                    crate::telemetry::count_node_id_conflict();
+                }
+            }
+            // This process's own announcements are not another replica.
+            if a.id == node.id {
+                return;
+            }
+        }
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         if seen.get(&a.id).is_none_or(|old| old.at_ms <= a.at_ms) {
             seen.insert(a.id.clone(), a);
@@ -220,6 +301,7 @@ impl Presence {
             state_hash: me.state_hash,
             started_at_ms: self.started_at_ms,
             at_ms: now_ms,
+            instance: self.instance,
         })
     }
 
@@ -231,6 +313,7 @@ impl Presence {
         clock: fn() -> u64,
     ) -> std::io::Result<()> {
         let presence = Arc::clone(self);
+        *self.bus_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
         std::thread::Builder::new().name("tidegate-presence".into()).spawn(move || {
             let mut next = std::time::Instant::now();
             let mut next_gates = next;
@@ -312,7 +395,24 @@ mod tests {
             state_hash: None,
             started_at_ms: 0,
             at_ms,
+            instance: 7,
         }
+    }
+
+    #[test]
+    fn a_second_process_with_the_same_node_id_stops_and_a_restart_does_not() {
+        let mut a = other("r1", 3, 10_000);
+        a.started_at_ms = 5_000;
+        // Another process, started before this one (at 8 000), still announcing: stop.
+        assert_eq!(duplicate("r1", 9, 8_000, &a), Duplicate::Refuse);
+        // This one started first: the other stops; this one warns.
+        assert_eq!(duplicate("r1", 9, 4_000, &a), Duplicate::Warn);
+        // An announcement sent before this process started is a predecessor killed and
+        // restarted: not a duplicate.
+        assert_eq!(duplicate("r1", 9, 12_000, &a), Duplicate::None);
+        // Its own announcements, and other ids, are not duplicates.
+        assert_eq!(duplicate("r1", 7, 8_000, &a), Duplicate::None);
+        assert_eq!(duplicate("r2", 9, 8_000, &a), Duplicate::None);
     }
 
     #[test]

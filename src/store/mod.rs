@@ -66,6 +66,12 @@ pub trait CommandLog: Send {
 
     /// Where the log lives, for messages and `/readyz`.
     fn describe(&self) -> String;
+
+    /// Whether an append could be acknowledged now (Kafka: the partition has a leader and enough
+    /// in-sync replicas), or why not. Blocks for at most about a second.
+    fn writable(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A log shared by several coordinator replicas (Kafka): appends go to one total order, and each
@@ -78,6 +84,12 @@ pub trait SharedLog: Send + Sync {
 
     /// Where the log lives, for messages and `/readyz`.
     fn describe(&self) -> String;
+
+    /// Whether an append could be acknowledged now (Kafka: the partition has a leader and enough
+    /// in-sync replicas), or why not. Blocks for at most about a second.
+    fn writable(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// One record read back from a shared log: its position, and the entry or why it is unreadable.
