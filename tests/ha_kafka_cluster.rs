@@ -3,7 +3,8 @@
 //! writes. Nothing acknowledged is lost (the history checker), the topic was created with three
 //! copies, and writes resume; the time they stopped for is printed. With `HA_CLUSTER_KILLS=N`
 //! the kill is repeated N times (one by default), restarting the last victim and waiting for it
-//! to rejoin the ISR in between, for a distribution.
+//! to rejoin the ISR in between, for a distribution. Then `/readyz` follows whether a change could
+//! be accepted: unready on every replica once a second broker is down, ready again after.
 
 mod common;
 mod ha_support;
@@ -173,6 +174,54 @@ fn killing_the_leading_broker_loses_no_acknowledged_change_and_writes_resume() {
     println!(
         "ha kafka cluster: {}",
         distribution("stop-broker (SIGKILL sent and the JVM reaped)", &reaps)
+    );
+
+    // Readiness says whether a change could be accepted. With the last victim still down, two
+    // of three brokers keep min.insync.replicas=2: ready. Stop a second one and no append can be
+    // acknowledged: every replica must say unready within seconds, while tags and reads go on
+    // (/healthz is the liveness of those). Bring both back and readiness returns.
+    let down = rounds.last().unwrap().leader.clone();
+    let ready = |url: &str| common::get_json(&format!("{url}/readyz")).0 == 200;
+    for url in &replicas.urls {
+        assert!(
+            wait_until(Duration::from_secs(30), || ready(url)),
+            "{url} not ready with 2 of 3 brokers"
+        );
+    }
+    let second = ["1", "2", "3"].into_iter().find(|b| *b != down).unwrap().to_owned();
+    kafka_sh(&["stop-broker", &second]);
+    let outage = Instant::now();
+    let mut unready_after = Vec::new();
+    for url in &replicas.urls {
+        assert!(
+            wait_until(Duration::from_secs(20), || !ready(url)),
+            "{url} still says ready with 1 of 3 brokers: {}",
+            common::get_json(&format!("{url}/readyz")).1
+        );
+        unready_after.push(outage.elapsed());
+        let (status, body) = common::get_json(&format!("{url}/readyz"));
+        assert_eq!((status, body["error"].as_str()), (503, Some("store_unavailable")), "{body}");
+        assert_eq!(common::get_json(&format!("{url}/healthz")).0, 200);
+        assert_eq!(common::get_json(&format!("{url}/v1/tag?user_id=u-1")).0, 200);
+    }
+    kafka_sh(&["start-broker", &second]);
+    kafka_sh(&["start-broker", &down]);
+    let back = Instant::now();
+    let mut ready_after = Vec::new();
+    for url in &replicas.urls {
+        assert!(wait_until(Duration::from_secs(90), || ready(url)), "{url} never ready again");
+        ready_after.push(back.elapsed());
+    }
+    println!(
+        "ha kafka cluster: {}",
+        distribution(
+            "readyz unready after the second broker stopped (per replica)",
+            &unready_after
+        )
+    );
+    println!(
+        "ha kafka cluster: {}",
+        distribution("readyz ready again after both brokers started (per replica)", &ready_after)
     );
     replicas.kill9(0);
 }

@@ -462,3 +462,66 @@ fn a_second_process_with_a_live_replicas_node_id_stops_and_a_restart_after_kill_
     assert_eq!(status, 200, "{}", restarted.stderr());
     assert!(!restarted.stderr().contains("already used"), "{}", restarted.stderr());
 }
+
+/// Appends raw bytes to the command topic, as a newer release (or anything else) might; returns
+/// the record's offset.
+fn append_raw(topic: &str, payload: &[u8]) -> u64 {
+    use rdkafka::ClientConfig;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let rt = kafka::runtime();
+    rt.block_on(async {
+        let producer: FutureProducer =
+            ClientConfig::new().set("bootstrap.servers", kafka::bootstrap()).create().unwrap();
+        let record = FutureRecord::<(), [u8]>::to(topic).payload(payload);
+        let delivered = producer.send(record, Duration::from_secs(10)).await.unwrap();
+        delivered.offset as u64
+    })
+}
+
+#[test]
+fn a_record_a_replica_cannot_read_stops_it_there_instead_of_splitting_the_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-unreadable");
+    let replicas = start_replicas(dir.path(), &topic, 2);
+    let url = &replicas[0].url;
+    let v = get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    // A record of a kind this release does not know (a newer release's command).
+    let offset = append_raw(&topic, br#"{"kind":"from_the_future","format":9}"#);
+    for r in &replicas {
+        let stopped = wait_until(Duration::from_secs(10), || {
+            let (status, body) = get_json(&format!("{}/readyz", r.url));
+            status == 503
+                && body["detail"].as_str().unwrap_or("").contains(&format!("record {offset}"))
+        });
+        assert!(stopped, "{}: {}", r.url, get_json(&format!("{}/readyz", r.url)).1);
+        // Writes are refused before anything is appended; tags go on at the last version.
+        let (status, body) = put_json(
+            &format!("{}/v1/dial", r.url),
+            OPERATOR_TOKEN,
+            json!({"blue_percent": 10, "expected_version": v, "reason": "after the unreadable record"}),
+        );
+        assert_eq!((status, body["error"].as_str()), (503, Some("store_unavailable")), "{body}");
+        let (status, tag) = get_json(&format!("{}/v1/tag?user_id=u-1", r.url));
+        assert_eq!((status, tag["version"].as_u64()), (200, Some(v)), "{tag}");
+    }
+    // Nothing after it applies on any replica: nobody skips it.
+    let (_, routing) = get_json(&format!("{url}/v1/routing"));
+    assert_eq!(routing["version"].as_u64(), Some(v));
+    // An operator who confirmed it is garbage lists it on the replica: it goes on from there.
+    let file = replica_config_with(dir.path(), &topic, 3, "");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "allow_under_replicated = true\n",
+        &format!("allow_under_replicated = true\nskip_offsets = [{offset}]\n"),
+    );
+    std::fs::write(&file, text).unwrap();
+    let third = Server::start(&file, &dir.path().join("data-3"));
+    assert!(
+        wait_until(Duration::from_secs(10), || get_json(&format!("{}/readyz", third.url)).0 == 200)
+    );
+    let (status, body) = put_json(
+        &format!("{}/v1/dial", third.url),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 10, "expected_version": v, "reason": "the garbage is skipped"}),
+    );
+    assert_eq!(status, 200, "{body}");
+}

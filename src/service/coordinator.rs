@@ -837,14 +837,19 @@ impl Coordinator {
     /// shared log: call it from a blocking context.
     pub fn write_readiness(&self) -> Result<(), String> {
         if !self.is_healthy() {
-            return Err("a write to the command log failed; changes are refused until restart".into());
+            return Err(
+                "a write to the command log failed; changes are refused until restart".into()
+            );
         }
         let Path::Shared(replica) = &self.path else { return Ok(()) };
         if let Some(why) = replica.halted.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             return Err(why);
         }
         if replica.tail_failing.load(Ordering::SeqCst) {
-            return Err("the shared log cannot be read, so this replica cannot apply its own changes".into());
+            return Err(
+                "the shared log cannot be read, so this replica cannot apply its own changes"
+                    .into(),
+            );
         }
         // One probe per second whoever asks (readiness is polled, and read anonymously); while
         // one runs, others get the last answer.
@@ -1013,7 +1018,7 @@ mod tests {
             boot,
             SharedOptions { apply_wait: Duration::from_secs(5), skip_offsets: Vec::new() },
         )
-            .unwrap()
+        .unwrap()
     }
 
     fn dial(c: &Coordinator, blue_units: u32) {
