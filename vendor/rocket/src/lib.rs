@@ -118,6 +118,10 @@ pub use futures;
 pub use tokio;
 pub use figment;
 pub use time;
+/// tidegate patch (TIDEGATE-PATCH.md): the connection guard `serve()` admits connections
+/// through when an `Arc<conn_guard::Guard>` is managed state. Naming it from tidegate makes a
+/// build against an unpatched Rocket fail instead of serving without the guard.
+pub use tidegate_conn_guard as conn_guard;
 
 #[doc(hidden)]
 #[macro_use] pub mod log;

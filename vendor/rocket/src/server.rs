@@ -14,7 +14,10 @@ use http_body_util::{Either, Empty, StreamBody};
 use hyper_util::rt::TokioIo;
 
 #[cfg(feature = "http2")]
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioExecutor;
+// tidegate patch: the timer is needed on HTTP/1 too, for the header read timeout.
+use hyper_util::rt::TokioTimer;
+use tidegate_conn_guard::{Admission, Guard, Ticket};
 #[cfg(feature = "http2")]
 use hyper_util::server::conn::auto::Builder;
 #[cfg(not(feature = "http2"))]
@@ -635,10 +638,18 @@ impl Rocket<Orbit> {
         #[cfg(not(feature = "http2"))]
         let http1 = &mut builder;
 
+        // tidegate patch (vendor/rocket/TIDEGATE-PATCH.md): with a connection guard managed as
+        // state, hyper's header read timer (which starts when a connection goes idle) is the
+        // idle timeout of kept-alive connections, and every connection is admitted by the
+        // guard below. Without one, Rocket's own behaviour: no timeout at all.
+        let guard = self.state::<Arc<Guard>>().cloned();
         let keep_alive = self.config.keep_alive;
         http1.keep_alive(keep_alive != 0)
             .preserve_header_case(true)
-            .header_read_timeout(None);
+            .header_read_timeout(guard.as_ref().map(|g| g.limits().idle_timeout));
+        if guard.is_some() {
+            http1.timer(TokioTimer::new());
+        }
 
         #[cfg(feature = "http2")]
         builder.http2()
@@ -656,6 +667,18 @@ impl Rocket<Orbit> {
         let mut incoming = pin!(incoming);
 
         while let Some(conn) = incoming.next().await.transpose()? {
+            // tidegate patch: admit the connection (evicting the oldest unproven one at the
+            // limit), or refuse it with a short 503 when every connection is proven.
+            let ticket = match &guard {
+                None => None,
+                Some(guard) => match guard.admit() {
+                    Admission::Admitted(ticket) => Some(Arc::new(ticket)),
+                    Admission::Refused => {
+                        tokio::spawn(tidegate_conn_guard::refuse(conn));
+                        continue;
+                    }
+                },
+            };
             let (rocket, server) = (self.clone(), server.clone());
             let shutdown = rocket.shutdown();
             tokio::spawn(async move {
@@ -663,7 +686,12 @@ impl Rocket<Orbit> {
                     remote: conn.peer_address(),
                     client_certificates: conn.peer_certificates(),
                 };
+                let proof = ticket.clone();
                 let service = hyper::service::service_fn(move |req| {
+                    // A parsed request head proves the connection (tidegate patch).
+                    if let Some(ticket) = &proof {
+                        ticket.prove();
+                    }
                     hyper_service_fn(rocket.clone(), connection.clone(), req)
                 });
 
@@ -680,10 +708,19 @@ impl Rocket<Orbit> {
                         server.await
                     },
                     result = &mut server => result,
+                    // Evicted, or no complete head within the header read timeout: dropping
+                    // the connection closes it (tidegate patch).
+                    _ = closing(ticket.as_deref()) => Ok(()),
                 };
 
                 if let Err(e) = result {
                     let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+                    // hyper's header read timer fired (tidegate patch): counted, not logged.
+                    let timed_out = e.downcast_ref::<hyper::Error>().is_some_and(|e| e.is_timeout());
+                    if let (true, Some(ticket)) = (timed_out, &ticket) {
+                        ticket.timed_out();
+                        return;
+                    }
                     warn!("Connection failed: {}", e);
                     let mut source = e.source();
                     while let Some(e) = source {
@@ -695,5 +732,13 @@ impl Rocket<Orbit> {
         }
 
         Ok(())
+    }
+}
+
+/// When the guard wants the connection closed; never without a guard (tidegate patch).
+async fn closing(ticket: Option<&Ticket>) {
+    match ticket {
+        Some(ticket) => { ticket.closing().await; }
+        None => futures::future::pending::<()>().await,
     }
 }
