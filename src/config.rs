@@ -152,6 +152,10 @@ pub struct EdgeSettings {
     pub zone: String,
     pub subscriber_id: String,
     pub token: String,
+    /// The edge listener's connection limits (same keys and defaults as `[server]`).
+    pub header_read_timeout: String,
+    pub idle_timeout: String,
+    pub max_connections: Option<u64>,
 }
 
 impl Default for EdgeSettings {
@@ -167,6 +171,9 @@ impl Default for EdgeSettings {
             zone: String::new(),
             subscriber_id: String::new(),
             token: String::new(),
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT.into(),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT.into(),
+            max_connections: None,
         }
     }
 }
@@ -433,7 +440,19 @@ pub struct ServerSettings {
     /// A second port serving only `GET`/`POST /v1/tag` on hyper directly (off when absent).
     pub fast_port: Option<u16>,
     pub tls: Option<TlsSettings>,
+    /// How long a new connection may take to send its first request's complete head.
+    pub header_read_timeout: String,
+    /// How long a kept-alive connection may stay idle before its next request's head is complete.
+    pub idle_timeout: String,
+    /// Most connections served at once over the main and the fast port; 0 or absent derives
+    /// it from the open-file limit.
+    pub max_connections: Option<u64>,
 }
+
+/// `[server] header_read_timeout` and `[edge] header_read_timeout` when not set.
+pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
+/// `[server] idle_timeout` and `[edge] idle_timeout` when not set.
+pub const DEFAULT_IDLE_TIMEOUT: &str = "60s";
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -502,7 +521,15 @@ impl Default for Settings {
 
 impl Default for ServerSettings {
     fn default() -> Self {
-        ServerSettings { address: "127.0.0.1".into(), port: 8080, fast_port: None, tls: None }
+        ServerSettings {
+            address: "127.0.0.1".into(),
+            port: 8080,
+            fast_port: None,
+            tls: None,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT.into(),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT.into(),
+            max_connections: None,
+        }
     }
 }
 
@@ -596,6 +623,9 @@ pub struct Config {
     /// `[server] fast_port`: the tag path's own plain-HTTP listener on `address` (`http_fast`);
     /// 0 takes any free port.
     pub fast_port: Option<u16>,
+    /// `[server] header_read_timeout`, `idle_timeout`, `max_connections`: the limits of the
+    /// main and the fast port, which share one connection guard.
+    pub connections: ConnectionLimits,
     /// The CA file the CLI trusts (`[client] ca_file`).
     pub client_ca_file: Option<PathBuf>,
     /// Most subscribers one caller may register (`subscribers.max_per_caller`).
@@ -636,6 +666,52 @@ pub struct EdgeConfig {
     pub subscriber_id: Option<String>,
     /// Bearer token for the coordinator, when it requires service tokens for reads.
     pub token: Option<String>,
+    /// `[edge] header_read_timeout`, `idle_timeout`, `max_connections`.
+    pub connections: ConnectionLimits,
+}
+
+/// A listener's connection limits (`service::connections` builds its guard from them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    pub header_read_timeout_ms: u64,
+    pub idle_timeout_ms: u64,
+    /// `None`: derived from the open-file limit at start-up.
+    pub max_connections: Option<usize>,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            max_connections: None,
+        }
+    }
+}
+
+/// The `<section>.header_read_timeout`, `idle_timeout` and `max_connections` keys.
+fn validate_connections(
+    section: &str,
+    header_read_timeout: &str,
+    idle_timeout: &str,
+    max_connections: Option<u64>,
+) -> Result<ConnectionLimits, ConfigError> {
+    let header_read_timeout_ms =
+        duration(&format!("{section}.header_read_timeout"), header_read_timeout)?;
+    let idle_timeout_ms = duration(&format!("{section}.idle_timeout"), idle_timeout)?;
+    let max_connections = match max_connections {
+        None | Some(0) => None,
+        Some(n) if n <= 10_000_000 => Some(n as usize),
+        Some(n) => {
+            return Err(invalid(
+                format!("{section}.max_connections"),
+                format!(
+                    "must be at most 10000000 (0 derives it from the open-file limit), got {n}"
+                ),
+            ));
+        }
+    };
+    Ok(ConnectionLimits { header_read_timeout_ms, idle_timeout_ms, max_connections })
 }
 
 /// Where a zone's capacity comes from.
@@ -980,6 +1056,12 @@ impl Config {
         if flag_key.is_empty() || flag_key.len() > 128 || flag_key.contains('/') {
             return Err(invalid("openfeature.flag_key", "must be 1-128 characters without `/`"));
         }
+        let connections = validate_connections(
+            "server",
+            &s.server.header_read_timeout,
+            &s.server.idle_timeout,
+            s.server.max_connections,
+        )?;
         let edge = validate_edge(&s.edge, &s.data_dir)?;
         let capacity = validate_capacity(&s, &zones, &health)?;
         let store = validate_store(&s.store)?;
@@ -1004,6 +1086,7 @@ impl Config {
             declared_plans: s.plans.declared.clone(),
             tls: s.server.tls.clone(),
             fast_port: s.server.fast_port,
+            connections,
             client_ca_file: s.client.ca_file.clone(),
             flag_key,
             edge,
@@ -1396,6 +1479,12 @@ fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, Config
         zone,
         subscriber_id,
         token: (!e.token.is_empty()).then(|| e.token.clone()),
+        connections: validate_connections(
+            "edge",
+            &e.header_read_timeout,
+            &e.idle_timeout,
+            e.max_connections,
+        )?,
     })
 }
 

@@ -146,6 +146,7 @@ pub fn serve(config: Config) -> Result<(), String> {
                 main_port: Arc::clone(&app.bound_port),
                 subscribers: Some(Arc::clone(&app.subscribers)),
                 frames: Arc::clone(&app.frames),
+                connections: Arc::clone(&app.connections),
             };
             let fast = http_fast::FastListener::bind(tagger, port)?;
             if let Some(at) = fast.local_addr() {

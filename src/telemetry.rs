@@ -60,9 +60,33 @@ pub const NODE_ID_CONFLICTS: &str = "tidegate_node_id_conflicts_total";
 pub const OFREP_EVALUATIONS: &str = "tidegate_ofrep_evaluations_total";
 pub const PLAN_TRIGGERS: &str = "tidegate_plan_triggers_total";
 pub const PLAN_TRIGGER_REFUSALS: &str = "tidegate_plan_trigger_refusals_total";
+pub const CONNECTIONS_LIMIT: &str = "tidegate_connections_limit";
+pub const CONNECTIONS_REFUSED: &str = "tidegate_connections_refused_total";
+pub const CONNECTIONS_EVICTED: &str = "tidegate_connections_evicted_total";
+pub const CONNECTION_TIMEOUTS: &str = "tidegate_connection_timeouts_total";
 
 /// Kind, name, unit and help text of every metric.
 pub const METRICS: &[(&str, &str, &str)] = &[
+    (
+        "gauge",
+        CONNECTIONS_LIMIT,
+        "Most connections this process serves at once over all its listeners (server.max_connections or edge.max_connections, else derived from the open-file limit).",
+    ),
+    (
+        "counter",
+        CONNECTIONS_REFUSED,
+        "Connections refused with 503 too_many_connections: at the limit, every open connection had completed a request.",
+    ),
+    (
+        "counter",
+        CONNECTIONS_EVICTED,
+        "Connections closed to admit a new one at the limit: the oldest that had not completed a request head (idle or half-sent).",
+    ),
+    (
+        "counter",
+        CONNECTION_TIMEOUTS,
+        "Connections closed by a timeout, by kind: header (no complete first request head within header_read_timeout) or idle (a kept-alive connection idle past idle_timeout).",
+    ),
     ("gauge", EDGE_CONNECTED, "1 while the edge's watch stream to a coordinator is open, else 0."),
     (
         "gauge",
@@ -284,6 +308,11 @@ fn prime() {
     }
     metrics::counter!(DIAL_CHANGES).increment(0);
     metrics::counter!(NODE_ID_CONFLICTS).increment(0);
+    metrics::counter!(CONNECTIONS_REFUSED).increment(0);
+    metrics::counter!(CONNECTIONS_EVICTED).increment(0);
+    for kind in ["header", "idle"] {
+        metrics::counter!(CONNECTION_TIMEOUTS, "kind" => kind).increment(0);
+    }
     for action in crate::core::Command::ACTIONS {
         metrics::counter!(CHANGES, "action" => *action).increment(0);
     }
@@ -687,4 +716,19 @@ pub fn count_ofrep(outcome: &'static str) {
 /// Counts one gateway check.
 pub fn count_gate(color: Color, source: &'static str) {
     metrics::counter!(EDGE_GATE, "color" => color.as_str(), "source" => source).increment(1);
+}
+
+/// The connection guard's limit (`service::connections`).
+pub fn set_connections_limit(limit: usize) {
+    metrics::gauge!(CONNECTIONS_LIMIT).set(limit as f64);
+}
+
+/// Counts one of the connection guard's events: `refused`, `evicted`, or a timeout of kind
+/// `header` or `idle`.
+pub fn connection_event(event: &'static str) {
+    match event {
+        "refused" => metrics::counter!(CONNECTIONS_REFUSED).increment(1),
+        "evicted" => metrics::counter!(CONNECTIONS_EVICTED).increment(1),
+        kind => metrics::counter!(CONNECTION_TIMEOUTS, "kind" => kind).increment(1),
+    }
 }

@@ -33,6 +33,11 @@ fn each_bad_value_names_its_key() {
         ("[colors]\nblue = \"az-a\"\ngreen = \"az-a\"", "colors.green"),
         ("[colors]\nblue = \"zone b!\"", "colors.blue"),
         ("[server]\naddress = \"localhost:80\"", "server.address"),
+        ("[server]\nheader_read_timeout = \"0s\"", "server.header_read_timeout"),
+        ("[server]\nidle_timeout = \"soon\"", "server.idle_timeout"),
+        ("[server]\nmax_connections = 20000000", "server.max_connections"),
+        ("[edge]\nheader_read_timeout = \"ten\"", "edge.header_read_timeout"),
+        ("[edge]\nmax_connections = 20000000", "edge.max_connections"),
         ("[server]\nport = 70000", "port"),
         ("[[operators]]\nname = \"a\"\ntoken_sha256 = \"abc\"", "operators[0].token_sha256"),
         (

@@ -29,6 +29,7 @@ use super::tag::{self, BatchRequest, Tagged, Versioned};
 use crate::client::{Origin, Router, RouterStatus};
 use crate::config::Config;
 use crate::core::{Color, RoutingTable, validate_user_id};
+use crate::service::connections::{self, Guard};
 use crate::service::tag_answer::{self, Failure};
 use crate::telemetry::{self, TagCounters};
 
@@ -38,13 +39,16 @@ pub struct EdgeApp {
     pub config: Arc<Config>,
     pub tag_counters: TagCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// The edge listener's connection guard (`[edge] max_connections` and timeouts).
+    pub connections: Arc<Guard>,
 }
 
 impl EdgeApp {
     pub fn new(router: Arc<Router>, config: Arc<Config>) -> EdgeApp {
         let metrics = telemetry::install();
         let tag_counters = TagCounters::for_zones(&config.zones);
-        EdgeApp { router, config, tag_counters, metrics }
+        let connections = connections::guard(&config.edge.connections, "edge");
+        EdgeApp { router, config, tag_counters, metrics, connections }
     }
 
     /// The table being served, or 503 `no_table` saying why there is none.
@@ -74,7 +78,10 @@ pub fn build(app: EdgeApp) -> Rocket<Build> {
         .merge(("cli_colors", false))
         .merge(("ident", "tidegate-edge"))
         .merge(("secret_key", super::ui::secret_key(&config.ui).to_vec()));
+    // The patched Rocket's serve() admits every connection through this guard.
+    let guard: Arc<rocket::conn_guard::Guard> = Arc::clone(&app.connections);
     rocket::custom(figment)
+        .manage(guard)
         .manage(config)
         .manage(app)
         .register("/", error::catchers())

@@ -74,6 +74,8 @@ pub struct App {
     /// The `Idempotency-Key`s this replica has seen, per caller, with their request's
     /// fingerprint and answer.
     pub idempotency: Arc<idempotency::Remembered>,
+    /// The connection guard of the main port and the fast port (`service::connections`).
+    pub connections: Arc<crate::service::connections::Guard>,
 }
 
 impl App {
@@ -155,6 +157,7 @@ impl App {
                 },
             ),
         );
+        let connections = crate::service::connections::guard(&config.connections, "server");
         App {
             coordinator,
             config,
@@ -173,6 +176,7 @@ impl App {
             presence,
             bound_port: Arc::default(),
             idempotency: Arc::default(),
+            connections,
         }
     }
 }
@@ -211,7 +215,11 @@ pub fn build(app: App) -> Rocket<Build> {
         figment =
             figment.merge(("tls", rocket::config::TlsConfig::from_paths(&tls.certs, &tls.key)));
     }
+    // The patched Rocket's serve() admits every connection through this guard (the fast port
+    // shares it): vendor/rocket/TIDEGATE-PATCH.md.
+    let guard: Arc<rocket::conn_guard::Guard> = Arc::clone(&app.connections);
     rocket::custom(figment)
+        .manage(guard)
         .manage(Arc::clone(&app.config))
         .manage(app)
         .register("/", error::catchers())

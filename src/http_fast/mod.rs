@@ -27,6 +27,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use crate::config::Config;
+use crate::service::connections::{Admission, Guard, Ticket, refuse};
 use crate::service::coordinator::Coordinator;
 use crate::service::routing_frames::RoutingFrames;
 use crate::service::subscribers::Subscribers;
@@ -44,6 +45,8 @@ pub struct Tagger {
     pub subscribers: Option<Arc<Subscribers>>,
     /// The newest routing event, shared with the main port's streams.
     pub frames: Arc<RoutingFrames>,
+    /// The connection guard shared with the main port.
+    pub connections: Arc<Guard>,
 }
 
 /// The bound fast listener, not yet serving.
@@ -86,22 +89,50 @@ impl FastListener {
                     continue;
                 }
             };
+            // Admitted by the guard the main port shares (at the limit the oldest unproven
+            // connection is evicted), or refused with 503 when every connection is proven.
+            let ticket = match self.tagger.connections.admit() {
+                Admission::Admitted(ticket) => Arc::new(ticket),
+                Admission::Refused => {
+                    tokio::spawn(refuse(stream));
+                    continue;
+                }
+            };
             let _ = stream.set_nodelay(true);
             let tagger = Arc::clone(&self.tagger);
             tokio::spawn(async move {
-                let Some(stream) = raw_watch::take(&tagger, stream).await else { return };
-                let service = service_fn(move |request| {
-                    let tagger = Arc::clone(&tagger);
-                    async move { Ok::<_, Infallible>(respond::answer(&tagger, request).await) }
-                });
-                // `pipeline_flush`: answers to pipelined requests (a gateway acknowledging for
-                // many subscribers) leave in one write instead of one each.
-                let _ = http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .pipeline_flush(true)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                tokio::select! {
+                    () = serve_connection(tagger, stream, Arc::clone(&ticket)) => {}
+                    // Evicted, or no complete head within the header read timeout: dropping
+                    // the connection's future closes it.
+                    _ = ticket.closing() => {}
+                }
             });
         }
+    }
+}
+
+/// One connection: a raw watch stream, or hyper's HTTP/1.1 state machine. A parsed request head
+/// proves `ticket`; hyper's header read timer, which starts whenever the connection is idle, is
+/// the idle timeout of a kept-alive connection.
+async fn serve_connection(tagger: Arc<Tagger>, stream: tokio::net::TcpStream, ticket: Arc<Ticket>) {
+    let Some(stream) = raw_watch::take(&tagger, stream, &ticket).await else { return };
+    let idle_timeout = tagger.connections.limits().idle_timeout;
+    let proof = Arc::clone(&ticket);
+    let service = service_fn(move |request| {
+        proof.prove();
+        let tagger = Arc::clone(&tagger);
+        async move { Ok::<_, Infallible>(respond::answer(&tagger, request).await) }
+    });
+    // `pipeline_flush`: answers to pipelined requests (a gateway acknowledging for
+    // many subscribers) leave in one write instead of one each.
+    let served = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(idle_timeout)
+        .pipeline_flush(true)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if served.is_err_and(|e| e.is_timeout()) {
+        ticket.timed_out();
     }
 }

@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 use super::Tagger;
 use super::respond::COMMON;
 use super::watch::open;
+use crate::service::connections::Ticket;
 use crate::service::tag_answer::Failure;
 use crate::telemetry;
 
@@ -23,7 +24,9 @@ const PREFIX: &[u8] = b"GET /v1/routing/watch";
 const PEEK: usize = 2048;
 
 /// Serves the connection if its first request is a watch request; otherwise gives it back.
-pub async fn take(tagger: &Tagger, mut stream: TcpStream) -> Option<TcpStream> {
+/// `ticket` is proven once a complete watch head is parsed; the peeks themselves have no deadline
+/// of their own, the caller's guard closes a connection whose head never completes.
+pub async fn take(tagger: &Tagger, mut stream: TcpStream, ticket: &Ticket) -> Option<TcpStream> {
     let mut buf = [0u8; PEEK];
     let mut waited = 0;
     let head_len = loop {
@@ -54,6 +57,7 @@ pub async fn take(tagger: &Tagger, mut stream: TcpStream) -> Option<TcpStream> {
     if path != "/v1/routing/watch" || request.version != Some(1) {
         return Some(stream);
     }
+    ticket.prove();
     let header = |name: &str| {
         request.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value)
     };
