@@ -21,6 +21,8 @@
 //! Events (refusals, evictions, timeouts) are counted here and passed to the process's
 //! callback, which turns them into metrics and warnings.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -210,9 +212,8 @@ impl Ticket {
     /// after it was accepted (counted as [`Event::HeaderTimeout`]). Never resolves for a proven
     /// connection. Cancel-safe: call it in a `select!` next to the connection.
     pub async fn closing(&self) -> Close {
-        let deadline = tokio::time::Instant::from_std(
-            self.accepted + self.guard.limits.header_read_timeout,
-        );
+        let deadline =
+            tokio::time::Instant::from_std(self.accepted + self.guard.limits.header_read_timeout);
         let notified = self.notify.notified();
         tokio::pin!(notified);
         tokio::select! {
@@ -277,23 +278,16 @@ pub async fn refuse<S: AsyncWrite + Unpin>(mut stream: S) {
 pub fn raise_nofile_limit() -> Option<u64> {
     #[cfg(unix)]
     {
-        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: getrlimit/setrlimit only read and write the struct passed by pointer.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-            // SAFETY: as above.
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let mut limit = getrlimit(Resource::Nofile);
+        // `None` is "unlimited".
+        if limit.current.is_some() && limit.current != limit.maximum {
+            let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
+            if setrlimit(Resource::Nofile, raised.clone()).is_ok() {
                 limit = raised;
             }
         }
-        if limit.rlim_cur == libc::RLIM_INFINITY {
-            return Some(u64::MAX);
-        }
-        #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every unix
-        Some(limit.rlim_cur as u64)
+        Some(limit.current.unwrap_or(u64::MAX))
     }
     #[cfg(not(unix))]
     {
