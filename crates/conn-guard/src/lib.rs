@@ -283,7 +283,7 @@ pub fn raise_nofile_limit() -> Option<u64> {
         // `None` is "unlimited".
         if limit.current.is_some() && limit.current != limit.maximum {
             let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
-            if setrlimit(Resource::Nofile, raised.clone()).is_ok() {
+            if setrlimit(Resource::Nofile, raised).is_ok() {
                 limit = raised;
             }
         }
