@@ -525,3 +525,58 @@ fn a_record_a_replica_cannot_read_stops_it_there_instead_of_splitting_the_replic
     );
     assert_eq!(status, 200, "{body}");
 }
+
+#[test]
+fn a_record_kind_an_older_live_replica_cannot_read_is_not_written_until_it_is_gone() {
+    use rdkafka::ClientConfig;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-format");
+    let replicas = start_replicas(dir.path(), &topic, 1);
+    let url = &replicas[0].url;
+    let log_id = get_json(&format!("{url}/v1/routing")).1["log_id"].as_str().unwrap().to_owned();
+    // An older release's replica announcing itself: no `supports` field (it reads format 1).
+    let rt = kafka::runtime();
+    let producer: FutureProducer =
+        ClientConfig::new().set("bootstrap.servers", kafka::bootstrap()).create().unwrap();
+    let announce = |at_ms: u64| {
+        let body = json!({"log_id": log_id, "id": "r-old", "zone": "zone-9", "url": "http://old",
+            "applied_version": 1, "started_at_ms": 1, "at_ms": at_ms});
+        let payload = body.to_string();
+        let presence_topic = format!("{topic}.presence");
+        let record = FutureRecord::<str, str>::to(&presence_topic).key("r-old").payload(&payload);
+        rt.block_on(producer.send(record, Duration::from_secs(5))).unwrap();
+    };
+    let now = || {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as u64
+    };
+    let stop_automation = || {
+        let v = get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+        put_json(
+            &format!("{url}/v1/automation"),
+            OPERATOR_TOKEN,
+            json!({"stopped": true, "expected_version": v, "reason": "format gate test"}),
+        )
+    };
+    announce(now());
+    let refused = wait_until(Duration::from_secs(10), || {
+        announce(now());
+        stop_automation().0 == 409
+    });
+    let (status, body) = stop_automation();
+    assert!(refused, "{status} {body}");
+    assert_eq!(body["error"], "format_not_supported", "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("r-old (reads format 1)"), "{body}");
+    // A dial change is of the first format: the old replica reads it, so it is written.
+    let v = get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    let (status, _) = put_json(
+        &format!("{url}/v1/dial"),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 40, "expected_version": v, "reason": "format 1"}),
+    );
+    assert_eq!(status, 200);
+    // Once the old replica is gone (lost after three silent intervals), the change is written.
+    let written = wait_until(Duration::from_secs(15), || stop_automation().0 == 200);
+    assert!(written, "{:?}", stop_automation());
+}

@@ -190,6 +190,9 @@ impl From<SubmitError> for ApiError {
         match e {
             SubmitError::Command(e) => e.into(),
             SubmitError::Store(e) => e.into(),
+            SubmitError::FormatNotSupported(why) => {
+                ApiError::new(Status::Conflict, "format_not_supported", why)
+            }
             SubmitError::KeyReused { .. } => {
                 ApiError::new(Status::UnprocessableEntity, "idempotency_key_reused", e.to_string())
             }

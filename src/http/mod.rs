@@ -157,6 +157,12 @@ impl App {
                 },
             ),
         );
+        // A record kind some live replica cannot read is not written (rolling upgrades).
+        let weak = Arc::downgrade(&presence);
+        coordinator.set_format_gate(Box::new(move |level| match weak.upgrade() {
+            Some(presence) => presence.check_format(level, now_ms()),
+            None => Ok(()),
+        }));
         let connections = crate::service::connections::guard(&config.connections, "server");
         App {
             coordinator,

@@ -52,7 +52,13 @@ pub enum SubmitError {
         "the Idempotency-Key was already used by this caller for a different request (the shared log holds it); use a new key for a new change"
     )]
     KeyReused { command_id: String },
+    /// A record of a newer format than some live replica reads; nothing was appended.
+    #[error("{0}")]
+    FormatNotSupported(String),
 }
+
+/// Says whether a record of a format level may be written now (`Presence::check_format`).
+pub type FormatGate = Box<dyn Fn(u32) -> Result<(), String> + Send + Sync>;
 
 /// The outcome of an accepted submission.
 #[derive(Debug)]
@@ -231,6 +237,8 @@ pub struct Coordinator {
     /// probe at a time holds.
     probe: Mutex<Option<(std::time::Instant, Result<(), String>)>>,
     probing: Mutex<()>,
+    /// Refuses records that some live replica could not read (shared log only).
+    format_gate: std::sync::OnceLock<FormatGate>,
     log_description: String,
     log_id: String,
     apply_wait: Duration,
@@ -358,6 +366,7 @@ impl Coordinator {
             healthy: AtomicBool::new(true),
             probe: Mutex::new(None),
             probing: Mutex::new(()),
+            format_gate: std::sync::OnceLock::new(),
             log_description,
             apply_wait: Duration::ZERO,
         };
@@ -532,6 +541,7 @@ impl Coordinator {
             healthy: AtomicBool::new(true),
             probe: Mutex::new(None),
             probing: Mutex::new(()),
+            format_gate: std::sync::OnceLock::new(),
             log_description,
             log_id,
             apply_wait,
@@ -631,6 +641,12 @@ impl Coordinator {
         envelope: &Envelope,
         command_id: Option<&str>,
     ) -> Result<Submitted, SubmitError> {
+        let level = envelope.command.format_level();
+        if let Some(gate) = self.format_gate.get()
+            && let Err(why) = gate(level)
+        {
+            return Err(SubmitError::FormatNotSupported(why));
+        }
         if let Some(why) = replica.halted.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             return Err(SubmitError::Store(StoreError::Shared {
                 log: self.log_description.clone(),
@@ -827,6 +843,12 @@ impl Coordinator {
     }
 
     /// False once a log write has failed: the process must restart to recover.
+    /// Sets the check that a record's format is read by every live replica (set once, by the
+    /// HTTP app that owns the presence view).
+    pub fn set_format_gate(&self, gate: FormatGate) {
+        let _ = self.format_gate.set(gate);
+    }
+
     pub fn is_healthy(&self) -> bool {
         self.healthy.load(Ordering::SeqCst)
     }

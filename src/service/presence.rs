@@ -54,6 +54,42 @@ pub struct Announcement {
     /// (0 from a release that did not send it).
     #[serde(default)]
     pub instance: u64,
+    /// The newest record format it reads (`core::FORMAT_LEVEL`; 1 from a release that did not
+    /// send it).
+    #[serde(default = "first_format")]
+    pub supports: u32,
+}
+
+fn first_format() -> u32 {
+    1
+}
+
+/// Whether a record of format `level` may be written: every live replica announced (within
+/// [`LOST_AFTER_INTERVALS`] intervals) that it reads it. Pure: the clock is an argument. A lost
+/// replica is not waited for: it stops at the record when it comes back, never skips it.
+pub fn format_gate(
+    level: u32,
+    others: &[Announcement],
+    now_ms: u64,
+    interval_ms: u64,
+) -> Result<(), String> {
+    if level <= 1 {
+        return Ok(());
+    }
+    let behind: Vec<String> = others
+        .iter()
+        .filter(|a| now_ms.saturating_sub(a.at_ms) <= interval_ms * LOST_AFTER_INTERVALS)
+        .filter(|a| a.supports < level)
+        .map(|a| format!("{} (reads format {})", a.id, a.supports))
+        .collect();
+    if behind.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "this change needs record format {level}, and live replica(s) {} would stop at it; upgrade every replica first",
+            behind.join(", ")
+        ))
+    }
 }
 
 /// One row of `GET /v1/cluster`'s `replicas`.
@@ -232,6 +268,13 @@ impl Presence {
         }
     }
 
+    /// Whether a record of format `level` may be written now ([`format_gate`] over the others).
+    pub fn check_format(&self, level: u32, now_ms: u64) -> Result<(), String> {
+        let others: Vec<Announcement> =
+            self.seen.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        format_gate(level, &others, now_ms, ANNOUNCE_EVERY.as_millis() as u64)
+    }
+
     /// Every replica known, this one included.
     pub fn replicas(&self, now_ms: u64) -> Vec<ReplicaView> {
         let others: Vec<Announcement> =
@@ -302,6 +345,7 @@ impl Presence {
             started_at_ms: self.started_at_ms,
             at_ms: now_ms,
             instance: self.instance,
+            supports: crate::core::FORMAT_LEVEL,
         })
     }
 
@@ -396,7 +440,26 @@ mod tests {
             started_at_ms: 0,
             at_ms,
             instance: 7,
+            supports: 1,
         }
+    }
+
+    #[test]
+    fn a_newer_record_is_written_only_once_every_live_replica_reads_it() {
+        let mut new = other("r1", 3, 9_000);
+        new.supports = 2;
+        let old = other("r2", 3, 9_000);
+        assert_eq!(format_gate(1, std::slice::from_ref(&old), 10_000, 2_000), Ok(()));
+        let err = format_gate(2, &[new.clone(), old.clone()], 10_000, 2_000).unwrap_err();
+        assert!(err.contains("r2 (reads format 1)") && !err.contains("r1"), "{err}");
+        // A lost replica is not waited for (it stops at the record when it returns).
+        assert_eq!(format_gate(2, &[new, other("r2", 3, 1_000)], 10_000, 2_000), Ok(()));
+        // An announcement without the field is from a release that reads format 1.
+        let a: Announcement = serde_json::from_str(
+            r#"{"log_id":"l","id":"r9","zone":"z","url":"u","applied_version":1,"started_at_ms":0,"at_ms":1}"#,
+        )
+        .unwrap();
+        assert_eq!(a.supports, 1);
     }
 
     #[test]

@@ -138,7 +138,21 @@ pub enum Command {
     },
 }
 
+/// The newest record format this release reads and writes. A command of a higher
+/// [`Command::format_level`] than some live replica supports must not be written: that replica
+/// would stop at it (ARCHITECTURE.md, "replicas, upgrades").
+pub const FORMAT_LEVEL: u32 = 2;
+
 impl Command {
+    /// The record format a command needs every replica to read: 1 for the commands of the first
+    /// replicated release, 2 for those added since (the automation switch).
+    pub fn format_level(&self) -> u32 {
+        match self {
+            Command::SetAutomation { .. } => 2,
+            _ => 1,
+        }
+    }
+
     /// Every value [`Command::action`] can return.
     pub const ACTIONS: &[&str] = &[
         "dial",

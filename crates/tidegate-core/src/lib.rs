@@ -25,8 +25,8 @@ pub use automation::{AutoRun, Automation, Caps as AutomationCaps, check_caps};
 pub use capacity::{Capacity, Projection, Verdict, ZoneLoad, judge};
 pub use color::{Color, ColorZones, ParseColorError};
 pub use command::{
-    Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, Genesis, MAX_PINS,
-    MAX_REASON_BYTES, State,
+    Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, FORMAT_LEVEL, Genesis,
+    MAX_PINS, MAX_REASON_BYTES, State,
 };
 pub use dial::{DialError, Share};
 pub use drain::{
