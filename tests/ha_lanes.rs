@@ -27,6 +27,38 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Posts healthy outcomes for both zones to every replica every 100 ms, so the trigger's other
+/// inputs (the receiving zone's health) would let it fire: only the lane view can hold it.
+fn feed_outcomes(urls: Vec<String>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_millis(500)))
+            .build()
+            .into();
+        let body = json!([
+            {"zone": "az-a", "color": "green", "ok": 100, "error": 0},
+            {"zone": "az-b", "color": "blue", "ok": 100, "error": 0}
+        ]);
+        while !stop.load(Ordering::Relaxed) {
+            for url in &urls {
+                let _ = agent
+                    .post(&format!("{url}/v1/outcomes"))
+                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                    .send_json(&body);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+}
+
+/// The automatic runs of the trigger plan a replica knows.
+fn trigger_runs(url: &str) -> usize {
+    get_json(&format!("{url}/v1/plans/az-b-consumers-gone/runs")).1["runs"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
 /// Three replicas of one command topic, on fixed ports (so a lease names a reachable URL and a
 /// restarted replica comes back where clients expect it).
 struct Cluster {
@@ -72,6 +104,15 @@ heartbeat_interval = "250ms"
 lag_interval = "500ms"
 lease = "{lease}ms"
 member_key = "{key}"
+[health]
+window = "2s"
+[plans]
+triggers = true
+[plans.az-b-consumers-gone]
+rto = "1m"
+cooldown = "1h"
+steps = [{{type = "evacuate", zone = "az-b", to_percent = 0}}]
+trigger = {{lane_consumers_gone = "az-b", lane_consumers_gone_for = "1s"}}
 "#,
             bootstrap = kafka::bootstrap(),
             zone = if n.is_multiple_of(2) { "az-a" } else { "az-b" },
@@ -503,6 +544,8 @@ fn a_paused_authority_that_wakes_after_its_lease_answers_as_a_follower() {
         (kafka::unique("ha-pause-log"), kafka::unique("ha-pause"), kafka::unique("ha-pause-g"));
     kafka::create_topic(&rt, &topic, PARTITIONS);
     let cluster = Cluster::start(&command_topic);
+    let feeding = Arc::new(AtomicBool::new(false));
+    let feeder = feed_outcomes((0..3).map(|n| cluster.url(n)).collect(), Arc::clone(&feeding));
     let checker = Arc::new(Mutex::new(Checker::default()));
     let consumers = start_consumers(&rt, &cluster, &topic, &group, &checker);
     let (produce_stop, watch_stop) =
@@ -583,13 +626,29 @@ fn a_paused_authority_that_wakes_after_its_lease_answers_as_a_follower() {
     std::thread::sleep(LEASE * 2);
     assert_eq!(cluster.authority(), Some(successor));
     assert!(cluster.settled(successor, &group, 4), "{}", cluster.group(successor, &group));
+    // The lease changed hands twice while every consumer was alive: no replica may have read
+    // "every az-b consumer gone" from a registry it no longer (or not yet) answers for. The
+    // woken replica saw the consumers as authority, then lost the lease; it used to see them all
+    // gone and start an evacuation signed `auto` after lane_consumers_gone_for.
+    std::thread::sleep(Duration::from_secs(2));
+    for n in 0..3 {
+        assert_eq!(trigger_runs(&cluster.url(n)), 0, "r{n} started an automatic run with the consumers alive");
+    }
     let Finished { member_ids, .. } =
         finish(&rt, consumers, producing, &produce_stop, watcher, &watch_stop);
-    let checker = checker.lock().unwrap();
-    assert!(checker.violations.is_empty(), "{:#?}", checker.violations);
+    {
+        let checker = checker.lock().unwrap();
+        assert!(checker.violations.is_empty(), "{:#?}", checker.violations);
+    }
     for (name, ids) in &member_ids {
         assert_eq!(ids.len(), 1, "{name} had to register again: {ids:?}");
     }
+    // The control: once the consumers really leave, the same trigger fires (it was armed, and
+    // only the lane view held it).
+    let fired = wait_until(Duration::from_secs(20), || trigger_runs(&cluster.url(successor)) == 1);
+    assert!(fired, "the trigger never fired after the consumers left");
+    feeding.store(true, Ordering::Relaxed);
+    feeder.join().unwrap();
     println!("paused authority: r{successor} acting {took_over:?} after SIGSTOP (lease {LEASE:?})");
 }
 
