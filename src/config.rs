@@ -152,6 +152,8 @@ pub struct EdgeSettings {
     pub zone: String,
     pub subscriber_id: String,
     pub token: String,
+    /// The stall bound: no event or heartbeat from a coordinator for this long, leave it.
+    pub coordinator_timeout: String,
 }
 
 impl Default for EdgeSettings {
@@ -167,6 +169,7 @@ impl Default for EdgeSettings {
             zone: String::new(),
             subscriber_id: String::new(),
             token: String::new(),
+            coordinator_timeout: "8s".into(),
         }
     }
 }
@@ -626,6 +629,9 @@ pub struct EdgeConfig {
     pub subscriber_id: Option<String>,
     /// Bearer token for the coordinator, when it requires service tokens for reads.
     pub token: Option<String>,
+    /// `edge.coordinator_timeout`: neither an event nor a heartbeat for this long, and the
+    /// coordinator is judged stalled and left for the next one (longer than the heartbeat).
+    pub coordinator_timeout: std::time::Duration,
 }
 
 /// Where a zone's capacity comes from.
@@ -962,7 +968,7 @@ impl Config {
         if flag_key.is_empty() || flag_key.len() > 128 || flag_key.contains('/') {
             return Err(invalid("openfeature.flag_key", "must be 1-128 characters without `/`"));
         }
-        let edge = validate_edge(&s.edge, &s.data_dir)?;
+        let edge = validate_edge(&s.edge, &s.data_dir, watch_heartbeat_ms)?;
         let capacity = validate_capacity(&s, &zones, &health)?;
         let store = validate_store(&s.store)?;
         let node = validate_node(&s.node, &store, address, s.server.port, s.server.tls.is_some())?;
@@ -1335,7 +1341,11 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
     })
 }
 
-fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, ConfigError> {
+fn validate_edge(
+    e: &EdgeSettings,
+    data_dir: &Path,
+    heartbeat_ms: u64,
+) -> Result<EdgeConfig, ConfigError> {
     let address: IpAddr = e
         .address
         .parse()
@@ -1378,17 +1388,41 @@ fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, Config
         zone,
         subscriber_id,
         token: (!e.token.is_empty()).then(|| e.token.clone()),
+        coordinator_timeout: coordinator_timeout(&e.coordinator_timeout, heartbeat_ms)?,
     })
 }
 
-/// A coordinator base URL as the edge's watcher takes it: `http://host:port`, no path.
+/// `edge.coordinator_timeout`: at least a second longer than `subscribers.heartbeat` (the
+/// interval coordinators send heartbeats at; the edge cannot tell a quiet coordinator from a
+/// hung one faster than that), at most 10 minutes.
+fn coordinator_timeout(text: &str, heartbeat_ms: u64) -> Result<std::time::Duration, ConfigError> {
+    const KEY: &str = "edge.coordinator_timeout";
+    let ms = duration(KEY, text)?;
+    if ms < heartbeat_ms + 1000 {
+        return Err(invalid(
+            KEY,
+            format!(
+                "`{text}` must be at least 1s longer than subscribers.heartbeat ({heartbeat_ms} ms), the interval coordinators send heartbeats at; a shorter bound would leave healthy coordinators between two heartbeats"
+            ),
+        ));
+    }
+    if ms > 600_000 {
+        return Err(invalid(KEY, format!("`{text}` must be at most 10m")));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+/// A coordinator base URL as the edge's watcher takes it: `http://host:port` or
+/// `https://host:port` (verified against `--ca-file` / `[client] ca_file` or the system's
+/// roots), no path.
 pub fn check_coordinator_url(key: &str, url: &str) -> Result<String, ConfigError> {
     let url = url.trim().trim_end_matches('/');
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        invalid(key, format!("`{url}` must be an http://host:port URL (no https: run the edge next to a TLS-terminating proxy or on a private network)"))
-    })?;
+    let rest =
+        url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).ok_or_else(|| {
+            invalid(key, format!("`{url}` must be an http://host:port or https://host:port URL"))
+        })?;
     if rest.is_empty() || rest.contains('/') || rest.contains(',') {
-        return Err(invalid(key, format!("`{url}` must be http://host:port without a path")));
+        return Err(invalid(key, format!("`{url}` must be http(s)://host:port without a path")));
     }
     Ok(url.to_owned())
 }
