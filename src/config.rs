@@ -1477,6 +1477,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_edge_takes_https_coordinators_and_a_stall_bound_past_the_heartbeat() {
+        assert_eq!(check_coordinator_url("k", "https://c:8443/").unwrap(), "https://c:8443");
+        assert_eq!(check_coordinator_url("k", " http://c:8080").unwrap(), "http://c:8080");
+        assert!(check_coordinator_url("k", "ftp://c").unwrap_err().to_string().contains("k"));
+        assert_eq!(coordinator_timeout("3s", 2000).unwrap(), std::time::Duration::from_secs(3));
+        assert_eq!(coordinator_timeout("8s", 5000).unwrap(), std::time::Duration::from_secs(8));
+        let err = coordinator_timeout("5900ms", 5000).unwrap_err().to_string();
+        assert!(err.contains("edge.coordinator_timeout") && err.contains("subscribers.heartbeat"));
+        assert_eq!(
+            EdgeSettings::default().coordinator_timeout,
+            "8s",
+            "the default stays the Router's"
+        );
+        assert_eq!(crate::client::DEFAULT_STALL_TIMEOUT, std::time::Duration::from_secs(8));
+    }
+
+    #[test]
     fn config_env_keys_are_the_settings_top_level_keys() {
         let value = serde_json::to_value(Settings::default()).unwrap();
         let fields: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
