@@ -156,6 +156,8 @@ pub struct EdgeSettings {
     pub header_read_timeout: String,
     pub idle_timeout: String,
     pub max_connections: Option<u64>,
+    /// The stall bound: no event or heartbeat from a coordinator for this long, leave it.
+    pub coordinator_timeout: String,
 }
 
 impl Default for EdgeSettings {
@@ -174,6 +176,7 @@ impl Default for EdgeSettings {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT.into(),
             idle_timeout: DEFAULT_IDLE_TIMEOUT.into(),
             max_connections: None,
+            coordinator_timeout: "8s".into(),
         }
     }
 }
@@ -668,6 +671,9 @@ pub struct EdgeConfig {
     pub token: Option<String>,
     /// `[edge] header_read_timeout`, `idle_timeout`, `max_connections`.
     pub connections: ConnectionLimits,
+    /// `edge.coordinator_timeout`: neither an event nor a heartbeat for this long, and the
+    /// coordinator is judged stalled and left for the next one (longer than the heartbeat).
+    pub coordinator_timeout: std::time::Duration,
 }
 
 /// A listener's connection limits (`service::connections` builds its guard from them).
@@ -1062,7 +1068,7 @@ impl Config {
             &s.server.idle_timeout,
             s.server.max_connections,
         )?;
-        let edge = validate_edge(&s.edge, &s.data_dir)?;
+        let edge = validate_edge(&s.edge, &s.data_dir, watch_heartbeat_ms)?;
         let capacity = validate_capacity(&s, &zones, &health)?;
         let store = validate_store(&s.store)?;
         let node = validate_node(&s.node, &store, address, s.server.port, s.server.tls.is_some())?;
@@ -1436,7 +1442,11 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
     })
 }
 
-fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, ConfigError> {
+fn validate_edge(
+    e: &EdgeSettings,
+    data_dir: &Path,
+    heartbeat_ms: u64,
+) -> Result<EdgeConfig, ConfigError> {
     let address: IpAddr = e
         .address
         .parse()
@@ -1485,17 +1495,41 @@ fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, Config
             &e.idle_timeout,
             e.max_connections,
         )?,
+        coordinator_timeout: coordinator_timeout(&e.coordinator_timeout, heartbeat_ms)?,
     })
 }
 
-/// A coordinator base URL as the edge's watcher takes it: `http://host:port`, no path.
+/// `edge.coordinator_timeout`: at least a second longer than `subscribers.heartbeat` (the
+/// interval coordinators send heartbeats at; the edge cannot tell a quiet coordinator from a
+/// hung one faster than that), at most 10 minutes.
+fn coordinator_timeout(text: &str, heartbeat_ms: u64) -> Result<std::time::Duration, ConfigError> {
+    const KEY: &str = "edge.coordinator_timeout";
+    let ms = duration(KEY, text)?;
+    if ms < heartbeat_ms + 1000 {
+        return Err(invalid(
+            KEY,
+            format!(
+                "`{text}` must be at least 1s longer than subscribers.heartbeat ({heartbeat_ms} ms), the interval coordinators send heartbeats at; a shorter bound would leave healthy coordinators between two heartbeats"
+            ),
+        ));
+    }
+    if ms > 600_000 {
+        return Err(invalid(KEY, format!("`{text}` must be at most 10m")));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+/// A coordinator base URL as the edge's watcher takes it: `http://host:port` or
+/// `https://host:port` (verified against `--ca-file` / `[client] ca_file` or the system's
+/// roots), no path.
 pub fn check_coordinator_url(key: &str, url: &str) -> Result<String, ConfigError> {
     let url = url.trim().trim_end_matches('/');
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        invalid(key, format!("`{url}` must be an http://host:port URL (no https: run the edge next to a TLS-terminating proxy or on a private network)"))
-    })?;
+    let rest =
+        url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).ok_or_else(|| {
+            invalid(key, format!("`{url}` must be an http://host:port or https://host:port URL"))
+        })?;
     if rest.is_empty() || rest.contains('/') || rest.contains(',') {
-        return Err(invalid(key, format!("`{url}` must be http://host:port without a path")));
+        return Err(invalid(key, format!("`{url}` must be http(s)://host:port without a path")));
     }
     Ok(url.to_owned())
 }
@@ -1548,6 +1582,23 @@ pub fn token_sha256_hex(token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_edge_takes_https_coordinators_and_a_stall_bound_past_the_heartbeat() {
+        assert_eq!(check_coordinator_url("k", "https://c:8443/").unwrap(), "https://c:8443");
+        assert_eq!(check_coordinator_url("k", " http://c:8080").unwrap(), "http://c:8080");
+        assert!(check_coordinator_url("k", "ftp://c").unwrap_err().to_string().contains("k"));
+        assert_eq!(coordinator_timeout("3s", 2000).unwrap(), std::time::Duration::from_secs(3));
+        assert_eq!(coordinator_timeout("8s", 5000).unwrap(), std::time::Duration::from_secs(8));
+        let err = coordinator_timeout("5900ms", 5000).unwrap_err().to_string();
+        assert!(err.contains("edge.coordinator_timeout") && err.contains("subscribers.heartbeat"));
+        assert_eq!(
+            EdgeSettings::default().coordinator_timeout,
+            "8s",
+            "the default stays the Router's"
+        );
+        assert_eq!(crate::client::DEFAULT_STALL_TIMEOUT, std::time::Duration::from_secs(8));
+    }
 
     #[test]
     fn config_env_keys_are_the_settings_top_level_keys() {

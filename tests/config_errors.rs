@@ -55,6 +55,16 @@ fn each_bad_value_names_its_key() {
         ("[node]\nid = \"r1\"\nzone = \"az-a\"\nurl = \"ftp://a:1\"", "node.url"),
         ("[node]\nid = \"r1\"\nzone = \"az-a\"\nurl = \"http://\"", "node.url"),
         ("[node]\nid = \"r 1\"\nzone = \"az-a\"", "node.id"),
+        // The stall bound must outlast the heartbeat (5s by default) by a second.
+        ("[edge]\ncoordinator_timeout = \"5s\"", "edge.coordinator_timeout"),
+        ("[edge]\ncoordinator_timeout = \"soon\"", "edge.coordinator_timeout"),
+        ("[edge]\ncoordinator_timeout = \"11m\"", "edge.coordinator_timeout"),
+        (
+            "[subscribers]\nheartbeat = \"3s\"\n[edge]\ncoordinator_timeout = \"3500ms\"",
+            "edge.coordinator_timeout",
+        ),
+        ("[edge]\ncoordinators = [\"ftp://a:1\"]", "edge.coordinators[0]"),
+        ("[edge]\ncoordinators = [\"https://a:1/path\"]", "edge.coordinators[0]"),
     ];
     for (toml, key) in cases {
         let stderr = start_failure(toml);

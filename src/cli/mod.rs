@@ -158,6 +158,10 @@ pub struct EdgeArgs {
     /// Port to listen on; 0 picks a free one (the real port is printed).
     #[arg(long)]
     pub port: Option<u16>,
+    /// PEM file of the CA to trust for https:// coordinators instead of the system's roots
+    /// (default: `[client] ca_file` in --config).
+    #[arg(long, env = "TIDEGATE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -516,6 +520,10 @@ fn edge(args: EdgeArgs) -> Result<(), String> {
     }
     if let Some(port) = args.port {
         config.edge.port = port;
+    }
+    // As for the CLI: --ca-file (or TIDEGATE_CA_FILE) wins over `[client] ca_file`.
+    if args.ca_file.is_some() {
+        config.client_ca_file = args.ca_file;
     }
     crate::edge::run(config)
 }

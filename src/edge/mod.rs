@@ -1,9 +1,11 @@
 //! `tidegate edge`: a local evaluator next to a gateway or a group of services.
 //!
-//! It watches one or more coordinators through the client `Router` (subscriber kind `edge`,
-//! disk cache, failover in list order) and serves tagging, the gateway check and OFREP from the
-//! table it holds (see `http::edge`). When every coordinator is unreachable it keeps serving its
-//! last table, says so in `/readyz` and `/metrics`, and logs each change of reachability.
+//! It watches one or more coordinators (`http://` or `https://`) through the client `Router`
+//! (subscriber kind `edge`, disk cache with the log id, first choice spread by subscriber ID,
+//! failover in list order, a coordinator silent for `edge.coordinator_timeout` left as stalled)
+//! and serves tagging, the gateway check and OFREP from the table it holds (see `http::edge`).
+//! When every coordinator is unreachable it keeps serving its last table, says so in `/readyz`
+//! and `/metrics`, and logs each change of reachability.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +36,10 @@ pub fn run(config: Config) -> Result<(), String> {
         token: edge.token.clone(),
         cache_path: Some(edge.cache_path.clone()),
         fallback: config.fallback,
+        read_timeout: edge.coordinator_timeout,
+        // For https:// coordinators: --ca-file / TIDEGATE_CA_FILE, else `[client] ca_file`,
+        // else the system's roots (checked here, so a wrong CA file stops the start).
+        ca_file: config.client_ca_file.clone(),
         ..RouterOptions::default()
     };
     let router = Arc::new(

@@ -402,7 +402,10 @@ fn age_seconds(status: &RouterStatus) -> Option<f64> {
 }
 
 /// Ready once a table is served; says whether it came from a coordinator or the disk cache, how
-/// old it is, and whether a coordinator is reachable right now.
+/// old it is, and whether a coordinator is reachable right now: `coordinator_state` is
+/// `connected`, `stalled` (the last one sent neither an event nor a heartbeat within
+/// `edge.coordinator_timeout`: the table may be stale while the edge moves on) or
+/// `unreachable`. `refused` names a table from another command log, refused.
 #[get("/readyz")]
 fn readyz(app: &State<EdgeApp>) -> Result<Json<Value>, ApiError> {
     let status = app.router.status();
@@ -414,13 +417,26 @@ fn readyz(app: &State<EdgeApp>) -> Result<Json<Value>, ApiError> {
         Origin::Fixed => "fixed",
         Origin::Nothing => "nothing",
     };
+    let state = match (status.connected, status.stalled) {
+        (true, _) => "connected",
+        (false, true) => "stalled",
+        (false, false) => "unreachable",
+    };
+    let silent = status
+        .last_heard
+        .map(|at| SystemTime::now().duration_since(at).map(|d| d.as_secs_f64()).unwrap_or(0.0));
     Ok(Json(json!({
         "status": "ready",
         "version": table.version(),
+        "log_id": app.router.log_id(),
         "source": source,
         "table_age_seconds": age,
         "coordinator_connected": status.connected,
+        "coordinator_state": state,
         "coordinator": status.coordinator,
+        "coordinator_silent_seconds": silent,
+        "coordinator_timeout_seconds": app.config.edge.coordinator_timeout.as_secs_f64(),
+        "refused": status.refused,
         "last_error": status.last_error,
         "detail": describe(&status, age),
     })))

@@ -26,6 +26,7 @@ pub mod wire;
 
 pub use headers::{COLOR_HEADER, Resolved, Source, VERSION_HEADER, headers_for, resolve};
 pub use router::{
-    ClientError, Identity, Misrouted, Origin, Router, RouterOptions, RouterStatus, Tag,
+    ClientError, DEFAULT_STALL_TIMEOUT, Identity, Misrouted, Origin, Router, RouterOptions,
+    RouterStatus, Tag, first_choice,
 };
 pub use wire::{DecodeError, decode_table};

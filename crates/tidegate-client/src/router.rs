@@ -40,7 +40,10 @@ pub struct RouterOptions {
     /// What an untagged request without a user ID gets.
     pub fallback: Fallback,
     pub connect_timeout: Duration,
-    /// Longest silence on the stream before reconnecting (the server sends heartbeats).
+    /// The stall bound: when neither an event nor a heartbeat arrives within this long (nor,
+    /// on a new connection, the answer), the coordinator is judged stalled (a hung process
+    /// keeps its socket open and says nothing) and the client moves to the next one. Keep it
+    /// longer than the coordinators' `subscribers.heartbeat` (5 s by default), with margin.
     pub read_timeout: Duration,
     /// Reconnect backoff: doubles from `backoff_min` to `backoff_max`, with full jitter.
     pub backoff_min: Duration,
@@ -52,6 +55,9 @@ pub struct RouterOptions {
     pub ca_file: Option<PathBuf>,
 }
 
+/// The default stall bound: the coordinators' default heartbeat (5 s) and 3 s of margin.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(8);
+
 impl Default for RouterOptions {
     fn default() -> Self {
         RouterOptions {
@@ -59,7 +65,7 @@ impl Default for RouterOptions {
             cache_path: None,
             fallback: Fallback::Random,
             connect_timeout: Duration::from_secs(3),
-            read_timeout: Duration::from_secs(20),
+            read_timeout: DEFAULT_STALL_TIMEOUT,
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             acknowledge: true,
@@ -101,6 +107,14 @@ pub struct RouterStatus {
     pub reconnects: u64,
     /// The coordinator the stream is open to (or was last tried), when watching.
     pub coordinator: Option<String>,
+    /// The last coordinator was judged stalled: it sent neither an event nor a heartbeat within
+    /// the stall bound (`RouterOptions::read_timeout`). Cleared when a stream opens again.
+    pub stalled: bool,
+    /// When the last event or heartbeat arrived from a coordinator.
+    pub last_heard: Option<SystemTime>,
+    /// A table offered from another command log than the held table's, refused (the held
+    /// table is kept); cleared when a table is taken.
+    pub refused: Option<String>,
 }
 
 impl std::fmt::Display for RouterStatus {
@@ -113,8 +127,15 @@ impl std::fmt::Display for RouterStatus {
             Origin::Fixed => "a fixed table",
         };
         write!(f, "serving {version} from {origin}")?;
+        if let Some(refused) = &self.refused {
+            write!(f, "; {refused}")?;
+        }
         if !self.connected && self.origin != Origin::Fixed {
-            write!(f, "; coordinator unreachable")?;
+            if self.stalled {
+                write!(f, "; coordinator stalled")?;
+            } else {
+                write!(f, "; coordinator unreachable")?;
+            }
             if let Some(e) = &self.last_error {
                 write!(f, " ({e})")?;
             }
@@ -133,6 +154,9 @@ pub enum ClientError {
     Untagged,
     #[error("invalid coordinator URL: {0}")]
     InvalidUrl(String),
+    /// An unusable `RouterOptions` value (named).
+    #[error("invalid router option: {0}")]
+    InvalidOption(String),
     /// The `https://` coordinator's trust settings are unusable (a missing CA file, no roots).
     #[error(transparent)]
     Tls(#[from] super::tls::TlsError),
@@ -165,22 +189,23 @@ enum Arrival {
     Take,
     /// Not newer, from the same log (or an unknown one): keep the held table quietly.
     Keep,
-    /// From another log with a version that is not newer: the coordinators were moved to a new
-    /// log. Keep routing with the held table, but say so loudly rather than keep it silently.
+    /// From another log than the held table's: the coordinators were moved to a new log (or
+    /// this client points at another cluster). Versions of two logs say nothing about each
+    /// other, so a higher one is no better: keep routing with the held table, and say so loudly
+    /// rather than keep it silently or jump to a table of unknown relation.
     Refuse(String),
 }
 
 fn arrival(held: Option<(u64, Option<&str>)>, version: u64, log_id: Option<&str>) -> Arrival {
     let Some((held_version, held_log)) = held else { return Arrival::Take };
-    if version > held_version {
-        return Arrival::Take;
+    if let (Some(held_log), Some(log_id)) = (held_log, log_id)
+        && held_log != log_id
+    {
+        return Arrival::Refuse(format!(
+            "refused the table at version {version} of command log {log_id}: the held table is at version {held_version} of another log ({held_log})"
+        ));
     }
-    match (held_log, log_id) {
-        (Some(held_log), Some(log_id)) if held_log != log_id => Arrival::Refuse(format!(
-            "refused the table at version {version} of command log {log_id}: the held table is at version {held_version} of another log ({held_log}); the coordinators' log was replaced, restart the client to follow it"
-        )),
-        _ => Arrival::Keep,
-    }
+    if version > held_version { Arrival::Take } else { Arrival::Keep }
 }
 
 /// The client. Cheap to share behind an `Arc`; dropping the last handle stops the watcher.
@@ -210,12 +235,18 @@ impl Router {
         if endpoints.is_empty() {
             return Err(ClientError::InvalidUrl("no coordinator URL given".into()));
         }
+        if options.read_timeout.is_zero() {
+            return Err(ClientError::InvalidOption(
+                "read_timeout (the stall bound) must be longer than zero".into(),
+            ));
+        }
+        let ack_timeout = ACK_TIMEOUT.min(options.read_timeout);
         // TLS settings are checked here, so a wrong CA file fails `connect`, not every retry.
         let tls = match endpoints.iter().find(|e| e.tls) {
             Some(https) => {
                 let ca_file = options.ca_file.as_deref();
                 let config = tls::client_config(ca_file).map_err(ClientError::Tls)?;
-                let agent = tls::agent(&https.base_url(), ACK_TIMEOUT, ca_file)
+                let agent = tls::agent(&https.base_url(), ack_timeout, ca_file)
                     .map_err(ClientError::Tls)?;
                 Some((config, agent))
             }
@@ -231,6 +262,9 @@ impl Router {
                 last_error: None,
                 reconnects: 0,
                 coordinator: None,
+                stalled: false,
+                last_heard: None,
+                refused: None,
             }),
             stop: AtomicBool::new(false),
             socket: Mutex::new(None),
@@ -238,8 +272,11 @@ impl Router {
             log_id: Mutex::new(None),
         });
         if let Some(path) = &options.cache_path
-            && let Some(table) = load_cache(path)
+            && let Some((table, log_id)) = load_cache(path)
         {
+            // The cache keeps the log its table came from, so a restarted client still knows
+            // (and serves) it, and refuses a table from another log as a running one does.
+            *shared.log_id.lock().unwrap_or_else(PoisonError::into_inner) = log_id;
             let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.origin = Origin::DiskCache;
             status.version = Some(table.version());
@@ -251,7 +288,9 @@ impl Router {
         let thread_shared = Arc::clone(&shared);
         let watcher = std::thread::Builder::new()
             .name(format!("tidegate-watch-{}", identity.subscriber_id))
-            .spawn(move || watch_loop(&thread_shared, &endpoints, tls, &identity, &options))
+            .spawn(move || {
+                watch_loop(&thread_shared, &endpoints, tls, &identity, &options, ack_timeout)
+            })
             .expect("spawning the watcher thread");
         Ok(Router { shared, fallback, watcher: Some(watcher) })
     }
@@ -267,6 +306,9 @@ impl Router {
                 last_error: None,
                 reconnects: 0,
                 coordinator: None,
+                stalled: false,
+                last_heard: None,
+                refused: None,
             }),
             table: ArcSwapOption::from_pointee(table),
             stop: AtomicBool::new(true),
@@ -377,10 +419,35 @@ impl Drop for Router {
     }
 }
 
-fn load_cache(path: &Path) -> Option<RoutingTable> {
+/// The cached table and the command log it came from (`log_id` of the saved routing event;
+/// `None` when the cache predates it or names none).
+fn load_cache(path: &Path) -> Option<(RoutingTable, Option<String>)> {
     let text = std::fs::read_to_string(path).ok()?;
     let value: Value = serde_json::from_str(&text).ok()?;
-    decode_table(&value).ok()
+    let table = decode_table(&value).ok()?;
+    Some((table, log_id_of(&value)))
+}
+
+fn log_id_of(value: &Value) -> Option<String> {
+    value.get("log_id").and_then(Value::as_str).filter(|id| !id.is_empty()).map(str::to_owned)
+}
+
+/// Which of `count` coordinators a client tries first: spread by its subscriber ID (FNV-1a with
+/// a final mix), so one hung coordinator at the head of every client's list holds only its share
+/// of them, not all. The rest follow in list order from there.
+pub fn first_choice(subscriber_id: &str, count: usize) -> usize {
+    if count <= 1 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in subscriber_id.bytes() {
+        h ^= u64::from(byte);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    (h % count as u64) as usize
 }
 
 /// Writes the table atomically: a crash mid-write leaves the previous copy intact.
@@ -419,6 +486,7 @@ fn watch_loop(
     tls: Option<(Arc<rustls::ClientConfig>, ureq::Agent)>,
     identity: &Identity,
     options: &RouterOptions,
+    ack_timeout: Duration,
 ) {
     let (tls_config, agent) = match tls {
         Some((config, agent)) => (Some(config), agent),
@@ -426,34 +494,44 @@ fn watch_loop(
             None,
             ureq::Agent::config_builder()
                 .http_status_as_error(false)
-                .timeout_global(Some(ACK_TIMEOUT))
+                .timeout_global(Some(ack_timeout))
                 .build()
                 .into(),
         ),
     };
     let mut backoff = options.backoff_min;
-    let mut next = 0;
+    // Spread the first choice, then go round the list from there.
+    let mut next = first_choice(&identity.subscriber_id, endpoints.len());
+    // Coordinators tried since the last open stream (or the last backoff).
+    let mut tried = 0;
     while !shared.stop.load(Ordering::SeqCst) {
         // Failover: each new attempt goes to the next coordinator in the list.
         let endpoint = &endpoints[next % endpoints.len()];
         next += 1;
+        tried += 1;
         shared.status.lock().unwrap_or_else(PoisonError::into_inner).coordinator =
             Some(endpoint.base_url());
         // Only an https:// endpoint speaks TLS, even when another one in the list does.
         let tls = if endpoint.tls { tls_config.as_ref() } else { None };
-        let result = watch_once(shared, endpoint, tls, identity, options, &agent, &mut backoff);
+        let ended = watch_once(shared, endpoint, tls, identity, options, &agent, &mut backoff);
         {
             let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.connected = false;
-            if let Err(e) = result {
+            status.stalled = ended.stalled;
+            if let Some(e) = ended.error {
                 status.last_error = Some(e);
             }
             status.reconnects += 1;
         }
-        if next % endpoints.len() != 0 {
+        if ended.opened {
+            // A stream that was open broke: this coordinator starts a new round.
+            tried = 1;
+        }
+        if tried < endpoints.len() {
             // Another coordinator is left to try in this round: try it at once.
             continue;
         }
+        tried = 0;
         // Full jitter: many clients losing the coordinator at once must not return in lockstep.
         let jittered = backoff.mul_f64(rand::random::<f64>());
         sleep_unless_stopped(shared, jittered.max(Duration::from_millis(10)));
@@ -461,7 +539,18 @@ fn watch_loop(
     }
 }
 
-/// One connection: open, apply events until the stream ends. Errors come back as sentences.
+/// How one connection ended.
+#[derive(Debug, Default)]
+struct Ended {
+    /// The stream had been opened (the coordinator answered 200).
+    opened: bool,
+    /// The coordinator fell silent for longer than the stall bound.
+    stalled: bool,
+    /// Why, as a sentence (`None` when the router is being dropped).
+    error: Option<String>,
+}
+
+/// One connection: open, apply events until the stream ends.
 fn watch_once(
     shared: &Shared,
     endpoint: &Endpoint,
@@ -470,7 +559,7 @@ fn watch_once(
     options: &RouterOptions,
     agent: &ureq::Agent,
     backoff: &mut Duration,
-) -> Result<(), String> {
+) -> Ended {
     let path = if options.token.is_some() {
         format!(
             "/v1/routing/watch?subscriber_id={}&zone={}&kind={}",
@@ -492,56 +581,118 @@ fn watch_once(
     if let Some(token) = &options.token {
         headers.push(("Authorization", format!("Bearer {token}")));
     }
-    let (socket, mut events) =
-        sse::open(endpoint, tls, &path, &headers, options.connect_timeout, options.read_timeout)
-            .map_err(|e| format!("cannot watch {}: {e}", endpoint.base_url()))?;
+    let bound = options.read_timeout;
+    let base = endpoint.base_url();
+    let (socket, mut events) = match sse::open(
+        endpoint,
+        tls,
+        &path,
+        &headers,
+        options.connect_timeout,
+        bound,
+    ) {
+        Ok(opened) => opened,
+        Err(e) if sse::is_silence(&e) => {
+            return Ended {
+                opened: false,
+                stalled: true,
+                error: Some(format!(
+                    "{base} is stalled: it took the connection but did not answer the watch within {bound:?}"
+                )),
+            };
+        }
+        Err(e) => {
+            return Ended { error: Some(format!("cannot watch {base}: {e}")), ..Ended::default() };
+        }
+    };
     *shared.socket.lock().unwrap_or_else(PoisonError::into_inner) = Some(socket);
     if shared.stop.load(Ordering::SeqCst) {
-        return Ok(());
+        return Ended { opened: true, ..Ended::default() };
     }
     {
         let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
         status.connected = true;
+        status.stalled = false;
         status.last_error = None;
+        status.last_heard = Some(SystemTime::now());
     }
     *backoff = options.backoff_min;
+    let broke = |error: String| Ended { opened: true, stalled: false, error: Some(error) };
     loop {
-        let item = events.next_item().map_err(|e| format!("watch stream broke: {e}"))?;
+        let item = match events.next_item() {
+            Ok(item) => item,
+            Err(e) if sse::is_silence(&e) => {
+                return Ended {
+                    opened: true,
+                    stalled: true,
+                    error: Some(format!(
+                        "{base} is stalled: neither an event nor a heartbeat within {bound:?}; moving to the next coordinator"
+                    )),
+                };
+            }
+            Err(e) => return broke(format!("watch stream broke: {e}")),
+        };
+        if item.is_some() {
+            shared.status.lock().unwrap_or_else(PoisonError::into_inner).last_heard =
+                Some(SystemTime::now());
+        }
         let event = match item {
-            None => return Err("the coordinator closed the watch stream".into()),
+            None => return broke("the coordinator closed the watch stream".into()),
             Some(Item::Comment) => continue,
             Some(Item::Event(event)) if event.event == "routing" => event,
             Some(Item::Event(_)) => continue,
         };
-        let value: Value =
-            serde_json::from_str(&event.data).map_err(|e| format!("bad routing event: {e}"))?;
-        let table = decode_table(&value).map_err(|e| e.to_string())?;
+        let value: Value = match serde_json::from_str(&event.data) {
+            Ok(value) => value,
+            Err(e) => return broke(format!("bad routing event: {e}")),
+        };
+        let table = match decode_table(&value) {
+            Ok(table) => table,
+            Err(e) => return broke(e.to_string()),
+        };
         let version = table.version();
-        let log_id = value.get("log_id").and_then(Value::as_str);
+        let log_id = log_id_of(&value);
         let decision = {
             let held_log = shared.log_id.lock().unwrap_or_else(PoisonError::into_inner);
             let held = shared.table.load().as_ref().map(|t| t.version());
-            arrival(held.map(|v| (v, held_log.as_deref())), version, log_id)
+            arrival(held.map(|v| (v, held_log.as_deref())), version, log_id.as_deref())
         };
-        if let Arrival::Refuse(why) = &decision {
-            shared.status.lock().unwrap_or_else(PoisonError::into_inner).last_error =
-                Some(why.clone());
-            continue;
-        }
-        if decision == Arrival::Take {
-            *shared.log_id.lock().unwrap_or_else(PoisonError::into_inner) =
-                log_id.map(str::to_owned);
-            shared.table.store(Some(Arc::new(table)));
-            let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
-            status.origin = Origin::Coordinator;
-            status.version = Some(version);
-            status.updated_at = Some(SystemTime::now());
-        }
-        if let Some(path) = &options.cache_path
-            && let Err(e) = save_cache(path, &event.data)
-        {
-            shared.status.lock().unwrap_or_else(PoisonError::into_inner).last_error =
-                Some(format!("cannot save {}: {e}", path.display()));
+        match decision {
+            Arrival::Refuse(why) => {
+                let why = match &options.cache_path {
+                    Some(path) => format!(
+                        "{why}; if the coordinators' log was replaced on purpose, remove the disk cache {} and restart the client to follow it",
+                        path.display()
+                    ),
+                    None => format!(
+                        "{why}; if the coordinators' log was replaced on purpose, restart the client to follow it"
+                    ),
+                };
+                let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
+                status.last_error = Some(why.clone());
+                status.refused = Some(why);
+                // Neither taken, nor saved, nor acknowledged: the coordinator's convergence
+                // sees this client stuck, which holds drains until someone looks.
+                continue;
+            }
+            Arrival::Keep => {}
+            Arrival::Take => {
+                *shared.log_id.lock().unwrap_or_else(PoisonError::into_inner) = log_id;
+                shared.table.store(Some(Arc::new(table)));
+                {
+                    let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
+                    status.origin = Origin::Coordinator;
+                    status.version = Some(version);
+                    status.updated_at = Some(SystemTime::now());
+                    status.refused = None;
+                }
+                if let Some(path) = &options.cache_path
+                    && let Err(e) = save_cache(path, &event.data)
+                {
+                    shared.status.lock().unwrap_or_else(PoisonError::into_inner).last_error =
+                        Some(format!("cannot save {}: {e}", path.display()));
+                }
+            }
         }
         if options.acknowledge && options.token.is_some() {
             acknowledge(shared, agent, endpoint, identity, options, version);
@@ -596,15 +747,199 @@ mod log_identity_tests {
     use super::{Arrival, arrival};
 
     #[test]
-    fn a_lower_version_from_another_log_is_refused_not_silently_ignored() {
+    fn a_table_from_another_log_is_refused_not_silently_ignored() {
         assert_eq!(arrival(None, 3, Some("a")), Arrival::Take);
         assert_eq!(arrival(Some((3, Some("a"))), 4, Some("a")), Arrival::Take);
         assert_eq!(arrival(Some((3, Some("a"))), 2, Some("a")), Arrival::Keep);
         assert_eq!(arrival(Some((3, None)), 2, Some("b")), Arrival::Keep);
-        assert_eq!(arrival(Some((9, Some("a"))), 12, Some("b")), Arrival::Take);
+        assert_eq!(arrival(Some((3, None)), 4, Some("b")), Arrival::Take);
         match arrival(Some((9, Some("a"))), 2, Some("b")) {
             Arrival::Refuse(why) => assert!(why.contains("version 2 of command log b"), "{why}"),
             other => panic!("{other:?}"),
         }
+        // A higher version of another log is no better: versions of two logs are unrelated.
+        match arrival(Some((9, Some("a"))), 12, Some("b")) {
+            Arrival::Refuse(why) => assert!(why.contains("version 9 of another log (a)"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod stall_tests {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn routing_event(version: u64, log_id: &str) -> String {
+        let data = serde_json::json!({
+            "version": version, "log_id": log_id, "units": 100, "blue_units": version,
+            "colors": {"blue": "az-a", "green": "az-b"}, "pins": {}, "unit_mode": "hash",
+            "digits_skip": null, "hash": tidegate_core::HASH_ALGORITHM,
+        });
+        format!("id:{version}\nevent:routing\ndata:{data}\n\n")
+    }
+
+    /// A coordinator stand-in: answers every watch with `first`, then, with `heartbeat`, sends
+    /// a heartbeat comment every 50 ms; without, it says nothing more and keeps the socket open
+    /// (what a SIGSTOPped process looks like from outside).
+    fn fake_coordinator(first: String, heartbeat: bool) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().map_while(Result::ok) {
+                let first = first.clone();
+                std::thread::spawn(move || serve(stream, &first, heartbeat));
+            }
+        });
+        url
+    }
+
+    fn serve(mut stream: TcpStream, first: &str, heartbeat: bool) {
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+            line.clear();
+        }
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+        if stream.write_all(format!("{head}{first}").as_bytes()).is_err() {
+            return;
+        }
+        loop {
+            std::thread::sleep(Duration::from_millis(50));
+            if heartbeat && stream.write_all(b":heartbeat\n\n").is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A subscriber ID whose first choice among `count` coordinators is `index`.
+    fn id_starting_at(index: usize, count: usize) -> String {
+        (0..).map(|n| format!("edge-{n}")).find(|id| first_choice(id, count) == index).unwrap()
+    }
+
+    fn options(bound: Duration) -> RouterOptions {
+        RouterOptions {
+            read_timeout: bound,
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(50),
+            ca_file: None,
+            ..RouterOptions::default()
+        }
+    }
+
+    fn identity(subscriber_id: String) -> Identity {
+        Identity { subscriber_id, zone: "az-a".into(), kind: "edge".into() }
+    }
+
+    #[test]
+    fn first_choices_spread_over_the_list() {
+        for count in [2usize, 3, 5] {
+            let mut seen = vec![0usize; count];
+            for n in 0..3000 {
+                seen[first_choice(&format!("edge-host-{n}-8081"), count)] += 1;
+            }
+            let even = 3000 / count;
+            for (i, n) in seen.iter().enumerate() {
+                assert!(n * 10 > even * 8 && n * 10 < even * 12, "{count}: index {i} got {n}");
+            }
+        }
+        assert_eq!(first_choice("anything", 1), 0);
+        assert_eq!(first_choice("edge-a", 3), first_choice("edge-a", 3), "deterministic");
+    }
+
+    #[test]
+    fn a_silent_coordinator_is_left_within_the_bound_and_the_status_says_stalled() {
+        let hung = fake_coordinator(routing_event(1, "log-1"), false);
+        let live = fake_coordinator(routing_event(2, "log-1"), true);
+        let bound = Duration::from_millis(400);
+        let id = id_starting_at(0, 2);
+        let router =
+            Router::connect(&format!("{hung},{live}"), identity(id), options(bound)).unwrap();
+        assert!(router.wait_for_version(1, Duration::from_secs(5)), "{}", router.status());
+        let got_first = Instant::now();
+        assert_eq!(router.version(), Some(1), "started on the first coordinator, as chosen");
+        while router.version() == Some(1) && got_first.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let left = got_first.elapsed();
+        assert_eq!(router.version(), Some(2), "{}", router.status());
+        assert!(left >= bound - Duration::from_millis(50), "left after {left:?}, before the bound");
+        assert!(left < bound + Duration::from_millis(400), "left after {left:?}");
+        let status = router.status();
+        assert!(status.connected && !status.stalled, "{status:?}");
+        assert!(status.coordinator.as_deref().is_some_and(|c| live.ends_with(&c[7..])));
+        // Heartbeats keep a live stream open past the bound.
+        std::thread::sleep(bound * 3);
+        assert!(
+            router.status().connected && router.status().reconnects == 1,
+            "{:?}",
+            router.status()
+        );
+    }
+
+    #[test]
+    fn a_coordinator_that_takes_the_connection_but_never_answers_is_left_within_the_bound() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mute = format!("http://{}", listener.local_addr().unwrap());
+        // Never accepted: the kernel completes the handshake, nobody reads or answers.
+        let live = fake_coordinator(routing_event(3, "log-1"), true);
+        let started = Instant::now();
+        let router = Router::connect(
+            &format!("{mute},{live}"),
+            identity(id_starting_at(0, 2)),
+            options(Duration::from_millis(300)),
+        )
+        .unwrap();
+        assert!(router.wait_for_version(3, Duration::from_secs(5)), "{}", router.status());
+        assert!(started.elapsed() < Duration::from_millis(900), "{:?}", started.elapsed());
+        // With nowhere else to go, the status says stalled (not connected, not unreachable).
+        let alone =
+            Router::connect(&mute, identity("alone".into()), options(Duration::from_millis(200)))
+                .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let status = alone.status();
+        assert!(status.stalled && !status.connected, "{status:?}");
+        assert!(status.to_string().contains("coordinator stalled"), "{status}");
+        drop(listener);
+    }
+
+    #[test]
+    fn a_restart_from_the_cache_keeps_the_log_id_and_refuses_another_logs_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("table.json");
+        let event = routing_event(5, "log-old");
+        let data = event.lines().find_map(|l| l.strip_prefix("data:")).unwrap();
+        std::fs::write(&cache, data).unwrap();
+        let other = fake_coordinator(routing_event(7, "log-new"), true);
+        let router = Router::connect(
+            &other,
+            identity("edge-cache".into()),
+            RouterOptions { cache_path: Some(cache.clone()), ..options(Duration::from_secs(2)) },
+        )
+        .unwrap();
+        assert_eq!(router.log_id().as_deref(), Some("log-old"), "the cache keeps the log id");
+        assert_eq!(router.version(), Some(5));
+        let refused = (0..500).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            router.status().refused
+        });
+        let refused = refused.expect("the refusal shows in the status");
+        assert!(refused.contains("version 7 of command log log-new"), "{refused}");
+        assert!(refused.contains(&cache.display().to_string()), "names the cache: {refused}");
+        assert!(router.status().to_string().contains("refused the table"));
+        assert_eq!((router.version(), router.log_id().as_deref()), (Some(5), Some("log-old")));
+        assert_eq!(std::fs::read_to_string(&cache).unwrap(), data, "the cache is not overwritten");
+    }
+
+    #[test]
+    fn a_zero_stall_bound_is_refused() {
+        let err =
+            Router::connect("http://127.0.0.1:9", identity("x".into()), options(Duration::ZERO))
+                .err()
+                .unwrap();
+        assert!(err.to_string().contains("read_timeout"), "{err}");
     }
 }

@@ -9,11 +9,17 @@
 //! connection and offers no handle another thread can shut down, so dropping a `Router` would
 //! wait up to a whole read timeout. Wrapping the socket in rustls keeps both properties: the
 //! read timeout is the socket's, and shutting down a clone of the socket wakes the TLS reader.
+//!
+//! The read timeout is a bound on *silence*, not on one `read`: the response, and then every
+//! next item (an event or a heartbeat comment), must arrive within it of the previous one. Each
+//! read under TLS and the chunk decoder waits only for what is left of that bound, so a
+//! coordinator that trickles bytes without completing an item is judged stalled too. The error
+//! is [`io::ErrorKind::TimedOut`] (see [`is_silence`]).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 
@@ -73,9 +79,78 @@ pub enum Item {
     Comment,
 }
 
+/// When the next item is due, shared by the [`EventReader`] (which moves it on at every item) and
+/// the socket under it (whose reads wait only until then).
+#[derive(Clone, Debug)]
+struct Deadline {
+    at: Arc<Mutex<Instant>>,
+    bound: Duration,
+}
+
+impl Deadline {
+    fn new(bound: Duration) -> Deadline {
+        Deadline { at: Arc::new(Mutex::new(Instant::now() + bound)), bound }
+    }
+
+    fn restart(&self) {
+        *self.at.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now() + self.bound;
+    }
+
+    fn left(&self) -> Duration {
+        self.at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .saturating_duration_since(Instant::now())
+    }
+
+    fn silence(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no event or heartbeat within {:?}", self.bound),
+        )
+    }
+}
+
+/// Whether an error of [`open`] or [`EventReader::next_item`] means the server fell silent for
+/// longer than the read timeout (a hung coordinator), rather than closing or refusing.
+pub fn is_silence(error: &io::Error) -> bool {
+    matches!(error.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock)
+}
+
+/// The socket under the stream (and under TLS): every read waits at most until the deadline.
+struct Timed {
+    stream: TcpStream,
+    deadline: Deadline,
+}
+
+impl Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.left();
+        if left.is_zero() {
+            return Err(self.deadline.silence());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        match self.stream.read(buf) {
+            Err(e) if is_silence(&e) => Err(self.deadline.silence()),
+            other => other,
+        }
+    }
+}
+
+impl Write for Timed {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
 /// Opens the stream: connects (with TLS when `endpoint.tls`, trusting `tls`), sends the GET and
 /// checks for `200`. Returns the socket (a clone, kept by the caller to abort the read from
-/// another thread) and the event reader.
+/// another thread) and the event reader. `read_timeout` bounds the wait for the response, and
+/// then for each next item after the previous one (see the module's documentation).
 pub fn open(
     endpoint: &Endpoint,
     tls: Option<&Arc<rustls::ClientConfig>>,
@@ -89,8 +164,11 @@ pub fn open(
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host has no address"))?;
     let stream = TcpStream::connect_timeout(&address, connect_timeout)?;
+    let read_timeout = read_timeout.max(Duration::from_millis(1));
     stream.set_read_timeout(Some(read_timeout))?;
+    stream.set_write_timeout(Some(read_timeout))?;
     stream.set_nodelay(true)?;
+    let deadline = Deadline::new(read_timeout);
     let mut request = format!(
         "GET {path_and_query} HTTP/1.1\r\nHost: {}:{}\r\nAccept: text/event-stream\r\nCache-Control: no-cache\r\n",
         endpoint.host, endpoint.port
@@ -100,6 +178,7 @@ pub fn open(
     }
     request.push_str("\r\n");
     let abort = stream.try_clone()?;
+    let stream = Timed { stream, deadline: deadline.clone() };
     let transport: Box<dyn Read + Send> = if endpoint.tls {
         let config = tls.ok_or_else(|| io::Error::other("https:// needs a TLS configuration"))?;
         let name = ServerName::try_from(endpoint.host.clone())
@@ -112,7 +191,8 @@ pub fn open(
         tls_stream.flush()?;
         Box::new(tls_stream)
     } else {
-        (&stream).write_all(request.as_bytes())?;
+        let mut stream = stream;
+        stream.write_all(request.as_bytes())?;
         Box::new(stream)
     };
     let mut reader = BufReader::new(transport);
@@ -157,12 +237,16 @@ pub fn open(
     } else {
         Box::new(reader)
     };
-    Ok((abort, EventReader { body }))
+    // The first item is due one bound after the answer.
+    deadline.restart();
+    Ok((abort, EventReader { body, deadline: Some(deadline) }))
 }
 
 /// Reads `text/event-stream` items.
 pub struct EventReader {
     body: Box<dyn BufRead + Send>,
+    /// Over a socket: when the next item is due (moved on at every item).
+    deadline: Option<Deadline>,
 }
 
 impl EventReader {
@@ -175,11 +259,23 @@ impl EventReader {
         } else {
             Box::new(inner)
         };
-        EventReader { body }
+        EventReader { body, deadline: None }
     }
 
-    /// The next event or comment; `Ok(None)` when the server closed the stream.
+    /// The next event or comment; `Ok(None)` when the server closed the stream. Over a socket,
+    /// an error of kind `TimedOut` when it did not arrive within the read timeout of the
+    /// previous one (or of the answer).
     pub fn next_item(&mut self) -> io::Result<Option<Item>> {
+        let item = self.read_item()?;
+        if let Some(deadline) = &self.deadline
+            && item.is_some()
+        {
+            deadline.restart();
+        }
+        Ok(item)
+    }
+
+    fn read_item(&mut self) -> io::Result<Option<Item>> {
         let mut event = SseEvent::default();
         let mut has_field = false;
         loop {
@@ -276,8 +372,10 @@ mod tests {
             &payload[5..]
         );
         let inner = BufReader::new(io::Cursor::new(chunked.into_bytes()));
-        let mut reader =
-            EventReader { body: Box::new(BufReader::new(Chunked { inner, left: 0, done: false })) };
+        let mut reader = EventReader {
+            body: Box::new(BufReader::new(Chunked { inner, left: 0, done: false })),
+            deadline: None,
+        };
         assert_eq!(reader.next_item().unwrap(), Some(Item::Comment));
         let Some(Item::Event(e)) = reader.next_item().unwrap() else { panic!("an event") };
         assert_eq!(
@@ -301,5 +399,37 @@ mod tests {
         assert_eq!(Endpoint::parse("https://[::1]").unwrap().port, 443);
         assert!(Endpoint::parse("ftp://x").is_err());
         assert!(Endpoint::parse("http://:80").is_err());
+    }
+
+    #[test]
+    fn a_server_that_trickles_bytes_without_an_item_is_judged_silent_within_the_bound() {
+        use std::time::Instant;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n:hb\n\n";
+            stream.write_all(head.as_bytes()).unwrap();
+            // A byte every 50 ms, never a complete item: each read succeeds, the item never comes.
+            for _ in 0..100 {
+                std::thread::sleep(Duration::from_millis(50));
+                if stream.write_all(b"x").is_err() {
+                    return;
+                }
+            }
+        });
+        let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let bound = Duration::from_millis(300);
+        let (_socket, mut reader) =
+            open(&endpoint, None, "/", &[], Duration::from_secs(1), bound).unwrap();
+        assert_eq!(reader.next_item().unwrap(), Some(Item::Comment));
+        let started = Instant::now();
+        let err = reader.next_item().unwrap_err();
+        let waited = started.elapsed();
+        assert!(is_silence(&err), "{err}");
+        assert!(err.to_string().contains("no event or heartbeat within"), "{err}");
+        assert!(waited >= bound - Duration::from_millis(20) && waited < bound * 2, "{waited:?}");
     }
 }
