@@ -304,6 +304,14 @@ fn an_edge_restarted_from_its_cache_keeps_the_log_id_and_refuses_another_logs_ta
     edge.wait_for_version(1);
     let version = dial(&old.url, 30);
     edge.wait_for_version(version);
+    // The edge serves a table before its cache write lands (it is written after it is taken):
+    // wait for the file, or a kill -9 in between restarts it from the version before.
+    let cached = wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(&cache).is_ok_and(|text| {
+            serde_json::from_str::<Value>(&text).is_ok_and(|v| v["version"] == version)
+        })
+    });
+    assert!(cached, "the cache never held version {version}");
     edge.kill9();
     old.kill9();
 

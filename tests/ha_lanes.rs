@@ -632,7 +632,11 @@ fn a_paused_authority_that_wakes_after_its_lease_answers_as_a_follower() {
     // gone and start an evacuation signed `auto` after lane_consumers_gone_for.
     std::thread::sleep(Duration::from_secs(2));
     for n in 0..3 {
-        assert_eq!(trigger_runs(&cluster.url(n)), 0, "r{n} started an automatic run with the consumers alive");
+        assert_eq!(
+            trigger_runs(&cluster.url(n)),
+            0,
+            "r{n} started an automatic run with the consumers alive"
+        );
     }
     let Finished { member_ids, .. } =
         finish(&rt, consumers, producing, &produce_stop, watcher, &watch_stop);
