@@ -842,13 +842,13 @@ impl Coordinator {
         }
     }
 
-    /// False once a log write has failed: the process must restart to recover.
     /// Sets the check that a record's format is read by every live replica (set once, by the
     /// HTTP app that owns the presence view).
     pub fn set_format_gate(&self, gate: FormatGate) {
         let _ = self.format_gate.set(gate);
     }
 
+    /// False once a log write has failed: the process must restart to recover.
     pub fn is_healthy(&self) -> bool {
         self.healthy.load(Ordering::SeqCst)
     }
