@@ -35,6 +35,21 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
             .enable_all()
             .build()
             .map_err(|e| shared(crate::mq::MqError::Kafka(e.to_string())))?;
+        // Brokers that are down at start-up are waited for, not a reason to exit: an orchestrator
+        // restarting every replica in a loop during a broker outage helps nobody.
+        let mut waited = false;
+        while let Err(e) = crate::mq::brokers_reachable(bootstrap, Duration::from_secs(2)) {
+            if !waited {
+                eprintln!(
+                    "tidegate: warning: the Kafka brokers at {bootstrap} do not answer ({e}); retrying every 2 s until they do"
+                );
+                waited = true;
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        if waited {
+            eprintln!("tidegate: the Kafka brokers at {bootstrap} answer; starting");
+        }
         let report = runtime
             .block_on(ensure_command_topic(bootstrap, topic, *allow_under_replicated))
             .map_err(shared)?;

@@ -580,3 +580,51 @@ fn a_record_kind_an_older_live_replica_cannot_read_is_not_written_until_it_is_go
     let written = wait_until(Duration::from_secs(15), || stop_automation().0 == 200);
     assert!(written, "{:?}", stop_automation());
 }
+
+/// Forwards every connection to `127.0.0.1:<port>` to `target`, from `delay` on (until then
+/// nothing listens on the port: the brokers are "down").
+fn forward_later(port: u16, target: String, delay: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let Ok(server) = std::net::TcpStream::connect(&target) else { continue };
+            for (mut from, mut to) in
+                [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+            {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        }
+    });
+}
+
+#[test]
+fn a_replica_started_while_the_brokers_are_down_waits_for_them_instead_of_exiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-late-brokers");
+    // The bootstrap address answers only after 4 s (the brokers it names are the real ones).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    forward_later(port, kafka::bootstrap(), Duration::from_secs(4));
+    let toml = format!(
+        "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"127.0.0.1:{port}\"\ntopic = \"{topic}\"\nallow_under_replicated = true\n[node]\nid = \"r1\"\nzone = \"zone-1\"\n"
+    );
+    let file = dir.path().join("r1.toml");
+    std::fs::write(&file, config_toml(&toml)).unwrap();
+    let started = std::time::Instant::now();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let waited = started.elapsed();
+    println!("the replica started {waited:?} after launch, the brokers answered after 4 s");
+    assert!(waited >= Duration::from_secs(3), "it did not wait for the brokers: {waited:?}");
+    let stderr = server.stderr();
+    assert!(stderr.contains("do not answer") && stderr.contains("retrying"), "{stderr}");
+    let (status, _) = put_json(
+        &format!("{}/v1/dial", server.url),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 20, "expected_version": 1, "reason": "after the outage"}),
+    );
+    assert_eq!(status, 200);
+}

@@ -88,5 +88,14 @@ fn client_config(bootstrap: &str, extra: &[(String, String)]) -> ClientConfig {
     config
 }
 
+/// Whether the brokers at `bootstrap` answer a metadata request within `timeout` (start-up waits
+/// on it while the brokers are down, instead of exiting).
+pub fn brokers_reachable(bootstrap: &str, timeout: Duration) -> Result<usize, MqError> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = client_config(bootstrap, &[]).create()?;
+    let metadata = consumer.fetch_metadata(None, timeout)?;
+    Ok(metadata.brokers().len())
+}
+
 /// How long metadata and offset queries may take before they count as failed.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
