@@ -117,11 +117,15 @@ pub struct PlanSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct CapacitySettings {
     pub headroom: f64,
+    /// A receiving zone is judged by the highest load it carried over this window ("own peak +
+    /// the moved share of the neighbour"), not by its load this minute. "0s" judges the current
+    /// load.
+    pub peak_window: String,
 }
 
 impl Default for CapacitySettings {
     fn default() -> Self {
-        CapacitySettings { headroom: 0.1 }
+        CapacitySettings { headroom: 0.1, peak_window: "10m".into() }
     }
 }
 
@@ -733,6 +737,8 @@ pub enum ZoneCapacity {
 pub struct CapacityConfig {
     pub zones: BTreeMap<String, ZoneCapacity>,
     pub headroom: f64,
+    /// `capacity.peak_window` (0: judge the current load).
+    pub peak_window_ms: u64,
 }
 
 /// Where the command log lives.
@@ -1366,7 +1372,11 @@ fn validate_capacity(
         };
         out.insert(zone.clone(), capacity);
     }
-    Ok(CapacityConfig { zones: out, headroom })
+    let peak_window_ms = duration("capacity.peak_window", &s.capacity.peak_window)?;
+    if peak_window_ms > 24 * 3_600_000 {
+        return Err(invalid("capacity.peak_window", "must be at most 24h"));
+    }
+    Ok(CapacityConfig { zones: out, headroom, peak_window_ms })
 }
 
 fn validate_ui(u: &UiSettings) -> Result<UiConfig, ConfigError> {

@@ -80,6 +80,7 @@ fn exceeds() -> Verdict {
         allowed_rps: 900.0,
         estimated: false,
         source_note: None,
+        receiving_note: None,
     })
 }
 

@@ -19,6 +19,23 @@ pub struct Capacities {
     /// receiving zone's (lagging) load. That estimate let an evacuation of a silent az-b take
     /// az-a to 1 993 rps against 1 500 allowed.
     last_known: Mutex<HashMap<String, (f64, u64)>>,
+    /// Each zone's loads read over `capacity.peak_window` (at most one sample per second), for
+    /// its peak: a receiving zone is judged by "its own peak + the moved share of the source".
+    history: Mutex<HashMap<String, std::collections::VecDeque<(u64, f64)>>>,
+    /// Per drain: the source's load per unit and the receiving zone's load when the drain was
+    /// first judged here. Later steps add the load earlier steps moved, which the measured load
+    /// of the receiving zone shows only after its detection window.
+    baselines: Mutex<HashMap<u64, Baseline>>,
+    /// Each zone's units when last judged, and since when it has had them.
+    steady: Mutex<HashMap<String, (u32, u64)>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Baseline {
+    /// The drained zone's units when the baseline was read.
+    start_units: u32,
+    source_per_unit: f64,
+    receiving_rps: f64,
 }
 
 /// How long a silent zone's last known load is used; past it the zone's load is unknown.
@@ -26,7 +43,14 @@ pub const LAST_KNOWN_FOR_MS: u64 = 15 * 60_000;
 
 impl Capacities {
     pub fn new(health: Arc<Health>, config: CapacityConfig) -> Capacities {
-        Capacities { health, config, last_known: Mutex::new(HashMap::new()) }
+        Capacities {
+            health,
+            config,
+            last_known: Mutex::new(HashMap::new()),
+            history: Mutex::new(HashMap::new()),
+            baselines: Mutex::new(HashMap::new()),
+            steady: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The load of a zone that serves `units` units now, as a *source* of moved users: read
@@ -34,6 +58,9 @@ impl Capacities {
     /// the last one remembered within [`LAST_KNOWN_FOR_MS`], scaled to the units it has now.
     fn source_load(&self, zone: &str, units: u32, now_ms: u64) -> ZoneLoad {
         let mut load = self.zone(zone, now_ms);
+        if let Ok(rps) = load.load_rps {
+            self.remember(zone, rps, units, now_ms);
+        }
         let mut memory = self.last_known.lock().unwrap_or_else(|p| p.into_inner());
         match &load.load_rps {
             Ok(rps) if units > 0 => {
@@ -75,30 +102,131 @@ impl Capacities {
                 Err(why) => Capacity::Unknown { why },
             },
         };
-        ZoneLoad {
-            zone: zone.to_owned(),
-            load_rps: self.health.load_rps(zone, now_ms),
-            capacity,
-            load_note: None,
+        let load_rps = self.health.load_rps(zone, now_ms);
+        ZoneLoad { zone: zone.to_owned(), load_rps, capacity, load_note: None }
+    }
+
+    /// Keeps the zone's load per unit (`rps` over the `units` it serves) in its history, one
+    /// sample per second at most, over the peak window. Per unit, so a zone's peak is the peak of
+    /// the users it serves now: a zone that carried its neighbour's users during a drill does not
+    /// keep that load as its "own peak" once they went back.
+    fn remember(&self, zone: &str, rps: f64, units: u32, now_ms: u64) {
+        let window = self.config.peak_window_ms;
+        if window == 0 || units == 0 {
+            return;
         }
+        // The measured load lags a change of units by the detection window: a zone that just gave
+        // its neighbour's users back still reads their load for a while, which over its fewer
+        // units looked like a new peak. Sample only once its units have been steady that long.
+        {
+            let mut steady = self.steady.lock().unwrap_or_else(|p| p.into_inner());
+            let since = steady.entry(zone.to_owned()).or_insert((units, now_ms));
+            if since.0 != units {
+                *since = (units, now_ms);
+                return;
+            }
+            if now_ms.saturating_sub(since.1) < self.health.detect_ms() {
+                return;
+            }
+        }
+        let rps = rps / f64::from(units);
+        let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        let samples = history.entry(zone.to_owned()).or_default();
+        match samples.back_mut() {
+            Some((at, peak)) if now_ms.saturating_sub(*at) < 1_000 => *peak = peak.max(rps),
+            _ => samples.push_back((now_ms, rps)),
+        }
+        while samples.front().is_some_and(|(at, _)| now_ms.saturating_sub(*at) > window) {
+            samples.pop_front();
+        }
+    }
+
+    /// The zone, serving `units` units, as the receiver of moved users: its load is the peak of
+    /// its users over the peak window (its highest load per unit, times the units it serves now)
+    /// when that is above its load now ("own peak + the moved share of the neighbour").
+    fn receiving_load(&self, zone: &str, units: u32, now_ms: u64) -> ZoneLoad {
+        let mut load = self.zone(zone, now_ms);
+        let Ok(now_rps) = load.load_rps else { return load };
+        self.remember(zone, now_rps, units, now_ms);
+        let peak = {
+            let history = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            history
+                .get(zone)
+                .and_then(|s| s.iter().map(|(_, per_unit)| *per_unit).reduce(f64::max))
+                .map(|per_unit| per_unit * f64::from(units))
+        };
+        if let Some(peak) = peak
+            && peak > now_rps
+        {
+            load.load_rps = Ok(peak);
+            load.load_note = Some(format!(
+                "{zone} is judged at its peak of the last {}, {peak:.0} rps (now {now_rps:.0} rps)",
+                crate::duration::format_duration_ms(self.config.peak_window_ms)
+            ));
+        }
+        load
     }
 
     /// The readings a drain of `drained` (a colour) is judged against; `None` when no zone has
     /// a capacity, or the receiving zone has none (it is not checked, so nothing is read).
+    ///
+    /// The receiving zone's load carries what the drain's earlier steps moved: at least its
+    /// load when this replica first judged the drain plus the source's load per unit then, times
+    /// the units moved since (its measured load shows a step only after the detection window, so
+    /// step after step used to be judged on a load that lagged).
     pub fn drain_inputs(
         &self,
         table: &RoutingTable,
-        drained: Color,
+        drain: &crate::core::Drain,
         now_ms: u64,
     ) -> Option<CapacityInputs> {
+        let drained = drain.plan.color;
         let receiving = table.zone_of(drained.other());
         if !self.config.zones.contains_key(receiving) {
             return None;
         }
+        let source_units = units_of(table, drained);
+        let draining = self.source_load(table.zone_of(drained), source_units, now_ms);
+        let mut receiving = self.receiving_load(receiving, table.units() - source_units, now_ms);
+        let baseline = {
+            let mut baselines = self.baselines.lock().unwrap_or_else(|p| p.into_inner());
+            baselines.retain(|id, _| *id + 64 > drain.id);
+            match (baselines.get(&drain.id), &draining.load_rps, &receiving.load_rps) {
+                (Some(b), _, _) => Some(*b),
+                (None, Ok(source), Ok(receiving_rps)) if source_units > 0 => {
+                    let b = Baseline {
+                        start_units: source_units,
+                        source_per_unit: source / f64::from(source_units),
+                        receiving_rps: *receiving_rps,
+                    };
+                    // First judged mid-drain (after a restart): what moved before is in the
+                    // load measured now (give or take the detection window's lag), so only the
+                    // units moved from here on are carried.
+                    baselines.insert(drain.id, b);
+                    Some(b)
+                }
+                _ => None,
+            }
+        };
+        if let (Some(b), Ok(measured)) = (baseline, receiving.load_rps.clone()) {
+            let moved = b.start_units.saturating_sub(source_units);
+            let carried = b.receiving_rps + b.source_per_unit * f64::from(moved);
+            if carried > measured {
+                let note = format!(
+                    "{} carries {carried:.0} rps: {:.0} rps before this drain plus {moved} unit(s) it moved already ({measured:.0} rps measured)",
+                    receiving.zone, b.receiving_rps
+                );
+                receiving.load_note = Some(match receiving.load_note.take() {
+                    Some(peak) => format!("{note}; {peak}"),
+                    None => note,
+                });
+                receiving.load_rps = Ok(carried);
+            }
+        }
         Some(CapacityInputs {
             units: table.units(),
-            draining: self.source_load(table.zone_of(drained), units_of(table, drained), now_ms),
-            receiving: self.zone(receiving, now_ms),
+            draining,
+            receiving,
             headroom: self.config.headroom,
         })
     }
@@ -124,7 +252,7 @@ impl Capacities {
             units_of(source),
             units_of(source.other()),
             &self.source_load(table.zone_of(source), units_of(source), now_ms),
-            &self.zone(table.zone_of(source.other()), now_ms),
+            &self.receiving_load(table.zone_of(source.other()), units_of(source.other()), now_ms),
             self.config.headroom,
         )
     }
@@ -154,6 +282,7 @@ mod tests {
         let config = CapacityConfig {
             zones: BTreeMap::from([(zones.green.clone(), ZoneCapacity::Rps(4_000.0))]),
             headroom: 0.1,
+            peak_window_ms: 600_000,
         };
         let capacities = Capacities::new(Arc::clone(&health), config);
         let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
@@ -163,14 +292,139 @@ mod tests {
 
     /// 2 000 rps in each zone, reported every second from `from_ms` to `to_ms`.
     fn feed(health: &Health, zones: &[&str], from_ms: u64, to_ms: u64) {
+        feed_at(health, zones, 2_000, from_ms, to_ms);
+    }
+
+    fn feed_at(health: &Health, zones: &[&str], rps: u64, from_ms: u64, to_ms: u64) {
         let mut t = from_ms;
         while t <= to_ms {
             for zone in zones {
                 let color = if *zone == "az-b" { Color::Blue } else { Color::Green };
-                health.record(zone, color, 2_000, 0, t).unwrap();
+                health.record(zone, color, rps, 0, t).unwrap();
             }
             t += 1_000;
         }
+    }
+
+    /// A drain of az-b (blue) that started at `start_blue_units`.
+    fn drain(id: u64, start_blue_units: u32) -> crate::core::Drain {
+        use crate::core::{Direction, DrainMode, DrainPlan, DrainStatus, Guard, OnBreach};
+        crate::core::Drain {
+            id,
+            plan: DrainPlan {
+                zone: "az-b".into(),
+                color: Color::Blue,
+                target_blue_units: 0,
+                step_units: 10,
+                interval_ms: 1_000,
+                guard: Guard {
+                    max_error_rate: 0.05,
+                    min_requests: 1,
+                    breaches: 1,
+                    on_breach: OnBreach::Pause,
+                },
+                mode: DrainMode::Evacuate,
+            },
+            start_blue_units,
+            status: DrainStatus::Running,
+            direction: Direction::Forward,
+            next_due_ms: 0,
+            consecutive_breaches: 0,
+            hold_reason: None,
+            pause_cause: None,
+            steps_done: 0,
+            last_step_version: None,
+            last_step_ms: 0,
+            started_ms: 0,
+            started_by: "test".into(),
+            reason: "test".into(),
+            finished_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_receiving_zone_is_judged_at_its_own_peak() {
+        let (health, capacities, state) = setup();
+        // az-a carried 2 600 rps for a while, then 1 000 rps now; az-b 1 000 rps (the rates read
+        // up to about 10 % above that over windows still filling).
+        feed_at(&health, &["az-a", "az-b"], 2_600, 1_000_000, 1_022_000);
+        // A sample counts once the units have been steady for the 10 s detection window.
+        let _ = capacities.judge_dial(state.table(), 25, 1_011_000);
+        let _ = capacities.judge_dial(state.table(), 25, 1_022_000);
+        feed_at(&health, &["az-a", "az-b"], 1_000, 1_023_000, 1_040_000);
+        // Moving 25 of az-b's 50 units: at az-a's peak, 2 600 + 500 fits the 3 600 allowed; all
+        // 50 units (2 600 + 1 000) do not, though they would at its load now (1 000 + 1 000).
+        let half = capacities.judge_dial(state.table(), 25, 1_040_500);
+        let Verdict::Fits(p) = &half else { panic!("{half:?}") };
+        assert!((3_300.0..3_600.0).contains(&p.projected_rps), "{p:?}");
+        let all = capacities.judge_dial(state.table(), 0, 1_040_500);
+        assert!(matches!(all, Verdict::Exceeds(_)), "{all:?}");
+        // Judged on the load this minute, the same move fitted: the peak is what refuses it.
+        let (health2, _, _) = setup();
+        let current_only = Capacities::new(
+            Arc::clone(&health2),
+            CapacityConfig { peak_window_ms: 0, ..capacities.config.clone() },
+        );
+        feed_at(&health2, &["az-a", "az-b"], 2_600, 1_000_000, 1_022_000);
+        let _ = current_only.judge_dial(state.table(), 25, 1_011_000);
+        let _ = current_only.judge_dial(state.table(), 25, 1_022_000);
+        feed_at(&health2, &["az-a", "az-b"], 1_000, 1_023_000, 1_040_000);
+        let verdict = current_only.judge_dial(state.table(), 0, 1_040_500);
+        assert!(matches!(verdict, Verdict::Fits(_)), "{verdict:?}");
+    }
+
+    #[test]
+    fn a_zone_that_carried_its_neighbours_users_does_not_keep_their_load_as_its_peak() {
+        let (health, capacities, state) = setup();
+        // During a drill az-a (green) served every unit at 4 000 rps: 40 rps per unit.
+        let all_green = {
+            use crate::core::{Audit, Command, Envelope};
+            let audit = Audit { by: "t".into(), at_ms: 1, reason: "drill".into() };
+            let command = Command::SetBlueUnits { blue_units: 0 };
+            let envelope = Envelope { expected_version: state.version(), command, audit };
+            state.apply(&envelope).unwrap().unwrap().0
+        };
+        feed_at(&health, &["az-a"], 4_000, 1_000_000, 1_022_000);
+        let _ = capacities.receiving_load("az-a", 100, 1_011_000);
+        let _ = capacities.receiving_load("az-a", 100, 1_022_000);
+        // Back at 50 units; for the detection window it still reads the drill's load (the window
+        // lags), which is not taken for a peak of its 50 units.
+        feed_at(&health, &["az-a"], 4_000, 1_023_000, 1_026_000);
+        let _ = capacities.receiving_load("az-a", 50, 1_026_500);
+        feed_at(&health, &["az-a", "az-b"], 2_000, 1_027_000, 1_050_000);
+        let load = capacities.receiving_load("az-a", 50, 1_050_500);
+        let rps = *load.load_rps.as_ref().unwrap();
+        assert!((2_000.0..2_300.0).contains(&rps), "{rps} {:?}", load.load_note);
+        let _ = all_green;
+    }
+
+    #[test]
+    fn a_drain_step_carries_the_load_earlier_steps_moved() {
+        let (health, capacities, mut state) = setup();
+        feed(&health, &["az-a", "az-b"], 1_000_000, 1_012_000);
+        let d = drain(7, 50);
+        // First judged at the start: az-a 2 000 rps, az-b 40 rps per unit.
+        let first = capacities.drain_inputs(state.table(), &d, 1_012_500).unwrap();
+        assert_eq!(first.receiving.load_note, None);
+        // Two steps later (30 units left), az-a's measured load has not caught up yet.
+        state = {
+            use crate::core::{Audit, Command, Envelope};
+            let audit = Audit { by: "t".into(), at_ms: 1, reason: "dial".into() };
+            let envelope = Envelope {
+                expected_version: state.version(),
+                command: Command::SetBlueUnits { blue_units: 30 },
+                audit,
+            };
+            state.apply(&envelope).unwrap().unwrap().0
+        };
+        feed(&health, &["az-a", "az-b"], 1_013_000, 1_014_000);
+        let later = capacities.drain_inputs(state.table(), &d, 1_014_500).unwrap();
+        let carried = *later.receiving.load_rps.as_ref().unwrap();
+        // About 2 100 rps then, plus 20 units of az-b's 42 rps per unit then (the rates read a
+        // little above 2 000 over a window that is still filling).
+        assert!((2_800.0..3_000.0).contains(&carried), "2 100 + 20 units x 42 rps: {carried}");
+        let note = later.receiving.load_note.unwrap();
+        assert!(note.contains("20 unit(s) it moved already"), "{note}");
     }
 
     #[test]
@@ -195,7 +449,7 @@ mod tests {
         assert!(matches!(capacities.judge_dial(state.table(), 25, 1_012_500), Verdict::Fits(_)));
         // az-b goes silent; az-a keeps reporting.
         feed(&health, &["az-a"], 1_013_000, 1_040_000);
-        let inputs = capacities.drain_inputs(state.table(), Color::Blue, 1_040_500).unwrap();
+        let inputs = capacities.drain_inputs(state.table(), &drain(1, 50), 1_040_500).unwrap();
         let last_known = *inputs.draining.load_rps.as_ref().unwrap();
         assert!((2_000.0..2_200.0).contains(&last_known), "{last_known}");
         let note = inputs.draining.load_note.clone().unwrap();

@@ -120,13 +120,13 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         let capacities = Arc::clone(&runner.capacities);
         let zones = (draining_zone.clone(), receiving_zone.clone());
         let table_arc = state.table_arc();
-        let color = drain.plan.color;
         let forward = drain.direction == Direction::Forward;
+        let judged = drain.clone();
         let readings = tokio::task::spawn_blocking(move || {
             let h = health_for_check;
             // Capacity is read only for forward steps: rollbacks are not judged.
             let capacity =
-                forward.then(|| capacities.drain_inputs(&table_arc, color, now)).flatten();
+                forward.then(|| capacities.drain_inputs(&table_arc, &judged, now)).flatten();
             (h.zone(&zones.0, now).reading, h.zone(&zones.1, now).reading, capacity)
         })
         .await;

@@ -46,6 +46,9 @@ pub struct Projection {
     pub estimated: bool,
     /// The source zone's load is its last known one (it is silent now), said how.
     pub source_note: Option<String>,
+    /// How the receiving zone's load was taken when it is not its load now (its peak, or the
+    /// load a drain's earlier steps moved onto it).
+    pub receiving_note: Option<String>,
 }
 
 /// Whether a move fits the receiving zone.
@@ -70,9 +73,13 @@ impl Verdict {
             Verdict::Fits(p) | Verdict::Exceeds(p) => {
                 let verb = if matches!(self, Verdict::Fits(_)) { "within" } else { "above" };
                 format!(
-                    "{} would carry {:.0} rps after the move (now {:.0} rps{}), {verb} its allowed {:.0} rps (capacity {:.0} rps less headroom)",
+                    "{} would carry {:.0} rps after the move ({} {:.0} rps{}), {verb} its allowed {:.0} rps (capacity {:.0} rps less headroom)",
                     p.zone,
                     p.projected_rps,
+                    match &p.receiving_note {
+                        Some(note) => format!("{note}; from"),
+                        None => "now".to_owned(),
+                    },
                     p.current_rps,
                     match (&p.source_note, p.estimated) {
                         (Some(note), _) => format!("; {note}"),
@@ -134,6 +141,7 @@ pub fn judge(
         allowed_rps: capacity_rps * (1.0 - headroom),
         estimated,
         source_note: source.load_note.clone(),
+        receiving_note: receiving.load_note.clone(),
     };
     if projection.projected_rps > projection.allowed_rps {
         Verdict::Exceeds(projection)
