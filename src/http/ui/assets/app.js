@@ -555,8 +555,8 @@
   // What POST /v1/zones/<zone>/restore brings the zone back to when no target is given: its
   // share before its latest completed drain, or 50 %.
   function restoreTarget(zone) {
-    const done = view.drains.find((d) => d.zone === zone && d.state === 'completed' && d.from_percent > 0);
-    return done ? done.from_percent : 50;
+    const done = view.drains.find((d) => d.zone === zone && d.state === 'completed');
+    return done && done.from_percent > 0 ? done.from_percent : 50;
   }
 
   function zoneState(zone) {
