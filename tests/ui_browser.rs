@@ -3,7 +3,10 @@
 //! version race, start a drain and pause it, look at it as a viewer, log out; start an evacuation
 //! by hand from the overview when no plan covers the zone; run a stored plan from the overview's
 //! "Evacuate <zone>" through the dry-run preview and the typed confirmation, and follow its
-//! timeline to the last step; and, as a viewer, watch lane consumers
+//! timeline to the last step; after an evacuation, "Restore <zone>" instead of evacuating the
+//! other zone, and "Evacuation" named as such; a dial move the capacity check refuses, forced
+//! only with a typed `force` and a reason; capacity holds of a drain and a plan run shown as
+//! held, the run's current share, triggers and cooldowns, and every table usable at 390 px; and, as a viewer, watch lane consumers
 //! registered through the API appear on the MQ lanes page with their halves; and, with two
 //! replicas on a Kafka command log, the overview's replicas panel and, once the page's own replica
 //! is killed, the banner linking the other replica's console.
@@ -940,6 +943,19 @@ async fn evacuate_runs_the_zones_plan_after_a_preview_and_a_typed_confirmation_i
     .await;
     assert_eq!(text(&c, "#plan-run-verdict").await, "RTO met");
     assert!(text(&c, "#plan-run-step").await.starts_with("2 of 2"));
+    // The moving zone's share: az-b's, now 0 %, and each step's target.
+    wait_for(
+        &c,
+        "the share line",
+        "(document.getElementById('plan-run-share') || {}).textContent === '0 %'",
+    )
+    .await;
+    let shares = js(
+        &c,
+        "return [...document.querySelectorAll('#plan-run-timeline tbody tr')].map((r) => r.children[5].textContent)",
+    )
+    .await;
+    assert_eq!(shares, json!(["az-b 25 %", "az-b 0 %"]));
     shot(&c, "16-plan-run-timeline").await;
     let runs = runs();
     assert_eq!(runs.as_array().unwrap().len(), 1, "Enter twice sent one run: {runs}");
@@ -957,6 +973,429 @@ async fn evacuate_runs_the_zones_plan_after_a_preview_and_a_typed_confirmation_i
     .await;
     let row = text(&c, "#plan-reports-table tbody tr").await;
     assert!(row.contains("alice") && row.contains("RTO met"), "{row}");
+    c.close().await.unwrap();
+    drop(outcomes);
+    drop(driver);
+    drop(server);
+}
+
+/// Takes the page at 1280 px and at 390 px (a phone), each tall enough for the whole page, and
+/// checks at 390 px that nothing is wider than the window: every table either fits or scrolls
+/// inside its own container.
+async fn shots_at_both_widths(c: &Client, name: &str, height: u32) {
+    c.set_window_size(1280, height).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_fits(c, "1280 px").await;
+    shot(c, &format!("{name}-1280")).await;
+    c.set_window_size(390, height.max(1200) + 600).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_tables_usable(c).await;
+    shot(c, &format!("{name}-390")).await;
+    c.set_window_size(1280, height).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+/// At a phone's width: the page does not scroll sideways, and a table wider than the window is
+/// inside a container no wider than the window that scrolls it (`overflow-x: auto`).
+async fn assert_tables_usable(c: &Client) {
+    let width = js(c, "return window.innerWidth").await.as_i64().unwrap();
+    assert!(width <= 520, "a phone-sized viewport: {width}");
+    let scroll = js(c, "return document.documentElement.scrollWidth").await.as_i64().unwrap();
+    assert!(scroll <= width, "at {width} px the page is {scroll} px wide");
+    let bad = js(
+        c,
+        "return [...document.querySelectorAll('table')].filter((t) => t.getClientRects().length).flatMap((t) => {
+           const r = t.getBoundingClientRect();
+           if (r.left >= 0 && r.right <= window.innerWidth + 0.5) return [];
+           const wrap = t.closest('.table-wrap');
+           if (!wrap) return [(t.id || t.className || 'a table') + ': wider than the window, not in a scroll container'];
+           const w = wrap.getBoundingClientRect();
+           const scrolls = getComputedStyle(wrap).overflowX === 'auto' && wrap.scrollWidth > wrap.clientWidth;
+           return w.left >= 0 && w.right <= window.innerWidth + 0.5 && scrolls ? [] : [(t.id || t.className || 'a table') + ': its container does not scroll it'];
+         })",
+    )
+    .await;
+    assert_eq!(bad, json!([]), "tables at {width} px");
+}
+
+fn drains(base: &str) -> Vec<Value> {
+    get_json(&format!("{base}/v1/drains")).1["drains"].as_array().unwrap().clone()
+}
+
+fn drain_action(base: &str, id: &Value, action: &str) {
+    let (status, body) = post_json(
+        &format!("{base}/v1/drains/{id}/{action}"),
+        OPERATOR_TOKEN,
+        json!({"reason": format!("browser test: {action}")}),
+    );
+    assert_eq!(status, 200, "{action}: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_evacuation_the_overview_offers_restore_and_names_the_evacuation_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    let toml = "[health]\nwindow = \"2s\"\n[drain]\ntick = \"20ms\"\ninterval = \"300ms\"\nmin_requests = 10\n[drain.evacuate]\nstep_percent = 25\ninterval = \"300ms\"\nmin_requests = 10\n";
+    std::fs::write(&config_file, config_toml(toml)).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let outcomes = Outcomes::start(&base);
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1600).await.unwrap();
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+    wait_for(&c, "the Evacuate action", "document.getElementById('evacuate-drain-az-b')").await;
+    assert_eq!(js(&c, "return !!document.getElementById('restore-az-b')").await, json!(false));
+
+    // An evacuation of az-b, paused at once so the page can be read while it is active.
+    let (status, started) = post_json(
+        &format!("{base}/v1/drains"),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "mode": "evacuate", "target_percent": 0, "reason": "browser test: az-b is failing"}),
+    );
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].clone();
+    drain_action(&base, &id, "pause");
+    wait_for(
+        &c,
+        "the paused evacuation",
+        "(document.getElementById('drain-heading') || {}).textContent && document.getElementById('zone-state-az-b').textContent === '❚❚ Evacuation paused'",
+    )
+    .await;
+    let heading = text(&c, "#drain-heading").await;
+    assert!(heading.starts_with(&format!("Evacuation {id}: az-b → az-a")), "{heading}");
+    assert_eq!(text(&c, "#drain-title").await, "Evacuation");
+    // The receiving zone is not offered for evacuation while az-b's users move into it.
+    assert_eq!(
+        js(&c, "return !!document.getElementById('evacuate-drain-az-a')").await,
+        json!(false)
+    );
+    assert!(text(&c, "#evacuate-blocked-az-a").await.contains("is moving its users here"));
+    shots_at_both_widths(&c, "17-evacuation-paused", 1600).await;
+
+    // Resumed, it empties az-b.
+    drain_action(&base, &id, "resume");
+    assert!(
+        wait_until(Duration::from_secs(20), || drains(&base)[0]["state"] == "completed"),
+        "the evacuation completes: {:?}",
+        drains(&base)
+    );
+    assert_eq!(routing(&base)["blue_percent"], 0.0);
+    wait_for(&c, "the Restore action", "document.getElementById('restore-az-b')").await;
+    assert_eq!(text(&c, "#restore-az-b").await, "Restore az-b…");
+    let offered = js(
+        &c,
+        "return ['evacuate-az-a', 'evacuate-drain-az-a', 'no-plan-az-a', 'evacuate-blocked-az-a'].filter((id) => document.getElementById(id))",
+    )
+    .await;
+    assert_eq!(
+        offered,
+        json!(["evacuate-blocked-az-a"]),
+        "no Evacuate az-a after az-b's evacuation"
+    );
+    assert!(
+        text(&c, "#evacuate-blocked-az-a").await.contains("restore az-b before evacuating az-a")
+    );
+    let latest = text(&c, "#latest-drain").await;
+    assert!(latest.starts_with(&format!("Latest: evacuation {id} of az-b")), "{latest}");
+    shots_at_both_widths(&c, "18-restore-offered", 1600).await;
+
+    // Restore: a reason first, then it starts the restore drain.
+    click(&c, "#restore-az-b").await;
+    wait_for(&c, "the restore step", "!document.getElementById('restore-confirm').hidden").await;
+    let summary = text(&c, "#restore-summary").await;
+    assert!(
+        summary.contains("from 0 % to 50 %") && summary.contains("error rate now"),
+        "{summary}"
+    );
+    click(&c, "#restore-go").await;
+    wait_for(&c, "the reason message", "!document.getElementById('restore-error').hidden").await;
+    assert!(text(&c, "#restore-error").await.starts_with("Give a reason"));
+    assert_eq!(drains(&base).len(), 1, "nothing was sent");
+    type_into(&c, "#restore-reason", "browser test: az-b is healthy again").await;
+    shot(&c, "19-restore-confirm").await;
+    click(&c, "#restore-go").await;
+    wait_for(
+        &c,
+        "the restore's message",
+        "document.getElementById('drain-flash').textContent.startsWith('Restore of az-b started')",
+    )
+    .await;
+    let list = drains(&base);
+    assert_eq!(list.len(), 2, "{list:?}");
+    let restore = &list[0];
+    assert_eq!(
+        (restore["zone"].as_str(), restore["mode"].as_str(), restore["started_by"].as_str()),
+        (Some("az-b"), Some("maintenance"), Some("alice"))
+    );
+    assert_eq!(
+        (restore["from_percent"].as_f64(), restore["target_percent"].as_f64()),
+        (Some(0.0), Some(50.0))
+    );
+    assert_eq!(restore["reason"], "browser test: az-b is healthy again");
+    assert!(
+        wait_until(Duration::from_secs(20), || routing(&base)["blue_percent"] == 50.0),
+        "the restore brings az-b back to 50 %"
+    );
+    wait_for(&c, "the Evacuate action again", "document.getElementById('evacuate-drain-az-b')")
+        .await;
+    assert_eq!(js(&c, "return !!document.getElementById('restore-az-b')").await, json!(false));
+    c.close().await.unwrap();
+    drop(outcomes);
+    drop(driver);
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dial_move_refused_by_capacity_is_forced_only_with_a_typed_reason_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    // az-a may carry 1 rps: moving users into it is refused (or unknown, which blocks too).
+    let toml = "[health]\nwindow = \"2s\"\n[zones.az-a]\ncapacity_rps = 1\n";
+    std::fs::write(&config_file, config_toml(toml)).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let outcomes = Outcomes::start(&base);
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1300).await.unwrap();
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+
+    type_into(&c, "#dial-number", "30").await;
+    click(&c, "#dial-review").await;
+    wait_for(&c, "the confirm step", "!document.getElementById('dial-confirm').hidden").await;
+    type_into(&c, "#dial-reason", "browser test: move 20% to az-a").await;
+    click(&c, "#dial-apply").await;
+    wait_for(&c, "the force step", "!document.getElementById('dial-force').hidden").await;
+    let refusal = text(&c, "#dial-confirm-error").await;
+    assert!(refusal.contains("capacity check refused it"), "{refusal}");
+    let detail = text(&c, "#dial-force-detail").await;
+    assert!(detail.contains("az-a") && detail.contains("capacity"), "{detail}");
+    assert!(!detail.contains("\"force\": true"), "the API's hint is for API callers: {detail}");
+    assert_eq!(routing(&base)["version"], 1, "refused: nothing changed");
+    // The typed confirmation is never capitalised or corrected by a phone's keyboard.
+    let attrs = js(
+        &c,
+        "const f = document.getElementById('dial-force-word');
+         return ['autocapitalize', 'autocorrect', 'spellcheck', 'autocomplete'].map((a) => f.getAttribute(a))",
+    )
+    .await;
+    assert_eq!(attrs, json!(["off", "off", "false", "off"]));
+    let go_disabled = "return document.getElementById('dial-force-go').disabled";
+    assert_eq!(js(&c, go_disabled).await, json!(true), "nothing typed yet");
+    type_into(&c, "#dial-force-word", "Force").await;
+    assert_eq!(js(&c, go_disabled).await, json!(true), "the word is `force`, exactly");
+    type_into(&c, "#dial-force-word", "force").await;
+    assert_eq!(js(&c, go_disabled).await, json!(false));
+    // Without a reason of its own the force is stopped in the page.
+    click(&c, "#dial-force-go").await;
+    wait_for(&c, "the force reason message", "!document.getElementById('dial-force-error').hidden")
+        .await;
+    assert!(text(&c, "#dial-force-error").await.contains("reason for forcing"));
+    assert_eq!(routing(&base)["version"], 1, "nothing was sent");
+    type_into(&c, "#dial-force-reason", "browser test: az-b is down, az-a is scaling").await;
+    shots_at_both_widths(&c, "20-dial-force", 1300).await;
+    click(&c, "#dial-force-go").await;
+    wait_for(&c, "the dial's success message", "!document.getElementById('dial-ok').hidden").await;
+    assert!(text(&c, "#dial-ok").await.contains("forced past the capacity check"));
+    let table = routing(&base);
+    assert_eq!((table["version"].as_u64(), table["blue_percent"].as_f64()), (Some(2), Some(30.0)));
+    let entry = latest_audit(&base);
+    assert_eq!((entry["by"].as_str(), entry["action"].as_str()), (Some("alice"), Some("dial")));
+    let reason = entry["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            "browser test: az-b is down, az-a is scaling [forced: insufficient_capacity"
+        ),
+        "{reason}"
+    );
+    assert!(js(&c, "return document.getElementById('dial-force').hidden").await == json!(true));
+    c.close().await.unwrap();
+    drop(outcomes);
+    drop(driver);
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_holds_triggers_and_tables_on_a_phone_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    let toml = "[health]\nwindow = \"2s\"\n[drain]\ntick = \"20ms\"\n[drain.evacuate]\ninterval = \"300ms\"\nmin_requests = 10\n[plans]\ntriggers = true\n[zones.az-a]\ncapacity_rps = 1\n";
+    std::fs::write(&config_file, config_toml(toml)).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let outcomes = Outcomes::start(&base);
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1400).await.unwrap();
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+
+    // An evacuation into a zone that cannot take the load holds: shown as held, not running.
+    let (status, started) = post_json(
+        &format!("{base}/v1/drains"),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "mode": "evacuate", "target_percent": 0, "reason": "browser test: az-b is failing"}),
+    );
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].clone();
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            let d = &drains(&base)[0];
+            d["state"] == "running"
+                && d["hold_reason"].as_str().is_some_and(|r| r.contains("insufficient_capacity"))
+        }),
+        "the evacuation holds on capacity: {:?}",
+        drains(&base)
+    );
+    wait_for(
+        &c,
+        "the held badge",
+        "(document.getElementById('drain-state') || {dataset: {}}).dataset.held === 'capacity'",
+    )
+    .await;
+    assert_eq!(text(&c, "#drain-state").await, "◷ Held: capacity");
+    let hold = text(&c, "#drain-hold").await;
+    assert!(hold.starts_with("held: insufficient_capacity:"), "{hold}");
+    let badge =
+        js(&c, "return getComputedStyle(document.getElementById('drain-state')).borderTopStyle")
+            .await;
+    assert_eq!(badge, json!("double"), "the held badge is distinct from running and failed");
+    shots_at_both_widths(&c, "21-drain-held-capacity", 1400).await;
+    drain_action(&base, &id, "abort");
+
+    // A plan whose dial step cannot fit az-a: its run holds, and its timeline shows az-b's
+    // share; another plan has a trigger and a cooldown.
+    let version = get_json(&format!("{base}/v1/plans")).1["version"].clone();
+    let plan = json!({
+        "expected_version": version, "reason": "browser test: everyone to az-a", "rto": "5m",
+        "steps": [{"type": "dial", "blue_percent": 0}],
+    });
+    let (status, stored) = put_json(&format!("{base}/v1/plans/all-to-az-a"), OPERATOR_TOKEN, plan);
+    assert_eq!(status, 200, "{stored}");
+    let version = get_json(&format!("{base}/v1/plans")).1["version"].clone();
+    let plan = json!({
+        "expected_version": version, "reason": "browser test: az-a failover", "rto": "5m",
+        "steps": [{"type": "evacuate", "zone": "az-a", "to_percent": 0}],
+        "trigger": {"zone_down_for": "5m"}, "cooldown": "10m",
+    });
+    let (status, body) = put_json(&format!("{base}/v1/plans/evacuate-az-a"), OPERATOR_TOKEN, plan);
+    assert_eq!(status, 200, "{body}");
+    let (status, run) = post_json(
+        &format!("{base}/v1/plans/all-to-az-a/run"),
+        OPERATOR_TOKEN,
+        json!({"reason": "browser test: held run", "plan_revision": stored["revision"]}),
+    );
+    assert!(status == 200 || status == 201, "{status}: {run}");
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            let r = get_json(&format!("{base}/v1/plans/all-to-az-a/runs/{}", run["id"])).1;
+            r["hold_reason"].as_str().is_some_and(|h| h.contains("insufficient_capacity"))
+        }),
+        "the run holds on capacity"
+    );
+    c.goto(&format!("{base}/ui/plans")).await.unwrap();
+    wait_for(&c, "the run's timeline", "document.getElementById('plan-run-timeline')").await;
+    wait_for(
+        &c,
+        "the held run",
+        "document.getElementById('plan-run-state').dataset.held === 'capacity'",
+    )
+    .await;
+    assert_eq!(text(&c, "#plan-run-state").await, "◷ Held: capacity");
+    assert!(text(&c, "#plan-run-hold").await.starts_with("held: insufficient_capacity:"));
+    let row = "#plan-run-timeline tr[data-step='0']";
+    wait_for(
+        &c,
+        "the held step",
+        &format!("document.querySelector(\"{row}\").dataset.status === 'held'"),
+    )
+    .await;
+    // The current share: az-b (the dial's blue zone) still has half the users.
+    wait_for(&c, "the live share", "document.getElementById('plan-run-share')").await;
+    assert_eq!(text(&c, "#plan-run-share").await, "50 %");
+    assert_eq!(text(&c, "#plan-run-share-cell").await, "az-b 50 % now → 0 %");
+    // Triggers and cooldowns, and the stop switch, on the plans page.
+    let trigger = text(&c, "#plan-trigger-evacuate-az-a").await;
+    assert!(trigger.contains("down for 5m") && trigger.contains("cooldown 10m"), "{trigger}");
+    assert!(trigger.contains("● Armed"), "{trigger}");
+    assert!(text(&c, "#plan-trigger-all-to-az-a").await.starts_with("No trigger"));
+    wait_for(&c, "the held run in the list", "document.getElementById('plan-active-all-to-az-a').textContent.includes('held by the capacity check')").await;
+    assert_eq!(
+        text(&c, "#plan-all-to-az-a .zone-head .badge[data-held]").await,
+        "◷ Held: capacity"
+    );
+    shots_at_both_widths(&c, "22-plan-run-held-and-triggers", 2000).await;
+    // The held run's runner writes too, so the version may move under us: retry a conflict.
+    let stopped = wait_until(Duration::from_secs(10), || {
+        let (status, body) = put_json(
+            &format!("{base}/v1/automation"),
+            OPERATOR_TOKEN,
+            json!({"stopped": true, "expected_version": routing(&base)["version"], "reason": "browser test: hands off"}),
+        );
+        assert!(status == 200 || body["error"] == "version_conflict", "{status}: {body}");
+        status == 200
+    });
+    assert!(stopped, "the stop switch is set");
+    wait_for(
+        &c,
+        "the stopped trigger",
+        "document.getElementById('plan-trigger-evacuate-az-a').dataset.trigger === 'stopped'",
+    )
+    .await;
+    assert!(
+        text(&c, "#plan-trigger-evacuate-az-a")
+            .await
+            .contains("Automation stopped: it will not fire")
+    );
+
+    // Every page's tables on a phone: the preview's steps, the reports, the replicas, the audit.
+    click(&c, "#preview-all-to-az-a").await;
+    wait_for(
+        &c,
+        "the preview's steps",
+        "document.querySelectorAll('#plan-preview-steps tbody tr').length === 1",
+    )
+    .await;
+    click(&c, "#reports-all-to-az-a").await;
+    wait_for(
+        &c,
+        "the report row",
+        "document.querySelectorAll('#plan-reports-table tbody tr').length === 1",
+    )
+    .await;
+    shots_at_both_widths(&c, "23-plans-tables", 2600).await;
+    // On a phone the plan tables are one block per row, each cell labelled with its column.
+    c.set_window_size(390, 2600).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stacked = js(
+        &c,
+        "return ['plan-preview-steps', 'plan-run-timeline', 'plan-reports-table'].map((id) => {
+           const t = document.getElementById(id);
+           const cell = t.querySelector('tbody td:nth-child(2)');
+           return [getComputedStyle(t.querySelector('thead')).display, getComputedStyle(cell).display, getComputedStyle(cell, '::before').content];
+         })",
+    )
+    .await;
+    assert_eq!(
+        stacked,
+        json!([
+            ["none", "block", "\"Step: \""],
+            ["none", "block", "\"Step: \""],
+            ["none", "block", "\"Kind: \""]
+        ])
+    );
+    c.set_window_size(1280, 1400).await.unwrap();
+    for (page, ready) in [
+        ("/ui", "document.querySelector('#replicas tbody tr')"),
+        ("/ui/audit", "document.getElementById('audit-table')"),
+        ("/ui/lanes", "document.getElementById('lanes-empty')"),
+    ] {
+        c.set_window_size(390, 1400).await.unwrap();
+        c.goto(&format!("{base}{page}")).await.unwrap();
+        wait_for(&c, page, ready).await;
+        assert_tables_usable(&c).await;
+    }
+    shot(&c, "24-lanes-390").await;
     c.close().await.unwrap();
     drop(outcomes);
     drop(driver);

@@ -958,3 +958,74 @@ fn a_plan_run_from_the_ui_needs_the_csrf_token_and_an_operator() {
     let body: Value = response.into_json().unwrap();
     assert_eq!(body["started_by"], "alice");
 }
+
+/// The `<input …>` tag with `id`, as the page serves it.
+fn input_tag<'a>(html: &'a str, id: &str) -> &'a str {
+    let at = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}"));
+    let start = html[..at].rfind("<input").unwrap();
+    let end = at + html[at..].find('>').unwrap();
+    &html[start..=end]
+}
+
+#[test]
+fn typed_confirmations_are_never_capitalised_or_corrected_and_only_operators_get_them() {
+    let (client, _dir) = client_with(&config());
+    login(&client, "alice", OPERATOR_TOKEN);
+    // The word `force` past the capacity check, and a plan's name before a run or drill.
+    for (path, id) in [("/ui", "dial-force-word"), ("/ui/plans", "plan-confirm-name")] {
+        let (status, html) = page(&client, path);
+        assert_eq!(status, Status::Ok);
+        let tag = input_tag(&html, id);
+        for attr in [
+            "autocapitalize=\"off\"",
+            "autocorrect=\"off\"",
+            "spellcheck=\"false\"",
+            "autocomplete=\"off\"",
+        ] {
+            assert!(tag.contains(attr), "{path}: #{id} lacks {attr}: {tag}");
+        }
+    }
+    // The force and restore steps are operator controls: a viewer's page has neither.
+    let (status, html) = page(&client, "/ui");
+    assert_eq!(status, Status::Ok);
+    assert!(html.contains("id=\"dial-force-go\"") && html.contains("id=\"restore-go\""));
+    let (viewer, _dir) = client_with(&config());
+    login(&viewer, "victor", VIEWER_TOKEN);
+    let (_, html) = page(&viewer, "/ui");
+    for control in ["dial-force", "restore-confirm", "restore-go"] {
+        assert!(!html.contains(control), "viewer page holds {control}");
+    }
+}
+
+#[test]
+fn the_restore_the_overview_offers_is_a_drain_back_into_the_zone_under_the_operator() {
+    let (client, _dir) = client_with(&config());
+    let csrf = login(&client, "alice", OPERATOR_TOKEN);
+    // Evacuate az-b by moving the dial, as an incident would leave it, then restore it the
+    // way the page does: the cookie, the CSRF token, a reason.
+    let response =
+        send(&client, "PUT", "/v1/dial", Some(&csrf), dial(0, version(&client), "az-b evacuated"));
+    assert_eq!(response.status(), Status::Ok);
+    let response = send(
+        &client,
+        "POST",
+        "/v1/zones/az-b/restore",
+        Some(&csrf),
+        json!({"reason": "az-b is healthy again"}),
+    );
+    assert_eq!(response.status(), Status::Created);
+    let drain: Value = response.into_json().unwrap();
+    assert_eq!(
+        (drain["zone"].as_str(), drain["mode"].as_str()),
+        (Some("az-b"), Some("maintenance"))
+    );
+    assert_eq!(
+        (drain["from_percent"].as_f64(), drain["target_percent"].as_f64()),
+        (Some(0.0), Some(50.0))
+    );
+    assert_eq!(drain["started_by"], "alice");
+    // The page names what it shows from the drain's own fields.
+    let js = client.get("/ui/assets/app.js").dispatch().into_string().unwrap();
+    assert!(js.contains("'/v1/zones/' + encodeURIComponent(zone) + '/restore'"));
+    assert!(js.contains("d.mode === 'evacuate'") && js.contains("'Evacuation'"));
+}

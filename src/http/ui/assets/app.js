@@ -41,6 +41,17 @@
     return node;
   }
 
+  // A table that becomes one block per row on a phone (app.css, `table.stack`): each cell is
+  // labelled with its column's heading, so nothing hides behind a sideways scroll.
+  function stacked(table) {
+    table.classList.add('stack');
+    const heads = [...table.querySelectorAll('thead th')].map((th) => th.textContent);
+    for (const row of table.querySelectorAll('tbody tr')) {
+      [...row.children].forEach((cell, i) => { if (!cell.hasAttribute('data-label')) cell.setAttribute('data-label', heads[i] || ''); });
+    }
+    return table;
+  }
+
   // ---- the API ---------------------------------------------------------------------------
 
   class ApiError extends Error {
@@ -206,9 +217,9 @@
         el('td', { class: 'num' }, count(r.applied_version)), el('td', { class: 'num' }, count(r.behind)),
         el('td', {}, clock(r.last_seen)), el('td', {}, link));
     });
-    node.replaceChildren(el('div', { class: 'table-wrap' }, el('table', { class: 'replicas', id: 'replicas' },
+    node.replaceChildren(el('div', { class: 'table-wrap' }, stacked(el('table', { class: 'replicas', id: 'replicas' },
       el('thead', {}, el('tr', {}, ...['Replica', 'Zone', 'Status', 'Version', 'Behind', 'Last seen', 'Console'].map((h) => el('th', { scope: 'col' }, h)))),
-      el('tbody', {}, ...rows))));
+      el('tbody', {}, ...rows)))));
   }
 
   // When this page's replica does not answer: say so, and link the other replicas' consoles.
@@ -246,6 +257,9 @@
     applying: false, // a dial change is on its way: Enter again must not send a second one
     editing: false, // the operator moved the dial and has not confirmed or cancelled yet
     confirm: null, // {target, version} while the confirm step is open
+    force: null, // the capacity refusal's detail while the force step is open
+    restore: null, // the zone whose restore step is open
+    restoring: false, // a restore is on its way
     cluster: null, // the last GET /v1/cluster answer: who else to offer when this replica dies
   };
 
@@ -345,6 +359,37 @@
     $('dial-reason').addEventListener('keydown', (event) => {
       if (event.key === 'Enter') { event.preventDefault(); applyDial(); }
     });
+    $('dial-force-word').addEventListener('input', () => { show($('dial-force-error'), ''); updateForceGo(); });
+    clearOnInput('dial-force-reason', 'dial-force-error');
+    for (const id of ['dial-force-word', 'dial-force-reason']) {
+      $(id).addEventListener('keydown', (event) => {
+        if (event.key === 'Enter') { event.preventDefault(); applyDial(true); }
+      });
+    }
+    $('dial-force-go').addEventListener('click', () => applyDial(true));
+  }
+
+  // The capacity check refused the move (409 insufficient_capacity): the operator may force
+  // it, by typing "force" and a reason of their own; the API records it as forced in the audit.
+  const FORCE_WORD = 'force';
+  function openForce(err) {
+    // The API's hint ("send force: true") is for API callers: this step is how the page says it.
+    const detail = err.detail.replace(/; send "force": true to move anyway \(audited\)/, '');
+    view.force = detail;
+    $('dial-force-detail').textContent = capitalise(detail) + (detail.endsWith('.') ? '' : '.');
+    $('dial-force-word').value = '';
+    $('dial-force-reason').value = '';
+    show($('dial-force-error'), '');
+    $('dial-force').hidden = false;
+    updateForceGo();
+    $('dial-force-word').focus();
+  }
+  function closeForce() {
+    view.force = null;
+    $('dial-force').hidden = true;
+  }
+  function updateForceGo() {
+    $('dial-force-go').disabled = view.applying || $('dial-force-word').value !== FORCE_WORD;
   }
 
   function dialProblem(text) {
@@ -402,29 +447,39 @@
     $('dial-confirm').hidden = true;
     $('dial-review').disabled = false;
     show($('dial-confirm-error'), '');
+    closeForce();
     if (resetValue && view.routing) setDialInputs(view.routing.blue_percent);
   }
 
-  async function applyDial() {
+  async function applyDial(force) {
     const c = view.confirm;
     if (!c || view.applying) return;
-    const reason = $('dial-reason').value.trim();
+    force = force === true;
+    if (force && (!view.force || $('dial-force-word').value !== FORCE_WORD)) return;
+    const field = force ? 'dial-force-reason' : 'dial-reason';
+    const errorBox = force ? 'dial-force-error' : 'dial-confirm-error';
+    const reason = $(field).value.trim();
     if (!reason) {
-      $('dial-reason').setAttribute('aria-invalid', 'true');
-      show($('dial-confirm-error'), 'Give a reason: it goes into the audit log with your name.');
-      $('dial-reason').focus();
+      $(field).setAttribute('aria-invalid', 'true');
+      show($(errorBox), force
+        ? 'Give the reason for forcing past the capacity check: it goes into the audit log with your name.'
+        : 'Give a reason: it goes into the audit log with your name.');
+      $(field).focus();
       return;
     }
-    $('dial-reason').removeAttribute('aria-invalid');
+    $(field).removeAttribute('aria-invalid');
     view.applying = true;
     $('dial-apply').disabled = true;
+    if (force) updateForceGo();
     show($('dial-ok'), '');
     show($('dial-error'), '');
     try {
-      const result = await api('PUT', '/v1/dial', { blue_percent: c.target, expected_version: c.version, reason });
+      const payload = { blue_percent: c.target, expected_version: c.version, reason };
+      if (force) payload.force = true;
+      const result = await api('PUT', '/v1/dial', payload);
       $('dial-reason').value = '';
       closeConfirm(false);
-      show($('dial-ok'), 'Done: the dial is at ' + pct(result.blue_percent) + ' blue (routing version ' + result.version + ').');
+      show($('dial-ok'), 'Done: the dial is at ' + pct(result.blue_percent) + ' blue (routing version ' + result.version + ')' + (force ? ', forced past the capacity check.' : '.'));
       await poll(true);
     } catch (err) {
       if (err.code === 'version_conflict') {
@@ -437,12 +492,16 @@
         show($('dial-error'), 'Not applied: someone else changed the routing while you were deciding (you started from version ' +
           c.version + '; it is now version ' + (err.body.current_version || (now && now.version)) + '). The dial now shows the current value, ' +
           (now ? pct(now.blue_percent) + ' blue' : 'reloaded') + '. Review it, and move it again if you still need to.');
+      } else if (err.code === 'insufficient_capacity' && !force) {
+        show($('dial-confirm-error'), 'Not applied: the capacity check refused it (why, below). Choose another share, or force the move.');
+        openForce(err);
       } else {
-        show($('dial-confirm-error'), explain(err));
+        show($(errorBox), explain(err));
       }
     } finally {
       view.applying = false;
       $('dial-apply').disabled = false;
+      if (view.force) updateForceGo();
     }
   }
 
@@ -465,8 +524,75 @@
     return el('p', { class: 'capacity' }, 'Load ' + load + ' of ' + allowed + ' allowed');
   }
 
+  // What a drain is to an operator: an evacuation (mode `evacuate`), a restore (it grows the
+  // zone back) or a drain. Every place that shows a drain names it with this word.
+  function drainKind(d) {
+    if (d.mode === 'evacuate') return 'Evacuation';
+    if (typeof d.target_percent === 'number' && typeof d.from_percent === 'number' && d.target_percent > d.from_percent) return 'Restore';
+    return 'Drain';
+  }
+
+  // A hold is a drain (or run) that is not moving because something refuses the next step.
+  // A capacity refusal gets its own badge: it is neither running nor failed.
+  function capacityHeld(reason) { return !!reason && reason.includes('insufficient_capacity'); }
+  function holdText(reason) { return String(reason || '').replace(/^holding: /, ''); }
+  function heldBadge(reason, id) {
+    return el('span', { class: 'badge state-held', id: id || null, 'data-state': 'running', 'data-held': 'capacity', title: holdText(reason) }, '◷ Held: capacity');
+  }
+
+  // The zone an evacuation (the latest drain of the zone, if it was one) left below where it
+  // started, or whose share is 0: the overview offers to restore it, not to evacuate the other.
+  function restorable(zone) {
+    if (view.drains.some((d) => ACTIVE_DRAIN.includes(d.state))) return null;
+    if (zone.share_percent === 0) return { zone: zone.zone, why: 'drained' };
+    const latest = view.drains.find((d) => d.zone === zone.zone);
+    if (latest && latest.mode === 'evacuate' && typeof latest.from_percent === 'number' && zone.share_percent < latest.from_percent) {
+      return { zone: zone.zone, why: 'evacuated' };
+    }
+    return null;
+  }
+
+  // What POST /v1/zones/<zone>/restore brings the zone back to when no target is given: its
+  // share before its latest completed drain, or 50 %.
+  function restoreTarget(zone) {
+    const done = view.drains.find((d) => d.zone === zone && d.state === 'completed');
+    return done && done.from_percent > 0 ? done.from_percent : 50;
+  }
+
+  function zoneState(zone) {
+    const active = view.drains.find((d) => ACTIVE_DRAIN.includes(d.state) && d.zone === zone.zone);
+    if (active && active.mode === 'evacuate') {
+      if (zone.state === 'draining') return '↘ Evacuating';
+      if (zone.state === 'paused') return '❚❚ Evacuation paused';
+    }
+    return STATE_TEXT[zone.state] || zone.state;
+  }
+
+  function zoneAction(zone, restorableZones) {
+    if (!CAN_CHANGE) return null;
+    if (restorableZones.includes(zone.zone)) return restoreAction(zone.zone);
+    const evacuating = view.drains.find((d) => ACTIVE_DRAIN.includes(d.state) && d.mode === 'evacuate' && d.receiving_zone === zone.zone);
+    if (evacuating) {
+      return el('p', { class: 'evacuate hint', id: 'evacuate-blocked-' + zone.zone },
+        'Evacuation ' + evacuating.id + ' of ' + evacuating.zone + ' is moving its users here.');
+    }
+    const other = restorableZones.find((name) => name !== zone.zone);
+    if (other) {
+      return el('p', { class: 'evacuate hint', id: 'evacuate-blocked-' + zone.zone },
+        other + ' is evacuated and ' + zone.zone + ' carries its users: restore ' + other + ' before evacuating ' + zone.zone + '.');
+    }
+    return zone.share_percent > 0 ? evacuateAction(zone.zone) : null;
+  }
+
+  function restoreAction(zone) {
+    return el('p', { class: 'evacuate' },
+      el('button', { type: 'button', class: 'primary', id: 'restore-' + zone, 'data-restore': zone }, 'Restore ' + zone + '…'),
+      el('span', { class: 'hint' }, ' brings users back gradually, to ' + pct(restoreTarget(zone)) + ', after your reason'));
+  }
+
   function renderZones() {
     const z = view.zones;
+    const restorableZones = z.zones.map(restorable).filter(Boolean).map((r) => r.zone);
     $('zones-window').textContent = 'error rate and requests over the last ' + z.window + '; charts: last 5 minutes, sampled by tidegate every ' + (view.historyEvery || '2s');
     const cards = z.zones.map((zone) => {
       const known = zone.error_rate !== null && zone.error_rate !== undefined;
@@ -474,7 +600,7 @@
         el('div', { class: 'zone-head' },
           el('h3', {}, zone.zone),
           el('span', { class: 'chip chip-' + zone.color }, zone.color),
-          el('span', { class: 'badge state-' + zone.state, id: 'zone-state-' + zone.zone }, STATE_TEXT[zone.state] || zone.state)),
+          el('span', { class: 'badge state-' + zone.state, id: 'zone-state-' + zone.zone }, zoneState(zone))),
         el('dl', {},
           el('div', {}, el('dt', {}, 'Share of users'), el('dd', {}, pct(zone.share_percent))),
           el('div', {}, el('dt', {}, 'Error rate'), el('dd', { class: known ? '' : 'muted' }, known ? pct(zone.error_rate * 100, 2) : 'unknown')),
@@ -482,9 +608,76 @@
         known ? null : el('p', { class: 'unknown' }, 'Why unknown: ' + (zone.unknown_reason || 'no reading') + '.'),
         capacityLine(zone.capacity),
         chart(view.history[zone.zone] || []),
-        CAN_CHANGE && zone.share_percent > 0 ? evacuateAction(zone.zone) : null);
+        zoneAction(zone, restorableZones));
     });
     $('zones').replaceChildren(...cards);
+    // The restore step's summary follows the poll (the zone's error rate now).
+    if (view.restore) describeRestore(view.restore);
+  }
+
+  // "Restore <zone>…": a confirm step outside the zone cards (they are rebuilt on every poll),
+  // with a reason; it calls POST /v1/zones/<zone>/restore, a drain back into the zone.
+  function openRestore(zone) {
+    view.restore = zone;
+    $('restore-title').textContent = 'Restore ' + zone;
+    $('restore-go').textContent = 'Restore ' + zone;
+    show($('restore-error'), '');
+    describeRestore(zone);
+    $('restore-confirm').hidden = false;
+    $('restore-reason').focus();
+  }
+
+  function describeRestore(zone) {
+    const z = ((view.zones && view.zones.zones) || []).find((x) => x.zone === zone) || {};
+    const known = z.error_rate !== null && z.error_rate !== undefined;
+    $('restore-summary').textContent = 'Brings users back into ' + zone + ' gradually, as a drain from ' + pct(z.share_percent) +
+      ' to ' + pct(restoreTarget(zone)) + ' with the guard of [drain]. ' + zone + '’s error rate now: ' +
+      (known ? pct(z.error_rate * 100, 2) : 'unknown (' + text(z.unknown_reason) + ')') + '.';
+  }
+
+  function closeRestore() {
+    view.restore = null;
+    $('restore-confirm').hidden = true;
+    show($('restore-error'), '');
+  }
+
+  async function sendRestore() {
+    const zone = view.restore;
+    if (!zone || view.restoring) return;
+    const reason = $('restore-reason').value.trim();
+    if (!reason) {
+      $('restore-reason').setAttribute('aria-invalid', 'true');
+      show($('restore-error'), 'Give a reason: it goes into the audit log with your name.');
+      $('restore-reason').focus();
+      return;
+    }
+    view.restoring = true;
+    $('restore-go').disabled = true;
+    try {
+      const d = await api('POST', '/v1/zones/' + encodeURIComponent(zone) + '/restore', { reason });
+      $('restore-reason').value = '';
+      closeRestore();
+      show($('drain-flash'), 'Restore of ' + zone + ' started: drain ' + d.id + ', back to ' + pct(d.target_percent) + '.');
+    } catch (err) {
+      show($('restore-error'), explain(err));
+    } finally {
+      view.restoring = false;
+      $('restore-go').disabled = false;
+      await poll(true);
+    }
+  }
+
+  function wireRestore() {
+    $('zones').addEventListener('click', (event) => {
+      const button = event.target.closest('button[data-restore]');
+      if (button) openRestore(button.dataset.restore);
+    });
+    clearOnInput('restore-reason', 'restore-error');
+    $('restore-reason').addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') { event.preventDefault(); sendRestore(); }
+    });
+    $('restore-go').addEventListener('click', sendRestore);
+    $('restore-cancel').addEventListener('click', closeRestore);
   }
 
   // The overview's "Evacuate <zone>": that zone's plan, through the plans page's preview and
@@ -563,9 +756,10 @@
     const latest = view.drains[0];
     const target = $('drain-view');
     if (!active) {
+      $('drain-title').textContent = 'Drain';
       const parts = [el('p', { id: 'no-drain' }, 'No drain is active. The dial is free.')];
       if (latest) {
-        parts.push(el('p', { class: 'muted' }, 'Latest: drain ' + text(latest.id) + ' of ' + text(latest.zone) + ', ',
+        parts.push(el('p', { class: 'muted', id: 'latest-drain' }, 'Latest: ' + drainKind(latest).toLowerCase() + ' ' + text(latest.id) + ' of ' + text(latest.zone) + ', ',
           el('span', { class: 'badge state-' + latest.state }, DRAIN_TEXT[latest.state] || latest.state),
           latest.finished_at ? ' at ' + clock(latest.finished_at) : '', ' (' + pct(latest.from_percent) + ' → ' + pct(latest.target_percent) + ').'));
       }
@@ -581,10 +775,14 @@
     const progress = Math.round((d.progress || 0) * 100);
     const bar = el('div', { class: 'progress-bar' });
     bar.style.width = progress + '%';
+    const kind = drainKind(d);
+    const held = d.state === 'running' && capacityHeld(d.hold_reason);
+    $('drain-title').textContent = kind;
     target.replaceChildren(
       el('div', { class: 'zone-head' },
-        el('h3', {}, 'Drain ' + text(d.id) + ': ' + text(d.zone) + ' → ' + text(d.receiving_zone)),
-        el('span', { class: 'badge state-' + d.state, id: 'drain-state' }, DRAIN_TEXT[d.state] || d.state)),
+        el('h3', { id: 'drain-heading', 'data-mode': d.mode }, kind + ' ' + text(d.id) + ': ' + (kind === 'Restore' ? text(d.receiving_zone) + ' → ' + text(d.zone) : text(d.zone) + ' → ' + text(d.receiving_zone))),
+        held ? heldBadge(d.hold_reason, 'drain-state')
+          : el('span', { class: 'badge state-' + d.state, id: 'drain-state' }, DRAIN_TEXT[d.state] || d.state)),
       el('div', { class: 'progress', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': d.steps_total, 'aria-valuenow': d.steps_done, 'aria-label': 'Drain progress' }, bar),
       el('ul', { class: 'drain-facts' },
         el('li', {}, 'Step ', el('strong', { id: 'drain-steps' }, text(d.steps_done) + ' of ' + text(d.steps_total)), ' · ', text(d.zone), ' share now ',
@@ -594,7 +792,7 @@
         d.state === 'settling' && d.backlog_messages !== null && d.backlog_messages !== undefined
           ? el('li', {}, 'Waiting for ' + count(d.backlog_messages) + ' MQ message(s) in ' + text(d.zone) + '\'s half to be consumed') : null,
         el('li', { class: 'muted' }, 'Started by ' + text(d.started_by) + ': “' + text(d.reason) + '”')),
-      d.hold_reason ? el('p', { class: 'hold', id: 'drain-hold' }, 'Held: ' + text(d.hold_reason)) : null);
+      d.hold_reason ? el('p', { class: 'hold' + (held ? ' held' : ''), id: 'drain-hold' }, (held ? 'held: ' : 'Held: ') + holdText(d.hold_reason)) : null);
     if (CAN_CHANGE) {
       $('drain-actions').hidden = false;
       $('drain-start-link').hidden = true;
@@ -627,7 +825,7 @@
         try {
           const d = await api('POST', '/v1/drains/' + active.id + '/' + action, { reason });
           reasonInput.value = '';
-          show($('drain-flash'), 'Drain ' + d.id + ' is now ' + d.state.replace('_', ' ') + '.');
+          show($('drain-flash'), drainKind(d) + ' ' + d.id + ' is now ' + d.state.replace('_', ' ') + '.');
         } catch (err) {
           show($('drain-error'), explain(err));
         } finally {
@@ -661,9 +859,11 @@
     if (CAN_CHANGE) {
       wireDial();
       wireDrainActions();
+      wireRestore();
     }
-    const started = new URLSearchParams(location.search).get('started');
-    if (started) show($('drain-flash'), 'Drain ' + started + ' started.');
+    const q = new URLSearchParams(location.search);
+    const started = q.get('started');
+    if (started) show($('drain-flash'), (q.get('kind') === 'evacuation' ? 'Evacuation ' : 'Drain ') + started + ' started.');
     poll(false);
   }
 
@@ -982,7 +1182,7 @@
       $('drain-submit').disabled = true;
       try {
         const drain = await api('POST', '/v1/drains', request);
-        location.assign('/ui?started=' + encodeURIComponent(drain.id));
+        location.assign('/ui?started=' + encodeURIComponent(drain.id) + (drain.mode === 'evacuate' ? '&kind=evacuation' : ''));
       } catch (err) {
         const field = fieldOf(err);
         if (field) {
@@ -1047,7 +1247,8 @@
     running: 'state-draining', paused: 'state-paused', holding: 'state-draining', restoring: 'state-restoring',
     completed: 'state-active', aborted: 'state-drained', rolled_back: 'state-drained', failed: 'state-down',
   };
-  function runBadge(state, id) {
+  function runBadge(state, id, holdReason) {
+    if (state === 'running' && capacityHeld(holdReason)) return heldBadge(holdReason, id);
     return el('span', { class: 'badge ' + (RUN_CSS[state] || 'state-unknown'), id: id || null, 'data-state': state }, RUN_TEXT[state] || state);
   }
   function rtoVerdict(r, id) {
@@ -1066,12 +1267,15 @@
     runTimer: null,
     reportsFor: null,
     opened: false, // ?plan=… handled
+    automation: null, // the last GET /v1/automation answer: whether triggers may fire
+    routing: null, // the last GET /v1/routing: the moving zone's share in the live timeline
   };
 
   // The stop switch and the caps of automatic failover (GET/PUT /v1/automation).
   async function refreshAutomation() {
     const a = await api('GET', '/v1/automation');
     plansView.automationVersion = a.version;
+    plansView.automation = a;
     const runs = (a.runs_since_armed || []).map((r) => el('li', {},
       'Automatic run ' + r.run + ' of ', el('strong', {}, r.plan), ' at ' + clock(r.started_at) + ' left ' + text(r.left_zone) + ': no automatic move back into it until re-armed.'));
     $('automation').replaceChildren(
@@ -1128,6 +1332,21 @@
     if (plansView.reportsFor) await refreshReports(plansView.reportsFor);
   }
 
+  // Each plan's trigger and cooldown, and whether it can fire now: the stop switch
+  // (GET /v1/automation) and [plans] triggers hold every trigger.
+  function triggerLine(p) {
+    const id = 'plan-trigger-' + p.name;
+    if (!p.trigger) return el('p', { class: 'trigger muted', id, 'data-trigger': 'none' }, 'No trigger: it starts only when an operator runs it.');
+    const a = plansView.automation;
+    const held = a && (a.stopped || !a.triggers_enabled);
+    return el('p', { class: 'trigger', id, 'data-trigger': held ? 'stopped' : 'armed' },
+      '⚡ Starts by itself when ' + triggerText(p.trigger) + ' · cooldown ', el('strong', { id: 'plan-cooldown-' + p.name }, text(p.cooldown)), '. ',
+      !a ? null
+        : a.stopped ? el('span', { class: 'badge state-down' }, '■ Automation stopped: it will not fire')
+          : !a.triggers_enabled ? el('span', { class: 'badge state-drained' }, '○ Triggers off on this coordinator')
+            : el('span', { class: 'badge state-active' }, '● Armed'));
+  }
+
   function lastDrillLine(p) {
     const d = p.last_drill;
     if (!d) return el('p', { class: 'muted', id: 'plan-last-drill-' + p.name }, 'Never drilled: a plan is only known to work once it has been drilled.');
@@ -1144,6 +1363,10 @@
       return;
     }
     const cards = plansView.plans.map((p) => {
+      // The plan list does not carry holds: the watched run's report does.
+      const report = p.active_run && plansView.report && plansView.report.plan === p.name && plansView.report.id === p.active_run.id ? plansView.report : null;
+      const runHold = report ? report.hold_reason || report.drain_hold_reason : null;
+      const runHeld = p.active_run && p.active_run.state === 'running' && capacityHeld(runHold);
       const steps = (p.steps || []).map((s) => el('li', {}, describeStep(s)));
       const pre = (p.preconditions || []).map((c) => el('li', {}, el('strong', {}, c.name), ': ', el('code', {}, c.promql ? 'promql ' + c.promql : 'http ' + c.http)));
       return el('article', { class: 'card plan', id: 'plan-' + p.name, 'data-plan': p.name },
@@ -1151,12 +1374,12 @@
           el('h3', {}, p.name),
           el('span', { class: 'chip' }, 'revision ' + p.revision),
           el('span', { class: 'chip' }, 'RTO ' + text(p.rto)),
-          p.active_run ? runBadge(p.active_run.state) : null),
+          p.active_run ? runBadge(p.active_run.state, null, runHold) : null),
         el('ol', { class: 'plan-steps' }, steps),
-        p.trigger ? el('p', { class: 'trigger', id: 'plan-trigger-' + p.name }, '⚡ Starts by itself when ' + triggerText(p.trigger) + ' (cooldown ' + text(p.cooldown) + ').') : null,
+        triggerLine(p),
         pre.length ? el('div', {}, el('h4', {}, 'Preconditions'), el('ul', { class: 'plan-preconditions' }, pre)) : null,
         lastDrillLine(p),
-        p.active_run ? el('p', { class: 'hold' }, (p.active_run.drill ? 'Drill ' : 'Run ') + p.active_run.id + ' is ' + p.active_run.state.replace('_', ' ') + '. ',
+        p.active_run ? el('p', { class: 'hold' + (runHeld ? ' held' : ''), id: 'plan-active-' + p.name }, (p.active_run.drill ? 'Drill ' : 'Run ') + p.active_run.id + ' is ' + (runHeld ? 'held by the capacity check' : p.active_run.state.replace('_', ' ')) + '. ',
           el('button', { type: 'button', class: 'quiet', id: 'follow-' + p.name, 'data-follow': p.active_run.id }, 'Follow it')) : null,
         el('p', { class: 'meta' }, 'Revision ' + p.revision + ' by ' + text(p.updated_by) + ' at ' + clock(p.updated_at) + ': “' + text(p.reason) + '”'),
         el('div', { class: 'buttons' },
@@ -1234,7 +1457,7 @@
       el('td', { class: 'num' }, seconds(s.expected_ms)),
       capacityCell(s.capacity),
       el('td', { class: (s.holds || []).length ? 'hold' : 'muted' }, (s.holds || []).length ? s.holds.join('; ') : 'none')));
-    parts.push(el('h3', {}, 'Steps'), el('div', { class: 'table-wrap' }, el('table', { id: 'plan-preview-steps' },
+    parts.push(el('h3', {}, 'Steps'), el('div', { class: 'table-wrap' }, stacked(el('table', { id: 'plan-preview-steps' },
       el('thead', {}, el('tr', {},
         el('th', { scope: 'col', class: 'num' }, '#'),
         el('th', { scope: 'col' }, 'Step'),
@@ -1243,7 +1466,7 @@
         el('th', { scope: 'col', class: 'num' }, 'Expected'),
         el('th', { scope: 'col' }, 'Projected load vs capacity'),
         el('th', { scope: 'col' }, 'Would hold'))),
-      el('tbody', {}, rows))));
+      el('tbody', {}, rows)))));
     const backlog = dry.backlog || {};
     parts.push(el('ul', { class: 'meta', id: 'plan-preview-zones' }, (dry.zones || []).map((z) => el('li', {},
       el('strong', {}, z.zone), ': load ' + (z.load_rps === null || z.load_rps === undefined ? 'unknown (' + text(z.load_unknown_reason) + ')' : Math.round(z.load_rps) + ' rps now') +
@@ -1345,7 +1568,12 @@
     clearTimeout(plansView.runTimer);
     let r = null;
     try {
-      r = await api('GET', '/v1/plans/' + encodeURIComponent(w.plan) + '/runs/' + w.id, null, RUN_READ_TIMEOUT_MS);
+      const [run, routing] = await Promise.all([
+        api('GET', '/v1/plans/' + encodeURIComponent(w.plan) + '/runs/' + w.id, null, RUN_READ_TIMEOUT_MS),
+        api('GET', '/v1/routing', null, RUN_READ_TIMEOUT_MS),
+      ]);
+      r = run;
+      plansView.routing = routing;
       show($('plan-run-poll-error'), '');
     } catch (err) {
       show($('plan-run-poll-error'), 'Not updating: ' + explain(err) + ' Retrying every second; the timeline may be old.');
@@ -1356,30 +1584,69 @@
     else poll(true); // the list's last drill and active run, and the reports, follow the end
   }
 
+  // The zone a step moves users out of or into (a dial step: blue's), and the share the step
+  // leaves it at; wait steps and pins belong to the move before them.
+  function stepZone(steps, i) {
+    for (let j = Math.min(i, steps.length - 1); j >= 0; j--) {
+      const s = steps[j];
+      if (s.type === 'evacuate' || s.type === 'drain') return s.zone;
+      if (s.type === 'dial') return BLUE_ZONE;
+    }
+    const first = steps.find((s) => s.zone);
+    return first ? first.zone : BLUE_ZONE;
+  }
+  function stepTarget(s) {
+    if (!s) return null;
+    if (s.type === 'evacuate' || s.type === 'drain') return s.to_percent;
+    if (s.type === 'dial') return s.blue_percent;
+    return null;
+  }
+  function shareOf(zone) {
+    const t = plansView.routing;
+    if (!t) return null;
+    return zone === GREEN_ZONE ? t.green_percent : t.blue_percent;
+  }
+
   function renderRun(r) {
+    plansView.report = r;
     const plan = plansView.plans.find((p) => p.name === r.plan);
-    const labels = plan ? plan.steps.map(describeStep) : [];
+    const steps = plan ? plan.steps : [];
+    const labels = steps.map(describeStep);
+    const hold = r.hold_reason || r.drain_hold_reason;
+    const held = r.state === 'running' && capacityHeld(hold);
+    const movingZone = steps.length ? stepZone(steps, r.active ? r.step : steps.length - 1) : null;
+    const share = movingZone ? shareOf(movingZone) : null;
     const records = r.timeline || [];
     const at = (ms) => (ms === null || ms === undefined ? '–' : '+' + seconds(ms - r.started_ms));
     const rows = [];
     for (let i = 0; i < r.steps_total; i++) {
       const rec = records.find((x) => x.index === i && x.phase !== 'restore');
       const current = r.active && r.step === i;
-      const status = rec && rec.settled_ms ? 'done' : current ? (r.state === 'paused' ? 'paused' : 'in progress') : rec ? 'started' : 'pending';
+      const status = rec && rec.settled_ms ? 'done' : current ? (r.state === 'paused' ? 'paused' : held ? 'held' : 'in progress') : rec ? 'started' : 'pending';
+      const rowZone = steps.length ? stepZone(steps, i) : null;
+      const target = stepTarget(steps[i]);
+      const goal = target === null || target === undefined ? '' : pct(target);
+      // The moving zone's share: live for the current step, the step's target otherwise.
+      const shareCell = current && share !== null
+        ? el('td', { class: 'share-now nowrap', id: 'plan-run-share-cell', 'data-zone': rowZone },
+          rowZone + ' ', el('strong', {}, pct(share)), el('span', { class: 'hint' }, ' now' + (goal ? ' → ' + goal : '')))
+        : el('td', { class: 'nowrap' + (status === 'done' ? '' : ' muted'), 'data-zone': rowZone }, goal ? rowZone + ' ' + (status === 'done' ? '' : '→ ') + goal : '–');
+      const statusText = status === 'done' ? '✓ done' : status === 'held' ? '◷ held' : status;
       rows.push(el('tr', { 'data-step': i, 'data-status': status, class: 'step-' + status.replace(' ', '-') },
         el('td', { class: 'num' }, i + 1),
         el('td', {}, rec ? text(rec.step) : text(labels[i])),
         el('td', { class: 'num' }, rec ? at(rec.started_ms) : '–'),
         el('td', { class: 'num' }, rec ? at(rec.converged_ms) : '–'),
         el('td', { class: 'num' }, rec ? at(rec.settled_ms) : '–'),
-        el('td', {}, status === 'done' ? '✓ done' : status,
-          current && (r.hold_reason || r.drain_hold_reason) ? el('span', { class: 'hold' }, ' held: ' + (r.hold_reason || r.drain_hold_reason)) : null)));
+        shareCell,
+        el('td', {}, statusText,
+          current && hold ? el('span', { class: 'hint' }, (held ? ': ' : ' held: ') + holdText(hold)) : null)));
     }
     for (const rec of records.filter((x) => x.phase === 'restore')) {
       rows.push(el('tr', { 'data-step': 'restore', 'data-status': rec.settled_ms ? 'done' : 'in progress' },
         el('td', { class: 'num' }, '↩'), el('td', {}, 'Restore (drill)'),
         el('td', { class: 'num' }, at(rec.started_ms)), el('td', { class: 'num' }, at(rec.converged_ms)),
-        el('td', { class: 'num' }, at(rec.settled_ms)), el('td', {}, rec.settled_ms ? '✓ done' : 'in progress')));
+        el('td', { class: 'num' }, at(rec.settled_ms)), el('td', {}, '–'), el('td', {}, rec.settled_ms ? '✓ done' : 'in progress')));
     }
     const errors = (r.errors || []).map((e) => el('li', {}, el('strong', {}, e.zone), ': highest error rate ' +
       (e.max_error_rate === null || e.max_error_rate === undefined ? 'unknown' : pct(e.max_error_rate * 100, 2)) + ' over ' + e.samples.length + ' reading(s)'));
@@ -1387,24 +1654,26 @@
     const over = elapsed > r.rto_ms;
     $('plan-run-title').textContent = (r.drill ? 'Drill ' : 'Run ') + r.id + ' of ' + r.plan;
     $('plan-run').replaceChildren(
-      el('div', { class: 'zone-head' }, el('h3', {}, 'Plan revision ' + r.revision + (r.drill ? ' · drill, holding ' + seconds(r.drill_hold_ms) : '')), runBadge(r.state, 'plan-run-state')),
+      el('div', { class: 'zone-head' }, el('h3', {}, 'Plan revision ' + r.revision + (r.drill ? ' · drill, holding ' + seconds(r.drill_hold_ms) : '')), runBadge(r.state, 'plan-run-state', hold)),
       el('ul', { class: 'drain-facts' },
         el('li', {}, r.active ? 'Step ' : 'Steps done: ', el('strong', { id: 'plan-run-step' }, r.active ? Math.min(r.step + 1, r.steps_total) + ' of ' + r.steps_total : records.filter((x) => x.settled_ms && x.phase !== 'restore').length + ' of ' + r.steps_total),
           r.current_step ? ': ' + r.current_step : ''),
+        movingZone && share !== null ? el('li', {}, movingZone + '’s share now ', el('strong', { id: 'plan-run-share', 'data-zone': movingZone }, pct(share))) : null,
         el('li', {}, 'Elapsed ', el('strong', { id: 'plan-run-elapsed', class: over ? 'error' : '' }, seconds(elapsed)), ' against an RTO of ' + text(r.rto) +
           (r.switch_ms !== null && r.switch_ms !== undefined ? '; switched in ' + seconds(r.switch_ms) : '') + ' · ', rtoVerdict(r, 'plan-run-verdict')),
-        r.hold_reason || r.drain_hold_reason ? el('li', { class: 'hold', id: 'plan-run-hold' }, 'Held: ' + (r.hold_reason || r.drain_hold_reason)) : null,
+        hold ? el('li', { class: 'hold' + (held ? ' held' : ''), id: 'plan-run-hold' }, (held ? 'held: ' : 'Held: ') + holdText(hold)) : null,
         r.fail_reason ? el('li', { class: 'error', id: 'plan-run-fail' }, 'Failed: ' + r.fail_reason) : null,
         el('li', { class: 'muted' }, 'Started by ' + text(r.started_by) + ' at ' + clock(r.started_at) + ': “' + text(r.reason) + '”')),
-      el('div', { class: 'table-wrap' }, el('table', { id: 'plan-run-timeline' },
+      el('div', { class: 'table-wrap' }, stacked(el('table', { id: 'plan-run-timeline' },
         el('thead', {}, el('tr', {},
           el('th', { scope: 'col', class: 'num' }, '#'),
           el('th', { scope: 'col' }, 'Step'),
           el('th', { scope: 'col', class: 'num' }, 'Started'),
           el('th', { scope: 'col', class: 'num' }, 'Converged'),
           el('th', { scope: 'col', class: 'num' }, 'Settled'),
+          el('th', { scope: 'col', title: 'the moving zone’s share of users: now for the current step, the target for the others' }, 'Share'),
           el('th', { scope: 'col' }, 'Status'))),
-        el('tbody', {}, rows))),
+        el('tbody', {}, rows)))),
       el('h4', {}, 'Errors per zone during the run'),
       errors.length ? el('ul', { id: 'plan-run-errors' }, errors) : el('p', { class: 'muted', id: 'plan-run-errors' }, 'No readings yet.'));
     const actions = $('plan-run-actions');
@@ -1477,7 +1746,7 @@
       el('td', { class: 'num' }, seconds(r.total_ms) + ' / ' + text(r.rto)),
       el('td', {}, rtoVerdict(r)),
       el('td', {}, el('button', { type: 'button', class: 'quiet', 'data-open': r.id }, 'Timeline'))));
-    $('plan-reports').replaceChildren(el('div', { class: 'table-wrap' }, el('table', { id: 'plan-reports-table' },
+    $('plan-reports').replaceChildren(el('div', { class: 'table-wrap' }, stacked(el('table', { id: 'plan-reports-table' },
       el('thead', {}, el('tr', {},
         el('th', { scope: 'col', class: 'num' }, 'Run'),
         el('th', { scope: 'col' }, 'Kind'),
@@ -1487,7 +1756,7 @@
         el('th', { scope: 'col', class: 'num' }, 'Total / RTO'),
         el('th', { scope: 'col' }, 'RTO'),
         el('th', { scope: 'col' }, ''))),
-      el('tbody', {}, rows))));
+      el('tbody', {}, rows)))));
     for (const b of $('plan-reports').querySelectorAll('button[data-open]')) {
       b.addEventListener('click', () => { watchRun(name, Number(b.dataset.open)); $('plan-run-card').scrollIntoView({ block: 'start' }); });
     }
