@@ -6,7 +6,8 @@
 set -euo pipefail
 dir="${OPENFEATURE_SDK_DIR:-$HOME/.cache/tidegate-openfeature}"
 mkdir -p "$dir"
-py_pkgs=(openfeature-sdk==0.10.0 openfeature-provider-ofrep==0.3.0)
+# xxhash: the reference XXH3 for scripts/reference_tag.py (tests/reference_tag.rs).
+py_pkgs=(openfeature-sdk==0.10.0 openfeature-provider-ofrep==0.3.0 xxhash==3.5.0)
 js_pkgs=(@openfeature/server-sdk@1.23.0 @openfeature/ofrep-provider@0.1.3 @openfeature/ofrep-core@0.1.4 @openfeature/core@1.12.0)
 
 command -v python3 >/dev/null || { echo "python3 is required for the OpenFeature Python SDK" >&2; exit 1; }

@@ -31,7 +31,35 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
         "digits_skip": digits_skip,
         "hash": HASH_ALGORITHM,
         "rule": "unit u is blue when u < blue_units, green otherwise; a pin wins over the unit",
+        "zones": zones_body(table),
+        "unit_map": unit_map_body(table),
+        "precedence": ["pin", "unit"],
     })
+}
+
+/// The zones, in index order: name, the lane (colour) users see, and the zone's class. A
+/// two-zone table has blue at index 0 and green at 1.
+fn zones_body(table: &RoutingTable) -> Value {
+    json!([
+        {"index": 0, "name": table.zone_of(Color::Blue), "lane": "blue", "class": "rzone"},
+        {"index": 1, "name": table.zone_of(Color::Green), "lane": "green", "class": "rzone"},
+    ])
+}
+
+/// Every unit's zone as runs `{"units": "0-49", "zone", "lane"}`, in unit order, covering every
+/// unit once: the table as a map, the form clients in any language evaluate (the two-zone dial is
+/// the map whose first `blue_units` units are blue).
+fn unit_map_body(table: &RoutingTable) -> Value {
+    let (units, blue) = (table.units(), table.blue_units());
+    let run = |from: u32, to: u32, color: Color| json!({"units": format!("{from}-{to}"), "zone": table.zone_of(color), "lane": color.as_str()});
+    let mut runs = Vec::new();
+    if blue > 0 {
+        runs.push(run(0, blue - 1, Color::Blue));
+    }
+    if blue < units {
+        runs.push(run(blue, units - 1, Color::Green));
+    }
+    Value::Array(runs)
 }
 
 /// One server-sent event, already framed (`id:`, `event:`, `data:` lines and the blank line).
