@@ -20,7 +20,7 @@ use crate::duration::parse_duration_ms;
 /// `TIDEGATE_SERVICE_TOKEN`, the scripts' `TIDEGATE_CACHE` and `TIDEGATE_BIN`) is not ours to
 /// read and is ignored. A misspelled key under a known one (`TIDEGATE_SERVER__PROT`) still stops
 /// start-up naming it. A unit test keeps this list equal to the struct's fields.
-const CONFIG_ENV_KEYS: [&str; 23] = [
+const CONFIG_ENV_KEYS: [&str; 24] = [
     "data_dir",
     "snapshot_every",
     "initial_blue_percent",
@@ -44,6 +44,7 @@ const CONFIG_ENV_KEYS: [&str; 23] = [
     "store",
     "node",
     "plans",
+    "log",
 ];
 
 /// Whether a `TIDEGATE_`-stripped, `__`-split environment key (`server.port`) is configuration.
@@ -81,6 +82,7 @@ pub struct Settings {
     pub store: StoreSettings,
     pub node: NodeSettings,
     pub plans: PlanSettings,
+    pub log: LogSettings,
 }
 
 /// `[zones.<zone>]`: the zone's capacity in requests per second, or a PromQL query for it.
@@ -110,6 +112,29 @@ pub struct PlanSettings {
     pub auto_max_share_percent: Option<f64>,
     #[serde(flatten)]
     pub declared: BTreeMap<String, serde_json::Value>,
+}
+
+/// `[log]`: what `serve`, `edge` and `demo` log to stderr, and how.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// `text` (a line per event: time, level, message, fields) or `json` (one object per line).
+    pub format: String,
+    /// A filter in `RUST_LOG` syntax: `info`, `warn`, `tidegate=debug,rocket=warn`.
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings { format: "text".into(), level: "info".into() }
+    }
+}
+
+/// `[log]`, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    pub json: bool,
+    pub filter: String,
 }
 
 /// `[capacity]`: the fraction of every zone's capacity kept free.
@@ -522,6 +547,7 @@ impl Default for Settings {
             store: StoreSettings::default(),
             node: NodeSettings::default(),
             plans: PlanSettings::default(),
+            log: LogSettings::default(),
         }
     }
 }
@@ -606,6 +632,7 @@ pub struct OperatorEntry {
 /// Validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
+    pub log: LogConfig,
     pub data_dir: PathBuf,
     pub snapshot_every: u64,
     pub address: IpAddr,
@@ -1089,7 +1116,25 @@ impl Config {
                 ),
             ));
         }
+        let json = match s.log.format.as_str() {
+            "text" => false,
+            "json" => true,
+            other => {
+                return Err(invalid(
+                    "log.format",
+                    format!("`{other}` is not a log format: text or json"),
+                ));
+            }
+        };
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&s.log.level) {
+            return Err(invalid(
+                "log.level",
+                format!("`{}` is not a log filter ({e})", s.log.level),
+            ));
+        }
+        let log = LogConfig { json, filter: s.log.level.clone() };
         Ok(Config {
+            log,
             auto_window_ms,
             auto_max_share_percent,
             store,

@@ -52,6 +52,7 @@ fn free_port(preferred: u16) -> Result<u16, String> {
 
 /// Runs the demo until Ctrl-C.
 pub fn run(options: DemoOptions) -> Result<(), String> {
+    crate::logging::init(&crate::config::LogConfig { json: false, filter: "info".into() });
     let kafka = MockKafka::start(1).map_err(|e| format!("mock Kafka: {e}"))?;
     kafka.create_topic(TOPIC, PARTITIONS).map_err(|e| format!("mock Kafka: {e}"))?;
     let bootstrap = kafka.bootstrap();

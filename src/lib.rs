@@ -8,7 +8,8 @@
 //!    plans, lane maths). No I/O.
 //! 2. [`client`] (the `tidegate-client` crate): the library services embed (Router, headers,
 //!    TLS, the lane membership calls). No Rocket, no rdkafka, no async runtime.
-//! 3. [`telemetry`], [`duration`], [`config`]: metric names and handles, parsing, settings.
+//! 3. [`telemetry`], [`logging`], [`duration`], [`config`]: metric names and handles, logs,
+//!    parsing, settings.
 //! 4. [`store`]: the durable log of commands; state is the replay of the log.
 //! 5. [`service`]: the stateful services between the log and the edges: the coordinator, the
 //!    drain runner, subscribers, lane membership, zone health.
@@ -25,6 +26,7 @@ pub use tidegate_client as client;
 // Layer 3: below everything that reports to it or reads settings.
 pub mod config;
 pub mod duration;
+pub mod logging;
 pub mod telemetry;
 // Layer 4: durability.
 pub mod store;

@@ -40,23 +40,24 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
         let mut waited = false;
         while let Err(e) = crate::mq::brokers_reachable(bootstrap, Duration::from_secs(2)) {
             if !waited {
-                eprintln!(
-                    "tidegate: warning: the Kafka brokers at {bootstrap} do not answer ({e}); retrying every 2 s until they do"
+                tracing::warn!(
+                    "the Kafka brokers at {bootstrap} do not answer ({e}); retrying every 2 s until they do"
                 );
                 waited = true;
             }
             std::thread::sleep(Duration::from_secs(2));
         }
         if waited {
-            eprintln!("tidegate: the Kafka brokers at {bootstrap} answer; starting");
+            tracing::info!("the Kafka brokers at {bootstrap} answer; starting");
         }
         let report = runtime
             .block_on(ensure_command_topic(bootstrap, topic, *allow_under_replicated))
             .map_err(shared)?;
         if report.created {
-            eprintln!(
-                "tidegate: created command topic `{topic}` (1 partition, replication factor {} of {} brokers)",
-                report.replication, report.brokers
+            tracing::info!(
+                "created command topic `{topic}` (1 partition, replication factor {} of {} brokers)",
+                report.replication,
+                report.brokers
             );
         }
         let log = KafkaCommandLog::new(bootstrap, topic)
@@ -92,10 +93,10 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
 /// Prints what start-up found worth a warning, and whether it began from a snapshot.
 fn announce_start(started: crate::service::coordinator::Started) -> Coordinator {
     for warning in &started.warnings {
-        eprintln!("tidegate: warning: {warning}");
+        tracing::warn!("{warning}");
     }
     if started.from_snapshot {
-        eprintln!("tidegate: started from the snapshot, then the log after it");
+        tracing::info!("started from the snapshot, then the log after it");
     }
     started.coordinator
 }
@@ -105,8 +106,8 @@ pub fn serve(config: Config) -> Result<(), String> {
     let config = Arc::new(config);
     let coordinator = open_coordinator(&config).map_err(|e| e.to_string())?;
     let table = coordinator.table();
-    eprintln!(
-        "tidegate: routing version {} ({}% blue in {}, {}% green in {}); log: {}",
+    tracing::info!(
+        "routing version {} ({}% blue in {}, {}% green in {}); log: {}",
         table.version(),
         table.blue_percent(),
         config.zones.blue,
@@ -115,8 +116,8 @@ pub fn serve(config: Config) -> Result<(), String> {
         coordinator.log_description()
     );
     if config.operators.is_empty() {
-        eprintln!(
-            "tidegate: note: no operators configured, so changes are refused; run `tidegate token new --name NAME`"
+        tracing::info!(
+            "no operators configured, so changes are refused; run `tidegate token new --name NAME`"
         );
     }
     let declared = plan_config::parse_declared(
@@ -128,7 +129,7 @@ pub fn serve(config: Config) -> Result<(), String> {
     let appended = plan_config::apply_declared(&coordinator, &declared, now_ms())
         .map_err(|e| format!("cannot store the plans declared in config: {e}"))?;
     for name in appended {
-        eprintln!("tidegate: plan {name} appended to the log from [plans.{name}] in config");
+        tracing::info!("plan {name} appended to the log from [plans.{name}] in config");
     }
     let coordinator = Arc::new(coordinator);
     let app = App::new(Arc::clone(&coordinator), Arc::clone(&config));
@@ -144,8 +145,8 @@ pub fn serve(config: Config) -> Result<(), String> {
             })
             .and_then(|bus| app.presence.run(Box::new(bus), now_ms).map_err(|e| e.to_string()));
         if let Err(e) = started {
-            eprintln!(
-                "tidegate: warning: cannot use the presence topic `{}`: {e}; GET /v1/cluster lists only this replica",
+            tracing::warn!(
+                "cannot use the presence topic `{}`: {e}; GET /v1/cluster lists only this replica",
                 crate::mq::presence_topic(topic)
             );
         }
@@ -173,7 +174,7 @@ pub fn serve(config: Config) -> Result<(), String> {
     };
     // Clean shutdown: the next start reads this snapshot and no log entry at all.
     if let Err(e) = coordinator.snapshot_now() {
-        eprintln!("tidegate: warning: could not write a snapshot at shutdown: {e}");
+        tracing::warn!("could not write a snapshot at shutdown: {e}");
     }
     served
 }

@@ -296,7 +296,7 @@ fn spawn_upkeep(handle: PrometheusHandle) {
             }
         });
     if let Err(e) = spawned {
-        eprintln!("tidegate: warning: cannot start the metrics upkeep thread: {e}");
+        tracing::warn!("cannot start the metrics upkeep thread: {e}");
     }
 }
 

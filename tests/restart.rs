@@ -49,7 +49,7 @@ fn acknowledged_changes_survive_kill_9() {
     assert_eq!(tag["color"], "green");
     let (_, audit) = get_json(&format!("{}/v1/audit", server.url));
     assert_eq!(audit["entries"].as_array().unwrap().len(), 6);
-    assert!(!server.stderr().contains("warning"), "{}", server.stderr());
+    assert!(!server.stderr().contains(" WARN "), "{}", server.stderr());
 }
 
 #[test]

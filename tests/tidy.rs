@@ -211,7 +211,7 @@ fn every_metric_recorded_is_described() {
 const LAYERS: &[(&str, &[&str])] = &[
     ("core", &["core"]),
     ("client", &["client"]),
-    ("base", &["telemetry", "duration", "config"]),
+    ("base", &["telemetry", "logging", "duration", "config"]),
     ("store", &["store"]),
     ("service", &["service"]),
     ("edge", &["http", "http_fast", "mq", "cli", "edge", "server", "demo"]),

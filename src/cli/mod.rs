@@ -492,6 +492,7 @@ pub fn run(cli: Cli) -> ExitCode {
 fn serve(args: ServeArgs) -> Result<(), String> {
     let overrides = Overrides { address: args.address, port: args.port, data_dir: args.data_dir };
     let config = Config::load(args.config.as_deref(), &overrides).map_err(|e| e.to_string())?;
+    crate::logging::init(&config.log);
     crate::server::serve(config)
 }
 
@@ -525,6 +526,7 @@ fn edge(args: EdgeArgs) -> Result<(), String> {
     if args.ca_file.is_some() {
         config.client_ca_file = args.ca_file;
     }
+    crate::logging::init(&config.log);
     crate::edge::run(config)
 }
 

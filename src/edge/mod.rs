@@ -58,7 +58,7 @@ fn spawn_reachability_log(router: std::sync::Weak<Router>) {
             let status = router.status();
             let now = (status.connected, status.version);
             if last.map(|(connected, _)| connected) != Some(status.connected) {
-                eprintln!("tidegate edge: {status}");
+                tracing::info!(component = "edge", "{status}");
             }
             last = Some(now);
             drop(router);

@@ -132,8 +132,8 @@ impl App {
         let revocations = match Revocations::open(&config.data_dir, now_ms()) {
             Ok(list) => list,
             Err(e) => {
-                eprintln!(
-                    "tidegate: warning: cannot use {}: {e}; logged-out UI sessions are remembered only until restart",
+                tracing::warn!(
+                    "cannot use {}: {e}; logged-out UI sessions are remembered only until restart",
                     config.data_dir.join(crate::service::ui_sessions::FILE_NAME).display()
                 );
                 Revocations::in_memory()
@@ -195,8 +195,8 @@ fn member_key(config: &Config) -> MemberKey {
         return MemberKey::new(key.0);
     }
     MemberKey::load_or_create(&config.data_dir).unwrap_or_else(|e| {
-        eprintln!(
-            "tidegate: warning: cannot keep the lane member key in {}: {e}; using one for this run only",
+        tracing::warn!(
+            "cannot keep the lane member key in {}: {e}; using one for this run only",
             config.data_dir.display()
         );
         MemberKey::new(rand::random())

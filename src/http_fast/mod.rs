@@ -76,7 +76,7 @@ impl FastListener {
         let listener = match tokio::net::TcpListener::from_std(self.listener) {
             Ok(listener) => listener,
             Err(e) => {
-                eprintln!("tidegate: error: the fast tag listener cannot start: {e}");
+                tracing::error!("the fast tag listener cannot start: {e}");
                 return;
             }
         };

@@ -127,8 +127,8 @@ pub async fn ensure_command_topic(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     if replication < 3 && brokers >= 3 {
-        eprintln!(
-            "tidegate: warning: command topic `{topic}` has replication factor {replication} on a cluster of {brokers} brokers; the loss of one broker can stop or lose changes"
+        tracing::warn!(
+            "command topic `{topic}` has replication factor {replication} on a cluster of {brokers} brokers; the loss of one broker can stop or lose changes"
         );
     }
     Ok(TopicReport { created, replication, brokers, min_insync })
@@ -206,8 +206,8 @@ fn check_durability(
     match weak {
         None => Ok(()),
         Some((setting, why)) if allow_under_replicated => {
-            eprintln!(
-                "tidegate: warning: command topic `{topic}` setting `{setting}` is {why} (allowed by store.kafka.allow_under_replicated)"
+            tracing::warn!(
+                "command topic `{topic}` setting `{setting}` is {why} (allowed by store.kafka.allow_under_replicated)"
             );
             Ok(())
         }

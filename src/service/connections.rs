@@ -33,8 +33,8 @@ pub fn guard(limits: &ConnectionLimits, section: &'static str) -> Arc<Guard> {
         && limits.max_connections.is_some()
         && max_connections as u64 >= nofile
     {
-        eprintln!(
-            "tidegate: warning: {section}.max_connections ({max_connections}) is not below the open-file limit ({nofile}): idle sockets can exhaust it before the guard acts; raise LimitNOFILE or lower the key"
+        tracing::warn!(
+            "{section}.max_connections ({max_connections}) is not below the open-file limit ({nofile}): idle sockets can exhaust it before the guard acts; raise LimitNOFILE or lower the key"
         );
     }
     telemetry::set_connections_limit(max_connections);
@@ -92,9 +92,10 @@ impl Warner {
         drop(last);
         let evicted = self.evicted.swap(0, Ordering::Relaxed);
         let refused = self.refused.swap(0, Ordering::Relaxed);
-        eprintln!(
-            "tidegate: warning: {}.max_connections ({}) reached: {evicted} idle or half-sent connection(s) closed to admit new ones and {refused} refused with 503 since the last warning (tidegate_connections_evicted_total, tidegate_connections_refused_total)",
-            self.section, self.max_connections
+        tracing::warn!(
+            "{}.max_connections ({}) reached: {evicted} idle or half-sent connection(s) closed to admit new ones and {refused} refused with 503 since the last warning (tidegate_connections_evicted_total, tidegate_connections_refused_total)",
+            self.section,
+            self.max_connections
         );
     }
 }

@@ -507,7 +507,7 @@ impl Coordinator {
             None => catch_up(&mut applier, reader.as_mut(), end, &skip)?,
         };
         if let Some(why) = &halted {
-            eprintln!("tidegate: error: {why}");
+            tracing::error!("{why}");
         }
         let log_id = applier.log_id.clone();
         let published = Arc::new(Published::new(applier.state.clone()));
@@ -629,7 +629,7 @@ impl Coordinator {
         telemetry::count_run_end(&published, &envelope.command);
         if snapshot_due && let Err(e) = self.snapshot_now() {
             // The log holds the change; a missing snapshot only makes the next start slower.
-            eprintln!("tidegate: warning: could not write a snapshot: {e}");
+            tracing::warn!("could not write a snapshot: {e}");
         }
         Ok(Submitted { table, state: published, applied: Some(applied) })
     }
@@ -912,7 +912,10 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
         let records = match reader.read_after(from, Duration::from_millis(200)) {
             Ok(records) => {
                 if failing {
-                    eprintln!("tidegate: reading the shared log works again");
+                    tracing::info!(
+                        event = "log_tail_recovered",
+                        "reading the shared log works again"
+                    );
                     failing = false;
                     replica.tail_failing.store(false, Ordering::SeqCst);
                 }
@@ -920,7 +923,7 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
             }
             Err(e) => {
                 if !failing {
-                    eprintln!("tidegate: warning: cannot read the shared log: {e}");
+                    tracing::warn!(event = "log_tail_failing", error = %e, "cannot read the shared log: {e}");
                     failing = true;
                     replica.tail_failing.store(true, Ordering::SeqCst);
                 }
@@ -940,12 +943,12 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
             if let Err(why) = record {
                 if !replica.skip.contains(position) {
                     let reason = halt_reason(*position, why);
-                    eprintln!("tidegate: error: {reason}");
+                    tracing::error!(event = "log_tail_halted", position = *position, "{reason}");
                     *replica.halted.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
                     break;
                 }
-                eprintln!(
-                    "tidegate: warning: shared log record {position} is unreadable ({why}); skipped (store.kafka.skip_offsets)"
+                tracing::warn!(
+                    "shared log record {position} is unreadable ({why}); skipped (store.kafka.skip_offsets)"
                 );
             }
             changed |= a.apply(*position, record.as_ref().map_err(String::as_str)) == Step::Changed;
@@ -967,7 +970,7 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
             && let Err(e) = replica.snapshot_now()
         {
             // The log holds every record; a missing snapshot only makes the next start slower.
-            eprintln!("tidegate: warning: could not write a snapshot: {e}");
+            tracing::warn!("could not write a snapshot: {e}");
         }
     }
 }

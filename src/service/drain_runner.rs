@@ -266,12 +266,12 @@ async fn submit(
         match submit_once(coordinator, expected_version, drain, now, command, reason).await {
             Some(SubmitError::Command(e)) if !was_hold => e,
             Some(e) => {
-                eprintln!("tidegate: drain {drain}: could not submit: {e}");
+                tracing::info!("drain {drain}: could not submit: {e}");
                 return;
             }
             None => return,
         };
-    eprintln!("tidegate: drain {drain}: the core refused the runner's command: {refused}");
+    tracing::info!("drain {drain}: the core refused the runner's command: {refused}");
     let hold = Command::DrainHold {
         drain,
         breach: false,
@@ -282,7 +282,7 @@ async fn submit(
     let reason = truncate_reason(format!("the drain runner's command was refused: {refused}"));
     let version = coordinator.state().version();
     if let Some(e) = submit_once(coordinator, version, drain, now, hold, reason).await {
-        eprintln!("tidegate: drain {drain}: could not hold the drain either: {e}");
+        tracing::info!("drain {drain}: could not hold the drain either: {e}");
     }
 }
 
@@ -307,7 +307,7 @@ async fn submit_once(
         Ok(Err(SubmitError::Command(CommandError::VersionConflict { .. }))) => None,
         Ok(Err(e)) => Some(e),
         Err(e) => {
-            eprintln!("tidegate: drain {drain}: runner task failed: {e}");
+            tracing::info!("drain {drain}: runner task failed: {e}");
             None
         }
     }

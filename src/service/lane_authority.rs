@@ -190,19 +190,26 @@ pub async fn run(
         .await;
         match claimed {
             Ok(Ok((granted, lease))) => match authority.record(granted, lease, sent, at_ms) {
-                Some(true) => eprintln!(
-                    "tidegate: this replica ({}) is the lane authority now",
+                Some(true) => tracing::info!(
+                    event = "lane_authority_gained",
+                    node_id = %claimant.node_id,
+                    until_ms = until_ms,
+                    "this replica ({}) is the lane authority now",
                     claimant.node_id
                 ),
-                Some(false) => eprintln!(
-                    "tidegate: this replica ({}) is no longer the lane authority",
+                Some(false) => tracing::warn!(
+                    event = "lane_authority_lost",
+                    node_id = %claimant.node_id,
+                    "this replica ({}) is no longer the lane authority",
                     claimant.node_id
                 ),
                 None => {}
             },
             // The window runs out on its own: no renewal, no authority.
-            Ok(Err(e)) => eprintln!("tidegate: warning: cannot renew the lane lease: {e}"),
-            Err(e) => eprintln!("tidegate: warning: the lane lease task failed: {e}"),
+            Ok(Err(e)) => {
+                tracing::warn!(event = "lane_lease_renewal_failed", error = %e, "cannot renew the lane lease: {e}")
+            }
+            Err(e) => tracing::warn!("the lane lease task failed: {e}"),
         }
     }
 }

@@ -77,7 +77,7 @@ pub async fn run(triggers: Triggers, shutdown: impl Future<Output = ()>) {
         }
         let t = Arc::clone(&triggers);
         if let Err(e) = tokio::task::spawn_blocking(move || tick_once(&t)).await {
-            eprintln!("tidegate: plan trigger tick failed: {e}");
+            tracing::info!("plan trigger tick failed: {e}");
         }
     }
 }
@@ -166,7 +166,7 @@ pub fn tick_once(t: &Triggers) {
                     Ok((_, id)) => {
                         observed.refused.remove(name);
                         telemetry::count_plan_trigger(name);
-                        eprintln!("tidegate: plan {name}: started run {id} by auto: {reason}");
+                        tracing::info!("plan {name}: started run {id} by auto: {reason}");
                     }
                     // Lost the compare-and-set to another replica or caller, or the state moved
                     // on: the next tick decides again from the new state.
@@ -317,5 +317,5 @@ fn refuse(o: &mut Observed, plan: &str, kind: &'static str, why: &str) {
     }
     o.refused.insert(plan.to_owned(), kind);
     telemetry::count_plan_trigger_refusal(plan, kind);
-    eprintln!("tidegate: plan {plan}: trigger fired but the run did not start: {why}");
+    tracing::info!("plan {plan}: trigger fired but the run did not start: {why}");
 }

@@ -297,9 +297,11 @@ impl Presence {
             match duplicate(&node.id, self.instance, self.started_at_ms, &a) {
                 Duplicate::None => {}
                 Duplicate::Refuse => {
-                    eprintln!(
-                        "tidegate: error: node id `{}` is already used by a live replica (started at {} ms, {}); every replica needs its own [node] id. Stopping.",
-                        node.id, a.started_at_ms, a.url
+                    tracing::error!(
+                        "node id `{}` is already used by a live replica (started at {} ms, {}); every replica needs its own [node] id. Stopping.",
+                        node.id,
+                        a.started_at_ms,
+                        a.url
                     );
                     std::process::exit(1);
                 }
@@ -308,9 +310,10 @@ impl Presence {
                     if now_ms.saturating_sub(last) >= 60_000 {
                         self.warned_duplicate_ms
                             .store(now_ms, std::sync::atomic::Ordering::Relaxed);
-                        eprintln!(
-                            "tidegate: error: another process started with this replica's node id `{}` ({}); it must stop (it will, on hearing this replica)",
-                            node.id, a.url
+                        tracing::error!(
+                            "another process started with this replica's node id `{}` ({}); it must stop (it will, on hearing this replica)",
+                            node.id,
+                            a.url
                         );
                     }
                     crate::telemetry::count_node_id_conflict();
@@ -371,7 +374,7 @@ impl Presence {
                         && let Err(e) = bus.announce(&a.id, &payload)
                         && !failing
                     {
-                        eprintln!("tidegate: warning: cannot announce this replica: {e}");
+                        tracing::warn!("cannot announce this replica: {e}");
                     }
                 }
                 if now >= next_gates {
@@ -382,7 +385,7 @@ impl Presence {
                         && let Err(e) = bus.announce(&format!("{}.gates", r.replica), &payload)
                         && !failing
                     {
-                        eprintln!("tidegate: warning: cannot send this replica's gate inputs: {e}");
+                        tracing::warn!("cannot send this replica's gate inputs: {e}");
                     }
                 }
                 let wait =
@@ -396,7 +399,7 @@ impl Presence {
                     }
                     Err(e) => {
                         if !failing {
-                            eprintln!("tidegate: warning: cannot read replica announcements: {e}");
+                            tracing::warn!("cannot read replica announcements: {e}");
                             failing = true;
                         }
                         std::thread::sleep(Duration::from_millis(500));

@@ -455,9 +455,10 @@ fn login(
     if let Err(limited) = app.login_limiter.check(name, &address, now) {
         telemetry::count_ui_login(false);
         let seconds = limited.retry_after_ms.div_ceil(1000).max(1);
-        eprintln!(
-            "tidegate: ui: login for {:?} from {address} refused: too many failures per {}",
-            form.name, limited.by
+        tracing::info!(
+            "ui: login for {:?} from {address} refused: too many failures per {}",
+            form.name,
+            limited.by
         );
         let detail = format!(
             "too many failed logins for this {} in the last {}; try again in {seconds} s",
@@ -479,7 +480,7 @@ fn login(
     let Some(op) = check_login(&app.config, &form.name, &form.token) else {
         app.login_limiter.failed(name, &address, now);
         telemetry::count_ui_login(false);
-        eprintln!("tidegate: ui: failed login for operator name {:?}", form.name);
+        tracing::info!("ui: failed login for operator name {:?}", form.name);
         let notice = login_error("That operator name and token do not match the configuration.");
         return Reply::Refused((
             Status::Unauthorized,
@@ -488,7 +489,7 @@ fn login(
     };
     app.login_limiter.succeeded(&op.name, &address);
     telemetry::count_ui_login(true);
-    eprintln!("tidegate: ui: {} ({}) logged in", op.name, op.role.as_str());
+    tracing::info!("ui: {} ({}) logged in", op.name, op.role.as_str());
     Session::new(&op.name, app.config.ui.session_ttl_ms, now).write(cookies, now);
     Reply::Redirect(Redirect::to("/ui"))
 }
@@ -516,7 +517,7 @@ fn logout(app: &State<App>, cookies: &CookieJar<'_>, form: Option<Form<LogoutFor
     // End the session on the server first: a copy of the cookie (another tab, a stolen value)
     // must stop working, not only this browser's.
     if let Err(e) = app.revocations.revoke(&session.id, session.expires_ms, now) {
-        eprintln!("tidegate: ui: could not record the logout of {}: {e}", session.name);
+        tracing::info!("ui: could not record the logout of {}: {e}", session.name);
         return Reply::Api(ApiError::new(
             Status::InternalServerError,
             "logout_not_saved",
@@ -524,7 +525,7 @@ fn logout(app: &State<App>, cookies: &CookieJar<'_>, form: Option<Form<LogoutFor
         ));
     }
     Session::remove(cookies);
-    eprintln!("tidegate: ui: {} logged out", session.name);
+    tracing::info!("ui: {} logged out", session.name);
     Reply::Redirect(Redirect::to("/ui/login?signed_out=1"))
 }
 
