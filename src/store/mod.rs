@@ -16,6 +16,7 @@ mod snapshot;
 pub use apply::{Applier, Lease, Outcome, Step, keyed_id, lease_granted, split_keyed_id};
 pub use entry::{
     LogEntry, WireCommand, WireDrainPlan, WirePlan, WirePrecondition, WireStep, WireTrigger,
+    WireHttpCall, DEFAULT_CALL_METHOD, DEFAULT_CALL_RETRIES, DEFAULT_CALL_TIMEOUT,
     WireZones, log_id_of, new_log_id,
 };
 pub use file_log::{FileLog, LOG_FILE, decode_log, encode_line};
