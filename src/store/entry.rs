@@ -337,13 +337,30 @@ pub struct WirePrecondition {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum WireStep {
-    Drain { zone: String, to_percent: f64 },
-    Evacuate { zone: String, to_percent: f64 },
-    Dial { blue_percent: f64 },
-    Pin { user_id: String, color: String },
-    Unpin { user_id: String },
-    WaitConsumed { zone: String },
-    WaitPrecondition { name: String },
+    Drain {
+        zone: String,
+        to_percent: f64,
+    },
+    Evacuate {
+        zone: String,
+        to_percent: f64,
+    },
+    Dial {
+        blue_percent: f64,
+    },
+    Pin {
+        user_id: String,
+        color: String,
+    },
+    Unpin {
+        user_id: String,
+    },
+    WaitConsumed {
+        zone: String,
+    },
+    WaitPrecondition {
+        name: String,
+    },
     /// An HTTP action (`core::HttpCall`); the token is named (`token_env`), never written.
     Http(WireHttpCall),
 }

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Applied, Color, ColorZones, CommandError, Direction, Drain, DrainMode, DrainPlan, DrainStatus,
-    CallAttempt, Guard, OnBreach, PlanRun, RoutingTable, RunStatus, State, StepRecord, StoredPlan,
+    Applied, CallAttempt, Color, ColorZones, CommandError, Direction, Drain, DrainMode, DrainPlan,
+    DrainStatus, Guard, OnBreach, PlanRun, RoutingTable, RunStatus, State, StepRecord, StoredPlan,
 };
 
 use super::apply::{Lease, Outcome};

@@ -171,7 +171,9 @@ impl Command {
             Command::SetAutomation { .. } => 2,
             Command::PlanCallStarted { .. } | Command::PlanCallDone { .. } => 2,
             // A plan with an HTTP step is a step kind older replicas cannot read.
-            Command::PutPlan { plan } if plan.steps.iter().any(|s| matches!(s, PlanStep::Http(_))) => {
+            Command::PutPlan { plan }
+                if plan.steps.iter().any(|s| matches!(s, PlanStep::Http(_))) =>
+            {
                 2
             }
             _ => 1,
@@ -1173,8 +1175,10 @@ impl State {
                     });
                 };
                 let open = record.calls.len() as u32;
-                let Some(a) =
-                    record.calls.last_mut().filter(|a| a.attempt == *attempt && a.done_ms.is_none())
+                let Some(a) = record
+                    .calls
+                    .last_mut()
+                    .filter(|a| a.attempt == *attempt && a.done_ms.is_none())
                 else {
                     return Err(CommandError::CallAttemptMismatch {
                         id: *id,

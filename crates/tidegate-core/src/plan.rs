@@ -166,7 +166,9 @@ impl HttpCall {
                 || h.len() > 64
                 || !h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             {
-                return Err(format!("steps[{i}].token_header: a header name such as X-Admin-Token"));
+                return Err(format!(
+                    "steps[{i}].token_header: a header name such as X-Admin-Token"
+                ));
             }
         }
         if let Some(s) = self.expect_status

@@ -61,10 +61,9 @@ impl CallAttempt {
             (Some(status), _, _) => format!("HTTP {status}"),
             (None, Some(e), _) => e.clone(),
             (None, None, Some(_)) => "no answer".to_owned(),
-            (None, None, None) => format!(
-                "the claim of {} lapsed without a result (its caller stopped)",
-                self.caller
-            ),
+            (None, None, None) => {
+                format!("the claim of {} lapsed without a result (its caller stopped)", self.caller)
+            }
         }
     }
 }
@@ -363,9 +362,7 @@ impl PlanRun {
         let claim = Decision::Call {
             step: self.step,
             attempt: calls.len() as u32 + 1,
-            until_ms: now_ms
-                .saturating_add(call.timeout_ms)
-                .saturating_add(CALL_CLAIM_MARGIN_MS),
+            until_ms: now_ms.saturating_add(call.timeout_ms).saturating_add(CALL_CLAIM_MARGIN_MS),
         };
         let Some(last) = calls.last() else { return Some(claim) };
         if last.ok {
