@@ -360,7 +360,10 @@ fn perform(call: &HttpCall) -> (Option<u16>, Option<String>) {
             None => request.header("authorization", format!("Bearer {token}")),
         };
     }
-    let request = match request.body(()) {
+    // An explicit empty body (`content-length: 0`): some servers answer a POST without one with
+    // 411 Length Required.
+    let empty: &[u8] = &[];
+    let request = match request.body(empty) {
         Ok(r) => r,
         Err(e) => return (None, Some(format!("the request could not be built: {e}"))),
     };
