@@ -20,7 +20,10 @@ const TOKEN: &str = "ha-admin-token-91c3";
 
 /// The admin API: `/promote` (after 300 ms) records the call and its authorization header and
 /// promotes; `/primary` answers 200 once promoted, 503 before.
-fn admin() -> (u16, Arc<Mutex<Vec<Option<String>>>>, Arc<AtomicBool>) {
+/// The authorization header of each promote call, in order.
+type Calls = Arc<Mutex<Vec<Option<String>>>>;
+
+fn admin() -> (u16, Calls, Arc<AtomicBool>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let calls = Arc::new(Mutex::new(Vec::new()));
