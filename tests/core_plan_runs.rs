@@ -162,6 +162,8 @@ fn tick(sim: &mut Sim, sc: &Value, t: &Value, now: u64, trail: &mut Vec<String>)
                 trail.push("restore".into());
                 Command::PlanRestore { run: run.id }
             }
+            // HTTP steps have their own tests (tests/core_plan_calls.rs).
+            Some(Decision::Call { .. }) => panic!("no fixture scenario has an http step"),
         };
         sim.apply(now, &by, command).expect("the plan runner's command applies");
     }

@@ -112,9 +112,58 @@ fn a_bad_declared_plan_names_its_key() {
             "`plans.p.cooldown`",
         ),
         (format!("[plans.p]\nrto = \"1m\"\n{steps}\ncolour = \"blue\"\n"), "`plans.p`"),
+        (
+            "[plans.p]\nrto = \"1m\"\nsteps = [{type = \"http\", name = \"promote\", \
+             url = \"https://root:hunter2@db-admin/promote\"}]\n"
+                .to_owned(),
+            "`plans.p.steps[0].url`",
+        ),
+        (
+            "[plans.p]\nrto = \"1m\"\nsteps = [{type = \"http\", name = \"promote\", \
+             url = \"https://db-admin/promote\", token_env = \"Bearer x\"}]\n"
+                .to_owned(),
+            "`plans.p.steps[0].token_env`",
+        ),
     ];
     for (toml, key) in cases {
         let stderr = start_failure(&toml);
         assert!(stderr.contains(key), "{toml}: expected {key} in {stderr}");
     }
+}
+
+/// A declared plan takes an HTTP step (the token named by its environment variable), and a
+/// restart with the same configuration appends nothing: the step's stored form (timeout as
+/// milliseconds) compares equal to the declared one.
+#[test]
+fn a_declared_plan_takes_an_http_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    let toml = "[plans.promote-then-evacuate]\nrto = \"5m\"\n\
+                preconditions = [{name = \"primary\", http = \"http://127.0.0.1:9/primary\"}]\n\
+                steps = [\n\
+                {type = \"http\", name = \"promote-replica\", \
+                 url = \"https://db-admin.internal/promote?zone=az-a\", \
+                 token_env = \"DB_ADMIN_TOKEN\", timeout = \"5s\", retries = 3},\n\
+                {type = \"wait_precondition\", name = \"primary\"},\n\
+                {type = \"evacuate\", zone = \"az-b\", to_percent = 0}]\n";
+    std::fs::write(&file, config_toml(toml)).unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let (status, p) = get_json(&format!("{}/v1/plans/promote-then-evacuate", server.url));
+    assert_eq!(status, 200, "{p}");
+    let step = &p["steps"][0];
+    assert_eq!(step["type"], "http", "{p}");
+    assert_eq!(step["token_env"], "DB_ADMIN_TOKEN");
+    assert_eq!((step["method"].as_str(), step["timeout"].as_str()), (Some("POST"), Some("5s")));
+    assert_eq!(step["retries"], 3);
+    let before = version(&server);
+    server.terminate();
+    let server = Server::start(&file, &dir.path().join("data"));
+    assert_eq!(version(&server), before, "an unchanged declared plan is not appended again");
+    let (_, dry) = post_json(
+        &format!("{}/v1/plans/promote-then-evacuate/dry-run", server.url),
+        OPERATOR_TOKEN,
+        serde_json::json!({}),
+    );
+    let listed = dry["steps"][0]["description"].as_str().unwrap_or_default();
+    assert!(listed.contains("$DB_ADMIN_TOKEN") && listed.contains("not called"), "{dry}");
 }

@@ -119,6 +119,8 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                 "name": "az-b-failing", "rto_ms": 5000,
                 "steps": [
                     {"type": "pin", "user_id": "user-1", "color": "green"},
+                    {"type": "http", "name": "promote", "url": "https://db-admin/promote",
+                     "token_env": "DB_ADMIN_TOKEN", "retries": 2},
                     {"type": "evacuate", "zone": "az-b", "to_percent": 25},
                     {"type": "dial", "blue_percent": 30}
                 ]
@@ -160,20 +162,39 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
             // An error rate that is not a short decimal: the snapshot must keep it exactly.
             let samples =
                 vec![ZoneSample { zone: "az-b".into(), error_rate: Some(0.6 / 7.0), requests: 9 }];
-            match run.decide(&readings) {
-                None => return,
-                Some(Decision::StartStep { step, drain }) => {
-                    Command::PlanStepStarted { run: run.id, step, drain, samples }
-                }
-                Some(Decision::DoneStep { step }) => Command::PlanStepDone {
+            // An HTTP step's open attempt gets its result (a 500 now and then: retries).
+            if let Some(open) = run.current_calls().last().filter(|a| a.done_ms.is_none()) {
+                let status = if at_ms.is_multiple_of(3) { 500 } else { 200 };
+                Command::PlanCallDone {
                     run: run.id,
-                    step,
-                    converged_ms: Some(at_ms - 1),
-                    samples,
-                },
-                Some(Decision::Hold { reason }) => Command::PlanRunHold { run: run.id, reason },
-                Some(Decision::Fail { reason }) => Command::FailPlanRun { run: run.id, reason },
-                Some(Decision::Restore) => Command::PlanRestore { run: run.id },
+                    step: run.step,
+                    attempt: open.attempt,
+                    status: Some(status),
+                    error: None,
+                }
+            } else {
+                match run.decide(&readings) {
+                    None => return,
+                    Some(Decision::StartStep { step, drain }) => {
+                        Command::PlanStepStarted { run: run.id, step, drain, samples }
+                    }
+                    Some(Decision::DoneStep { step }) => Command::PlanStepDone {
+                        run: run.id,
+                        step,
+                        converged_ms: Some(at_ms - 1),
+                        samples,
+                    },
+                    Some(Decision::Hold { reason }) => Command::PlanRunHold { run: run.id, reason },
+                    Some(Decision::Fail { reason }) => Command::FailPlanRun { run: run.id, reason },
+                    Some(Decision::Restore) => Command::PlanRestore { run: run.id },
+                    Some(Decision::Call { step, attempt, until_ms }) => Command::PlanCallStarted {
+                        run: run.id,
+                        step,
+                        attempt,
+                        caller: "replica-a".into(),
+                        until_ms,
+                    },
+                }
             }
         }
         Op::RunControl(n) => {
@@ -341,7 +362,10 @@ fn a_snapshot_never_hides_damage_in_the_log_it_covers() {
 #[test]
 fn plan_runs_survive_a_snapshot_exactly() {
     // A drill that stores a pin, evacuates, holds and restores, plus a second run left mid-step.
-    let mut ops = vec![Op::PutPlan, Op::RunStart(true), Op::RunTick, Op::RunTick, Op::RunTick];
+    // The plan's HTTP step takes a start, a claim and a result per attempt (one of them may be a
+    // 500: a retry) and a done; ticks while the drain waits for its step change nothing.
+    let mut ops = vec![Op::PutPlan, Op::RunStart(true)];
+    ops.extend(std::iter::repeat_n(Op::RunTick, 12));
     ops.push(Op::Step); // the run's drain: az-b 50% -> 25%, completed
     ops.extend(std::iter::repeat_n(Op::RunTick, 6));
     ops.extend([Op::RunStart(false), Op::RunTick, Op::RunTick, Op::RunTick, Op::RunControl(0)]);
@@ -364,6 +388,8 @@ fn plan_runs_survive_a_snapshot_exactly() {
         let runs: Vec<_> = state.plan_runs().map(|r| (r.id, r.status.as_str())).collect();
         assert_eq!(runs, [(1, "completed"), (2, "paused")], "every {every}");
         assert!(state.plan_run(1).unwrap().restore.is_some());
+        let calls = &state.plan_run(1).unwrap().steps[1].calls;
+        assert!(calls.last().is_some_and(|a| a.ok && a.status == Some(200)), "{calls:?}");
         assert_eq!(&*resumed.coordinator.state(), &*state, "every {every}");
     }
 }

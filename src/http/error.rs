@@ -147,7 +147,9 @@ impl From<CommandError> for ApiError {
             CommandError::RunNotFound(_) => {
                 ApiError::new(Status::NotFound, "plan_run_not_found", detail)
             }
-            CommandError::RunState { .. } | CommandError::RunStepMismatch { .. } => {
+            CommandError::RunState { .. }
+            | CommandError::RunStepMismatch { .. }
+            | CommandError::CallAttemptMismatch { .. } => {
                 ApiError::new(Status::Conflict, "plan_run_state", detail)
             }
             CommandError::MissingActor => {

@@ -65,6 +65,10 @@ pub fn stage() -> AdHoc {
                         evacuate,
                         tick: Duration::from_millis(app.config.drain.tick_ms),
                         now_ms,
+                        caller: app.config.node.as_ref().map_or_else(
+                            || format!("pid {}", std::process::id()),
+                            |n| n.id.clone(),
+                        ),
                     };
                     rocket::tokio::spawn(plan_runner::run(runner, rocket.shutdown()));
                     let triggers = plan_trigger::Triggers {
@@ -439,6 +443,20 @@ fn record_body(run: &PlanRun, r: &StepRecord) -> Value {
         "convergence_measured": r.converged_ms.is_some(),
         "settled_after_ms": since(r.done_ms),
         "errors": samples,
+        // An HTTP step's attempts: who called, when, what answered. Never a token.
+        "calls": r.calls.iter().map(|a| json!({
+            "attempt": a.attempt,
+            "caller": a.caller,
+            "claimed_at": iso8601(a.claimed_ms),
+            "claimed_ms": a.claimed_ms,
+            "claim_until_ms": a.until_ms,
+            "done_at": a.done_ms.map(iso8601),
+            "done_ms": a.done_ms,
+            "status": a.status,
+            "error": a.error,
+            "ok": a.ok,
+            "outcome": a.outcome(),
+        })).collect::<Vec<_>>(),
     })
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::{
-    Audit, Color, Command, CommandError, Decision, Envelope, PlanRun, PlanStep, Reading,
+    Audit, Color, Command, CommandError, Decision, Envelope, HttpCall, PlanRun, PlanStep, Reading,
     RunReadings, RunStatus, StepDefaults, Verdict, ZoneSample,
 };
 use crate::service::capacity::Capacities;
@@ -38,6 +38,8 @@ pub struct Runner {
     pub evacuate: StepDefaults,
     pub tick: Duration,
     pub now_ms: fn() -> u64,
+    /// Who claims HTTP steps' calls, in the audit (`[node] id`, else the process).
+    pub caller: String,
 }
 
 /// Runs until `shutdown` completes.
@@ -184,6 +186,12 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
         Decision::Fail { reason } => {
             (Command::FailPlanRun { run: run.id, reason: reason.clone() }, reason)
         }
+        Decision::Call { step, attempt, until_ms } => {
+            let Some(PlanStep::Http(call)) = run.plan.steps.get(step).cloned() else {
+                return None;
+            };
+            return call_out(runner, &run, state.version(), step, attempt, until_ms, &call, now);
+        }
         Decision::Restore => {
             let why = if run.rolling_back {
                 "rolling back: restoring the table the run started from"
@@ -212,6 +220,168 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
             Some(problem)
         }
         Some(e) => Some(format!("tidegate: plan run {}: could not submit: {e}", run.id)),
+    }
+}
+
+/// One attempt of an HTTP step: claim it (compare-and-set), and only if this replica's claim is
+/// the one logged, call and log the result. A claim that loses (another replica's won, or the
+/// state moved) calls nothing; a claim whose result is never logged lapses at `until_ms` and the
+/// next attempt is claimed anew, which is why an action must be safe to repeat.
+#[allow(clippy::too_many_arguments)]
+fn call_out(
+    runner: &Runner,
+    run: &PlanRun,
+    version: u64,
+    step: usize,
+    attempt: u32,
+    until_ms: u64,
+    call: &HttpCall,
+    now: u64,
+) -> Option<String> {
+    let label = format!(
+        "plan {} step {} of {}: call `{}` ({} {}) attempt {attempt} of {}, by {}",
+        run.plan.name,
+        step + 1,
+        run.plan.steps.len(),
+        call.name,
+        call.method,
+        call.url,
+        call.retries + 1,
+        runner.caller
+    );
+    let claim = Command::PlanCallStarted {
+        run: run.id,
+        step,
+        attempt,
+        caller: runner.caller.clone(),
+        until_ms,
+    };
+    let envelope = Envelope {
+        expected_version: version,
+        command: claim,
+        audit: Audit { by: format!("plan:{}", run.id), at_ms: now, reason: truncate_reason(label) },
+    };
+    match runner.coordinator.submit(&envelope) {
+        Ok(s) if s.applied.is_some() => {}
+        // Lost the race (another replica claimed, or the state moved): the next tick decides
+        // again. Not applied here yet: the claim may be ours, but calling on a maybe is how two
+        // replicas call at once; an unconfirmed claim lapses and is retried.
+        Ok(_) | Err(SubmitError::Command(CommandError::VersionConflict { .. })) => return None,
+        Err(e) => {
+            return Some(format!(
+                "tidegate: plan run {}: could not claim call `{}`: {e}",
+                run.id, call.name
+            ));
+        }
+    }
+    let started = std::time::Instant::now();
+    let (status, error) = perform(call);
+    let elapsed = started.elapsed().as_millis();
+    let outcome = match (status, &error) {
+        (Some(s), _) => format!("HTTP {s}"),
+        (None, Some(e)) => e.clone(),
+        (None, None) => "no answer".to_owned(),
+    };
+    let reason = format!(
+        "plan {} step {} of {}: call `{}` ({} {}) attempt {attempt} answered {outcome} after \
+         {elapsed} ms",
+        run.plan.name,
+        step + 1,
+        run.plan.steps.len(),
+        call.name,
+        call.method,
+        call.url,
+    );
+    let done = Command::PlanCallDone { run: run.id, step, attempt, status, error };
+    // The result is logged against whatever version the state is at by then (other changes may
+    // have landed during the call); a few tries on conflicts, then the claim lapses.
+    let mut last = None;
+    for _ in 0..5 {
+        let envelope = Envelope {
+            expected_version: runner.coordinator.state().version(),
+            command: done.clone(),
+            audit: Audit {
+                by: format!("plan:{}", run.id),
+                at_ms: (runner.now_ms)(),
+                reason: truncate_reason(reason.clone()),
+            },
+        };
+        match runner.coordinator.submit(&envelope) {
+            Ok(_) => return None,
+            Err(SubmitError::Command(CommandError::VersionConflict { .. })) => continue,
+            Err(e) => {
+                last = Some(e);
+                break;
+            }
+        }
+    }
+    Some(format!(
+        "tidegate: plan run {}: could not log the result of call `{}` ({outcome}): {}; its claim \
+         lapses and the call is retried",
+        run.id,
+        call.name,
+        last.map_or_else(|| "the state kept moving".to_owned(), |e| e.to_string())
+    ))
+}
+
+/// Makes the HTTP request: the status, or why there was none. The token is read from the
+/// environment here and goes only into the request's header.
+fn perform(call: &HttpCall) -> (Option<u16>, Option<String>) {
+    let token = match &call.token_env {
+        Some(env) => match std::env::var(env) {
+            Ok(t) if !t.is_empty() => Some(t),
+            _ => {
+                return (
+                    None,
+                    Some(format!(
+                        "the token's environment variable {env} is not set on this replica"
+                    )),
+                );
+            }
+        },
+        None => None,
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_millis(call.timeout_ms)))
+        .build()
+        .into();
+    let uri = call.url.as_str();
+    let mut request = match call.method.as_str() {
+        "GET" => ureq::http::Request::get(uri),
+        "PUT" => ureq::http::Request::put(uri),
+        "PATCH" => ureq::http::Request::patch(uri),
+        "DELETE" => ureq::http::Request::delete(uri),
+        _ => ureq::http::Request::post(uri),
+    };
+    if let Some(token) = token {
+        request = match &call.token_header {
+            Some(h) => request.header(h.as_str(), token),
+            None => request.header("authorization", format!("Bearer {token}")),
+        };
+    }
+    // An explicit empty body (`content-length: 0`): some servers answer a POST without one with
+    // 411 Length Required.
+    let empty: &[u8] = &[];
+    let request = match request.body(empty) {
+        Ok(r) => r,
+        Err(e) => return (None, Some(format!("the request could not be built: {e}"))),
+    };
+    match agent.run(request) {
+        Ok(response) => (Some(response.status().as_u16()), None),
+        Err(e) => (None, Some(error_text(&e))),
+    }
+}
+
+/// A transport error in words, without anything a header carried.
+fn error_text(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(_) => "timed out".to_owned(),
+        other => {
+            let mut text = other.to_string();
+            text.truncate(300);
+            text
+        }
     }
 }
 

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::{
     Audit, CheckKind, Color, ColorZones, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard,
-    OnBreach, Plan, PlanStep, Precondition, Trigger, UnitMode, UnitScheme, ZoneSample,
+    HttpCall, OnBreach, Plan, PlanStep, Precondition, Trigger, UnitMode, UnitScheme, ZoneSample,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -181,6 +181,22 @@ pub enum WireCommand {
     PlanRestore {
         run: u64,
     },
+    PlanCallStarted {
+        run: u64,
+        step: usize,
+        attempt: u32,
+        caller: String,
+        until_ms: u64,
+    },
+    PlanCallDone {
+        run: u64,
+        step: usize,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
 }
 
 /// A drain plan as a plan step starts it.
@@ -321,13 +337,71 @@ pub struct WirePrecondition {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum WireStep {
-    Drain { zone: String, to_percent: f64 },
-    Evacuate { zone: String, to_percent: f64 },
-    Dial { blue_percent: f64 },
-    Pin { user_id: String, color: String },
-    Unpin { user_id: String },
-    WaitConsumed { zone: String },
-    WaitPrecondition { name: String },
+    Drain {
+        zone: String,
+        to_percent: f64,
+    },
+    Evacuate {
+        zone: String,
+        to_percent: f64,
+    },
+    Dial {
+        blue_percent: f64,
+    },
+    Pin {
+        user_id: String,
+        color: String,
+    },
+    Unpin {
+        user_id: String,
+    },
+    WaitConsumed {
+        zone: String,
+    },
+    WaitPrecondition {
+        name: String,
+    },
+    /// An HTTP action (`core::HttpCall`); the token is named (`token_env`), never written.
+    Http(WireHttpCall),
+}
+
+/// An HTTP step, in the API, config and the log. `timeout` is text (`5s`) in every form.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireHttpCall {
+    pub name: String,
+    pub url: String,
+    #[serde(default = "default_method")]
+    pub method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_header: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_status: Option<u16>,
+    #[serde(default = "default_timeout")]
+    pub timeout: String,
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+}
+
+/// An HTTP step's method when the body leaves it out.
+pub const DEFAULT_CALL_METHOD: &str = "POST";
+/// An HTTP step's timeout per attempt when the body leaves it out.
+pub const DEFAULT_CALL_TIMEOUT: &str = "5s";
+/// An HTTP step's retries when the body leaves them out.
+pub const DEFAULT_CALL_RETRIES: u32 = 3;
+
+fn default_method() -> String {
+    DEFAULT_CALL_METHOD.to_owned()
+}
+
+fn default_timeout() -> String {
+    DEFAULT_CALL_TIMEOUT.to_owned()
+}
+
+fn default_retries() -> u32 {
+    DEFAULT_CALL_RETRIES
 }
 
 impl From<&Plan> for WirePlan {
@@ -368,6 +442,16 @@ impl From<&Plan> for WirePlan {
                     PlanStep::WaitPrecondition { name } => {
                         WireStep::WaitPrecondition { name: name.clone() }
                     }
+                    PlanStep::Http(c) => WireStep::Http(WireHttpCall {
+                        name: c.name.clone(),
+                        url: c.url.clone(),
+                        method: c.method.clone(),
+                        token_env: c.token_env.clone(),
+                        token_header: c.token_header.clone(),
+                        expect_status: c.expect_status,
+                        timeout: crate::duration::format_duration_ms(c.timeout_ms),
+                        retries: c.retries,
+                    }),
                 })
                 .collect(),
             rto_ms: plan.rto_ms,
@@ -418,6 +502,17 @@ impl WirePlan {
                 WireStep::WaitPrecondition { name } => {
                     PlanStep::WaitPrecondition { name: name.clone() }
                 }
+                WireStep::Http(c) => PlanStep::Http(HttpCall {
+                    name: c.name.clone(),
+                    url: c.url.clone(),
+                    method: c.method.to_ascii_uppercase(),
+                    token_env: c.token_env.clone(),
+                    token_header: c.token_header.clone(),
+                    expect_status: c.expect_status,
+                    timeout_ms: crate::duration::parse_duration_ms(&c.timeout)
+                        .map_err(|e| format!("steps[{i}].timeout: {e}"))?,
+                    retries: c.retries,
+                }),
             });
         }
         let trigger = self.trigger.as_ref().map(|t| Trigger {
@@ -559,6 +654,24 @@ impl From<&Command> for WireCommand {
                 WireCommand::FailPlanRun { run: *run, reason: reason.clone() }
             }
             Command::PlanRestore { run } => WireCommand::PlanRestore { run: *run },
+            Command::PlanCallStarted { run, step, attempt, caller, until_ms } => {
+                WireCommand::PlanCallStarted {
+                    run: *run,
+                    step: *step,
+                    attempt: *attempt,
+                    caller: caller.clone(),
+                    until_ms: *until_ms,
+                }
+            }
+            Command::PlanCallDone { run, step, attempt, status, error } => {
+                WireCommand::PlanCallDone {
+                    run: *run,
+                    step: *step,
+                    attempt: *attempt,
+                    status: *status,
+                    error: error.clone(),
+                }
+            }
         }
     }
 }
@@ -654,6 +767,24 @@ impl WireCommand {
                 Command::FailPlanRun { run: *run, reason: reason.clone() }
             }
             WireCommand::PlanRestore { run } => Command::PlanRestore { run: *run },
+            WireCommand::PlanCallStarted { run, step, attempt, caller, until_ms } => {
+                Command::PlanCallStarted {
+                    run: *run,
+                    step: *step,
+                    attempt: *attempt,
+                    caller: caller.clone(),
+                    until_ms: *until_ms,
+                }
+            }
+            WireCommand::PlanCallDone { run, step, attempt, status, error } => {
+                Command::PlanCallDone {
+                    run: *run,
+                    step: *step,
+                    attempt: *attempt,
+                    status: *status,
+                    error: error.clone(),
+                }
+            }
         })
     }
 }

@@ -15,8 +15,9 @@ mod snapshot;
 
 pub use apply::{Applier, Lease, Outcome, Step, keyed_id, lease_granted, split_keyed_id};
 pub use entry::{
-    LogEntry, WireCommand, WireDrainPlan, WirePlan, WirePrecondition, WireStep, WireTrigger,
-    WireZones, log_id_of, new_log_id,
+    DEFAULT_CALL_METHOD, DEFAULT_CALL_RETRIES, DEFAULT_CALL_TIMEOUT, LogEntry, WireCommand,
+    WireDrainPlan, WireHttpCall, WirePlan, WirePrecondition, WireStep, WireTrigger, WireZones,
+    log_id_of, new_log_id,
 };
 pub use file_log::{FileLog, LOG_FILE, decode_log, encode_line};
 pub use replay::{

@@ -174,34 +174,10 @@ pub fn push_audit(audit: &mut VecDeque<AuditRecord>, record: AuditRecord) {
 
 /// The `'static` name of an audit action read back from a snapshot.
 pub(crate) fn action_name(name: &str) -> Option<&'static str> {
-    // Every name `Command::action` gives, plus the genesis. A name missing here makes every
-    // snapshot holding it unreadable (start-up then replays the whole log).
-    const ACTIONS: [&str; 25] = [
-        "genesis",
-        "dial",
-        "pin",
-        "unpin",
-        "drain_start",
-        "drain_step",
-        "drain_hold",
-        "drain_pause",
-        "drain_resume",
-        "drain_abort",
-        "drain_rollback",
-        "drain_complete",
-        "plan_put",
-        "plan_run_start",
-        "plan_step_start",
-        "plan_step_done",
-        "plan_run_hold",
-        "plan_run_pause",
-        "plan_run_resume",
-        "plan_run_abort",
-        "plan_run_rollback",
-        "plan_run_fail",
-        "plan_run_restore",
-        "automation_stop",
-        "automation_arm",
-    ];
-    ACTIONS.iter().find(|a| **a == name).copied()
+    // Every name `Command::action` gives, plus the genesis. A name missing here made every
+    // snapshot holding it unreadable (start-up then replays the whole log): the list is the
+    // core's own, so a new command cannot be forgotten here.
+    std::iter::once("genesis")
+        .chain(crate::core::Command::ACTIONS.iter().copied())
+        .find(|a| *a == name)
 }

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Applied, Color, ColorZones, CommandError, Direction, Drain, DrainMode, DrainPlan, DrainStatus,
-    Guard, OnBreach, PlanRun, RoutingTable, RunStatus, State, StepRecord, StoredPlan,
+    Applied, CallAttempt, Color, ColorZones, CommandError, Direction, Drain, DrainMode, DrainPlan,
+    DrainStatus, Guard, OnBreach, PlanRun, RoutingTable, RunStatus, State, StepRecord, StoredPlan,
 };
 
 use super::apply::{Lease, Outcome};
@@ -322,6 +322,22 @@ struct WireStepRecord {
     done_ms: Option<u64>,
     drain: Option<u64>,
     samples: Vec<(u64, Vec<WireZoneSample>)>,
+    /// An HTTP step's attempts; absent in snapshots written before HTTP steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    calls: Vec<WireCallAttempt>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireCallAttempt {
+    attempt: u32,
+    caller: String,
+    claimed_ms: u64,
+    until_ms: u64,
+    done_ms: Option<u64>,
+    status: Option<u16>,
+    error: Option<String>,
+    ok: bool,
 }
 
 fn wire_record(r: &StepRecord) -> WireStepRecord {
@@ -332,6 +348,20 @@ fn wire_record(r: &StepRecord) -> WireStepRecord {
         done_ms: r.done_ms,
         drain: r.drain,
         samples: r.samples.iter().map(|(at, s)| (*at, wire_samples(s))).collect(),
+        calls: r
+            .calls
+            .iter()
+            .map(|a| WireCallAttempt {
+                attempt: a.attempt,
+                caller: a.caller.clone(),
+                claimed_ms: a.claimed_ms,
+                until_ms: a.until_ms,
+                done_ms: a.done_ms,
+                status: a.status,
+                error: a.error.clone(),
+                ok: a.ok,
+            })
+            .collect(),
     }
 }
 
@@ -343,6 +373,20 @@ fn core_record(r: WireStepRecord) -> StepRecord {
         done_ms: r.done_ms,
         drain: r.drain,
         samples: r.samples.iter().map(|(at, s)| (*at, core_samples(s))).collect(),
+        calls: r
+            .calls
+            .into_iter()
+            .map(|a| CallAttempt {
+                attempt: a.attempt,
+                caller: a.caller,
+                claimed_ms: a.claimed_ms,
+                until_ms: a.until_ms,
+                done_ms: a.done_ms,
+                status: a.status,
+                error: a.error,
+                ok: a.ok,
+            })
+            .collect(),
     }
 }
 

@@ -79,7 +79,18 @@ impl Server {
 
     /// Starts on a given port (0 = any free one), e.g. to restart where clients expect it.
     pub fn start_at(config_file: &Path, data_dir: &Path, port: u16) -> Server {
+        Server::start_with_env(config_file, data_dir, port, &[])
+    }
+
+    /// Starts with extra environment variables (e.g. a plan's call token, read by name).
+    pub fn start_with_env(
+        config_file: &Path,
+        data_dir: &Path,
+        port: u16,
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+            .envs(env.iter().copied())
             .args(["serve", "--address", "127.0.0.1", "--port", &port.to_string()])
             .arg("--config")
             .arg(config_file)

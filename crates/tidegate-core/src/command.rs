@@ -12,7 +12,9 @@ use super::color::{Color, ColorZones};
 use super::dial::{DialError, Share, percent_of};
 use super::drain::{Direction, Drain, DrainMode, DrainPlan, DrainStatus, OnBreach, step_toward};
 use super::plan::{self, Plan, PlanStep, StoredPlan};
-use super::plan_run::{FINISHED_RUNS_KEPT, PlanRun, RunStatus, StepRecord, ZoneSample};
+use super::plan_run::{
+    CallAttempt, FINISHED_RUNS_KEPT, PlanRun, RunStatus, StepRecord, ZoneSample,
+};
 use super::table::RoutingTable;
 use super::unit::{UnitError, UnitScheme};
 use super::validate_user_id;
@@ -136,6 +138,24 @@ pub enum Command {
     PlanRestore {
         run: u64,
     },
+    /// `caller` (a replica) claims attempt `attempt` of the run's current HTTP step until
+    /// `until_ms`. Compare-and-set like every command: of two replicas deciding the same
+    /// attempt, one claim is logged and only its replica calls.
+    PlanCallStarted {
+        run: u64,
+        step: usize,
+        attempt: u32,
+        caller: String,
+        until_ms: u64,
+    },
+    /// The result of a claimed attempt: the HTTP status, or why no answer came. Never a token.
+    PlanCallDone {
+        run: u64,
+        step: usize,
+        attempt: u32,
+        status: Option<u16>,
+        error: Option<String>,
+    },
 }
 
 /// The newest record format this release reads and writes. A command of a higher
@@ -149,6 +169,13 @@ impl Command {
     pub fn format_level(&self) -> u32 {
         match self {
             Command::SetAutomation { .. } => 2,
+            Command::PlanCallStarted { .. } | Command::PlanCallDone { .. } => 2,
+            // A plan with an HTTP step is a step kind older replicas cannot read.
+            Command::PutPlan { plan }
+                if plan.steps.iter().any(|s| matches!(s, PlanStep::Http(_))) =>
+            {
+                2
+            }
             _ => 1,
         }
     }
@@ -179,6 +206,8 @@ impl Command {
         "plan_run_restore",
         "automation_stop",
         "automation_arm",
+        "plan_call_start",
+        "plan_call_done",
     ];
 
     /// A short name for the audit log and metrics.
@@ -208,6 +237,8 @@ impl Command {
             Command::PlanRestore { .. } => "plan_run_restore",
             Command::SetAutomation { stopped: true } => "automation_stop",
             Command::SetAutomation { stopped: false } => "automation_arm",
+            Command::PlanCallStarted { .. } => "plan_call_start",
+            Command::PlanCallDone { .. } => "plan_call_done",
         }
     }
 }
@@ -282,6 +313,8 @@ pub enum CommandError {
     RunState { id: u64, state: &'static str, action: &'static str },
     #[error("plan run {id}'s next command is for step {expected}, not step {got}")]
     RunStepMismatch { id: u64, expected: usize, got: usize },
+    #[error("plan run {id}'s next call attempt is {expected}, not {got}")]
+    CallAttemptMismatch { id: u64, expected: u32, got: u32 },
 }
 
 /// How many finished drains the state remembers (active drains are always kept).
@@ -670,7 +703,9 @@ impl State {
             | Command::AbortPlanRun { .. }
             | Command::RollbackPlanRun { .. }
             | Command::FailPlanRun { .. }
-            | Command::PlanRestore { .. } => {
+            | Command::PlanRestore { .. }
+            | Command::PlanCallStarted { .. }
+            | Command::PlanCallDone { .. } => {
                 match self.apply_run(&envelope.command, &envelope.audit, &mut next, &mut table)? {
                     Some(from_to) => from_to,
                     None => return Ok(None),
@@ -818,6 +853,7 @@ impl State {
                     done_ms: None,
                     drain: drain_id,
                     samples: vec![(at_ms, samples.clone())],
+                    calls: Vec::new(),
                 });
                 let to = match drain_id {
                     Some(d) => format!(
@@ -882,6 +918,15 @@ impl State {
                         // Unpinning a user who is not pinned is already done.
                         if let Some(before) = Arc::make_mut(&mut table.pins).remove(user_id) {
                             run.pins_before.push((user_id.clone(), Some(before)));
+                        }
+                    }
+                    PlanStep::Http(_) => {
+                        if !run.current_calls().last().is_some_and(|a| a.ok) {
+                            return Err(CommandError::RunState {
+                                id: *id,
+                                state: "waiting for its call",
+                                action: "finish the step before a call succeeded",
+                            });
                         }
                     }
                     PlanStep::WaitConsumed { .. } | PlanStep::WaitPrecondition { .. } => {}
@@ -1031,12 +1076,149 @@ impl State {
                     done_ms: Some(at_ms),
                     drain: None,
                     samples: Vec::new(),
+                    calls: Vec::new(),
                 });
                 run.status =
                     if run.rolling_back { RunStatus::RolledBack } else { RunStatus::Completed };
                 run.hold_reason = None;
                 run.finished_ms = Some(at_ms);
                 let to = format!("{} (run {})", describe_share(table), run.status.as_str());
+                done(next, run, from, to)
+            }
+            Command::PlanCallStarted { run: id, step, attempt, caller, until_ms } => {
+                let mut run = self.run_in(*id, &[RunStatus::Running], "call out")?.clone();
+                if !run.in_step || *step != run.step {
+                    let expected = run.step;
+                    return Err(CommandError::RunStepMismatch { id: *id, expected, got: *step });
+                }
+                let Some(PlanStep::Http(call)) = run.plan.steps.get(*step).cloned() else {
+                    return Err(CommandError::RunState {
+                        id: *id,
+                        state: "not at an HTTP step",
+                        action: "call out",
+                    });
+                };
+                let calls = run.current_calls();
+                let expected = calls.len() as u32 + 1;
+                let busy = calls.last().map(|a| {
+                    if a.ok {
+                        "its call already succeeded"
+                    } else if a.done_ms.is_none() && at_ms < a.until_ms {
+                        "an attempt's claim is still live"
+                    } else {
+                        ""
+                    }
+                });
+                if let Some(state) = busy.filter(|b| !b.is_empty()) {
+                    return Err(CommandError::RunState { id: *id, state, action: "claim a call" });
+                }
+                if *attempt != expected {
+                    return Err(CommandError::CallAttemptMismatch {
+                        id: *id,
+                        expected,
+                        got: *attempt,
+                    });
+                }
+                if *attempt > call.retries + 1 {
+                    return Err(CommandError::RunState {
+                        id: *id,
+                        state: "out of retries",
+                        action: "call again",
+                    });
+                }
+                if caller.trim().is_empty() || *until_ms <= at_ms {
+                    return Err(CommandError::InvalidPlan(
+                        "a call's claim names its caller and ends after it is made".to_owned(),
+                    ));
+                }
+                let to = format!(
+                    "calling `{}` ({} {}), attempt {attempt} of {}, claimed by {caller} for {} ms",
+                    call.name,
+                    call.method,
+                    call.url,
+                    call.retries + 1,
+                    until_ms - at_ms
+                );
+                if let Some(record) = run.steps.last_mut() {
+                    record.calls.push(CallAttempt {
+                        attempt: *attempt,
+                        caller: caller.clone(),
+                        claimed_ms: at_ms,
+                        until_ms: *until_ms,
+                        done_ms: None,
+                        status: None,
+                        error: None,
+                        ok: false,
+                    });
+                }
+                let from = run.hold_reason.clone().unwrap_or_else(|| "not calling".to_owned());
+                run.hold_reason = Some(to.clone());
+                done(next, run, from, to)
+            }
+            Command::PlanCallDone { run: id, step, attempt, status, error } => {
+                // Recorded for any run whose attempt is open, even one aborted meanwhile: the
+                // call happened, and the audit says what answered.
+                let mut run = self.runs.get(id).ok_or(CommandError::RunNotFound(*id))?.clone();
+                let Some(PlanStep::Http(call)) = run.plan.steps.get(*step).cloned() else {
+                    return Err(CommandError::RunState {
+                        id: *id,
+                        state: "not at an HTTP step",
+                        action: "record a call",
+                    });
+                };
+                let active = run.is_active();
+                let Some(record) = run.steps.last_mut().filter(|r| r.index == *step) else {
+                    return Err(CommandError::RunStepMismatch {
+                        id: *id,
+                        expected: run.step,
+                        got: *step,
+                    });
+                };
+                let open = record.calls.len() as u32;
+                let Some(a) = record
+                    .calls
+                    .last_mut()
+                    .filter(|a| a.attempt == *attempt && a.done_ms.is_none())
+                else {
+                    return Err(CommandError::CallAttemptMismatch {
+                        id: *id,
+                        expected: open,
+                        got: *attempt,
+                    });
+                };
+                a.done_ms = Some(at_ms);
+                a.status = *status;
+                a.error = error.clone();
+                a.ok = status.is_some_and(|s| call.accepts(s));
+                let outcome = a.outcome();
+                let ok = a.ok;
+                let elapsed = at_ms.saturating_sub(a.claimed_ms);
+                let total = call.retries + 1;
+                let to = if ok {
+                    format!(
+                        "call `{}` attempt {attempt} of {total} answered {outcome} after {elapsed} ms",
+                        call.name
+                    )
+                } else if *attempt < total {
+                    format!(
+                        "call `{}` attempt {attempt} of {total} failed ({outcome}, expecting {}); \
+                         retrying in {} ms",
+                        call.name,
+                        call.expects(),
+                        super::plan_run::call_backoff_ms(*attempt)
+                    )
+                } else {
+                    format!(
+                        "call `{}` attempt {attempt} of {total} failed ({outcome}, expecting {}); \
+                         no retries left",
+                        call.name,
+                        call.expects()
+                    )
+                };
+                let from = format!("calling `{}`, attempt {attempt}", call.name);
+                if active {
+                    run.hold_reason = (!ok).then(|| to.clone());
+                }
                 done(next, run, from, to)
             }
             _ => Ok(None),

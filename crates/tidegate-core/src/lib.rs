@@ -41,11 +41,13 @@ pub use lanes::{
     PartitionOffsets, ZoneFlags, assign, grant, half_lags, hold_unvouched, partition_lag,
 };
 pub use plan::{
-    CheckKind, DryRun, DryRunInputs, DryRunStep, MAX_PLAN_STEPS, Plan, PlanStep, Precondition,
-    StepDefaults, StoredPlan, dry_run, start_preconditions, validate_plan,
+    CheckKind, DryRun, DryRunInputs, DryRunStep, HttpCall, MAX_CALL_RETRIES, MAX_CALL_TIMEOUT_MS,
+    MAX_PLAN_STEPS, Plan, PlanStep, Precondition, StepDefaults, StoredPlan, dry_run,
+    start_preconditions, validate_plan,
 };
 pub use plan_run::{
-    Decision, FINISHED_RUNS_KEPT, PlanRun, RunReadings, RunStatus, StepRecord, ZoneSample,
+    CALL_CLAIM_MARGIN_MS, CallAttempt, Decision, FINISHED_RUNS_KEPT, PlanRun, RunReadings,
+    RunStatus, StepRecord, ZoneSample, call_backoff_ms,
 };
 pub use plan_trigger::{
     REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, Trigger, TriggerDecision, TriggerInputs,

@@ -58,6 +58,153 @@ pub enum PlanStep {
     WaitPrecondition {
         name: String,
     },
+    /// Call out: one HTTP request ("promote the replica", "scale az-a"), retried, audited.
+    Http(HttpCall),
+}
+
+/// Most retries an HTTP step may ask for.
+pub const MAX_CALL_RETRIES: u32 = 10;
+/// Longest timeout of one HTTP step's attempt.
+pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
+
+/// An HTTP action a plan step performs. The plan holds no secret: `token_env` names the
+/// environment variable the replica reads the token from when it calls.
+///
+/// The plan runner calls on one replica at a time (a logged claim, `Command::PlanCallStarted`),
+/// but a claim whose caller died is retried after its timeout, so the action must be safe to
+/// repeat (idempotent: "promote az-a" twice leaves az-a promoted).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpCall {
+    /// Names the call in the timeline and the audit.
+    pub name: String,
+    pub url: String,
+    /// `GET`, `POST`, `PUT`, `PATCH` or `DELETE`.
+    pub method: String,
+    /// The environment variable holding the token, sent as `Authorization: Bearer <token>`
+    /// (or in `token_header`).
+    pub token_env: Option<String>,
+    /// The header that carries the token as is, instead of `Authorization: Bearer`.
+    pub token_header: Option<String>,
+    /// The status that counts as success; `None`: any 2xx.
+    pub expect_status: Option<u16>,
+    pub timeout_ms: u64,
+    /// Attempts after the first one that failed.
+    pub retries: u32,
+}
+
+impl HttpCall {
+    pub const METHODS: [&'static str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+    /// Whether `status` is success for this call.
+    pub fn accepts(&self, status: u16) -> bool {
+        match self.expect_status {
+            Some(s) => status == s,
+            None => (200..300).contains(&status),
+        }
+    }
+
+    /// What success is, in words.
+    pub fn expects(&self) -> String {
+        match self.expect_status {
+            Some(s) => format!("HTTP {s}"),
+            None => "2xx".to_owned(),
+        }
+    }
+
+    /// Checks the call; the error names the field below `steps[i]`.
+    pub fn validate(&self, i: usize) -> Result<(), String> {
+        let label_ok = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 64
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        };
+        if !label_ok(&self.name) {
+            return Err(format!(
+                "steps[{i}].name: 1 to 64 characters of letters, digits, '-', '_' or '.'"
+            ));
+        }
+        let rest = self
+            .url
+            .strip_prefix("https://")
+            .or_else(|| self.url.strip_prefix("http://"))
+            .ok_or_else(|| format!("steps[{i}].url: must be an http:// or https:// URL"))?;
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if authority.is_empty() {
+            return Err(format!("steps[{i}].url: names no host"));
+        }
+        if authority.contains('@') {
+            return Err(format!(
+                "steps[{i}].url: must not carry credentials (user:password@); name the token's \
+                 environment variable in token_env"
+            ));
+        }
+        if self.url.len() > 2048 || self.url.chars().any(|c| c.is_control() || c == ' ') {
+            return Err(format!("steps[{i}].url: at most 2048 characters, without spaces"));
+        }
+        if !Self::METHODS.contains(&self.method.as_str()) {
+            return Err(format!("steps[{i}].method: one of {}", Self::METHODS.join(", ")));
+        }
+        let env_ok = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 128
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !s.starts_with(|c: char| c.is_ascii_digit())
+        };
+        if let Some(env) = &self.token_env
+            && !env_ok(env)
+        {
+            return Err(format!(
+                "steps[{i}].token_env: the name of an environment variable (letters, digits, '_'), \
+                 not the token itself"
+            ));
+        }
+        if let Some(h) = &self.token_header {
+            if self.token_env.is_none() {
+                return Err(format!("steps[{i}].token_header: needs token_env"));
+            }
+            if h.is_empty()
+                || h.len() > 64
+                || !h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(format!(
+                    "steps[{i}].token_header: a header name such as X-Admin-Token"
+                ));
+            }
+        }
+        if let Some(s) = self.expect_status
+            && !(100..=599).contains(&s)
+        {
+            return Err(format!("steps[{i}].expect_status: an HTTP status from 100 to 599"));
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > MAX_CALL_TIMEOUT_MS {
+            return Err(format!(
+                "steps[{i}].timeout: longer than zero and at most {} s",
+                MAX_CALL_TIMEOUT_MS / 1000
+            ));
+        }
+        if self.retries > MAX_CALL_RETRIES {
+            return Err(format!("steps[{i}].retries: at most {MAX_CALL_RETRIES}"));
+        }
+        Ok(())
+    }
+
+    /// The call in words, without the token (only its variable's name).
+    pub fn describe(&self) -> String {
+        let token = match (&self.token_env, &self.token_header) {
+            (Some(env), Some(h)) => format!(", token from ${env} in {h}"),
+            (Some(env), None) => format!(", bearer token from ${env}"),
+            _ => String::new(),
+        };
+        format!(
+            "call `{}`: {} {} (expects {}, timeout {} ms, up to {} retries{token})",
+            self.name,
+            self.method,
+            self.url,
+            self.expects(),
+            self.timeout_ms,
+            self.retries
+        )
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -139,6 +286,15 @@ pub fn validate_plan(plan: &Plan, zones: &ColorZones, units: u32) -> Result<(), 
                 super::validate_user_id(user_id).map_err(|e| format!("steps[{i}].user_id: {e}"))?;
             }
             PlanStep::WaitConsumed { zone } => zone_ok(i, zone)?,
+            PlanStep::Http(call) => {
+                call.validate(i)?;
+                if plan.steps[..i]
+                    .iter()
+                    .any(|s| matches!(s, PlanStep::Http(c) if c.name == call.name))
+                {
+                    return Err(format!("steps[{i}].name: `{}` appears twice", call.name));
+                }
+            }
             PlanStep::WaitPrecondition { name } => {
                 if !plan.preconditions.iter().any(|p| &p.name == name) {
                     return Err(format!(
@@ -356,6 +512,8 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
                 }
                 format!("wait until {zone}'s MQ half is consumed")
             }
+            // Listed, never called: a dry run changes nothing, outside tidegate either.
+            PlanStep::Http(call) => format!("{} (not called in a dry run)", call.describe()),
             PlanStep::WaitPrecondition { name } => {
                 match inputs.preconditions.iter().find(|(n, _)| n == name).map(|(_, r)| r) {
                     Some(Ok(true)) => {}

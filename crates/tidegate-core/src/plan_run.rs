@@ -18,7 +18,55 @@ use super::capacity::Verdict;
 use super::color::{Color, ColorZones};
 use super::dial::Share;
 use super::drain::{Drain, DrainMode, DrainPlan, DrainStatus};
-use super::plan::{Plan, PlanStep, StepDefaults};
+use super::plan::{HttpCall, Plan, PlanStep, StepDefaults};
+
+/// How long past its timeout a call's claim lasts: the claimer's time to log the result. After
+/// that the claim has expired (its caller died or lost the log) and another attempt may start.
+pub const CALL_CLAIM_MARGIN_MS: u64 = 5_000;
+/// The wait before the first retry of a failed call; it doubles with each failure.
+pub const CALL_BACKOFF_MS: u64 = 1_000;
+/// The longest wait between two attempts.
+pub const CALL_BACKOFF_MAX_MS: u64 = 30_000;
+
+/// The wait before the attempt that follows `failures` failed attempts (1 s, 2 s, 4 s … 30 s).
+pub fn call_backoff_ms(failures: u32) -> u64 {
+    let doublings = failures.saturating_sub(1).min(16);
+    CALL_BACKOFF_MS.saturating_mul(1 << doublings).min(CALL_BACKOFF_MAX_MS)
+}
+
+/// One attempt of an HTTP step: claimed by one replica (`PlanCallStarted`), then its result
+/// (`PlanCallDone`). No token here: only what was called, by whom, and what answered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallAttempt {
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// The replica that claimed the attempt and calls.
+    pub caller: String,
+    pub claimed_ms: u64,
+    /// The claim lapses at this time if no result was logged.
+    pub until_ms: u64,
+    pub done_ms: Option<u64>,
+    /// The HTTP status, when an answer came.
+    pub status: Option<u16>,
+    /// Why the attempt failed without an HTTP answer (timeout, refused, no token).
+    pub error: Option<String>,
+    /// Whether the status is what the step expects.
+    pub ok: bool,
+}
+
+impl CallAttempt {
+    /// The attempt's outcome in words (for hold and fail reasons).
+    pub fn outcome(&self) -> String {
+        match (self.status, &self.error, self.done_ms) {
+            (Some(status), _, _) => format!("HTTP {status}"),
+            (None, Some(e), _) => e.clone(),
+            (None, None, Some(_)) => "no answer".to_owned(),
+            (None, None, None) => {
+                format!("the claim of {} lapsed without a result (its caller stopped)", self.caller)
+            }
+        }
+    }
+}
 
 /// How many finished runs the state remembers (active runs are always kept).
 pub const FINISHED_RUNS_KEPT: usize = 100;
@@ -99,6 +147,8 @@ pub struct StepRecord {
     pub drain: Option<u64>,
     /// Zone errors when the step started and when it was done.
     pub samples: Vec<(u64, Vec<ZoneSample>)>,
+    /// An HTTP step's attempts, in order.
+    pub calls: Vec<CallAttempt>,
 }
 
 /// A run of a plan. Part of the replicated state.
@@ -170,6 +220,9 @@ pub enum Decision {
     Fail { reason: String },
     /// Restore the table the run started from (rollback, or a drill's hold is over).
     Restore,
+    /// Claim attempt `attempt` of the current HTTP step until `until_ms`; the replica whose claim
+    /// is logged calls, then logs the result.
+    Call { step: usize, attempt: u32, until_ms: u64 },
 }
 
 impl PlanRun {
@@ -281,6 +334,7 @@ impl PlanRun {
                 }
                 None => hold(format!("waiting: {zone}'s MQ backlog is unknown")),
             },
+            PlanStep::Http(call) => self.decide_call(call, r.now_ms),
             PlanStep::WaitPrecondition { name } => match &r.precondition {
                 Some(Ok(true)) => done,
                 Some(Ok(false)) => hold(format!("waiting for precondition `{name}` (false)")),
@@ -290,6 +344,51 @@ impl PlanRun {
                 None => hold(format!("waiting for precondition `{name}` (not checked)")),
             },
         }
+    }
+
+    /// The attempts of the current step (an HTTP step's calls so far).
+    pub fn current_calls(&self) -> &[CallAttempt] {
+        match self.steps.last() {
+            Some(r) if self.in_step && r.index == self.step => &r.calls,
+            _ => &[],
+        }
+    }
+
+    /// An HTTP step: done after a successful attempt; quiet while an attempt's claim is live or
+    /// a retry's backoff runs; the next attempt's claim when due; failed once every attempt
+    /// (`1 + retries`) failed or lapsed.
+    fn decide_call(&self, call: &HttpCall, now_ms: u64) -> Option<Decision> {
+        let calls = self.current_calls();
+        let claim = Decision::Call {
+            step: self.step,
+            attempt: calls.len() as u32 + 1,
+            until_ms: now_ms.saturating_add(call.timeout_ms).saturating_add(CALL_CLAIM_MARGIN_MS),
+        };
+        let Some(last) = calls.last() else { return Some(claim) };
+        if last.ok {
+            return Some(Decision::DoneStep { step: self.step });
+        }
+        if last.done_ms.is_none() && now_ms < last.until_ms {
+            return None;
+        }
+        let failed = calls.len() as u32;
+        if failed > call.retries {
+            return Some(Decision::Fail {
+                reason: format!(
+                    "call `{}` ({} {}) failed {failed} time(s), expecting {}; last: {}",
+                    call.name,
+                    call.method,
+                    call.url,
+                    call.expects(),
+                    last.outcome()
+                ),
+            });
+        }
+        let ended = last.done_ms.unwrap_or(last.until_ms);
+        if now_ms < ended.saturating_add(call_backoff_ms(failed)) {
+            return None;
+        }
+        Some(claim)
     }
 
     /// The switch time: from the start to the last forward step done (or to `now_ms` while the
@@ -325,6 +424,9 @@ impl PlanRun {
                 format!("wait until {zone}'s MQ half is consumed")
             }
             Some(PlanStep::WaitPrecondition { name }) => format!("wait for precondition `{name}`"),
+            Some(PlanStep::Http(call)) => {
+                format!("call `{}` ({} {})", call.name, call.method, call.url)
+            }
             None => "restore the starting table".to_owned(),
         }
     }
