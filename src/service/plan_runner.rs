@@ -63,7 +63,11 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
             Err(e) => Some(format!("tidegate: plan runner tick failed: {e}")),
         };
         if let Some(message) = worth_logging(&mut last_problem, problem) {
-            eprintln!("{message}");
+            tracing::warn!(
+                component = "plan_runner",
+                "{}",
+                message.strip_prefix("tidegate: ").unwrap_or(&message)
+            );
         }
     }
 }
