@@ -187,6 +187,9 @@ pub struct EdgeSettings {
     pub max_connections: Option<u64>,
     /// The stall bound: no event or heartbeat from a coordinator for this long, leave it.
     pub coordinator_timeout: String,
+    /// 64 hex digits: the gateway check signs each tag with it (`x-tidegate-signature`), so
+    /// services with the same key (`tidegate_client::resolve_signed`) trust only signed tags.
+    pub tag_key: String,
 }
 
 impl Default for EdgeSettings {
@@ -206,6 +209,7 @@ impl Default for EdgeSettings {
             idle_timeout: DEFAULT_IDLE_TIMEOUT.into(),
             max_connections: None,
             coordinator_timeout: "8s".into(),
+            tag_key: String::new(),
         }
     }
 }
@@ -705,6 +709,8 @@ pub struct EdgeConfig {
     /// `edge.coordinator_timeout`: neither an event nor a heartbeat for this long, and the
     /// coordinator is judged stalled and left for the next one (longer than the heartbeat).
     pub coordinator_timeout: std::time::Duration,
+    /// `edge.tag_key`: signs the gateway check's tags.
+    pub tag_key: Option<crate::client::TagKey>,
 }
 
 /// A listener's connection limits (`service::connections` builds its guard from them).
@@ -1551,6 +1557,8 @@ fn validate_edge(
             e.max_connections,
         )?,
         coordinator_timeout: coordinator_timeout(&e.coordinator_timeout, heartbeat_ms)?,
+        tag_key: secret_key("edge.tag_key", &e.tag_key)?
+            .map(|k| crate::client::TagKey::new(&k.0).expect("32 bytes")),
     })
 }
 

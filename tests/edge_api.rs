@@ -297,3 +297,63 @@ fn the_edge_is_read_only_and_follows_service_tokens() {
     let response = agent.get(&format!("{}/healthz", edge.url)).call().unwrap();
     assert_eq!(response.status(), 200, "health stays open for probes");
 }
+
+#[test]
+fn with_a_tag_key_the_gate_signs_each_tag_and_a_service_trusts_only_signed_tags() {
+    use tidegate::client::{Source, TagKey, resolve_signed};
+    let dir = tempfile::tempdir().unwrap();
+    let key_hex = "3c".repeat(32);
+    let config = write_config(dir.path(), &format!("[edge]\ntag_key = \"{key_hex}\""));
+    let coordinator = Server::start(&config, &dir.path().join("data"));
+    let edge = Edge::start(&config, &coordinator.url, &dir.path().join("edge.json"), 0);
+    edge.wait_for_version(1);
+    let key = TagKey::new(&hex::decode(&key_hex).unwrap()).unwrap();
+    let agent = agent();
+    let gate = format!("{}/v1/gate", edge.url);
+    let response = agent.get(&gate).header("x-user-id", "alice").call().unwrap();
+    let header = |name: &str| response.headers().get(name).unwrap().to_str().unwrap().to_owned();
+    let (color, version, signature) =
+        (header("x-tidegate-color"), header("x-tidegate-version"), header("x-tidegate-signature"));
+    let color: tidegate::core::Color = color.parse().unwrap();
+    let version: u64 = version.parse().unwrap();
+    assert!(key.verify(color, version, "alice", &signature), "the gate's signature checks");
+    // Without a user ID nothing is signed (there is no user to bind the tag to).
+    let anonymous = agent.get(&gate).call().unwrap();
+    assert!(anonymous.headers().get("x-tidegate-signature").is_none());
+
+    // A service with the same key: the gate's headers are trusted, a forged colour is not.
+    let table =
+        tidegate::client::decode_table(&get_json(&format!("{}/v1/routing", coordinator.url)).1)
+            .unwrap();
+    let router = tidegate::client::Router::fixed(table);
+    let version_text = version.to_string();
+    let signed = [
+        ("x-tidegate-color", color.as_str()),
+        ("x-tidegate-version", version_text.as_str()),
+        ("x-tidegate-signature", signature.as_str()),
+    ];
+    fn find<'h>(headers: &'h [(&str, &'h str)], name: &str) -> Option<&'h str> {
+        headers.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+    }
+    let got = resolve_signed(&router, |n| find(&signed, n), "alice", &key).unwrap();
+    assert_eq!((got.color, got.source), (color, Source::Propagated));
+    let other = if color == tidegate::core::Color::Blue { "green" } else { "blue" };
+    for forged in [
+        vec![("x-tidegate-color", other), ("x-tidegate-version", version_text.as_str())],
+        vec![
+            ("x-tidegate-color", other),
+            ("x-tidegate-version", version_text.as_str()),
+            ("x-tidegate-signature", signature.as_str()),
+        ],
+    ] {
+        let got = resolve_signed(&router, |n| find(&forged, n), "alice", &key).unwrap();
+        assert_eq!(
+            (got.color, got.source),
+            (color, Source::Recomputed),
+            "a forged tag is not trusted"
+        );
+    }
+    // The same signature for another user does not carry over either.
+    let moved = resolve_signed(&router, |n| find(&signed, n), "bob", &key).unwrap();
+    assert_eq!(moved.source, Source::Recomputed);
+}

@@ -229,18 +229,23 @@ pub struct GateAnswer {
     zone: String,
     version: u64,
     source: &'static str,
+    /// `x-tidegate-signature` of the tag for the user, with `[edge] tag_key`.
+    signature: Option<String>,
 }
 
 impl<'r> Responder<'r, 'static> for GateAnswer {
     fn respond_to(self, _: &'r Request<'_>) -> response::Result<'static> {
-        Response::build()
+        let mut response = Response::build();
+        response
             .status(Status::Ok)
             .header(Header::new("x-tidegate-color", self.color.as_str()))
             .header(Header::new("x-tidegate-zone", self.zone))
             .header(Header::new("x-tidegate-version", self.version.to_string()))
-            .header(Header::new("x-tidegate-source", self.source))
-            .sized_body(0, Cursor::new(Vec::new()))
-            .ok()
+            .header(Header::new("x-tidegate-source", self.source));
+        if let Some(signature) = self.signature {
+            response.header(Header::new(crate::client::SIGNATURE_HEADER, signature));
+        }
+        response.sized_body(0, Cursor::new(Vec::new())).ok()
     }
 }
 
@@ -350,11 +355,16 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
     };
     app.tag_counters.count(color, 1);
     telemetry::count_gate(color, source);
+    let signature = match (&app.config.edge.tag_key, &user) {
+        (Some(key), Some(user_id)) => Some(key.sign(color, table.version(), user_id)),
+        _ => None,
+    };
     Ok(GateAnswer {
         color,
         zone: table.zone_of(color).to_owned(),
         version: table.version(),
         source,
+        signature,
     })
 }
 

@@ -6,6 +6,7 @@
 use tidegate_core::Color;
 
 use super::router::{ClientError, Router, Tag};
+use super::signature::{SIGNATURE_HEADER, TagKey};
 
 pub const COLOR_HEADER: &str = "x-tidegate-color";
 pub const VERSION_HEADER: &str = "x-tidegate-version";
@@ -47,6 +48,10 @@ impl Resolved {
 
 /// Resolves an incoming request's colour: the propagated header if valid, else the user ID with
 /// the local table, else the fallback. `header` looks a header up by (lowercase) name.
+///
+/// It trusts whoever set the header: use it only behind a gateway that overwrites every
+/// client-sent `x-tidegate-*` header (the shipped nginx config does). [`resolve_signed`] checks
+/// the edge's signature instead, and trusts no unsigned tag.
 pub fn resolve<'h>(
     router: &Router,
     header: impl Fn(&str) -> Option<&'h str>,
@@ -66,4 +71,27 @@ pub fn resolve<'h>(
     }
     let color = router.untagged()?;
     Ok(Resolved { color, version: router.version(), source: Source::Fallback })
+}
+
+/// [`resolve`] for a service that shares the edges' tag key: a propagated tag counts only when
+/// its `x-tidegate-signature` is the key's signature of that colour and version for `user_id`
+/// (set by the edge's gateway check, never by a client). An unsigned or forged tag is recomputed
+/// from the user ID with the local table, so a client that sends its own `x-tidegate-color`, or
+/// reaches the service without the gateway, gets the colour the table gives it.
+pub fn resolve_signed<'h>(
+    router: &Router,
+    header: impl Fn(&str) -> Option<&'h str>,
+    user_id: &str,
+    key: &TagKey,
+) -> Result<Resolved, ClientError> {
+    let color = header(COLOR_HEADER).and_then(|c| c.trim().parse::<Color>().ok());
+    let version = header(VERSION_HEADER).and_then(|v| v.trim().parse::<u64>().ok());
+    if let (Some(color), Some(version), Some(signature)) =
+        (color, version, header(SIGNATURE_HEADER))
+        && key.verify(color, version, user_id, signature)
+    {
+        return Ok(Resolved { color, version: Some(version), source: Source::Propagated });
+    }
+    let tag = router.tag(user_id)?;
+    Ok(Resolved { color: tag.color, version: Some(tag.version), source: Source::Recomputed })
 }

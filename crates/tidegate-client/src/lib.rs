@@ -20,13 +20,17 @@ pub mod headers;
 pub mod lanes;
 pub mod metrics;
 mod router;
+pub mod signature;
 pub mod sse;
 pub mod tls;
 pub mod wire;
 
-pub use headers::{COLOR_HEADER, Resolved, Source, VERSION_HEADER, headers_for, resolve};
+pub use headers::{
+    COLOR_HEADER, Resolved, Source, VERSION_HEADER, headers_for, resolve, resolve_signed,
+};
 pub use router::{
     ClientError, DEFAULT_STALL_TIMEOUT, Identity, Misrouted, Origin, Router, RouterOptions,
     RouterStatus, Tag, first_choice,
 };
+pub use signature::{SIGNATURE_HEADER, TagKey};
 pub use wire::{DecodeError, decode_table};
