@@ -15,6 +15,7 @@
 #   PROM_PORT             listen port on 127.0.0.1               (default: a free port)
 #   PROM_SCRAPE_INTERVAL  scrape interval                        (default 1s)
 #   PROM_RULE_FILES       space-separated rule files to load; evaluated every 1s (optional)
+#   PROM_JOB              the scrape job's name (default tidegate; tidegate-edge for edges)
 #   PROM_START_TIMEOUT    seconds to wait for /-/ready           (default 30)
 #   PROM_STOP_TIMEOUT     seconds between TERM and KILL          (default 10)
 #
@@ -37,7 +38,8 @@ START_TIMEOUT="${PROM_START_TIMEOUT:-30}"
 STOP_TIMEOUT="${PROM_STOP_TIMEOUT:-10}"
 PROMETHEUS=/usr/bin/prometheus
 PROMTOOL=/usr/bin/promtool
-JOB=tidegate
+# The scrape job's name: the rules select `tidegate` for coordinators and `tidegate-edge` for edges.
+JOB="${PROM_JOB:-tidegate}"
 
 CONFIG="$RUN_DIR/prometheus.yml"
 DATA_DIR="$RUN_DIR/data"

@@ -289,6 +289,39 @@ fn a_wrong_gateway_token_falls_back_and_the_applications_own_headers_are_its_own
         .find_map(|l| l.strip_prefix("tidegate_edge_gate_caller_refused_total ")?.parse().ok())
         .expect("the refusals are counted");
     assert!(refused >= 200.0, "{refused}");
+    // The page: the shipped TidegateGateCallerRefused rule (its `for: 1m` cut to 3 s) fires in
+    // a real Prometheus scraping the edge, while users keep being served through the fallback.
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/rules/tidegate.rules.yml"),
+    )
+    .unwrap();
+    let at = shipped.find("alert: TidegateGateCallerRefused").expect("the rule is shipped");
+    let for_at = at + shipped[at..].find("for: 1m").expect("its for: 1m");
+    let rules = dir.path().join("rules.yml");
+    std::fs::write(&rules, format!("{}for: 3s{}", &shipped[..for_at], &shipped[for_at + 7..]))
+        .unwrap();
+    let prometheus = Prometheus::start_job(
+        &dir.path().join("prometheus"),
+        &format!("127.0.0.1:{}", edge.port()),
+        Some(&rules),
+        "tidegate-edge",
+    );
+    let firing = || {
+        prometheus.query(r#"ALERTS{alertname="TidegateGateCallerRefused", alertstate="firing"}"#)
+            ["data"]["result"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+    };
+    let paged = Instant::now();
+    let fired = wait_until(Duration::from_secs(30), || {
+        for user in users.iter().take(20) {
+            let (status, _, _) = through(&agent, &wrong.url(), Some(user));
+            assert_eq!(status, 200, "still served while the alert is pending");
+        }
+        firing()
+    });
+    assert!(fired, "TidegateGateCallerRefused never fired");
+    println!("TidegateGateCallerRefused fired {:?} after scraping began", paged.elapsed());
 
     // The right token: users are routed by the rule, and the headers are the gateway's.
     let right = Nginx::start_edited(

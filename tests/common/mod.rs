@@ -216,11 +216,22 @@ impl Prometheus {
     /// Scrapes `target` (host:port) every second, with `rule_files` loaded, and waits for the
     /// first successful scrape.
     pub fn start(run_dir: &Path, target: &str, rule_files: Option<&Path>) -> Prometheus {
+        Prometheus::start_job(run_dir, target, rule_files, "tidegate")
+    }
+
+    /// [`Prometheus::start`] with the scrape job named `job` (`tidegate-edge` for an edge).
+    pub fn start_job(
+        run_dir: &Path,
+        target: &str,
+        rule_files: Option<&Path>,
+        job: &str,
+    ) -> Prometheus {
         let mut command = Command::new("bash");
         command
             .arg(prometheus_script())
             .args(["start", target])
             .env("PROM_RUN_DIR", run_dir)
+            .env("PROM_JOB", job)
             .env("PROM_SCRAPE_INTERVAL", "1s");
         if let Some(rules) = rule_files {
             command.env("PROM_RULE_FILES", rules);
@@ -237,6 +248,7 @@ impl Prometheus {
             .arg(prometheus_script())
             .args(["wait-scrape", "60"])
             .env("PROM_RUN_DIR", run_dir)
+            .env("PROM_JOB", job)
             .output()
             .unwrap();
         assert!(waited.status.success(), "no scrape: {}", String::from_utf8_lossy(&waited.stderr));
