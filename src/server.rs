@@ -31,28 +31,78 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
             log: format!("kafka topic {topic} at {bootstrap}"),
             reason: e.to_string(),
         };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| shared(crate::mq::MqError::Kafka(e.to_string())))?;
-        // Brokers that are down at start-up are waited for, not a reason to exit: an orchestrator
-        // restarting every replica in a loop during a broker outage helps nobody.
-        let mut waited = false;
-        while let Err(e) = crate::mq::brokers_reachable(bootstrap, Duration::from_secs(2)) {
-            if !waited {
-                tracing::warn!(
-                    "the Kafka brokers at {bootstrap} do not answer ({e}); retrying every 2 s until they do"
-                );
-                waited = true;
+        let wait = Duration::from_millis(*apply_timeout_ms);
+        // Each replica keeps its own snapshot (positions are Kafka offsets) in its data dir.
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| StoreError::Io {
+            action: "create data directory",
+            path: config.data_dir.clone(),
+            source,
+        })?;
+        let options = |offline: Option<String>| crate::service::coordinator::SharedOptions {
+            apply_wait: wait,
+            skip_offsets: skip_offsets.clone(),
+            offline,
+        };
+        // Brokers that are down at start-up are not a reason to exit (an orchestrator restarting
+        // every replica in a loop during a broker outage helps nobody): with a snapshot, the
+        // replica serves reads from it at once and takes changes once the brokers answer and the
+        // topic passes its checks; without one, it waits for them.
+        if let Err(e) = crate::mq::brokers_reachable(bootstrap, Duration::from_secs(2)) {
+            let why = format!("the Kafka brokers at {bootstrap} do not answer ({e})");
+            if config.data_dir.join(crate::store::SNAPSHOT_FILE).exists() {
+                let log = KafkaCommandLog::new(bootstrap, topic).map_err(shared)?;
+                let min_insync = log.min_insync_handle();
+                let reader = KafkaLogReader::new(bootstrap, topic).map_err(shared)?;
+                let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
+                match Coordinator::start_shared(
+                    Box::new(log),
+                    Box::new(reader),
+                    Some(snapshots),
+                    boot.clone(),
+                    options(Some(why.clone())),
+                ) {
+                    Ok(started) => {
+                        tracing::warn!(
+                            event = "started_offline",
+                            "{why}; serving reads from the snapshot, changes wait until they answer"
+                        );
+                        let online = started.coordinator.offline_handle();
+                        let (bootstrap, topic) = (bootstrap.clone(), topic.clone());
+                        let allow = *allow_under_replicated;
+                        std::thread::Builder::new()
+                            .name("tidegate-brokers".into())
+                            .spawn(move || {
+                                let report = wait_for_topic(&bootstrap, &topic, allow);
+                                match report {
+                                    Ok(report) => {
+                                        min_insync.store(
+                                            report.min_insync.unwrap_or(1).max(1),
+                                            std::sync::atomic::Ordering::SeqCst,
+                                        );
+                                        if let Some(flag) = online {
+                                            *flag.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                                        }
+                                        tracing::info!(
+                                            event = "online",
+                                            "the Kafka brokers at {bootstrap} answer; changes are accepted"
+                                        );
+                                    }
+                                    Err(e) => tracing::error!(
+                                        event = "topic_refused",
+                                        "the command topic cannot be used ({e}); this replica keeps serving reads only"
+                                    ),
+                                }
+                            })
+                            .map_err(|e| shared(crate::mq::MqError::Kafka(e.to_string())))?;
+                        return Ok(announce_start(started));
+                    }
+                    Err(e) => tracing::warn!(
+                        "{why}, and the snapshot cannot be served ({e}); waiting for them"
+                    ),
+                }
             }
-            std::thread::sleep(Duration::from_secs(2));
         }
-        if waited {
-            tracing::info!("the Kafka brokers at {bootstrap} answer; starting");
-        }
-        let report = runtime
-            .block_on(ensure_command_topic(bootstrap, topic, *allow_under_replicated))
-            .map_err(shared)?;
+        let report = wait_for_topic(bootstrap, topic, *allow_under_replicated).map_err(shared)?;
         if report.created {
             tracing::info!(
                 "created command topic `{topic}` (1 partition, replication factor {} of {} brokers)",
@@ -64,23 +114,13 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
             .map_err(shared)?
             .with_min_insync(report.min_insync.unwrap_or(1));
         let reader = KafkaLogReader::new(bootstrap, topic).map_err(shared)?;
-        let wait = Duration::from_millis(*apply_timeout_ms);
-        // Each replica keeps its own snapshot (positions are Kafka offsets) in its data dir.
-        std::fs::create_dir_all(&config.data_dir).map_err(|source| StoreError::Io {
-            action: "create data directory",
-            path: config.data_dir.clone(),
-            source,
-        })?;
         let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
         let started = Coordinator::start_shared(
             Box::new(log),
             Box::new(reader),
             Some(snapshots),
             boot,
-            crate::service::coordinator::SharedOptions {
-                apply_wait: wait,
-                skip_offsets: skip_offsets.clone(),
-            },
+            options(None),
         )?;
         return Ok(announce_start(started));
     }
@@ -88,6 +128,33 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
     let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
     let started = Coordinator::start(Box::new(log), Some(snapshots), boot)?;
     Ok(announce_start(started))
+}
+
+/// Waits until the brokers at `bootstrap` answer (a warning, then a retry every 2 s), then
+/// creates or checks the command topic (a refusal is returned, not retried).
+fn wait_for_topic(
+    bootstrap: &str,
+    topic: &str,
+    allow_under_replicated: bool,
+) -> Result<crate::mq::TopicReport, crate::mq::MqError> {
+    let mut waited = false;
+    while let Err(e) = crate::mq::brokers_reachable(bootstrap, Duration::from_secs(2)) {
+        if !waited {
+            tracing::warn!(
+                "the Kafka brokers at {bootstrap} do not answer ({e}); retrying every 2 s until they do"
+            );
+            waited = true;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    if waited {
+        tracing::info!("the Kafka brokers at {bootstrap} answer; starting");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| crate::mq::MqError::Kafka(e.to_string()))?;
+    runtime.block_on(ensure_command_topic(bootstrap, topic, allow_under_replicated))
 }
 
 /// Prints what start-up found worth a warning, and whether it began from a snapshot.
@@ -135,19 +202,45 @@ pub fn serve(config: Config) -> Result<(), String> {
     let app = App::new(Arc::clone(&coordinator), Arc::clone(&config));
     if let StoreConfig::Kafka { bootstrap, topic, .. } = &config.store {
         // Replicas announce themselves on `<topic>.presence`; without it, /v1/cluster lists only
-        // this replica, so a failure here is a warning, not a reason to stop serving.
-        let started = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())
-            .and_then(|rt| {
-                rt.block_on(KafkaPresence::new(bootstrap, topic)).map_err(|e| e.to_string())
-            })
-            .and_then(|bus| app.presence.run(Box::new(bus), now_ms).map_err(|e| e.to_string()));
-        if let Err(e) = started {
+        // this replica and the gates count only its own inputs, so a failure here is a warning,
+        // retried in the background (a replica started while its brokers are down joins once
+        // they answer), not a reason to stop serving.
+        let try_start = |presence: &Arc<crate::service::presence::Presence>| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+                .and_then(|rt| {
+                    rt.block_on(KafkaPresence::new(bootstrap, topic)).map_err(|e| e.to_string())
+                })
+                .and_then(|bus| presence.run(Box::new(bus), now_ms).map_err(|e| e.to_string()))
+        };
+        if let Err(e) = try_start(&app.presence) {
             tracing::warn!(
-                "cannot use the presence topic `{}`: {e}; GET /v1/cluster lists only this replica",
+                "cannot use the presence topic `{}`: {e}; GET /v1/cluster lists only this replica until it can (retrying every 5 s)",
                 crate::mq::presence_topic(topic)
+            );
+            let presence = Arc::clone(&app.presence);
+            let (bootstrap, topic) = (bootstrap.clone(), topic.clone());
+            let _ = std::thread::Builder::new().name("tidegate-presence-start".into()).spawn(
+                move || loop {
+                    std::thread::sleep(Duration::from_secs(5));
+                    let started = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| e.to_string())
+                        .and_then(|rt| {
+                            rt.block_on(KafkaPresence::new(&bootstrap, &topic))
+                                .map_err(|e| e.to_string())
+                        })
+                        .and_then(|bus| {
+                            presence.run(Box::new(bus), now_ms).map_err(|e| e.to_string())
+                        });
+                    if started.is_ok() {
+                        tracing::info!("announcing this replica on the presence topic now");
+                        return;
+                    }
+                },
             );
         }
     }

@@ -292,7 +292,8 @@ fn a_wrong_gateway_token_falls_back_and_the_applications_own_headers_are_its_own
     // The page: the shipped TidegateGateCallerRefused rule (its `for: 1m` cut to 3 s) fires in
     // a real Prometheus scraping the edge, while users keep being served through the fallback.
     let shipped = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/rules/tidegate.rules.yml"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("dashboards/rules/tidegate.rules.yml"),
     )
     .unwrap();
     let at = shipped.find("alert: TidegateGateCallerRefused").expect("the rule is shipped");

@@ -628,3 +628,101 @@ fn a_replica_started_while_the_brokers_are_down_waits_for_them_instead_of_exitin
     );
     assert_eq!(status, 200);
 }
+
+/// A bootstrap address that forwards to the real broker while `up`, and drops every new
+/// connection while not (the brokers are "down" for a client that has not met them yet).
+struct Forwarder {
+    port: u16,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Forwarder {
+    fn start(target: String) -> Forwarder {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = std::sync::Arc::clone(&up);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(&target) else { continue };
+                for (mut from, mut to) in
+                    [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Forwarder { port, up }
+    }
+
+    fn set_up(&self, up: bool) {
+        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_replica_restarted_while_its_brokers_are_down_serves_its_snapshot_and_takes_changes_once_they_answer()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = kafka::unique("ha-offline");
+    let forwarder = Forwarder::start(kafka::bootstrap());
+    let toml = format!(
+        "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"127.0.0.1:{}\"\ntopic = \"{topic}\"\nallow_under_replicated = true\n[node]\nid = \"r1\"\nzone = \"zone-1\"\n",
+        forwarder.port
+    );
+    let file = dir.path().join("r1.toml");
+    std::fs::write(&file, config_toml(&toml)).unwrap();
+    let data = dir.path().join("data");
+    let first = Server::start(&file, &data);
+    let (status, _) = put_json(
+        &format!("{}/v1/dial", first.url),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 20, "expected_version": 1, "reason": "before the outage"}),
+    );
+    assert_eq!(status, 200);
+    assert!(first.terminate().success());
+    assert!(data.join("tidegate.snapshot").exists(), "a clean shutdown leaves a snapshot");
+
+    forwarder.set_up(false);
+    let started = std::time::Instant::now();
+    let server = Server::start(&file, &data);
+    let listening_after = started.elapsed();
+    // Reads from the snapshot at once; changes refused (nothing could be appended), unready.
+    let (_, routing) = get_json(&format!("{}/v1/routing", server.url));
+    assert_eq!((routing["version"].as_u64(), routing["blue_units"].as_u64()), (Some(2), Some(20)));
+    let (status, ready) = get_json(&format!("{}/readyz", server.url));
+    assert_eq!(status, 503, "{ready}");
+    assert!(ready["detail"].as_str().unwrap().contains("do not answer"), "{ready}");
+    let (status, body) = put_json(
+        &format!("{}/v1/dial", server.url),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 30, "expected_version": 2, "reason": "during the outage"}),
+    );
+    assert_eq!((status, body["error"].as_str()), (503, Some("store_unavailable")), "{body}");
+
+    forwarder.set_up(true);
+    let back = std::time::Instant::now();
+    let ready = wait_until(Duration::from_secs(30), || {
+        get_json(&format!("{}/readyz", server.url)).0 == 200
+    });
+    assert!(ready, "{}", server.stderr());
+    println!(
+        "listening {listening_after:?} after launch with the brokers down; ready {:?} after they answered",
+        back.elapsed()
+    );
+    let (status, body) = put_json(
+        &format!("{}/v1/dial", server.url),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 30, "expected_version": 2, "reason": "after the outage"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(listening_after < Duration::from_secs(10), "{listening_after:?}");
+}

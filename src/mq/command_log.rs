@@ -230,15 +230,21 @@ pub struct KafkaCommandLog {
     producer: FutureProducer,
     topic: String,
     bootstrap: String,
-    /// The topic's `min.insync.replicas` (an append needs that many in-sync replicas).
-    min_insync: usize,
+    /// The topic's `min.insync.replicas` (an append needs that many in-sync replicas); shared,
+    /// so a replica started while the brokers were down learns it once they answer.
+    min_insync: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl KafkaCommandLog {
     /// Judges writability against the topic's `min.insync.replicas` (from `ensure_command_topic`).
-    pub fn with_min_insync(mut self, min_insync: usize) -> KafkaCommandLog {
-        self.min_insync = min_insync.max(1);
+    pub fn with_min_insync(self, min_insync: usize) -> KafkaCommandLog {
+        self.min_insync.store(min_insync.max(1), std::sync::atomic::Ordering::SeqCst);
         self
+    }
+
+    /// The handle through which `min.insync.replicas` is set later.
+    pub fn min_insync_handle(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        Arc::clone(&self.min_insync)
     }
 
     pub fn new(bootstrap: &str, topic: &str) -> Result<KafkaCommandLog, MqError> {
@@ -254,7 +260,7 @@ impl KafkaCommandLog {
             producer,
             topic: topic.to_owned(),
             bootstrap: bootstrap.to_owned(),
-            min_insync: 1,
+            min_insync: Arc::new(std::sync::atomic::AtomicUsize::new(1)),
         })
     }
 }
@@ -307,12 +313,12 @@ impl SharedLog for KafkaCommandLog {
         if partition.leader() < 0 {
             return Err(format!("partition 0 of `{}` has no leader", self.topic));
         }
-        if partition.isr().len() < self.min_insync {
+        let min_insync = self.min_insync.load(std::sync::atomic::Ordering::SeqCst);
+        if partition.isr().len() < min_insync {
             return Err(format!(
-                "partition 0 of `{}` has {} in-sync replica(s), fewer than min.insync.replicas {}",
+                "partition 0 of `{}` has {} in-sync replica(s), fewer than min.insync.replicas {min_insync}",
                 self.topic,
                 partition.isr().len(),
-                self.min_insync
             ));
         }
         Ok(())

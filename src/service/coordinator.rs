@@ -135,6 +135,9 @@ struct Replica {
     skip: std::collections::BTreeSet<u64>,
     /// The tail's last read failed (the brokers cannot be read).
     tail_failing: AtomicBool,
+    /// Started from the snapshot while the brokers did not answer: reads are served from the
+    /// snapshot's state, changes are refused until the topic has been checked (`set_online`).
+    offline: Arc<Mutex<Option<String>>>,
 }
 
 /// Options of a replica on a shared log.
@@ -144,6 +147,9 @@ pub struct SharedOptions {
     pub apply_wait: Duration,
     /// Unreadable records to skip (`store.kafka.skip_offsets`); any other one halts the replica.
     pub skip_offsets: Vec<u64>,
+    /// The brokers do not answer (why): start from the snapshot alone, serve reads, refuse
+    /// changes until [`Coordinator::set_online`]. Without a usable snapshot this is an error.
+    pub offline: Option<String>,
 }
 
 /// Why a replica stops at an unreadable record, for the log and `/readyz`.
@@ -247,6 +253,7 @@ pub struct Coordinator {
 }
 
 /// What the configuration says the state should start from.
+#[derive(Clone)]
 pub struct Boot {
     pub genesis: Genesis,
     pub zones: ColorZones,
@@ -417,6 +424,106 @@ impl Coordinator {
     /// The genesis must pin the same unit scheme and zones as `boot`. A snapshot of another log,
     /// or whose position the log no longer holds ([`StoreError::Position`]: below the log start
     /// offset, or past its end), is ignored with a warning and the whole log is applied.
+    /// A replica whose brokers do not answer at start: the state is its snapshot's (the genesis,
+    /// the log id and the position it covers are in it), the tail catches up once the brokers
+    /// answer, and changes wait for [`Coordinator::set_online`]. Refused without a usable
+    /// snapshot of this configuration's scheme and zones (the caller then waits for the brokers).
+    fn start_offline(
+        log: Box<dyn SharedLog>,
+        mut reader: Box<dyn LogReader>,
+        snapshots: Option<Snapshots>,
+        boot: Boot,
+        apply_wait: Duration,
+        skip: std::collections::BTreeSet<u64>,
+        why: String,
+    ) -> Result<Started, StartError> {
+        let log_description = log.describe();
+        let shared = |reason: String| StoreError::Shared { log: log_description.clone(), reason };
+        let loaded = snapshots
+            .as_ref()
+            .map(|s| s.load(&boot.zones))
+            .transpose()
+            .map_err(|e| shared(format!("{why}, and the snapshot cannot be used: {e}")))?
+            .flatten()
+            .ok_or_else(|| shared(format!("{why}, and there is no snapshot to serve from")))?;
+        let applier = Applier::from_snapshot(loaded, AUDIT_IN_MEMORY)
+            .map_err(|e| shared(format!("{why}, and the snapshot cannot be used: {e}")))?;
+        if applier.genesis.scheme != boot.genesis.scheme {
+            return Err(StartError::SchemeChanged {
+                log: describe_scheme(&applier.genesis),
+                config: describe_scheme(&boot.genesis),
+            });
+        }
+        if applier.zones != boot.zones {
+            return Err(StartError::ZonesChanged {
+                log: format!("blue in {}, green in {}", applier.zones.blue, applier.zones.green),
+                config: format!("blue in {}, green in {}", boot.zones.blue, boot.zones.green),
+            });
+        }
+        let log_id = applier.log_id.clone();
+        let version = applier.state.version();
+        let published = Arc::new(Published::new(applier.state.clone()));
+        let replica = Arc::new(Replica {
+            log,
+            applier: Mutex::new(applier),
+            applied: Condvar::new(),
+            published: Arc::clone(&published),
+            snapshots: snapshots.map(Mutex::new),
+            since_snapshot: std::sync::atomic::AtomicU64::new(0),
+            awaited: Mutex::new(HashMap::new()),
+            halted: Mutex::new(None),
+            skip,
+            tail_failing: AtomicBool::new(true),
+            offline: Arc::new(Mutex::new(Some(format!(
+                "{why}; serving reads from the snapshot (version {version}) until they do"
+            )))),
+        });
+        let tail = Arc::clone(&replica);
+        std::thread::Builder::new()
+            .name("tidegate-log-tail".into())
+            .spawn(move || tail_loop(&tail, reader.as_mut()))
+            .map_err(|e| shared(format!("cannot start the tail thread: {e}")))?;
+        let coordinator = Coordinator {
+            published,
+            path: Path::Shared(replica),
+            healthy: AtomicBool::new(true),
+            probe: Mutex::new(None),
+            probing: Mutex::new(()),
+            format_gate: std::sync::OnceLock::new(),
+            log_description,
+            log_id,
+            apply_wait,
+            snapshots: None,
+        };
+        Ok(Started { coordinator, warnings: Vec::new(), from_snapshot: true })
+    }
+
+    /// Whether this replica serves only its snapshot (started while the brokers were down).
+    pub fn offline(&self) -> Option<String> {
+        match &self.path {
+            Path::Shared(replica) => {
+                replica.offline.lock().unwrap_or_else(|p| p.into_inner()).clone()
+            }
+            Path::Local(_) => None,
+        }
+    }
+
+    /// The brokers answer and the topic was checked: changes are accepted again.
+    pub fn set_online(&self) {
+        if let Some(handle) = self.offline_handle() {
+            *handle.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
+
+    /// The flag [`Coordinator::set_online`] clears, for a thread that outlives the caller's
+    /// borrow (start-up hands the coordinator on before the brokers answer).
+    pub fn offline_handle(&self) -> Option<Arc<Mutex<Option<String>>>> {
+        match &self.path {
+            Path::Shared(replica) => Some(Arc::clone(&replica.offline)),
+            Path::Local(_) => None,
+        }
+    }
+
     pub fn start_shared(
         log: Box<dyn SharedLog>,
         mut reader: Box<dyn LogReader>,
@@ -428,6 +535,9 @@ impl Coordinator {
         let skip: std::collections::BTreeSet<u64> = options.skip_offsets.iter().copied().collect();
         let log_description = log.describe();
         let shared = |reason: String| StoreError::Shared { log: log_description.clone(), reason };
+        if let Some(why) = options.offline.clone() {
+            return Self::start_offline(log, reader, snapshots, boot, apply_wait, skip, why);
+        }
         if reader.end()? == 0 {
             let audit = Audit {
                 by: "tidegate".into(),
@@ -522,6 +632,7 @@ impl Coordinator {
             halted: Mutex::new(halted),
             skip,
             tail_failing: AtomicBool::new(false),
+            offline: Arc::new(Mutex::new(None)),
         });
         // A long catch-up (or a snapshot that had to be ignored) is worth a snapshot right away,
         // so the next start is fast again.
@@ -647,7 +758,10 @@ impl Coordinator {
         {
             return Err(SubmitError::FormatNotSupported(why));
         }
-        if let Some(why) = replica.halted.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        let offline = replica.offline.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(why) =
+            offline.or_else(|| replica.halted.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        {
             return Err(SubmitError::Store(StoreError::Shared {
                 log: self.log_description.clone(),
                 reason: why,
@@ -765,6 +879,12 @@ impl Coordinator {
                 Lease { holder: holder.to_owned(), url: url.map(str::to_owned), at_ms, until_ms };
             return Ok((true, Some(lease)));
         };
+        if let Some(why) = replica.offline.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(SubmitError::Store(StoreError::Shared {
+                log: self.log_description.clone(),
+                reason: why,
+            }));
+        }
         let id = new_log_id();
         let entry = LogEntry::Lease {
             id: id.clone(),
@@ -864,6 +984,9 @@ impl Coordinator {
             );
         }
         let Path::Shared(replica) = &self.path else { return Ok(()) };
+        if let Some(why) = replica.offline.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(why);
+        }
         if let Some(why) = replica.halted.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             return Err(why);
         }
@@ -899,7 +1022,8 @@ impl Coordinator {
 /// the writers waiting for their records. Read errors are retried (the Kafka client reconnects by
 /// itself); the replica keeps serving its last state meanwhile.
 fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
-    let mut failing = false;
+    // A replica started offline begins failing: its first good read says it works again.
+    let mut failing = replica.tail_failing.load(Ordering::SeqCst);
     loop {
         if replica.halted.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
             std::thread::sleep(Duration::from_millis(500));
@@ -1041,7 +1165,11 @@ mod tests {
             reader,
             Some(snapshots),
             boot,
-            SharedOptions { apply_wait: Duration::from_secs(5), skip_offsets: Vec::new() },
+            SharedOptions {
+                apply_wait: Duration::from_secs(5),
+                skip_offsets: Vec::new(),
+                offline: None,
+            },
         )
         .unwrap()
     }
