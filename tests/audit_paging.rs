@@ -9,121 +9,12 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use common::audit::{Row, check_whole, get, page_all, row, write_log};
 use common::{OPERATOR_TOKEN, Server, VIEWER_TOKEN, config_toml, put_json};
 use serde_json::{Value, json};
-use tidegate::core::{Audit, Color, Command as Cmd, Envelope, State};
-use tidegate::store::{AUDIT_IN_MEMORY, LOG_FILE, LogEntry, encode_line};
-
-/// What the audit and the export must agree on.
-type Row = (u64, String, String, String, String, String, u64);
-
-/// Writes a file log of a genesis and `changes` changes (dial moves, and a pin of one of 100 users every 7th) under
-/// the configuration's genesis, as the coordinator itself would have logged them.
-pub fn write_log(toml: &str, data_dir: &Path, changes: usize) {
-    let config = common::config(toml, data_dir);
-    std::fs::create_dir_all(data_dir).unwrap();
-    let audit = Audit { by: "tidegate".into(), at_ms: 1_000, reason: "first start".into() };
-    let genesis = LogEntry::genesis_pinned(&config.genesis, &audit, "log-audit".into(), None);
-    let mut out = encode_line(&genesis).unwrap();
-    let mut state = State::genesis(config.genesis, config.zones.clone()).unwrap();
-    let units = state.table().units() as usize;
-    for n in 0..changes {
-        let command = if n % 7 == 6 {
-            // A hundred users, pinned to blue and green in turn (the pin count is bounded).
-            let k = n / 7;
-            let color = if (k / 100) % 2 == 0 { Color::Blue } else { Color::Green };
-            Cmd::Pin { user_id: format!("user-{}", k % 100), color }
-        } else {
-            Cmd::SetBlueUnits { blue_units: (1 + n % (units - 1).min(50)) as u32 }
-        };
-        let envelope = Envelope {
-            expected_version: state.version(),
-            command,
-            audit: Audit {
-                by: format!("op{}", n % 3),
-                at_ms: 2_000 + n as u64,
-                reason: format!("change {n}"),
-            },
-        };
-        let (next, applied) = state.apply(&envelope).unwrap().expect("every change changes");
-        out.push_str(
-            &encode_line(&LogEntry::change(&envelope, applied.version, &applied.from, &applied.to))
-                .unwrap(),
-        );
-        state = next;
-    }
-    std::fs::write(data_dir.join(LOG_FILE), out).unwrap();
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into()
-}
-
-/// `GET path` with a token: status, `Retry-After`, body.
-fn get(url: &str, token: Option<&str>) -> (u16, Option<String>, Value) {
-    let mut req = agent().get(url);
-    if let Some(token) = token {
-        req = req.header("Authorization", &format!("Bearer {token}"));
-    }
-    let mut response = req.call().expect("request sent");
-    let status = response.status().as_u16();
-    let retry = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
-    (status, retry, response.body_mut().read_json().expect("JSON body"))
-}
-
-fn row(e: &Value) -> Row {
-    (
-        e["version"].as_u64().unwrap(),
-        e["action"].as_str().unwrap().to_owned(),
-        e["from"].as_str().unwrap().to_owned(),
-        e["to"].as_str().unwrap().to_owned(),
-        e["reason"].as_str().unwrap().to_owned(),
-        e["by"].as_str().unwrap().to_owned(),
-        e["at_ms"].as_u64().unwrap(),
-    )
-}
-
-/// Pages from the newest record to version 1 with pages of `limit`; every page, in order.
-pub fn page_all(base: &str, token: &str, limit: usize) -> Vec<Vec<Row>> {
-    let mut pages = Vec::new();
-    let mut before: Option<u64> = None;
-    loop {
-        let url = match before {
-            Some(b) => format!("{base}/v1/audit?limit={limit}&before={b}"),
-            None => format!("{base}/v1/audit?limit={limit}"),
-        };
-        let (status, _, body) = get(&url, Some(token));
-        assert_eq!(status, 200, "{url}: {body}");
-        let page: Vec<Row> = body["entries"].as_array().unwrap().iter().map(row).collect();
-        let next = body["next_before"].as_u64();
-        match (page.last(), next) {
-            (Some(last), Some(next)) => {
-                assert_eq!(next, last.0, "the cursor is the oldest version")
-            }
-            (Some(last), None) => assert_eq!(last.0, 1, "the cursor ends only at version 1"),
-            (None, _) => panic!("{url}: an empty page before version 1"),
-        }
-        pages.push(page);
-        match next {
-            Some(next) => before = Some(next),
-            None => return pages,
-        }
-    }
-}
-
-/// Checks that the pages hold every version from `newest` down to 1 exactly once, newest first.
-pub fn check_whole(pages: &[Vec<Row>], newest: u64) {
-    let versions: Vec<u64> = pages.iter().flatten().map(|r| r.0).collect();
-    let expected: Vec<u64> = (1..=newest).rev().collect();
-    assert_eq!(versions.len(), expected.len(), "every version once");
-    assert!(versions == expected, "versions newest first, each once");
-}
+use tidegate::store::AUDIT_IN_MEMORY;
 
 /// The export's changes as rows (the action from what the test wrote: pins every 7th).
 fn export_rows(data_dir: &Path) -> Vec<(u64, String, String, String, String, u64)> {
@@ -224,7 +115,7 @@ fn deep_pages_are_one_at_a_time_need_a_token_and_are_timed_on_100_000_entries() 
         .map(|e| e["version"].as_u64().unwrap())
         .collect();
     assert_eq!(versions, (49_900..50_000).rev().collect::<Vec<u64>>());
-    assert_eq!(body["next_before"], 49_900);
+    assert_eq!((&body["next_before"], &body["source"]), (&json!(49_900), &json!("log")));
     println!(
         "deep audit page (100 records below version 50 000) on a log of 100 000 entries: {} ms",
         took.as_millis()

@@ -286,5 +286,6 @@ async fn get_audit(
             to: &r.to,
         })
         .collect();
-    Ok(Json(json!({ "entries": entries, "next_before": page.next_before })))
+    let source = if page.from_log { "log" } else { "memory" };
+    Ok(Json(json!({ "entries": entries, "next_before": page.next_before, "source": source })))
 }

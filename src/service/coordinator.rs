@@ -321,12 +321,14 @@ enum History {
 pub struct AuditPage {
     pub records: Vec<AuditRecord>,
     pub next_before: Option<u64>,
+    /// True when the page was read from the log rather than the in-memory trail.
+    pub from_log: bool,
 }
 
 impl AuditPage {
-    fn new(records: Vec<AuditRecord>) -> AuditPage {
+    fn new(records: Vec<AuditRecord>, from_log: bool) -> AuditPage {
         let next_before = records.last().map(|r| r.version).filter(|v| *v > 1);
-        AuditPage { records, next_before }
+        AuditPage { records, next_before, from_log }
     }
 }
 
@@ -955,7 +957,7 @@ impl Coordinator {
         self.with_audit(|audit| {
             let (oldest, newest) = match (audit.front(), audit.back()) {
                 (Some(a), Some(b)) => (a.version, b.version),
-                _ => return Some(AuditPage::new(Vec::new())),
+                _ => return Some(AuditPage::new(Vec::new(), false)),
             };
             let before = before.unwrap_or(u64::MAX).min(newest + 1);
             let lowest = before.saturating_sub(limit as u64).max(1);
@@ -964,7 +966,7 @@ impl Coordinator {
             }
             let records =
                 audit.iter().rev().filter(|r| r.version < before).take(limit).cloned().collect();
-            Some(AuditPage::new(records))
+            Some(AuditPage::new(records, false))
         })
     }
 
@@ -987,7 +989,7 @@ impl Coordinator {
         let newest = self.state().version();
         let before = before.min(newest + 1);
         if before <= 1 {
-            return Ok(AuditPage::new(Vec::new()));
+            return Ok(AuditPage::new(Vec::new(), true));
         }
         let unavailable = |why: String| AuditError::Unavailable(why);
         let records = match self.history.get() {
@@ -1015,7 +1017,7 @@ impl Coordinator {
                 shared_audit_before(reader.as_mut(), end, &replica.skip, before, limit)?
             }
         };
-        Ok(AuditPage::new(records))
+        Ok(AuditPage::new(records, true))
     }
 
     /// Sets the check that a record's format is read by every live replica (set once, by the
