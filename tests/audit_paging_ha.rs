@@ -3,7 +3,6 @@
 //! by page, every version once, equal to the file log the topic was imported from.
 
 mod common;
-#[allow(dead_code)]
 mod ha_support;
 
 use std::process::Command;
