@@ -21,7 +21,12 @@ fn two_replicas_page_the_same_whole_history_from_the_topic() {
     let topic = unique("audit-paging");
     let dir = tempfile::tempdir().unwrap();
     // A file log longer than the in-memory trail, imported onto a fresh topic.
-    let changes = AUDIT_IN_MEMORY + 600;
+    // `AUDIT_PAGING_CHANGES` makes it longer for a manual measurement (e.g. 99999).
+    let changes = std::env::var("AUDIT_PAGING_CHANGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(AUDIT_IN_MEMORY + 600)
+        .max(AUDIT_IN_MEMORY + 600);
     let file_toml = config_toml("");
     let data = dir.path().join("file-node");
     write_log(&file_toml, &data, changes);
@@ -87,8 +92,13 @@ fn two_replicas_page_the_same_whole_history_from_the_topic() {
         .collect();
     assert_eq!(versions, (400..500).rev().collect::<Vec<u64>>());
 
+    let started = Instant::now();
     let pages: Vec<Vec<Vec<Row>>> =
         replicas.urls.iter().map(|url| page_all(url, VIEWER_TOKEN, 1_500)).collect();
+    println!(
+        "paged {newest} records to version 1 on both replicas (1 500 a page) in {} ms",
+        started.elapsed().as_millis()
+    );
     check_whole(&pages[0], newest);
     assert!(pages[0] == pages[1], "both replicas give identical pages");
     // The pages equal what the file node's own audit gave for the imported part.
