@@ -92,6 +92,18 @@ fn two_replicas_page_the_same_whole_history_from_the_topic() {
         .collect();
     assert_eq!(versions, (400..500).rev().collect::<Vec<u64>>());
 
+    // The deepest replay a deep page needs: just below the in-memory trail.
+    let below = newest + 1 - AUDIT_IN_MEMORY as u64;
+    let started = Instant::now();
+    let deep =
+        get(&format!("{}/v1/audit?limit=100&before={below}", replicas.urls[1]), Some(VIEWER_TOKEN));
+    println!(
+        "deep audit page on Kafka (100 records below version {below} of {newest}): {} ms",
+        started.elapsed().as_millis()
+    );
+    assert_eq!((deep.0, &deep.2["source"]), (200, &json!("log")), "{}", deep.2);
+    assert_eq!(deep.2["entries"][0]["version"], below - 1);
+
     let started = Instant::now();
     let pages: Vec<Vec<Vec<Row>>> =
         replicas.urls.iter().map(|url| page_all(url, VIEWER_TOKEN, 1_500)).collect();
