@@ -1234,6 +1234,54 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_logs_deep_audit_page_equals_its_in_memory_trail_and_skips_refused_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Memory::default();
+        let c = start(&log, dir.path()).coordinator;
+        for blue in 1..=30 {
+            dial(&c, blue);
+            // A stale proposal after each change: refused, so it spends no version.
+            let stale = Envelope {
+                expected_version: 1,
+                command: Command::SetBlueUnits { blue_units: 99 },
+                audit: Audit { by: "late".into(), at_ms: 3, reason: "stale".into() },
+            };
+            log.append(&LogEntry::proposal(&format!("stale-{blue}"), &stale)).unwrap();
+        }
+        assert!(wait_for(|| c.state().version() == 31 && c.audit(1)[0].version == 31));
+        c.set_history_reader(Box::new({
+            let log = log.clone();
+            move || Ok(Box::new(log.clone()) as Box<dyn LogReader>)
+        }));
+        let all = c.audit(usize::MAX);
+        for (before, limit) in [(32, 31), (31, 5), (12, 4), (3, 10), (2, 1)] {
+            let page = c.audit_from_log(limit, before).unwrap();
+            let expected: Vec<AuditRecord> =
+                all.iter().filter(|r| r.version < before).take(limit).cloned().collect();
+            assert_eq!(page.records, expected, "before {before}, limit {limit}");
+            assert_eq!(page.next_before, expected.last().map(|r| r.version).filter(|v| *v > 1));
+            assert!(page.from_log);
+            // The memory trail (which holds all 31 here) gives the same page.
+            assert_eq!(c.audit_in_memory(limit, Some(before)).unwrap().records, expected);
+        }
+        assert_eq!(c.audit_from_log(5, 1).unwrap().records, Vec::new());
+        // One page at a time.
+        let _flight = c.deep_audit.lock().unwrap();
+        assert_eq!(c.audit_from_log(5, 10), Err(AuditError::Busy));
+    }
+
+    fn wait_for(mut check: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if check() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    #[test]
     fn a_replica_snapshot_is_used_when_the_log_holds_its_position_and_ignored_when_not() {
         let dir = tempfile::tempdir().unwrap();
         let log = Memory::default();
