@@ -122,6 +122,18 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
             boot,
             options(None),
         )?;
+        // Audit pages older than the in-memory trail are read from the topic's first record by
+        // a reader of their own (`GET /v1/audit?before=`).
+        let (history_bootstrap, history_topic) = (bootstrap.to_owned(), topic.to_owned());
+        started.coordinator.set_history_reader(Box::new(move || {
+            let reader = KafkaLogReader::new(&history_bootstrap, &history_topic).map_err(|e| {
+                StoreError::Shared {
+                    log: format!("kafka topic {history_topic}"),
+                    reason: e.to_string(),
+                }
+            })?;
+            Ok(Box::new(reader) as Box<dyn crate::store::LogReader>)
+        }));
         return Ok(announce_start(started));
     }
     let log = FileLog::open(&config.data_dir)?;

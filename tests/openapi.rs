@@ -635,6 +635,8 @@ fn error_answers_match_the_document() {
     assert_eq!(e["error"], "invalid_user_id");
     let e = conforms("get", "/v1/audit", send(&client, Get, "/v1/audit?limit=0", None, None));
     assert_eq!(e["error"], "invalid_limit");
+    let e = conforms("get", "/v1/audit", send(&client, Get, "/v1/audit?before=0", None, None));
+    assert_eq!(e["error"], "invalid_before");
     let e = conforms("get", "/v1/lanes/{group}", send(&client, Get, "/v1/lanes/nope", None, None));
     assert_eq!(e["error"], "group_not_found");
     let e = conforms(

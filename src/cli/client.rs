@@ -440,13 +440,55 @@ fn audit_line(e: &Value) -> String {
     )
 }
 
-pub fn audit(args: &ClientArgs, limit: usize) -> Result<(), String> {
+pub fn audit(
+    args: &ClientArgs,
+    limit: usize,
+    before: Option<u64>,
+    all: bool,
+) -> Result<(), String> {
     let client = Client::new(args)?;
-    let value = client.call("GET", &format!("/v1/audit?limit={limit}"), None)?;
-    client.print(&value, |v| {
-        v["entries"].as_array().into_iter().flatten().map(audit_line).collect::<Vec<_>>().join("\n")
-    });
-    Ok(())
+    let page_path = |before: Option<u64>| match before {
+        Some(before) => format!("/v1/audit?limit={limit}&before={before}"),
+        None => format!("/v1/audit?limit={limit}"),
+    };
+    if !all {
+        let value = client.call("GET", &page_path(before), None)?;
+        client.print(&value, |v| {
+            let mut lines: Vec<String> =
+                v["entries"].as_array().into_iter().flatten().map(audit_line).collect();
+            if let Some(next) = v["next_before"].as_u64() {
+                lines.push(format!("(older: tidegate audit --before {next})"));
+            }
+            lines.join("\n")
+        });
+        return Ok(());
+    }
+    // Every page back to version 1: one line per record (with --json, one JSON object per line).
+    let mut before = before;
+    loop {
+        let mut busy = 0;
+        let value = loop {
+            match client.call("GET", &page_path(before), None) {
+                // Pages older than the server's memory are read one at a time: wait our turn.
+                Err(e) if e.contains("audit_busy") && busy < 60 => {
+                    busy += 1;
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+                other => break other?,
+            }
+        };
+        for entry in value["entries"].as_array().into_iter().flatten() {
+            if client.json {
+                println!("{}", serde_json::to_string(entry).unwrap_or_default());
+            } else {
+                println!("{}", audit_line(entry));
+            }
+        }
+        match value["next_before"].as_u64() {
+            Some(next) => before = Some(next),
+            None => return Ok(()),
+        }
+    }
 }
 
 // ---- drains and zones ----

@@ -72,8 +72,15 @@ pub enum Commands {
     },
     /// Show the audit log, newest first.
     Audit {
+        /// Records per page (1 to 10 000).
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// Only records below this version (the `next_before` of the previous page).
+        #[arg(long)]
+        before: Option<u64>,
+        /// Every page back to version 1, one line per record (`--json`: one JSON object a line).
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -433,7 +440,9 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Commands::Status { client } => client::status(&client),
         Commands::Cluster { client } => client::cluster(&client),
-        Commands::Audit { limit, client } => client::audit(&client, limit),
+        Commands::Audit { limit, before, all, client } => {
+            client::audit(&client, limit, before, all)
+        }
         Commands::Drain { action } => match action {
             DrainCommand::Start(args) => client::drain_start(&args),
             DrainCommand::Status { id, client } => client::drain_status(&client, id),

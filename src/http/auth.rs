@@ -76,6 +76,12 @@ impl Caller {
         }
     }
 
+    /// Whether the caller gave no credentials at all (for reads that cost more than a lookup,
+    /// such as audit pages read from the log).
+    pub fn is_anonymous(&self) -> bool {
+        matches!(self, Caller::Anonymous)
+    }
+
     /// For tagging and read endpoints: open unless service tokens are configured.
     pub fn require_reader(&self, config: &Config) -> Result<(), ApiError> {
         match self {

@@ -79,11 +79,13 @@ impl<'r> Responder<'r, 'static> for ApiError {
     fn respond_to(self, _: &'r Request<'_>) -> response::Result<'static> {
         telemetry::count_api_error(self.code);
         let body = serde_json::to_string(&self.body()).unwrap_or_default();
-        Response::build()
-            .status(self.status)
-            .header(ContentType::JSON)
-            .sized_body(body.len(), Cursor::new(body))
-            .ok()
+        let mut response = Response::build();
+        response.status(self.status).header(ContentType::JSON);
+        // An error that says when to come back says it in the header too.
+        if let Some(seconds) = self.extra.get("retry_after_seconds").and_then(Value::as_u64) {
+            response.raw_header("Retry-After", seconds.to_string());
+        }
+        response.sized_body(body.len(), Cursor::new(body)).ok()
     }
 }
 

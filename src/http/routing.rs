@@ -13,8 +13,8 @@ use super::idempotency::{IdempotencyKey, Scoped, Seen};
 use super::tag::Versioned;
 use super::{App, iso8601};
 use crate::core::{Color, Command, Share};
+use crate::service::coordinator::AuditError;
 pub use crate::service::routing_frames::routing_body;
-use crate::store::AuditRecord;
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 
@@ -207,11 +207,16 @@ struct AuditEntry<'a> {
     to: &'a str,
 }
 
-#[get("/v1/audit?<limit>")]
-fn get_audit(
+/// `GET /v1/audit?limit=N&before=V`: the newest N records below version V, newest first, and the
+/// cursor of the next page. Pages inside the in-memory trail are answered from it; older ones
+/// ("deep" pages) are read from the log, one at a time, and only for an identified reader (a
+/// viewer, service or operator token, or a UI session) whenever any token is configured.
+#[get("/v1/audit?<limit>&<before>")]
+async fn get_audit(
     app: &State<App>,
     caller: Caller,
     limit: Option<&str>,
+    before: Option<&str>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     let max = crate::service::coordinator::AUDIT_IN_MEMORY;
@@ -226,8 +231,49 @@ fn get_audit(
             })?
         }
     };
-    let records: Vec<AuditRecord> = app.coordinator.audit(limit);
-    let entries: Vec<AuditEntry<'_>> = records
+    let before = match before {
+        None => None,
+        Some(text) => Some(text.parse::<u64>().ok().filter(|v| *v >= 1).ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_before",
+                "before must be a whole number from 1 (a version; the page holds the records below it)",
+            )
+        })?),
+    };
+    let page = match app.coordinator.audit_in_memory(limit, before) {
+        Some(page) => page,
+        None => {
+            if caller.is_anonymous()
+                && !(app.config.operators.is_empty() && app.config.service_tokens.is_empty())
+            {
+                return Err(ApiError::new(
+                    Status::Unauthorized,
+                    "unauthorized",
+                    "audit pages older than the in-memory trail are read from the log and need a viewer, service or operator token",
+                ));
+            }
+            let coordinator = app.coordinator.clone();
+            let before = before.unwrap_or(u64::MAX);
+            rocket::tokio::task::spawn_blocking(move || coordinator.audit_from_log(limit, before))
+                .await
+                .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?
+                .map_err(|e| match e {
+                    AuditError::Busy => ApiError::new(
+                        Status::ServiceUnavailable,
+                        "audit_busy",
+                        "another audit page is being read from the log; one is read at a time",
+                    )
+                    .with("retry_after_seconds", 1.into()),
+                    AuditError::Unavailable(why) => ApiError::new(
+                        Status::ServiceUnavailable,
+                        "audit_unavailable",
+                        format!("the audit page cannot be read from the log: {why}"),
+                    ),
+                })?
+        }
+    };
+    let entries: Vec<AuditEntry<'_>> = page
+        .records
         .iter()
         .map(|r| AuditEntry {
             version: r.version,
@@ -240,5 +286,6 @@ fn get_audit(
             to: &r.to,
         })
         .collect();
-    Ok(Json(json!({ "entries": entries })))
+    let source = if page.from_log { "log" } else { "memory" };
+    Ok(Json(json!({ "entries": entries, "next_before": page.next_before, "source": source })))
 }

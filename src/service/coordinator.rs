@@ -222,6 +222,59 @@ fn catch_up(
     }
 }
 
+/// The newest `limit` audit records below `before`, newest first, from a shared log read from its
+/// first record through an [`Applier`] (the start-up catch-up's code) until the state reaches
+/// version `before - 1` or the reader reaches `end` (what this replica has applied).
+fn shared_audit_before(
+    reader: &mut dyn LogReader,
+    end: u64,
+    skip: &std::collections::BTreeSet<u64>,
+    before: u64,
+    limit: usize,
+) -> Result<Vec<AuditRecord>, AuditError> {
+    let unavailable = |why: String| AuditError::Unavailable(why);
+    let first = reader
+        .read_after(0, Duration::from_secs(5))
+        .map_err(|e| unavailable(e.to_string()))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| unavailable("the log's first record cannot be read".into()))?;
+    let (position, entry) = first;
+    let entry = entry.map_err(|e| unavailable(format!("the first record is unreadable: {e}")))?;
+    let mut applier = Applier::from_genesis(position, &entry, limit).map_err(unavailable)?;
+    // A reader that stops delivering (the brokers went away) gives up rather than hold the one
+    // flight for ever.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut done = false;
+    while !done && applier.state.version() + 1 < before && applier.next_position < end {
+        if std::time::Instant::now() > deadline {
+            return Err(unavailable(format!(
+                "the log was not read up to position {end} within 120 s (reached {})",
+                applier.next_position
+            )));
+        }
+        let records = reader
+            .read_after(applier.next_position, Duration::from_secs(1))
+            .map_err(|e| unavailable(e.to_string()))?;
+        for (position, record) in &records {
+            if *position < applier.next_position {
+                continue;
+            }
+            if *position >= end || applier.state.version() + 1 >= before {
+                done = true;
+                break;
+            }
+            if let Err(why) = record
+                && !skip.contains(position)
+            {
+                return Err(unavailable(halt_reason(*position, why)));
+            }
+            applier.apply(*position, record.as_ref().map_err(String::as_str));
+        }
+    }
+    Ok(applier.audit.iter().rev().filter(|r| r.version < before).take(limit).cloned().collect())
+}
+
 /// What GET /v1/cluster reports about this replica's log.
 #[derive(Clone, Debug)]
 pub struct LogStatus {
@@ -250,6 +303,49 @@ pub struct Coordinator {
     apply_wait: Duration,
     /// Where snapshots go (embedded log only); the mutex keeps two writers off the temporary file.
     snapshots: Option<Mutex<Snapshots>>,
+    /// Where audit pages older than the in-memory trail are read from (set once).
+    history: std::sync::OnceLock<History>,
+    /// Held by the one audit page being read from the log (single flight).
+    deep_audit: Mutex<()>,
+}
+
+/// Opens a fresh reader of a shared log, from its first record (`GET /v1/audit` beyond memory).
+pub type ReaderFactory = Box<dyn Fn() -> Result<Box<dyn LogReader>, StoreError> + Send + Sync>;
+
+/// Where audit pages older than the in-memory trail come from: the log itself, read a second time.
+enum History {
+    /// The file log, decoded from its file and replayed by the start-up replay, under the zones
+    /// the configuration gave (a genesis that pins them wins, as at start-up).
+    File { path: std::path::PathBuf, zones: ColorZones },
+    /// A shared log, read from offset 0 by a reader of its own and decided by an [`Applier`].
+    Shared(ReaderFactory),
+}
+
+/// One page of `GET /v1/audit`: newest first, and the `before` of the next (older) page, `None`
+/// once the page reaches version 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditPage {
+    pub records: Vec<AuditRecord>,
+    pub next_before: Option<u64>,
+    /// True when the page was read from the log rather than the in-memory trail.
+    pub from_log: bool,
+}
+
+impl AuditPage {
+    fn new(records: Vec<AuditRecord>, from_log: bool) -> AuditPage {
+        let next_before = records.last().map(|r| r.version).filter(|v| *v > 1);
+        AuditPage { records, next_before, from_log }
+    }
+}
+
+/// Why an audit page could not be read from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditError {
+    /// Another page is being read from the log (one at a time).
+    Busy,
+    /// The log cannot be read back (no history source, an I/O error, a record that cannot be
+    /// read), with why.
+    Unavailable(String),
 }
 
 /// What the configuration says the state should start from.
@@ -286,6 +382,7 @@ impl Coordinator {
         boot: Boot,
     ) -> Result<Started, StartError> {
         let log_description = log.describe();
+        let history_path = log.history_path();
         let mut warnings = Vec::new();
         let mut snapshot_ignored = false;
         let ignored =
@@ -376,7 +473,12 @@ impl Coordinator {
             format_gate: std::sync::OnceLock::new(),
             log_description,
             apply_wait: Duration::ZERO,
+            history: std::sync::OnceLock::new(),
+            deep_audit: Mutex::new(()),
         };
+        if let Some(path) = history_path {
+            let _ = coordinator.history.set(History::File { path, zones: boot.zones.clone() });
+        }
         // A long replay (or a snapshot that had to be ignored) is worth a snapshot right away,
         // so the next start is fast again.
         let due = coordinator.snapshots.as_ref().is_some_and(|s| {
@@ -657,6 +759,8 @@ impl Coordinator {
             log_id,
             apply_wait,
             snapshots: None,
+            history: std::sync::OnceLock::new(),
+            deep_audit: Mutex::new(()),
         };
         Ok(Started { coordinator, warnings, from_snapshot })
     }
@@ -950,16 +1054,90 @@ impl Coordinator {
 
     /// The newest `limit` audit records, newest first.
     pub fn audit(&self, limit: usize) -> Vec<AuditRecord> {
+        self.with_audit(|audit| audit.iter().rev().take(limit).cloned().collect())
+    }
+
+    fn with_audit<T>(&self, read: impl FnOnce(&std::collections::VecDeque<AuditRecord>) -> T) -> T {
         match &self.path {
             Path::Local(writer) => {
                 let writer = writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                writer.replayed.audit.iter().rev().take(limit).cloned().collect()
+                read(&writer.replayed.audit)
             }
             Path::Shared(replica) => {
                 let a = replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                a.audit.iter().rev().take(limit).cloned().collect()
+                read(&a.audit)
             }
         }
+    }
+
+    /// The newest `limit` audit records with a version below `before` (all when `None`), newest
+    /// first, when the in-memory trail holds the whole page; `None` when the page reaches below
+    /// it and must be read from the log ([`Coordinator::audit_from_log`]).
+    pub fn audit_in_memory(&self, limit: usize, before: Option<u64>) -> Option<AuditPage> {
+        self.with_audit(|audit| {
+            let (oldest, newest) = match (audit.front(), audit.back()) {
+                (Some(a), Some(b)) => (a.version, b.version),
+                _ => return Some(AuditPage::new(Vec::new(), false)),
+            };
+            let before = before.unwrap_or(u64::MAX).min(newest + 1);
+            let lowest = before.saturating_sub(limit as u64).max(1);
+            if before > 1 && lowest < oldest {
+                return None;
+            }
+            let records =
+                audit.iter().rev().filter(|r| r.version < before).take(limit).cloned().collect();
+            Some(AuditPage::new(records, false))
+        })
+    }
+
+    /// Gives a shared log's coordinator the way to read its log from the start, for audit pages
+    /// older than the in-memory trail (a file log's coordinator knows its file already).
+    pub fn set_history_reader(&self, open: ReaderFactory) {
+        let _ = self.history.set(History::Shared(open));
+    }
+
+    /// The newest `limit` (at most [`AUDIT_IN_MEMORY`]) audit records with a version below
+    /// `before`, read from the log itself: a file log is decoded from its file and its prefix
+    /// replayed by the start-up replay; a shared log is read from its first record by a reader
+    /// of its own and decided by an [`Applier`] up to version `before - 1`, as a starting replica
+    /// does. One page at a time ([`AuditError::Busy`] meanwhile). Blocking: seconds on a long log.
+    pub fn audit_from_log(&self, limit: usize, before: u64) -> Result<AuditPage, AuditError> {
+        let Ok(_flight) = self.deep_audit.try_lock() else {
+            return Err(AuditError::Busy);
+        };
+        let limit = limit.clamp(1, AUDIT_IN_MEMORY);
+        let newest = self.state().version();
+        let before = before.min(newest + 1);
+        if before <= 1 {
+            return Ok(AuditPage::new(Vec::new(), true));
+        }
+        let unavailable = |why: String| AuditError::Unavailable(why);
+        let records = match self.history.get() {
+            None => return Err(unavailable("this log cannot be read back".into())),
+            Some(History::File { path, zones }) => {
+                let bytes = std::fs::read(path)
+                    .map_err(|e| unavailable(format!("cannot read {}: {e}", path.display())))?;
+                let entries =
+                    crate::store::decode_log(&bytes).map_err(|e| unavailable(e.to_string()))?;
+                drop(bytes);
+                crate::store::audit_before(&entries, zones, before, limit).map_err(|e| {
+                    unavailable(format!("entry {} does not replay: {}", e.line, e.reason))
+                })?
+            }
+            Some(History::Shared(open)) => {
+                let Path::Shared(replica) = &self.path else {
+                    return Err(unavailable("not a shared log".into()));
+                };
+                let end = replica
+                    .applier
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .next_position;
+                let mut reader = open().map_err(|e| unavailable(e.to_string()))?;
+                shared_audit_before(reader.as_mut(), end, &replica.skip, before, limit)?
+            }
+        };
+        Ok(AuditPage::new(records, true))
     }
 
     /// Sets the check that a record's format is read by every live replica (set once, by the
@@ -1181,6 +1359,54 @@ mod tests {
             audit: Audit { by: "alice".into(), at_ms: 2, reason: "move".into() },
         };
         c.submit(&envelope).unwrap();
+    }
+
+    #[test]
+    fn a_shared_logs_deep_audit_page_equals_its_in_memory_trail_and_skips_refused_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Memory::default();
+        let c = start(&log, dir.path()).coordinator;
+        for blue in 1..=30 {
+            dial(&c, blue);
+            // A stale proposal after each change: refused, so it spends no version.
+            let stale = Envelope {
+                expected_version: 1,
+                command: Command::SetBlueUnits { blue_units: 99 },
+                audit: Audit { by: "late".into(), at_ms: 3, reason: "stale".into() },
+            };
+            log.append(&LogEntry::proposal(&format!("stale-{blue}"), &stale)).unwrap();
+        }
+        assert!(wait_for(|| c.state().version() == 31 && c.audit(1)[0].version == 31));
+        c.set_history_reader(Box::new({
+            let log = log.clone();
+            move || Ok(Box::new(log.clone()) as Box<dyn LogReader>)
+        }));
+        let all = c.audit(usize::MAX);
+        for (before, limit) in [(32, 31), (31, 5), (12, 4), (3, 10), (2, 1)] {
+            let page = c.audit_from_log(limit, before).unwrap();
+            let expected: Vec<AuditRecord> =
+                all.iter().filter(|r| r.version < before).take(limit).cloned().collect();
+            assert_eq!(page.records, expected, "before {before}, limit {limit}");
+            assert_eq!(page.next_before, expected.last().map(|r| r.version).filter(|v| *v > 1));
+            assert!(page.from_log);
+            // The memory trail (which holds all 31 here) gives the same page.
+            assert_eq!(c.audit_in_memory(limit, Some(before)).unwrap().records, expected);
+        }
+        assert_eq!(c.audit_from_log(5, 1).unwrap().records, Vec::new());
+        // One page at a time.
+        let _flight = c.deep_audit.lock().unwrap();
+        assert_eq!(c.audit_from_log(5, 10), Err(AuditError::Busy));
+    }
+
+    fn wait_for(mut check: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if check() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
     }
 
     #[test]

@@ -178,6 +178,10 @@ impl CommandLog for FileLog {
         Ok(LogPosition(self.len))
     }
 
+    fn history_path(&self) -> Option<PathBuf> {
+        Some(self.path.clone())
+    }
+
     fn describe(&self) -> String {
         format!("file {}", self.path.display())
     }

@@ -21,8 +21,8 @@ pub use entry::{
 };
 pub use file_log::{FileLog, LOG_FILE, decode_log, encode_line};
 pub use replay::{
-    AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, genesis_hash, history_hash, push_audit,
-    replay, replay_after,
+    AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, audit_before, genesis_hash, history_hash,
+    push_audit, replay, replay_after,
 };
 pub use snapshot::{Loaded, Outcomes, SNAPSHOT_FILE, Shared, Snapshots};
 
@@ -72,6 +72,12 @@ pub trait CommandLog: Send {
     /// in-sync replicas), or why not. Blocks for at most about a second.
     fn writable(&self) -> Result<(), String> {
         Ok(())
+    }
+
+    /// The file a second reader may decode to page through the history (`GET /v1/audit` beyond
+    /// the in-memory trail); `None` when the log cannot be read that way.
+    fn history_path(&self) -> Option<PathBuf> {
+        None
     }
 }
 

@@ -164,6 +164,25 @@ pub fn replay_after(
     Ok(())
 }
 
+/// The newest `limit` audit records with a version below `before`, newest first, from a whole
+/// file log's `entries` (genesis first): the prefix of the log up to version `before - 1` is
+/// replayed by [`replay`], the start-up replay itself, so a page read from the log is exactly
+/// what the in-memory trail held when that version was the newest. `limit` is at most
+/// [`AUDIT_IN_MEMORY`].
+pub fn audit_before(
+    entries: &[LogEntry],
+    zones: &ColorZones,
+    before: u64,
+    limit: usize,
+) -> Result<Vec<AuditRecord>, ReplayError> {
+    let cut = entries
+        .iter()
+        .position(|e| matches!(e, LogEntry::Change { version, .. } if *version >= before))
+        .unwrap_or(entries.len());
+    let replayed = replay(&entries[..cut.max(1)], zones)?;
+    Ok(replayed.audit.iter().rev().filter(|r| r.version < before).take(limit).cloned().collect())
+}
+
 /// Appends to the in-memory audit trail, forgetting the oldest beyond [`AUDIT_IN_MEMORY`].
 pub fn push_audit(audit: &mut VecDeque<AuditRecord>, record: AuditRecord) {
     audit.push_back(record);

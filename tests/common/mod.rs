@@ -12,6 +12,7 @@ use figment::providers::{Format, Serialized, Toml};
 use rocket::local::blocking::Client;
 use tidegate::config::{Config, Overrides, Settings, token_sha256_hex};
 
+pub mod audit;
 pub mod gateway;
 pub mod kafka;
 pub mod traffic;
