@@ -62,6 +62,7 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
                     options(Some(why.clone())),
                 ) {
                     Ok(started) => {
+                        set_history_reader(&started.coordinator, bootstrap, topic);
                         tracing::warn!(
                             event = "started_offline",
                             "{why}; serving reads from the snapshot, changes wait until they answer"
@@ -122,24 +123,28 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
             boot,
             options(None),
         )?;
-        // Audit pages older than the in-memory trail are read from the topic's first record by
-        // a reader of their own (`GET /v1/audit?before=`).
-        let (history_bootstrap, history_topic) = (bootstrap.to_owned(), topic.to_owned());
-        started.coordinator.set_history_reader(Box::new(move || {
-            let reader = KafkaLogReader::new(&history_bootstrap, &history_topic).map_err(|e| {
-                StoreError::Shared {
-                    log: format!("kafka topic {history_topic}"),
-                    reason: e.to_string(),
-                }
-            })?;
-            Ok(Box::new(reader) as Box<dyn crate::store::LogReader>)
-        }));
+        set_history_reader(&started.coordinator, bootstrap, topic);
         return Ok(announce_start(started));
     }
     let log = FileLog::open(&config.data_dir)?;
     let snapshots = Snapshots::new(&config.data_dir, config.snapshot_every);
     let started = Coordinator::start(Box::new(log), Some(snapshots), boot)?;
     Ok(announce_start(started))
+}
+
+/// Audit pages older than the in-memory trail are read from the topic's first record by a
+/// reader of their own (`GET /v1/audit?before=`).
+fn set_history_reader(coordinator: &Coordinator, bootstrap: &str, topic: &str) {
+    let (history_bootstrap, history_topic) = (bootstrap.to_owned(), topic.to_owned());
+    coordinator.set_history_reader(Box::new(move || {
+        let reader = KafkaLogReader::new(&history_bootstrap, &history_topic).map_err(|e| {
+            StoreError::Shared {
+                log: format!("kafka topic {history_topic}"),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(Box::new(reader) as Box<dyn crate::store::LogReader>)
+    }));
 }
 
 /// Waits until the brokers at `bootstrap` answer (a warning, then a retry every 2 s), then
@@ -217,26 +222,13 @@ pub fn serve(config: Config) -> Result<(), String> {
         // this replica and the gates count only its own inputs, so a failure here is a warning,
         // retried in the background (a replica started while its brokers are down joins once
         // they answer), not a reason to stop serving.
-        let try_start = |presence: &Arc<crate::service::presence::Presence>| {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())
-                .and_then(|rt| {
-                    rt.block_on(KafkaPresence::new(bootstrap, topic)).map_err(|e| e.to_string())
-                })
-                .and_then(|bus| presence.run(Box::new(bus), now_ms).map_err(|e| e.to_string()))
-        };
-        if let Err(e) = try_start(&app.presence) {
-            tracing::warn!(
-                "cannot use the presence topic `{}`: {e}; GET /v1/cluster lists only this replica until it can (retrying every 5 s)",
-                crate::mq::presence_topic(topic)
-            );
-            let presence = Arc::clone(&app.presence);
-            let (bootstrap, topic) = (bootstrap.clone(), topic.clone());
-            let _ = std::thread::Builder::new().name("tidegate-presence-start".into()).spawn(
-                move || loop {
-                    std::thread::sleep(Duration::from_secs(5));
+        app.presence.expect_bus();
+        let presence = Arc::clone(&app.presence);
+        let (bootstrap, topic) = (bootstrap.clone(), topic.clone());
+        let _ = std::thread::Builder::new().name("tidegate-presence-start".into()).spawn(
+            move || {
+                let mut warned = false;
+                loop {
                     let started = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()
@@ -248,13 +240,26 @@ pub fn serve(config: Config) -> Result<(), String> {
                         .and_then(|bus| {
                             presence.run(Box::new(bus), now_ms).map_err(|e| e.to_string())
                         });
-                    if started.is_ok() {
-                        tracing::info!("announcing this replica on the presence topic now");
-                        return;
+                    match started {
+                        Ok(()) => {
+                            if warned {
+                                tracing::info!("announcing this replica on the presence topic now");
+                            }
+                            return;
+                        }
+                        Err(e) if !warned => {
+                            tracing::warn!(
+                                "cannot use the presence topic `{}`: {e}; GET /v1/cluster lists only this replica until it can (retrying every 5 s)",
+                                crate::mq::presence_topic(&topic)
+                            );
+                            warned = true;
+                        }
+                        Err(_) => {}
                     }
-                },
-            );
-        }
+                    std::thread::sleep(Duration::from_secs(5));
+                }
+            },
+        );
     }
     let served = match config.fast_port {
         None => http::run(app),

@@ -596,6 +596,8 @@ impl Coordinator {
             log_id,
             apply_wait,
             snapshots: None,
+            history: std::sync::OnceLock::new(),
+            deep_audit: Mutex::new(()),
         };
         Ok(Started { coordinator, warnings: Vec::new(), from_snapshot: true })
     }

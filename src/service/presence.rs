@@ -168,6 +168,8 @@ pub struct Presence {
     bus_since: Mutex<Option<std::time::Instant>>,
     /// When this replica last warned about a newer process using its node id.
     warned_duplicate_ms: std::sync::atomic::AtomicU64,
+    /// Whether a bus is being started for this replica (see [`Presence::expect_bus`]).
+    expects_bus: std::sync::atomic::AtomicBool,
 }
 
 /// How long a replica reads presence before it may take the lane lease under its node id: more
@@ -211,6 +213,7 @@ impl Presence {
             instance: rand::random::<u64>() | 1,
             bus_since: Mutex::new(None),
             warned_duplicate_ms: std::sync::atomic::AtomicU64::new(0),
+            expects_bus: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -218,12 +221,20 @@ impl Presence {
     /// process with the same id has announced itself for [`ID_CHECK`] of reading the bus.
     /// Without a bus (a single node, or the presence topic unusable) there is nothing to check.
     pub fn id_checked(&self) -> bool {
-        self.node.is_none()
-            || self
-                .bus_since
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_none_or(|since| since.elapsed() >= ID_CHECK)
+        if self.node.is_none() {
+            return true;
+        }
+        match *self.bus_since.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(since) => since.elapsed() >= ID_CHECK,
+            // A bus is being connected (in the background): not checked yet.
+            None => !self.expects_bus.load(std::sync::atomic::Ordering::SeqCst),
+        }
+    }
+
+    /// A bus will be started for this replica (`run`): until it has been read for [`ID_CHECK`],
+    /// the node id is not checked.
+    pub fn expect_bus(&self) {
+        self.expects_bus.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Sends these gate inputs every `gate_view::GATES_EVERY` and feeds them the others'.
