@@ -532,7 +532,7 @@ impl Coordinator {
     /// snapshot of this configuration's scheme and zones (the caller then waits for the brokers).
     fn start_offline(
         log: Box<dyn SharedLog>,
-        mut reader: Box<dyn LogReader>,
+        reader: Box<dyn LogReader>,
         snapshots: Option<Snapshots>,
         boot: Boot,
         apply_wait: Duration,
@@ -550,18 +550,7 @@ impl Coordinator {
             .ok_or_else(|| shared(format!("{why}, and there is no snapshot to serve from")))?;
         let applier = Applier::from_snapshot(loaded, AUDIT_IN_MEMORY)
             .map_err(|e| shared(format!("{why}, and the snapshot cannot be used: {e}")))?;
-        if applier.genesis.scheme != boot.genesis.scheme {
-            return Err(StartError::SchemeChanged {
-                log: describe_scheme(&applier.genesis),
-                config: describe_scheme(&boot.genesis),
-            });
-        }
-        if applier.zones != boot.zones {
-            return Err(StartError::ZonesChanged {
-                log: format!("blue in {}, green in {}", applier.zones.blue, applier.zones.green),
-                config: format!("blue in {}, green in {}", boot.zones.blue, boot.zones.green),
-            });
-        }
+        check_genesis(&applier, &boot)?;
         let log_id = applier.log_id.clone();
         let version = applier.state.version();
         let published = Arc::new(Published::new(applier.state.clone()));
@@ -580,12 +569,30 @@ impl Coordinator {
                 "{why}; serving reads from the snapshot (version {version}) until they do"
             )))),
         });
+        let coordinator =
+            Self::run_shared(replica, reader, published, log_description, log_id, apply_wait)?;
+        Ok(Started { coordinator, warnings: Vec::new(), from_snapshot: true })
+    }
+
+    /// Starts the tail thread of `replica` (it applies the log from the applier's position on)
+    /// and wraps it as the coordinator.
+    fn run_shared(
+        replica: Arc<Replica>,
+        mut reader: Box<dyn LogReader>,
+        published: Arc<Published>,
+        log_description: String,
+        log_id: String,
+        apply_wait: Duration,
+    ) -> Result<Coordinator, StoreError> {
         let tail = Arc::clone(&replica);
         std::thread::Builder::new()
             .name("tidegate-log-tail".into())
             .spawn(move || tail_loop(&tail, reader.as_mut()))
-            .map_err(|e| shared(format!("cannot start the tail thread: {e}")))?;
-        let coordinator = Coordinator {
+            .map_err(|e| StoreError::Shared {
+                log: log_description.clone(),
+                reason: format!("cannot start the tail thread: {e}"),
+            })?;
+        Ok(Coordinator {
             published,
             path: Path::Shared(replica),
             healthy: AtomicBool::new(true),
@@ -598,8 +605,7 @@ impl Coordinator {
             snapshots: None,
             history: std::sync::OnceLock::new(),
             deep_audit: Mutex::new(()),
-        };
-        Ok(Started { coordinator, warnings: Vec::new(), from_snapshot: true })
+        })
     }
 
     /// Whether this replica serves only its snapshot (started while the brokers were down).
@@ -663,18 +669,7 @@ impl Coordinator {
         let entry = entry.map_err(|e| shared(format!("the first record is unreadable: {e}")))?;
         let mut applier =
             Applier::from_genesis(position, &entry, AUDIT_IN_MEMORY).map_err(shared)?;
-        if applier.genesis.scheme != boot.genesis.scheme {
-            return Err(StartError::SchemeChanged {
-                log: describe_scheme(&applier.genesis),
-                config: describe_scheme(&boot.genesis),
-            });
-        }
-        if applier.zones != boot.zones {
-            return Err(StartError::ZonesChanged {
-                log: format!("blue in {}, green in {}", applier.zones.blue, applier.zones.green),
-                config: format!("blue in {}, green in {}", boot.zones.blue, boot.zones.green),
-            });
-        }
+        check_genesis(&applier, &boot)?;
         let mut warnings = Vec::new();
         let ignored = |why: String| format!("ignored the snapshot ({why}); applying the whole log");
         let mut snapshot_ignored = false;
@@ -745,25 +740,8 @@ impl Coordinator {
         {
             warnings.push(format!("could not write a snapshot: {e}"));
         }
-        let tail = Arc::clone(&replica);
-        std::thread::Builder::new()
-            .name("tidegate-log-tail".into())
-            .spawn(move || tail_loop(&tail, reader.as_mut()))
-            .map_err(|e| shared(format!("cannot start the tail thread: {e}")))?;
-        let coordinator = Coordinator {
-            published,
-            path: Path::Shared(replica),
-            healthy: AtomicBool::new(true),
-            probe: Mutex::new(None),
-            probing: Mutex::new(()),
-            format_gate: std::sync::OnceLock::new(),
-            log_description,
-            log_id,
-            apply_wait,
-            snapshots: None,
-            history: std::sync::OnceLock::new(),
-            deep_audit: Mutex::new(()),
-        };
+        let coordinator =
+            Self::run_shared(replica, reader, published, log_description, log_id, apply_wait)?;
         Ok(Started { coordinator, warnings, from_snapshot })
     }
 
@@ -1277,6 +1255,23 @@ fn tail_loop(replica: &Replica, reader: &mut dyn LogReader) {
             tracing::warn!("could not write a snapshot: {e}");
         }
     }
+}
+
+/// Refuses a log whose genesis pins another unit scheme or colour-to-zone map than `boot`'s.
+fn check_genesis(applier: &Applier, boot: &Boot) -> Result<(), StartError> {
+    if applier.genesis.scheme != boot.genesis.scheme {
+        return Err(StartError::SchemeChanged {
+            log: describe_scheme(&applier.genesis),
+            config: describe_scheme(&boot.genesis),
+        });
+    }
+    if applier.zones != boot.zones {
+        return Err(StartError::ZonesChanged {
+            log: format!("blue in {}, green in {}", applier.zones.blue, applier.zones.green),
+            config: format!("blue in {}, green in {}", boot.zones.blue, boot.zones.green),
+        });
+    }
+    Ok(())
 }
 
 fn describe_scheme(genesis: &Genesis) -> String {

@@ -11,7 +11,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// The header heartbeats and leaves present the member secret in.
@@ -33,19 +32,7 @@ impl std::fmt::Debug for MemberKey {
     }
 }
 
-/// HMAC-SHA256 (RFC 2104) with a 32-byte key (shorter than the block, so used as is).
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut block = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| block.map(|b| b ^ byte);
-    let inner = Sha256::new().chain_update(pad(0x36)).chain_update(message).finalize();
-    Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize().into()
-}
+use crate::client::signature::hmac_sha256;
 
 impl MemberKey {
     pub fn new(key: [u8; 32]) -> MemberKey {

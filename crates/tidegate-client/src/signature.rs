@@ -52,8 +52,8 @@ impl TagKey {
     }
 }
 
-/// HMAC-SHA256 (RFC 2104).
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+/// HMAC-SHA256 (RFC 2104); also what lane member secrets are made with.
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     const BLOCK: usize = 64;
     let mut block = [0u8; BLOCK];
     if key.len() > BLOCK {
