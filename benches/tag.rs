@@ -4,18 +4,17 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use tidegate::core::{
-    Audit, Color, ColorZones, Command, Envelope, Genesis, State, UnitMode, UnitScheme,
-    validate_user_id,
+    Audit, Command, Envelope, Genesis, State, UnitMode, UnitScheme, ZoneId, Zones, validate_user_id,
 };
 
 fn state(units: u32, mode: UnitMode, pins: usize) -> State {
     let scheme = UnitScheme::new(units, mode).unwrap();
     let mut state =
-        State::genesis(Genesis { scheme, blue_units: units / 2 }, ColorZones::default()).unwrap();
+        State::genesis(Genesis { scheme, blue_units: units / 2 }, Zones::default()).unwrap();
     for i in 0..pins {
         let env = Envelope {
             expected_version: state.version(),
-            command: Command::Pin { user_id: format!("{}", 9_000_000 + i), color: Color::Blue },
+            command: Command::Pin { user_id: format!("{}", 9_000_000 + i), color: ZoneId::BLUE },
             audit: Audit { by: "bench".into(), at_ms: 0, reason: "bench".into() },
         };
         state = state.apply(&env).unwrap().unwrap().0;

@@ -16,16 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidegate::client::{Identity, Router, RouterOptions, resolve};
-use tidegate::core::Color;
+use tidegate::core::ZoneId;
 
 fn main() {
     let coordinator =
         std::env::var("TIDEGATE_URL").unwrap_or_else(|_| "http://127.0.0.1:8080".into());
     let zone = std::env::var("ZONE").unwrap_or_else(|_| "az-a".into());
-    let local: Color = std::env::var("LOCAL_COLOR")
-        .unwrap_or_else(|_| "green".into())
-        .parse()
-        .expect("LOCAL_COLOR");
+    let local_lane = std::env::var("LOCAL_COLOR").unwrap_or_else(|_| "green".into());
     let listen = std::env::var("LISTEN").unwrap_or_else(|_| "127.0.0.1:8090".into());
     let router = Arc::new(
         Router::connect(
@@ -48,15 +45,17 @@ fn main() {
     if !router.wait_for_version(1, Duration::from_secs(3)) {
         eprintln!("warning: {}", router.status());
     }
+    // The lane names a zone of the table (blue and green are in every table).
+    let local: ZoneId = router.zone_of_lane(&local_lane).expect("LOCAL_COLOR names a lane");
     let listener = TcpListener::bind(&listen).expect("bind");
-    println!("example service on http://{listen} ({}), {}", local, router.status());
+    println!("example service on http://{listen} ({local_lane}), {}", router.status());
     for stream in listener.incoming().flatten() {
         let router = Arc::clone(&router);
         std::thread::spawn(move || handle(stream, &router, local));
     }
 }
 
-fn handle(mut stream: TcpStream, router: &Router, local: Color) {
+fn handle(mut stream: TcpStream, router: &Router, local: ZoneId) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut request_line = String::new();
     if reader.read_line(&mut request_line).is_err() {
@@ -81,10 +80,7 @@ fn handle(mut stream: TcpStream, router: &Router, local: Color) {
         ("GET", "/whoami") => match resolve(router, header, user_id) {
             Ok(resolved) => (
                 "200 OK",
-                format!(
-                    "{{\"color\":\"{}\",\"source\":\"{:?}\"}}",
-                    resolved.color, resolved.source
-                ),
+                format!("{{\"color\":\"{}\",\"source\":\"{:?}\"}}", resolved.lane, resolved.source),
                 resolved.headers(),
             ),
             Err(e) => ("400 Bad Request", format!("{{\"error\":\"{e}\"}}"), Vec::new()),

@@ -11,7 +11,10 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-use crate::core::{ColorZones, Fallback, Genesis, Guard, OnBreach, Share, UnitMode, UnitScheme};
+use crate::core::{
+    Fallback, Genesis, Guard, OnBreach, Share, UnitMode, UnitScheme, ZoneClass, ZoneId, ZoneSpec,
+    Zones,
+};
 use crate::duration::parse_duration_ms;
 
 /// The top-level keys of [`Settings`]: the only `TIDEGATE_*` environment variables that are
@@ -85,10 +88,16 @@ pub struct Settings {
     pub log: LogSettings,
 }
 
-/// `[zones.<zone>]`: the zone's capacity in requests per second, or a PromQL query for it.
+/// `[zones.<zone>]`: the zone's capacity in requests per second, or a PromQL query for it; for a
+/// zone beyond the two colours, its `lane` (which makes it one of the zones a new log starts
+/// with); and its `class` (`rzone`, `gzone` or `czone`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ZoneSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_rps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -578,8 +587,11 @@ impl Default for UnitSettings {
 
 impl Default for ColorSettings {
     fn default() -> Self {
-        let zones = ColorZones::default();
-        ColorSettings { blue: zones.blue, green: zones.green }
+        let zones = Zones::default();
+        ColorSettings {
+            blue: zones.zone_of(ZoneId::BLUE).to_owned(),
+            green: zones.zone_of(ZoneId::GREEN).to_owned(),
+        }
     }
 }
 
@@ -642,7 +654,7 @@ pub struct Config {
     pub address: IpAddr,
     pub port: u16,
     pub genesis: Genesis,
-    pub zones: ColorZones,
+    pub zones: Zones,
     pub fallback: Fallback,
     pub max_batch: usize,
     pub max_body_bytes: u64,
@@ -1008,13 +1020,13 @@ impl Config {
         })?;
         let share = Share::from_percent(s.initial_blue_percent, scheme.count())
             .map_err(|e| invalid("initial_blue_percent", e.to_string()))?;
-        let zones = ColorZones { blue: s.colors.blue.clone(), green: s.colors.green.clone() };
-        for (key, zone) in [("colors.blue", &zones.blue), ("colors.green", &zones.green)] {
+        for (key, zone) in [("colors.blue", &s.colors.blue), ("colors.green", &s.colors.green)] {
             check_label(key, zone)?;
         }
-        if zones.blue == zones.green {
+        if s.colors.blue == s.colors.green {
             return Err(invalid("colors.green", "blue and green must run in different zones"));
         }
+        let zones = zone_list(&s)?;
         let fallback = match s.fallback.as_str() {
             "random" => Fallback::Random,
             "reject" => Fallback::Reject,
@@ -1372,7 +1384,7 @@ fn validate_drain(d: &DrainSettings, units: u32) -> Result<DrainDefaults, Config
 
 fn validate_capacity(
     s: &Settings,
-    zones: &ColorZones,
+    zones: &Zones,
     health: &HealthConfig,
 ) -> Result<CapacityConfig, ConfigError> {
     let headroom = s.capacity.headroom;
@@ -1388,10 +1400,7 @@ fn validate_capacity(
         if zones.color_in(zone).is_none() {
             return Err(invalid(
                 key,
-                format!(
-                    "`{zone}` is not one of this tidegate's zones ({}, {})",
-                    zones.blue, zones.green
-                ),
+                format!("`{zone}` is not one of this tidegate's zones ({})", zones.names()),
             ));
         }
         let capacity = match (z.capacity_rps, &z.capacity_query) {
@@ -1595,6 +1604,40 @@ pub fn check_coordinator_url(key: &str, url: &str) -> Result<String, ConfigError
         return Err(invalid(key, format!("`{url}` must be http(s)://host:port without a path")));
     }
     Ok(url.to_owned())
+}
+
+/// The zones a new log starts with: blue and green from `[colors]`, then every `[zones.<zone>]`
+/// that names a `lane`, in name order; classes from `[zones.<zone>] class`.
+fn zone_list(s: &Settings) -> Result<Zones, ConfigError> {
+    let class_of = |zone: &str| -> Result<ZoneClass, ConfigError> {
+        match s.zones.get(zone).and_then(|z| z.class.as_deref()) {
+            None => Ok(ZoneClass::Rzone),
+            Some(c) => ZoneClass::parse(c)
+                .map_err(|e| invalid(format!("zones.{zone}.class"), e.to_string())),
+        }
+    };
+    let mut specs = vec![
+        ZoneSpec::new(&s.colors.blue, "blue", class_of(&s.colors.blue)?),
+        ZoneSpec::new(&s.colors.green, "green", class_of(&s.colors.green)?),
+    ];
+    for (zone, z) in &s.zones {
+        let key = format!("zones.{zone}.lane");
+        let Some(lane) = z.lane.as_deref() else { continue };
+        let colour = [(&s.colors.blue, "blue"), (&s.colors.green, "green")]
+            .into_iter()
+            .find(|(name, _)| *name == zone);
+        match colour {
+            Some((_, expected)) if lane == expected => continue,
+            Some((_, expected)) => {
+                return Err(invalid(key, format!("`{zone}` runs the {expected} lane ([colors])")));
+            }
+            None => {}
+        }
+        check_label(&key, lane)?;
+        check_label(&format!("zones.{zone}"), zone)?;
+        specs.push(ZoneSpec::new(zone, lane, class_of(zone)?));
+    }
+    Zones::from_specs(specs).map_err(|e| invalid("zones", e.to_string()))
 }
 
 fn check_label(key: &str, value: &str) -> Result<(), ConfigError> {

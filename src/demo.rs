@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::config::{
     Config, LaneSettings, OperatorSettings, Overrides, Settings, token_sha256_hex,
 };
-use crate::core::Color;
+use crate::core::ZoneId;
 use crate::http::{self, App, now_ms};
 use crate::mq::{ConsumerSettings, LaneConsumer, LaneProducer, MockKafka, ProducerSettings};
 use crate::service::coordinator::Coordinator;
@@ -232,7 +232,7 @@ async fn produce(producer: Arc<LaneProducer>, rate: u32, counts: Arc<Counts>) {
             n += 1;
             match producer.enqueue(&user, format!("order {n} for {user}").as_bytes()) {
                 Ok(p) => {
-                    counts.produced[p.route().color as usize].fetch_add(1, Ordering::Relaxed);
+                    counts.produced[p.route().color.index().min(1)].fetch_add(1, Ordering::Relaxed);
                     inflight.push_back(p);
                 }
                 Err(e) => eprintln!("tidegate demo: produce: {e}"),
@@ -248,7 +248,7 @@ async fn produce(producer: Arc<LaneProducer>, rate: u32, counts: Arc<Counts>) {
 
 async fn consume(settings: ConsumerSettings, counts: Arc<Counts>) {
     let zone = settings.zone.clone();
-    let color = if zone == "az-b" { Color::Blue } else { Color::Green };
+    let color = if zone == "az-b" { ZoneId::BLUE } else { ZoneId::GREEN };
     let mut consumer = match LaneConsumer::start(settings).await {
         Ok(c) => c,
         Err(e) => {
@@ -259,7 +259,7 @@ async fn consume(settings: ConsumerSettings, counts: Arc<Counts>) {
     loop {
         match consumer.next().await {
             Ok(_) => {
-                counts.consumed[color as usize].fetch_add(1, Ordering::Relaxed);
+                counts.consumed[color.index()].fetch_add(1, Ordering::Relaxed);
                 // Each message takes a little work, so a burst shows up as lag for a moment.
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
@@ -279,7 +279,7 @@ async fn report_outcomes(health: Arc<Health>, coordinator: Arc<Coordinator>) {
         ticker.tick().await;
         let table = coordinator.table();
         let blue = u64::from(table.share().blue_units) * 1000 / u64::from(table.units());
-        for (color, requests) in [(Color::Blue, blue), (Color::Green, 1000 - blue)] {
+        for (color, requests) in [(ZoneId::BLUE, blue), (ZoneId::GREEN, 1000 - blue)] {
             let errors = requests / 200 + u64::from(rand::random::<u8>() % 3);
             let errors = errors.min(requests);
             let zone = table.zone_of(color).to_owned();

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, StoreConfig};
+use crate::core::ZoneId;
 use crate::http::{self, App, now_ms};
 use crate::http_fast;
 use crate::mq::{KafkaCommandLog, KafkaLogReader, KafkaPresence, ensure_command_topic};
@@ -194,9 +195,9 @@ pub fn serve(config: Config) -> Result<(), String> {
         "routing version {} ({}% blue in {}, {}% green in {}); log: {}",
         table.version(),
         table.blue_percent(),
-        config.zones.blue,
+        config.zones.zone_of(ZoneId::BLUE),
         100.0 - table.blue_percent(),
-        config.zones.green,
+        config.zones.zone_of(ZoneId::GREEN),
         coordinator.log_description()
     );
     if config.operators.is_empty() {

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use metrics::{Counter, Histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::core::{Color, ColorZones, Reading, RoutingTable, State};
+use crate::core::{Reading, RoutingTable, State, ZoneId, Zones};
 
 pub const TAG_REQUESTS: &str = "tidegate_tag_requests_total";
 pub const TAG_DURATION: &str = "tidegate_tag_duration_seconds";
@@ -322,11 +322,12 @@ fn prime() {
 }
 
 /// Registers at zero the counters labelled by this deployment's zones.
-pub fn prime_zones(zones: &crate::core::ColorZones) {
-    for zone in [&zones.blue, &zones.green] {
+pub fn prime_zones(zones: &crate::core::Zones) {
+    for (_, zone) in zones.iter() {
+        let zone = &zone.name;
         metrics::counter!(DRAIN_BREACHES, "zone" => zone.clone()).increment(0);
-        for color in Color::ALL {
-            let labels = [("zone", zone.clone()), ("color", color.as_str().to_owned())];
+        for (_, spec) in zones.iter() {
+            let labels = [("zone", zone.clone()), ("color", spec.lane.clone())];
             metrics::counter!(ZONE_REQUESTS, &labels).increment(0);
             metrics::counter!(ZONE_ERRORS, &labels).increment(0);
         }
@@ -348,8 +349,8 @@ fn describe() {
 pub const TAG_TIMING_SAMPLE: u32 = 64;
 
 pub struct TagCounters {
-    blue: Counter,
-    green: Counter,
+    /// One counter per zone, by index.
+    zones: Vec<Counter>,
     duration: Histogram,
 }
 
@@ -359,26 +360,24 @@ impl TagCounters {
     }
 
     /// Counters labelled with the zone of each colour.
-    pub fn for_zones(zones: &ColorZones) -> TagCounters {
-        let counter = |color: Color| {
+    pub fn for_zones(zones: &Zones) -> TagCounters {
+        let counter = |color: ZoneId| {
             metrics::counter!(
                 TAG_REQUESTS,
-                "color" => color.as_str(),
+                "color" => zones.lane(color).to_owned(),
                 "zone" => zones.zone_of(color).to_owned()
             )
         };
         TagCounters {
-            blue: counter(Color::Blue),
-            green: counter(Color::Green),
+            zones: zones.ids().map(counter).collect(),
             duration: metrics::histogram!(TAG_DURATION),
         }
     }
 
     #[inline]
-    pub fn count(&self, color: Color, n: u64) {
-        match color {
-            Color::Blue => self.blue.increment(n),
-            Color::Green => self.green.increment(n),
+    pub fn count(&self, color: ZoneId, n: u64) {
+        if let Some(counter) = self.zones.get(color.index()) {
+            counter.increment(n);
         }
     }
 
@@ -408,14 +407,9 @@ impl TagCounters {
 pub fn publish_state(state: &State) {
     let table = state.table();
     publish_table(table);
-    let share = table.share();
-    for color in Color::ALL {
-        let units = match color {
-            Color::Blue => share.blue_units,
-            Color::Green => share.green_units(),
-        };
-        let ratio = f64::from(units) / f64::from(share.units);
-        metrics::gauge!(ZONE_SHARE, "zone" => table.zone_of(color).to_owned(), "color" => color.as_str())
+    for color in table.zones().ids() {
+        let ratio = f64::from(table.units_of(color)) / f64::from(table.units());
+        metrics::gauge!(ZONE_SHARE, "zone" => table.zone_of(color).to_owned(), "color" => table.lane(color).to_owned())
             .set(ratio);
     }
     if let Some(drain) = state.drains().next_back() {
@@ -432,7 +426,7 @@ pub fn publish_state(state: &State) {
         metrics::gauge!(DRAIN_STEPS_PLANNED).set(f64::from(drain.steps_total()));
     }
     publish_runs(state);
-    for zone in [&table.zones().blue, &table.zones().green] {
+    for zone in table.zones().iter().map(|(_, z)| &z.name) {
         let active = state.active_drain().is_some_and(|d| &d.plan.zone == zone);
         metrics::gauge!(DRAIN_ACTIVE, "zone" => zone.clone()).set(if active { 1.0 } else { 0.0 });
         let held = state.active_drain().is_some_and(|d| {
@@ -469,8 +463,8 @@ pub fn publish_can_absorb(zone: &str, from: &str, can: Option<bool>) {
         .set(value);
 }
 
-pub fn count_outcomes(zone: &str, color: Color, ok: u64, error: u64) {
-    let labels = [("zone", zone.to_owned()), ("color", color.as_str().to_owned())];
+pub fn count_outcomes(zone: &str, lane: &str, ok: u64, error: u64) {
+    let labels = [("zone", zone.to_owned()), ("color", lane.to_owned())];
     metrics::counter!(ZONE_REQUESTS, &labels).increment(ok + error);
     metrics::counter!(ZONE_ERRORS, &labels).increment(error);
 }
@@ -624,7 +618,7 @@ pub fn publish_lane(
     group: &str,
     topic: &str,
     zone: &str,
-    color: Color,
+    lane: &str,
     members: usize,
     assigned: usize,
     lag: Option<u64>,
@@ -636,7 +630,7 @@ pub fn publish_lane(
         let labels = [
             ("group", group.to_owned()),
             ("topic", topic.to_owned()),
-            ("half", color.as_str().to_owned()),
+            ("half", lane.to_owned()),
             ("zone", zone.to_owned()),
         ];
         metrics::gauge!(LANE_LAG, &labels).set(lag as f64);
@@ -652,9 +646,12 @@ pub fn publish_lane_offsets(
     group: &str,
     topic: &str,
     lane: crate::core::LaneConfig,
+    zones: &Zones,
     partitions: &[crate::core::PartitionOffsets],
 ) {
-    let mut written = [0u64; 2];
+    let lane_name =
+        |z: ZoneId| zones.get(z).map_or_else(|| z.default_lane().into_owned(), |s| s.lane.clone());
+    let mut written = vec![0u64; lane.zones() as usize];
     for p in partitions {
         let Ok(color) = lane.color_of(p.partition) else { continue };
         let lag = crate::core::partition_lag(p.low, p.high, p.committed);
@@ -662,14 +659,14 @@ pub fn publish_lane_offsets(
             ("group", group.to_owned()),
             ("topic", topic.to_owned()),
             ("partition", p.partition.to_string()),
-            ("half", color.as_str().to_owned()),
+            ("half", lane_name(color)),
         ];
         metrics::gauge!(LANE_PARTITION_LAG, &labels).set(lag as f64);
-        written[color as usize] += u64::try_from(p.high).unwrap_or(0);
+        written[color.index()] += u64::try_from(p.high).unwrap_or(0);
     }
-    for color in Color::ALL {
-        let labels = [("topic", topic.to_owned()), ("half", color.as_str().to_owned())];
-        metrics::counter!(LANE_MESSAGES, &labels).absolute(written[color as usize]);
+    for (i, total) in written.iter().enumerate() {
+        let labels = [("topic", topic.to_owned()), ("half", lane_name(ZoneId(i as u16)))];
+        metrics::counter!(LANE_MESSAGES, &labels).absolute(*total);
     }
 }
 
@@ -683,11 +680,12 @@ pub fn count_lane_lag_error(group: &str) {
     metrics::counter!(LANE_LAG_ERRORS, "group" => group.to_owned()).increment(1);
 }
 
-/// Pre-registered handles for a lane producer's hot path, one per colour.
-pub fn lane_produced_counters(topic: &str) -> [Counter; 2] {
-    Color::ALL.map(|color| {
-        metrics::counter!(LANE_PRODUCED, "topic" => topic.to_owned(), "color" => color.as_str())
-    })
+/// Pre-registered handles for a lane producer's hot path, one per lane (by zone index).
+pub fn lane_produced_counters(topic: &str, lanes: &[String]) -> Vec<Counter> {
+    lanes
+        .iter()
+        .map(|lane| metrics::counter!(LANE_PRODUCED, "topic" => topic.to_owned(), "color" => lane.clone()))
+        .collect()
 }
 
 /// The handle a lane consumer counts its delivered messages with.
@@ -714,8 +712,8 @@ pub fn count_ofrep(outcome: &'static str) {
 }
 
 /// Counts one gateway check.
-pub fn count_gate(color: Color, source: &'static str) {
-    metrics::counter!(EDGE_GATE, "color" => color.as_str(), "source" => source).increment(1);
+pub fn count_gate(lane: &str, source: &'static str) {
+    metrics::counter!(EDGE_GATE, "color" => lane.to_owned(), "source" => source).increment(1);
 }
 
 /// The connection guard's limit (`service::connections`).

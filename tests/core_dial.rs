@@ -3,8 +3,8 @@
 use proptest::prelude::*;
 use serde_json::Value;
 use tidegate::core::{
-    Audit, Color, ColorZones, Command, DialError, Envelope, Genesis, RoutingTable, Share, State,
-    Unit, UnitMode, UnitScheme,
+    Audit, Command, DialError, Envelope, Genesis, RoutingTable, Share, State, Unit, UnitMode,
+    UnitScheme, ZoneId, Zones,
 };
 
 #[test]
@@ -38,7 +38,7 @@ fn not_representable_names_the_nearest_values() {
 
 fn state(units: u32, blue_units: u32) -> State {
     let scheme = UnitScheme::new(units, UnitMode::Hash).unwrap();
-    State::genesis(Genesis { scheme, blue_units }, ColorZones::default()).unwrap()
+    State::genesis(Genesis { scheme, blue_units }, Zones::default()).unwrap()
 }
 
 fn envelope(version: u64, command: Command) -> Envelope {
@@ -60,7 +60,7 @@ fn dial(mut state: State, moves: &[u32]) -> State {
     state
 }
 
-fn colors(table: &RoutingTable) -> Vec<Color> {
+fn colors(table: &RoutingTable) -> Vec<ZoneId> {
     table.unit_colors().collect()
 }
 
@@ -96,7 +96,7 @@ proptest! {
             s = dial(s, &[m]);
             for user in &users {
                 let tag = s.table().tag(user).unwrap();
-                let expected = if tag.unit < Unit(m) { Color::Blue } else { Color::Green };
+                let expected = if tag.unit < Unit(m) { ZoneId::BLUE } else { ZoneId::GREEN };
                 prop_assert_eq!(tag.color, expected);
             }
         }
@@ -116,23 +116,23 @@ proptest! {
         let s_lo = dial(s_hi.clone(), &[lo]);
         let (before, after) = (s_hi.table().tag(&user).unwrap(), s_lo.table().tag(&user).unwrap());
         // Nobody goes green -> blue when blue shrinks.
-        prop_assert!(!(before.color == Color::Green && after.color == Color::Blue));
+        prop_assert!(!(before.color == ZoneId::GREEN && after.color == ZoneId::BLUE));
     }
 }
 
 #[test]
 fn a_pin_wins_over_the_unit_and_survives_dial_moves() {
     let s = state(100, 100); // everyone blue
-    let pin = envelope(1, Command::Pin { user_id: "tester".into(), color: Color::Green });
+    let pin = envelope(1, Command::Pin { user_id: "tester".into(), color: ZoneId::GREEN });
     let (s, applied) = s.apply(&pin).unwrap().unwrap();
     assert_eq!(applied.version, 2);
-    assert_eq!(s.table().tag("tester").unwrap().color, Color::Green);
+    assert_eq!(s.table().tag("tester").unwrap().color, ZoneId::GREEN);
     assert!(s.table().tag("tester").unwrap().pinned);
     let s = dial(s, &[0, 100]);
-    assert_eq!(s.table().tag("tester").unwrap().color, Color::Green);
+    assert_eq!(s.table().tag("tester").unwrap().color, ZoneId::GREEN);
     let unpin = envelope(s.version(), Command::Unpin { user_id: "tester".into() });
     let (s, _) = s.apply(&unpin).unwrap().unwrap();
-    assert_eq!(s.table().tag("tester").unwrap().color, Color::Blue);
+    assert_eq!(s.table().tag("tester").unwrap().color, ZoneId::BLUE);
 }
 
 #[test]
@@ -162,12 +162,12 @@ fn untagged_fallback_follows_the_share() {
     let s = state(100, 30);
     let t = s.table();
     use tidegate::core::Fallback;
-    assert_eq!(t.untagged(Fallback::Random, 0.0).unwrap(), Color::Blue);
-    assert_eq!(t.untagged(Fallback::Random, 0.2999).unwrap(), Color::Blue);
-    assert_eq!(t.untagged(Fallback::Random, 0.3).unwrap(), Color::Green);
+    assert_eq!(t.untagged(Fallback::Random, 0.0).unwrap(), ZoneId::BLUE);
+    assert_eq!(t.untagged(Fallback::Random, 0.2999).unwrap(), ZoneId::BLUE);
+    assert_eq!(t.untagged(Fallback::Random, 0.3).unwrap(), ZoneId::GREEN);
     assert!(t.untagged(Fallback::Reject, 0.0).is_err());
     let blue = (0..1000)
-        .filter(|i| t.untagged(Fallback::Random, *i as f64 / 1000.0).unwrap() == Color::Blue)
+        .filter(|i| t.untagged(Fallback::Random, *i as f64 / 1000.0).unwrap() == ZoneId::BLUE)
         .count();
     assert_eq!(blue, 300);
 }

@@ -3,13 +3,13 @@
 use serde_json::Value;
 use tidegate::core::Envelope;
 use tidegate::core::{
-    Audit, Color, ColorZones, Command, CommandError, DrainAction, DrainMode, DrainPlan, Genesis,
-    Guard, Inputs, OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme,
+    Audit, Command, CommandError, DrainAction, DrainMode, DrainPlan, Genesis, Guard, Inputs,
+    OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme, ZoneId, Zones,
 };
 
 fn state(blue_units: u32) -> State {
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-    State::genesis(Genesis { scheme, blue_units }, ColorZones::default()).unwrap()
+    State::genesis(Genesis { scheme, blue_units }, Zones::default()).unwrap()
 }
 
 fn apply(state: &State, at_ms: u64, by: &str, command: Command) -> Result<State, CommandError> {
@@ -27,7 +27,7 @@ fn started(blue_units: u32, plan: DrainPlan) -> State {
 }
 
 fn plan(zone: &str, target_blue: u32, step: u32, guard: Guard) -> DrainPlan {
-    let color = ColorZones::default().color_in(zone).unwrap();
+    let color = Zones::default().color_in(zone).unwrap();
     DrainPlan {
         zone: zone.into(),
         color,
@@ -315,7 +315,7 @@ fn plans_are_validated() {
         plan("az-b", 0, 0, guard(2, OnBreach::Pause)),   // no step
         plan("az-b", 101, 10, guard(2, OnBreach::Pause)), // beyond the units
         plan("az-b", 0, 10, guard(0, OnBreach::Pause)),  // zero breaches
-        DrainPlan { color: Color::Green, ..plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
+        DrainPlan { color: ZoneId::GREEN, ..plan("az-b", 0, 10, guard(2, OnBreach::Pause)) },
     ];
     for p in bad {
         assert!(

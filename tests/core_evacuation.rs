@@ -2,9 +2,9 @@
 
 use serde_json::Value;
 use tidegate::core::{
-    Audit, Capacity, CapacityInputs, ColorZones, Command, DrainAction, DrainMode, DrainPlan,
-    Envelope, Genesis, Guard, Inputs, OnBreach, Reading, State, StepConvergence, UnitMode,
-    UnitScheme, Verdict, ZoneLoad, judge,
+    Audit, Capacity, CapacityInputs, Command, DrainAction, DrainMode, DrainPlan, Envelope, Genesis,
+    Guard, Inputs, OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme, Verdict,
+    ZoneLoad, Zones, judge,
 };
 
 fn apply(state: &State, at_ms: u64, by: &str, command: Command) -> State {
@@ -46,7 +46,7 @@ fn fixture_scenarios() {
             breaches: g["breaches"].as_u64().unwrap() as u32,
             on_breach: if g["on_breach"] == "pause" { OnBreach::Pause } else { OnBreach::Rollback },
         };
-        let zones = ColorZones::default();
+        let zones = Zones::default();
         let zone = sc["zone"].as_str().unwrap();
         let color = zones.color_in(zone).unwrap();
         let target_zone = sc["target"].as_u64().unwrap() as u32;

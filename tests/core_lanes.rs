@@ -4,12 +4,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 use tidegate::core::{
-    Assignment, AssignmentInput, Color, ColorZones, LaneConfig, LaneError, LaneMember, ZoneFlags,
-    assign, grant, half_lags, partition_lag,
+    Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, ZoneFlags, ZoneId, Zones,
+    assign, counterpart, grant, half_lags, partition_lag,
 };
 
-fn zones() -> ColorZones {
-    ColorZones::default() // blue in az-b, green in az-a
+fn zones() -> Zones {
+    Zones::default() // blue in az-b, green in az-a
 }
 
 #[test]
@@ -26,10 +26,10 @@ fn odd_and_degenerate_partition_counts_are_refused_with_a_reason() {
 #[test]
 fn halves_are_blue_first_then_green() {
     let lane = LaneConfig::new(8).unwrap();
-    assert_eq!(lane.half(Color::Blue), 0..4);
-    assert_eq!(lane.half(Color::Green), 4..8);
-    assert_eq!(lane.color_of(3), Ok(Color::Blue));
-    assert_eq!(lane.color_of(4), Ok(Color::Green));
+    assert_eq!(lane.half(ZoneId::BLUE), 0..4);
+    assert_eq!(lane.half(ZoneId::GREEN), 4..8);
+    assert_eq!(lane.color_of(3), Ok(ZoneId::BLUE));
+    assert_eq!(lane.color_of(4), Ok(ZoneId::GREEN));
     assert_eq!(lane.color_of(8), Err(LaneError::NoSuchPartition { partition: 8, partitions: 8 }));
 }
 
@@ -69,7 +69,7 @@ fn each_half_is_spread_over_its_own_zone() {
         lane: LaneConfig::new(8).unwrap(),
         zones: &zones,
         members: &members,
-        flags: [ZoneFlags::default(); 2],
+        flags: vec![ZoneFlags::default(); 2],
     };
     let a = assign(&input);
     assert_eq!(owned_by(&a, "b1"), vec![0, 1]);
@@ -84,12 +84,12 @@ fn a_drained_empty_zone_gets_nothing_and_its_half_goes_across() {
     let zones = zones();
     let members = [member("b1", "az-b", true), member("a1", "az-a", true)];
     let mut flags = [ZoneFlags::default(); 2];
-    flags[Color::Blue as usize].drained_empty = true;
+    flags[ZoneId::BLUE.index()].drained_empty = true;
     let input = AssignmentInput {
         lane: LaneConfig::new(4).unwrap(),
         zones: &zones,
         members: &members,
-        flags,
+        flags: flags.to_vec(),
     };
     let a = assign(&input);
     assert_eq!(owned_by(&a, "b1"), Vec::<u32>::new());
@@ -105,7 +105,7 @@ fn a_dead_zone_hands_its_half_to_the_other_zone() {
         lane: LaneConfig::new(4).unwrap(),
         zones: &zones,
         members: &members,
-        flags: [ZoneFlags { drained_empty: false, down: true }, ZoneFlags::default()],
+        flags: vec![ZoneFlags { drained_empty: false, down: true }, ZoneFlags::default()],
     };
     let a = assign(&input);
     assert!(!a.contains_key("b1"), "dead members get nothing and are not listed");
@@ -171,7 +171,7 @@ proptest! {
         lane in arb_lane(), members in arb_members(), flags in arb_flags()
     ) {
         let zones = zones();
-        let a = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags });
+        let a = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags: flags.to_vec() });
         let owners = owners_of(&a);
         if members.iter().any(|m| m.alive) {
             prop_assert_eq!(owners.len() as u32, lane.partitions());
@@ -193,7 +193,7 @@ proptest! {
         lane in arb_lane(), members in arb_members(), flags in arb_flags(), seed in any::<u64>()
     ) {
         let zones = zones();
-        let first = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags });
+        let first = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags: flags.to_vec() });
         // Same input in another order: the registration order must not matter.
         let mut shuffled = members.clone();
         let n = shuffled.len();
@@ -201,7 +201,7 @@ proptest! {
             shuffled.rotate_left((seed as usize) % n);
             shuffled.swap(0, (seed as usize / 7) % n);
         }
-        let again = assign(&AssignmentInput { lane, zones: &zones, members: &shuffled, flags });
+        let again = assign(&AssignmentInput { lane, zones: &zones, members: &shuffled, flags: flags.to_vec() });
         prop_assert_eq!(first, again);
     }
 
@@ -210,10 +210,10 @@ proptest! {
         lane in arb_lane(), members in arb_members(), flags in arb_flags()
     ) {
         let zones = zones();
-        let a = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags });
-        for color in Color::ALL {
+        let a = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags: flags.to_vec() });
+        for color in [ZoneId::BLUE, ZoneId::GREEN] {
             let zone = zones.zone_of(color);
-            let f = flags[color as usize];
+            let f = flags[color.index()];
             let live: Vec<&LaneMember> =
                 members.iter().filter(|m| m.alive && m.zone == zone).collect();
             if f.drained_empty || f.down || live.is_empty() {
@@ -235,14 +235,14 @@ proptest! {
         lane in arb_lane(), members in arb_members(), flags in arb_flags()
     ) {
         let zones = zones();
-        let a = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags });
-        for color in Color::ALL {
-            let other = zones.zone_of(color.other());
-            let other_flags = flags[color.other() as usize];
+        let a = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags: flags.to_vec() });
+        for color in [ZoneId::BLUE, ZoneId::GREEN] {
+            let other = zones.zone_of(counterpart(color));
+            let other_flags = flags[counterpart(color).index()];
             let other_can = !other_flags.down
                 && !other_flags.drained_empty
                 && members.iter().any(|m| m.alive && m.zone == other);
-            if flags[color as usize].drained_empty && other_can {
+            if flags[color.index()].drained_empty && other_can {
                 for m in members.iter().filter(|m| m.alive && m.zone == zones.zone_of(color)) {
                     prop_assert!(a[&m.id].is_empty(), "{} in a drained zone owns {:?}", m.id, a[&m.id]);
                 }
@@ -256,18 +256,18 @@ proptest! {
     ) {
         let zones = zones();
         // The service sets `down` exactly when a zone has no live member.
-        let flags = [Color::Blue, Color::Green].map(|c| ZoneFlags {
+        let flags = [ZoneId::BLUE, ZoneId::GREEN].map(|c| ZoneFlags {
             drained_empty: false,
             down: !members.iter().any(|m| m.alive && m.zone == zones.zone_of(c)),
         });
-        let a = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags });
-        for color in Color::ALL {
-            if flags[color as usize].down && !flags[color.other() as usize].down {
+        let a = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags: flags.to_vec() });
+        for color in [ZoneId::BLUE, ZoneId::GREEN] {
+            if flags[color.index()].down && !flags[counterpart(color).index()].down {
                 let owners = owners_of(&a);
                 for p in lane.half(color) {
                     let owner = &owners[&p][0];
                     let m = members.iter().find(|m| &m.id == owner).unwrap();
-                    prop_assert_eq!(&m.zone, zones.zone_of(color.other()));
+                    prop_assert_eq!(&m.zone, zones.zone_of(counterpart(color)));
                 }
             }
         }
@@ -279,12 +279,12 @@ proptest! {
     ) {
         let zones = zones();
         let flags = [ZoneFlags::default(); 2];
-        let before = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags });
+        let before = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags: flags.to_vec() });
         let zone = if in_b { "az-b" } else { "az-a" };
         let mut more = members.clone();
         more.push(member(&format!("m{newcomer}"), zone, true));
-        let after = assign(&AssignmentInput { lane, zones: &zones, members: &more, flags });
-        let other_color = zones.color_in(zone).unwrap().other();
+        let after = assign(&AssignmentInput { lane, zones: &zones, members: &more, flags: flags.to_vec() });
+        let other_color = counterpart(zones.color_in(zone).unwrap());
         let other_zone = zones.zone_of(other_color);
         // Only meaningful when the other zone consumes its own half both times.
         if members.iter().any(|m| m.alive && m.zone == other_zone)
@@ -303,7 +303,7 @@ proptest! {
         claims in prop::collection::vec((0u8..12, 0u32..64), 0..40)
     ) {
         let zones = zones();
-        let target = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags });
+        let target = assign(&AssignmentInput { lane, zones: &zones, members: &members, flags: flags.to_vec() });
         let mut holding: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
         for (id, p) in claims {
             holding.entry(format!("m{id:02}")).or_default().insert(p % lane.partitions());

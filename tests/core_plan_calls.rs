@@ -4,8 +4,8 @@
 //! refused), through a replay of the wire form.
 
 use tidegate::core::{
-    Audit, ColorZones, Command, Decision, Envelope, Genesis, Guard, OnBreach, RunReadings, State,
-    StepDefaults, UnitMode, UnitScheme, Verdict,
+    Audit, Command, Decision, Envelope, Genesis, Guard, OnBreach, RunReadings, State, StepDefaults,
+    UnitMode, UnitScheme, Verdict, Zones,
 };
 use tidegate::store::{WireCommand, WirePlan};
 
@@ -18,14 +18,18 @@ struct Sim {
 impl Sim {
     fn new(steps: serde_json::Value) -> Sim {
         let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-        let genesis =
-            State::genesis(Genesis { scheme, blue_units: 50 }, ColorZones::default()).unwrap();
+        let genesis = State::genesis(Genesis { scheme, blue_units: 50 }, Zones::default()).unwrap();
         let mut sim = Sim { genesis: genesis.clone(), state: genesis, log: Vec::new() };
         let wire: WirePlan = serde_json::from_value(
             serde_json::json!({"name": "p", "rto_ms": 60000, "steps": steps}),
         )
         .unwrap();
-        sim.apply(0, "alice", Command::PutPlan { plan: wire.to_plan().unwrap() }).unwrap();
+        sim.apply(
+            0,
+            "alice",
+            Command::PutPlan { plan: wire.to_plan(&tidegate::core::Zones::default()).unwrap() },
+        )
+        .unwrap();
         sim.apply(
             1,
             "alice",
@@ -89,10 +93,12 @@ impl Sim {
     fn restart(&mut self) {
         let mut state = self.genesis.clone();
         for env in &self.log {
-            let wire = serde_json::to_string(&WireCommand::from(&env.command)).unwrap();
+            let wire =
+                serde_json::to_string(&WireCommand::encode(&env.command, state.table().zones()))
+                    .unwrap();
             assert!(!wire.contains("s3cret"), "{wire}");
             let back: WireCommand = serde_json::from_str(&wire).unwrap();
-            let env = Envelope { command: back.to_command().unwrap(), ..env.clone() };
+            let env = Envelope { command: back.to_command(state.table()).unwrap(), ..env.clone() };
             state = state.apply(&env).expect("replays").expect("changes").0;
         }
         assert_eq!(state, self.state, "a replay rebuilds exactly the state");
@@ -236,7 +242,11 @@ fn a_plan_with_an_http_step_needs_format_level_2() {
         "name": "p", "rto_ms": 1000, "steps": call_step(1)
     }))
     .unwrap();
-    assert_eq!(Command::PutPlan { plan: wire.to_plan().unwrap() }.format_level(), 2);
+    assert_eq!(
+        Command::PutPlan { plan: wire.to_plan(&tidegate::core::Zones::default()).unwrap() }
+            .format_level(),
+        2
+    );
     assert_eq!(claim(1, "r", 2).format_level(), 2);
     assert_eq!(result(1, None).format_level(), 2);
     for c in [claim(1, "r", 2), result(1, None)] {

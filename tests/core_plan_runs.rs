@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 use tidegate::core::{
-    Audit, Color, ColorZones, Command, Decision, DrainAction, Envelope, Genesis, Guard, Inputs,
-    OnBreach, Projection, Reading, RunReadings, State, StepConvergence, StepDefaults, UnitMode,
-    UnitScheme, Verdict,
+    Audit, Command, Decision, DrainAction, Envelope, Genesis, Guard, Inputs, OnBreach, Projection,
+    Reading, RunReadings, State, StepConvergence, StepDefaults, UnitMode, UnitScheme, Verdict,
+    ZoneId, Zones,
 };
 use tidegate::store::{WireCommand, WirePlan};
 
@@ -36,9 +36,11 @@ impl Sim {
     fn restart(&mut self) {
         let mut state = self.genesis.clone();
         for env in &self.log {
-            let wire = serde_json::to_string(&WireCommand::from(&env.command)).unwrap();
+            let wire =
+                serde_json::to_string(&WireCommand::encode(&env.command, state.table().zones()))
+                    .unwrap();
             let back: WireCommand = serde_json::from_str(&wire).unwrap();
-            let env = Envelope { command: back.to_command().unwrap(), ..env.clone() };
+            let env = Envelope { command: back.to_command(state.table()).unwrap(), ..env.clone() };
             state = state.apply(&env).expect("replays").expect("changes").0;
         }
         assert_eq!(state, self.state, "a replay rebuilds exactly the state");
@@ -178,17 +180,17 @@ fn fixture_scenarios() {
     assert!(scenarios.len() >= 8);
     for sc in scenarios {
         let name = sc["name"].as_str().unwrap();
-        let zones = ColorZones::default();
+        let zones = Zones::default();
         let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
         let blue_units = sc["start_blue"].as_u64().unwrap() as u32;
-        let genesis = State::genesis(Genesis { scheme, blue_units }, zones).unwrap();
+        let genesis = State::genesis(Genesis { scheme, blue_units }, zones.clone()).unwrap();
         let mut sim = Sim { genesis: genesis.clone(), state: genesis, log: Vec::new() };
         for (user, color) in sc["pins"].as_object().into_iter().flatten() {
-            let color: Color = color.as_str().unwrap().parse().unwrap();
+            let color: ZoneId = zones.by_lane(color.as_str().unwrap()).unwrap();
             sim.apply(0, "alice", Command::Pin { user_id: user.clone(), color }).unwrap();
         }
         let wire: WirePlan = serde_json::from_value(sc["plan"].clone()).unwrap();
-        let plan = wire.to_plan().unwrap();
+        let plan = wire.to_plan(&zones).unwrap();
         sim.apply(0, "alice", Command::PutPlan { plan }).unwrap();
         let drill = sc["drill_hold_ms"].as_u64();
         sim.apply(
@@ -216,7 +218,7 @@ fn fixture_scenarios() {
                     "operator_drain" => {
                         let drain = tidegate::core::DrainPlan {
                             zone: "az-a".into(),
-                            color: Color::Green,
+                            color: ZoneId::GREEN,
                             target_blue_units: 100,
                             step_units: 10,
                             interval_ms: 1000,
@@ -262,7 +264,11 @@ fn fixture_scenarios() {
                 let have = sim.state.table().pins();
                 assert_eq!(have.len(), pins.len(), "{at}: {have:?}");
                 for (user, color) in pins {
-                    assert_eq!(have.get(user).map(|c| c.as_str()), color.as_str(), "{at}");
+                    assert_eq!(
+                        have.get(user).map(|c| c.default_lane()),
+                        color.as_str().map(Into::into),
+                        "{at}"
+                    );
                 }
             }
             if let Some(met) = e.get("met") {
@@ -288,16 +294,16 @@ fn fixture_scenarios() {
 
 #[test]
 fn a_second_run_or_an_operator_drain_is_refused_while_a_run_is_active() {
-    let zones = ColorZones::default();
+    let zones = Zones::default();
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-    let genesis = State::genesis(Genesis { scheme, blue_units: 50 }, zones).unwrap();
+    let genesis = State::genesis(Genesis { scheme, blue_units: 50 }, zones.clone()).unwrap();
     let mut sim = Sim { genesis: genesis.clone(), state: genesis, log: Vec::new() };
     let wire: WirePlan = serde_json::from_value(serde_json::json!({
         "name": "p", "rto_ms": 1000,
         "steps": [{"type": "dial", "blue_percent": 0.0}]
     }))
     .unwrap();
-    sim.apply(0, "alice", Command::PutPlan { plan: wire.to_plan().unwrap() }).unwrap();
+    sim.apply(0, "alice", Command::PutPlan { plan: wire.to_plan(&zones).unwrap() }).unwrap();
     let start =
         |revision| Command::StartPlanRun { plan: "p".into(), revision, drill_hold_ms: None };
     let e = sim.apply(1, "alice", start(2)).unwrap_err();

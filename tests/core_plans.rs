@@ -1,8 +1,8 @@
 //! Plan dry runs in pure code: load carried across steps, guard holds by mode, and the RTO.
 
 use tidegate::core::{
-    Capacity, CheckKind, Color, ColorZones, DrainMode, DryRunInputs, Guard, OnBreach, Plan,
-    PlanStep, Precondition, Reading, StepDefaults, Verdict, ZoneLoad, dry_run, validate_plan,
+    Capacity, CheckKind, DrainMode, DryRunInputs, Guard, OnBreach, Plan, PlanStep, Precondition,
+    Reading, StepDefaults, Verdict, ZoneId, ZoneLoad, Zones, dry_run, validate_plan,
 };
 
 fn defaults(step_units: u32, interval_ms: u64) -> StepDefaults {
@@ -37,7 +37,7 @@ fn plan(steps: Vec<PlanStep>, rto_ms: u64) -> Plan {
 
 #[test]
 fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
-    let zones = ColorZones::default();
+    let zones = Zones::default();
     // az-b (blue) 50 units at 500 rps, az-a 500 rps with 1000 capacity and no headroom.
     let blue = load("az-b", 500.0, Capacity::Unchecked);
     let green = load("az-a", 500.0, Capacity::Rps(1000.0));
@@ -119,5 +119,5 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
         refused.refusals,
         vec!["drain 3 is running".to_owned(), "precondition `db` is false".to_owned()]
     );
-    let _ = Color::Blue;
+    let _ = ZoneId::BLUE;
 }

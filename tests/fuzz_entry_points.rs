@@ -4,7 +4,7 @@
 
 use tidegate::client::sse::{EventReader, Item};
 use tidegate::config::Config;
-use tidegate::core::ColorZones;
+use tidegate::core::Zones;
 use tidegate::store::{decode_log, replay};
 
 fn seed(target: &str, name: &str) -> Vec<u8> {
@@ -16,7 +16,7 @@ fn the_log_seed_decodes_and_replays_to_its_last_version() {
     let data = seed("log_decoder", "framed-log");
     let entries = decode_log(&data[1..]).expect("a valid log");
     assert_eq!(entries.len(), 4);
-    let replayed = replay(&entries, &ColorZones::default()).expect("replays");
+    let replayed = replay(&entries, &Zones::default()).expect("replays");
     assert_eq!(replayed.state.version(), 4);
     // A torn last line is dropped; the same damage before the end is an error.
     let torn = &data[1..data.len() - 20];

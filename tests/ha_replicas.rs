@@ -266,7 +266,7 @@ fn propose(topic: &str, id: &str, expected_version: u64, blue_units: u32) {
         command: Change::SetBlueUnits { blue_units },
         audit: Audit { by: "alice".into(), at_ms: 1_700_000_000_000, reason: "retry".into() },
     };
-    log.append(&LogEntry::proposal(id, &envelope)).unwrap();
+    log.append(&LogEntry::proposal(id, &envelope, &tidegate::core::Zones::default())).unwrap();
 }
 
 #[test]

@@ -410,7 +410,7 @@ fn the_routing_json_decodes_to_the_same_table() {
             body(client.get(format!("/v1/tag?user_id={}", id.replace('/', "%2F"))).dispatch());
         let local = table.tag(id).unwrap();
         assert_eq!(
-            (local.color.as_str(), u64::from(local.unit.0)),
+            (table.lane(local.color), u64::from(local.unit.0)),
             (server["color"].as_str().unwrap(), server["unit"].as_u64().unwrap()),
             "{id}"
         );

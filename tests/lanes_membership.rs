@@ -10,12 +10,12 @@ use arc_swap::ArcSwap;
 use rocket::http::{ContentType, Header, Status};
 use serde_json::{Value, json};
 use tidegate::config::LanesConfig;
-use tidegate::core::{Color, ColorZones, RoutingTable, UnitMode, UnitScheme};
+use tidegate::core::{RoutingTable, UnitMode, UnitScheme, ZoneId, Zones};
 use tidegate::service::lane_membership::{Lanes, LanesError, PartitionOffsets, Registration};
 
 fn table(version: u64, blue_units: u32) -> RoutingTable {
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-    RoutingTable::from_parts(version, scheme, blue_units, BTreeMap::new(), ColorZones::default())
+    RoutingTable::from_parts(version, scheme, blue_units, BTreeMap::new(), Zones::default())
         .unwrap()
 }
 
@@ -33,7 +33,7 @@ fn service() -> (Lanes, Arc<ArcSwap<RoutingTable>>) {
         max_members_per_caller: 100,
         lease_ms: 400,
     };
-    let lanes = Lanes::new(ColorZones::default(), config, source.clone(), None);
+    let lanes = Lanes::new(Zones::default(), config, source.clone(), None);
     (lanes, source)
 }
 
@@ -96,7 +96,7 @@ fn a_dead_zone_hands_its_half_over_after_the_session_timeout() {
     let a = lanes.heartbeat("g", "a1", set(&[4, 5, 6, 7]), None, 1300).unwrap();
     assert_eq!(a.assignment, (0..8).collect::<Vec<_>>());
     let view = lanes.view("g", 1300).unwrap();
-    let blue = view.zones.iter().find(|z| z.color == Color::Blue).unwrap();
+    let blue = view.zones.iter().find(|z| z.color == ZoneId::BLUE).unwrap();
     assert_eq!(blue.state, "down");
     // The dead member is told so and must register again.
     let err = lanes.heartbeat("g", "b1", set(&[]), None, 1400).unwrap_err();
@@ -122,18 +122,18 @@ fn a_drained_zone_keeps_its_half_until_the_lag_is_zero() {
     lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3, 4, 5, 6, 7]), None, 10).unwrap();
     lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), None, 20).unwrap();
     lanes.heartbeat("g", "a1", set(&[]), None, 30).unwrap();
-    assert_eq!(lanes.half_lag("g", Color::Blue), None, "no reading yet");
+    assert_eq!(lanes.half_lag("g", ZoneId::BLUE), None, "no reading yet");
     // The dial moves every user to green: az-b (blue) is drained, with a backlog.
     source.store(Arc::new(table(2, 0)));
     lanes.tick(100);
     lanes.record_lag("g", Ok(offsets([5, 0, 3, 0, 0, 0, 0, 0])), 150);
-    assert_eq!(lanes.half_lag("g", Color::Blue), Some(8));
-    assert_eq!(lanes.half_lag("g", Color::Green), Some(0));
-    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 500), Some(8));
+    assert_eq!(lanes.half_lag("g", ZoneId::BLUE), Some(8));
+    assert_eq!(lanes.half_lag("g", ZoneId::GREEN), Some(0));
+    assert_eq!(lanes.total_half_lag(ZoneId::BLUE, 0, 500), Some(8));
     let b = lanes.heartbeat("g", "b1", set(&[0, 1, 2, 3]), None, 200).unwrap();
     assert_eq!(b.assignment, vec![0, 1, 2, 3], "b1 finishes its backlog first");
     let view = lanes.view("g", 200).unwrap();
-    let blue = view.zones.iter().find(|z| z.color == Color::Blue).unwrap();
+    let blue = view.zones.iter().find(|z| z.color == ZoneId::BLUE).unwrap();
     assert_eq!((blue.state, blue.lag), ("drained", Some(8)));
     // Backlog consumed and committed: b1 gets nothing, a1 takes the (now quiet) blue half.
     lanes.record_lag("g", Ok(offsets([0; 8])), 300);
@@ -144,8 +144,8 @@ fn a_drained_zone_keeps_its_half_until_the_lag_is_zero() {
     assert_eq!(a.assignment, (0..8).collect::<Vec<_>>());
     // A failed read makes the lag unknown rather than stale.
     lanes.record_lag("g", Err("broker down".into()), 400);
-    assert_eq!(lanes.half_lag("g", Color::Blue), None);
-    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 500), None);
+    assert_eq!(lanes.half_lag("g", ZoneId::BLUE), None);
+    assert_eq!(lanes.total_half_lag(ZoneId::BLUE, 0, 500), None);
 }
 
 #[test]
@@ -168,12 +168,12 @@ fn a_zero_lag_read_before_the_emptying_step_does_not_complete_a_drain() {
     // The step to 0 % blue is logged at 100; the lanes loop has not ticked since, so it has not
     // seen the share at 0 yet. The zero read at 50 predates messages produced until 100.
     source.store(Arc::new(table(2, 0)));
-    assert_eq!(lanes.total_half_lag(Color::Blue, 100, 120), None);
+    assert_eq!(lanes.total_half_lag(ZoneId::BLUE, 100, 120), None);
     // A read started after the step (and after the lanes loop saw the share at 0) counts.
     lanes.tick(110);
-    assert_eq!(lanes.total_half_lag(Color::Blue, 100, 120), None);
+    assert_eq!(lanes.total_half_lag(ZoneId::BLUE, 100, 120), None);
     lanes.record_lag("g", Ok(offsets([0; 8])), 130);
-    assert_eq!(lanes.total_half_lag(Color::Blue, 100, 140), Some(0));
+    assert_eq!(lanes.total_half_lag(ZoneId::BLUE, 100, 140), Some(0));
 }
 
 struct Quiet;
@@ -201,12 +201,12 @@ fn no_groups_right_after_a_restart_is_not_a_backlog_of_zero() {
         max_members_per_caller: 100,
         lease_ms: 400,
     };
-    let lanes = Lanes::new(ColorZones::default(), config, source, Some(Arc::new(Quiet)));
-    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 5_000), None, "not even ticked yet");
+    let lanes = Lanes::new(Zones::default(), config, source, Some(Arc::new(Quiet)));
+    assert_eq!(lanes.total_half_lag(ZoneId::BLUE, 0, 5_000), None, "not even ticked yet");
     lanes.tick(5_000);
     // The consumers of before the restart have one session timeout to register again.
-    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 5_500), None);
-    assert_eq!(lanes.total_half_lag(Color::Blue, 0, 6_000), Some(0));
+    assert_eq!(lanes.total_half_lag(ZoneId::BLUE, 0, 5_500), None);
+    assert_eq!(lanes.total_half_lag(ZoneId::BLUE, 0, 6_000), Some(0));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tidegate::core::{ColorZones, Genesis, State, UnitMode, UnitScheme};
+use tidegate::core::{Genesis, State, UnitMode, UnitScheme, Zones};
 use tidegate::telemetry::{self, TagCounters};
 
 fn resident_bytes() -> u64 {
@@ -16,7 +16,7 @@ fn resident_bytes() -> u64 {
 fn memory_stays_flat_under_tag_load_without_scrapes() {
     let _handle = telemetry::install();
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-    let state = State::genesis(Genesis { scheme, blue_units: 50 }, ColorZones::default()).unwrap();
+    let state = State::genesis(Genesis { scheme, blue_units: 50 }, Zones::default()).unwrap();
     let counters = TagCounters::new(state.table());
     let round = |n: usize| {
         for i in 0..n {

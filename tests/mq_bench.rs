@@ -13,7 +13,7 @@ use std::time::Instant;
 use common::kafka;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use tidegate::core::{Color, ColorZones, RoutingTable, UnitMode, UnitScheme};
+use tidegate::core::{RoutingTable, UnitMode, UnitScheme, ZoneId, Zones};
 use tidegate::mq::{LaneProducer, ProducerSettings};
 
 const MESSAGES: usize = 100_000;
@@ -63,7 +63,7 @@ fn lane(rt: &tokio::runtime::Runtime, topic: &str, payload: &[u8], table: &Routi
             inflight.push_back(lanes.enqueue(user, payload).unwrap());
             if inflight.len() >= IN_FLIGHT {
                 let d = inflight.pop_front().unwrap().await.unwrap();
-                assert_eq!(d.route.partition < 4, d.route.color == Color::Blue);
+                assert_eq!(d.route.partition < 4, d.route.color == ZoneId::BLUE);
             }
         }
         for d in inflight {
@@ -79,8 +79,7 @@ fn lane_producer_throughput_next_to_a_plain_future_producer() {
     let topic = kafka::unique("bench");
     kafka::create_topic(&rt, &topic, 8);
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-    let table =
-        RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), ColorZones::default()).unwrap();
+    let table = RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), Zones::default()).unwrap();
     let payload = vec![b'x'; 100];
     // Alternate, three runs each, so neither side gets a warmer broker or page cache; the
     // median is reported because single runs on a shared 2-core machine are noisy.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::kafka::{self, Got, Lane, Stop, TableFeed, TestConsumer, payload};
 use common::wait_until;
 use serde_json::{Value, json};
-use tidegate::core::{Color, RoutingTable};
+use tidegate::core::{RoutingTable, ZoneId};
 use tidegate::mq::{LaneProducer, ProducerSettings};
 
 fn producer(
@@ -106,11 +106,11 @@ fn ten_thousand_messages_from_a_thousand_users_follow_the_user_split() {
     let mut blue_users = BTreeSet::new();
     for (user, _, delivered) in &acks {
         let color = table.tag(user).unwrap().color;
-        if color == Color::Blue {
+        if color == ZoneId::BLUE {
             blue_users.insert(user.clone());
         }
         assert_eq!(delivered.route.color, color);
-        assert_eq!(blue_half(delivered.route.partition, 8), color == Color::Blue, "{user}");
+        assert_eq!(blue_half(delivered.route.partition, 8), color == ZoneId::BLUE, "{user}");
     }
     // Exactly once, each by the consumer of the right zone.
     assert_eq!(got.len(), 10_000, "duplicates were delivered");
@@ -149,7 +149,7 @@ struct Sent {
     at: Instant,
     user: String,
     version: u64,
-    color: Color,
+    color: ZoneId,
     partition: u32,
 }
 
@@ -219,7 +219,7 @@ fn dial_fifty_to_twenty_while_producing_moves_the_split() {
         let table = if s.version == new_version { &after } else { &before };
         let color = table.tag(&s.user).unwrap().color;
         assert_eq!(s.color, color, "{} at version {}", s.user, s.version);
-        assert_eq!(blue_half(s.partition, 8), color == Color::Blue);
+        assert_eq!(blue_half(s.partition, 8), color == ZoneId::BLUE);
         if before.tag(&s.user).unwrap().color != after.tag(&s.user).unwrap().color {
             moved_users.insert(s.user.clone());
         }
@@ -616,16 +616,16 @@ fn a_consumer_reads_every_route_header_format_of_a_rolling_upgrade() {
     );
     settings.token = Some(common::OPERATOR_TOKEN.to_owned()); // membership is a write
     let mut tg = [0; route_header::MAX_LEN];
-    let tg = route_header::encode(Color::Green, 300, &mut tg).to_vec();
-    type Case<'a> = (&'a str, i32, Vec<(&'a str, &'a [u8])>, Option<Color>, Option<u64>);
+    let tg = route_header::encode(ZoneId::GREEN, 300, &mut tg).to_vec();
+    type Case<'a> = (&'a str, i32, Vec<(&'a str, &'a [u8])>, Option<ZoneId>, Option<u64>);
     let cases: [Case<'_>; 4] = [
-        ("tg", 5, vec![("tg", &tg[..])], Some(Color::Green), Some(300)),
-        ("text", 1, vec![("tidegate-route", b"blue;v=12")], Some(Color::Blue), Some(12)),
+        ("tg", 5, vec![("tg", &tg[..])], Some(ZoneId::GREEN), Some(300)),
+        ("text", 1, vec![("tidegate-route", b"blue;v=12")], Some(ZoneId::BLUE), Some(12)),
         (
             "two",
             2,
             vec![("tidegate-color", b"blue"), ("tidegate-version", b"11")],
-            Some(Color::Blue),
+            Some(ZoneId::BLUE),
             Some(11),
         ),
         ("bad", 6, vec![("tg", b"x\x01")], None, None),

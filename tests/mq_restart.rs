@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::kafka::{self, payload};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use tidegate::core::{ColorZones, RoutingTable, UnitMode, UnitScheme};
+use tidegate::core::{RoutingTable, UnitMode, UnitScheme, Zones};
 use tidegate::mq::{LaneProducer, ProducerSettings};
 
 /// Every message of `topic`, by (partition, offset), read with a plain rdkafka consumer.
@@ -51,8 +51,7 @@ fn no_acknowledged_message_is_lost_when_the_broker_restarts_mid_produce() {
     let topic = kafka::unique("restart");
     kafka::create_topic(&rt, &topic, 4);
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-    let table =
-        RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), ColorZones::default()).unwrap();
+    let table = RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), Zones::default()).unwrap();
     let mut settings = ProducerSettings::new(&kafka::bootstrap(), &topic);
     // librdkafka keeps retrying through the outage; give it longer than a restart takes.
     settings.extra.push(("message.timeout.ms".into(), "120000".into()));

@@ -3,17 +3,13 @@
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 
-use tidegate::core::{Audit, ColorZones, Command, Envelope, Genesis, UnitMode, UnitScheme};
+use tidegate::core::{Audit, Command, Envelope, Genesis, UnitMode, UnitScheme, Zones};
 use tidegate::service::coordinator::{Boot, Coordinator, StartError};
 use tidegate::store::{FileLog, LOG_FILE, StoreError};
 
 fn boot(units: u32) -> Boot {
     let scheme = UnitScheme::new(units, UnitMode::Hash).unwrap();
-    Boot {
-        genesis: Genesis { scheme, blue_units: units / 2 },
-        zones: ColorZones::default(),
-        now_ms: 1,
-    }
+    Boot { genesis: Genesis { scheme, blue_units: units / 2 }, zones: Zones::default(), now_ms: 1 }
 }
 
 fn open(dir: &std::path::Path) -> Result<(Coordinator, Vec<String>), StartError> {
@@ -237,7 +233,7 @@ fn drains_replay_to_the_same_state() {
         };
         let plan = DrainPlan {
             zone: "az-b".into(),
-            color: tidegate::core::Color::Blue,
+            color: tidegate::core::ZoneId::BLUE,
             target_blue_units: 0,
             step_units: 10,
             interval_ms: 1000,

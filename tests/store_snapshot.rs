@@ -7,8 +7,9 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use tidegate::core::{
-    Audit, Color, ColorZones, Command, Decision, DrainMode, DrainPlan, Envelope, Genesis, Guard,
-    OnBreach, RunReadings, StepDefaults, UnitMode, UnitScheme, Verdict, ZoneSample, step_toward,
+    Audit, Command, Decision, DrainMode, DrainPlan, Envelope, Genesis, Guard, OnBreach,
+    RunReadings, StepDefaults, UnitMode, UnitScheme, Verdict, ZoneId, ZoneSample, Zones,
+    step_toward,
 };
 use tidegate::service::coordinator::{AUDIT_IN_MEMORY, Boot, Coordinator, Started};
 use tidegate::store::WirePlan;
@@ -16,7 +17,7 @@ use tidegate::store::{FileLog, LOG_FILE, SNAPSHOT_FILE, Snapshots};
 
 fn boot() -> Boot {
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-    Boot { genesis: Genesis { scheme, blue_units: 50 }, zones: ColorZones::default(), now_ms: 1 }
+    Boot { genesis: Genesis { scheme, blue_units: 50 }, zones: Zones::default(), now_ms: 1 }
 }
 
 fn start(dir: &Path, every: Option<u64>) -> Started {
@@ -78,7 +79,7 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
         Op::Dial(blue_units) => Command::SetBlueUnits { blue_units: *blue_units },
         Op::Pin(u, green) => Command::Pin {
             user_id: format!("user-{u}"),
-            color: if *green { Color::Green } else { Color::Blue },
+            color: if *green { ZoneId::GREEN } else { ZoneId::BLUE },
         },
         Op::Unpin(u) => Command::Unpin { user_id: format!("user-{u}") },
         Op::StartDrain { target, step, rollback } => {
@@ -86,7 +87,7 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
             Command::StartDrain {
                 plan: DrainPlan {
                     zone: if blue { "az-b" } else { "az-a" }.into(),
-                    color: if blue { Color::Blue } else { Color::Green },
+                    color: if blue { ZoneId::BLUE } else { ZoneId::GREEN },
                     target_blue_units: *target,
                     step_units: *step,
                     interval_ms: 1000,
@@ -126,7 +127,7 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                 ]
             }))
             .unwrap();
-            Command::PutPlan { plan: plan.to_plan().unwrap() }
+            Command::PutPlan { plan: plan.to_plan(&tidegate::core::Zones::default()).unwrap() }
         }
         Op::RunStart(drill) => Command::StartPlanRun {
             plan: "az-b-failing".into(),

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tidegate::core::ColorZones;
+use tidegate::core::Zones;
 use tidegate::store::{decode_log, replay};
 
 fuzz_target!(|data: &[u8]| {
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         rest
     };
     if let Ok(entries) = decode_log(bytes) {
-        let _ = replay(&entries, &ColorZones::default());
+        let _ = replay(&entries, &Zones::default());
     }
 });
 

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::{Config, Overrides, StoreConfig};
-use crate::core::ColorZones;
+use crate::core::ZoneId;
+use crate::core::Zones;
 use crate::mq::{KafkaCommandLog, KafkaLogReader, ensure_command_topic};
 use crate::store::{
     AUDIT_IN_MEMORY, Applier, LOG_FILE, LogEntry, LogReader, SharedLog, decode_log, log_id_of,
@@ -128,14 +129,19 @@ struct ImportPlan {
 
 /// The records for a shared log that decide to the same history as `entries` (a file log).
 /// Pure: checks that the entries replay, and that their zones are the configuration's.
-fn plan_import(entries: &[LogEntry], zones: &ColorZones) -> Result<ImportPlan, String> {
+fn plan_import(entries: &[LogEntry], zones: &Zones) -> Result<ImportPlan, String> {
     let replayed = replay(entries, zones)
         .map_err(|e| format!("the export does not replay at entry {}: {}", e.line, e.reason))?;
     let log_zones = replayed.state.table().zones().clone();
-    if log_zones != *zones {
+    let names =
+        |z: &Zones| (z.zone_of(ZoneId::BLUE).to_owned(), z.zone_of(ZoneId::GREEN).to_owned());
+    if names(&log_zones) != names(zones) {
         return Err(format!(
             "the log's zones are blue in {}, green in {}, but `colors.blue`/`colors.green` say blue in {}, green in {}; replicas must agree with the log",
-            log_zones.blue, log_zones.green, zones.blue, zones.green
+            log_zones.zone_of(ZoneId::BLUE),
+            log_zones.zone_of(ZoneId::GREEN),
+            zones.zone_of(ZoneId::BLUE),
+            zones.zone_of(ZoneId::GREEN)
         ));
     }
     let mut records = Vec::with_capacity(entries.len());
@@ -147,8 +153,8 @@ fn plan_import(entries: &[LogEntry], zones: &ColorZones) -> Result<ImportPlan, S
     if let LogEntry::Genesis { log_id: id, zones: pinned, .. } = &mut genesis {
         *id = Some(log_id);
         *pinned = Some(crate::store::WireZones {
-            blue: log_zones.blue.clone(),
-            green: log_zones.green.clone(),
+            blue: log_zones.zone_of(ZoneId::BLUE).to_owned(),
+            green: log_zones.zone_of(ZoneId::GREEN).to_owned(),
         });
     }
     records.push(genesis);
@@ -176,7 +182,7 @@ mod tests {
 
     #[test]
     fn an_import_decides_to_the_file_logs_version_and_hash() {
-        let zones = ColorZones::default();
+        let zones = Zones::default();
         let genesis =
             Genesis { scheme: UnitScheme::new(100, UnitMode::Hash).unwrap(), blue_units: 50 };
         let audit = Audit { by: "tidegate".into(), at_ms: 1, reason: "first".into() };
@@ -190,7 +196,13 @@ mod tests {
                 audit: Audit { by: "alice".into(), at_ms: 10 + n as u64, reason: "move".into() },
             };
             let (next, applied) = state.apply(&envelope).unwrap().unwrap();
-            entries.push(LogEntry::change(&envelope, applied.version, &applied.from, &applied.to));
+            entries.push(LogEntry::change(
+                &envelope,
+                applied.version,
+                &applied.from,
+                &applied.to,
+                state.table().zones(),
+            ));
             state = next;
         }
         let plan = plan_import(&entries, &zones).unwrap();
@@ -201,7 +213,7 @@ mod tests {
         assert_eq!(applier.state.version(), 4);
         assert_eq!((applier.state.version(), applier.state_hash), (plan.version, plan.state_hash));
         assert_eq!(applier.log_id, "log-a", "the file log's id is kept");
-        let other = ColorZones { blue: "az-x".into(), green: "az-y".into() };
+        let other = Zones::two("az-x", "az-y");
         let err = plan_import(&entries, &other).err().unwrap();
         assert!(err.contains("colors.blue"), "{err}");
     }

@@ -15,8 +15,8 @@ use super::error::{ApiError, json_error};
 use super::tag::Versioned;
 use super::{App, iso8601, now_ms};
 use crate::core::{
-    Capacity, Color, Command, Drain, DrainMode, DrainPlan, DrainStatus, Guard, OnBreach, Reading,
-    RoutingTable, Share, State as CoreState,
+    Capacity, Command, Drain, DrainMode, DrainPlan, DrainStatus, Guard, OnBreach, Reading,
+    RoutingTable, Share, State as CoreState, ZoneId,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
 use crate::service::health::ZoneHealth;
@@ -116,16 +116,16 @@ fn post_outcomes(
     // Validate everything first so a bad batch in the middle records nothing.
     let mut parsed = Vec::with_capacity(batches.len());
     for (i, b) in batches.iter().enumerate() {
-        let color: Color = b.color.parse().map_err(|e: crate::core::ParseColorError| {
-            ApiError::bad_request("invalid_color", format!("batch {i}: {e}"))
+        let color: ZoneId = app.config.zones.by_lane(&b.color).ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_color",
+                format!("batch {i}: `{}` is not a lane of this tidegate", b.color),
+            )
         })?;
         if app.config.zones.color_in(&b.zone).is_none() {
             return Err(ApiError::bad_request(
                 "unknown_zone",
-                format!(
-                    "batch {i}: zone `{}` is not one of {}, {}",
-                    b.zone, app.config.zones.blue, app.config.zones.green
-                ),
+                format!("batch {i}: zone `{}` is not one of {}", b.zone, app.config.zones.names()),
             ));
         }
         if b.ok.saturating_add(b.error) > MAX_BATCH_COUNT {
@@ -184,7 +184,7 @@ fn capacity_body(load: &crate::core::ZoneLoad, headroom: f64) -> Value {
 fn zone_state(
     state: &CoreState,
     zone: &str,
-    color: Color,
+    color: ZoneId,
     recent: &Reading,
     warn_rate: f64,
     down_rate: f64,
@@ -195,16 +195,14 @@ fn zone_state(
         if drain.status == crate::core::DrainStatus::Paused {
             return "paused";
         }
-        let growing = match color {
-            Color::Blue => drain.heading_for() > table.blue_units(),
-            Color::Green => drain.heading_for() < table.blue_units(),
+        let growing = if color == ZoneId::BLUE {
+            drain.heading_for() > table.blue_units()
+        } else {
+            drain.heading_for() < table.blue_units()
         };
         return if growing { "restoring" } else { "draining" };
     }
-    let share_units = match color {
-        Color::Blue => table.share().blue_units,
-        Color::Green => table.share().green_units(),
-    };
+    let share_units = table.units_of(color);
     if share_units == 0 {
         return "drained";
     }
@@ -243,7 +241,7 @@ fn get_zone_history(app: &State<App>, caller: Caller) -> Result<Json<Value>, Api
                     })
                 })
                 .collect();
-            json!({ "zone": zone, "color": color.as_str(), "samples": samples })
+            json!({ "zone": zone, "color": app.config.zones.lane(color), "samples": samples })
         })
         .collect();
     Ok(Json(json!({
@@ -262,7 +260,7 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
     let zones = app.config.zones.clone();
     let now = now_ms();
     let readings = rocket::tokio::task::spawn_blocking(move || {
-        [Color::Blue, Color::Green].map(|c| {
+        [ZoneId::BLUE, ZoneId::GREEN].map(|c| {
             let zone = zones.zone_of(c);
             (c, health.zone(zone, now), capacities.zone(zone, now), health.recent(zone, now))
         })
@@ -275,13 +273,10 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
     let zones: Vec<Value> = readings
         .iter()
         .map(|(color, h, load, recent)| {
-            let units = match color {
-                Color::Blue => share.blue_units,
-                Color::Green => share.green_units(),
-            };
+            let units = table.units_of(*color);
             let mut body = json!({
                 "zone": h.zone,
-                "color": color.as_str(),
+                "color": table.lane(*color),
                 "state": zone_state(
                     &state,
                     &h.zone,
@@ -321,7 +316,7 @@ pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
     json!({
         "id": drain.id,
         "zone": drain.plan.zone,
-        "color": drain.plan.color.as_str(),
+        "color": table.lane(drain.plan.color),
         "mode": drain.plan.mode.as_str(),
         "receiving_zone": table.zone_of(drain.receiving_color()),
         "state": drain.state_name(),
@@ -401,19 +396,21 @@ fn plan_from(
     let color = app.config.zones.color_in(zone).ok_or_else(|| {
         ApiError::bad_request(
             "unknown_zone",
-            format!(
-                "zone `{zone}` is not one of {}, {}",
-                app.config.zones.blue, app.config.zones.green
-            ),
+            format!("zone `{zone}` is not one of {}", app.config.zones.names()),
         )
     })?;
     let units = table.units();
     let target = Share::from_percent(target_percent, units)
         .map_err(|e| invalid(format!("target_percent: {e}")))?;
-    let target_blue_units = match color {
-        Color::Blue => target.blue_units,
-        Color::Green => units - target.blue_units,
-    };
+    if !table.zones().is_two() {
+        return Err(ApiError::new(
+            Status::Conflict,
+            "needs_two_zones",
+            "a drain steps the blue-green dial, which needs a two-zone table; with more zones, move unit sets with PUT /v1/units or evacuate with POST /v1/zones/{zone}/evacuate",
+        ));
+    }
+    let target_blue_units =
+        if color == ZoneId::BLUE { target.blue_units } else { units - target.blue_units };
     let step = Share::from_percent(step_percent.unwrap_or(default_step), units)
         .map_err(|e| invalid(format!("step_percent: {e}")))?;
     if step.blue_units == 0 {

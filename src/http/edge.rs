@@ -28,7 +28,7 @@ use super::routing::routing_body;
 use super::tag::{self, BatchRequest, Tagged, Versioned};
 use crate::client::{Origin, Router, RouterStatus};
 use crate::config::Config;
-use crate::core::{Color, RoutingTable, validate_user_id};
+use crate::core::{RoutingTable, validate_user_id};
 use crate::service::connections::{self, Guard};
 use crate::service::tag_answer::{self, Failure};
 use crate::telemetry::{self, TagCounters};
@@ -225,7 +225,7 @@ impl<'r> FromRequest<'r> for GateUser {
 
 /// The gateway check's answer: 200, no body, the routing headers.
 pub struct GateAnswer {
-    color: Color,
+    color: std::borrow::Cow<'static, str>,
     zone: String,
     version: u64,
     source: &'static str,
@@ -238,7 +238,7 @@ impl<'r> Responder<'r, 'static> for GateAnswer {
         let mut response = Response::build();
         response
             .status(Status::Ok)
-            .header(Header::new("x-tidegate-color", self.color.as_str()))
+            .header(Header::new("x-tidegate-color", self.color))
             .header(Header::new("x-tidegate-zone", self.zone))
             .header(Header::new("x-tidegate-version", self.version.to_string()))
             .header(Header::new("x-tidegate-source", self.source));
@@ -354,13 +354,13 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
         }
     };
     app.tag_counters.count(color, 1);
-    telemetry::count_gate(color, source);
+    telemetry::count_gate(table.lane(color), source);
     let signature = match (&app.config.edge.tag_key, &user) {
-        (Some(key), Some(user_id)) => Some(key.sign(color, table.version(), user_id)),
+        (Some(key), Some(user_id)) => Some(key.sign(table.lane(color), table.version(), user_id)),
         _ => None,
     };
     Ok(GateAnswer {
-        color,
+        color: crate::service::tag_answer::lane_header(&table, color),
         zone: table.zone_of(color).to_owned(),
         version: table.version(),
         source,

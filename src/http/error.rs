@@ -114,6 +114,23 @@ impl From<CommandError> for ApiError {
                     .with("expected_version", json!(expected))
             }
             CommandError::Dial(_) => ApiError::bad_request("invalid_dial", detail),
+            CommandError::NeedsTwoZones(_) => {
+                ApiError::new(Status::Conflict, "needs_two_zones", detail)
+            }
+            CommandError::Zone(z) => match z {
+                crate::core::ZoneError::Unknown(_) => ApiError::bad_request("unknown_zone", detail),
+                crate::core::ZoneError::Retired(_) => {
+                    ApiError::new(Status::Conflict, "zone_retired", detail)
+                }
+                crate::core::ZoneError::Duplicate(_) => {
+                    ApiError::new(Status::Conflict, "zone_exists", detail)
+                }
+                _ => ApiError::bad_request("invalid_zone", detail),
+            },
+            CommandError::UnitSet(_) | CommandError::InvalidMove(_) => {
+                ApiError::bad_request("invalid_units", detail)
+            }
+            CommandError::ZoneBusy { .. } => ApiError::new(Status::Conflict, "zone_busy", detail),
             CommandError::InvalidUserId(_) => ApiError::bad_request("invalid_user_id", detail),
             CommandError::PinNotFound(_) => {
                 ApiError::new(Status::NotFound, "pin_not_found", detail)

@@ -1,5 +1,6 @@
 //! Liveness, readiness and the Prometheus scrape endpoint.
 
+use crate::core::ZoneId;
 use std::time::Duration;
 
 use rocket::fairing::AdHoc;
@@ -38,13 +39,21 @@ pub fn stage() -> AdHoc {
                             let table = coordinator.table();
                             let _ = rocket::tokio::task::spawn_blocking(move || {
                                 let now = super::now_ms();
-                                health.zone(&zones.blue, now);
-                                health.zone(&zones.green, now);
+                                health.zone(&zones.zone_of(ZoneId::BLUE), now);
+                                health.zone(&zones.zone_of(ZoneId::GREEN), now);
                                 // The standing capacity question: could each zone take the
                                 // other's users now? (A zone without a capacity is not asked.)
                                 for (to_units, from, to) in [
-                                    (0, &zones.blue, &zones.green),
-                                    (table.units(), &zones.green, &zones.blue),
+                                    (
+                                        0,
+                                        &zones.zone_of(ZoneId::BLUE),
+                                        &zones.zone_of(ZoneId::GREEN),
+                                    ),
+                                    (
+                                        table.units(),
+                                        &zones.zone_of(ZoneId::GREEN),
+                                        &zones.zone_of(ZoneId::BLUE),
+                                    ),
                                 ] {
                                     let verdict = capacities.judge_dial(&table, to_units, now);
                                     let can = match verdict {

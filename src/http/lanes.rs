@@ -92,7 +92,7 @@ fn group_body(v: &GroupView) -> Value {
         .map(|z| {
             json!({
                 "zone": z.zone,
-                "color": z.color.as_str(),
+                "color": z.lane,
                 "state": z.state,
                 "members": z.members,
                 "half": z.half,

@@ -30,6 +30,7 @@ use rocket::fairing::AdHoc;
 use rocket::{Build, Rocket};
 
 use crate::config::{Config, HealthSourceConfig};
+use crate::core::ZoneId;
 use crate::core::{Audit, Command, CommandError, Envelope};
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
@@ -140,8 +141,8 @@ impl App {
             }
         };
         let zone_history = Arc::new(ZoneHistory::new(
-            &config.zones.blue,
-            &config.zones.green,
+            &config.zones.zone_of(ZoneId::BLUE),
+            &config.zones.zone_of(ZoneId::GREEN),
             zone_history::KEEP_MS,
             zone_history::SAMPLE_EVERY_MS,
         ));

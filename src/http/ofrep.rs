@@ -194,7 +194,10 @@ fn evaluate(
 
 fn success(key: &str, table: Option<&RoutingTable>, evaluation: &FlagEvaluation) -> Value {
     telemetry::count_ofrep(evaluation.reason.as_str());
-    let color = evaluation.color.as_str();
+    let color = table.map_or_else(
+        || evaluation.color.default_lane().into_owned(),
+        |t| t.lane(evaluation.color).to_owned(),
+    );
     let mut metadata = Map::new();
     metadata.insert("version".into(), json!(evaluation.version));
     if let Some(table) = table {

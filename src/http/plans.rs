@@ -21,8 +21,8 @@ use super::error::{ApiError, json_error};
 use super::tag::Versioned;
 use super::{App, iso8601, now_ms};
 use crate::core::{
-    Color, Command, DryRunInputs, PlanRun, Share, State as CoreState, StepDefaults, StepRecord,
-    StoredPlan, Verdict, dry_run,
+    Command, DryRunInputs, PlanRun, Share, State as CoreState, StepDefaults, StepRecord,
+    StoredPlan, Verdict, ZoneId, dry_run,
 };
 use crate::duration::{format_duration_ms, parse_duration_ms};
 use crate::service::{plan_config, plan_runner, plan_start, plan_trigger};
@@ -113,7 +113,7 @@ fn step_defaults(app: &App, units: u32) -> (StepDefaults, StepDefaults) {
 }
 
 fn plan_body(stored: &StoredPlan, state: &CoreState) -> Value {
-    let wire = WirePlan::from(&stored.plan);
+    let wire = WirePlan::encode(&stored.plan, state.table().zones());
     let now = now_ms();
     let last_drill = state
         .plan_runs()
@@ -201,7 +201,8 @@ async fn put_plan(
         trigger: r.trigger,
         cooldown: r.cooldown,
     };
-    let plan = plan_config::to_plan(name, body).map_err(invalid)?;
+    let zones = app.coordinator.state().table().zones().clone();
+    let plan = plan_config::to_plan(name, body, &zones).map_err(invalid)?;
     let submitted =
         super::submit(app, Command::PutPlan { plan }, Some(r.expected_version), by, r.reason)
             .await?;
@@ -328,15 +329,18 @@ async fn post_dry_run(
     let list = stored.plan.preconditions.clone();
     let now = now_ms();
     let readings = rocket::tokio::task::spawn_blocking(move || {
-        let zone_of = |c: Color| zones.zone_of(c).to_owned();
+        let zone_of = |c: ZoneId| zones.zone_of(c).to_owned();
         (
-            capacities.zone(&zone_of(Color::Blue), now),
-            capacities.zone(&zone_of(Color::Green), now),
-            health.zone(&zone_of(Color::Blue), now).reading,
-            health.zone(&zone_of(Color::Green), now).reading,
+            capacities.zone(&zone_of(ZoneId::BLUE), now),
+            capacities.zone(&zone_of(ZoneId::GREEN), now),
+            health.zone(&zone_of(ZoneId::BLUE), now).reading,
+            health.zone(&zone_of(ZoneId::GREEN), now).reading,
             // Shared results: a dry run is a read, and never one outbound call per caller.
             preconditions.check_all_shared(&list),
-            [lanes.total_half_lag(Color::Blue, 0, now), lanes.total_half_lag(Color::Green, 0, now)],
+            [
+                lanes.total_half_lag(ZoneId::BLUE, 0, now),
+                lanes.total_half_lag(ZoneId::GREEN, 0, now),
+            ],
         )
     })
     .await
@@ -401,8 +405,8 @@ async fn post_dry_run(
         "steps": steps,
         "zones": [zone_load(&blue_load), zone_load(&green_load)],
         "backlog": {
-            app.config.zones.blue.clone(): backlog[0],
-            app.config.zones.green.clone(): backlog[1],
+            app.config.zones.zone_of(ZoneId::BLUE): backlog[0],
+            app.config.zones.zone_of(ZoneId::GREEN): backlog[1],
         },
         "expected_ms": run.expected_ms,
         "expected_duration": format_duration_ms(run.expected_ms),

@@ -12,7 +12,7 @@ use super::error::{ApiError, json_error};
 use super::idempotency::{IdempotencyKey, Scoped, Seen};
 use super::tag::Versioned;
 use super::{App, iso8601};
-use crate::core::{Color, Command, Share};
+use crate::core::{Command, Share, ZoneId};
 use crate::service::coordinator::AuditError;
 pub use crate::service::routing_frames::routing_body;
 
@@ -111,8 +111,16 @@ async fn put_pin(
         Keyed::Answered(answer) => return Ok(answer),
         Keyed::Submit(key) => key,
     };
-    let color: Color = request.color.parse().map_err(|e: crate::core::ParseColorError| {
-        ApiError::bad_request("invalid_color", e.to_string())
+    let table = app.coordinator.state().table_arc();
+    let color: ZoneId = table.zones().by_lane(&request.color).ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_color",
+            format!(
+                "`{}` is not a lane of this table; lanes: {}",
+                request.color,
+                table.zones().iter().map(|(_, z)| z.lane.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        )
     })?;
     let command = Command::Pin { user_id: user_id.to_owned(), color };
     submit(app, command, request.expected_version, by, request.reason, key).await

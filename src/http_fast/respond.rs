@@ -208,8 +208,16 @@ fn ok(answer: Answer) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(answer.body)));
     let headers = response.headers_mut();
     common(headers);
-    if let Some(color) = answer.color {
-        headers.insert("x-tidegate-color", HeaderValue::from_static(color));
+    match answer.color {
+        Some(std::borrow::Cow::Borrowed(color)) => {
+            headers.insert("x-tidegate-color", HeaderValue::from_static(color));
+        }
+        Some(std::borrow::Cow::Owned(lane)) => {
+            if let Ok(value) = HeaderValue::from_str(&lane) {
+                headers.insert("x-tidegate-color", value);
+            }
+        }
+        None => {}
     }
     headers.insert("x-tidegate-version", HeaderValue::from(answer.version));
     response

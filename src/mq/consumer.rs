@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 
 use super::{MqError, QUERY_TIMEOUT, client_config, partition_count, route_header};
 use crate::client::lanes::{Assigned, LaneClient, LaneClientError, Reads};
-use crate::core::{Color, LaneConfig};
+use crate::core::{LaneConfig, ZoneId};
 use crate::telemetry;
 
 /// Runs a blocking group-coordinator call, retrying the errors Kafka itself calls retriable.
@@ -138,7 +138,7 @@ pub struct LaneMessage {
     pub payload: Vec<u8>,
     /// The colour from the `tg` route header (or an older producer's `tidegate-route` or
     /// `tidegate-color`); `None` when none is there or its value does not decode.
-    pub color: Option<Color>,
+    pub color: Option<ZoneId>,
     /// The routing version from the same header (or an older producer's `tidegate-route` or
     /// `tidegate-version`).
     pub routing_version: Option<u64>,

@@ -70,6 +70,10 @@ pub enum MqError {
         "the lane session is not known to be alive (no heartbeat answer within the session timeout); offsets were not committed, and the partitions are being released"
     )]
     SessionLost,
+    #[error(
+        "topic `{topic}` was cut for {cut} zones when this producer started, and the table now routes to zone {zone}; restart the producer (and give the topic a multiple of the zone count in partitions)"
+    )]
+    ZonesChanged { topic: String, cut: u32, zone: u16 },
 }
 
 impl From<rdkafka::error::KafkaError> for MqError {

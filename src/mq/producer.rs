@@ -23,7 +23,7 @@ use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::{MqError, ROUTE_HEADER, client_config, partition_count, route_header};
-use crate::core::{Color, LaneConfig, validate_user_id};
+use crate::core::{LaneConfig, ZoneId, validate_user_id};
 use crate::service::table_source::TableSource;
 use crate::telemetry;
 
@@ -59,7 +59,7 @@ impl ProducerSettings {
 /// Where a user's message goes under the current table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Route {
-    pub color: Color,
+    pub color: ZoneId,
     pub partition: u32,
     /// The routing table version the user was tagged with (also in the `tg` route header).
     pub version: u64,
@@ -127,32 +127,37 @@ impl Ring {
     }
 }
 
-/// The consistent-hash rings of a lane's two halves: which partition of a half a user's
-/// messages go to. Pure; built once per producer.
+/// The consistent-hash rings of a lane's zone ranges (its halves with two zones): which
+/// partition of a range a user's messages go to. Pure; built once per producer.
 pub struct HalfRings {
     lane: LaneConfig,
-    rings: [Ring; 2],
+    rings: Vec<Ring>,
 }
 
 impl HalfRings {
     pub fn new(lane: LaneConfig) -> HalfRings {
-        let ring = |color: Color| {
+        let ring = |color: ZoneId| {
             let half = lane.half(color);
             let vnodes = (RING_VNODES / half.len().max(1) as u32).max(MIN_VNODES);
             Ring::new(half.flat_map(move |partition| {
                 (0..vnodes).map(move |replica| VNode { partition, replica })
             }))
         };
-        HalfRings { lane, rings: [ring(Color::Blue), ring(Color::Green)] }
+        HalfRings { lane, rings: (0..lane.zones() as u16).map(|z| ring(ZoneId(z))).collect() }
     }
 
-    /// The partition of `user_id` inside `color`'s half.
-    pub fn partition(&self, color: Color, user_id: &str) -> u32 {
-        match self.rings[color as usize].get(DefaultHashBuilder.hash_one(user_id)) {
-            Some(partition) => partition,
-            // The ring of a half is never empty (a lane has at least one partition per half).
-            None => self.lane.half(color).start,
-        }
+    /// The partition of `user_id` inside `color`'s range. A zone the topic was not cut for has
+    /// no range: `None`.
+    pub fn partition_checked(&self, color: ZoneId, user_id: &str) -> Option<u32> {
+        let ring = self.rings.get(color.index())?;
+        // The ring of a range is never empty (a lane has at least one partition per zone).
+        Some(ring.get(DefaultHashBuilder.hash_one(user_id)).unwrap_or(self.lane.half(color).start))
+    }
+
+    /// The partition of `user_id` inside `color`'s half (the first partition for a zone the
+    /// topic was not cut for; [`HalfRings::partition_checked`] tells).
+    pub fn partition(&self, color: ZoneId, user_id: &str) -> u32 {
+        self.partition_checked(color, user_id).unwrap_or(0)
     }
 }
 
@@ -163,7 +168,7 @@ pub struct LaneProducer {
     lane: LaneConfig,
     rings: HalfRings,
     table: Arc<dyn TableSource>,
-    produced: [Counter; 2],
+    produced: Vec<Counter>,
 }
 
 impl LaneProducer {
@@ -175,7 +180,12 @@ impl LaneProducer {
         table: Arc<dyn TableSource>,
     ) -> Result<LaneProducer, MqError> {
         let partitions = partition_count(&settings.bootstrap, &settings.topic)?;
-        let lane = LaneConfig::new(partitions)
+        // The topic is cut for the table's zones (two before a table arrives).
+        let lanes: Vec<String> = match table.current_table() {
+            Some(t) => t.zones().iter().map(|(_, z)| z.lane.clone()).collect(),
+            None => vec!["blue".into(), "green".into()],
+        };
+        let lane = LaneConfig::for_zones(partitions, lanes.len() as u32)
             .map_err(|source| MqError::Lane { topic: settings.topic.clone(), source })?;
         let mut config = client_config(&settings.bootstrap, &settings.extra);
         config.set("enable.idempotence", "true").set("acks", "all");
@@ -186,7 +196,7 @@ impl LaneProducer {
             lane,
             rings: HalfRings::new(lane),
             table,
-            produced: telemetry::lane_produced_counters(&settings.topic),
+            produced: telemetry::lane_produced_counters(&settings.topic, &lanes),
         })
     }
 
@@ -203,15 +213,17 @@ impl LaneProducer {
         validate_user_id(user_id)?;
         let table = self.table.current_table().ok_or(MqError::NoTable)?;
         let color = table.tag(user_id)?.color;
-        Ok(Route {
-            color,
-            partition: self.partition_in_half(color, user_id),
-            version: table.version(),
-        })
+        let partition =
+            self.rings.partition_checked(color, user_id).ok_or_else(|| MqError::ZonesChanged {
+                topic: self.topic.clone(),
+                cut: self.lane.zones(),
+                zone: color.0,
+            })?;
+        Ok(Route { color, partition, version: table.version() })
     }
 
     /// The partition of `user_id` inside `color`'s half (consistent hashing over the half).
-    pub fn partition_in_half(&self, color: Color, user_id: &str) -> u32 {
+    pub fn partition_in_half(&self, color: ZoneId, user_id: &str) -> u32 {
         self.rings.partition(color, user_id)
     }
 
@@ -234,11 +246,9 @@ impl LaneProducer {
             .payload(payload)
             .headers(headers);
         match self.producer.send_result(record) {
-            Ok(delivery) => Ok(Pending {
-                delivery,
-                route,
-                counter: self.produced[route.color as usize].clone(),
-            }),
+            Ok(delivery) => {
+                Ok(Pending { delivery, route, counter: self.produced[route.color.index()].clone() })
+            }
             Err((e, _)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
                 Err(MqError::QueueFull)
             }
@@ -302,10 +312,10 @@ mod tests {
 
     /// Each partition's share of `users` synthetic user IDs within the blue half, in percent.
     fn shares(rings: &HalfRings, lane: LaneConfig, users: u32) -> Vec<f64> {
-        let half = lane.half(Color::Blue);
+        let half = lane.half(ZoneId::BLUE);
         let mut counts = vec![0u32; half.len()];
         for i in 0..users {
-            let p = rings.partition(Color::Blue, &format!("user-{i}"));
+            let p = rings.partition(ZoneId::BLUE, &format!("user-{i}"));
             counts[(p - half.start) as usize] += 1;
         }
         counts.iter().map(|c| 100.0 * f64::from(*c) / f64::from(users)).collect()
@@ -318,7 +328,7 @@ mod tests {
         for partitions in [2, 8, 14, 400] {
             let lane = LaneConfig::new(partitions).unwrap();
             let rings = HalfRings::new(lane);
-            for color in Color::ALL {
+            for color in [ZoneId::BLUE, ZoneId::GREEN] {
                 let half = lane.half(color);
                 let vnodes = (RING_VNODES / half.len() as u32).max(MIN_VNODES);
                 let mut reference = hashring::HashRing::new();

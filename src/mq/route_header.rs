@@ -13,7 +13,7 @@
 //! `tidegate-version: 12`).
 
 use super::{COLOR_HEADER, ROUTE_HEADER, TEXT_ROUTE_HEADER, VERSION_HEADER};
-use crate::core::Color;
+use crate::core::ZoneId;
 
 /// The longest value: a colour byte and a ten-byte varint.
 pub const MAX_LEN: usize = 1 + 10;
@@ -23,7 +23,9 @@ pub const MAX_LEN: usize = 1 + 10;
 pub enum RouteHeaderError {
     #[error("the route header is empty; expected a colour byte and a version")]
     Empty,
-    #[error("the route header's colour byte is {0:#04x}; expected `b` (blue) or `g` (green)")]
+    #[error(
+        "the route header's colour byte is {0:#04x}; expected `b` (blue), `g` (green) or a zone index 2-63"
+    )]
     UnknownColor(u8),
     #[error("the route header's version ends in the middle of its varint")]
     Truncated,
@@ -35,16 +37,19 @@ pub enum RouteHeaderError {
     Text,
 }
 
-fn color_byte(color: Color) -> u8 {
+/// `b` for blue, `g` for green (the bytes of every earlier release), the zone index itself
+/// (2-63) for further zones.
+fn color_byte(color: ZoneId) -> u8 {
     match color {
-        Color::Blue => b'b',
-        Color::Green => b'g',
+        ZoneId::BLUE => b'b',
+        ZoneId::GREEN => b'g',
+        ZoneId(n) => n as u8,
     }
 }
 
 /// Writes the `tg` value of `color` and `version` into `buf` and returns the bytes written.
 /// No allocation, no formatting: a byte and a varint.
-pub fn encode(color: Color, version: u64, buf: &mut [u8; MAX_LEN]) -> &[u8] {
+pub fn encode(color: ZoneId, version: u64, buf: &mut [u8; MAX_LEN]) -> &[u8] {
     buf[0] = color_byte(color);
     let mut rest = version;
     let mut len = 1;
@@ -58,11 +63,12 @@ pub fn encode(color: Color, version: u64, buf: &mut [u8; MAX_LEN]) -> &[u8] {
 }
 
 /// Reads a `tg` value written by [`encode`].
-pub fn decode(value: &[u8]) -> Result<(Color, u64), RouteHeaderError> {
+pub fn decode(value: &[u8]) -> Result<(ZoneId, u64), RouteHeaderError> {
     let (&first, varint) = value.split_first().ok_or(RouteHeaderError::Empty)?;
     let color = match first {
-        b'b' => Color::Blue,
-        b'g' => Color::Green,
+        b'b' => ZoneId::BLUE,
+        b'g' => ZoneId::GREEN,
+        n @ 2..=63 => ZoneId(u16::from(n)),
         other => return Err(RouteHeaderError::UnknownColor(other)),
     };
     let mut version: u64 = 0;
@@ -83,11 +89,20 @@ pub fn decode(value: &[u8]) -> Result<(Color, u64), RouteHeaderError> {
     Err(RouteHeaderError::Truncated)
 }
 
+/// The two lanes the text headers of producers before `tg` could name.
+fn legacy_lane(text: &str) -> Option<ZoneId> {
+    match text {
+        "blue" => Some(ZoneId::BLUE),
+        "green" => Some(ZoneId::GREEN),
+        _ => None,
+    }
+}
+
 /// Reads a value of the text header producers before `tg` wrote (`blue;v=12`).
-pub fn decode_text(value: &[u8]) -> Result<(Color, u64), RouteHeaderError> {
+pub fn decode_text(value: &[u8]) -> Result<(ZoneId, u64), RouteHeaderError> {
     let text = std::str::from_utf8(value).map_err(|_| RouteHeaderError::Text)?;
     let (color, version) = text.split_once(";v=").ok_or(RouteHeaderError::Text)?;
-    let color = color.parse().map_err(|_| RouteHeaderError::Text)?;
+    let color = legacy_lane(color).ok_or(RouteHeaderError::Text)?;
     let version = version.parse().map_err(|_| RouteHeaderError::Text)?;
     Ok((color, version))
 }
@@ -97,7 +112,7 @@ pub fn decode_text(value: &[u8]) -> Result<(Color, u64), RouteHeaderError> {
 /// headers and values that do not decode are ignored (the field stays `None`).
 pub fn read<'h>(
     headers: impl IntoIterator<Item = (&'h str, Option<&'h [u8]>)>,
-) -> (Option<Color>, Option<u64>) {
+) -> (Option<ZoneId>, Option<u64>) {
     let (mut binary, mut text) = (None, None);
     let (mut color, mut version) = (None, None);
     for (name, value) in headers {
@@ -105,7 +120,7 @@ pub fn read<'h>(
         match name {
             ROUTE_HEADER => binary = decode(value).ok(),
             TEXT_ROUTE_HEADER => text = decode_text(value).ok(),
-            COLOR_HEADER => color = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()),
+            COLOR_HEADER => color = std::str::from_utf8(value).ok().and_then(legacy_lane),
             VERSION_HEADER => {
                 version = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
             }
@@ -122,19 +137,19 @@ pub fn read<'h>(
 mod tests {
     use super::*;
 
-    fn encoded(color: Color, version: u64) -> Vec<u8> {
+    fn encoded(color: ZoneId, version: u64) -> Vec<u8> {
         let mut buf = [0; MAX_LEN];
         encode(color, version, &mut buf).to_vec()
     }
 
     #[test]
     fn encodes_a_colour_byte_and_a_varint_and_decodes_back() {
-        assert_eq!(encoded(Color::Blue, 12), b"b\x0c");
-        assert_eq!(encoded(Color::Green, 0), b"g\x00");
-        assert_eq!(encoded(Color::Blue, 300), b"b\xac\x02");
-        assert_eq!(encoded(Color::Green, u64::MAX).len(), MAX_LEN);
+        assert_eq!(encoded(ZoneId::BLUE, 12), b"b\x0c");
+        assert_eq!(encoded(ZoneId::GREEN, 0), b"g\x00");
+        assert_eq!(encoded(ZoneId::BLUE, 300), b"b\xac\x02");
+        assert_eq!(encoded(ZoneId::GREEN, u64::MAX).len(), MAX_LEN);
         for version in [0, 1, 127, 128, 16_383, 16_384, 1 << 35, u64::MAX - 1, u64::MAX] {
-            for color in Color::ALL {
+            for color in [ZoneId::BLUE, ZoneId::GREEN] {
                 let value = encoded(color, version);
                 assert_eq!(decode(&value), Ok((color, version)), "{value:02x?}");
             }
@@ -177,8 +192,8 @@ mod tests {
 
     #[test]
     fn decodes_the_text_header_of_the_producers_before() {
-        assert_eq!(decode_text(b"blue;v=12"), Ok((Color::Blue, 12)));
-        assert_eq!(decode_text(b"green;v=18446744073709551615"), Ok((Color::Green, u64::MAX)));
+        assert_eq!(decode_text(b"blue;v=12"), Ok((ZoneId::BLUE, 12)));
+        assert_eq!(decode_text(b"green;v=18446744073709551615"), Ok((ZoneId::GREEN, u64::MAX)));
         for bad in [
             &b""[..],
             b"blue",
@@ -195,19 +210,19 @@ mod tests {
 
     #[test]
     fn reads_every_format_a_rolling_upgrade_has() {
-        let tg = encoded(Color::Green, 7);
+        let tg = encoded(ZoneId::GREEN, 7);
         let current = [("tg", Some(&tg[..])), ("other", Some(&b"x"[..]))];
-        assert_eq!(read(current), (Some(Color::Green), Some(7)));
+        assert_eq!(read(current), (Some(ZoneId::GREEN), Some(7)));
         let text = [("tidegate-route", Some(&b"blue;v=9"[..]))];
-        assert_eq!(read(text), (Some(Color::Blue), Some(9)));
+        assert_eq!(read(text), (Some(ZoneId::BLUE), Some(9)));
         let older = [("tidegate-color", Some(&b"blue"[..])), ("tidegate-version", Some(&b"3"[..]))];
-        assert_eq!(read(older), (Some(Color::Blue), Some(3)));
+        assert_eq!(read(older), (Some(ZoneId::BLUE), Some(3)));
         // `tg` wins over the text header, which wins over the two older ones.
         let both = [("tidegate-route", Some(&b"blue;v=9"[..])), ("tg", Some(&tg[..]))];
-        assert_eq!(read(both), (Some(Color::Green), Some(7)));
+        assert_eq!(read(both), (Some(ZoneId::GREEN), Some(7)));
         let both =
             [("tidegate-color", Some(&b"green"[..])), ("tidegate-route", Some(&b"blue;v=9"[..]))];
-        assert_eq!(read(both), (Some(Color::Blue), Some(9)));
+        assert_eq!(read(both), (Some(ZoneId::BLUE), Some(9)));
         // Malformed or missing values leave the fields empty.
         assert_eq!(read([("tg", Some(&b"x\x01"[..]))]), (None, None));
         assert_eq!(read([("tidegate-route", Some(&b"purple;v=1"[..]))]), (None, None));

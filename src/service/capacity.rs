@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::config::{CapacityConfig, ZoneCapacity};
-use crate::core::{Capacity, CapacityInputs, Color, RoutingTable, Verdict, ZoneLoad, judge};
+use crate::core::{Capacity, CapacityInputs, RoutingTable, Verdict, ZoneId, ZoneLoad, judge};
 use crate::service::health::Health;
 
 pub struct Capacities {
@@ -181,7 +181,7 @@ impl Capacities {
         now_ms: u64,
     ) -> Option<CapacityInputs> {
         let drained = drain.plan.color;
-        let receiving = table.zone_of(drained.other());
+        let receiving = table.zone_of(drain.receiving_color());
         if !self.config.zones.contains_key(receiving) {
             return None;
         }
@@ -239,31 +239,98 @@ impl Capacities {
             return Verdict::Unchecked;
         }
         // Fewer blue units: blue's users move to green, and the other way round.
-        let source = if to_blue_units < from { Color::Blue } else { Color::Green };
-        if !self.config.zones.contains_key(table.zone_of(source.other())) {
+        let source = if to_blue_units < from { ZoneId::BLUE } else { ZoneId::GREEN };
+        let receiving = crate::core::counterpart(source);
+        if !self.config.zones.contains_key(table.zone_of(receiving)) {
             return Verdict::Unchecked;
         }
-        let units_of = |c: Color| match c {
-            Color::Blue => from,
-            Color::Green => table.units() - from,
-        };
+        let units_of = |c: ZoneId| table.units_of(c);
         judge(
             from.abs_diff(to_blue_units),
             units_of(source),
-            units_of(source.other()),
+            units_of(receiving),
             &self.source_load(table.zone_of(source), units_of(source), now_ms),
-            &self.receiving_load(table.zone_of(source.other()), units_of(source.other()), now_ms),
+            &self.receiving_load(table.zone_of(receiving), units_of(receiving), now_ms),
             self.config.headroom,
         )
+    }
+
+    /// One verdict per zone that gains units when `table`'s map becomes `next` (a unit-set
+    /// move), in zone order; zones without a configured capacity are `Unchecked`.
+    pub fn judge_map(
+        &self,
+        table: &RoutingTable,
+        next: &crate::core::UnitMap,
+        now_ms: u64,
+    ) -> Vec<(ZoneId, Verdict)> {
+        let zones = table.zones();
+        let n = zones.len();
+        // moved[source][receiver] = units moving from source to receiver.
+        let mut moved = vec![vec![0u32; n]; n];
+        for unit in table.map().diff(next) {
+            moved[table.map().owner(unit).index()][next.owner(unit).index()] += 1;
+        }
+        let mut out = Vec::new();
+        for receiver in zones.ids() {
+            let gains_from: Vec<ZoneId> =
+                zones.ids().filter(|s| moved[s.index()][receiver.index()] > 0).collect();
+            if gains_from.is_empty() {
+                continue;
+            }
+            let name = table.zone_of(receiver);
+            if !self.config.zones.contains_key(name) {
+                out.push((receiver, Verdict::Unchecked));
+                continue;
+            }
+            let sources: Vec<(u32, u32, ZoneLoad)> = gains_from
+                .iter()
+                .map(|&s| {
+                    let units = table.units_of(s);
+                    (
+                        moved[s.index()][receiver.index()],
+                        units,
+                        self.source_load(table.zone_of(s), units, now_ms),
+                    )
+                })
+                .collect();
+            let gains: Vec<crate::core::Gain<'_>> = sources
+                .iter()
+                .map(|(m, u, load)| crate::core::Gain {
+                    moved_units: *m,
+                    source_units: *u,
+                    source: load,
+                })
+                .collect();
+            let units = table.units_of(receiver);
+            let receiving = self.receiving_load(name, units, now_ms);
+            out.push((
+                receiver,
+                crate::core::judge_gains(&gains, units, &receiving, self.config.headroom),
+            ));
+        }
+        out
+    }
+
+    /// Each receiver's free room (allowed load less current load, in rps) for spreading an
+    /// evacuation by headroom; `None` where it is not known or not checked.
+    pub fn room(&self, table: &RoutingTable, zone: ZoneId, now_ms: u64) -> Option<f64> {
+        let name = table.zone_of(zone);
+        if !self.config.zones.contains_key(name) {
+            return None;
+        }
+        let load = self.receiving_load(name, table.units_of(zone), now_ms);
+        match (&load.capacity, &load.load_rps) {
+            (crate::core::Capacity::Rps(cap), Ok(now)) => {
+                Some(cap * (1.0 - self.config.headroom) - now)
+            }
+            _ => None,
+        }
     }
 }
 
 /// The units a colour serves in the table.
-fn units_of(table: &RoutingTable, color: Color) -> u32 {
-    match color {
-        Color::Blue => table.blue_units(),
-        Color::Green => table.units() - table.blue_units(),
-    }
+fn units_of(table: &RoutingTable, color: ZoneId) -> u32 {
+    table.units_of(color)
 }
 
 #[cfg(test)]
@@ -271,16 +338,19 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::core::{ColorZones, Genesis, State, UnitMode, UnitScheme};
+    use crate::core::{Genesis, State, UnitMode, UnitScheme, Zones};
     use crate::service::health::Source;
 
     fn setup() -> (Arc<Health>, Capacities, State) {
-        let zones = ColorZones::default();
+        let zones = Zones::default();
         let health = Arc::new(
             Health::new(zones.clone(), 60_000, Source::Outcomes).with_detection(10_000, 15_000),
         );
         let config = CapacityConfig {
-            zones: BTreeMap::from([(zones.green.clone(), ZoneCapacity::Rps(4_000.0))]),
+            zones: BTreeMap::from([(
+                zones.zone_of(ZoneId::GREEN).to_owned(),
+                ZoneCapacity::Rps(4_000.0),
+            )]),
             headroom: 0.1,
             peak_window_ms: 600_000,
         };
@@ -299,7 +369,7 @@ mod tests {
         let mut t = from_ms;
         while t <= to_ms {
             for zone in zones {
-                let color = if *zone == "az-b" { Color::Blue } else { Color::Green };
+                let color = if *zone == "az-b" { ZoneId::BLUE } else { ZoneId::GREEN };
                 health.record(zone, color, rps, 0, t).unwrap();
             }
             t += 1_000;
@@ -313,7 +383,7 @@ mod tests {
             id,
             plan: DrainPlan {
                 zone: "az-b".into(),
-                color: Color::Blue,
+                color: ZoneId::BLUE,
                 target_blue_units: 0,
                 step_units: 10,
                 interval_ms: 1_000,

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use crate::core::{
-    Applied, Audit, ColorZones, CommandError, Envelope, Genesis, RoutingTable, State,
-};
+use crate::core::ZoneId;
+use crate::core::{Applied, Audit, CommandError, Envelope, Genesis, RoutingTable, State, Zones};
 use crate::store::{
     Applier, AuditRecord, CommandLog, Lease, LogEntry, LogPosition, LogReader, Outcome, Replayed,
     SharedLog, Snapshots, Step, StoreError, history_hash, log_id_of, new_log_id, push_audit,
@@ -316,7 +315,7 @@ pub type ReaderFactory = Box<dyn Fn() -> Result<Box<dyn LogReader>, StoreError> 
 enum History {
     /// The file log, decoded from its file and replayed by the start-up replay, under the zones
     /// the configuration gave (a genesis that pins them wins, as at start-up).
-    File { path: std::path::PathBuf, zones: ColorZones },
+    File { path: std::path::PathBuf, zones: Zones },
     /// A shared log, read from offset 0 by a reader of its own and decided by an [`Applier`].
     Shared(ReaderFactory),
 }
@@ -352,7 +351,7 @@ pub enum AuditError {
 #[derive(Clone)]
 pub struct Boot {
     pub genesis: Genesis,
-    pub zones: ColorZones,
+    pub zones: Zones,
     pub now_ms: u64,
 }
 
@@ -779,7 +778,13 @@ impl Coordinator {
         let Some((next, applied)) = writer.replayed.state.apply(envelope)? else {
             return Ok(Submitted { table: self.table(), state: self.state(), applied: None });
         };
-        let entry = LogEntry::change(envelope, applied.version, &applied.from, &applied.to);
+        let entry = LogEntry::change(
+            envelope,
+            applied.version,
+            &applied.from,
+            &applied.to,
+            writer.replayed.state.table().zones(),
+        );
         let started = std::time::Instant::now();
         let position = match writer.log.append(&entry) {
             Ok(position) => position,
@@ -862,7 +867,8 @@ impl Coordinator {
                 return Err(SubmitError::KeyReused { command_id });
             }
         }
-        let entry = LogEntry::proposal(&command_id, envelope);
+        let zones = self.state().table().zones().clone();
+        let entry = LogEntry::proposal(&command_id, envelope, &zones);
         let started = std::time::Instant::now();
         let awaited = || replica.awaited.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         awaited().entry(command_id.clone()).or_insert((0, None)).0 += 1;
@@ -1267,8 +1273,16 @@ fn check_genesis(applier: &Applier, boot: &Boot) -> Result<(), StartError> {
     }
     if applier.zones != boot.zones {
         return Err(StartError::ZonesChanged {
-            log: format!("blue in {}, green in {}", applier.zones.blue, applier.zones.green),
-            config: format!("blue in {}, green in {}", boot.zones.blue, boot.zones.green),
+            log: format!(
+                "blue in {}, green in {}",
+                applier.zones.zone_of(ZoneId::BLUE),
+                applier.zones.zone_of(ZoneId::GREEN)
+            ),
+            config: format!(
+                "blue in {}, green in {}",
+                boot.zones.zone_of(ZoneId::BLUE),
+                boot.zones.zone_of(ZoneId::GREEN)
+            ),
         });
     }
     Ok(())
@@ -1330,7 +1344,7 @@ mod tests {
                 scheme: UnitScheme::new(100, UnitMode::Hash).unwrap(),
                 blue_units: 50,
             },
-            zones: ColorZones::default(),
+            zones: Zones::default(),
             now_ms: 1,
         };
         let snapshots = Snapshots::new(dir, 0);
@@ -1371,7 +1385,8 @@ mod tests {
                 command: Command::SetBlueUnits { blue_units: 99 },
                 audit: Audit { by: "late".into(), at_ms: 3, reason: "stale".into() },
             };
-            log.append(&LogEntry::proposal(&format!("stale-{blue}"), &stale)).unwrap();
+            log.append(&LogEntry::proposal(&format!("stale-{blue}"), &stale, &Zones::default()))
+                .unwrap();
         }
         assert!(wait_for(|| c.state().version() == 31 && c.audit(1)[0].version == 31));
         c.set_history_reader(Box::new({

@@ -92,11 +92,11 @@ impl GateInputs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{Color, ColorZones, Reading};
+    use crate::core::{Reading, ZoneId, Zones};
     use crate::service::health::Source;
 
-    fn zones() -> ColorZones {
-        ColorZones { blue: "az-a".into(), green: "az-b".into() }
+    fn zones() -> Zones {
+        Zones::two("az-a", "az-b")
     }
 
     fn health() -> Arc<Health> {
@@ -113,8 +113,8 @@ mod tests {
     #[test]
     fn outcomes_posted_to_another_replica_count_here_until_it_stops_sending() {
         let (here, there) = (health(), health());
-        there.record("az-b", Color::Blue, 40, 60, 1_000).unwrap();
-        here.record("az-b", Color::Blue, 100, 0, 1_000).unwrap();
+        there.record("az-b", ZoneId::BLUE, 40, 60, 1_000).unwrap();
+        here.record("az-b", ZoneId::BLUE, 100, 0, 1_000).unwrap();
         // Alone, this replica thinks az-b is healthy.
         assert_eq!(reading_rate(here.recent("az-b", 1_200)), 0.0);
         here.receive_peer("r2", 1_100, &there.local_windows(1_100));
@@ -157,7 +157,7 @@ mod tests {
             lanes: Arc::new(lanes()),
         };
         let (a, b) = (mk(), mk());
-        a.health.record("az-a", Color::Green, 5, 5, 1_000).unwrap();
+        a.health.record("az-a", ZoneId::GREEN, 5, 5, 1_000).unwrap();
         let payload = serde_json::to_vec(&a.report("log", "r1", 1_000)).unwrap();
         assert!(b.receive(&payload, "other-log", "r2"));
         assert!(matches!(b.health.recent("az-a", 1_000), Reading::Unknown { .. }));

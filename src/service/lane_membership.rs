@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::config::LanesConfig;
 use crate::core::{
-    Assignment, AssignmentInput, Color, ColorZones, LaneConfig, LaneError, LaneMember, ZoneFlags,
+    Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, ZoneFlags, ZoneId, Zones,
     assign, grant, half_lags, hold_unvouched, partition_lag,
 };
 use crate::service::lane_authority::{LaneAuthority, NotAuthority};
@@ -43,8 +43,8 @@ pub trait LagSource: Send + Sync {
 pub enum LanesError {
     #[error("`{value}` is not a valid {what}: use 1-64 characters of a-z, A-Z, 0-9, `-`, `_`, `.`")]
     InvalidName { what: &'static str, value: String },
-    #[error("zone `{zone}` is not one of this tidegate's zones ({blue}, {green})")]
-    UnknownZone { zone: String, blue: String, green: String },
+    #[error("zone `{zone}` is not one of this tidegate's zones ({known})")]
+    UnknownZone { zone: String, known: String },
     #[error(transparent)]
     Lane(#[from] LaneError),
     #[error(
@@ -150,7 +150,9 @@ pub struct MemberStatus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZoneStatus {
     pub zone: String,
-    pub color: Color,
+    pub color: ZoneId,
+    /// The zone's lane (`blue`, `green`, ...).
+    pub lane: String,
     pub members: usize,
     /// `serving`, `drained` (share 0, backlog left), `drained_empty` or `down`.
     pub state: &'static str,
@@ -164,7 +166,8 @@ pub struct LagReading {
     pub at_ms: u64,
     pub partitions: Vec<PartitionOffsets>,
     /// `[blue, green]`.
-    pub halves: [u64; 2],
+    /// Lag per zone range, by zone index.
+    pub halves: Vec<u64>,
 }
 
 /// `GET /v1/lanes/{group}`.
@@ -205,8 +208,8 @@ struct Group {
     lag: Option<LagReading>,
     lag_error: Option<String>,
     /// When each colour's share was first seen at 0, while it stays there.
-    drained_since: [Option<u64>; 2],
-    flags: [ZoneFlags; 2],
+    drained_since: Vec<Option<u64>>,
+    flags: Vec<ZoneFlags>,
     /// Partitions some member of this group claimed or was told since this replica became the
     /// lane authority (`core::hold_unvouched`).
     vouched: BTreeSet<u32>,
@@ -214,7 +217,7 @@ struct Group {
 
 /// The membership service. Cheap to share (`Arc`); every method takes the lock briefly.
 pub struct Lanes {
-    zones: ColorZones,
+    zones: Zones,
     config: LanesConfig,
     table: Arc<dyn TableSource>,
     lag_source: Option<Arc<dyn LagSource>>,
@@ -249,7 +252,7 @@ fn check_name(what: &'static str, value: &str) -> Result<(), LanesError> {
 
 impl Lanes {
     pub fn new(
-        zones: ColorZones,
+        zones: Zones,
         config: LanesConfig,
         table: Arc<dyn TableSource>,
         lag_source: Option<Arc<dyn LagSource>>,
@@ -340,13 +343,9 @@ impl Lanes {
             check_name("member ID", id)?;
         }
         if self.zones.color_in(&r.zone).is_none() {
-            return Err(LanesError::UnknownZone {
-                zone: r.zone,
-                blue: self.zones.blue.clone(),
-                green: self.zones.green.clone(),
-            });
+            return Err(LanesError::UnknownZone { zone: r.zone, known: self.zones.names() });
         }
-        let lane = LaneConfig::new(r.partitions)?;
+        let lane = LaneConfig::for_zones(r.partitions, self.zones.len() as u32)?;
         self.expire_locked(groups, now_ms);
         if !groups.contains_key(group) {
             // The caller's own limit first: a flooding token hits it long before the global one.
@@ -381,8 +380,8 @@ impl Lanes {
             generation: 0,
             lag: None,
             lag_error: None,
-            drained_since: [None; 2],
-            flags: [ZoneFlags::default(); 2],
+            drained_since: vec![None; self.zones.len()],
+            flags: vec![ZoneFlags::default(); self.zones.len()],
             vouched: BTreeSet::new(),
         });
         if g.topic != r.topic || g.lane != lane {
@@ -515,15 +514,12 @@ impl Lanes {
         let Some(table) = self.table.current_table() else {
             return; // no table yet: keep the current target until one arrives
         };
-        let share = table.share();
-        let mut flags = [ZoneFlags::default(); 2];
-        for color in Color::ALL {
+        let mut flags = vec![ZoneFlags::default(); self.zones.len()];
+        g.drained_since.resize(self.zones.len(), None);
+        for color in self.zones.ids() {
             let zone = self.zones.zone_of(color);
-            let units = match color {
-                Color::Blue => share.blue_units,
-                Color::Green => share.green_units(),
-            };
-            let since = &mut g.drained_since[color as usize];
+            let units = if table.zones().contains(color) { table.units_of(color) } else { 0 };
+            let since = &mut g.drained_since[color.index()];
             if units == 0 {
                 since.get_or_insert(now_ms);
             } else {
@@ -532,10 +528,12 @@ impl Lanes {
             // Only a lag reading taken after the share reached 0 can say the backlog is done:
             // an older zero predates the last messages produced for this colour.
             let lag_zero = match (&g.lag, *since) {
-                (Some(lag), Some(since)) => lag.at_ms > since && lag.halves[color as usize] == 0,
+                (Some(lag), Some(since)) => {
+                    lag.at_ms > since && lag.halves.get(color.index()).copied().unwrap_or(0) == 0
+                }
                 _ => false,
             };
-            flags[color as usize] = ZoneFlags {
+            flags[color.index()] = ZoneFlags {
                 drained_empty: units == 0 && lag_zero,
                 down: !g.members.values().any(|m| m.zone == zone),
             };
@@ -545,8 +543,12 @@ impl Lanes {
             .iter()
             .map(|(id, m)| LaneMember { id: id.clone(), zone: m.zone.clone(), alive: true })
             .collect();
-        let target =
-            assign(&AssignmentInput { lane: g.lane, zones: &self.zones, members: &members, flags });
+        let target = assign(&AssignmentInput {
+            lane: g.lane,
+            zones: &self.zones,
+            members: &members,
+            flags: flags.clone(),
+        });
         let claims: BTreeMap<String, BTreeSet<u32>> = g
             .members
             .iter()
@@ -655,16 +657,17 @@ impl Lanes {
                 }
             })
             .collect();
-        let zones = Color::ALL
-            .iter()
-            .map(|&color| {
+        let zones = self
+            .zones
+            .ids()
+            .map(|color| {
                 let zone = self.zones.zone_of(color).to_owned();
-                let f = g.flags[color as usize];
+                let f = g.flags.get(color.index()).copied().unwrap_or_default();
                 let state = if f.down {
                     "down"
                 } else if f.drained_empty {
                     "drained_empty"
-                } else if g.drained_since[color as usize].is_some() {
+                } else if g.drained_since.get(color.index()).is_some_and(Option::is_some) {
                     "drained"
                 } else {
                     "serving"
@@ -673,9 +676,10 @@ impl Lanes {
                     members: g.members.values().filter(|m| m.zone == zone).count(),
                     zone,
                     color,
+                    lane: self.zones.lane(color).to_owned(),
                     state,
                     half: g.lane.half(color).collect(),
-                    lag: g.lag.as_ref().map(|l| l.halves[color as usize]),
+                    lag: g.lag.as_ref().and_then(|l| l.halves.get(color.index()).copied()),
                 }
             })
             .collect();
@@ -695,13 +699,13 @@ impl Lanes {
     /// The current lag of `color`'s half for one group: the sum over the half's partitions of
     /// the high watermark minus the group's committed offset. `None` while unknown (no reading
     /// yet, Kafka not configured, or the last read failed).
-    pub fn half_lag(&self, group: &str, color: Color) -> Option<u64> {
+    pub fn half_lag(&self, group: &str, color: ZoneId) -> Option<u64> {
         let groups = self.lock();
         let g = groups.get(group)?;
         if g.lag_error.is_some() {
             return None;
         }
-        g.lag.as_ref().map(|l| l.halves[color as usize])
+        g.lag.as_ref().and_then(|l| l.halves.get(color.index()).copied())
     }
 
     /// `color`'s half lag summed over every group; `None` if any group's lag is unknown.
@@ -718,7 +722,7 @@ impl Lanes {
     /// Only the lane authority knows the groups: on any other replica it is `None`, so only the
     /// authority's drain runner completes a drain on a lag reading. A new term of authority
     /// counts as a start (its registry is empty until the members are adopted).
-    pub fn total_half_lag(&self, color: Color, zero_since_ms: u64, now_ms: u64) -> Option<u64> {
+    pub fn total_half_lag(&self, color: ZoneId, zero_since_ms: u64, now_ms: u64) -> Option<u64> {
         let groups = self.lock_as_authority().ok()?;
         if groups.is_empty() && self.lag_source.is_some() {
             let since = self.term.lock().unwrap_or_else(|p| p.into_inner()).1.unwrap_or(0);
@@ -732,11 +736,17 @@ impl Lanes {
                 return None;
             }
             let lag = g.lag.as_ref()?;
-            let since = g.drained_since[color as usize].unwrap_or(0).max(zero_since_ms);
+            let since = g
+                .drained_since
+                .get(color.index())
+                .copied()
+                .flatten()
+                .unwrap_or(0)
+                .max(zero_since_ms);
             if since > 0 && lag.at_ms <= since {
                 return None;
             }
-            Some(sum.saturating_add(lag.halves[color as usize]))
+            Some(sum.saturating_add(lag.halves.get(color.index()).copied().unwrap_or(0)))
         })
     }
 
@@ -758,7 +768,7 @@ impl Lanes {
         let Some(g) = groups.get_mut(group) else { return };
         match reading {
             Ok(partitions) => {
-                telemetry::publish_lane_offsets(group, &g.topic, g.lane, &partitions);
+                telemetry::publish_lane_offsets(group, &g.topic, g.lane, &self.zones, &partitions);
                 let lags = partitions
                     .iter()
                     .map(|p| (p.partition, partition_lag(p.low, p.high, p.committed)));
@@ -780,24 +790,24 @@ impl Lanes {
     }
 
     fn publish(&self, name: &str, g: &Group) {
-        let mut members = [0usize; 2];
-        let mut assigned = [0usize; 2];
+        let mut members = vec![0usize; self.zones.len()];
+        let mut assigned = vec![0usize; self.zones.len()];
         for (id, m) in &g.members {
             if let Some(color) = self.zones.color_in(&m.zone) {
-                members[color as usize] += 1;
-                assigned[color as usize] += g.granted.get(id).map_or(0, BTreeSet::len);
+                members[color.index()] += 1;
+                assigned[color.index()] += g.granted.get(id).map_or(0, BTreeSet::len);
             }
         }
-        for color in Color::ALL {
+        for color in self.zones.ids() {
             let zone = self.zones.zone_of(color);
-            let lag = g.lag.as_ref().map(|l| l.halves[color as usize]);
+            let lag = g.lag.as_ref().and_then(|l| l.halves.get(color.index()).copied());
             telemetry::publish_lane(
                 name,
                 &g.topic,
                 zone,
-                color,
-                members[color as usize],
-                assigned[color as usize],
+                self.zones.lane(color),
+                members[color.index()],
+                assigned[color.index()],
                 lag,
             );
         }
@@ -875,8 +885,8 @@ mod tests {
 
     fn lanes(authority: &Arc<LaneAuthority>) -> Lanes {
         let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-        let table = RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), ColorZones::default())
-            .unwrap();
+        let table =
+            RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), Zones::default()).unwrap();
         let config = LanesConfig {
             session_timeout_ms: 1_000,
             heartbeat_interval_ms: 200,
@@ -890,8 +900,7 @@ mod tests {
             lease_ms: 400,
         };
         let source = Arc::new(arc_swap::ArcSwap::from_pointee(table));
-        Lanes::new(ColorZones::default(), config, source, None)
-            .with_authority(Arc::clone(authority))
+        Lanes::new(Zones::default(), config, source, None).with_authority(Arc::clone(authority))
     }
 
     fn lease(holder: &str) -> Option<Lease> {
@@ -935,7 +944,7 @@ mod tests {
         let LanesError::NotAuthority(n) = &err else { panic!("{err:?}") };
         assert_eq!((n.holder.as_deref(), n.url.as_deref()), (Some("r1"), Some("http://r1")));
         assert!(err.to_string().contains("http://r1"), "{err}");
-        assert_eq!(lanes.total_half_lag(Color::Blue, 0, 900), None);
+        assert_eq!(lanes.total_half_lag(ZoneId::BLUE, 0, 900), None);
         // It takes over at 1 000 (session 1 000 ms: unclaimed partitions wait until 2 000).
         assert_eq!(authority.record(true, lease("r2"), Instant::now(), 1_000), Some(true));
         // Without what it reads, an unknown member is still told to register again.

@@ -9,7 +9,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::core::{Audit, ColorZones, Command, CommandError, Envelope, Plan, validate_plan};
+use crate::core::{Audit, Command, CommandError, Envelope, Plan, Zones, validate_plan};
 use crate::duration::parse_duration_ms;
 use crate::service::coordinator::{Coordinator, SubmitError};
 use crate::store::{WirePlan, WirePrecondition, WireStep, WireTrigger};
@@ -53,7 +53,7 @@ pub struct TriggerBody {
 pub const DEFAULT_CONSUMERS_GONE_FOR_MS: u64 = 30_000;
 
 /// The plan `name` of a body; the error starts with the field (`rto: ...`).
-pub fn to_plan(name: &str, body: PlanBody) -> Result<Plan, String> {
+pub fn to_plan(name: &str, body: PlanBody, zones: &Zones) -> Result<Plan, String> {
     let rto_ms = parse_duration_ms(&body.rto).map_err(|e| format!("rto: {e}"))?;
     let trigger = wire_trigger(body.trigger, body.cooldown.as_deref())?;
     let wire = WirePlan {
@@ -63,7 +63,7 @@ pub fn to_plan(name: &str, body: PlanBody) -> Result<Plan, String> {
         rto_ms,
         trigger,
     };
-    wire.to_plan()
+    wire.to_plan(zones)
 }
 
 /// The trigger and cooldown of a body, in the log's form; errors name the field.
@@ -124,7 +124,7 @@ pub struct DeclaredPlanError {
 /// the key (`plans.<name>.<field>`).
 pub fn parse_declared<'a>(
     declared: impl IntoIterator<Item = (&'a String, &'a Value)>,
-    zones: &ColorZones,
+    zones: &Zones,
     units: u32,
 ) -> Result<Vec<Plan>, DeclaredPlanError> {
     let mut plans = Vec::new();
@@ -138,7 +138,7 @@ pub fn parse_declared<'a>(
         };
         let body: PlanBody = serde_json::from_value(value.clone())
             .map_err(|e| DeclaredPlanError { key: key.clone(), reason: e.to_string() })?;
-        let plan = to_plan(name, body).map_err(named)?;
+        let plan = to_plan(name, body, zones).map_err(named)?;
         validate_plan(&plan, zones, units).map_err(named)?;
         plans.push(plan);
     }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::{
-    Audit, Color, Command, CommandError, Decision, Envelope, HttpCall, PlanRun, PlanStep, Reading,
-    RunReadings, RunStatus, StepDefaults, Verdict, ZoneSample,
+    Audit, Command, CommandError, Decision, Envelope, HttpCall, PlanRun, PlanStep, Reading,
+    RunReadings, RunStatus, StepDefaults, Verdict, ZoneId, ZoneSample,
 };
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError};
@@ -111,7 +111,7 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
                     .map(|p| runner.preconditions.check(p));
             }
             Some(PlanStep::WaitConsumed { zone }) => {
-                let color = zones.color_in(zone).unwrap_or(Color::Blue);
+                let color = zones.color_in(zone).unwrap_or(ZoneId::BLUE);
                 let since = run.steps.last().map_or(run.started_ms, |s| s.started_ms);
                 backlog = runner.lanes.total_half_lag(color, since, now);
             }
@@ -139,7 +139,8 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
         backlog,
     };
     let decision = run.decide(&readings)?;
-    let samples = || sample_zones(&runner.health, &[&zones.blue, &zones.green], now);
+    let names: Vec<&str> = zones.iter().map(|(_, z)| z.name.as_str()).collect();
+    let samples = || sample_zones(&runner.health, &names, now);
     let (command, reason) = match decision {
         Decision::StartStep { step, drain } => {
             let reason = format!(
@@ -390,7 +391,7 @@ fn error_text(e: &ureq::Error) -> String {
 }
 
 /// Each zone's error rate now, for the run's record.
-fn sample_zones(health: &Health, zones: &[&String], now: u64) -> Vec<ZoneSample> {
+fn sample_zones(health: &Health, zones: &[&str], now: u64) -> Vec<ZoneSample> {
     zones
         .iter()
         .map(|zone| {
@@ -399,7 +400,7 @@ fn sample_zones(health: &Health, zones: &[&String], now: u64) -> Vec<ZoneSample>
                 Reading::Known { error_rate, requests } => (Some(error_rate), requests),
                 Reading::Unknown { .. } => (None, h.requests.unwrap_or(0)),
             };
-            ZoneSample { zone: (*zone).clone(), error_rate, requests }
+            ZoneSample { zone: (*zone).to_owned(), error_rate, requests }
         })
         .collect()
 }
@@ -435,9 +436,9 @@ fn restore_health(
     now: u64,
 ) -> Result<(), String> {
     let gaining = if run.start_blue_units > table.blue_units() {
-        Color::Blue
+        ZoneId::BLUE
     } else if run.start_blue_units < table.blue_units() {
-        Color::Green
+        ZoneId::GREEN
     } else {
         return Ok(());
     };

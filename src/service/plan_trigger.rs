@@ -103,12 +103,11 @@ pub fn tick_once(t: &Triggers) {
     }
     // Down and silent are judged over the detection window, the receiving zone's guard over
     // the whole window (as the drain guard judges it).
-    let recent: HashMap<String, Reading> = [&zones.blue, &zones.green]
-        .into_iter()
-        .map(|z| (z.clone(), t.health.recent(z, now)))
-        .collect();
-    let healths: HashMap<String, Reading> = [&zones.blue, &zones.green]
-        .into_iter()
+    let recent: HashMap<String, Reading> =
+        zones.iter().map(|(_, z)| &z.name).map(|z| (z.clone(), t.health.recent(z, now))).collect();
+    let healths: HashMap<String, Reading> = zones
+        .iter()
+        .map(|(_, z)| &z.name)
         .map(|z| (z.clone(), t.health.zone(z, now).reading))
         .collect();
     observe(&mut observed, t, &recent, now);
@@ -270,10 +269,10 @@ fn share_moved(state: &State, stored: &StoredPlan) -> f64 {
 }
 
 /// The zone that receives the users: the other zone of the plan's watched zone.
-fn receiving_zone(stored: &StoredPlan, zones: &crate::core::ColorZones) -> Option<String> {
+fn receiving_zone(stored: &StoredPlan, zones: &crate::core::Zones) -> Option<String> {
     let watched = trigger_zone(&stored.plan)
         .or_else(|| stored.plan.trigger.as_ref()?.lane_consumers_gone.as_deref())?;
-    zones.color_in(watched).map(|c| zones.zone_of(c.other()).to_owned())
+    zones.color_in(watched).and_then(|c| zones.counterpart(c)).map(|c| zones.zone_of(c).to_owned())
 }
 
 /// The receiving zone passes the guard: known, and not above its error rate.

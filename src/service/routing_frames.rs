@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::core::{Color, HASH_ALGORITHM, RoutingTable, State as CoreState, UnitMode};
+use crate::core::{HASH_ALGORITHM, RoutingTable, State as CoreState, UnitMode, ZoneId};
 
 /// The wire form of a routing table, shared by `GET /v1/routing`, dial and pin responses.
 /// `log_id` names the command log the table comes from: a client that sees another log's table
@@ -17,49 +17,75 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
         UnitMode::Digits { skip } => ("digits", Some(skip)),
     };
     let pins: serde_json::Map<String, Value> =
-        table.pins().iter().map(|(user, color)| (user.clone(), json!(color.as_str()))).collect();
+        table.pins().iter().map(|(user, zone)| (user.clone(), json!(table.lane(*zone)))).collect();
+    let global = table.global();
     json!({
         "version": table.version(),
         "log_id": log_id,
         "units": share.units,
         "blue_units": share.blue_units,
         "blue_percent": share.blue_percent(),
-        "green_percent": 100.0 - share.blue_percent(),
-        "colors": { "blue": table.zone_of(Color::Blue), "green": table.zone_of(Color::Green) },
+        "green_percent": percent(table.units_of(ZoneId::GREEN), share.units),
+        "colors": { "blue": table.zone_of(ZoneId::BLUE), "green": table.zone_of(ZoneId::GREEN) },
         "pins": pins,
         "unit_mode": mode,
         "digits_skip": digits_skip,
         "hash": HASH_ALGORITHM,
-        "rule": "unit u is blue when u < blue_units, green otherwise; a pin wins over the unit",
+        "rule": "a pinned user goes to their pin's lane; every other user to the lane of the zone that owns their unit in `unit_map` (on a two-zone dial-form table: blue when unit < blue_units)",
         "zones": zones_body(table),
         "unit_map": unit_map_body(table),
+        "global_writer": {
+            "zone": global.zone.map(|z| table.zone_of(z)),
+            "lane": global.zone.map(|z| table.lane(z)),
+            "read_only": global.read_only,
+        },
         "precedence": ["pin", "unit"],
     })
 }
 
-/// The zones, in index order: name, the lane (colour) users see, and the zone's class. A
-/// two-zone table has blue at index 0 and green at 1.
+fn percent(count: u32, units: u32) -> f64 {
+    (f64::from(count) * 100.0 / f64::from(units) * 1e6).round() / 1e6
+}
+
+/// The zones, in index order: name, the lane (colour) users see, the zone's class, whether it
+/// is retired, and the units it owns. Blue is at index 0 and green at 1 in every table.
 fn zones_body(table: &RoutingTable) -> Value {
-    json!([
-        {"index": 0, "name": table.zone_of(Color::Blue), "lane": "blue", "class": "rzone"},
-        {"index": 1, "name": table.zone_of(Color::Green), "lane": "green", "class": "rzone"},
-    ])
+    Value::Array(
+        table
+            .zones()
+            .iter()
+            .map(|(id, z)| {
+                json!({
+                    "index": id.0,
+                    "name": z.name,
+                    "lane": z.lane,
+                    "class": z.class.as_str(),
+                    "retired": z.retired,
+                    "units": table.units_of(id),
+                })
+            })
+            .collect(),
+    )
 }
 
 /// Every unit's zone as runs `{"units": "0-49", "zone", "lane"}`, in unit order, covering every
 /// unit once: the table as a map, the form clients in any language evaluate (the two-zone dial is
 /// the map whose first `blue_units` units are blue).
 fn unit_map_body(table: &RoutingTable) -> Value {
-    let (units, blue) = (table.units(), table.blue_units());
-    let run = |from: u32, to: u32, color: Color| json!({"units": format!("{from}-{to}"), "zone": table.zone_of(color), "lane": color.as_str()});
-    let mut runs = Vec::new();
-    if blue > 0 {
-        runs.push(run(0, blue - 1, Color::Blue));
-    }
-    if blue < units {
-        runs.push(run(blue, units - 1, Color::Green));
-    }
-    Value::Array(runs)
+    Value::Array(
+        table
+            .map()
+            .runs()
+            .iter()
+            .map(|r| {
+                json!({
+                    "units": format!("{}-{}", r.first, r.last),
+                    "zone": table.zone_of(r.zone),
+                    "lane": table.lane(r.zone),
+                })
+            })
+            .collect(),
+    )
 }
 
 /// One server-sent event, already framed (`id:`, `event:`, `data:` lines and the blank line).

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::core::{Color, Fallback, RoutingTable, TagError, UnitError, validate_user_id};
+use crate::core::{Fallback, RoutingTable, TagError, UnitError, ZoneId, validate_user_id};
 use crate::telemetry::TagCounters;
 
 /// A refused tag request: an HTTP status, a stable code and a sentence, plus extra fields merged
@@ -73,14 +73,15 @@ impl From<TagError> for Failure {
 #[derive(Debug)]
 pub struct Answer {
     pub body: String,
-    pub color: Option<&'static str>,
+    /// The lane for `x-tidegate-color` (borrowed for the two colours, which every table has).
+    pub color: Option<Cow<'static, str>>,
     pub version: u64,
 }
 
 #[derive(Serialize)]
 struct TagBody<'a> {
     user_id: Option<&'a str>,
-    color: &'static str,
+    color: &'a str,
     unit: Option<u32>,
     zone: &'a str,
     version: u64,
@@ -155,6 +156,15 @@ fn url_decode(value: &str) -> Option<Cow<'_, str>> {
     }
 }
 
+/// The `x-tidegate-color` value of `zone`: static for the two colours, owned for more zones.
+pub fn lane_header(table: &RoutingTable, zone: ZoneId) -> Cow<'static, str> {
+    match zone {
+        ZoneId::BLUE => Cow::Borrowed("blue"),
+        ZoneId::GREEN => Cow::Borrowed("green"),
+        _ => Cow::Owned(table.lane(zone).to_owned()),
+    }
+}
+
 /// `GET /v1/tag` against `table`.
 pub fn tag_one(
     table: &RoutingTable,
@@ -169,7 +179,7 @@ pub fn tag_one(
             let tag = table.tag(user_id)?;
             let body = TagBody {
                 user_id: Some(user_id),
-                color: tag.color.as_str(),
+                color: table.lane(tag.color),
                 unit: Some(tag.unit.0),
                 zone: table.zone_of(tag.color),
                 version: table.version(),
@@ -181,7 +191,7 @@ pub fn tag_one(
             let color = table.untagged(fallback, rand::random::<f64>())?;
             let body = TagBody {
                 user_id: None,
-                color: color.as_str(),
+                color: table.lane(color),
                 unit: None,
                 zone: table.zone_of(color),
                 version: table.version(),
@@ -196,7 +206,7 @@ pub fn tag_one(
     }
     Ok(Answer {
         body: json(&body, TAG_BODY_CAPACITY + user_id.map_or(0, str::len)),
-        color: Some(color.as_str()),
+        color: Some(lane_header(table, color)),
         version: table.version(),
     })
 }
@@ -290,29 +300,33 @@ pub fn tag_batch(
         ));
     }
     // Per colour: what follows the ID up to the unit, and what follows the unit (pinned or not).
-    let parts = Color::ALL.map(|color| {
-        let zone = json(&table.zone_of(color), 16);
-        let after_unit = |pinned: bool| format!(",\"zone\":{zone},\"pinned\":{pinned}}}");
-        (
-            format!(",\"color\":\"{}\",\"unit\":", color.as_str()),
-            [after_unit(false), after_unit(true)],
-        )
-    });
+    let parts: Vec<_> = table
+        .zones()
+        .ids()
+        .map(|color| {
+            let zone = json(&table.zone_of(color), 16);
+            let after_unit = |pinned: bool| format!(",\"zone\":{zone},\"pinned\":{pinned}}}");
+            (
+                format!(",\"color\":{},\"unit\":", json(&table.lane(color), 16)),
+                [after_unit(false), after_unit(true)],
+            )
+        })
+        .collect();
     let longest = parts.iter().map(|(a, b)| a.len() + b[0].len() + 1).max().unwrap_or(0);
     let id_bytes: usize = ids.iter().map(|id| id.len()).sum();
     let mut out = Vec::with_capacity(48 + id_bytes + ids.len() * (longest + 16));
     out.extend_from_slice(b"{\"version\":");
     push_u64(&mut out, table.version());
     out.extend_from_slice(b",\"tags\":[");
-    let mut counts = [0u64; 2];
+    let mut counts = vec![0u64; parts.len()];
     for (i, user_id) in ids.iter().enumerate() {
         let user_id: &str = user_id;
         let tag = validate_user_id(user_id).and_then(|()| table.tag(user_id)).map_err(|e| {
             Failure::bad_request("invalid_user_id", format!("user_ids[{i}]: {e}"))
                 .with("index", json!(i))
         })?;
-        counts[tag.color as usize] += 1;
-        let (after_id, after_unit) = &parts[tag.color as usize];
+        counts[tag.color.index()] += 1;
+        let (after_id, after_unit) = &parts[tag.color.index()];
         if i > 0 {
             out.push(b',');
         }
@@ -323,8 +337,8 @@ pub fn tag_batch(
         out.extend_from_slice(after_unit[usize::from(tag.pinned)].as_bytes());
     }
     out.extend_from_slice(b"]}");
-    for color in Color::ALL {
-        counters.count(color, counts[color as usize]);
+    for (i, n) in counts.iter().enumerate() {
+        counters.count(ZoneId(i as u16), *n);
     }
     let body = String::from_utf8(out).expect("built from UTF-8 pieces");
     Ok(Answer { body, color: None, version: table.version() })
@@ -377,7 +391,7 @@ mod tests {
     #[derive(Serialize)]
     struct SerdeTag<'a> {
         user_id: &'a str,
-        color: &'static str,
+        color: &'a str,
         unit: u32,
         zone: &'a str,
         pinned: bool,
@@ -391,10 +405,10 @@ mod tests {
 
     #[test]
     fn the_batch_answer_is_what_serde_json_writes() {
-        use crate::core::{ColorZones, UnitMode, UnitScheme};
-        let zones = ColorZones { blue: "az-\"b\\lue".into(), green: "zone-é".into() };
+        use crate::core::{UnitMode, UnitScheme, Zones};
+        let zones = Zones::two("az-\"b\\lue", "zone-é");
         let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
-        let pins = [("pinned-1".to_owned(), Color::Green)].into();
+        let pins = [("pinned-1".to_owned(), ZoneId::GREEN)].into();
         let table = RoutingTable::from_parts(7, scheme, 37, pins, zones).unwrap();
         let body = r#"{"user_ids":["a","pinned-1","quo\"te","back\\slash","caf\u00e9","é😀",
             "x\/y","42"]}"#;
@@ -409,7 +423,7 @@ mod tests {
                 let tag = table.tag(id).unwrap();
                 SerdeTag {
                     user_id: id,
-                    color: tag.color.as_str(),
+                    color: table.lane(tag.color),
                     unit: tag.unit.0,
                     zone: table.zone_of(tag.color),
                     pinned: tag.pinned,

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::core::{Color, Reading};
+use crate::core::{Reading, ZoneId};
 use crate::service::health::Health;
 
 /// How often the coordinator samples each zone.
@@ -47,7 +47,10 @@ impl ZoneHistory {
         self.rings.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn record(&self, color: Color, sample: Sample) {
+    pub fn record(&self, color: ZoneId, sample: Sample) {
+        if color.index() > 1 {
+            return;
+        }
         let mut rings = self.lock();
         let ring = &mut rings[index(color)];
         ring.push_back(sample);
@@ -57,17 +60,17 @@ impl ZoneHistory {
     }
 
     /// Each zone's samples, oldest first: (colour, zone, samples).
-    pub fn snapshot(&self) -> Vec<(Color, String, Vec<Sample>)> {
+    pub fn snapshot(&self) -> Vec<(ZoneId, String, Vec<Sample>)> {
         let rings = self.lock();
-        [Color::Blue, Color::Green]
+        [ZoneId::BLUE, ZoneId::GREEN]
             .into_iter()
             .map(|c| (c, self.zones[index(c)].clone(), rings[index(c)].iter().cloned().collect()))
             .collect()
     }
 
     /// The sampled zones with their colours.
-    pub fn zones(&self) -> [(Color, String); 2] {
-        [(Color::Blue, self.zones[0].clone()), (Color::Green, self.zones[1].clone())]
+    pub fn zones(&self) -> [(ZoneId, String); 2] {
+        [(ZoneId::BLUE, self.zones[0].clone()), (ZoneId::GREEN, self.zones[1].clone())]
     }
 
     pub fn capacity(&self) -> usize {
@@ -75,11 +78,10 @@ impl ZoneHistory {
     }
 }
 
-fn index(color: Color) -> usize {
-    match color {
-        Color::Blue => 0,
-        Color::Green => 1,
-    }
+/// The ring of a colour; the history samples the two colours' zones only (a third zone's
+/// health is in `GET /v1/zones`, not yet in the charts).
+fn index(color: ZoneId) -> usize {
+    color.index().min(1)
 }
 
 /// A sample from a health reading.
@@ -132,14 +134,14 @@ mod tests {
         for i in 0..8u64 {
             let rate = if i == 6 { None } else { Some(i as f64 / 100.0) };
             history.record(
-                Color::Blue,
+                ZoneId::BLUE,
                 Sample { at_ms: i * 2_000, error_rate: rate, requests: Some(i) },
             );
         }
-        history.record(Color::Green, Sample { at_ms: 1, error_rate: Some(0.5), requests: None });
+        history.record(ZoneId::GREEN, Sample { at_ms: 1, error_rate: Some(0.5), requests: None });
         let snapshot = history.snapshot();
         let (color, zone, blue) = &snapshot[0];
-        assert_eq!((*color, zone.as_str()), (Color::Blue, "az-b"));
+        assert_eq!((*color, zone.as_str()), (ZoneId::BLUE, "az-b"));
         let times: Vec<u64> = blue.iter().map(|s| s.at_ms).collect();
         assert_eq!(times, vec![6_000, 8_000, 10_000, 12_000, 14_000]);
         assert_eq!(blue[3].error_rate, None, "unknown stays unknown");

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::core::{Applied, Audit, ColorZones, CommandError, Envelope, Genesis, State};
+use crate::core::{Applied, Audit, CommandError, Envelope, Genesis, State, Zones};
 
 use super::entry::{LogEntry, log_id_of, scheme_of};
 use super::replay::{AuditRecord, Replayed, genesis_hash, history_hash};
@@ -65,7 +65,7 @@ pub struct Applier {
     pub genesis: Genesis,
     /// The genesis record as logged (a snapshot stores it).
     pub genesis_entry: LogEntry,
-    pub zones: ColorZones,
+    pub zones: Zones,
     pub state: State,
     /// The position of the next record to apply (Kafka: the next offset).
     pub next_position: u64,
@@ -137,10 +137,10 @@ impl Applier {
         else {
             return Err("the first record of the shared log is not a genesis record".into());
         };
-        let Some(zones) = zones else {
+        if zones.is_none() {
             return Err("the genesis record of a shared log does not pin the zones".into());
-        };
-        let zones = ColorZones { blue: zones.blue.clone(), green: zones.green.clone() };
+        }
+        let zones = entry.genesis_zones()?.ok_or("the genesis record pins no zones")?;
         let scheme = scheme_of(*units, unit_mode, *digits_skip)?;
         let genesis = Genesis { scheme, blue_units: *blue_units };
         let state = State::genesis(genesis, zones.clone()).map_err(|e| e.to_string())?;
@@ -179,10 +179,9 @@ impl Applier {
         let Some(Shared { log_id, outcomes, leases }) = loaded.shared else {
             return Err("it was written for a file log, not a shared one".into());
         };
-        let LogEntry::Genesis { zones: Some(zones), .. } = &loaded.replayed.genesis_entry else {
+        let Some(zones) = loaded.replayed.genesis_entry.genesis_zones()? else {
             return Err("its genesis record does not pin the zones".into());
         };
-        let zones = ColorZones { blue: zones.blue.clone(), green: zones.green.clone() };
         let Replayed { genesis, genesis_entry, state, mut audit, state_hash } = loaded.replayed;
         while audit.len() > audit_limit {
             audit.pop_front();
@@ -274,7 +273,7 @@ impl Applier {
         if let Some((scope, fingerprint)) = split_keyed_id(id) {
             self.keys.entry(scope.to_owned()).or_insert_with(|| fingerprint.to_owned());
         }
-        let command = match command.to_command() {
+        let command = match command.to_command(self.state.table()) {
             Ok(command) => command,
             Err(e) => {
                 self.outcomes.insert(id.clone(), Outcome::Unreadable(e));
@@ -327,7 +326,7 @@ mod tests {
         let genesis =
             Genesis { scheme: UnitScheme::new(100, UnitMode::Hash).unwrap(), blue_units: 50 };
         let audit = Audit { by: "t".into(), at_ms: 1, reason: "test".into() };
-        LogEntry::genesis_pinned(&genesis, &audit, "log-a".into(), Some(&ColorZones::default()))
+        LogEntry::genesis_pinned(&genesis, &audit, "log-a".into(), Some(&Zones::default()))
     }
 
     fn dial(id: &str, expected: u64, blue: u32) -> LogEntry {
@@ -336,7 +335,7 @@ mod tests {
             command: Command::SetBlueUnits { blue_units: blue },
             audit: Audit { by: "op".into(), at_ms: 2, reason: "move".into() },
         };
-        LogEntry::proposal(id, &envelope)
+        LogEntry::proposal(id, &envelope, &Zones::default())
     }
 
     #[test]
@@ -445,7 +444,7 @@ mod tests {
         let (replayed, shared) = full.snapshot();
         let position = crate::store::LogPosition(full.next_position);
         snapshots.save_shared(&replayed, position, &shared).unwrap();
-        let loaded = snapshots.load(&ColorZones::default()).unwrap().unwrap();
+        let loaded = snapshots.load(&Zones::default()).unwrap().unwrap();
         let mut resumed = Applier::from_snapshot(loaded, 100).unwrap();
         assert_eq!(resumed.next_position, 6);
         // The fingerprint a caller's key was first used with survives the snapshot.
@@ -480,7 +479,7 @@ mod tests {
         // A file-log snapshot is not a replica's.
         let file = crate::store::Snapshots::new(dir.path(), 1);
         file.save(&replayed, position, 5).unwrap();
-        let loaded = file.load(&ColorZones::default()).unwrap().unwrap();
+        let loaded = file.load(&Zones::default()).unwrap().unwrap();
         assert!(Applier::from_snapshot(loaded, 100).is_err());
     }
 

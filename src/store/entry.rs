@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Audit, CheckKind, Color, ColorZones, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard,
-    HttpCall, OnBreach, Plan, PlanStep, Precondition, Trigger, UnitMode, UnitScheme, ZoneSample,
+    Audit, CheckKind, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard, HttpCall, OnBreach,
+    Plan, PlanStep, Precondition, RoutingTable, Trigger, UnitMode, UnitMove, UnitScheme, UnitSet,
+    ZoneClass, ZoneId, ZoneSample, ZoneSpec, Zones,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -31,6 +32,11 @@ pub enum LogEntry {
         /// never depends on a replica's configuration).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         zones: Option<WireZones>,
+        /// Every zone, when the log starts with more than the two colours (or classes other
+        /// than `rzone`): the list wins over `zones`. Absent in two-zone logs, which older
+        /// releases read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zone_list: Option<Vec<WireZone>>,
     },
     /// A proposed command on a shared log: whether it takes effect, and which version it makes,
     /// is decided when the log is applied (compare-and-set on `expected_version`), the same way
@@ -197,6 +203,20 @@ pub enum WireCommand {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    MoveUnits {
+        moves: Vec<WireUnitMove>,
+    },
+    AddZone {
+        zone: WireZone,
+    },
+    RetireZone {
+        zone: String,
+    },
+    SetGlobalWriter {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zone: Option<String>,
+        read_only: bool,
+    },
 }
 
 /// A drain plan as a plan step starts it.
@@ -226,11 +246,11 @@ pub struct WireZoneSample {
     pub requests: u64,
 }
 
-impl From<&DrainPlan> for WireDrainPlan {
-    fn from(plan: &DrainPlan) -> WireDrainPlan {
+impl WireDrainPlan {
+    pub fn encode(plan: &DrainPlan, zones: &Zones) -> WireDrainPlan {
         WireDrainPlan {
             zone: plan.zone.clone(),
-            color: plan.color.as_str().to_owned(),
+            color: zones.lane(plan.color).to_owned(),
             target_blue_units: plan.target_blue_units,
             step_units: plan.step_units,
             interval_ms: plan.interval_ms,
@@ -241,13 +261,13 @@ impl From<&DrainPlan> for WireDrainPlan {
             mode: plan.mode.as_str().to_owned(),
         }
     }
-}
 
-impl WireDrainPlan {
-    pub fn to_plan(&self) -> Result<DrainPlan, String> {
+    pub fn to_plan(&self, zones: &Zones) -> Result<DrainPlan, String> {
         Ok(DrainPlan {
             zone: self.zone.clone(),
-            color: self.color.parse::<Color>().map_err(|e| e.to_string())?,
+            color: zones
+                .by_lane(&self.color)
+                .ok_or_else(|| format!("`{}` is not a lane of the table", self.color))?,
             target_blue_units: self.target_blue_units,
             step_units: self.step_units,
             interval_ms: self.interval_ms,
@@ -404,8 +424,9 @@ fn default_retries() -> u32 {
     DEFAULT_CALL_RETRIES
 }
 
-impl From<&Plan> for WirePlan {
-    fn from(plan: &Plan) -> WirePlan {
+impl WirePlan {
+    /// The serde form of `plan`, its pins written as lanes of `zones`.
+    pub fn encode(plan: &Plan, zones: &Zones) -> WirePlan {
         WirePlan {
             name: plan.name.clone(),
             preconditions: plan
@@ -432,9 +453,10 @@ impl From<&Plan> for WirePlan {
                     PlanStep::Dial { blue_percent } => {
                         WireStep::Dial { blue_percent: *blue_percent }
                     }
-                    PlanStep::Pin { user_id, color } => {
-                        WireStep::Pin { user_id: user_id.clone(), color: color.as_str().to_owned() }
-                    }
+                    PlanStep::Pin { user_id, color } => WireStep::Pin {
+                        user_id: user_id.clone(),
+                        color: zones.lane(*color).to_owned(),
+                    },
                     PlanStep::Unpin { user_id } => WireStep::Unpin { user_id: user_id.clone() },
                     PlanStep::WaitConsumed { zone } => {
                         WireStep::WaitConsumed { zone: zone.clone() }
@@ -464,10 +486,9 @@ impl From<&Plan> for WirePlan {
             }),
         }
     }
-}
 
-impl WirePlan {
-    pub fn to_plan(&self) -> Result<Plan, String> {
+    /// The plan, its lanes resolved in `zones`.
+    pub fn to_plan(&self, zones: &Zones) -> Result<Plan, String> {
         let mut preconditions = Vec::new();
         for (i, p) in self.preconditions.iter().enumerate() {
             let check = match (&p.promql, &p.http) {
@@ -495,7 +516,9 @@ impl WirePlan {
                 WireStep::Dial { blue_percent } => PlanStep::Dial { blue_percent: *blue_percent },
                 WireStep::Pin { user_id, color } => PlanStep::Pin {
                     user_id: user_id.clone(),
-                    color: color.parse::<Color>().map_err(|e| format!("steps[{i}].color: {e}"))?,
+                    color: zones
+                        .by_lane(color)
+                        .ok_or_else(|| format!("steps[{i}].color: `{color}` is not a lane"))?,
                 },
                 WireStep::Unpin { user_id } => PlanStep::Unpin { user_id: user_id.clone() },
                 WireStep::WaitConsumed { zone } => PlanStep::WaitConsumed { zone: zone.clone() },
@@ -543,6 +566,7 @@ impl LogEntry {
             reason: audit.reason.clone(),
             log_id: None,
             zones: None,
+            zone_list: None,
         }
     }
 
@@ -551,55 +575,80 @@ impl LogEntry {
         genesis: &Genesis,
         audit: &Audit,
         log_id: String,
-        zones: Option<&ColorZones>,
+        zones: Option<&Zones>,
     ) -> LogEntry {
         let mut entry = LogEntry::genesis(genesis, audit);
-        if let LogEntry::Genesis { log_id: id, zones: z, .. } = &mut entry {
+        if let LogEntry::Genesis { log_id: id, zones: z, zone_list, .. } = &mut entry {
             *id = Some(log_id);
-            *z = zones.map(|z| WireZones { blue: z.blue.clone(), green: z.green.clone() });
+            *z = zones.map(|z| WireZones {
+                blue: z.zone_of(ZoneId::BLUE).to_owned(),
+                green: z.zone_of(ZoneId::GREEN).to_owned(),
+            });
+            *zone_list = zones.filter(|z| !is_plain_two(z)).map(wire_zones);
         }
         entry
     }
 
+    /// The zones a genesis record fixes, if it fixes them: its zone list, else its two pinned
+    /// colours.
+    pub fn genesis_zones(&self) -> Result<Option<Zones>, String> {
+        match self {
+            LogEntry::Genesis { zone_list: Some(list), .. } => zones_of(list).map(Some),
+            LogEntry::Genesis { zones: Some(z), .. } => Ok(Some(Zones::two(&z.blue, &z.green))),
+            _ => Ok(None),
+        }
+    }
+
     /// A proposal of `envelope` under the unique command `id`.
-    pub fn proposal(id: &str, envelope: &Envelope) -> LogEntry {
+    pub fn proposal(id: &str, envelope: &Envelope, zones: &Zones) -> LogEntry {
         LogEntry::Proposal {
             id: id.to_owned(),
             expected_version: envelope.expected_version,
             at_ms: envelope.audit.at_ms,
             by: envelope.audit.by.clone(),
             reason: envelope.audit.reason.clone(),
-            command: WireCommand::from(&envelope.command),
+            command: WireCommand::encode(&envelope.command, zones),
         }
     }
 
-    pub fn change(envelope: &Envelope, version: u64, from: &str, to: &str) -> LogEntry {
+    pub fn change(
+        envelope: &Envelope,
+        version: u64,
+        from: &str,
+        to: &str,
+        zones: &Zones,
+    ) -> LogEntry {
         LogEntry::Change {
             version,
             expected_version: envelope.expected_version,
             at_ms: envelope.audit.at_ms,
             by: envelope.audit.by.clone(),
             reason: envelope.audit.reason.clone(),
-            command: WireCommand::from(&envelope.command),
+            command: WireCommand::encode(&envelope.command, zones),
             from: from.to_owned(),
             to: to.to_owned(),
         }
     }
 }
 
-impl From<&Command> for WireCommand {
-    fn from(command: &Command) -> Self {
+impl WireCommand {
+    /// The wire form of `command`; zones are written as their lanes in `zones` (the table the
+    /// command is proposed against), which never change meaning within a log.
+    pub fn encode(command: &Command, zones: &Zones) -> Self {
+        let lane = |z: &ZoneId| {
+            zones.get(*z).map_or_else(|| z.default_lane().into_owned(), |s| s.lane.clone())
+        };
         match command {
             Command::SetBlueUnits { blue_units } => {
                 WireCommand::SetBlueUnits { blue_units: *blue_units }
             }
             Command::Pin { user_id, color } => {
-                WireCommand::Pin { user_id: user_id.clone(), color: color.as_str().to_owned() }
+                WireCommand::Pin { user_id: user_id.clone(), color: lane(color) }
             }
             Command::Unpin { user_id } => WireCommand::Unpin { user_id: user_id.clone() },
             Command::StartDrain { plan } => WireCommand::StartDrain {
                 zone: plan.zone.clone(),
-                color: plan.color.as_str().to_owned(),
+                color: lane(&plan.color),
                 target_blue_units: plan.target_blue_units,
                 step_units: plan.step_units,
                 interval_ms: plan.interval_ms,
@@ -620,7 +669,9 @@ impl From<&Command> for WireCommand {
             Command::AbortDrain { drain } => WireCommand::AbortDrain { drain: *drain },
             Command::RollbackDrain { drain } => WireCommand::RollbackDrain { drain: *drain },
             Command::CompleteDrain { drain } => WireCommand::CompleteDrain { drain: *drain },
-            Command::PutPlan { plan } => WireCommand::PutPlan { plan: WirePlan::from(plan) },
+            Command::PutPlan { plan } => {
+                WireCommand::PutPlan { plan: WirePlan::encode(plan, zones) }
+            }
             Command::SetAutomation { stopped } => WireCommand::SetAutomation { stopped: *stopped },
             Command::StartPlanRun { plan, revision, drill_hold_ms } => WireCommand::StartPlanRun {
                 plan: plan.clone(),
@@ -631,7 +682,7 @@ impl From<&Command> for WireCommand {
                 WireCommand::PlanStepStarted {
                     run: *run,
                     step: *step,
-                    drain: drain.as_ref().map(WireDrainPlan::from),
+                    drain: drain.as_ref().map(|d| WireDrainPlan::encode(d, zones)),
                     samples: wire_samples(samples),
                 }
             }
@@ -672,20 +723,36 @@ impl From<&Command> for WireCommand {
                     error: error.clone(),
                 }
             }
+            Command::MoveUnits { moves } => WireCommand::MoveUnits {
+                moves: moves
+                    .iter()
+                    .map(|m| WireUnitMove { units: m.units.to_string(), zone: lane(&m.zone) })
+                    .collect(),
+            },
+            Command::AddZone { spec } => WireCommand::AddZone { zone: WireZone::from(spec) },
+            Command::RetireZone { zone } => WireCommand::RetireZone { zone: lane(zone) },
+            Command::SetGlobalWriter { zone, read_only } => WireCommand::SetGlobalWriter {
+                zone: zone.as_ref().map(lane),
+                read_only: *read_only,
+            },
         }
     }
 }
 
 impl WireCommand {
-    pub fn to_command(&self) -> Result<Command, String> {
+    /// The command, its lanes resolved in `table` (the table it applies to).
+    pub fn to_command(&self, table: &RoutingTable) -> Result<Command, String> {
+        let zones = table.zones();
+        let lane_of = |lane: &str| {
+            zones.by_lane(lane).ok_or_else(|| format!("`{lane}` is not a lane of the table"))
+        };
         Ok(match self {
             WireCommand::SetBlueUnits { blue_units } => {
                 Command::SetBlueUnits { blue_units: *blue_units }
             }
-            WireCommand::Pin { user_id, color } => Command::Pin {
-                user_id: user_id.clone(),
-                color: color.parse::<Color>().map_err(|e| e.to_string())?,
-            },
+            WireCommand::Pin { user_id, color } => {
+                Command::Pin { user_id: user_id.clone(), color: lane_of(color)? }
+            }
             WireCommand::Unpin { user_id } => Command::Unpin { user_id: user_id.clone() },
             WireCommand::StartDrain {
                 zone,
@@ -701,7 +768,7 @@ impl WireCommand {
             } => Command::StartDrain {
                 plan: DrainPlan {
                     zone: zone.clone(),
-                    color: color.parse::<Color>().map_err(|e| e.to_string())?,
+                    color: lane_of(color)?,
                     target_blue_units: *target_blue_units,
                     step_units: *step_units,
                     interval_ms: *interval_ms,
@@ -733,7 +800,7 @@ impl WireCommand {
             WireCommand::AbortDrain { drain } => Command::AbortDrain { drain: *drain },
             WireCommand::RollbackDrain { drain } => Command::RollbackDrain { drain: *drain },
             WireCommand::CompleteDrain { drain } => Command::CompleteDrain { drain: *drain },
-            WireCommand::PutPlan { plan } => Command::PutPlan { plan: plan.to_plan()? },
+            WireCommand::PutPlan { plan } => Command::PutPlan { plan: plan.to_plan(zones)? },
             WireCommand::SetAutomation { stopped } => Command::SetAutomation { stopped: *stopped },
             WireCommand::StartPlanRun { plan, revision, drill_hold_ms } => Command::StartPlanRun {
                 plan: plan.clone(),
@@ -744,7 +811,7 @@ impl WireCommand {
                 Command::PlanStepStarted {
                     run: *run,
                     step: *step,
-                    drain: drain.as_ref().map(WireDrainPlan::to_plan).transpose()?,
+                    drain: drain.as_ref().map(|d| d.to_plan(zones)).transpose()?,
                     samples: core_samples(samples),
                 }
             }
@@ -785,8 +852,79 @@ impl WireCommand {
                     error: error.clone(),
                 }
             }
+            WireCommand::MoveUnits { moves } => {
+                let mut out = Vec::with_capacity(moves.len());
+                for (i, m) in moves.iter().enumerate() {
+                    out.push(UnitMove {
+                        units: UnitSet::parse(&m.units, table.units())
+                            .map_err(|e| format!("moves[{i}].units: {e}"))?,
+                        zone: lane_of(&m.zone).map_err(|e| format!("moves[{i}].zone: {e}"))?,
+                    });
+                }
+                Command::MoveUnits { moves: out }
+            }
+            WireCommand::AddZone { zone: z } => Command::AddZone { spec: z.to_spec()? },
+            WireCommand::RetireZone { zone: lane } => Command::RetireZone { zone: lane_of(lane)? },
+            WireCommand::SetGlobalWriter { zone: lane, read_only } => Command::SetGlobalWriter {
+                zone: lane.as_deref().map(lane_of).transpose()?,
+                read_only: *read_only,
+            },
         })
     }
+}
+
+/// One move of a `move_units` record: a unit set (`25-49,60`) and the receiving lane.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireUnitMove {
+    pub units: String,
+    pub zone: String,
+}
+
+/// A zone as a genesis record lists it or an `add_zone` record adds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireZone {
+    pub name: String,
+    pub lane: String,
+    pub class: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retired: bool,
+}
+
+impl From<&ZoneSpec> for WireZone {
+    fn from(spec: &ZoneSpec) -> WireZone {
+        WireZone {
+            name: spec.name.clone(),
+            lane: spec.lane.clone(),
+            class: spec.class.as_str().to_owned(),
+            retired: spec.retired,
+        }
+    }
+}
+
+impl WireZone {
+    pub fn to_spec(&self) -> Result<ZoneSpec, String> {
+        let class = ZoneClass::parse(&self.class).map_err(|e| e.to_string())?;
+        let mut spec = ZoneSpec::new(&self.name, &self.lane, class);
+        spec.retired = self.retired;
+        Ok(spec)
+    }
+}
+
+/// The zone list of a genesis record or a snapshot.
+pub fn zones_of(list: &[WireZone]) -> Result<Zones, String> {
+    let specs = list.iter().map(WireZone::to_spec).collect::<Result<Vec<_>, _>>()?;
+    Zones::from_specs(specs).map_err(|e| format!("zones: {e}"))
+}
+
+/// True for the layout every earlier release knew: blue and green, both `rzone`.
+pub fn is_plain_two(zones: &Zones) -> bool {
+    zones.len() == 2 && zones.iter().all(|(_, z)| z.class == ZoneClass::Rzone && !z.retired)
+}
+
+pub fn wire_zones(zones: &Zones) -> Vec<WireZone> {
+    zones.iter().map(|(_, spec)| WireZone::from(spec)).collect()
 }
 
 /// Rebuilds the unit scheme recorded in a genesis entry.

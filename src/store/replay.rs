@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use crate::core::{Audit, ColorZones, Envelope, Genesis, State};
+use crate::core::{Audit, Envelope, Genesis, State, ZoneId, Zones};
 
 use super::entry::{LogEntry, log_id_of, scheme_of};
 
@@ -59,31 +59,24 @@ pub struct ReplayError {
 ///
 /// Every change is re-applied through [`State::apply`], so a log cannot smuggle in a state the
 /// core would refuse, and an entry whose recorded version disagrees with the replay is an error.
-pub fn replay(entries: &[LogEntry], zones: &ColorZones) -> Result<Replayed, ReplayError> {
+pub fn replay(entries: &[LogEntry], zones: &Zones) -> Result<Replayed, ReplayError> {
     let fail = |line: usize, reason: String| ReplayError { line, reason };
     let Some(first) = entries.first() else {
         return Err(fail(1, "the log is empty (no genesis entry)".into()));
     };
-    let LogEntry::Genesis {
-        units,
-        unit_mode,
-        digits_skip,
-        blue_units,
-        at_ms,
-        by,
-        reason,
-        zones: pinned,
-        ..
-    } = first
+    let LogEntry::Genesis { units, unit_mode, digits_skip, blue_units, at_ms, by, reason, .. } =
+        first
     else {
         return Err(fail(1, "the first entry is not a genesis entry".into()));
     };
     let scheme = scheme_of(*units, unit_mode, *digits_skip).map_err(|e| fail(1, e))?;
     let genesis = Genesis { scheme, blue_units: *blue_units };
     // A genesis that pins the zones wins over the configuration: replay depends on the log only.
-    let zones = match pinned {
-        Some(z) => ColorZones { blue: z.blue.clone(), green: z.green.clone() },
-        None => zones.clone(),
+    // A log that does not pin them takes only the names of its two colours from the
+    // configuration: zones beyond two exist in a log only through its genesis or `add_zone`.
+    let zones = match first.genesis_zones().map_err(|e| fail(1, e))? {
+        Some(pinned) => pinned,
+        None => Zones::two(zones.zone_of(ZoneId::BLUE), zones.zone_of(ZoneId::GREEN)),
     };
     let state = State::genesis(genesis, zones).map_err(|e| fail(1, e.to_string()))?;
     let audit = VecDeque::from([AuditRecord {
@@ -127,7 +120,7 @@ pub fn replay_after(
                 return Err(fail(line, "a shared-log entry, which only a shared log holds".into()));
             }
         };
-        let command = command.to_command().map_err(|e| fail(line, e))?;
+        let command = command.to_command(replayed.state.table()).map_err(|e| fail(line, e))?;
         let action = command.action();
         let envelope = Envelope {
             expected_version: *expected_version,
@@ -171,7 +164,7 @@ pub fn replay_after(
 /// [`AUDIT_IN_MEMORY`].
 pub fn audit_before(
     entries: &[LogEntry],
-    zones: &ColorZones,
+    zones: &Zones,
     before: u64,
     limit: usize,
 ) -> Result<Vec<AuditRecord>, ReplayError> {

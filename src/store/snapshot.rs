@@ -20,12 +20,16 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Applied, CallAttempt, Color, ColorZones, CommandError, Direction, Drain, DrainMode, DrainPlan,
-    DrainStatus, Guard, OnBreach, PlanRun, RoutingTable, RunStatus, State, StepRecord, StoredPlan,
+    Applied, CallAttempt, CommandError, Direction, Drain, DrainMode, DrainPlan, DrainStatus,
+    GlobalWriter, Guard, OnBreach, PlanRun, RoutingTable, Run, RunStatus, State, StepRecord,
+    StoredPlan, UnitMap, ZoneId, Zones,
 };
 
 use super::apply::{Lease, Outcome};
-use super::entry::{LogEntry, WirePlan, WireZoneSample, core_samples, scheme_of, wire_samples};
+use super::entry::{
+    LogEntry, WirePlan, WireZone, WireZoneSample, core_samples, is_plain_two, scheme_of,
+    wire_samples, wire_zones, zones_of,
+};
 use super::replay::{AUDIT_IN_MEMORY, AuditRecord, Replayed, action_name};
 use super::{LogPosition, StoreError};
 
@@ -76,7 +80,7 @@ impl Snapshots {
 
     /// The stored snapshot. `Ok(None)` when there is none; `Err(sentence)` when there is one
     /// that cannot be used (the caller warns and replays the whole log).
-    pub fn load(&self, zones: &ColorZones) -> Result<Option<Loaded>, String> {
+    pub fn load(&self, zones: &Zones) -> Result<Option<Loaded>, String> {
         let path = self.path();
         let data = match fs::read(&path) {
             Ok(data) => data,
@@ -148,6 +152,16 @@ struct Body {
     genesis: LogEntry,
     version: u64,
     blue_units: u32,
+    /// The table's zones, when they are not the genesis's two colours (absent in snapshots of
+    /// two-zone tables, which older releases read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    zones: Option<Vec<WireZone>>,
+    /// The unit map as runs `[first, last, lane]`, when it is not the dial form of
+    /// `blue_units`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unit_map: Option<Vec<(u32, u32, String)>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    global_writer: Option<WireGlobalWriter>,
     pins: BTreeMap<String, String>,
     drains: Vec<WireDrain>,
     next_drain_id: u64,
@@ -169,6 +183,14 @@ struct Body {
     /// What a replica of a shared log needs besides the state (absent for the file log).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     shared: Option<WireShared>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireGlobalWriter {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    zone: Option<String>,
+    read_only: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -390,10 +412,10 @@ fn core_record(r: WireStepRecord) -> StepRecord {
     }
 }
 
-fn wire_run(r: &PlanRun) -> WireRun {
+fn wire_run(r: &PlanRun, zones: &Zones) -> WireRun {
     WireRun {
         id: r.id,
-        plan: WirePlan::from(&r.plan),
+        plan: WirePlan::encode(&r.plan, zones),
         revision: r.revision,
         drill_hold_ms: r.drill_hold_ms,
         start_blue_units: r.start_blue_units,
@@ -407,7 +429,7 @@ fn wire_run(r: &PlanRun) -> WireRun {
         pins_before: r
             .pins_before
             .iter()
-            .map(|(u, c)| (u.clone(), c.map(|c| c.as_str().to_owned())))
+            .map(|(u, c)| (u.clone(), c.map(|c| zones.lane(c).to_owned())))
             .collect(),
         steps: r.steps.iter().map(wire_record).collect(),
         restore: r.restore.as_ref().map(wire_record),
@@ -420,18 +442,18 @@ fn wire_run(r: &PlanRun) -> WireRun {
     }
 }
 
-fn core_run(w: WireRun) -> Result<PlanRun, String> {
+fn core_run(w: WireRun, zones: &Zones) -> Result<PlanRun, String> {
     let mut pins_before = Vec::new();
     for (user, color) in w.pins_before {
         let color = match color {
-            Some(c) => Some(c.parse::<Color>().map_err(|e| e.to_string())?),
+            Some(c) => Some(zones.by_lane(&c).ok_or_else(|| format!("unknown lane `{c}`"))?),
             None => None,
         };
         pins_before.push((user, color));
     }
     Ok(PlanRun {
         id: w.id,
-        plan: w.plan.to_plan()?,
+        plan: w.plan.to_plan(zones)?,
         revision: w.revision,
         drill_hold_ms: w.drill_hold_ms,
         start_blue_units: w.start_blue_units,
@@ -524,21 +546,36 @@ fn encode(
         genesis: replayed.genesis_entry.clone(),
         version: table.version(),
         blue_units: table.blue_units(),
-        pins: table.pins().iter().map(|(id, c)| (id.clone(), c.as_str().to_owned())).collect(),
+        zones: (!is_plain_two(table.zones())).then(|| wire_zones(table.zones())),
+        unit_map: (!table.zones().is_two()
+            || *table.map() != UnitMap::dial(table.units(), table.blue_units()))
+        .then(|| {
+            table
+                .map()
+                .runs()
+                .iter()
+                .map(|r| (r.first, r.last, table.lane(r.zone).to_owned()))
+                .collect()
+        }),
+        global_writer: (table.global() != GlobalWriter::default()).then(|| WireGlobalWriter {
+            zone: table.global().zone.map(|z| table.lane(z).to_owned()),
+            read_only: table.global().read_only,
+        }),
+        pins: table.pins().iter().map(|(id, c)| (id.clone(), table.lane(*c).to_owned())).collect(),
         drains: replayed.state.drains().map(wire_drain).collect(),
         next_drain_id: replayed.state.next_drain_id(),
         plans: replayed
             .state
             .plans()
             .map(|p| WireStoredPlan {
-                plan: WirePlan::from(&p.plan),
+                plan: WirePlan::encode(&p.plan, table.zones()),
                 revision: p.revision,
                 updated_by: p.updated_by.clone(),
                 updated_ms: p.updated_ms,
                 reason: p.reason.clone(),
             })
             .collect(),
-        runs: replayed.state.plan_runs().map(wire_run).collect(),
+        runs: replayed.state.plan_runs().map(|r| wire_run(r, table.zones())).collect(),
         next_run_id: replayed.state.next_run_id(),
         automation: {
             let a = replayed.state.automation();
@@ -570,7 +607,7 @@ fn encode(
     Ok(format!("{:08x} {json}\n", crc32fast::hash(json.as_bytes())))
 }
 
-fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
+fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
     let line = data.strip_suffix(b"\n").ok_or("is incomplete (no line end)")?;
     if line.len() < 10 || line[8] != b' ' {
         return Err("has no checksum prefix".into());
@@ -593,15 +630,44 @@ fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
     };
     let scheme = scheme_of(units, unit_mode, digits_skip)?;
     let genesis = crate::core::Genesis { scheme, blue_units };
+    // The zones: the snapshot's own list, else the genesis's, else the configured colours.
+    let zones = match &body.zones {
+        Some(list) => zones_of(list)?,
+        None => match body.genesis.genesis_zones()? {
+            Some(pinned) => pinned,
+            None => Zones::two(zones.zone_of(ZoneId::BLUE), zones.zone_of(ZoneId::GREEN)),
+        },
+    };
+    let lane = |l: &str| zones.by_lane(l).ok_or_else(|| format!("unknown lane `{l}`"));
     let pins = body
         .pins
         .into_iter()
-        .map(|(id, c)| Ok((id, c.parse::<Color>().map_err(|e| e.to_string())?)))
+        .map(|(id, c)| Ok((id, lane(&c)?)))
         .collect::<Result<BTreeMap<_, _>, String>>()?;
-    let table =
-        RoutingTable::from_parts(body.version, scheme, body.blue_units, pins, zones.clone())
-            .map_err(|e| e.to_string())?;
-    let drains = body.drains.into_iter().map(core_drain).collect::<Result<Vec<_>, String>>()?;
+    let map = match &body.unit_map {
+        Some(runs) => {
+            let runs = runs
+                .iter()
+                .map(|(first, last, l)| Ok(Run { first: *first, last: *last, zone: lane(l)? }))
+                .collect::<Result<Vec<_>, String>>()?;
+            UnitMap::from_runs(&runs, scheme.count()).map_err(|e| e.to_string())?
+        }
+        None => UnitMap::dial(scheme.count(), body.blue_units),
+    };
+    let global = match &body.global_writer {
+        Some(g) => {
+            GlobalWriter { zone: g.zone.as_deref().map(lane).transpose()?, read_only: g.read_only }
+        }
+        None => GlobalWriter::default(),
+    };
+    let table = RoutingTable::from_map(body.version, scheme, map, pins, zones.clone(), global)
+        .map_err(|e| e.to_string())?;
+    let zones = &zones;
+    let drains = body
+        .drains
+        .into_iter()
+        .map(|d| core_drain(d, &zones))
+        .collect::<Result<Vec<_>, String>>()?;
     let mut audit = VecDeque::with_capacity(body.audit.len().min(AUDIT_IN_MEMORY));
     for a in body.audit {
         let action =
@@ -621,7 +687,7 @@ fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
         .into_iter()
         .map(|p| {
             Ok(StoredPlan {
-                plan: p.plan.to_plan()?,
+                plan: p.plan.to_plan(zones)?,
                 revision: p.revision,
                 updated_by: p.updated_by,
                 updated_ms: p.updated_ms,
@@ -629,7 +695,8 @@ fn decode(data: &[u8], zones: &ColorZones) -> Result<Loaded, String> {
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let runs = body.runs.into_iter().map(core_run).collect::<Result<Vec<_>, String>>()?;
+    let runs =
+        body.runs.into_iter().map(|r| core_run(r, zones)).collect::<Result<Vec<_>, String>>()?;
     let automation = body
         .automation
         .map(|a| crate::core::Automation {
@@ -683,7 +750,7 @@ fn wire_drain(d: &Drain) -> WireDrain {
     WireDrain {
         id: d.id,
         zone: d.plan.zone.clone(),
-        color: d.plan.color.as_str().to_owned(),
+        color: d.plan.color.default_lane().into_owned(),
         target_blue_units: d.plan.target_blue_units,
         step_units: d.plan.step_units,
         interval_ms: d.plan.interval_ms,
@@ -726,7 +793,7 @@ fn status_name(status: DrainStatus) -> &'static str {
     STATUSES.iter().find(|(s, _)| *s == status).map(|(_, n)| *n).unwrap_or("running")
 }
 
-fn core_drain(w: WireDrain) -> Result<Drain, String> {
+fn core_drain(w: WireDrain, zones: &Zones) -> Result<Drain, String> {
     let status = STATUSES
         .iter()
         .find(|(_, n)| *n == w.status)
@@ -755,7 +822,7 @@ fn core_drain(w: WireDrain) -> Result<Drain, String> {
             mode: DrainMode::parse(&w.mode)
                 .ok_or_else(|| format!("unknown drain mode {}", w.mode))?,
             zone: w.zone,
-            color: w.color.parse::<Color>().map_err(|e| e.to_string())?,
+            color: zones.by_lane(&w.color).ok_or_else(|| format!("unknown lane `{}`", w.color))?,
             target_blue_units: w.target_blue_units,
             step_units: w.step_units,
             interval_ms: w.interval_ms,

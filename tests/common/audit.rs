@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use tidegate::core::{Audit, Color, Command as Cmd, Envelope, State};
+use tidegate::core::{Audit, Command as Cmd, Envelope, State, ZoneId};
 use tidegate::store::{LOG_FILE, LogEntry, encode_line};
 
 /// What the audit and the export must agree on.
@@ -25,7 +25,7 @@ pub fn write_log(toml: &str, data_dir: &Path, changes: usize) {
         let command = if n % 7 == 6 {
             // A hundred users, pinned to blue and green in turn (the pin count is bounded).
             let k = n / 7;
-            let color = if (k / 100) % 2 == 0 { Color::Blue } else { Color::Green };
+            let color = if (k / 100) % 2 == 0 { ZoneId::BLUE } else { ZoneId::GREEN };
             Cmd::Pin { user_id: format!("user-{}", k % 100), color }
         } else {
             Cmd::SetBlueUnits { blue_units: (1 + n % (units - 1).min(50)) as u32 }
@@ -41,8 +41,14 @@ pub fn write_log(toml: &str, data_dir: &Path, changes: usize) {
         };
         let (next, applied) = state.apply(&envelope).unwrap().expect("every change changes");
         out.push_str(
-            &encode_line(&LogEntry::change(&envelope, applied.version, &applied.from, &applied.to))
-                .unwrap(),
+            &encode_line(&LogEntry::change(
+                &envelope,
+                applied.version,
+                &applied.from,
+                &applied.to,
+                state.table().zones(),
+            ))
+            .unwrap(),
         );
         state = next;
     }

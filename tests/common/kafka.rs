@@ -178,7 +178,7 @@ pub struct Got {
     pub offset: i64,
     pub user: String,
     pub seq: u64,
-    pub color: Option<tidegate::core::Color>,
+    pub color: Option<tidegate::core::ZoneId>,
     pub version: Option<u64>,
 }
 

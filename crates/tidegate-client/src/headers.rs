@@ -3,7 +3,7 @@
 //! The edge decides a request's colour once; every hop after it forwards the headers instead of
 //! re-deciding, so a dial move in the middle of a request cannot send half of it to each colour.
 
-use tidegate_core::Color;
+use tidegate_core::ZoneId;
 
 use super::router::{ClientError, Router, Tag};
 use super::signature::{SIGNATURE_HEADER, TagKey};
@@ -13,7 +13,7 @@ pub const VERSION_HEADER: &str = "x-tidegate-version";
 
 /// The headers to forward for `tag`.
 pub fn headers_for(tag: &Tag) -> [(&'static str, String); 2] {
-    [(COLOR_HEADER, tag.color.as_str().to_owned()), (VERSION_HEADER, tag.version.to_string())]
+    [(COLOR_HEADER, tag.lane.clone()), (VERSION_HEADER, tag.version.to_string())]
 }
 
 /// How a request's colour was found.
@@ -29,7 +29,9 @@ pub enum Source {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolved {
-    pub color: Color,
+    pub color: ZoneId,
+    /// The lane of `color`, as propagated in `x-tidegate-color`.
+    pub lane: String,
     /// The routing version the colour was decided at, when known.
     pub version: Option<u64>,
     pub source: Source,
@@ -38,7 +40,7 @@ pub struct Resolved {
 impl Resolved {
     /// The headers to forward to the next hop.
     pub fn headers(&self) -> Vec<(&'static str, String)> {
-        let mut out = vec![(COLOR_HEADER, self.color.as_str().to_owned())];
+        let mut out = vec![(COLOR_HEADER, self.lane.clone())];
         if let Some(v) = self.version {
             out.push((VERSION_HEADER, v.to_string()));
         }
@@ -57,20 +59,29 @@ pub fn resolve<'h>(
     header: impl Fn(&str) -> Option<&'h str>,
     user_id: Option<&str>,
 ) -> Result<Resolved, ClientError> {
-    if let Some(color) = header(COLOR_HEADER).and_then(|c| c.trim().parse::<Color>().ok()) {
+    if let Some((lane, color)) = header(COLOR_HEADER)
+        .map(str::trim)
+        .and_then(|lane| router.zone_of_lane(lane).map(|zone| (lane, zone)))
+    {
         let version = header(VERSION_HEADER).and_then(|v| v.trim().parse().ok());
-        return Ok(Resolved { color, version, source: Source::Propagated });
+        return Ok(Resolved { color, lane: lane.to_owned(), version, source: Source::Propagated });
     }
     if let Some(user_id) = user_id {
         let tag = router.tag(user_id)?;
         return Ok(Resolved {
             color: tag.color,
+            lane: tag.lane,
             version: Some(tag.version),
             source: Source::Recomputed,
         });
     }
     let color = router.untagged()?;
-    Ok(Resolved { color, version: router.version(), source: Source::Fallback })
+    Ok(Resolved {
+        color,
+        lane: router.lane_name(color),
+        version: router.version(),
+        source: Source::Fallback,
+    })
 }
 
 /// [`resolve`] for a service that shares the edges' tag key: a propagated tag counts only when
@@ -84,14 +95,25 @@ pub fn resolve_signed<'h>(
     user_id: &str,
     key: &TagKey,
 ) -> Result<Resolved, ClientError> {
-    let color = header(COLOR_HEADER).and_then(|c| c.trim().parse::<Color>().ok());
+    let lane = header(COLOR_HEADER).map(str::trim);
+    let color = lane.and_then(|lane| router.zone_of_lane(lane));
     let version = header(VERSION_HEADER).and_then(|v| v.trim().parse::<u64>().ok());
-    if let (Some(color), Some(version), Some(signature)) =
-        (color, version, header(SIGNATURE_HEADER))
-        && key.verify(color, version, user_id, signature)
+    if let (Some(lane), Some(color), Some(version), Some(signature)) =
+        (lane, color, version, header(SIGNATURE_HEADER))
+        && key.verify(lane, version, user_id, signature)
     {
-        return Ok(Resolved { color, version: Some(version), source: Source::Propagated });
+        return Ok(Resolved {
+            color,
+            lane: lane.to_owned(),
+            version: Some(version),
+            source: Source::Propagated,
+        });
     }
     let tag = router.tag(user_id)?;
-    Ok(Resolved { color: tag.color, version: Some(tag.version), source: Source::Recomputed })
+    Ok(Resolved {
+        color: tag.color,
+        lane: tag.lane,
+        version: Some(tag.version),
+        source: Source::Recomputed,
+    })
 }

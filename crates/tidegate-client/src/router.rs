@@ -18,7 +18,7 @@ use super::sse::{self, Endpoint, Item};
 use super::tls;
 use super::wire::decode_table;
 use crate::metrics::CLIENT_MISROUTED;
-use tidegate_core::{Color, Fallback, RoutingTable, UnitError, validate_user_id};
+use tidegate_core::{Fallback, RoutingTable, UnitError, ZoneId, validate_user_id};
 
 /// How this client names itself to the coordinator.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,7 +77,9 @@ impl Default for RouterOptions {
 /// A user's tag, evaluated locally.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tag {
-    pub color: Color,
+    pub color: ZoneId,
+    /// The lane (colour) users and headers see: `blue`, `green`, or a third zone's lane.
+    pub lane: String,
     pub unit: u32,
     pub zone: String,
     pub version: u64,
@@ -164,11 +166,14 @@ pub enum ClientError {
 
 /// A write for a user this colour does not own: refuse it (the LDC "last line" check).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("user {user_id} belongs to {owner} at routing version {version}, not to {local}")]
+#[error("user {user_id} belongs to {owner_lane} at routing version {version}, not to {local_lane}")]
 pub struct Misrouted {
     pub user_id: String,
-    pub owner: Color,
-    pub local: Color,
+    /// The owner's zone, when the table could tell (not without a table or with a bad ID).
+    pub owner: Option<ZoneId>,
+    pub owner_lane: String,
+    pub local: ZoneId,
+    pub local_lane: String,
     pub version: u64,
 }
 
@@ -363,6 +368,7 @@ impl Router {
         let tag = table.tag(user_id)?;
         Ok(Tag {
             color: tag.color,
+            lane: table.lane(tag.color).to_owned(),
             unit: tag.unit.0,
             zone: table.zone_of(tag.color).to_owned(),
             version: table.version(),
@@ -371,14 +377,15 @@ impl Router {
     }
 
     /// The colour of a request without a user ID, by the configured fallback.
-    pub fn untagged(&self) -> Result<Color, ClientError> {
+    pub fn untagged(&self) -> Result<ZoneId, ClientError> {
         let table = self.table().ok_or(ClientError::NoTable)?;
         table.untagged(self.fallback, rand::random::<f64>()).map_err(|_| ClientError::Untagged)
     }
 
     /// The last-line ownership check for write paths: `Ok` when `user_id` belongs to
     /// `local_color` under the current table, else `Misrouted` (counted in metrics).
-    pub fn owns(&self, user_id: &str, local_color: Color) -> Result<(), Misrouted> {
+    pub fn owns(&self, user_id: &str, local_color: ZoneId) -> Result<(), Misrouted> {
+        let local_lane = self.lane_name(local_color);
         let owner = match self.tag(user_id) {
             Ok(tag) => tag,
             // No table or a malformed ID: we cannot prove ownership, so refuse the write.
@@ -386,8 +393,10 @@ impl Router {
                 metrics::counter!(CLIENT_MISROUTED, "color" => "unknown").increment(1);
                 return Err(Misrouted {
                     user_id: user_id.to_owned(),
-                    owner: local_color.other(),
+                    owner: None,
+                    owner_lane: "unknown".to_owned(),
                     local: local_color,
+                    local_lane,
                     version: self.version().unwrap_or(0),
                 });
             }
@@ -395,13 +404,36 @@ impl Router {
         if owner.color == local_color {
             return Ok(());
         }
-        metrics::counter!(CLIENT_MISROUTED, "color" => owner.color.as_str()).increment(1);
+        metrics::counter!(CLIENT_MISROUTED, "color" => owner.lane.clone()).increment(1);
         Err(Misrouted {
             user_id: user_id.to_owned(),
-            owner: owner.color,
+            owner: Some(owner.color),
+            owner_lane: owner.lane,
             local: local_color,
+            local_lane,
             version: owner.version,
         })
+    }
+
+    /// The zone whose lane is `lane` in the current table; without a table, the first two
+    /// lanes every table has (`blue`, `green`).
+    pub fn zone_of_lane(&self, lane: &str) -> Option<ZoneId> {
+        match self.table() {
+            Some(table) => table.zones().by_lane(lane),
+            None => match lane {
+                "blue" => Some(ZoneId::BLUE),
+                "green" => Some(ZoneId::GREEN),
+                _ => None,
+            },
+        }
+    }
+
+    /// The lane of `zone` in the current table (its default name without one).
+    pub fn lane_name(&self, zone: ZoneId) -> String {
+        match self.table() {
+            Some(table) if table.zones().contains(zone) => table.lane(zone).to_owned(),
+            _ => zone.default_lane().into_owned(),
+        }
     }
 }
 

@@ -12,8 +12,6 @@
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use tidegate_core::Color;
-
 /// The header the signature travels in.
 pub const SIGNATURE_HEADER: &str = "x-tidegate-signature";
 
@@ -37,16 +35,16 @@ impl TagKey {
         if secret.len() < 32 { Err(ShortKey(secret.len())) } else { Ok(TagKey(secret.to_vec())) }
     }
 
-    /// The signature of `color` at `version` for `user_id`, 32 lowercase hex digits.
-    pub fn sign(&self, color: Color, version: u64, user_id: &str) -> String {
-        let message = format!("tidegate tag v1\n{}\n{version}\n{user_id}", color.as_str());
+    /// The signature of the lane `lane` at `version` for `user_id`, 32 lowercase hex digits.
+    pub fn sign(&self, lane: &str, version: u64, user_id: &str) -> String {
+        let message = format!("tidegate tag v1\n{lane}\n{version}\n{user_id}");
         let mac = hmac_sha256(&self.0, message.as_bytes());
         mac[..16].iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// Whether `signature` is this key's signature of the tag (in constant time).
-    pub fn verify(&self, color: Color, version: u64, user_id: &str, signature: &str) -> bool {
-        let expected = self.sign(color, version, user_id);
+    pub fn verify(&self, lane: &str, version: u64, user_id: &str, signature: &str) -> bool {
+        let expected = self.sign(lane, version, user_id);
         let given = signature.trim().to_ascii_lowercase();
         given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
     }
@@ -80,16 +78,16 @@ mod tests {
     #[test]
     fn a_signature_binds_colour_version_and_user() {
         let key = TagKey::new(&[7u8; 32]).unwrap();
-        let sig = key.sign(Color::Green, 12, "user-42");
+        let sig = key.sign("green", 12, "user-42");
         assert_eq!(sig.len(), 32);
-        assert!(key.verify(Color::Green, 12, "user-42", &sig));
-        assert!(key.verify(Color::Green, 12, "user-42", &sig.to_uppercase()));
-        assert!(!key.verify(Color::Blue, 12, "user-42", &sig), "another colour");
-        assert!(!key.verify(Color::Green, 13, "user-42", &sig), "another version");
-        assert!(!key.verify(Color::Green, 12, "user-43", &sig), "another user");
-        assert!(!key.verify(Color::Green, 12, "user-42", "forged"), "garbage");
+        assert!(key.verify("green", 12, "user-42", &sig));
+        assert!(key.verify("green", 12, "user-42", &sig.to_uppercase()));
+        assert!(!key.verify("blue", 12, "user-42", &sig), "another colour");
+        assert!(!key.verify("green", 13, "user-42", &sig), "another version");
+        assert!(!key.verify("green", 12, "user-43", &sig), "another user");
+        assert!(!key.verify("green", 12, "user-42", "forged"), "garbage");
         let other = TagKey::new(&[8u8; 32]).unwrap();
-        assert!(!other.verify(Color::Green, 12, "user-42", &sig), "another key");
+        assert!(!other.verify("green", 12, "user-42", &sig), "another key");
         assert_eq!(TagKey::new(b"short").unwrap_err(), ShortKey(5));
     }
 }

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use tidegate_core::{Color, ColorZones, RoutingTable, UnitMode, UnitScheme};
+use tidegate_core::{
+    GlobalWriter, RoutingTable, Run, UnitMap, UnitMode, UnitScheme, ZoneClass, ZoneSpec, Zones,
+};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("routing table JSON: {0}")]
@@ -34,24 +36,85 @@ pub fn decode_table(value: &Value) -> Result<RoutingTable, DecodeError> {
         other => return Err(DecodeError(format!("unknown unit_mode `{other}`"))),
     };
     let scheme = UnitScheme::new(units, mode).map_err(|e| DecodeError(e.to_string()))?;
-    let blue_units = u32::try_from(number(value, "blue_units")?)
-        .map_err(|_| DecodeError("`blue_units` too large".into()))?;
-    let colors = field(value, "colors")?;
-    let zones = ColorZones {
-        blue: text(colors, "blue")?.to_owned(),
-        green: text(colors, "green")?.to_owned(),
+    let version = number(value, "version")?;
+    // Tables of every release since the N-zone model carry `zones` and `unit_map`; the first
+    // releases sent only `colors` and `blue_units` (a two-zone dial-form table).
+    let (zones, map) = match (value.get("zones"), value.get("unit_map")) {
+        (Some(zones), Some(map)) => {
+            let zones = decode_zones(zones)?;
+            let map = decode_map(map, &zones, units)?;
+            (zones, map)
+        }
+        _ => {
+            let blue_units = u32::try_from(number(value, "blue_units")?)
+                .map_err(|_| DecodeError("`blue_units` too large".into()))?;
+            if blue_units > units {
+                return Err(DecodeError(format!(
+                    "`blue_units` {blue_units} exceeds {units} units"
+                )));
+            }
+            let colors = field(value, "colors")?;
+            let zones = Zones::two(text(colors, "blue")?, text(colors, "green")?);
+            (zones, UnitMap::dial(units, blue_units))
+        }
     };
     let mut pins = BTreeMap::new();
     if let Some(map) = value.get("pins").and_then(Value::as_object) {
-        for (user, color) in map {
-            let color: Color = color
+        for (user, lane) in map {
+            let lane = lane
                 .as_str()
-                .ok_or_else(|| DecodeError(format!("pin of `{user}` is not a string")))?
-                .parse()
-                .map_err(|e: tidegate_core::ParseColorError| DecodeError(e.to_string()))?;
-            pins.insert(user.clone(), color);
+                .ok_or_else(|| DecodeError(format!("pin of `{user}` is not a string")))?;
+            let zone = zones.by_lane(lane).ok_or_else(|| {
+                DecodeError(format!("pin of `{user}` names unknown lane `{lane}`"))
+            })?;
+            pins.insert(user.clone(), zone);
         }
     }
-    RoutingTable::from_parts(number(value, "version")?, scheme, blue_units, pins, zones)
+    let global = match value.get("global_writer") {
+        Some(Value::Object(g)) => GlobalWriter {
+            zone: match g.get("zone") {
+                Some(Value::String(name)) => Some(zones.color_in(name).ok_or_else(|| {
+                    DecodeError(format!("`global_writer.zone` names unknown zone `{name}`"))
+                })?),
+                _ => None,
+            },
+            read_only: g.get("read_only").and_then(Value::as_bool).unwrap_or(false),
+        },
+        _ => GlobalWriter::default(),
+    };
+    RoutingTable::from_map(version, scheme, map, pins, zones, global)
         .map_err(|e| DecodeError(e.to_string()))
+}
+
+fn decode_zones(value: &Value) -> Result<Zones, DecodeError> {
+    let list = value.as_array().ok_or_else(|| DecodeError("`zones` is not a list".into()))?;
+    let mut specs = Vec::with_capacity(list.len());
+    for (i, z) in list.iter().enumerate() {
+        if number(z, "index")? != i as u64 {
+            return Err(DecodeError(format!("`zones[{i}].index` is not {i}")));
+        }
+        let class = ZoneClass::parse(text(z, "class")?).map_err(|e| DecodeError(e.to_string()))?;
+        let mut spec = ZoneSpec::new(text(z, "name")?, text(z, "lane")?, class);
+        spec.retired = z.get("retired").and_then(Value::as_bool).unwrap_or(false);
+        specs.push(spec);
+    }
+    Zones::from_specs(specs).map_err(|e| DecodeError(format!("`zones`: {e}")))
+}
+
+fn decode_map(value: &Value, zones: &Zones, units: u32) -> Result<UnitMap, DecodeError> {
+    let list = value.as_array().ok_or_else(|| DecodeError("`unit_map` is not a list".into()))?;
+    let mut runs = Vec::with_capacity(list.len());
+    for (i, run) in list.iter().enumerate() {
+        let range = text(run, "units")?;
+        let bad = || DecodeError(format!("`unit_map[{i}].units` is not `from-to`: `{range}`"));
+        let (from, to) = range.split_once('-').ok_or_else(bad)?;
+        let (first, last) =
+            (from.parse::<u32>().map_err(|_| bad())?, to.parse::<u32>().map_err(|_| bad())?);
+        let lane = text(run, "lane")?;
+        let zone = zones.by_lane(lane).ok_or_else(|| {
+            DecodeError(format!("`unit_map[{i}].lane` `{lane}` is not a zone's lane"))
+        })?;
+        runs.push(Run { first, last, zone });
+    }
+    UnitMap::from_runs(&runs, units).map_err(|e| DecodeError(format!("`unit_map`: {e}")))
 }

@@ -108,6 +108,26 @@ pub fn judge(
     receiving: &ZoneLoad,
     headroom: f64,
 ) -> Verdict {
+    judge_gains(&[Gain { moved_units, source_units, source }], receiving_units, receiving, headroom)
+}
+
+/// Units one receiving zone gains from one source zone in a move.
+#[derive(Clone, Copy, Debug)]
+pub struct Gain<'a> {
+    pub moved_units: u32,
+    /// Units the source zone owns before the move.
+    pub source_units: u32,
+    pub source: &'a ZoneLoad,
+}
+
+/// Judges a move that gives the receiving zone units from one or more source zones (a unit-set
+/// move on an N-zone table): each source adds its load per unit times the units it gives.
+pub fn judge_gains(
+    gains: &[Gain<'_>],
+    receiving_units: u32,
+    receiving: &ZoneLoad,
+    headroom: f64,
+) -> Verdict {
     let unknown = |why: String| Verdict::Unknown { zone: receiving.zone.clone(), why };
     let capacity_rps = match &receiving.capacity {
         Capacity::Unchecked => return Verdict::Unchecked,
@@ -118,34 +138,127 @@ pub fn judge(
         Ok(rps) => *rps,
         Err(why) => return unknown(format!("its current load is unknown ({why})")),
     };
-    let moved = f64::from(moved_units.min(source_units));
-    let (added, estimated) = match &source.load_rps {
-        Ok(_) if source_units == 0 => (0.0, false),
-        Ok(rps) => (rps * moved / f64::from(source_units), false),
-        Err(_) if moved_units == 0 => (0.0, false),
-        Err(_) if receiving_units > 0 => {
-            (current_rps * f64::from(moved_units) / f64::from(receiving_units), true)
+    let mut added_total = 0.0;
+    let mut estimated_any = false;
+    let mut source_note = None;
+    for g in gains {
+        let moved = f64::from(g.moved_units.min(g.source_units));
+        let (added, estimated) = match &g.source.load_rps {
+            Ok(_) if g.source_units == 0 => (0.0, false),
+            Ok(rps) => (rps * moved / f64::from(g.source_units), false),
+            Err(_) if g.moved_units == 0 => (0.0, false),
+            Err(_) if receiving_units > 0 => {
+                (current_rps * f64::from(g.moved_units) / f64::from(receiving_units), true)
+            }
+            Err(why) => {
+                return unknown(format!(
+                    "the load of {} is unknown ({why}) and {} serves no users to estimate it from",
+                    g.source.zone, receiving.zone
+                ));
+            }
+        };
+        added_total += added;
+        estimated_any |= estimated;
+        if source_note.is_none() {
+            source_note = g.source.load_note.clone();
         }
-        Err(why) => {
-            return unknown(format!(
-                "the load of {} is unknown ({why}) and {} serves no users to estimate it from",
-                source.zone, receiving.zone
-            ));
-        }
-    };
+    }
     let projection = Projection {
         zone: receiving.zone.clone(),
         current_rps,
-        projected_rps: current_rps + added,
+        projected_rps: current_rps + added_total,
         capacity_rps,
         allowed_rps: capacity_rps * (1.0 - headroom),
-        estimated,
-        source_note: source.load_note.clone(),
+        estimated: estimated_any,
+        source_note,
         receiving_note: receiving.load_note.clone(),
     };
     if projection.projected_rps > projection.allowed_rps {
         Verdict::Exceeds(projection)
     } else {
         Verdict::Fits(projection)
+    }
+}
+
+/// How many of `units` units (each carrying `per_unit_rps`) each receiver takes when an
+/// evacuation spreads them by headroom: in proportion to each receiver's free room (`allowed -
+/// current`, at least 0), largest remainders first, ties to the lower index. Receivers without a
+/// known room (`None`, an unchecked capacity) count as having the room of the roomiest known
+/// receiver, or share evenly when none is known. The counts sum to `units`.
+pub fn spread_by_headroom(units: u32, rooms: &[Option<f64>]) -> Vec<u32> {
+    if rooms.is_empty() {
+        return Vec::new();
+    }
+    let known_max =
+        rooms.iter().flatten().fold(None, |m: Option<f64>, r| Some(m.map_or(*r, |m| m.max(*r))));
+    let weights: Vec<f64> = rooms
+        .iter()
+        .map(|r| match (r, known_max) {
+            (Some(r), _) => r.max(0.0),
+            (None, Some(m)) => m.max(0.0),
+            (None, None) => 1.0,
+        })
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let weights: Vec<f64> = if total > 0.0 { weights } else { vec![1.0; rooms.len()] };
+    let total: f64 = weights.iter().sum();
+    let exact: Vec<f64> = weights.iter().map(|w| f64::from(units) * w / total).collect();
+    let mut counts: Vec<u32> = exact.iter().map(|e| e.floor() as u32).collect();
+    let mut left = units - counts.iter().sum::<u32>();
+    let mut order: Vec<usize> = (0..rooms.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ra, rb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
+        rb.partial_cmp(&ra).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
+    });
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        counts[i] += 1;
+        left -= 1;
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zone(name: &str, load: f64, capacity: f64) -> ZoneLoad {
+        ZoneLoad {
+            zone: name.into(),
+            load_rps: Ok(load),
+            capacity: Capacity::Rps(capacity),
+            load_note: None,
+        }
+    }
+
+    #[test]
+    fn gains_from_two_sources_add_up() {
+        let (a, b, r) = (zone("a", 1000.0, 0.0), zone("b", 500.0, 0.0), zone("r", 100.0, 2000.0));
+        let v = judge_gains(
+            &[
+                Gain { moved_units: 10, source_units: 20, source: &a },
+                Gain { moved_units: 5, source_units: 50, source: &b },
+            ],
+            10,
+            &r,
+            0.1,
+        );
+        let Verdict::Fits(p) = v else { panic!("{v:?}") };
+        assert_eq!(p.projected_rps, 100.0 + 500.0 + 50.0);
+        assert_eq!(p.allowed_rps, 1800.0);
+        let one = judge(10, 20, 10, &a, &zone("r", 1400.0, 2000.0), 0.1);
+        assert!(one.blocks(), "1400 + 500 > 1800");
+    }
+
+    #[test]
+    fn spreading_follows_free_room_and_sums_to_the_units() {
+        assert_eq!(spread_by_headroom(30, &[Some(2000.0), Some(1000.0)]), vec![20, 10]);
+        assert_eq!(spread_by_headroom(31, &[Some(1000.0), Some(1000.0)]), vec![16, 15]);
+        assert_eq!(spread_by_headroom(10, &[Some(-5.0), Some(100.0)]), vec![0, 10]);
+        assert_eq!(spread_by_headroom(9, &[None, None, None]), vec![3, 3, 3]);
+        assert_eq!(spread_by_headroom(10, &[Some(0.0), Some(0.0)]), vec![5, 5]);
+        assert_eq!(spread_by_headroom(10, &[None, Some(300.0)]), vec![5, 5]);
     }
 }

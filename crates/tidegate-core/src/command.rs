@@ -8,16 +8,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::automation::Automation;
-use super::color::{Color, ColorZones};
 use super::dial::{DialError, Share, percent_of};
 use super::drain::{Direction, Drain, DrainMode, DrainPlan, DrainStatus, OnBreach, step_toward};
 use super::plan::{self, Plan, PlanStep, StoredPlan};
 use super::plan_run::{
     CallAttempt, FINISHED_RUNS_KEPT, PlanRun, RunStatus, StepRecord, ZoneSample,
 };
-use super::table::RoutingTable;
+use super::table::{GlobalWriter, RoutingTable};
 use super::unit::{UnitError, UnitScheme};
+use super::unit_map::{UnitMap, UnitSet, UnitSetError, describe_runs};
 use super::validate_user_id;
+use super::zone::{ZoneError, ZoneId, ZoneSpec, Zones};
 
 /// How many users may be pinned at once: pins are for testers and incidents, not for routing
 /// whole populations (that is what units are for), and the whole table is pushed to every
@@ -44,7 +45,7 @@ pub enum Command {
     /// Force a user to a colour, whatever their unit.
     Pin {
         user_id: String,
-        color: Color,
+        color: ZoneId,
     },
     /// Remove a user's pin.
     Unpin {
@@ -156,18 +157,49 @@ pub enum Command {
         status: Option<u16>,
         error: Option<String>,
     },
+    /// Give explicit unit sets to zones (`PUT /v1/units`): every move or none, in one version.
+    MoveUnits {
+        moves: Vec<UnitMove>,
+    },
+    /// Append a zone to the list. It owns nothing until units are moved to it.
+    AddZone {
+        spec: ZoneSpec,
+    },
+    /// Retire a zone: refused while it owns units or pins or takes global writes (the service
+    /// also refuses while lane consumers run there).
+    RetireZone {
+        zone: ZoneId,
+    },
+    /// Choose the zone that takes global writes, and whether global data is read-only.
+    SetGlobalWriter {
+        zone: Option<ZoneId>,
+        read_only: bool,
+    },
+}
+
+/// One move of `PUT /v1/units`: these units now belong to `zone`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitMove {
+    pub units: UnitSet,
+    pub zone: ZoneId,
 }
 
 /// The newest record format this release reads and writes. A command of a higher
 /// [`Command::format_level`] than some live replica supports must not be written: that replica
 /// would stop at it (ARCHITECTURE.md, "replicas, upgrades").
-pub const FORMAT_LEVEL: u32 = 2;
+pub const FORMAT_LEVEL: u32 = 3;
 
 impl Command {
     /// The record format a command needs every replica to read: 1 for the commands of the first
-    /// replicated release, 2 for those added since (the automation switch).
+    /// replicated release, 2 for those added since (the automation switch, plan call-outs), 3
+    /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone).
     pub fn format_level(&self) -> u32 {
         match self {
+            Command::MoveUnits { .. }
+            | Command::AddZone { .. }
+            | Command::RetireZone { .. }
+            | Command::SetGlobalWriter { .. } => 3,
+            Command::Pin { color, .. } if color.index() >= 2 => 3,
             Command::SetAutomation { .. } => 2,
             Command::PlanCallStarted { .. } | Command::PlanCallDone { .. } => 2,
             // A plan with an HTTP step is a step kind older replicas cannot read.
@@ -208,6 +240,10 @@ impl Command {
         "automation_arm",
         "plan_call_start",
         "plan_call_done",
+        "units_move",
+        "zone_add",
+        "zone_retire",
+        "global_writer",
     ];
 
     /// A short name for the audit log and metrics.
@@ -239,6 +275,10 @@ impl Command {
             Command::SetAutomation { stopped: false } => "automation_arm",
             Command::PlanCallStarted { .. } => "plan_call_start",
             Command::PlanCallDone { .. } => "plan_call_done",
+            Command::MoveUnits { .. } => "units_move",
+            Command::AddZone { .. } => "zone_add",
+            Command::RetireZone { .. } => "zone_retire",
+            Command::SetGlobalWriter { .. } => "global_writer",
         }
     }
 }
@@ -285,6 +325,16 @@ pub enum CommandError {
     ReasonTooLong(usize),
     #[error("the operator name is empty")]
     MissingActor,
+    #[error("{0} needs a two-zone table (blue and green); with more zones, move unit sets")]
+    NeedsTwoZones(&'static str),
+    #[error(transparent)]
+    Zone(#[from] ZoneError),
+    #[error(transparent)]
+    UnitSet(#[from] UnitSetError),
+    #[error("{0}")]
+    InvalidMove(String),
+    #[error("zone `{zone}` still {what}; move them away first")]
+    ZoneBusy { zone: String, what: String },
     #[error("drain {0} is running; pause it before moving the dial by hand, or abort it")]
     DrainRunning(u64),
     #[error("drain {0} is still active (running or paused); abort it or let it finish first")]
@@ -337,15 +387,16 @@ pub struct State {
 
 impl State {
     /// The state right after the genesis record (version 1).
-    pub fn genesis(genesis: Genesis, zones: ColorZones) -> Result<State, DialError> {
+    pub fn genesis(genesis: Genesis, zones: Zones) -> Result<State, DialError> {
         Share::from_units(u64::from(genesis.blue_units), genesis.scheme.count())?;
         Ok(State {
             table: Arc::new(RoutingTable {
                 version: 1,
                 scheme: genesis.scheme,
-                blue_units: genesis.blue_units,
+                map: UnitMap::dial(genesis.scheme.count(), genesis.blue_units),
                 pins: Arc::new(BTreeMap::new()),
                 zones,
+                global: GlobalWriter::default(),
             }),
             drains: Arc::new(BTreeMap::new()),
             next_drain_id: 1,
@@ -465,14 +516,18 @@ impl State {
                 {
                     return Err(CommandError::DrainRunning(drain.id));
                 }
+                if !self.table.zones.is_two() {
+                    return Err(CommandError::NeedsTwoZones("the dial"));
+                }
                 let share = Share::from_units(u64::from(*blue_units), self.table.units())?;
-                if share.blue_units == self.table.blue_units {
+                if share.blue_units == self.table.blue_units() {
                     return Ok(None);
                 }
-                table.blue_units = share.blue_units;
+                table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, share.blue_units);
                 (describe_share(&self.table), describe_share(&table))
             }
             Command::Pin { user_id, color } => {
+                self.live_zone(*color)?;
                 validate_user_id(user_id)?;
                 // A pinned user must still have a unit (digits mode checks the ID's shape).
                 self.table.scheme.unit_of(user_id)?;
@@ -484,13 +539,19 @@ impl State {
                     return Err(CommandError::TooManyPins);
                 }
                 Arc::make_mut(&mut table.pins).insert(user_id.clone(), *color);
-                (describe_pin(user_id, before), describe_pin(user_id, Some(*color)))
+                (
+                    describe_pin(&self.table, user_id, before),
+                    describe_pin(&self.table, user_id, Some(*color)),
+                )
             }
             Command::Unpin { user_id } => {
                 let before = Arc::make_mut(&mut table.pins)
                     .remove(user_id)
                     .ok_or_else(|| CommandError::PinNotFound(user_id.clone()))?;
-                (describe_pin(user_id, Some(before)), describe_pin(user_id, None))
+                (
+                    describe_pin(&self.table, user_id, Some(before)),
+                    describe_pin(&self.table, user_id, None),
+                )
             }
             Command::StartDrain { plan } => {
                 if let Some(active) = self.active_drain() {
@@ -503,7 +564,7 @@ impl State {
                 let drain = Drain {
                     id: self.next_drain_id,
                     plan: plan.clone(),
-                    start_blue_units: self.table.blue_units,
+                    start_blue_units: self.table.blue_units(),
                     status: DrainStatus::Running,
                     direction: Direction::Forward,
                     next_due_ms: at_ms,
@@ -526,15 +587,15 @@ impl State {
             Command::DrainStep { drain: id, blue_units } => {
                 let mut drain = self.running_drain(*id, "step")?.clone();
                 let target = drain.heading_for();
-                let expected = step_toward(self.table.blue_units, target, drain.plan.step_units);
-                if self.table.blue_units == target || *blue_units != expected {
+                let expected = step_toward(self.table.blue_units(), target, drain.plan.step_units);
+                if self.table.blue_units() == target || *blue_units != expected {
                     return Err(CommandError::DrainStepMismatch {
                         id: *id,
                         expected,
                         got: *blue_units,
                     });
                 }
-                table.blue_units = *blue_units;
+                table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, *blue_units);
                 match drain.direction {
                     Direction::Forward => drain.steps_done += 1,
                     Direction::Back => drain.steps_done = drain.steps_done.saturating_sub(1),
@@ -711,6 +772,68 @@ impl State {
                     None => return Ok(None),
                 }
             }
+            Command::MoveUnits { moves } => {
+                if let Some(drain) = self.active_drain().filter(|d| d.status != DrainStatus::Paused)
+                {
+                    return Err(CommandError::DrainRunning(drain.id));
+                }
+                if let Some(run) = self.active_run() {
+                    return Err(CommandError::RunActive(run.id));
+                }
+                let map = self.moved_map(moves)?;
+                if map == self.table.map {
+                    return Ok(None);
+                }
+                let from = describe_map(&self.table);
+                table.map = map;
+                (from, describe_map(&table))
+            }
+            Command::AddZone { spec } => {
+                if spec.retired {
+                    return Err(CommandError::InvalidMove("a new zone cannot be retired".into()));
+                }
+                let (zones, id) = self.table.zones.with(spec.clone())?;
+                table.zones = zones;
+                (
+                    format!("{} zone(s)", self.table.zones.len()),
+                    format!(
+                        "zone {} added as index {} (lane {}, {})",
+                        spec.name,
+                        id.0,
+                        spec.lane,
+                        spec.class.as_str()
+                    ),
+                )
+            }
+            Command::RetireZone { zone } => {
+                let spec = self.live_zone(*zone)?;
+                let busy =
+                    |what: String| Err(CommandError::ZoneBusy { zone: spec.name.clone(), what });
+                let owned = self.table.map.count(*zone);
+                if owned > 0 {
+                    return busy(format!("owns {owned} unit(s)"));
+                }
+                let pinned = self.table.pins.values().filter(|z| **z == *zone).count();
+                if pinned > 0 {
+                    return busy(format!("has {pinned} pinned user(s)"));
+                }
+                if self.table.global.zone == Some(*zone) {
+                    return busy("takes global writes".to_owned());
+                }
+                table.zones = self.table.zones.retiring(*zone);
+                (format!("zone {} live", spec.name), format!("zone {} retired", spec.name))
+            }
+            Command::SetGlobalWriter { zone, read_only } => {
+                if let Some(zone) = zone {
+                    self.live_zone(*zone)?;
+                }
+                let next_global = GlobalWriter { zone: *zone, read_only: *read_only };
+                if next_global == self.table.global {
+                    return Ok(None);
+                }
+                table.global = next_global;
+                (describe_global(&self.table), describe_global(&table))
+            }
             Command::RollbackDrain { drain: id } => {
                 let mut drain = self.live_drain(*id, "roll back")?.clone();
                 if drain.direction == Direction::Back && drain.status == DrainStatus::Running {
@@ -771,7 +894,7 @@ impl State {
                     plan: stored.plan.clone(),
                     revision: *revision,
                     drill_hold_ms: *drill_hold_ms,
-                    start_blue_units: self.table.blue_units,
+                    start_blue_units: self.table.blue_units(),
                     status: RunStatus::Running,
                     step: 0,
                     in_step: false,
@@ -824,7 +947,7 @@ impl State {
                     let d = Drain {
                         id: self.next_drain_id,
                         plan: plan.clone(),
-                        start_blue_units: self.table.blue_units,
+                        start_blue_units: self.table.blue_units(),
                         status: DrainStatus::Running,
                         direction: Direction::Forward,
                         next_due_ms: at_ms,
@@ -899,10 +1022,10 @@ impl State {
                             &run.plan.steps[*step],
                             &self.table.zones,
                             units,
-                            self.table.blue_units,
+                            self.table.blue_units(),
                         );
                         from = describe_share(&self.table);
-                        table.blue_units = to;
+                        table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, to);
                     }
                     PlanStep::Pin { user_id, color } => {
                         validate_user_id(user_id)?;
@@ -957,7 +1080,7 @@ impl State {
                     }
                 }
                 let mut to = format!("done: {}", run.step_label(*step));
-                if table.blue_units != self.table.blue_units {
+                if table.map != self.table.map {
                     to = format!("{to}; {}", describe_share(table));
                 }
                 if !run.is_active() || run.status == RunStatus::Holding {
@@ -1061,7 +1184,7 @@ impl State {
                     return Err(CommandError::DrainActive(drain.id));
                 }
                 let from = describe_share(&self.table);
-                table.blue_units = run.start_blue_units;
+                table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, run.start_blue_units);
                 let pins = Arc::make_mut(&mut table.pins);
                 for (user, before) in run.pins_before.iter().rev() {
                     match before {
@@ -1302,16 +1425,63 @@ impl State {
         Ok(drain)
     }
 
-    /// The same state under another colour-to-zone mapping (configuration, not logged state).
-    pub fn with_zones(mut self, zones: ColorZones) -> State {
-        self.table = Arc::new((*self.table).clone().with_zones(zones));
+    /// A zone of the table that is not retired.
+    fn live_zone(&self, zone: ZoneId) -> Result<&ZoneSpec, CommandError> {
+        let spec = self
+            .table
+            .zones
+            .get(zone)
+            .ok_or_else(|| ZoneError::Unknown(format!("zone index {}", zone.0)))?;
+        if spec.retired {
+            return Err(ZoneError::Retired(spec.name.clone()).into());
+        }
+        Ok(spec)
+    }
+
+    /// The map after `moves`, checked: at least one move, each to a live zone, no unit named
+    /// twice, every unit inside the table.
+    pub fn moved_map(&self, moves: &[UnitMove]) -> Result<UnitMap, CommandError> {
+        if moves.is_empty() {
+            return Err(CommandError::InvalidMove(
+                "`moves` is empty: name at least one unit set".into(),
+            ));
+        }
+        let units = self.table.units();
+        let mut map = self.table.map.clone();
+        for (i, m) in moves.iter().enumerate() {
+            self.live_zone(m.zone)?;
+            if let Some(&(_, hi)) = m.units.ranges().last()
+                && hi >= units
+            {
+                return Err(UnitSetError::OutOfRange { unit: hi, units }.into());
+            }
+            for earlier in &moves[..i] {
+                if let Some(unit) = earlier.units.overlaps(&m.units) {
+                    return Err(CommandError::InvalidMove(format!(
+                        "moves[{i}] names unit {unit}, which an earlier move also names"
+                    )));
+                }
+            }
+            map = map.moved(&m.units, m.zone);
+        }
+        Ok(map)
+    }
+
+    /// The same state with its blue and green zones named by configuration (a file log's
+    /// first two zone names are configuration, not logged state). Later zones keep their names.
+    pub fn with_zones(mut self, zones: Zones) -> State {
+        let renamed = self
+            .table
+            .zones
+            .renamed_colors(zones.zone_of(ZoneId::BLUE), zones.zone_of(ZoneId::GREEN));
+        self.table = Arc::new((*self.table).clone().with_zones(renamed));
         self
     }
 }
 
 /// A drain already at its destination when resumed or rolled back arrives at once.
 fn finish_if_arrived(drain: &mut Drain, table: &RoutingTable, at_ms: u64) {
-    if table.blue_units == drain.heading_for() {
+    if table.blue_units() == drain.heading_for() {
         arrive(drain, table.units(), at_ms);
     }
 }
@@ -1336,13 +1506,20 @@ fn arrive(drain: &mut Drain, units: u32, at_ms: u64) {
 
 fn validate_plan(plan: &DrainPlan, table: &RoutingTable) -> Result<(), CommandError> {
     let invalid = |why: String| Err(CommandError::InvalidDrain(why));
-    if table.zones.color_in(&plan.zone) != Some(plan.color) {
-        return invalid(format!("zone `{}` does not run the {} colour", plan.zone, plan.color));
+    if !table.zones.is_two() {
+        return Err(CommandError::NeedsTwoZones("a drain"));
+    }
+    if table.zones.color_in(&plan.zone) != Some(plan.color) || !table.zones.contains(plan.color) {
+        return invalid(format!(
+            "zone `{}` does not run the {} lane",
+            plan.zone,
+            table.zones.get(plan.color).map_or("unknown", |z| z.lane.as_str())
+        ));
     }
     if plan.target_blue_units > table.units() {
         return invalid(format!("the target is outside 0..={} units", table.units()));
     }
-    if plan.target_blue_units == table.blue_units {
+    if plan.target_blue_units == table.blue_units() {
         return invalid("the zone is already at the target share".to_owned());
     }
     if plan.step_units == 0 {
@@ -1397,7 +1574,10 @@ fn validate_audit(audit: &Audit) -> Result<(), CommandError> {
 }
 
 fn describe_share(table: &RoutingTable) -> String {
-    let blue = table.blue_units;
+    if !table.zones.is_two() || !table.map.is_dial_form() {
+        return describe_map(table);
+    }
+    let blue = table.blue_units();
     let units = table.units();
     format!(
         "blue {}% / green {}% ({blue}/{units} units blue)",
@@ -1406,9 +1586,21 @@ fn describe_share(table: &RoutingTable) -> String {
     )
 }
 
-fn describe_pin(user_id: &str, color: Option<Color>) -> String {
+fn describe_global(table: &RoutingTable) -> String {
+    let zone = table.global.zone.map_or("no zone", |z| table.zones.zone_of(z));
+    let mode = if table.global.read_only { "read-only" } else { "writable" };
+    format!("global writes: {zone} ({mode})")
+}
+
+/// The map as runs with lanes: `units 0-49 blue, 50-99 green`.
+fn describe_map(table: &RoutingTable) -> String {
+    let runs = table.map.runs();
+    format!("units {}", describe_runs(&runs, |z| table.zones.lane(z).to_owned()))
+}
+
+fn describe_pin(table: &RoutingTable, user_id: &str, color: Option<ZoneId>) -> String {
     match color {
-        Some(color) => format!("user {user_id} pinned {color}"),
+        Some(color) => format!("user {user_id} pinned {}", table.zones.lane(color)),
         None => format!("user {user_id} not pinned"),
     }
 }

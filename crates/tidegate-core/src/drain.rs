@@ -18,8 +18,8 @@
 //! ```
 
 use super::capacity::{Verdict, ZoneLoad, judge};
-use super::color::Color;
 use super::dial::percent_of;
+use super::zone::ZoneId;
 
 /// Why a zone is drained, which decides whose health guards the drain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -83,7 +83,7 @@ pub struct Guard {
 pub struct DrainPlan {
     /// The zone being drained (or restored) and the colour that runs in it.
     pub zone: String,
-    pub color: Color,
+    pub color: ZoneId,
     /// The blue-unit count the drain moves toward.
     pub target_blue_units: u32,
     /// Units moved per step (at least 1).
@@ -235,9 +235,10 @@ impl Drain {
         }
     }
 
-    /// The zone receiving the users this drain moves.
-    pub fn receiving_color(&self) -> Color {
-        self.plan.color.other()
+    /// The zone receiving the users this drain moves: the other lane (drains run on two-zone
+    /// tables only, `State::apply` refuses them elsewhere).
+    pub fn receiving_color(&self) -> ZoneId {
+        counterpart(self.plan.color)
     }
 
     /// Steps needed from the start to the target.
@@ -247,9 +248,10 @@ impl Drain {
 
     /// The zone's share in percent for a blue-unit count.
     pub fn zone_percent(&self, blue_units: u32, units: u32) -> f64 {
-        match self.plan.color {
-            Color::Blue => percent_of(blue_units, units),
-            Color::Green => percent_of(units - blue_units, units),
+        if self.plan.color == ZoneId::BLUE {
+            percent_of(blue_units, units)
+        } else {
+            percent_of(units - blue_units, units)
         }
     }
 
@@ -393,10 +395,8 @@ impl Drain {
     /// Why rolling back is not judged: like the guard, a rollback returns users to where they
     /// were served before the drain began.
     pub fn capacity_verdict(&self, blue_units: u32, next: u32, c: &CapacityInputs) -> Verdict {
-        let zone_units = |color: Color| match color {
-            Color::Blue => blue_units,
-            Color::Green => c.units - blue_units,
-        };
+        let zone_units =
+            |color: ZoneId| if color == ZoneId::BLUE { blue_units } else { c.units - blue_units };
         judge(
             blue_units.abs_diff(next),
             zone_units(self.plan.color),
@@ -429,4 +429,9 @@ impl Drain {
 /// One step from `from` toward `to`, never past it.
 pub fn step_toward(from: u32, to: u32, step: u32) -> u32 {
     if from < to { from.saturating_add(step).min(to) } else { from.saturating_sub(step).max(to) }
+}
+
+/// The other lane of the two-zone dial: blue for green, green for blue.
+pub fn counterpart(color: ZoneId) -> ZoneId {
+    if color == ZoneId::BLUE { ZoneId::GREEN } else { ZoneId::BLUE }
 }

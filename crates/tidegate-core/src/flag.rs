@@ -11,9 +11,9 @@
 //! not a valid user ID (not a string, too long, not numeric in digits mode...) is
 //! `INVALID_CONTEXT`. `PARSE_ERROR` and `GENERAL` are decided by the HTTP layer (bad JSON, no table).
 
-use super::color::Color;
 use super::table::{Fallback, RoutingTable};
 use super::unit::Unit;
+use super::zone::ZoneId;
 
 /// The flag key when none is configured.
 pub const DEFAULT_FLAG_KEY: &str = "tidegate-color";
@@ -52,7 +52,7 @@ pub enum TargetingKey<'a> {
 /// A successful evaluation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlagEvaluation {
-    pub color: Color,
+    pub color: ZoneId,
     pub reason: FlagReason,
     /// The unit, when a targeting key was given.
     pub unit: Option<Unit>,

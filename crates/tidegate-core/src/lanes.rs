@@ -1,15 +1,17 @@
-//! MQ lanes, the pure part: a topic's halves, lag sums and who consumes which partition.
+//! MQ lanes, the pure part: a topic's zone ranges, lag sums and who consumes which partition.
 //!
-//! A lane topic has an even number P of partitions. Blue messages go to `[0, P/2)` and green
-//! ones to `[P/2, P)`, so moving the dial moves message traffic as well as requests. The
-//! coordinator spreads each half over the live consumers of its colour's zone. [`assign`] is the
+//! A lane topic of a table with N zones has a multiple of N partitions P, cut into one
+//! contiguous range per zone in index order: zone `z` owns `[z*P/N, (z+1)*P/N)`. With two zones
+//! these are the halves of every earlier release: blue messages go to `[0, P/2)` and green ones
+//! to `[P/2, P)`. Moving units moves message traffic as well as requests. The coordinator
+//! spreads each range over the live consumers of its zone. [`assign`] is the
 //! rule; [`grant`] makes handovers safe: a partition that a consumer still holds is not handed to
 //! another one until the holder has committed and released it, or has been declared dead.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
-use super::color::{Color, ColorZones};
+use super::zone::{ZoneId, Zones};
 
 /// Most partitions a lane topic may have. Far above what one consumer group can use, low enough
 /// that an assignment always fits in a response.
@@ -21,6 +23,10 @@ pub enum LaneError {
         "a lane topic needs an even number of partitions (blue gets the first half, green the second), got {0}; add one partition"
     )]
     OddPartitions(u32),
+    #[error(
+        "a lane topic of {zones} zones needs a multiple of {zones} partitions (one equal range per zone), got {partitions}"
+    )]
+    NotMultiple { partitions: u32, zones: u32 },
     #[error("a lane topic needs at least 2 partitions (one per colour), got {0}")]
     TooFewPartitions(u32),
     #[error("a lane topic may have at most {MAX_LANE_PARTITIONS} partitions, got {0}")]
@@ -29,50 +35,69 @@ pub enum LaneError {
     NoSuchPartition { partition: u32, partitions: u32 },
 }
 
-/// The shape of one lane topic: its partition count, always even.
+/// The shape of one lane topic: its partition count (a multiple of its zone count) and zones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaneConfig {
     partitions: u32,
+    zones: u32,
 }
 
 impl LaneConfig {
+    /// A two-zone topic (blue and green halves).
     pub fn new(partitions: u32) -> Result<LaneConfig, LaneError> {
+        LaneConfig::for_zones(partitions, 2)
+    }
+
+    /// A topic over `zones` zones (every zone of the table, retired ones included, so that
+    /// retiring a zone never moves another zone's range).
+    pub fn for_zones(partitions: u32, zones: u32) -> Result<LaneConfig, LaneError> {
+        let zones = zones.max(2);
         if partitions < 2 {
             return Err(LaneError::TooFewPartitions(partitions));
         }
         if partitions > MAX_LANE_PARTITIONS {
             return Err(LaneError::TooManyPartitions(partitions));
         }
-        if !partitions.is_multiple_of(2) {
+        if zones == 2 && !partitions.is_multiple_of(2) {
             return Err(LaneError::OddPartitions(partitions));
         }
-        Ok(LaneConfig { partitions })
+        if !partitions.is_multiple_of(zones) {
+            return Err(LaneError::NotMultiple { partitions, zones });
+        }
+        Ok(LaneConfig { partitions, zones })
+    }
+
+    /// How many zones the topic is cut for.
+    pub fn zones(&self) -> u32 {
+        self.zones
     }
 
     pub fn partitions(&self) -> u32 {
         self.partitions
     }
 
-    /// Partitions per half.
+    /// Partitions per zone range (per half with two zones).
     pub fn half_size(&self) -> u32 {
-        self.partitions / 2
+        self.partitions / self.zones
     }
 
-    /// The partitions of a colour's half: blue `[0, P/2)`, green `[P/2, P)`.
-    pub fn half(&self, color: Color) -> Range<u32> {
-        let mid = self.half_size();
-        match color {
-            Color::Blue => 0..mid,
-            Color::Green => mid..self.partitions,
+    /// The partitions of a zone's range: `[z*P/N, (z+1)*P/N)`; empty for a zone the topic was
+    /// not cut for.
+    pub fn half(&self, zone: ZoneId) -> Range<u32> {
+        let size = self.half_size();
+        let z = u32::from(zone.0);
+        if z >= self.zones {
+            return 0..0;
         }
+        z * size..(z + 1) * size
     }
 
-    /// The colour whose half holds `partition`.
-    pub fn color_of(&self, partition: u32) -> Result<Color, LaneError> {
+    /// The zone whose range holds `partition`.
+    pub fn color_of(&self, partition: u32) -> Result<ZoneId, LaneError> {
         if partition >= self.partitions {
             return Err(LaneError::NoSuchPartition { partition, partitions: self.partitions });
         }
-        Ok(if partition < self.half_size() { Color::Blue } else { Color::Green })
+        Ok(ZoneId((partition / self.half_size()) as u16))
     }
 }
 
@@ -85,12 +110,13 @@ pub fn partition_lag(low: i64, high: i64, committed: Option<i64>) -> u64 {
     u64::try_from(high.saturating_sub(from)).unwrap_or(0)
 }
 
-/// Per-partition lags summed per half, `[blue, green]`. Partitions outside the topic are ignored.
-pub fn half_lags(config: LaneConfig, lags: impl IntoIterator<Item = (u32, u64)>) -> [u64; 2] {
-    let mut sums = [0u64; 2];
+/// Per-partition lags summed per zone range, indexed by zone. Partitions outside the topic are
+/// ignored.
+pub fn half_lags(config: LaneConfig, lags: impl IntoIterator<Item = (u32, u64)>) -> Vec<u64> {
+    let mut sums = vec![0u64; config.zones as usize];
     for (partition, lag) in lags {
-        if let Ok(color) = config.color_of(partition) {
-            sums[color as usize] = sums[color as usize].saturating_add(lag);
+        if let Ok(zone) = config.color_of(partition) {
+            sums[zone.index()] = sums[zone.index()].saturating_add(lag);
         }
     }
     sums
@@ -119,10 +145,10 @@ pub struct ZoneFlags {
 #[derive(Clone, Debug)]
 pub struct AssignmentInput<'a> {
     pub lane: LaneConfig,
-    pub zones: &'a ColorZones,
+    pub zones: &'a Zones,
     pub members: &'a [LaneMember],
-    /// Flags of the blue and green zones, indexed by colour.
-    pub flags: [ZoneFlags; 2],
+    /// Flags of every zone, indexed by zone (a missing entry counts as default flags).
+    pub flags: Vec<ZoneFlags>,
 }
 
 /// Partitions per member ID. Every live member appears, possibly with no partitions.
@@ -130,9 +156,9 @@ pub type Assignment = BTreeMap<String, BTreeSet<u32>>;
 
 /// Who consumes which partition.
 ///
-/// For each colour's half, the owners are the first non-empty group of:
-/// 1. the live members of the colour's own zone, unless that zone is drained-and-empty or down;
-/// 2. the live members of the other zone, unless that zone is drained-and-empty or down;
+/// For each zone's range, the owners are the first non-empty group of:
+/// 1. the live members of the zone itself, unless it is drained-and-empty or down;
+/// 2. the live members of the other zones that are neither drained-and-empty nor down;
 /// 3. every live member.
 ///
 /// The last step exists because "every partition has a consumer" wins over "a drained zone gets
@@ -153,17 +179,23 @@ pub fn assign(input: &AssignmentInput<'_>) -> Assignment {
             .collect();
         set.into_iter().collect()
     };
-    for color in Color::ALL {
-        let home = input.zones.zone_of(color);
-        let other = input.zones.zone_of(color.other());
-        let home_flags = input.flags[color as usize];
-        let other_flags = input.flags[color.other() as usize];
+    let flags = |zone: ZoneId| input.flags.get(zone.index()).copied().unwrap_or_default();
+    let usable = |zone: ZoneId| !flags(zone).drained_empty && !flags(zone).down;
+    let cut_for: Vec<ZoneId> =
+        input.zones.ids().filter(|z| u32::from(z.0) < input.lane.zones()).collect();
+    for &color in &cut_for {
         let mut owners = Vec::new();
-        if !home_flags.drained_empty && !home_flags.down {
-            owners = live_in(home);
+        if usable(color) {
+            owners = live_in(input.zones.zone_of(color));
         }
-        if owners.is_empty() && !other_flags.drained_empty && !other_flags.down {
-            owners = live_in(other);
+        if owners.is_empty() {
+            let mut others: Vec<&str> = cut_for
+                .iter()
+                .filter(|&&z| z != color && usable(z))
+                .flat_map(|&z| live_in(input.zones.zone_of(z)))
+                .collect();
+            others.sort_unstable();
+            owners = others;
         }
         if owners.is_empty() {
             owners = assignment.keys().map(String::as_str).collect();

@@ -9,7 +9,6 @@
 
 mod automation;
 mod capacity;
-mod color;
 mod command;
 mod dial;
 mod drain;
@@ -20,18 +19,21 @@ mod plan_run;
 mod plan_trigger;
 mod table;
 mod unit;
+mod unit_map;
+mod zone;
 
 pub use automation::{AutoRun, Automation, Caps as AutomationCaps, check_caps};
-pub use capacity::{Capacity, Projection, Verdict, ZoneLoad, judge};
-pub use color::{Color, ColorZones, ParseColorError};
+pub use capacity::{
+    Capacity, Gain, Projection, Verdict, ZoneLoad, judge, judge_gains, spread_by_headroom,
+};
 pub use command::{
     Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, FORMAT_LEVEL, Genesis,
-    MAX_PINS, MAX_REASON_BYTES, State,
+    MAX_PINS, MAX_REASON_BYTES, State, UnitMove,
 };
 pub use dial::{DialError, Share};
 pub use drain::{
     CapacityInputs, Direction, Drain, DrainAction, DrainMode, DrainPlan, DrainStatus, Guard,
-    Inputs, MAX_DRAIN_INTERVAL_MS, OnBreach, Reading, StepConvergence, step_toward,
+    Inputs, MAX_DRAIN_INTERVAL_MS, OnBreach, Reading, StepConvergence, counterpart, step_toward,
 };
 pub use flag::{
     DEFAULT_FLAG_KEY, FlagError, FlagEvaluation, FlagReason, TargetingKey, evaluate_color_flag,
@@ -53,10 +55,15 @@ pub use plan_trigger::{
     REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, Trigger, TriggerDecision, TriggerInputs,
     decide as decide_trigger, trigger_zone, validate_trigger,
 };
-pub use table::{Fallback, RoutingTable, TableError, Tag, TagError};
+pub use table::{Fallback, GlobalWriter, RoutingTable, TableError, Tag, TagError};
 pub use unit::{
     HASH_ALGORITHM, MAX_UNITS, MIN_UNITS, SchemeError, Unit, UnitError, UnitMode, UnitScheme,
     hash_user_id,
+};
+pub use unit_map::{Run, UnitMap, UnitMapError, UnitSet, UnitSetError, describe_runs};
+pub use zone::{
+    MAX_ZONE_NAME_BYTES, MAX_ZONES, ZoneClass, ZoneError, ZoneId, ZoneSpec, Zones,
+    validate_zone_name,
 };
 
 /// Bounds on a user ID, shared by the server, the client library and the CLI.

@@ -8,10 +8,10 @@
 //! against the RTO) and every reason it would hold, without changing anything.
 
 use super::capacity::{Verdict, ZoneLoad, judge};
-use super::color::{Color, ColorZones};
 use super::dial::{Share, percent_of};
-use super::drain::{DrainMode, Guard, Reading, step_toward};
+use super::drain::{DrainMode, Guard, Reading, counterpart, step_toward};
 use super::plan_trigger::Trigger;
+use super::zone::{ZoneId, Zones};
 
 /// Most steps and preconditions a plan may have.
 pub const MAX_PLAN_STEPS: usize = 50;
@@ -45,7 +45,7 @@ pub enum PlanStep {
     },
     Pin {
         user_id: String,
-        color: Color,
+        color: ZoneId,
     },
     Unpin {
         user_id: String,
@@ -229,7 +229,7 @@ pub struct StoredPlan {
 }
 
 /// Checks a plan against the zones and the unit count; the error names the field.
-pub fn validate_plan(plan: &Plan, zones: &ColorZones, units: u32) -> Result<(), String> {
+pub fn validate_plan(plan: &Plan, zones: &Zones, units: u32) -> Result<(), String> {
     let label_ok = |s: &str| {
         !s.is_empty()
             && s.len() <= 64
@@ -267,9 +267,10 @@ pub fn validate_plan(plan: &Plan, zones: &ColorZones, units: u32) -> Result<(), 
         }
     }
     let zone_ok = |i: usize, zone: &str| {
-        zones.color_in(zone).map(|_| ()).ok_or_else(|| {
-            format!("steps[{i}].zone: `{zone}` is not one of {}, {}", zones.blue, zones.green)
-        })
+        zones
+            .color_in(zone)
+            .map(|_| ())
+            .ok_or_else(|| format!("steps[{i}].zone: `{zone}` is not one of {}", zones.names()))
     };
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
@@ -304,7 +305,8 @@ pub fn validate_plan(plan: &Plan, zones: &ColorZones, units: u32) -> Result<(), 
             }
         }
     }
-    super::plan_trigger::validate_trigger(plan, &[&zones.blue, &zones.green])
+    let names: Vec<&str> = zones.iter().map(|(_, z)| z.name.as_str()).collect();
+    super::plan_trigger::validate_trigger(plan, &names)
 }
 
 /// How drains of each mode step, for the dry run's arithmetic (from the configuration).
@@ -318,7 +320,7 @@ pub struct StepDefaults {
 /// Everything a dry run looks at, read by the caller.
 #[derive(Clone, Debug)]
 pub struct DryRunInputs<'a> {
-    pub zones: &'a ColorZones,
+    pub zones: &'a Zones,
     pub units: u32,
     pub blue_units: u32,
     /// Load and capacity of the blue zone and the green zone.
@@ -400,7 +402,7 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
     }
     let mut blue = inputs.blue_units;
     let mut loads = [inputs.blue_load.clone(), inputs.green_load.clone()];
-    let idx = |c: Color| if c == Color::Blue { 0 } else { 1 };
+    let idx = |c: ZoneId| if c == ZoneId::BLUE { 0 } else { 1 };
     let mut steps = Vec::new();
     for (index, step) in plan.steps.iter().enumerate() {
         let before = blue;
@@ -412,14 +414,14 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             if to == *blue {
                 return;
             }
-            let source = if to < *blue { Color::Blue } else { Color::Green };
-            let zone_units = |c: Color, b: u32| if c == Color::Blue { b } else { units - b };
+            let source = if to < *blue { ZoneId::BLUE } else { ZoneId::GREEN };
+            let zone_units = |c: ZoneId, b: u32| if c == ZoneId::BLUE { b } else { units - b };
             let moved = blue.abs_diff(to);
-            let (s, r) = (idx(source), idx(source.other()));
+            let (s, r) = (idx(source), idx(counterpart(source)));
             let v = judge(
                 moved,
                 zone_units(source, *blue),
-                zone_units(source.other(), *blue),
+                zone_units(counterpart(source), *blue),
                 &loads[s],
                 &loads[r],
                 inputs.headroom,
@@ -443,18 +445,18 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
         };
         let description = match step {
             PlanStep::MoveZone { zone, to_percent, mode } => {
-                let color = inputs.zones.color_in(zone).unwrap_or(Color::Blue);
+                let color = inputs.zones.color_in(zone).unwrap_or(ZoneId::BLUE);
                 let share =
                     Share::from_percent(*to_percent, units).map(|s| s.blue_units).unwrap_or(0);
-                let target = if color == Color::Blue { share } else { units - share };
+                let target = if color == ZoneId::BLUE { share } else { units - share };
                 let defaults =
                     if *mode == DrainMode::Evacuate { inputs.evacuate } else { inputs.maintenance };
                 let health = [inputs.blue_health, inputs.green_health];
-                let moving_out = (color == Color::Blue) == (target < blue);
-                let receiving = if moving_out { color.other() } else { color };
+                let moving_out = (color == ZoneId::BLUE) == (target < blue);
+                let receiving = if moving_out { counterpart(color) } else { color };
                 let mut judged = vec![(receiving, "receiving")];
                 if *mode == DrainMode::Maintenance {
-                    judged.push((receiving.other(), "draining"));
+                    judged.push((counterpart(receiving), "draining"));
                 }
                 if target != blue {
                     for (c, role) in judged {
@@ -500,10 +502,12 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
                 move_to(&mut blue, to, &mut verdict);
                 format!("set the dial to {blue_percent}% blue")
             }
-            PlanStep::Pin { user_id, color } => format!("pin {user_id} to {color}"),
+            PlanStep::Pin { user_id, color } => {
+                format!("pin {user_id} to {}", color.default_lane())
+            }
             PlanStep::Unpin { user_id } => format!("unpin {user_id}"),
             PlanStep::WaitConsumed { zone } => {
-                let color = inputs.zones.color_in(zone).unwrap_or(Color::Blue);
+                let color = inputs.zones.color_in(zone).unwrap_or(ZoneId::BLUE);
                 match inputs.backlog[idx(color)] {
                     Some(0) => {}
                     Some(n) => holds

@@ -15,10 +15,10 @@
 //! rollback does.
 
 use super::capacity::Verdict;
-use super::color::{Color, ColorZones};
 use super::dial::Share;
 use super::drain::{Drain, DrainMode, DrainPlan, DrainStatus};
 use super::plan::{HttpCall, Plan, PlanStep, StepDefaults};
+use super::zone::{ZoneId, Zones};
 
 /// How long past its timeout a call's claim lasts: the claimer's time to log the result. After
 /// that the claim has expired (its caller died or lost the log) and another attempt may start.
@@ -172,7 +172,7 @@ pub struct PlanRun {
     /// Restoring because of a rollback (else a drill's restore).
     pub rolling_back: bool,
     /// Pins the steps changed, with what they were before, in order.
-    pub pins_before: Vec<(String, Option<Color>)>,
+    pub pins_before: Vec<(String, Option<ZoneId>)>,
     pub steps: Vec<StepRecord>,
     pub restore: Option<StepRecord>,
     pub started_ms: u64,
@@ -188,7 +188,7 @@ pub struct PlanRun {
 #[derive(Clone, Debug)]
 pub struct RunReadings<'a> {
     pub now_ms: u64,
-    pub zones: &'a ColorZones,
+    pub zones: &'a Zones,
     pub units: u32,
     pub blue_units: u32,
     /// The drain the current step started, as the state has it now.
@@ -235,14 +235,14 @@ impl PlanRun {
     }
 
     /// The blue-unit count a dial step or a zone move heads for, from the current count.
-    pub fn step_target(step: &PlanStep, zones: &ColorZones, units: u32, blue: u32) -> u32 {
+    pub fn step_target(step: &PlanStep, zones: &Zones, units: u32, blue: u32) -> u32 {
         match step {
             PlanStep::MoveZone { zone, to_percent, .. } => {
                 let share = Share::from_percent(*to_percent, units).map_or(blue, |s| s.blue_units);
                 match zones.color_in(zone) {
-                    Some(Color::Blue) => share,
-                    Some(Color::Green) => units - share,
-                    None => blue,
+                    Some(ZoneId::BLUE) => share,
+                    Some(ZoneId::GREEN) => units - share,
+                    _ => blue,
                 }
             }
             PlanStep::Dial { blue_percent } => {
@@ -418,7 +418,9 @@ impl PlanRun {
             Some(PlanStep::Dial { blue_percent }) => {
                 format!("set the dial to {blue_percent}% blue")
             }
-            Some(PlanStep::Pin { user_id, color }) => format!("pin {user_id} to {color}"),
+            Some(PlanStep::Pin { user_id, color }) => {
+                format!("pin {user_id} to {}", color.default_lane())
+            }
             Some(PlanStep::Unpin { user_id }) => format!("unpin {user_id}"),
             Some(PlanStep::WaitConsumed { zone }) => {
                 format!("wait until {zone}'s MQ half is consumed")

@@ -1,17 +1,18 @@
-//! The versioned routing table: which colour every unit and every pinned user belongs to.
+//! The versioned routing table: which zone every unit and every pinned user belongs to.
 //!
-//! Architecture invariant: unit `u` is blue exactly when `u < blue_units`. The units therefore
-//! change colour in one fixed order (ascending for blue -> green moves out of the top, i.e. the
-//! highest blue unit turns green first), so any sequence of dial moves is monotone and sticky:
-//! moving from `a` to `b` blue units flips exactly the units between them, and `a -> b -> a`
-//! restores the original table. Clients in other languages need only this rule and the hash.
+//! Architecture invariant: a user's zone is their pin's zone if they are pinned, else the owner
+//! of their unit in the table's [`UnitMap`]. On a two-zone table in dial form unit `u` is blue
+//! exactly when `u < blue_units` (the rule of the first releases), and the dial moves units in
+//! one fixed order, so dial moves are monotone and sticky and `a -> b -> a` restores the table
+//! (see `unit_map`). Clients in other languages need only this rule, the map and the hash.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::color::{Color, ColorZones};
 use super::dial::Share;
 use super::unit::{Unit, UnitError, UnitScheme};
+use super::unit_map::UnitMap;
+use super::zone::{ZoneId, Zones};
 
 /// What a request without a user ID gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +26,7 @@ pub enum Fallback {
 /// The answer to "which colour is this user?".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tag {
-    pub color: Color,
+    pub color: ZoneId,
     pub unit: Unit,
     /// True when a pin, not the unit, decided the colour.
     pub pinned: bool,
@@ -44,9 +45,18 @@ pub enum TagError {
 pub struct RoutingTable {
     pub(crate) version: u64,
     pub(crate) scheme: UnitScheme,
-    pub(crate) blue_units: u32,
-    pub(crate) pins: Arc<BTreeMap<String, Color>>,
-    pub(crate) zones: ColorZones,
+    pub(crate) map: UnitMap,
+    pub(crate) pins: Arc<BTreeMap<String, ZoneId>>,
+    pub(crate) zones: Zones,
+    pub(crate) global: GlobalWriter,
+}
+
+/// The zone that takes writes to global data (the GZone), and whether global data is read-only
+/// (during a switch of the global primary).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GlobalWriter {
+    pub zone: Option<ZoneId>,
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,25 +65,52 @@ pub enum TableError {
     BlueUnitsOutOfRange { blue_units: u32, units: u32 },
     #[error("pinned user id is invalid: {0}")]
     InvalidPin(UnitError),
+    #[error("the unit map has {map} units, the scheme {units}")]
+    MapSize { map: u32, units: u32 },
+    #[error("the unit map names zone {0}, which the table does not list")]
+    UnknownZone(u16),
 }
 
 impl RoutingTable {
-    /// A table from its parts, as a client decodes it from the watch stream or `GET /v1/routing`.
-    /// The coordinator never builds tables this way: its tables come from `State::apply`.
+    /// A two-zone dial-form table from its parts, as clients of the first releases decode it.
     pub fn from_parts(
         version: u64,
         scheme: UnitScheme,
         blue_units: u32,
-        pins: BTreeMap<String, Color>,
-        zones: ColorZones,
+        pins: BTreeMap<String, ZoneId>,
+        zones: Zones,
     ) -> Result<RoutingTable, TableError> {
         if blue_units > scheme.count() {
             return Err(TableError::BlueUnitsOutOfRange { blue_units, units: scheme.count() });
         }
+        let map = UnitMap::dial(scheme.count(), blue_units);
+        RoutingTable::from_map(version, scheme, map, pins, zones, GlobalWriter::default())
+    }
+
+    /// A table from its parts, as a client decodes it from the watch stream or `GET
+    /// /v1/routing`, or a snapshot stores it. The coordinator never builds tables this way
+    /// otherwise: its tables come from `State::apply`.
+    pub fn from_map(
+        version: u64,
+        scheme: UnitScheme,
+        map: UnitMap,
+        pins: BTreeMap<String, ZoneId>,
+        zones: Zones,
+        global: GlobalWriter,
+    ) -> Result<RoutingTable, TableError> {
+        if map.units() != scheme.count() {
+            return Err(TableError::MapSize { map: map.units(), units: scheme.count() });
+        }
+        let known = |z: ZoneId| zones.contains(z);
+        if let Some(bad) =
+            map.owners().iter().chain(pins.values()).chain(global.zone.iter()).find(|z| !known(**z))
+        {
+            return Err(TableError::UnknownZone(bad.0));
+        }
         for user_id in pins.keys() {
             super::validate_user_id(user_id).map_err(TableError::InvalidPin)?;
         }
-        Ok(RoutingTable { version, scheme, blue_units, pins: Arc::new(pins), zones })
+        Ok(RoutingTable { version, scheme, map, pins: Arc::new(pins), zones, global })
     }
 
     pub fn version(&self) -> u64 {
@@ -88,38 +125,59 @@ impl RoutingTable {
         self.scheme.count()
     }
 
+    /// The blue share (units of zone 0). Meaningful as the dial on two-zone tables.
     pub fn share(&self) -> Share {
-        Share { blue_units: self.blue_units, units: self.units() }
+        Share { blue_units: self.blue_units(), units: self.units() }
     }
 
+    /// Units owned by zone 0 (`blue`).
     pub fn blue_units(&self) -> u32 {
-        self.blue_units
+        self.map.count(ZoneId::BLUE)
     }
 
     pub fn blue_percent(&self) -> f64 {
         self.share().blue_percent()
     }
 
-    pub fn zones(&self) -> &ColorZones {
+    pub fn zones(&self) -> &Zones {
         &self.zones
     }
 
-    pub fn zone_of(&self, color: Color) -> &str {
-        self.zones.zone_of(color)
+    /// The name of a zone of this table.
+    pub fn zone_of(&self, zone: ZoneId) -> &str {
+        self.zones.zone_of(zone)
     }
 
-    pub fn pins(&self) -> &BTreeMap<String, Color> {
+    /// The lane (colour) of a zone of this table.
+    pub fn lane(&self, zone: ZoneId) -> &str {
+        self.zones.lane(zone)
+    }
+
+    pub fn map(&self) -> &UnitMap {
+        &self.map
+    }
+
+    pub fn global(&self) -> GlobalWriter {
+        self.global
+    }
+
+    /// Units owned by `zone`.
+    pub fn units_of(&self, zone: ZoneId) -> u32 {
+        self.map.count(zone)
+    }
+
+    pub fn pins(&self) -> &BTreeMap<String, ZoneId> {
         &self.pins
     }
 
     #[inline]
-    pub fn color_of_unit(&self, unit: Unit) -> Color {
-        if unit.0 < self.blue_units { Color::Blue } else { Color::Green }
+    pub fn color_of_unit(&self, unit: Unit) -> ZoneId {
+        self.map.owner(unit.0)
     }
 
-    /// The colour of every unit, in unit order.
-    pub fn unit_colors(&self) -> impl Iterator<Item = Color> + '_ {
-        (0..self.units()).map(|u| self.color_of_unit(Unit(u)))
+    /// The zone of every unit, in unit order.
+    pub fn unit_colors(&self) -> impl Iterator<Item = ZoneId> + '_ {
+        self.map.owners().iter().copied()
     }
 
     /// Tags a user: a pin wins over the unit. The ID must be valid (see `validate_user_id`).
@@ -135,21 +193,35 @@ impl RoutingTable {
         Ok(Tag { color: self.color_of_unit(unit), unit, pinned: false })
     }
 
-    /// The colour for a request without a user ID. `draw` is a uniform sample in `[0, 1)`,
-    /// supplied by the caller because the core draws no random numbers itself.
-    pub fn untagged(&self, fallback: Fallback, draw: f64) -> Result<Color, TagError> {
+    /// The zone for a request without a user ID. `draw` is a uniform sample in `[0, 1)`,
+    /// supplied by the caller because the core draws no random numbers itself; zones are
+    /// weighted by the units they own, in index order.
+    pub fn untagged(&self, fallback: Fallback, draw: f64) -> Result<ZoneId, TagError> {
         match fallback {
             Fallback::Reject => Err(TagError::Untagged),
             Fallback::Random => {
-                let blue = f64::from(self.blue_units) / f64::from(self.units());
-                Ok(if draw < blue { Color::Blue } else { Color::Green })
+                let units = f64::from(self.units());
+                let mut below = 0.0;
+                let mut last = ZoneId::GREEN;
+                for zone in self.zones.ids() {
+                    let owned = f64::from(self.map.count(zone));
+                    if owned == 0.0 {
+                        continue;
+                    }
+                    below += owned / units;
+                    last = zone;
+                    if draw < below {
+                        return Ok(zone);
+                    }
+                }
+                Ok(last)
             }
         }
     }
 
-    /// The same table under a different colour-to-zone mapping (the mapping is configuration,
-    /// not logged state, so it is attached after replay).
-    pub fn with_zones(mut self, zones: ColorZones) -> RoutingTable {
+    /// The same table with the names of its first two zones taken from configuration (a file
+    /// log's zones are configuration, not logged state, so they are attached after replay).
+    pub fn with_zones(mut self, zones: Zones) -> RoutingTable {
         self.zones = zones;
         self
     }

@@ -11,7 +11,7 @@ pub mod window;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use crate::core::{Color, ColorZones, Reading};
+use crate::core::{Reading, ZoneId, Zones};
 use crate::telemetry;
 pub use prometheus::PrometheusSource;
 use window::{Totals, Window};
@@ -44,14 +44,14 @@ pub enum OutcomeError {
 
 /// The health service: the outcome windows plus the configured source.
 pub struct Health {
-    zones: ColorZones,
+    zones: Zones,
     window_ms: u64,
     /// The recent part of the window "down" and load are judged on (`health.detect_window`).
     detect_ms: u64,
     /// Reporters silent this long make a zone unknown (`health.silent_after`).
     silent_after_ms: u64,
     source: Source,
-    windows: Mutex<HashMap<(String, Color), Window>>,
+    windows: Mutex<HashMap<(String, ZoneId), Window>>,
     /// The outcome windows other replicas reported to them (`service::gate_view`), by replica:
     /// when it sent them, and per zone its windows. Outcomes count wherever they were posted.
     peers: Mutex<BTreeMap<String, PeerWindows>>,
@@ -71,11 +71,11 @@ pub struct ZoneWindow {
 }
 
 impl Health {
-    pub fn new(zones: ColorZones, window_ms: u64, source: Source) -> Health {
+    pub fn new(zones: Zones, window_ms: u64, source: Source) -> Health {
         let mut windows = HashMap::new();
-        for color in Color::ALL {
-            for zone in [&zones.blue, &zones.green] {
-                windows.insert((zone.clone(), color), Window::new(window_ms));
+        for color in zones.ids() {
+            for (_, zone) in zones.iter() {
+                windows.insert((zone.name.clone(), color), Window::new(window_ms));
             }
         }
         Health {
@@ -115,10 +115,9 @@ impl Health {
     /// Takes in the windows another replica sent at `at_ms` (replacing its older ones).
     /// Windows of a zone this replica does not know, or of another bucket width, are left out.
     pub fn receive_peer(&self, replica: &str, at_ms: u64, zones: &[ZoneWindow]) {
-        let known = [&self.zones.blue, &self.zones.green];
         let zones = zones
             .iter()
-            .filter(|z| known.contains(&&z.zone))
+            .filter(|z| self.zones.color_in(&z.zone).is_some())
             .filter_map(|z| Some((z.zone.clone(), Window::from_wire(&z.window, self.window_ms)?)))
             .collect();
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
@@ -134,7 +133,7 @@ impl Health {
         let mut out = Vec::new();
         {
             let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
-            for color in Color::ALL {
+            for color in self.zones.ids() {
                 if let Some(w) = windows.get(&(zone.to_owned(), color)) {
                     out.push(w.clone());
                 }
@@ -212,20 +211,22 @@ impl Health {
     pub fn record(
         &self,
         zone: &str,
-        color: Color,
+        color: ZoneId,
         ok: u64,
         error: u64,
         now_ms: u64,
     ) -> Result<(), OutcomeError> {
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         let window = windows.get_mut(&(zone.to_owned(), color)).ok_or_else(|| {
-            OutcomeError::UnknownZone {
-                zone: zone.to_owned(),
-                known: format!("{}, {}", self.zones.blue, self.zones.green),
-            }
+            OutcomeError::UnknownZone { zone: zone.to_owned(), known: self.zones.names() }
         })?;
         window.record(now_ms, ok, error);
-        telemetry::count_outcomes(zone, color, ok, error);
+        telemetry::count_outcomes(
+            zone,
+            self.zones.get(color).map_or("unknown", |z| z.lane.as_str()),
+            ok,
+            error,
+        );
         Ok(())
     }
 

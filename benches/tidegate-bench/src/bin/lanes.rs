@@ -34,7 +34,7 @@ use std::time::Instant;
 use rdkafka::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use tidegate::core::{Color, ColorZones, LaneConfig, RoutingTable, UnitMode, UnitScheme};
+use tidegate::core::{ZoneId, Zones, LaneConfig, RoutingTable, UnitMode, UnitScheme};
 use tidegate::mq::{HalfRings, LaneProducer, ProducerSettings, route_header};
 
 /// Counts Rust heap allocations (all threads), so the enqueue loops can report allocations per
@@ -88,7 +88,7 @@ fn main() {
     let scale = if args.next().as_deref() == Some("smoke") { 20 } else { 1 };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let scheme = UnitScheme::new(100, UnitMode::Hash).expect("scheme");
-    let table = RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), ColorZones::default())
+    let table = RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), Zones::default())
         .expect("table");
     let payload = vec![b'x'; 100];
     let only = std::env::var("LANES_SHAPES").ok();
@@ -179,7 +179,7 @@ fn main() {
 /// broker): ns per message, p50 of 5 passes.
 fn parts(table: &RoutingTable, users: &[String]) {
     let rings = HalfRings::new(LaneConfig::new(8).expect("lane"));
-    let colors: Vec<Color> = users.iter().map(|u| table.tag(u).expect("tag").color).collect();
+    let colors: Vec<ZoneId> = users.iter().map(|u| table.tag(u).expect("tag").color).collect();
     let time = |f: &dyn Fn(usize)| {
         let mut passes: Vec<f64> = (0..5)
             .map(|_| {
@@ -254,7 +254,7 @@ fn plain(
             }
             if with_header {
                 let mut value = [0; route_header::MAX_LEN];
-                let value = route_header::encode(Color::Blue, 12, &mut value);
+                let value = route_header::encode(ZoneId::BLUE, 12, &mut value);
                 record = record.headers(
                     OwnedHeaders::new_with_capacity(1)
                         .insert(Header { key: "tg", value: Some(value) }),
@@ -287,7 +287,7 @@ fn lane(
         LaneProducer::new(&settings, Arc::new(arc_swap::ArcSwap::from_pointee(table.clone())))
             .expect("lane producer");
     let in_half = |d: tidegate::mq::Delivered| {
-        assert_eq!(d.route.partition < 4, d.route.color == Color::Blue, "a lane in its half");
+        assert_eq!(d.route.partition < 4, d.route.color == ZoneId::BLUE, "a lane in its half");
     };
     rt.block_on(async {
         let started = Instant::now();
