@@ -231,6 +231,10 @@ pub struct GateAnswer {
     source: &'static str,
     /// `x-tidegate-signature` of the tag for the user, with `[edge] tag_key`.
     signature: Option<String>,
+    /// The zone taking global writes (`x-tidegate-global-writer`, absent when none) and
+    /// whether global data is read-only (`x-tidegate-global-read-only`).
+    global_writer: Option<String>,
+    global_read_only: bool,
 }
 
 impl<'r> Responder<'r, 'static> for GateAnswer {
@@ -245,6 +249,13 @@ impl<'r> Responder<'r, 'static> for GateAnswer {
         if let Some(signature) = self.signature {
             response.header(Header::new(crate::client::SIGNATURE_HEADER, signature));
         }
+        if let Some(zone) = self.global_writer {
+            response.header(Header::new("x-tidegate-global-writer", zone));
+        }
+        response.header(Header::new(
+            "x-tidegate-global-read-only",
+            if self.global_read_only { "true" } else { "false" },
+        ));
         response.sized_body(0, Cursor::new(Vec::new())).ok()
     }
 }
@@ -361,6 +372,8 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
     };
     Ok(GateAnswer {
         color: crate::service::tag_answer::lane_header(&table, color),
+        global_writer: table.global().zone.map(|z| table.zone_of(z).to_owned()),
+        global_read_only: table.global().read_only,
         zone: table.zone_of(color).to_owned(),
         version: table.version(),
         source,

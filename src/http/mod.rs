@@ -18,6 +18,7 @@ mod plans;
 mod routing;
 mod tag;
 pub mod ui;
+mod units;
 mod watch;
 
 use std::net::SocketAddr;
@@ -232,6 +233,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .register("/", error::catchers())
         .attach(tag::stage())
         .attach(routing::stage())
+        .attach(units::stage())
         .attach(health::stage())
         .attach(cluster::stage())
         .attach(drains::stage())

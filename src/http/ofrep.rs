@@ -202,6 +202,11 @@ fn success(key: &str, table: Option<&RoutingTable>, evaluation: &FlagEvaluation)
     metadata.insert("version".into(), json!(evaluation.version));
     if let Some(table) = table {
         metadata.insert("zone".into(), json!(table.zone_of(evaluation.color)));
+        let global = table.global();
+        if let Some(zone) = global.zone {
+            metadata.insert("globalWriter".into(), json!(table.zone_of(zone)));
+        }
+        metadata.insert("globalReadOnly".into(), json!(global.read_only));
     }
     if let Some(unit) = evaluation.unit {
         metadata.insert("unit".into(), json!(unit.0));

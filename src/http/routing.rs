@@ -56,6 +56,9 @@ async fn put_dial(
         Keyed::Answered(answer) => return Ok(answer),
         Keyed::Submit(key) => key,
     };
+    if !app.coordinator.table().zones().is_two() {
+        return Err(crate::core::CommandError::NeedsTwoZones("the dial").into());
+    }
     let units = app.coordinator.table().units();
     let share = match (request.blue_percent, request.blue_units) {
         (Some(percent), None) => Share::from_percent(percent, units),

@@ -435,8 +435,11 @@ impl Coordinator {
                         at_ms: boot.now_ms,
                         reason: "first start: genesis from configuration".into(),
                     };
+                    // A file log's two colours stay configuration (renamed at start), so they
+                    // are pinned only when the log starts with more zones or other classes.
+                    let pinned = (!crate::store::is_plain_two(&boot.zones)).then_some(&boot.zones);
                     let genesis =
-                        LogEntry::genesis_pinned(&boot.genesis, &audit, new_log_id(), None);
+                        LogEntry::genesis_pinned(&boot.genesis, &audit, new_log_id(), pinned);
                     end = log.append(&genesis)?;
                     entries.push(genesis);
                 }

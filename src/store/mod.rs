@@ -17,7 +17,7 @@ pub use apply::{Applier, Lease, Outcome, Step, keyed_id, lease_granted, split_ke
 pub use entry::{
     DEFAULT_CALL_METHOD, DEFAULT_CALL_RETRIES, DEFAULT_CALL_TIMEOUT, LogEntry, WireCommand,
     WireDrainPlan, WireHttpCall, WirePlan, WirePrecondition, WireStep, WireTrigger, WireZones,
-    log_id_of, new_log_id,
+    is_plain_two, log_id_of, new_log_id,
 };
 pub use file_log::{FileLog, LOG_FILE, decode_log, encode_line};
 pub use replay::{

@@ -415,6 +415,12 @@ impl Router {
         })
     }
 
+    /// The zone that takes writes to global data (the GZone) and whether global data is
+    /// read-only, from the current table; `None` without a table.
+    pub fn global_writer(&self) -> Option<(Option<ZoneId>, bool)> {
+        self.table().map(|t| (t.global().zone, t.global().read_only))
+    }
+
     /// The zone whose lane is `lane` in the current table; without a table, the first two
     /// lanes every table has (`blue`, `green`).
     pub fn zone_of_lane(&self, lane: &str) -> Option<ZoneId> {

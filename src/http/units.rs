@@ -1,0 +1,421 @@
+//! The N-zone operator API: unit-set moves (`PUT /v1/units`), an evacuation that spreads a
+//! zone's units by headroom (`POST /v1/units/evacuate`), the zone lifecycle (`POST /v1/zones`,
+//! `POST /v1/zones/{zone}/retire`) and the global writer (`PUT /v1/global-writer`).
+//!
+//! Each handler parses its body into one core command (naming the field of any bad input), asks
+//! the capacity view about the receiving zones where units move, and submits through
+//! [`super::submit`]: the compare-and-set and the audit record are the same as for the dial.
+
+use rocket::fairing::AdHoc;
+use rocket::http::Status;
+use rocket::serde::json::Json;
+use rocket::{State, post, put, routes};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::error::{ApiError, json_error};
+use super::{App, now_ms};
+use crate::core::{
+    Command, RoutingTable, UnitMap, UnitMove, UnitSet, Verdict, ZoneClass, ZoneId, ZoneSpec,
+    spread_by_headroom,
+};
+use crate::service::routing_frames::routing_body;
+
+type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
+
+pub fn stage() -> AdHoc {
+    AdHoc::on_ignite("units", |rocket| async {
+        rocket.mount(
+            "/",
+            routes![put_units, evacuate_units, post_zone, retire_zone, put_global_writer],
+        )
+    })
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MoveBody {
+    /// `25-49`, `25-49,60`: units of the table.
+    units: String,
+    /// The receiving zone, by name or lane.
+    zone: String,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct UnitsRequest {
+    moves: Vec<MoveBody>,
+    expected_version: u64,
+    reason: String,
+    #[serde(default)]
+    force: bool,
+    /// Answer the projection and the resulting map without changing anything.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// A zone of `table` by name or lane; 400 `unknown_zone` naming `field` otherwise.
+fn zone_named(table: &RoutingTable, field: &str, name: &str) -> Result<ZoneId, ApiError> {
+    let zone = table.zones().resolve(name).map_err(|_| {
+        ApiError::bad_request(
+            "unknown_zone",
+            format!(
+                "{field}: `{name}` is not a zone or lane of this table (zones: {})",
+                table.zones().names()
+            ),
+        )
+    })?;
+    if table.zones().get(zone).is_some_and(|z| z.retired) {
+        return Err(ApiError::new(
+            Status::Conflict,
+            "zone_retired",
+            format!("{field}: zone `{name}` is retired"),
+        ));
+    }
+    Ok(zone)
+}
+
+/// The moves of a request, checked against `table` with every error naming its field.
+fn parse_moves(table: &RoutingTable, moves: &[MoveBody]) -> Result<Vec<UnitMove>, ApiError> {
+    if moves.is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid_units",
+            "moves: the list is empty; name at least one unit set",
+        ));
+    }
+    let mut out: Vec<UnitMove> = Vec::with_capacity(moves.len());
+    for (i, m) in moves.iter().enumerate() {
+        let units = UnitSet::parse(&m.units, table.units()).map_err(|e| {
+            ApiError::bad_request("invalid_units", format!("moves[{i}].units: {e}"))
+        })?;
+        for (j, earlier) in out.iter().enumerate() {
+            if let Some(unit) = earlier.units.overlaps(&units) {
+                return Err(ApiError::bad_request(
+                    "invalid_units",
+                    format!("moves[{i}].units: unit {unit} is also in moves[{j}].units"),
+                ));
+            }
+        }
+        let zone = zone_named(table, &format!("moves[{i}].zone"), &m.zone)?;
+        out.push(UnitMove { units, zone });
+    }
+    Ok(out)
+}
+
+/// The capacity verdicts of `next`, one object per receiving zone; the first blocking one.
+async fn project(
+    app: &App,
+    table: &std::sync::Arc<RoutingTable>,
+    next: &UnitMap,
+) -> Result<(Vec<Value>, Option<Verdict>), ApiError> {
+    if !app.capacities.is_configured() {
+        return Ok((Vec::new(), None));
+    }
+    let capacities = std::sync::Arc::clone(&app.capacities);
+    let (t, n) = (std::sync::Arc::clone(table), next.clone());
+    let verdicts =
+        rocket::tokio::task::spawn_blocking(move || capacities.judge_map(&t, &n, now_ms()))
+            .await
+            .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+    let blocking = verdicts.iter().find(|(_, v)| v.blocks()).map(|(_, v)| v.clone());
+    let body = verdicts
+        .iter()
+        .map(|(zone, v)| {
+            let (projected, allowed) = match v {
+                Verdict::Fits(p) | Verdict::Exceeds(p) => {
+                    (json!(p.projected_rps), json!(p.allowed_rps))
+                }
+                _ => (Value::Null, Value::Null),
+            };
+            json!({
+                "zone": table.zone_of(*zone),
+                "lane": table.lane(*zone),
+                "verdict": match v {
+                    Verdict::Unchecked => "unchecked",
+                    Verdict::Fits(_) => "fits",
+                    Verdict::Exceeds(_) => "exceeds",
+                    Verdict::Unknown { .. } => "unknown",
+                },
+                "projected_rps": projected,
+                "allowed_rps": allowed,
+                "explain": v.explain(),
+            })
+        })
+        .collect();
+    Ok((body, blocking))
+}
+
+/// Judges, previews or submits a map change: the common tail of `PUT /v1/units` and the
+/// evacuation.
+#[allow(clippy::too_many_arguments)]
+async fn move_to(
+    app: &State<App>,
+    table: std::sync::Arc<RoutingTable>,
+    moves: Vec<UnitMove>,
+    expected_version: u64,
+    by: String,
+    mut reason: String,
+    force: bool,
+    dry_run: bool,
+) -> Result<Json<Value>, ApiError> {
+    let next = app.coordinator.state().moved_map(&moves).map_err(ApiError::from)?;
+    let moved = table.map().diff(&next).len();
+    let (projection, blocking) = project(app, &table, &next).await?;
+    let moves_body: Vec<Value> = moves
+        .iter()
+        .map(|m| json!({"units": m.units.to_string(), "zone": table.zone_of(m.zone), "lane": table.lane(m.zone)}))
+        .collect();
+    if dry_run {
+        let preview = RoutingTable::from_map(
+            table.version(),
+            *table.scheme(),
+            next,
+            table.pins().clone(),
+            table.zones().clone(),
+            table.global(),
+        )
+        .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+        return Ok(Json(json!({
+            "dry_run": true,
+            "moves": moves_body,
+            "moved_units": moved,
+            "projection": projection,
+            "would_refuse": blocking.as_ref().map(Verdict::explain),
+            "unit_map": routing_body(&preview, app.coordinator.log_id())["unit_map"].clone(),
+        })));
+    }
+    if let Some(verdict) = blocking {
+        if !force {
+            return Err(ApiError::insufficient_capacity(&verdict));
+        }
+        reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
+    }
+    let submitted =
+        super::submit(app, Command::MoveUnits { moves }, Some(expected_version), by, reason)
+            .await?;
+    let mut body = routing_body(&submitted.table, app.coordinator.log_id());
+    body["changed"] = json!(submitted.applied.is_some());
+    body["moved_units"] = json!(if submitted.applied.is_some() { moved } else { 0 });
+    body["moves"] = Value::Array(moves_body);
+    body["projection"] = Value::Array(projection);
+    Ok(Json(body))
+}
+
+/// `PUT /v1/units`: gives explicit unit sets to zones, all in one version.
+#[put("/v1/units", data = "<request>")]
+async fn put_units(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, UnitsRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let table = app.coordinator.table();
+    let moves = parse_moves(&table, &r.moves)?;
+    move_to(app, table, moves, r.expected_version, by, r.reason, r.force, r.dry_run).await
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct EvacuateRequest {
+    /// The zone to empty, by name or lane.
+    zone: String,
+    /// The receiving zones; absent: every other live zone.
+    #[serde(default)]
+    to: Option<Vec<String>>,
+    expected_version: u64,
+    reason: String,
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `POST /v1/units/evacuate`: moves every unit of one zone to the others in one version, split
+/// by each receiver's free room under its capacity (evenly where no capacity is known), each
+/// receiver taking a contiguous slice of the evacuated units in zone order.
+#[post("/v1/units/evacuate", data = "<request>")]
+async fn evacuate_units(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, EvacuateRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let table = app.coordinator.table();
+    let source = zone_named(&table, "zone", &r.zone)?;
+    let receivers: Vec<ZoneId> = match &r.to {
+        Some(names) => {
+            let mut out = Vec::new();
+            for (i, name) in names.iter().enumerate() {
+                let zone = zone_named(&table, &format!("to[{i}]"), name)?;
+                if zone == source {
+                    return Err(ApiError::bad_request(
+                        "invalid_units",
+                        format!("to[{i}]: `{name}` is the zone being evacuated"),
+                    ));
+                }
+                if !out.contains(&zone) {
+                    out.push(zone);
+                }
+            }
+            out
+        }
+        None => table.zones().live().filter(|z| *z != source).collect(),
+    };
+    if receivers.is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid_units",
+            "to: no zone is left to receive the units (a move may not leave the table without a zone)",
+        ));
+    }
+    let units: Vec<u32> = table.map().units_of(source).collect();
+    if units.is_empty() {
+        return Err(ApiError::new(
+            Status::Conflict,
+            "invalid_units",
+            format!("zone: `{}` owns no units; there is nothing to evacuate", r.zone),
+        ));
+    }
+    let rooms: Vec<Option<f64>> = {
+        let capacities = std::sync::Arc::clone(&app.capacities);
+        let (t, rs) = (std::sync::Arc::clone(&table), receivers.clone());
+        rocket::tokio::task::spawn_blocking(move || {
+            rs.iter().map(|z| capacities.room(&t, *z, now_ms())).collect()
+        })
+        .await
+        .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?
+    };
+    let counts = spread_by_headroom(units.len() as u32, &rooms);
+    let mut moves = Vec::new();
+    let mut next = 0usize;
+    for (zone, count) in receivers.iter().zip(counts) {
+        if count == 0 {
+            continue;
+        }
+        let slice = &units[next..next + count as usize];
+        next += count as usize;
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for &u in slice {
+            match ranges.last_mut() {
+                Some((_, hi)) if *hi + 1 == u => *hi = u,
+                _ => ranges.push((u, u)),
+            }
+        }
+        let units = UnitSet::from_ranges(ranges, table.units())
+            .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+        moves.push(UnitMove { units, zone: *zone });
+    }
+    let reason = format!("{} [evacuate {}]", r.reason, table.zone_of(source));
+    move_to(app, table, moves, r.expected_version, by, reason, r.force, r.dry_run).await
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ZoneRequest {
+    name: String,
+    lane: String,
+    #[serde(default)]
+    class: Option<String>,
+    expected_version: u64,
+    reason: String,
+}
+
+/// `POST /v1/zones`: adds a zone (it owns nothing until units are moved to it).
+#[post("/v1/zones", data = "<request>")]
+async fn post_zone(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, ZoneRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let class = match r.class.as_deref() {
+        None => ZoneClass::Rzone,
+        Some(c) => ZoneClass::parse(c)
+            .map_err(|e| ApiError::bad_request("invalid_zone", format!("class: {e}")))?,
+    };
+    for (field, value) in [("name", &r.name), ("lane", &r.lane)] {
+        crate::core::validate_zone_name(value)
+            .map_err(|e| ApiError::bad_request("invalid_zone", format!("{field}: {e}")))?;
+    }
+    let command = Command::AddZone { spec: ZoneSpec::new(&r.name, &r.lane, class) };
+    answer(app, command, r.expected_version, by, r.reason).await
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RetireRequest {
+    expected_version: u64,
+    reason: String,
+}
+
+/// `POST /v1/zones/{zone}/retire`: refused while the zone owns units or pins, takes global
+/// writes, or runs lane consumers (as far as the lane authority's count tells).
+#[post("/v1/zones/<zone>/retire", data = "<request>")]
+async fn retire_zone(
+    app: &State<App>,
+    caller: Caller,
+    zone: &str,
+    request: JsonBody<'_, RetireRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let table = app.coordinator.table();
+    let id = zone_named(&table, "zone", zone)?;
+    let name = table.zone_of(id).to_owned();
+    if let Some(members) = app.lanes.members_by_zone(now_ms())
+        && let Some(n) = members.get(&name).filter(|n| **n > 0)
+    {
+        return Err(ApiError::new(
+            Status::Conflict,
+            "zone_busy",
+            format!("zone `{name}` still runs {n} lane consumer(s); stop them first"),
+        ));
+    }
+    answer(app, Command::RetireZone { zone: id }, r.expected_version, by, r.reason).await
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct GlobalWriterRequest {
+    /// The zone that takes global writes (name or lane), or `null` for none.
+    zone: Option<String>,
+    #[serde(default)]
+    read_only: bool,
+    expected_version: u64,
+    reason: String,
+}
+
+/// `PUT /v1/global-writer`: the zone that takes writes to global data and the read-only flag.
+#[put("/v1/global-writer", data = "<request>")]
+async fn put_global_writer(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, GlobalWriterRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let table = app.coordinator.table();
+    let zone = match &r.zone {
+        Some(name) => Some(zone_named(&table, "zone", name)?),
+        None => None,
+    };
+    let command = Command::SetGlobalWriter { zone, read_only: r.read_only };
+    answer(app, command, r.expected_version, by, r.reason).await
+}
+
+/// Submits and answers the table the change produced.
+async fn answer(
+    app: &State<App>,
+    command: Command,
+    expected_version: u64,
+    by: String,
+    reason: String,
+) -> Result<Json<Value>, ApiError> {
+    let submitted = super::submit(app, command, Some(expected_version), by, reason).await?;
+    let mut body = routing_body(&submitted.table, app.coordinator.log_id());
+    body["changed"] = json!(submitted.applied.is_some());
+    Ok(Json(body))
+}
