@@ -46,8 +46,9 @@ if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
 fi
 /usr/sbin/nginx -v
 
-# The OpenFeature SDK tests (tests/edge_openfeature.rs): the Python SDK + OFREP provider (PyPI)
-# and the JavaScript server SDK + OFREP provider (npm).
+# The OpenFeature SDK tests (tests/edge_openfeature.rs): the Python SDK + OFREP provider (PyPI),
+# the JavaScript server SDK + OFREP provider (npm), and the Java (Maven Central) and Go (the Go
+# module proxy) SDKs + OFREP providers, built once from tests/openfeature/{java,go} and cached.
 echo "== OpenFeature SDKs (scripts/openfeature-sdks.sh)"
 OPENFEATURE_SDK_DIR="$(bash scripts/openfeature-sdks.sh)" ||
   { echo "scripts/test.sh: installing the OpenFeature SDKs failed" >&2; exit 1; }
