@@ -104,3 +104,49 @@ fn the_python_reference_tags_100_000_users_from_the_published_table_alone_as_the
     }
     println!("reference and server agree on {checked} tags over 5 tables");
 }
+
+/// The same on three zones: unit sets moved to a third lane and a pin to it, and the reference
+/// still reproduces every tag from the published map alone.
+#[test]
+fn the_python_reference_follows_a_three_zone_map_and_a_third_lane_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    std::fs::write(&config, config_toml("[zones.az-c]\nlane = \"red\"\nclass = \"gzone\"\n"))
+        .unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let users: Vec<String> = (0..100_000).map(|i| format!("u{i}")).collect();
+    let mut checked = 0;
+    for (moves, pin) in [
+        (json!([{"units": "10-29,60", "zone": "az-c"}]), "u1"),
+        (json!([{"units": "0-4", "zone": "red"}, {"units": "95-99", "zone": "blue"}]), "u2"),
+        (json!([{"units": "10-29", "zone": "green"}]), "u3"),
+    ] {
+        let v = get_json(&format!("{}/v1/routing", server.url)).1["version"].as_u64().unwrap();
+        let (status, body) = put_json(
+            &format!("{}/v1/units", server.url),
+            OPERATOR_TOKEN,
+            json!({"moves": moves, "expected_version": v, "reason": "reference"}),
+        );
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = put_json(
+            &format!("{}/v1/pins/{pin}", server.url),
+            OPERATOR_TOKEN,
+            json!({"color": "red", "expected_version": v + 1, "reason": "reference"}),
+        );
+        assert_eq!(status, 200, "{body}");
+        let routing = get_json(&format!("{}/v1/routing", server.url)).1;
+        assert_eq!(routing["zones"][2]["class"], "gzone");
+        let ours = reference(&routing, &users, dir.path());
+        let theirs = server_tags(&server.url, &users);
+        let lanes: std::collections::BTreeSet<&str> =
+            theirs.iter().map(|t| t["color"].as_str().unwrap()).collect();
+        assert_eq!(lanes.len(), 3, "all three lanes are in use: {lanes:?}");
+        for (a, b) in ours.iter().zip(&theirs) {
+            for field in ["user_id", "color", "zone", "pinned"] {
+                assert_eq!(a[field], b[field], "{field}: reference {a} vs server {b}");
+            }
+        }
+        checked += ours.len();
+    }
+    println!("reference and server agree on {checked} tags over 3 three-zone tables");
+}
