@@ -19,6 +19,9 @@ command -v promtool >/dev/null || { echo "promtool is missing after install" >&2
 echo "== dashboards are generated from dashboards/generate.py"
 python3 dashboards/generate.py --check
 
+echo "== the HTTP API reference is generated from src/http/openapi.json (scripts/openapi_docs.py)"
+python3 scripts/openapi_docs.py --check
+
 # The operator UI's browser tests (tests/ui_browser.rs) drive Debian's Chromium through its
 # chromedriver. They fail, never skip, without them, so install them here or stop.
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
