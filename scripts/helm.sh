@@ -2,9 +2,9 @@
 # Installs helm (from the Go module proxy, built with `go install`) and prints its path on stdout.
 #
 #   bash scripts/helm.sh            # install if missing or another version; print the binary
-#   bash scripts/helm.sh check      # helm lint + helm template of deploy/helm/tidegate, both values
-#                                   # files, rendered into $HELM_RENDER_DIR (default
-#                                   # target/helm-rendered... see below) for tests/helm_chart.rs
+#   bash scripts/helm.sh check      # helm lint --strict + helm template of deploy/helm/tidegate for
+#                                   # values.yaml and values-kafka.yaml (written to $HELM_RENDER_DIR,
+#                                   # printed), and a refusal of 3 replicas on a file log
 #
 # helm is built from source (helm.sh/helm/v3/cmd/helm at HELM_VERSION) into its own GOBIN under
 # ~/.cache, so it is installed once per machine and never touches another Go installation's bin
