@@ -12,12 +12,21 @@ cd "$(dirname "$0")/.."
 echo "== the manual: mdbook build docs, every internal link (scripts/docs.sh)"
 bash scripts/docs.sh
 
+# helm comes from the Go module proxy (go install, cached under ~/.cache/tidegate-helm); then
+# helm lint + helm template for the file-log and the Kafka values. tests/helm_chart.rs parses
+# the rendered manifests (it renders them again itself).
+echo "== the Helm chart: helm lint and helm template, both values files (scripts/helm.sh check)"
+bash scripts/helm.sh check >/dev/null
+
 echo "== real components"
 bash scripts/prometheus.sh install
 command -v promtool >/dev/null || { echo "promtool is missing after install" >&2; exit 1; }
 
 echo "== dashboards are generated from dashboards/generate.py"
 python3 dashboards/generate.py --check
+
+echo "== the HTTP API reference is generated from src/http/openapi.json (scripts/openapi_docs.py)"
+python3 scripts/openapi_docs.py --check
 
 # The operator UI's browser tests (tests/ui_browser.rs) drive Debian's Chromium through its
 # chromedriver. They fail, never skip, without them, so install them here or stop.
