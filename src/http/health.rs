@@ -39,20 +39,20 @@ pub fn stage() -> AdHoc {
                             let table = coordinator.table();
                             let _ = rocket::tokio::task::spawn_blocking(move || {
                                 let now = super::now_ms();
-                                health.zone(&zones.zone_of(ZoneId::BLUE), now);
-                                health.zone(&zones.zone_of(ZoneId::GREEN), now);
+                                health.zone(zones.zone_of(ZoneId::BLUE), now);
+                                health.zone(zones.zone_of(ZoneId::GREEN), now);
                                 // The standing capacity question: could each zone take the
                                 // other's users now? (A zone without a capacity is not asked.)
                                 for (to_units, from, to) in [
                                     (
                                         0,
-                                        &zones.zone_of(ZoneId::BLUE),
-                                        &zones.zone_of(ZoneId::GREEN),
+                                        zones.zone_of(ZoneId::BLUE),
+                                        zones.zone_of(ZoneId::GREEN),
                                     ),
                                     (
                                         table.units(),
-                                        &zones.zone_of(ZoneId::GREEN),
-                                        &zones.zone_of(ZoneId::BLUE),
+                                        zones.zone_of(ZoneId::GREEN),
+                                        zones.zone_of(ZoneId::BLUE),
                                     ),
                                 ] {
                                     let verdict = capacities.judge_dial(&table, to_units, now);

@@ -142,8 +142,8 @@ impl App {
             }
         };
         let zone_history = Arc::new(ZoneHistory::new(
-            &config.zones.zone_of(ZoneId::BLUE),
-            &config.zones.zone_of(ZoneId::GREEN),
+            config.zones.zone_of(ZoneId::BLUE),
+            config.zones.zone_of(ZoneId::GREEN),
             zone_history::KEEP_MS,
             zone_history::SAMPLE_EVERY_MS,
         ));

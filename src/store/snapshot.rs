@@ -666,7 +666,7 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
     let drains = body
         .drains
         .into_iter()
-        .map(|d| core_drain(d, &zones))
+        .map(|d| core_drain(d, zones))
         .collect::<Result<Vec<_>, String>>()?;
     let mut audit = VecDeque::with_capacity(body.audit.len().min(AUDIT_IN_MEMORY));
     for a in body.audit {

@@ -209,8 +209,8 @@ fn layout(app: &App, user: &SignedIn, page: &str, title: &str, main: &str) -> Pa
             ("units", table.units().to_string()),
             ("window", format_duration_ms(config.health.window_ms)),
             ("guard_max", config.drain.guard.max_error_rate.to_string()),
-            ("blue_zone", esc(&config.zones.zone_of(ZoneId::BLUE))),
-            ("green_zone", esc(&config.zones.zone_of(ZoneId::GREEN))),
+            ("blue_zone", esc(config.zones.zone_of(ZoneId::BLUE))),
+            ("green_zone", esc(config.zones.zone_of(ZoneId::GREEN))),
             ("nav_overview", current("overview")),
             ("nav_lanes", current("lanes")),
             ("nav_plans", current("plans")),
@@ -244,8 +244,8 @@ fn overview(app: &State<App>, user: Option<SignedIn>) -> Reply {
     let main = fill(
         OVERVIEW,
         &[
-            ("blue_zone", esc(&app.config.zones.zone_of(ZoneId::BLUE))),
-            ("green_zone", esc(&app.config.zones.zone_of(ZoneId::GREEN))),
+            ("blue_zone", esc(app.config.zones.zone_of(ZoneId::BLUE))),
+            ("green_zone", esc(app.config.zones.zone_of(ZoneId::GREEN))),
             ("step", unit_step(table.units())),
             ("units", table.units().to_string()),
             ("blue_percent", trim_number(table.blue_percent())),
@@ -271,8 +271,8 @@ fn lanes_page(app: &State<App>, user: Option<SignedIn>) -> Reply {
     let main = fill(
         LANES,
         &[
-            ("blue_zone", esc(&app.config.zones.zone_of(ZoneId::BLUE))),
-            ("green_zone", esc(&app.config.zones.zone_of(ZoneId::GREEN))),
+            ("blue_zone", esc(app.config.zones.zone_of(ZoneId::BLUE))),
+            ("green_zone", esc(app.config.zones.zone_of(ZoneId::GREEN))),
             ("heartbeat_interval", format_duration_ms(lanes.heartbeat_interval_ms)),
             ("session_timeout", format_duration_ms(lanes.session_timeout_ms)),
             ("heartbeat_ms", lanes.heartbeat_interval_ms.to_string()),
@@ -331,8 +331,8 @@ fn drain_page(
             ("intro", intro.to_owned()),
             ("submit", submit.to_owned()),
             ("mode", if evacuate { "evacuate" } else { "maintenance" }.to_owned()),
-            ("blue_zone", esc(&app.config.zones.zone_of(ZoneId::BLUE))),
-            ("green_zone", esc(&app.config.zones.zone_of(ZoneId::GREEN))),
+            ("blue_zone", esc(app.config.zones.zone_of(ZoneId::BLUE))),
+            ("green_zone", esc(app.config.zones.zone_of(ZoneId::GREEN))),
             ("blue_selected", selected(zone == Some(app.config.zones.zone_of(ZoneId::BLUE)))),
             ("green_selected", selected(zone == Some(app.config.zones.zone_of(ZoneId::GREEN)))),
             ("step", unit_step(app.coordinator.table().units())),
