@@ -63,7 +63,7 @@ fn unit_move_rows() {
                 let lane = m[1].as_str().unwrap();
                 // An unknown lane reaches the core as an index the table does not have.
                 let zone = zones.by_lane(lane).unwrap_or(ZoneId(99));
-                Ok(UnitMove { units, zone })
+                Ok(UnitMove { units, zone, domain: None })
             })
             .collect();
         let result = moves.and_then(|moves| apply(&state, Command::MoveUnits { moves }));
@@ -192,11 +192,11 @@ proptest! {
     fn a_move_flips_exactly_the_named_units(lo in 0u32..100, len in 1u32..40, lane in 0u16..3, first in 0u32..60) {
         let state = three();
         let start = apply(&state, Command::MoveUnits { moves: vec![UnitMove {
-            units: UnitSet::from_ranges(vec![(first, first + 20)], 100).unwrap(), zone: ZoneId(2) }] })
+            units: UnitSet::from_ranges(vec![(first, first + 20)], 100).unwrap(), zone: ZoneId(2), domain: None }] })
             .unwrap().unwrap();
         let hi = (lo + len - 1).min(99);
         let set = UnitSet::from_ranges(vec![(lo, hi)], 100).unwrap();
-        let next = apply(&start, Command::MoveUnits { moves: vec![UnitMove { units: set.clone(), zone: ZoneId(lane) }] })
+        let next = apply(&start, Command::MoveUnits { moves: vec![UnitMove { units: set.clone(), zone: ZoneId(lane), domain: None }] })
             .unwrap().unwrap_or_else(|| start.clone());
         let changed = start.table().map().diff(next.table().map());
         let expected: Vec<u32> = (lo..=hi).filter(|u| start.table().map().owner(*u) != ZoneId(lane)).collect();
@@ -214,8 +214,8 @@ proptest! {
         let set = UnitSet::from_ranges(vec![(lo, lo + len - 1)], 100).unwrap();
         let owner = state.table().map().owner(lo);
         prop_assume!((lo..lo + len).all(|u| state.table().map().owner(u) == owner));
-        let away = apply(&state, Command::MoveUnits { moves: vec![UnitMove { units: set.clone(), zone: ZoneId(2) }] }).unwrap().unwrap();
-        let back = apply(&away, Command::MoveUnits { moves: vec![UnitMove { units: set, zone: owner }] }).unwrap().unwrap();
+        let away = apply(&state, Command::MoveUnits { moves: vec![UnitMove { units: set.clone(), zone: ZoneId(2), domain: None }] }).unwrap().unwrap();
+        let back = apply(&away, Command::MoveUnits { moves: vec![UnitMove { units: set, zone: owner, domain: None }] }).unwrap().unwrap();
         prop_assert_eq!(back.table().map(), state.table().map());
     }
 }

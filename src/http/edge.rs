@@ -133,8 +133,15 @@ fn tag_one(
 ) -> Result<Tagged, ApiError> {
     caller.require_reader(&app.config)?;
     let user_id = tag::user_id_param(origin)?;
+    let domain = crate::service::tag_answer::domain_param(origin.query().map(|q| q.as_str()))?;
     let table = app.table()?;
-    tag::tag_one_with(&table, app.config.fallback, &app.tag_counters, user_id.as_deref())
+    tag::tag_one_with(
+        &table,
+        app.config.fallback,
+        &app.tag_counters,
+        user_id.as_deref(),
+        domain.as_deref(),
+    )
 }
 
 #[post("/v1/tag", data = "<request>")]
@@ -189,7 +196,9 @@ fn read_only_delete(path: PathBuf) -> ApiError {
 /// `auth_request` sets in the example because the subrequest has its own URI). A query
 /// parameter is decoded exactly as `/v1/tag` decodes `user_id`: not UTF-8 once decoded, or
 /// given twice, is refused (400 `invalid_user_id`) instead of tagging a mangled or first ID.
-pub struct GateUser(Result<Option<String>, Failure>);
+/// The user of a gateway check and the routing domain the gateway asks about
+/// (`x-tidegate-domain`, set per location by the gateway; absent: the default domain).
+pub struct GateUser(Result<Option<String>, Failure>, Option<String>);
 
 #[rocket::async_trait]
 impl<'r> FromRequest<'r> for GateUser {
@@ -219,7 +228,8 @@ impl<'r> FromRequest<'r> for GateUser {
             Some(user) => Ok(Some(user)),
             None => from_query(),
         };
-        Outcome::Success(GateUser(user))
+        let domain = request.headers().get_one("x-tidegate-domain").and_then(nonempty);
+        Outcome::Success(GateUser(user, domain))
     }
 }
 
@@ -350,11 +360,12 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
         ));
     }
     let table = app.table()?;
+    let map = crate::service::tag_answer::domain_map(&table, user.1.as_deref())?;
     let user = user.0.map_err(ApiError::from)?;
     let (color, source) = match &user {
         Some(user_id) => {
             validate_user_id(user_id)?;
-            let tag = table.tag(user_id)?;
+            let tag = table.tag_in(map, user_id)?;
             (tag.color, if tag.pinned { "pin" } else { "unit" })
         }
         None => {

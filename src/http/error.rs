@@ -131,6 +131,10 @@ impl From<CommandError> for ApiError {
                 ApiError::bad_request("invalid_units", detail)
             }
             CommandError::ZoneBusy { .. } => ApiError::new(Status::Conflict, "zone_busy", detail),
+            CommandError::UnknownDomain(_) => ApiError::bad_request("unknown_domain", detail),
+            CommandError::DomainExists(_) => {
+                ApiError::new(Status::Conflict, "domain_exists", detail)
+            }
             CommandError::InvalidUserId(_) => ApiError::bad_request("invalid_user_id", detail),
             CommandError::PinNotFound(_) => {
                 ApiError::new(Status::NotFound, "pin_not_found", detail)

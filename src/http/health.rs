@@ -44,11 +44,7 @@ pub fn stage() -> AdHoc {
                                 // The standing capacity question: could each zone take the
                                 // other's users now? (A zone without a capacity is not asked.)
                                 for (to_units, from, to) in [
-                                    (
-                                        0,
-                                        zones.zone_of(ZoneId::BLUE),
-                                        zones.zone_of(ZoneId::GREEN),
-                                    ),
+                                    (0, zones.zone_of(ZoneId::BLUE), zones.zone_of(ZoneId::GREEN)),
                                     (
                                         table.units(),
                                         zones.zone_of(ZoneId::GREEN),

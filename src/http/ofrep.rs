@@ -151,8 +151,19 @@ pub fn bulk(
     {
         return Ofrep::NotModified { etag: etag.clone() };
     }
-    let flag = success(flag_key, table, &evaluation);
-    Ofrep::Evaluated { body: json!({ "flags": [flag] }), etag }
+    let mut flags = vec![success(flag_key, table, &evaluation)];
+    // One flag per named routing domain, for the same context.
+    for domain in table.map(|t| t.domains().keys().cloned().collect::<Vec<_>>()).unwrap_or_default()
+    {
+        let key = format!("{flag_key}.{domain}");
+        if let Some(t) = table
+            && let Ok(e) = evaluate(t, flag_key, &key, &context, fallback)
+        {
+            flags.push(success(&key, table, &e));
+        }
+    }
+    // The ETag names the version and user only: every domain's flag changes with the version.
+    Ofrep::Evaluated { body: json!({ "flags": flags }), etag }
 }
 
 /// The evaluation context of an OFREP request body `{"context": {...}}`.

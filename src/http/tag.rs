@@ -88,11 +88,13 @@ pub(crate) fn user_id_param<'q>(origin: &'q Origin<'_>) -> Result<Option<Cow<'q,
 fn tag_one(app: &State<App>, caller: Caller, origin: &Origin<'_>) -> Result<Tagged, ApiError> {
     caller.require_reader(&app.config)?;
     let user_id = user_id_param(origin)?;
+    let domain = tag_answer::domain_param(origin.query().map(|q| q.as_str()))?;
     tag_one_with(
         &app.coordinator.table(),
         app.config.fallback,
         &app.tag_counters,
         user_id.as_deref(),
+        domain.as_deref(),
     )
 }
 
@@ -102,8 +104,9 @@ pub(crate) fn tag_one_with(
     fallback: Fallback,
     counters: &TagCounters,
     user_id: Option<&str>,
+    domain: Option<&str>,
 ) -> Result<Tagged, ApiError> {
-    Ok(tag_answer::tag_one(table, fallback, counters, user_id)?.into())
+    Ok(tag_answer::tag_one(table, fallback, counters, user_id, domain)?.into())
 }
 
 #[post("/v1/tag", data = "<request>")]

@@ -17,8 +17,8 @@ use super::auth::Caller;
 use super::error::{ApiError, json_error};
 use super::{App, now_ms};
 use crate::core::{
-    Command, RoutingTable, UnitMap, UnitMove, UnitSet, Verdict, ZoneClass, ZoneId, ZoneSpec,
-    spread_by_headroom,
+    Command, DEFAULT_DOMAIN, RoutingTable, UnitMap, UnitMove, UnitSet, Verdict, ZoneClass, ZoneId,
+    ZoneSpec, spread_by_headroom,
 };
 use crate::service::routing_frames::routing_body;
 
@@ -28,7 +28,14 @@ pub fn stage() -> AdHoc {
     AdHoc::on_ignite("units", |rocket| async {
         rocket.mount(
             "/",
-            routes![put_units, evacuate_units, post_zone, retire_zone, put_global_writer],
+            routes![
+                put_units,
+                evacuate_units,
+                post_zone,
+                retire_zone,
+                put_global_writer,
+                post_domain
+            ],
         )
     })
 }
@@ -40,6 +47,9 @@ struct MoveBody {
     units: String,
     /// The receiving zone, by name or lane.
     zone: String,
+    /// The routing domain (absent: the default domain).
+    #[serde(default)]
+    domain: Option<String>,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -89,7 +99,16 @@ fn parse_moves(table: &RoutingTable, moves: &[MoveBody]) -> Result<Vec<UnitMove>
         let units = UnitSet::parse(&m.units, table.units()).map_err(|e| {
             ApiError::bad_request("invalid_units", format!("moves[{i}].units: {e}"))
         })?;
+        let domain = m.domain.clone().filter(|d| d != DEFAULT_DOMAIN);
+        if let Some(d) = &domain
+            && !table.domains().contains_key(d)
+        {
+            return Err(unknown_domain(table, &format!("moves[{i}].domain"), d));
+        }
         for (j, earlier) in out.iter().enumerate() {
+            if earlier.domain != domain {
+                continue;
+            }
             if let Some(unit) = earlier.units.overlaps(&units) {
                 return Err(ApiError::bad_request(
                     "invalid_units",
@@ -98,9 +117,19 @@ fn parse_moves(table: &RoutingTable, moves: &[MoveBody]) -> Result<Vec<UnitMove>
             }
         }
         let zone = zone_named(table, &format!("moves[{i}].zone"), &m.zone)?;
-        out.push(UnitMove { units, zone });
+        out.push(UnitMove { units, zone, domain });
     }
     Ok(out)
+}
+
+/// 400 `unknown_domain` naming `field` and the table's domains.
+fn unknown_domain(table: &RoutingTable, field: &str, name: &str) -> ApiError {
+    let mut known = vec![DEFAULT_DOMAIN.to_owned()];
+    known.extend(table.domains().keys().cloned());
+    ApiError::bad_request(
+        "unknown_domain",
+        format!("{field}: there is no routing domain `{name}` (domains: {})", known.join(", ")),
+    )
 }
 
 /// The capacity verdicts of `next`, one object per receiving zone; the first blocking one.
@@ -159,12 +188,24 @@ async fn move_to(
     force: bool,
     dry_run: bool,
 ) -> Result<Json<Value>, ApiError> {
-    let next = app.coordinator.state().moved_map(&moves).map_err(ApiError::from)?;
-    let moved = table.map().diff(&next).len();
+    let (next, next_domains) =
+        app.coordinator.state().moved_maps(&moves).map_err(ApiError::from)?;
+    let moved = table.map().diff(&next).len()
+        + next_domains
+            .iter()
+            .map(|(name, map)| table.domains().get(name).map_or(0, |m| m.diff(map).len()))
+            .sum::<usize>();
     let (projection, blocking) = project(app, &table, &next).await?;
     let moves_body: Vec<Value> = moves
         .iter()
-        .map(|m| json!({"units": m.units.to_string(), "zone": table.zone_of(m.zone), "lane": table.lane(m.zone)}))
+        .map(|m| {
+            json!({
+                "units": m.units.to_string(),
+                "zone": table.zone_of(m.zone),
+                "lane": table.lane(m.zone),
+                "domain": m.domain.as_deref().unwrap_or(DEFAULT_DOMAIN),
+            })
+        })
         .collect();
     if dry_run {
         let preview = RoutingTable::from_map(
@@ -175,14 +216,17 @@ async fn move_to(
             table.zones().clone(),
             table.global(),
         )
+        .and_then(|t| t.with_domains(next_domains))
         .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+        let preview_body = routing_body(&preview, app.coordinator.log_id());
         return Ok(Json(json!({
             "dry_run": true,
             "moves": moves_body,
             "moved_units": moved,
             "projection": projection,
             "would_refuse": blocking.as_ref().map(Verdict::explain),
-            "unit_map": routing_body(&preview, app.coordinator.log_id())["unit_map"].clone(),
+            "unit_map": preview_body["unit_map"].clone(),
+            "domains": preview_body["domains"].clone(),
         })));
     }
     if let Some(verdict) = blocking {
@@ -271,7 +315,8 @@ async fn evacuate_units(
         ));
     }
     let units: Vec<u32> = table.map().units_of(source).collect();
-    if units.is_empty() {
+    let domain_units: usize = table.domains().values().map(|m| m.count(source) as usize).sum();
+    if units.is_empty() && domain_units == 0 {
         return Err(ApiError::new(
             Status::Conflict,
             "invalid_units",
@@ -287,25 +332,36 @@ async fn evacuate_units(
         .await
         .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?
     };
-    let counts = spread_by_headroom(units.len() as u32, &rooms);
+    // Every domain's units leave the zone, each domain split the same way, in one version.
     let mut moves = Vec::new();
-    let mut next = 0usize;
-    for (zone, count) in receivers.iter().zip(counts) {
-        if count == 0 {
+    let mut per_domain: Vec<(Option<String>, Vec<u32>)> = vec![(None, units)];
+    for (name, map) in table.domains() {
+        per_domain.push((Some(name.clone()), map.units_of(source).collect()));
+    }
+    for (domain, units) in per_domain {
+        if units.is_empty() {
             continue;
         }
-        let slice = &units[next..next + count as usize];
-        next += count as usize;
-        let mut ranges: Vec<(u32, u32)> = Vec::new();
-        for &u in slice {
-            match ranges.last_mut() {
-                Some((_, hi)) if *hi + 1 == u => *hi = u,
-                _ => ranges.push((u, u)),
+        let counts = spread_by_headroom(units.len() as u32, &rooms);
+        let mut next = 0usize;
+        for (zone, count) in receivers.iter().zip(counts) {
+            if count == 0 {
+                continue;
             }
+            let slice = &units[next..next + count as usize];
+            next += count as usize;
+            let mut ranges: Vec<(u32, u32)> = Vec::new();
+            for &u in slice {
+                match ranges.last_mut() {
+                    Some((_, hi)) if *hi + 1 == u => *hi = u,
+                    _ => ranges.push((u, u)),
+                }
+            }
+            let units = UnitSet::from_ranges(ranges, table.units()).map_err(|e| {
+                ApiError::new(Status::InternalServerError, "internal", e.to_string())
+            })?;
+            moves.push(UnitMove { units, zone: *zone, domain: domain.clone() });
         }
-        let units = UnitSet::from_ranges(ranges, table.units())
-            .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
-        moves.push(UnitMove { units, zone: *zone });
     }
     let reason = format!("{} [evacuate {}]", r.reason, table.zone_of(source));
     move_to(app, table, moves, r.expected_version, by, reason, r.force, r.dry_run).await
@@ -404,6 +460,29 @@ async fn put_global_writer(
     };
     let command = Command::SetGlobalWriter { zone, read_only: r.read_only };
     answer(app, command, r.expected_version, by, r.reason).await
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct DomainRequest {
+    name: String,
+    expected_version: u64,
+    reason: String,
+}
+
+/// `POST /v1/domains`: adds a routing domain as a copy of the default domain's map (so every
+/// user's zone agrees across the two until one of them moves units).
+#[post("/v1/domains", data = "<request>")]
+async fn post_domain(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, DomainRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    crate::core::validate_zone_name(&r.name)
+        .map_err(|e| ApiError::bad_request("invalid_domain", format!("name: {e}")))?;
+    answer(app, Command::AddDomain { name: r.name }, r.expected_version, by, r.reason).await
 }
 
 /// Submits and answers the table the change produced.

@@ -63,8 +63,15 @@ pub async fn answer(tagger: &Tagger, request: Request<Incoming>) -> Response<Any
 fn tag_one(tagger: &Tagger, request: &Request<Incoming>) -> Result<Answer, Failure> {
     reader(tagger, request.headers())?;
     let user_id = tag_answer::user_id_param(request.uri().query())?;
+    let domain = tag_answer::domain_param(request.uri().query())?;
     let table = tagger.coordinator.table();
-    tag_answer::tag_one(&table, tagger.config.fallback, &tagger.counters, user_id.as_deref())
+    tag_answer::tag_one(
+        &table,
+        tagger.config.fallback,
+        &tagger.counters,
+        user_id.as_deref(),
+        domain.as_deref(),
+    )
 }
 
 async fn tag_batch(tagger: &Tagger, request: Request<Incoming>) -> Result<Answer, Failure> {

@@ -33,7 +33,12 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
         "hash": HASH_ALGORITHM,
         "rule": "a pinned user goes to their pin's lane; every other user to the lane of the zone that owns their unit in `unit_map` (on a two-zone dial-form table: blue when unit < blue_units)",
         "zones": zones_body(table),
-        "unit_map": unit_map_body(table),
+        "unit_map": unit_map_body(table, table.map()),
+        "domains": table
+            .domains()
+            .iter()
+            .map(|(name, map)| (name.clone(), json!({"unit_map": unit_map_body(table, map)})))
+            .collect::<serde_json::Map<String, Value>>(),
         "global_writer": {
             "zone": global.zone.map(|z| table.zone_of(z)),
             "lane": global.zone.map(|z| table.lane(z)),
@@ -71,11 +76,9 @@ fn zones_body(table: &RoutingTable) -> Value {
 /// Every unit's zone as runs `{"units": "0-49", "zone", "lane"}`, in unit order, covering every
 /// unit once: the table as a map, the form clients in any language evaluate (the two-zone dial is
 /// the map whose first `blue_units` units are blue).
-fn unit_map_body(table: &RoutingTable) -> Value {
+fn unit_map_body(table: &RoutingTable, map: &crate::core::UnitMap) -> Value {
     Value::Array(
-        table
-            .map()
-            .runs()
+        map.runs()
             .iter()
             .map(|r| {
                 json!({

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::core::{Fallback, RoutingTable, TagError, UnitError, ZoneId, validate_user_id};
+use crate::core::{Fallback, RoutingTable, TagError, UnitError, UnitMap, ZoneId, validate_user_id};
 use crate::telemetry::TagCounters;
 
 /// A refused tag request: an HTTP status, a stable code and a sentence, plus extra fields merged
@@ -81,6 +81,9 @@ pub struct Answer {
 #[derive(Serialize)]
 struct TagBody<'a> {
     user_id: Option<&'a str>,
+    /// The routing domain asked for (absent when none was: the default domain).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
     color: &'a str,
     unit: Option<u32>,
     zone: &'a str,
@@ -165,20 +168,47 @@ pub fn lane_header(table: &RoutingTable, zone: ZoneId) -> Cow<'static, str> {
     }
 }
 
-/// `GET /v1/tag` against `table`.
+/// The `domain` query parameter, decoded strictly like `user_id` (absent: the default domain).
+pub fn domain_param(query: Option<&str>) -> Result<Option<Cow<'_, str>>, Failure> {
+    user_param(query, "domain").map_err(|e| Failure::bad_request("unknown_domain", e.detail))
+}
+
+/// The unit map of `domain` in `table`, or 400 `unknown_domain` naming the table's domains.
+pub fn domain_map<'t>(
+    table: &'t RoutingTable,
+    domain: Option<&str>,
+) -> Result<&'t UnitMap, Failure> {
+    table.map_of(domain).ok_or_else(|| {
+        let mut known = vec![crate::core::DEFAULT_DOMAIN.to_owned()];
+        known.extend(table.domains().keys().cloned());
+        Failure::bad_request(
+            "unknown_domain",
+            format!(
+                "domain: there is no routing domain `{}` (domains: {})",
+                domain.unwrap_or_default(),
+                known.join(", ")
+            ),
+        )
+    })
+}
+
+/// `GET /v1/tag` against `table`, in `domain` (`None`: the default domain).
 pub fn tag_one(
     table: &RoutingTable,
     fallback: Fallback,
     counters: &TagCounters,
     user_id: Option<&str>,
+    domain: Option<&str>,
 ) -> Result<Answer, Failure> {
     let started = counters.sample_timing().then(Instant::now);
+    let map = domain_map(table, domain)?;
     let (color, body) = match user_id {
         Some(user_id) => {
             validate_user_id(user_id)?;
-            let tag = table.tag(user_id)?;
+            let tag = table.tag_in(map, user_id)?;
             let body = TagBody {
                 user_id: Some(user_id),
+                domain,
                 color: table.lane(tag.color),
                 unit: Some(tag.unit.0),
                 zone: table.zone_of(tag.color),
@@ -191,6 +221,7 @@ pub fn tag_one(
             let color = table.untagged(fallback, rand::random::<f64>())?;
             let body = TagBody {
                 user_id: None,
+                domain,
                 color: table.lane(color),
                 unit: None,
                 zone: table.zone_of(color),
@@ -218,6 +249,9 @@ pub fn tag_one(
 pub struct BatchRequest<'r> {
     #[serde(borrow)]
     pub user_ids: Vec<BatchId<'r>>,
+    /// The routing domain (absent: the default domain).
+    #[serde(default)]
+    pub domain: Option<String>,
 }
 
 /// One user ID of a batch. serde's own `Cow<str>` always allocates inside a `Vec` (only a
@@ -293,6 +327,7 @@ pub fn tag_batch(
     request: &BatchRequest<'_>,
 ) -> Result<Answer, Failure> {
     let ids = &request.user_ids;
+    let map = domain_map(table, request.domain.as_deref())?;
     if ids.len() > max {
         return Err(Failure::bad_request(
             "batch_too_large",
@@ -317,14 +352,19 @@ pub fn tag_batch(
     let mut out = Vec::with_capacity(48 + id_bytes + ids.len() * (longest + 16));
     out.extend_from_slice(b"{\"version\":");
     push_u64(&mut out, table.version());
+    if let Some(domain) = &request.domain {
+        out.extend_from_slice(b",\"domain\":");
+        push_json_str(&mut out, domain);
+    }
     out.extend_from_slice(b",\"tags\":[");
     let mut counts = vec![0u64; parts.len()];
     for (i, user_id) in ids.iter().enumerate() {
         let user_id: &str = user_id;
-        let tag = validate_user_id(user_id).and_then(|()| table.tag(user_id)).map_err(|e| {
-            Failure::bad_request("invalid_user_id", format!("user_ids[{i}]: {e}"))
-                .with("index", json!(i))
-        })?;
+        let tag =
+            validate_user_id(user_id).and_then(|()| table.tag_in(map, user_id)).map_err(|e| {
+                Failure::bad_request("invalid_user_id", format!("user_ids[{i}]: {e}"))
+                    .with("index", json!(i))
+            })?;
         counts[tag.color.index()] += 1;
         let (after_id, after_unit) = &parts[tag.color.index()];
         if i > 0 {

@@ -217,6 +217,9 @@ pub enum WireCommand {
         zone: Option<String>,
         read_only: bool,
     },
+    AddDomain {
+        name: String,
+    },
 }
 
 /// A drain plan as a plan step starts it.
@@ -726,11 +729,16 @@ impl WireCommand {
             Command::MoveUnits { moves } => WireCommand::MoveUnits {
                 moves: moves
                     .iter()
-                    .map(|m| WireUnitMove { units: m.units.to_string(), zone: lane(&m.zone) })
+                    .map(|m| WireUnitMove {
+                        units: m.units.to_string(),
+                        zone: lane(&m.zone),
+                        domain: m.domain.clone(),
+                    })
                     .collect(),
             },
             Command::AddZone { spec } => WireCommand::AddZone { zone: WireZone::from(spec) },
             Command::RetireZone { zone } => WireCommand::RetireZone { zone: lane(zone) },
+            Command::AddDomain { name } => WireCommand::AddDomain { name: name.clone() },
             Command::SetGlobalWriter { zone, read_only } => WireCommand::SetGlobalWriter {
                 zone: zone.as_ref().map(lane),
                 read_only: *read_only,
@@ -859,12 +867,14 @@ impl WireCommand {
                         units: UnitSet::parse(&m.units, table.units())
                             .map_err(|e| format!("moves[{i}].units: {e}"))?,
                         zone: lane_of(&m.zone).map_err(|e| format!("moves[{i}].zone: {e}"))?,
+                        domain: m.domain.clone(),
                     });
                 }
                 Command::MoveUnits { moves: out }
             }
             WireCommand::AddZone { zone: z } => Command::AddZone { spec: z.to_spec()? },
             WireCommand::RetireZone { zone: lane } => Command::RetireZone { zone: lane_of(lane)? },
+            WireCommand::AddDomain { name } => Command::AddDomain { name: name.clone() },
             WireCommand::SetGlobalWriter { zone: lane, read_only } => Command::SetGlobalWriter {
                 zone: lane.as_deref().map(lane_of).transpose()?,
                 read_only: *read_only,
@@ -879,6 +889,9 @@ impl WireCommand {
 pub struct WireUnitMove {
     pub units: String,
     pub zone: String,
+    /// The routing domain; absent for the default domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 /// A zone as a genesis record lists it or an `add_zone` record adds it.

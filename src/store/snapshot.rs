@@ -162,6 +162,9 @@ struct Body {
     unit_map: Option<Vec<(u32, u32, String)>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     global_writer: Option<WireGlobalWriter>,
+    /// The named routing domains' maps as runs (absent without named domains).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    domains: Option<BTreeMap<String, Vec<(u32, u32, String)>>>,
     pins: BTreeMap<String, String>,
     drains: Vec<WireDrain>,
     next_drain_id: u64,
@@ -557,6 +560,20 @@ fn encode(
                 .map(|r| (r.first, r.last, table.lane(r.zone).to_owned()))
                 .collect()
         }),
+        domains: (!table.domains().is_empty()).then(|| {
+            table
+                .domains()
+                .iter()
+                .map(|(name, map)| {
+                    let runs = map
+                        .runs()
+                        .iter()
+                        .map(|r| (r.first, r.last, table.lane(r.zone).to_owned()))
+                        .collect();
+                    (name.clone(), runs)
+                })
+                .collect()
+        }),
         global_writer: (table.global() != GlobalWriter::default()).then(|| WireGlobalWriter {
             zone: table.global().zone.map(|z| table.lane(z).to_owned()),
             read_only: table.global().read_only,
@@ -644,16 +661,21 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
         .into_iter()
         .map(|(id, c)| Ok((id, lane(&c)?)))
         .collect::<Result<BTreeMap<_, _>, String>>()?;
+    let map_of = |runs: &[(u32, u32, String)]| -> Result<UnitMap, String> {
+        let runs = runs
+            .iter()
+            .map(|(first, last, l)| Ok(Run { first: *first, last: *last, zone: lane(l)? }))
+            .collect::<Result<Vec<_>, String>>()?;
+        UnitMap::from_runs(&runs, scheme.count()).map_err(|e| e.to_string())
+    };
     let map = match &body.unit_map {
-        Some(runs) => {
-            let runs = runs
-                .iter()
-                .map(|(first, last, l)| Ok(Run { first: *first, last: *last, zone: lane(l)? }))
-                .collect::<Result<Vec<_>, String>>()?;
-            UnitMap::from_runs(&runs, scheme.count()).map_err(|e| e.to_string())?
-        }
+        Some(runs) => map_of(runs)?,
         None => UnitMap::dial(scheme.count(), body.blue_units),
     };
+    let mut domains = BTreeMap::new();
+    for (name, runs) in body.domains.iter().flatten() {
+        domains.insert(name.clone(), map_of(runs).map_err(|e| format!("domain {name}: {e}"))?);
+    }
     let global = match &body.global_writer {
         Some(g) => {
             GlobalWriter { zone: g.zone.as_deref().map(lane).transpose()?, read_only: g.read_only }
@@ -661,6 +683,7 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
         None => GlobalWriter::default(),
     };
     let table = RoutingTable::from_map(body.version, scheme, map, pins, zones.clone(), global)
+        .and_then(|t| t.with_domains(domains))
         .map_err(|e| e.to_string())?;
     let zones = &zones;
     let drains = body

@@ -159,6 +159,9 @@ pub enum ClientError {
     /// An unusable `RouterOptions` value (named).
     #[error("invalid router option: {0}")]
     InvalidOption(String),
+    /// The table has no routing domain of that name.
+    #[error("the routing table has no domain `{0}`")]
+    UnknownDomain(String),
     /// The `https://` coordinator's trust settings are unusable (a missing CA file, no roots).
     #[error(transparent)]
     Tls(#[from] super::tls::TlsError),
@@ -366,6 +369,26 @@ impl Router {
         let guard = self.shared.table.load();
         let table = guard.as_ref().ok_or(ClientError::NoTable)?;
         let tag = table.tag(user_id)?;
+        Ok(Tag {
+            color: tag.color,
+            lane: table.lane(tag.color).to_owned(),
+            unit: tag.unit.0,
+            zone: table.zone_of(tag.color).to_owned(),
+            version: table.version(),
+            pinned: tag.pinned,
+        })
+    }
+
+    /// Tags a user locally in the routing domain `domain` (the default domain's table for
+    /// `default`); [`ClientError::UnknownDomain`] when the table has no such domain.
+    pub fn tag_in(&self, domain: &str, user_id: &str) -> Result<Tag, ClientError> {
+        validate_user_id(user_id)?;
+        let guard = self.shared.table.load();
+        let table = guard.as_ref().ok_or(ClientError::NoTable)?;
+        let map = table
+            .map_of(Some(domain))
+            .ok_or_else(|| ClientError::UnknownDomain(domain.to_owned()))?;
+        let tag = table.tag_in(map, user_id)?;
         Ok(Tag {
             color: tag.color,
             lane: table.lane(tag.color).to_owned(),

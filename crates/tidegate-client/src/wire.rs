@@ -82,7 +82,17 @@ pub fn decode_table(value: &Value) -> Result<RoutingTable, DecodeError> {
         },
         _ => GlobalWriter::default(),
     };
+    let mut domains = std::collections::BTreeMap::new();
+    if let Some(named) = value.get("domains").and_then(Value::as_object) {
+        for (name, domain) in named {
+            let runs = field(domain, "unit_map")?;
+            let map = decode_map(runs, &zones, units)
+                .map_err(|e| DecodeError(format!("domain `{name}`: {}", e.0)))?;
+            domains.insert(name.clone(), map);
+        }
+    }
     RoutingTable::from_map(version, scheme, map, pins, zones, global)
+        .and_then(|t| t.with_domains(domains))
         .map_err(|e| DecodeError(e.to_string()))
 }
 

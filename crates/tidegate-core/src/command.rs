@@ -175,13 +175,19 @@ pub enum Command {
         zone: Option<ZoneId>,
         read_only: bool,
     },
+    /// Add a named routing domain, starting as a copy of the default domain's map.
+    AddDomain {
+        name: String,
+    },
 }
 
-/// One move of `PUT /v1/units`: these units now belong to `zone`.
+/// One move of `PUT /v1/units`: these units now belong to `zone`, in `domain` (`None`: the
+/// default domain). Moves of several domains in one command are a linked change: one version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnitMove {
     pub units: UnitSet,
     pub zone: ZoneId,
+    pub domain: Option<String>,
 }
 
 /// The newest record format this release reads and writes. A command of a higher
@@ -198,7 +204,8 @@ impl Command {
             Command::MoveUnits { .. }
             | Command::AddZone { .. }
             | Command::RetireZone { .. }
-            | Command::SetGlobalWriter { .. } => 3,
+            | Command::SetGlobalWriter { .. }
+            | Command::AddDomain { .. } => 3,
             Command::Pin { color, .. } if color.index() >= 2 => 3,
             Command::SetAutomation { .. } => 2,
             Command::PlanCallStarted { .. } | Command::PlanCallDone { .. } => 2,
@@ -244,6 +251,7 @@ impl Command {
         "zone_add",
         "zone_retire",
         "global_writer",
+        "domain_add",
     ];
 
     /// A short name for the audit log and metrics.
@@ -279,6 +287,7 @@ impl Command {
             Command::AddZone { .. } => "zone_add",
             Command::RetireZone { .. } => "zone_retire",
             Command::SetGlobalWriter { .. } => "global_writer",
+            Command::AddDomain { .. } => "domain_add",
         }
     }
 }
@@ -333,6 +342,10 @@ pub enum CommandError {
     UnitSet(#[from] UnitSetError),
     #[error("{0}")]
     InvalidMove(String),
+    #[error("there is no routing domain `{0}`")]
+    UnknownDomain(String),
+    #[error("routing domain `{0}` exists already")]
+    DomainExists(String),
     #[error("zone `{zone}` still {what}; move them away first")]
     ZoneBusy { zone: String, what: String },
     #[error("drain {0} is running; pause it before moving the dial by hand, or abort it")]
@@ -397,6 +410,7 @@ impl State {
                 pins: Arc::new(BTreeMap::new()),
                 zones,
                 global: GlobalWriter::default(),
+                domains: Arc::new(BTreeMap::new()),
             }),
             drains: Arc::new(BTreeMap::new()),
             next_drain_id: 1,
@@ -780,13 +794,14 @@ impl State {
                 if let Some(run) = self.active_run() {
                     return Err(CommandError::RunActive(run.id));
                 }
-                let map = self.moved_map(moves)?;
-                if map == self.table.map {
+                let (map, domains) = self.moved_maps(moves)?;
+                if map == self.table.map && domains == *self.table.domains {
                     return Ok(None);
                 }
-                let from = describe_map(&self.table);
+                let from = describe_all_maps(&self.table);
                 table.map = map;
-                (from, describe_map(&table))
+                table.domains = Arc::new(domains);
+                (from, describe_all_maps(&table))
             }
             Command::AddZone { spec } => {
                 if spec.retired {
@@ -809,7 +824,8 @@ impl State {
                 let spec = self.live_zone(*zone)?;
                 let busy =
                     |what: String| Err(CommandError::ZoneBusy { zone: spec.name.clone(), what });
-                let owned = self.table.map.count(*zone);
+                let owned = self.table.map.count(*zone)
+                    + self.table.domains.values().map(|m| m.count(*zone)).sum::<u32>();
                 if owned > 0 {
                     return busy(format!("owns {owned} unit(s)"));
                 }
@@ -822,6 +838,23 @@ impl State {
                 }
                 table.zones = self.table.zones.retiring(*zone);
                 (format!("zone {} live", spec.name), format!("zone {} retired", spec.name))
+            }
+            Command::AddDomain { name } => {
+                if name == super::table::DEFAULT_DOMAIN || self.table.domains.contains_key(name) {
+                    return Err(CommandError::DomainExists(name.clone()));
+                }
+                super::zone::validate_zone_name(name)?;
+                if self.table.domains.len() >= super::table::MAX_DOMAINS {
+                    return Err(CommandError::InvalidMove(format!(
+                        "a table holds at most {} named domains",
+                        super::table::MAX_DOMAINS
+                    )));
+                }
+                Arc::make_mut(&mut table.domains).insert(name.clone(), self.table.map.clone());
+                (
+                    format!("{} named domain(s)", self.table.domains.len()),
+                    format!("domain {name} added as a copy of the default domain"),
+                )
             }
             Command::SetGlobalWriter { zone, read_only } => {
                 if let Some(zone) = zone {
@@ -1438,16 +1471,55 @@ impl State {
         Ok(spec)
     }
 
+    /// The default domain's map and the named domains' maps after `moves` (see
+    /// [`State::moved_map`]; a unit may be named once per domain).
+    pub fn moved_maps(
+        &self,
+        moves: &[UnitMove],
+    ) -> Result<(UnitMap, BTreeMap<String, UnitMap>), CommandError> {
+        if moves.is_empty() {
+            return Err(CommandError::InvalidMove(
+                "`moves` is empty: name at least one unit set".into(),
+            ));
+        }
+        let mut default = Vec::new();
+        let mut named: BTreeMap<&str, Vec<UnitMove>> = BTreeMap::new();
+        for m in moves {
+            match m.domain.as_deref() {
+                None | Some(super::table::DEFAULT_DOMAIN) => default.push(m.clone()),
+                Some(name) => {
+                    if !self.table.domains.contains_key(name) {
+                        return Err(CommandError::UnknownDomain(name.to_owned()));
+                    }
+                    named.entry(name).or_default().push(m.clone());
+                }
+            }
+        }
+        let map =
+            if default.is_empty() { self.table.map.clone() } else { self.moved_map(&default)? };
+        let mut domains = (*self.table.domains).clone();
+        for (name, moves) in named {
+            let base = &self.table.domains[name];
+            let moved = self.moved_map_from(base, &moves)?;
+            domains.insert(name.to_owned(), moved);
+        }
+        Ok((map, domains))
+    }
+
     /// The map after `moves`, checked: at least one move, each to a live zone, no unit named
     /// twice, every unit inside the table.
     pub fn moved_map(&self, moves: &[UnitMove]) -> Result<UnitMap, CommandError> {
+        self.moved_map_from(&self.table.map, moves)
+    }
+
+    fn moved_map_from(&self, base: &UnitMap, moves: &[UnitMove]) -> Result<UnitMap, CommandError> {
         if moves.is_empty() {
             return Err(CommandError::InvalidMove(
                 "`moves` is empty: name at least one unit set".into(),
             ));
         }
         let units = self.table.units();
-        let mut map = self.table.map.clone();
+        let mut map = base.clone();
         for (i, m) in moves.iter().enumerate() {
             self.live_zone(m.zone)?;
             if let Some(&(_, hi)) = m.units.ranges().last()
@@ -1590,6 +1662,19 @@ fn describe_global(table: &RoutingTable) -> String {
     let zone = table.global.zone.map_or("no zone", |z| table.zones.zone_of(z));
     let mode = if table.global.read_only { "read-only" } else { "writable" };
     format!("global writes: {zone} ({mode})")
+}
+
+/// Every domain's map: the default's, then `domain <name>: units ...` for each named one.
+fn describe_all_maps(table: &RoutingTable) -> String {
+    let mut out = describe_map(table);
+    for (name, map) in table.domains.iter() {
+        let runs = map.runs();
+        out.push_str(&format!(
+            "; domain {name}: units {}",
+            describe_runs(&runs, |z| table.zones.lane(z).to_owned())
+        ));
+    }
+    out
 }
 
 /// The map as runs with lanes: `units 0-49 blue, 50-99 green`.

@@ -93,9 +93,17 @@ pub fn evaluate_color_flag(
     fallback: Fallback,
     draw: f64,
 ) -> Result<FlagEvaluation, FlagError> {
-    if requested != flag_key {
-        return Err(FlagError::FlagNotFound(requested.to_owned(), flag_key.to_owned()));
-    }
+    // One flag per routing domain: `<flag_key>` is the default domain, `<flag_key>.<domain>`
+    // a named one.
+    let map = if requested == flag_key {
+        table.map()
+    } else {
+        requested
+            .strip_prefix(flag_key)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .and_then(|domain| table.domains().get(domain))
+            .ok_or_else(|| FlagError::FlagNotFound(requested.to_owned(), flag_key.to_owned()))?
+    };
     let version = table.version();
     match key {
         TargetingKey::NotAString => {
@@ -109,7 +117,7 @@ pub fn evaluate_color_flag(
         },
         TargetingKey::Given(user_id) => {
             let tag = super::validate_user_id(user_id)
-                .and_then(|()| table.tag(user_id))
+                .and_then(|()| table.tag_in(map, user_id))
                 .map_err(|e| FlagError::InvalidContext(format!("targetingKey: {e}")))?;
             let reason = if tag.pinned { FlagReason::TargetingMatch } else { FlagReason::Split };
             Ok(FlagEvaluation { color: tag.color, reason, unit: Some(tag.unit), version })

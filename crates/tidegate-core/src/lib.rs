@@ -55,7 +55,9 @@ pub use plan_trigger::{
     REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, Trigger, TriggerDecision, TriggerInputs,
     decide as decide_trigger, trigger_zone, validate_trigger,
 };
-pub use table::{Fallback, GlobalWriter, RoutingTable, TableError, Tag, TagError};
+pub use table::{
+    DEFAULT_DOMAIN, Fallback, GlobalWriter, MAX_DOMAINS, RoutingTable, TableError, Tag, TagError,
+};
 pub use unit::{
     HASH_ALGORITHM, MAX_UNITS, MIN_UNITS, SchemeError, Unit, UnitError, UnitMode, UnitScheme,
     hash_user_id,

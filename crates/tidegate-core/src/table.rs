@@ -49,7 +49,16 @@ pub struct RoutingTable {
     pub(crate) pins: Arc<BTreeMap<String, ZoneId>>,
     pub(crate) zones: Zones,
     pub(crate) global: GlobalWriter,
+    /// The named routing domains beyond the default one, each with its own unit map over the
+    /// same zones, scheme and pins (a user's zone agrees across domains wherever the maps do).
+    pub(crate) domains: Arc<BTreeMap<String, UnitMap>>,
 }
+
+/// The name of the domain every table has, whose map is [`RoutingTable::map`].
+pub const DEFAULT_DOMAIN: &str = "default";
+
+/// Most named domains one table may hold.
+pub const MAX_DOMAINS: usize = 32;
 
 /// The zone that takes writes to global data (the GZone), and whether global data is read-only
 /// (during a switch of the global primary).
@@ -110,7 +119,59 @@ impl RoutingTable {
         for user_id in pins.keys() {
             super::validate_user_id(user_id).map_err(TableError::InvalidPin)?;
         }
-        Ok(RoutingTable { version, scheme, map, pins: Arc::new(pins), zones, global })
+        Ok(RoutingTable {
+            version,
+            scheme,
+            map,
+            pins: Arc::new(pins),
+            zones,
+            global,
+            domains: Arc::new(BTreeMap::new()),
+        })
+    }
+
+    /// The same table with named domains (as decoded from the wire or a snapshot); each map
+    /// must cover the scheme's units and name only the table's zones.
+    pub fn with_domains(
+        mut self,
+        domains: BTreeMap<String, UnitMap>,
+    ) -> Result<RoutingTable, TableError> {
+        for map in domains.values() {
+            if map.units() != self.scheme.count() {
+                return Err(TableError::MapSize { map: map.units(), units: self.scheme.count() });
+            }
+            if let Some(bad) = map.owners().iter().find(|z| !self.zones.contains(**z)) {
+                return Err(TableError::UnknownZone(bad.0));
+            }
+        }
+        self.domains = Arc::new(domains);
+        Ok(self)
+    }
+
+    /// The named domains beyond the default one, by name.
+    pub fn domains(&self) -> &BTreeMap<String, UnitMap> {
+        &self.domains
+    }
+
+    /// The unit map of `domain` (`None` or `default`: the default domain's), if it exists.
+    pub fn map_of(&self, domain: Option<&str>) -> Option<&UnitMap> {
+        match domain {
+            None | Some(DEFAULT_DOMAIN) => Some(&self.map),
+            Some(name) => self.domains.get(name),
+        }
+    }
+
+    /// Tags a user in the domain whose map is `map` (from [`RoutingTable::map_of`]): a pin wins
+    /// in every domain, else the map's owner of the user's unit.
+    #[inline]
+    pub fn tag_in(&self, map: &UnitMap, user_id: &str) -> Result<Tag, UnitError> {
+        let unit = self.scheme.unit_of(user_id)?;
+        if !self.pins.is_empty()
+            && let Some(&color) = self.pins.get(user_id)
+        {
+            return Ok(Tag { color, unit, pinned: true });
+        }
+        Ok(Tag { color: map.owner(unit.0), unit, pinned: false })
     }
 
     pub fn version(&self) -> u64 {
