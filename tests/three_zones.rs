@@ -284,6 +284,25 @@ fn three_zones_move_evacuate_and_agree_everywhere() {
     let response = gate.call().unwrap();
     assert_eq!(response.headers().get("x-tidegate-global-writer").unwrap(), "az-a");
 
+    // The CLI: a dry run changes nothing, then the move itself.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
+            .args(args)
+            .args(["--server", &url])
+            .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v = routing(&url)["version"].clone();
+    let out = cli(&["units", "move", "0-4", "az-a", "--reason", "cli", "--dry-run"]);
+    assert!(out.starts_with("dry run, nothing changed:"), "{out}");
+    assert_eq!(routing(&url)["version"], v);
+    let out = cli(&["units", "move", "0-4", "az-a", "--reason", "cli", "--force"]);
+    assert!(out.contains("unit(s) moved"), "{out}");
+    assert_eq!(routing(&url)["version"].as_u64(), Some(v.as_u64().unwrap() + 1), "{out}");
+
     // 5. A restart replays the same table from the log.
     let last = routing(&url);
     drop(server);

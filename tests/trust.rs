@@ -279,6 +279,72 @@ fn write_routes() -> Vec<Route> {
             // A batch read: anonymous only while no service tokens are configured.
             expect: [401, 200, 200, 200],
         },
+        Route {
+            method: Method::Put,
+            pattern: "/v1/units",
+            request: Box::new(|client, _| {
+                let mut body = json!({"moves": [{"units": "0-4", "zone": "az-a"}]});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/units".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
+        Route {
+            method: Method::Post,
+            pattern: "/v1/zones",
+            request: Box::new(|client, _| {
+                let mut body = json!({"name": "az-c", "lane": "red"});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/zones".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
+        Route {
+            method: Method::Post,
+            pattern: "/v1/zones/<zone>/retire",
+            request: Box::new(|client, _| {
+                let mut body = json!({});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/zones/az-c/retire".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
+        Route {
+            method: Method::Put,
+            pattern: "/v1/global-writer",
+            request: Box::new(|client, _| {
+                let mut body = json!({"zone": "az-a"});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/global-writer".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
+        Route {
+            method: Method::Post,
+            pattern: "/v1/domains",
+            request: Box::new(|client, _| {
+                let mut body = json!({"name": "search"});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/domains".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
+        Route {
+            method: Method::Post,
+            pattern: "/v1/units/evacuate",
+            request: Box::new(|client, _| {
+                let mut body = json!({"zone": "az-b"});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/units/evacuate".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
     ]
 }
 

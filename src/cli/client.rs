@@ -271,6 +271,60 @@ pub fn dial_set(
     Ok(())
 }
 
+/// `tidegate units move|evacuate`: the body with the version just read and the reason; prints
+/// the moved units, each receiver's verdict and the new map (or the preview of a dry run).
+pub fn units(
+    args: &ClientArgs,
+    method: &str,
+    path: &str,
+    mut body: Value,
+    reason: &str,
+) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let current = client.call("GET", "/v1/routing", None)?;
+    body["expected_version"] = current["version"].clone();
+    body["reason"] = json!(reason);
+    let value = client.call(method, path, Some(body))?;
+    client.print(&value, |v| {
+        let runs: Vec<String> = v["unit_map"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r["units"].as_str().unwrap_or("?"),
+                    r["zone"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        let verdicts: Vec<String> = v["projection"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                format!(
+                    "{}: {}",
+                    p["zone"].as_str().unwrap_or("?"),
+                    p["verdict"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        let head = if v["dry_run"] == true {
+            "dry run, nothing changed:".to_owned()
+        } else {
+            format!("version {}:", v["version"])
+        };
+        format!(
+            "{head} {} unit(s) moved; capacity {}; map {}",
+            v["moved_units"],
+            if verdicts.is_empty() { "not checked".to_owned() } else { verdicts.join(", ") },
+            runs.join(", ")
+        )
+    });
+    Ok(())
+}
+
 /// `tidegate automation [status|stop|start]`.
 pub fn automation(args: &ClientArgs, change: Option<(bool, &str)>) -> Result<(), String> {
     let client = Client::new(args)?;

@@ -84,6 +84,13 @@ pub enum Commands {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Unit sets on N zones and domains: `units move UNITS ZONE` gives units to a zone (one
+    /// version; `--domain`, `--dry-run`), `units evacuate ZONE` empties a zone into the others
+    /// by their free capacity, in every domain.
+    Units {
+        #[command(subcommand)]
+        action: UnitsCommand,
+    },
     /// Drain a zone step by step, guarded by error rates, and control the running drain.
     Drain {
         #[command(subcommand)]
@@ -206,6 +213,39 @@ pub struct ClientArgs {
     /// Print the server's JSON instead of a summary.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum UnitsCommand {
+    /// Give UNITS (`25-49`, `25-49,60`) to ZONE (a name or a lane), with a capacity verdict per
+    /// receiving zone; `--dry-run` shows it without changing anything.
+    Move {
+        units: String,
+        zone: String,
+        #[arg(long)]
+        reason: String,
+        /// The routing domain (default: `default`).
+        #[arg(long)]
+        domain: Option<String>,
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Move every unit of ZONE to the other live zones, split by their free capacity.
+    Evacuate {
+        zone: String,
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -428,6 +468,22 @@ pub fn run(cli: Cli) -> ExitCode {
             log::import(&config, file.as_ref())
         }
         Commands::Tag { user_id, client } => client::tag(&client, &user_id),
+        Commands::Units {
+            action: UnitsCommand::Move { units, zone, reason, domain, dry_run, force, client },
+        } => {
+            let mut m = serde_json::json!({"units": units, "zone": zone});
+            if let Some(d) = domain {
+                m["domain"] = serde_json::json!(d);
+            }
+            let body = serde_json::json!({"moves": [m], "dry_run": dry_run, "force": force});
+            client::units(&client, "PUT", "/v1/units", body, &reason)
+        }
+        Commands::Units {
+            action: UnitsCommand::Evacuate { zone, reason, dry_run, force, client },
+        } => {
+            let body = serde_json::json!({"zone": zone, "dry_run": dry_run, "force": force});
+            client::units(&client, "POST", "/v1/units/evacuate", body, &reason)
+        }
         Commands::Dial { action: DialAction::Get { client } } => client::dial_get(&client),
         Commands::Dial {
             action: DialAction::Set { percent, reason, expected_version, force, client },
