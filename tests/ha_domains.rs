@@ -5,7 +5,6 @@
 //! identical tables, and each change is one audit record.
 
 mod common;
-#[allow(dead_code)]
 mod ha_support;
 
 use std::time::{Duration, Instant};

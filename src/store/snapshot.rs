@@ -164,7 +164,7 @@ struct Body {
     global_writer: Option<WireGlobalWriter>,
     /// The named routing domains' maps as runs (absent without named domains).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    domains: Option<BTreeMap<String, Vec<(u32, u32, String)>>>,
+    domains: Option<BTreeMap<String, WireRuns>>,
     pins: BTreeMap<String, String>,
     drains: Vec<WireDrain>,
     next_drain_id: u64,
@@ -187,6 +187,9 @@ struct Body {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     shared: Option<WireShared>,
 }
+
+/// A unit map as runs `[first, last, lane]`.
+type WireRuns = Vec<(u32, u32, String)>;
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
