@@ -75,7 +75,7 @@ fn local_tags_equal_the_servers_for_100_000_random_ids() {
         let body: Value = response.body_mut().read_json().unwrap();
         for (id, server_tag) in ids.iter().zip(body["tags"].as_array().unwrap()) {
             let local = router.tag(id).unwrap();
-            assert_eq!(local.lane.as_str(), server_tag["color"], "{id:?}");
+            assert_eq!(&*local.lane, server_tag["color"], "{id:?}");
             assert_eq!(u64::from(local.unit), server_tag["unit"].as_u64().unwrap(), "{id:?}");
             assert_eq!(local.zone, server_tag["zone"], "{id:?}");
             assert_eq!(local.pinned, server_tag["pinned"].as_bool().unwrap(), "{id:?}");

@@ -105,7 +105,7 @@ fn a_linked_change_moves_two_domains_in_one_version_and_every_reader_agrees() {
         let at_edge = lanes(&edge.url, domain, &users);
         let local: Vec<String> = users
             .iter()
-            .map(|u| router.tag_in(domain.unwrap_or("default"), u).unwrap().lane)
+            .map(|u| router.tag_in(domain.unwrap_or("default"), u).unwrap().lane.into_owned())
             .collect();
         assert_eq!(server, at_edge, "edge, domain {domain:?}");
         assert_eq!(server, local, "Router, domain {domain:?}");

@@ -84,7 +84,8 @@ fn agree(
     let version = body["version"].as_u64().unwrap();
     edge.wait_for_version(version);
     let router = tidegate::client::Router::fixed(tidegate::client::decode_table(&body).unwrap());
-    let local: Vec<String> = users.iter().map(|u| router.tag(u).unwrap().lane).collect();
+    let local: Vec<String> =
+        users.iter().map(|u| router.tag(u).unwrap().lane.into_owned()).collect();
     let server = tags_from(coordinator, users, version);
     let at_edge = tags_from(&edge.url, users, version);
     let mismatches =

@@ -13,7 +13,7 @@ pub const VERSION_HEADER: &str = "x-tidegate-version";
 
 /// The headers to forward for `tag`.
 pub fn headers_for(tag: &Tag) -> [(&'static str, String); 2] {
-    [(COLOR_HEADER, tag.lane.clone()), (VERSION_HEADER, tag.version.to_string())]
+    [(COLOR_HEADER, tag.lane.to_string()), (VERSION_HEADER, tag.version.to_string())]
 }
 
 /// How a request's colour was found.
@@ -70,7 +70,7 @@ pub fn resolve<'h>(
         let tag = router.tag(user_id)?;
         return Ok(Resolved {
             color: tag.color,
-            lane: tag.lane,
+            lane: tag.lane.into_owned(),
             version: Some(tag.version),
             source: Source::Recomputed,
         });
@@ -112,7 +112,7 @@ pub fn resolve_signed<'h>(
     let tag = router.tag(user_id)?;
     Ok(Resolved {
         color: tag.color,
-        lane: tag.lane,
+        lane: tag.lane.into_owned(),
         version: Some(tag.version),
         source: Source::Recomputed,
     })

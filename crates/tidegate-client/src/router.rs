@@ -74,12 +74,22 @@ impl Default for RouterOptions {
     }
 }
 
+/// The lane of `zone`: borrowed for blue and green (indices 0 and 1 of every table).
+fn lane_of(table: &RoutingTable, zone: ZoneId) -> std::borrow::Cow<'static, str> {
+    match zone {
+        ZoneId::BLUE => "blue".into(),
+        ZoneId::GREEN => "green".into(),
+        _ => table.lane(zone).to_owned().into(),
+    }
+}
+
 /// A user's tag, evaluated locally.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tag {
     pub color: ZoneId,
-    /// The lane (colour) users and headers see: `blue`, `green`, or a third zone's lane.
-    pub lane: String,
+    /// The lane (colour) users and headers see: `blue`, `green` (borrowed: every table has
+    /// them, so the two-zone tag allocates nothing more), or a further zone's lane.
+    pub lane: std::borrow::Cow<'static, str>,
     pub unit: u32,
     pub zone: String,
     pub version: u64,
@@ -371,7 +381,7 @@ impl Router {
         let tag = table.tag(user_id)?;
         Ok(Tag {
             color: tag.color,
-            lane: table.lane(tag.color).to_owned(),
+            lane: lane_of(&table, tag.color),
             unit: tag.unit.0,
             zone: table.zone_of(tag.color).to_owned(),
             version: table.version(),
@@ -391,7 +401,7 @@ impl Router {
         let tag = table.tag_in(map, user_id)?;
         Ok(Tag {
             color: tag.color,
-            lane: table.lane(tag.color).to_owned(),
+            lane: lane_of(&table, tag.color),
             unit: tag.unit.0,
             zone: table.zone_of(tag.color).to_owned(),
             version: table.version(),
@@ -427,11 +437,11 @@ impl Router {
         if owner.color == local_color {
             return Ok(());
         }
-        metrics::counter!(CLIENT_MISROUTED, "color" => owner.lane.clone()).increment(1);
+        metrics::counter!(CLIENT_MISROUTED, "color" => owner.lane.to_string()).increment(1);
         Err(Misrouted {
             user_id: user_id.to_owned(),
             owner: Some(owner.color),
-            owner_lane: owner.lane,
+            owner_lane: owner.lane.into_owned(),
             local: local_color,
             local_lane,
             version: owner.version,
