@@ -313,3 +313,53 @@ fn three_zones_move_evacuate_and_agree_everywhere() {
         assert_eq!(replayed[key], last[key], "{key} after the restart");
     }
 }
+
+/// A plan with a `move_units` step: stored (format level 3), dry-run (described, capacity judged
+/// when it runs), refused as a drill, and run: the move lands in one version.
+#[test]
+fn a_plan_moves_unit_sets_and_refuses_a_drill_it_could_not_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    std::fs::write(&file, config()).unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let url = server.url.clone();
+    let v = routing(&url)["version"].clone();
+    let (status, body) = put_json(
+        &format!("{url}/v1/plans/give-az-c"),
+        OPERATOR_TOKEN,
+        json!({"steps": [{"type": "move_units", "moves": [{"units": "0-9", "zone": "az-c"}, {"units": "90-99", "zone": "az-q"}]}],
+               "rto": "5m", "expected_version": v, "reason": "bad zone"}),
+    );
+    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_plan")), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("steps[0].moves[1].zone"), "{body}");
+    let (status, body) = put_json(
+        &format!("{url}/v1/plans/give-az-c"),
+        OPERATOR_TOKEN,
+        json!({"steps": [{"type": "move_units", "moves": [{"units": "0-9", "zone": "az-c"}]}],
+               "rto": "5m", "expected_version": v, "reason": "az-c takes 10%"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, dry) =
+        post_json(&format!("{url}/v1/plans/give-az-c/dry-run"), OPERATOR_TOKEN, json!({}));
+    assert_eq!(status, 200, "{dry}");
+    assert_eq!(dry["steps"][0]["description"], "move units 0-9 to az-c", "{dry}");
+    let (status, body) = post_json(
+        &format!("{url}/v1/plans/give-az-c/drill"),
+        OPERATOR_TOKEN,
+        json!({"reason": "drill", "hold": "1s"}),
+    );
+    assert_eq!(status / 100, 4, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("cannot be restored"), "{body}");
+    let (status, body) = post_json(
+        &format!("{url}/v1/plans/give-az-c/run"),
+        OPERATOR_TOKEN,
+        json!({"reason": "go"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || routing(&url)["zones"][2]["units"] == 10),
+        "the run never moved the units: {}",
+        routing(&url)
+    );
+    assert_eq!(owners(&routing(&url))[..10], vec!["az-c".to_owned(); 10][..]);
+}

@@ -406,7 +406,7 @@ fn plan_from(
         return Err(ApiError::new(
             Status::Conflict,
             "needs_two_zones",
-            "a drain steps the blue-green dial, which needs a two-zone table; with more zones, move unit sets with PUT /v1/units or evacuate with POST /v1/zones/{zone}/evacuate",
+            "a drain steps the blue-green dial, which needs a two-zone table; with more zones, move unit sets with PUT /v1/units or evacuate with POST /v1/units/evacuate",
         ));
     }
     let target_blue_units =

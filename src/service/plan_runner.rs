@@ -102,6 +102,29 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
                 let to = PlanRun::step_target(s, &zones, table.units(), table.blue_units());
                 dial_capacity = runner.capacities.judge_dial(table, to, now);
             }
+            Some(PlanStep::MoveUnits { moves }) => {
+                // The default domain's map after the moves, judged per receiving zone; a move
+                // the state refuses is reported when the step is submitted.
+                let resolved: Option<Vec<crate::core::UnitMove>> = moves
+                    .iter()
+                    .map(|m| {
+                        Some(crate::core::UnitMove {
+                            units: m.units.clone(),
+                            zone: zones.color_in(&m.zone)?,
+                            domain: m.domain.clone(),
+                        })
+                    })
+                    .collect();
+                if let Some(Ok((next, _))) = resolved.map(|r| state.moved_maps(&r)) {
+                    dial_capacity = runner
+                        .capacities
+                        .judge_map(table, &next, now)
+                        .into_iter()
+                        .map(|(_, v)| v)
+                        .find(Verdict::blocks)
+                        .unwrap_or(Verdict::Unchecked);
+                }
+            }
             Some(PlanStep::WaitPrecondition { name }) => {
                 precondition = run
                     .plan

@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::{
     Audit, CheckKind, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard, HttpCall, OnBreach,
-    Plan, PlanStep, Precondition, RoutingTable, Trigger, UnitMode, UnitMove, UnitScheme, UnitSet,
-    ZoneClass, ZoneId, ZoneSample, ZoneSpec, Zones,
+    Plan, PlanMove, PlanStep, Precondition, RoutingTable, Trigger, UnitMode, UnitMove, UnitScheme,
+    UnitSet, ZoneClass, ZoneId, ZoneSample, ZoneSpec, Zones,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -386,6 +386,10 @@ pub enum WireStep {
     },
     /// An HTTP action (`core::HttpCall`); the token is named (`token_env`), never written.
     Http(WireHttpCall),
+    /// Unit sets to zones (by name), one version; `domain` per move for a linked change.
+    MoveUnits {
+        moves: Vec<WireUnitMove>,
+    },
 }
 
 /// An HTTP step, in the API, config and the log. `timeout` is text (`5s`) in every form.
@@ -467,6 +471,16 @@ impl WirePlan {
                     PlanStep::WaitPrecondition { name } => {
                         WireStep::WaitPrecondition { name: name.clone() }
                     }
+                    PlanStep::MoveUnits { moves } => WireStep::MoveUnits {
+                        moves: moves
+                            .iter()
+                            .map(|m| WireUnitMove {
+                                units: m.units.to_string(),
+                                zone: m.zone.clone(),
+                                domain: m.domain.clone(),
+                            })
+                            .collect(),
+                    },
                     PlanStep::Http(c) => WireStep::Http(WireHttpCall {
                         name: c.name.clone(),
                         url: c.url.clone(),
@@ -527,6 +541,19 @@ impl WirePlan {
                 WireStep::WaitConsumed { zone } => PlanStep::WaitConsumed { zone: zone.clone() },
                 WireStep::WaitPrecondition { name } => {
                     PlanStep::WaitPrecondition { name: name.clone() }
+                }
+                WireStep::MoveUnits { moves } => {
+                    let mut out = Vec::with_capacity(moves.len());
+                    for (j, m) in moves.iter().enumerate() {
+                        out.push(PlanMove {
+                            // The table's unit count is checked by `validate_plan`.
+                            units: UnitSet::parse(&m.units, crate::core::MAX_UNITS)
+                                .map_err(|e| format!("steps[{i}].moves[{j}].units: {e}"))?,
+                            zone: m.zone.clone(),
+                            domain: m.domain.clone(),
+                        });
+                    }
+                    PlanStep::MoveUnits { moves: out }
                 }
                 WireStep::Http(c) => PlanStep::Http(HttpCall {
                     name: c.name.clone(),

@@ -209,6 +209,12 @@ impl Command {
             Command::Pin { color, .. } if color.index() >= 2 => 3,
             Command::SetAutomation { .. } => 2,
             Command::PlanCallStarted { .. } | Command::PlanCallDone { .. } => 2,
+            // A plan with unit moves needs the N-zone model.
+            Command::PutPlan { plan }
+                if plan.steps.iter().any(|s| matches!(s, PlanStep::MoveUnits { .. })) =>
+            {
+                3
+            }
             // A plan with an HTTP step is a step kind older replicas cannot read.
             Command::PutPlan { plan }
                 if plan.steps.iter().any(|s| matches!(s, PlanStep::Http(_))) =>
@@ -915,6 +921,13 @@ impl State {
                 }
                 let stored =
                     self.plans.get(plan).ok_or_else(|| CommandError::PlanNotFound(plan.clone()))?;
+                if drill_hold_ms.is_some()
+                    && stored.plan.steps.iter().any(|s| matches!(s, PlanStep::MoveUnits { .. }))
+                {
+                    return Err(CommandError::InvalidPlan(
+                        "a drill restores the table it started from, and a plan with move_units steps cannot be restored yet; run it, or drill a plan without them".into(),
+                    ));
+                }
                 if stored.revision != *revision {
                     return Err(CommandError::PlanRevisionChanged {
                         name: plan.clone(),
@@ -1059,6 +1072,28 @@ impl State {
                         );
                         from = describe_share(&self.table);
                         table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, to);
+                    }
+                    PlanStep::MoveUnits { moves } => {
+                        if let Some(drain) = self.active_drain() {
+                            return Err(CommandError::DrainActive(drain.id));
+                        }
+                        let mut resolved = Vec::with_capacity(moves.len());
+                        for m in moves {
+                            let zone = self
+                                .table
+                                .zones
+                                .color_in(&m.zone)
+                                .ok_or_else(|| ZoneError::Unknown(m.zone.clone()))?;
+                            resolved.push(UnitMove {
+                                units: m.units.clone(),
+                                zone,
+                                domain: m.domain.clone(),
+                            });
+                        }
+                        let (map, domains) = self.moved_maps(&resolved)?;
+                        from = describe_all_maps(&self.table);
+                        table.map = map;
+                        table.domains = Arc::new(domains);
                     }
                     PlanStep::Pin { user_id, color } => {
                         validate_user_id(user_id)?;

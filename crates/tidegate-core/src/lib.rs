@@ -44,8 +44,8 @@ pub use lanes::{
 };
 pub use plan::{
     CheckKind, DryRun, DryRunInputs, DryRunStep, HttpCall, MAX_CALL_RETRIES, MAX_CALL_TIMEOUT_MS,
-    MAX_PLAN_STEPS, Plan, PlanStep, Precondition, StepDefaults, StoredPlan, dry_run,
-    start_preconditions, validate_plan,
+    MAX_PLAN_STEPS, Plan, PlanMove, PlanStep, Precondition, StepDefaults, StoredPlan,
+    describe_moves, dry_run, start_preconditions, validate_plan,
 };
 pub use plan_run::{
     CALL_CLAIM_MARGIN_MS, CallAttempt, Decision, FINISHED_RUNS_KEPT, PlanRun, RunReadings,

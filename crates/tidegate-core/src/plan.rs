@@ -60,6 +60,20 @@ pub enum PlanStep {
     },
     /// Call out: one HTTP request ("promote the replica", "scale az-a"), retried, audited.
     Http(HttpCall),
+    /// Give unit sets to zones (by name), in one version; moves of several domains are linked.
+    MoveUnits {
+        moves: Vec<PlanMove>,
+    },
+}
+
+/// One move of a `move_units` plan step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanMove {
+    pub units: super::unit_map::UnitSet,
+    /// The receiving zone's name.
+    pub zone: String,
+    /// The routing domain; `None`: the default domain.
+    pub domain: Option<String>,
 }
 
 /// Most retries an HTTP step may ask for.
@@ -287,6 +301,27 @@ pub fn validate_plan(plan: &Plan, zones: &Zones, units: u32) -> Result<(), Strin
                 super::validate_user_id(user_id).map_err(|e| format!("steps[{i}].user_id: {e}"))?;
             }
             PlanStep::WaitConsumed { zone } => zone_ok(i, zone)?,
+            PlanStep::MoveUnits { moves } => {
+                if moves.is_empty() {
+                    return Err(format!("steps[{i}].moves: the list is empty"));
+                }
+                for (j, m) in moves.iter().enumerate() {
+                    zones.color_in(&m.zone).ok_or_else(|| {
+                        format!(
+                            "steps[{i}].moves[{j}].zone: `{}` is not one of {}",
+                            m.zone,
+                            zones.names()
+                        )
+                    })?;
+                    if let Some(&(_, hi)) = m.units.ranges().last()
+                        && hi >= units
+                    {
+                        return Err(format!(
+                            "steps[{i}].moves[{j}].units: unit {hi} is outside the table's {units} units"
+                        ));
+                    }
+                }
+            }
             PlanStep::Http(call) => {
                 call.validate(i)?;
                 if plan.steps[..i]
@@ -506,6 +541,13 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
                 format!("pin {user_id} to {}", color.default_lane())
             }
             PlanStep::Unpin { user_id } => format!("unpin {user_id}"),
+            PlanStep::MoveUnits { moves } => {
+                holds.push(
+                    "the capacity of a unit move is judged when the step runs (the dry run does not project it)"
+                        .to_owned(),
+                );
+                describe_moves(moves)
+            }
             PlanStep::WaitConsumed { zone } => {
                 let color = inputs.zones.color_in(zone).unwrap_or(ZoneId::BLUE);
                 match inputs.backlog[idx(color)] {
@@ -567,4 +609,16 @@ pub fn start_preconditions(plan: &Plan) -> impl Iterator<Item = &Precondition> {
             .iter()
             .any(|s| matches!(s, PlanStep::WaitPrecondition { name } if name == &p.name))
     })
+}
+
+/// `move units 25-49 to az-c, 0-9 to az-a in search`.
+pub fn describe_moves(moves: &[PlanMove]) -> String {
+    let parts: Vec<String> = moves
+        .iter()
+        .map(|m| match &m.domain {
+            Some(d) => format!("{} to {} in {d}", m.units, m.zone),
+            None => format!("{} to {}", m.units, m.zone),
+        })
+        .collect();
+    format!("move units {}", parts.join(", "))
 }

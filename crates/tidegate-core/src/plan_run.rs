@@ -327,6 +327,14 @@ impl PlanRun {
                 }
             }
             PlanStep::Pin { .. } | PlanStep::Unpin { .. } => done,
+            // The runner judges the move like a dial (`dial_capacity`).
+            PlanStep::MoveUnits { .. } => {
+                if r.dial_capacity.blocks() {
+                    hold(format!("holding: insufficient_capacity: {}", r.dial_capacity.explain()))
+                } else {
+                    done
+                }
+            }
             PlanStep::WaitConsumed { zone } => match r.backlog {
                 Some(0) => done,
                 Some(n) => {
@@ -422,6 +430,7 @@ impl PlanRun {
                 format!("pin {user_id} to {}", color.default_lane())
             }
             Some(PlanStep::Unpin { user_id }) => format!("unpin {user_id}"),
+            Some(PlanStep::MoveUnits { moves }) => super::plan::describe_moves(moves),
             Some(PlanStep::WaitConsumed { zone }) => {
                 format!("wait until {zone}'s MQ half is consumed")
             }
