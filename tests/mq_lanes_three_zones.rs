@@ -569,3 +569,58 @@ fn a_producer_on_a_three_zone_table_refuses_a_topic_not_cut_in_thirds() {
     };
     assert!(text.contains("multiple of 3 partitions"), "{text}");
 }
+
+/// An odd multiple of three: nine partitions are three thirds of three. Creating the topic, the
+/// producer, the coordinator and the consumers all take it (a two-zone table would not), and each
+/// zone's consumer reads its own three partitions.
+#[test]
+fn nine_partitions_are_three_thirds_of_three() {
+    let rt = kafka::runtime();
+    let coordinator = kafka::coordinator_with("3s", "150ms", "200ms", THIRD_ZONE);
+    let genesis = coordinator.table();
+    put_units(&coordinator, json!([{"units": "0-32", "zone": "az-c"}]), genesis.version());
+    let table = coordinator.table();
+    let (topic, group) = (kafka::unique("nine"), kafka::unique("nine-g"));
+    kafka::create_topic(&rt, &topic, 9);
+    let lanes = producer(&topic, Arc::new(ArcSwap::from_pointee(table.clone()))).unwrap();
+    let cuts: Vec<Range<u32>> = (0..3).map(|z| lanes.lane().half(ZoneId(z))).collect();
+    assert_eq!(cuts, [0..3, 3..6, 6..9]);
+    let cut: HashMap<&str, Range<u32>> = ZONES.into_iter().zip(cuts).collect();
+
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let lane = Lane { coordinator: &coordinator.url, topic: &topic, group: &group };
+    let consumers: Vec<TestConsumer> = [("az-b", "b1"), ("az-a", "a1"), ("az-c", "c1")]
+        .iter()
+        .map(|(zone, id)| TestConsumer::start(&rt, &lane, zone, id, Duration::ZERO, sink.clone()))
+        .collect();
+    let reads_its_third = || {
+        consumers.iter().all(|c| c.partitions() == cut[c.zone.as_str()].clone().collect::<Vec<_>>())
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), reads_its_third),
+        "consumers read {:?}: {}",
+        consumers.iter().map(|c| (c.zone.clone(), c.partitions())).collect::<Vec<_>>(),
+        coordinator.group(&group)
+    );
+    let users: Vec<String> = (0..300).map(|i| format!("nine-{i}")).collect();
+    let acks = produce(&rt, &lanes, &users, 0..2);
+    assert!(
+        wait_until(Duration::from_secs(30), || sink.lock().unwrap().len() >= acks.len()),
+        "consumed {} of {}",
+        sink.lock().unwrap().len(),
+        acks.len()
+    );
+    for c in consumers {
+        c.stop(&rt, Stop::Close);
+    }
+    let got = sink.lock().unwrap().clone();
+    assert_eq!(got.len(), acks.len());
+    let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
+    for g in &got {
+        assert_eq!(g.zone, zone_of_user(&table, &g.user), "{g:?}");
+        assert!(cut[g.zone.as_str()].contains(&g.partition), "{g:?}");
+        *per_zone.entry(g.zone.clone()).or_default() += 1;
+    }
+    assert_eq!(per_zone.len(), 3, "{per_zone:?}");
+    println!("nine partitions: {} messages read in their zones: {per_zone:?}", got.len());
+}
