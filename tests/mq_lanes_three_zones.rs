@@ -5,7 +5,8 @@
 //! `tg` says which zone and version), each zone's consumers read exactly their third, nothing is
 //! lost or read twice, and after az-c is evacuated its users' new messages go to the receivers'
 //! thirds while az-c's consumers finish its backlog before its third is handed over. A producer on
-//! a three-zone table refuses a topic whose partition count is not a multiple of 3.
+//! a three-zone table refuses a topic whose partition count is not a multiple of 3, and an odd
+//! multiple (9 partitions) works end to end.
 
 mod common;
 
