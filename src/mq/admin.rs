@@ -5,20 +5,19 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use super::{MqError, QUERY_TIMEOUT, client_config};
-use crate::core::LaneConfig;
+use super::{MqError, QUERY_TIMEOUT, client_config, lane_shape};
 
-/// Creates `topic` with `partitions` partitions (refused when odd: a lane topic has two equal
-/// halves) and replication factor `replication`. An existing topic with the same partition count
-/// is fine; one with another count is an error.
+/// Creates `topic` with `partitions` partitions (2 to `MAX_LANE_PARTITIONS`; whether the count is
+/// a multiple of the table's zones is the producer's and the coordinator's check, see
+/// `lane_shape`) and replication factor `replication`. An existing topic with the same partition
+/// count is fine; one with another count is an error.
 pub async fn create_topic(
     bootstrap: &str,
     topic: &str,
     partitions: u32,
     replication: i32,
 ) -> Result<(), MqError> {
-    LaneConfig::new(partitions)
-        .map_err(|source| MqError::Lane { topic: topic.to_owned(), source })?;
+    lane_shape(partitions).map_err(|source| MqError::Lane { topic: topic.to_owned(), source })?;
     let admin: AdminClient<DefaultClientContext> = client_config(bootstrap, &[]).create()?;
     let new = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(replication));
     let options = AdminOptions::new().operation_timeout(Some(QUERY_TIMEOUT));

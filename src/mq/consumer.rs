@@ -37,7 +37,7 @@ use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
 
-use super::{MqError, QUERY_TIMEOUT, client_config, partition_count, route_header};
+use super::{MqError, QUERY_TIMEOUT, client_config, lane_shape, partition_count, route_header};
 use crate::client::lanes::{Assigned, LaneClient, LaneClientError, Reads};
 use crate::core::{LaneConfig, ZoneId};
 use crate::telemetry;
@@ -203,7 +203,9 @@ impl LaneConsumer {
         let partitions = tokio::task::spawn_blocking(move || partition_count(&bootstrap, &topic))
             .await
             .map_err(|e| MqError::Kafka(e.to_string()))??;
-        let lane = LaneConfig::new(partitions)
+        // Only the bounds: the coordinator checks the count against its zones on registration
+        // (two zones need an even count, three a multiple of 3, so 9 is fine there).
+        let lane = lane_shape(partitions)
             .map_err(|source| MqError::Lane { topic: settings.topic.clone(), source })?;
         let mut config = client_config(&settings.bootstrap, &settings.extra);
         config
@@ -286,6 +288,8 @@ impl LaneConsumer {
         lock(&self.shared).member_id.clone()
     }
 
+    /// The topic's partition count, cut for the fewest zones it divides into (the halves for an
+    /// even count): the consumer does not know the table's zones, the coordinator does.
     pub fn lane(&self) -> LaneConfig {
         self.lane
     }

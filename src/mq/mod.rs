@@ -29,7 +29,7 @@ use std::time::Duration;
 use rdkafka::ClientConfig;
 
 use crate::client::lanes::LaneClientError;
-use crate::core::LaneError;
+use crate::core::{LaneConfig, LaneError};
 
 /// The header the lane producer writes: the colour a message was produced for and the routing
 /// table version the producer tagged the user with, as a colour byte and a varint (see
@@ -82,6 +82,17 @@ impl From<rdkafka::error::KafkaError> for MqError {
     }
 }
 
+/// A lane topic's partition count checked where the table's zone count is not known: when the
+/// topic is created, and by a consumer before it registers. Only the bounds are checked here; the
+/// count is cut for the fewest zones (at least 2) it divides into, which is the halves for every
+/// even count, as before. Whether it is a multiple of the table's zones is checked where the
+/// table is known: by the producer, and by the coordinator when a consumer registers. (Checking
+/// for two zones here refused 9 partitions, which a three-zone table cuts in thirds.)
+fn lane_shape(partitions: u32) -> Result<LaneConfig, LaneError> {
+    let zones = (2..=partitions.max(2)).find(|z| partitions.is_multiple_of(*z)).unwrap_or(2);
+    LaneConfig::for_zones(partitions, zones)
+}
+
 /// A client configuration for `bootstrap` with the caller's extra librdkafka properties on top.
 fn client_config(bootstrap: &str, extra: &[(String, String)]) -> ClientConfig {
     let mut config = ClientConfig::new();
@@ -103,3 +114,22 @@ pub fn brokers_reachable(bootstrap: &str, timeout: Duration) -> Result<usize, Mq
 
 /// How long metadata and offset queries may take before they count as failed.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lane_shape_checks_bounds_and_keeps_the_halves_of_even_counts() {
+        for partitions in [2, 8, 12, 400] {
+            assert_eq!(lane_shape(partitions), LaneConfig::new(partitions), "{partitions}");
+        }
+        // Odd multiples of a zone count are lanes of that many zones, not refused as odd.
+        assert_eq!(lane_shape(9).map(|l| l.zones()), Ok(3));
+        assert_eq!(lane_shape(15).map(|l| l.zones()), Ok(3));
+        assert_eq!(lane_shape(7).map(|l| l.zones()), Ok(7));
+        assert_eq!(lane_shape(0), Err(LaneError::TooFewPartitions(0)));
+        assert_eq!(lane_shape(1), Err(LaneError::TooFewPartitions(1)));
+        assert!(matches!(lane_shape(10_007), Err(LaneError::TooManyPartitions(10_007))));
+    }
+}

@@ -75,6 +75,16 @@ pub struct Coordinator {
 }
 
 pub fn coordinator(session_timeout: &str, heartbeat: &str, lag_interval: &str) -> Coordinator {
+    coordinator_with(session_timeout, heartbeat, lag_interval, "")
+}
+
+/// [`coordinator`] with `more` TOML after the lane settings (e.g. a `[zones.az-c]` table).
+pub fn coordinator_with(
+    session_timeout: &str,
+    heartbeat: &str,
+    lag_interval: &str,
+    more: &str,
+) -> Coordinator {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tidegate.toml");
     let extra = format!(
@@ -87,6 +97,7 @@ lag_interval = "{lag_interval}"
 
 [drain]
 tick = "20ms"
+{more}
 "#,
         bootstrap()
     );
@@ -176,6 +187,8 @@ pub struct Got {
     pub zone: String,
     pub partition: u32,
     pub offset: i64,
+    /// The record's key (the user ID for a `LaneProducer`'s messages).
+    pub key: Option<String>,
     pub user: String,
     pub seq: u64,
     pub color: Option<tidegate::core::ZoneId>,
@@ -258,6 +271,7 @@ impl TestConsumer {
                     zone: zone_name.clone(),
                     partition: m.partition,
                     offset: m.offset,
+                    key: m.key.as_deref().map(|k| String::from_utf8_lossy(k).into_owned()),
                     user: user.to_owned(),
                     seq: seq.parse().unwrap(),
                     color: m.color,
