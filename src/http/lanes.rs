@@ -118,6 +118,11 @@ fn group_body(v: &GroupView) -> Value {
             "at": iso8601(l.at_ms),
             "blue": l.halves[0],
             "green": l.halves[1],
+            "by_lane": v
+                .zones
+                .iter()
+                .map(|z| (z.lane.clone(), json!(l.halves.get(z.color.index()).copied().unwrap_or(0))))
+                .collect::<serde_json::Map<String, Value>>(),
             "partitions": partitions,
         })
     });
