@@ -279,11 +279,13 @@
     return live.length === 2 && live[0] === 0 && live[1] === 1;
   }
 
-  // Blue and green keep their colours; further zones take one of six more, by index.
-  function laneClass(index) {
+  // Blue and green keep their colours. A further zone whose lane is a colour we have (`red`,
+  // `purple`, …) is shown in it; any other takes one of six more, by index.
+  const LANE_COLOURS = { red: 'red', purple: 'z2', orange: 'z3', teal: 'z4', pink: 'z5', olive: 'z6', grey: 'z7', gray: 'z7' };
+  function laneClass(index, lane) {
     if (index === 0) return 'blue';
     if (index === 1) return 'green';
-    return 'z' + (2 + ((index - 2) % 6));
+    return LANE_COLOURS[lane] || 'z' + (2 + ((index - 2) % 6));
   }
 
   // A zone's units as the API writes unit sets ("0-24,50-59"), from the table's `unit_map`.
@@ -408,14 +410,15 @@
     green.style.flex = '0 0 auto';
     green.style.width = r.green_percent + '%';
     for (const z of more) {
-      const segment = el('div', { class: 'split-extra split-' + laneClass(z.index), 'data-zone': z.name });
+      const segment = el('div', { class: 'split-extra split-' + laneClass(z.index, z.lane), 'data-zone': z.name });
       segment.style.width = share(z) + '%';
       $('split').append(segment);
     }
     $('split-more').replaceChildren(...more.flatMap((z) => [
       el('span', { class: 'sep' }),
-      el('span', { class: 'chip chip-' + laneClass(z.index) }, capitalise(z.lane) + ' · ' + z.name), ' ',
-      el('strong', { id: 'share-' + z.name }, pct(share(z)))]));
+      el('span', { class: 'legend-item' },
+        el('span', { class: 'chip chip-' + laneClass(z.index, z.lane) }, capitalise(z.lane) + ' · ' + z.name), ' ',
+        el('strong', { id: 'share-' + z.name }, pct(share(z))))]));
   }
 
   // The zone that takes writes to global data (the table's `global_writer`), independent of
@@ -743,11 +746,11 @@
       const why = zone.retired ? null
         : !zone.reported ? 'Health not reported: GET /v1/zones has no reading for ' + zone.zone + ', so its error rate and load are not shown.'
           : known ? null : 'Why unknown: ' + (zone.unknown_reason || 'no reading') + '.';
-      return el('article', { class: 'zone zone-' + laneClass(zone.index) + (zone.retired ? ' retired' : ''), id: 'zone-' + zone.zone,
+      return el('article', { class: 'zone zone-' + laneClass(zone.index, zone.color) + (zone.retired ? ' retired' : ''), id: 'zone-' + zone.zone,
         'data-state': zone.state, 'data-lane': zone.color, 'data-units': zone.units },
         el('div', { class: 'zone-head' },
           el('h3', {}, zone.zone),
-          el('span', { class: 'chip chip-' + laneClass(zone.index) }, zone.color),
+          el('span', { class: 'chip chip-' + laneClass(zone.index, zone.color) }, zone.color),
           zone.class ? el('span', { class: 'chip chip-class', title: CLASS_TEXT[zone.class] || zone.class }, zone.class) : null,
           el('span', { class: 'badge state-' + zone.state, id: 'zone-state-' + zone.zone }, zoneState(zone)),
           writer && writer === zone.zone ? el('span', { class: 'badge state-writer', id: 'zone-writer-' + zone.zone, title: 'takes writes to global data' }, '✎ Global writer') : null),
@@ -1134,7 +1137,7 @@
       const next = after[z.name] || 0;
       const change = next - now;
       return el('tr', { 'data-zone': z.name, class: change ? 'changes' : '' },
-        el('td', {}, el('strong', {}, z.name), ' ', el('span', { class: 'chip chip-' + laneClass(z.index) }, z.lane)),
+        el('td', {}, el('strong', {}, z.name), ' ', el('span', { class: 'chip chip-' + laneClass(z.index, z.lane) }, z.lane)),
         el('td', { class: 'num' }, count(now)),
         el('td', { class: 'num units-after' }, count(next)),
         el('td', { class: 'num units-change' }, change > 0 ? '+' + change : change < 0 ? '−' + -change : '0'),
@@ -1146,7 +1149,8 @@
       el('p', { class: 'summary', id: 'units-preview-summary' },
         el('strong', { id: 'units-preview-moved' }, count(dry.moved_units) + (dry.moved_units === 1 ? ' unit' : ' units')),
         ' (' + pct(share) + ' of users) will move to ' + zone + ' in one routing version: ',
-        (dry.moves || []).map((m) => m.units).join(', ') + '. Units already in ' + zone + ' stay; no other unit changes owner.'),
+        (dry.moves || []).flatMap((m) => m.units.split(',')).flatMap((set, i) => [i ? ', ' : '', el('span', { class: 'unit-set' }, set)]),
+        '. Units already in ' + zone + ' stay; no other unit changes owner.'),
       el('div', { class: 'table-wrap' }, stacked(el('table', { id: 'units-preview-zones' },
         el('thead', {}, el('tr', {},
           el('th', { scope: 'col' }, 'Zone'),
