@@ -6,7 +6,9 @@
 //! timeline to the last step; after an evacuation, "Restore <zone>" instead of evacuating the
 //! other zone, and "Evacuation" named as such; a dial move the capacity check refuses, forced
 //! only with a typed `force` and a reason; capacity holds of a drain and a plan run shown as
-//! held, the run's current share, triggers and cooldowns, and every table usable at 390 px; and, as a viewer, watch lane consumers
+//! held, the run's current share, triggers and cooldowns, and every table usable at 390 px; with
+//! three zones, three cards, the dial replaced by a sentence, and unit moves through the Move
+//! units form's dry-run preview and typed confirmation (refusals shown with their detail); and, as a viewer, watch lane consumers
 //! registered through the API appear on the MQ lanes page with their halves; and, with two
 //! replicas on a Kafka command log, the overview's replicas panel and, once the page's own replica
 //! is killed, the banner linking the other replica's console.
@@ -1402,5 +1404,248 @@ async fn capacity_holds_triggers_and_tables_on_a_phone_in_chromium() {
     c.close().await.unwrap();
     drop(outcomes);
     drop(driver);
+    drop(server);
+}
+
+/// Outcomes for three zones (az-c runs the `red` lane) every 200 ms until dropped, so every zone
+/// has a load the capacity check can project.
+struct ThreeZoneOutcomes {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ThreeZoneOutcomes {
+    fn start(base: &str) -> ThreeZoneOutcomes {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, base) = (stop.clone(), base.to_owned());
+        let thread = std::thread::spawn(move || {
+            let mut round = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let body = json!([
+                    {"zone": "az-b", "color": "blue", "ok": 900 + round % 7, "error": 4},
+                    {"zone": "az-a", "color": "green", "ok": 1100 + round % 5, "error": 2},
+                    {"zone": "az-c", "color": "red", "ok": 50 + round % 3, "error": 0},
+                ]);
+                let _ = agent()
+                    .post(&format!("{base}/v1/outcomes"))
+                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                    .send_json(body);
+                round += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        ThreeZoneOutcomes { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for ThreeZoneOutcomes {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The units each zone owns in a routing body, by zone index.
+fn zone_units(routing: &Value) -> Vec<u64> {
+    routing["zones"].as_array().unwrap().iter().map(|z| z["units"].as_u64().unwrap()).collect()
+}
+
+/// The element `css` at a phone's width, scrolled to the top of a 390 x 1000 window: a picture
+/// small enough to read (the whole page at 390 px is several screens tall).
+async fn phone_shot(c: &Client, css: &str, name: &str) {
+    c.set_window_size(390, 1000).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_tables_usable(c).await;
+    js(c, &format!("document.querySelector({css:?}).scrollIntoView({{block: 'start'}})")).await;
+    shot(c, name).await;
+    c.set_window_size(1280, 1600).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+/// Fills in the Move units form and asks for its dry run.
+async fn preview_move(c: &Client, units: &str, zone: &str, reason: &str) {
+    type_into(c, "#units-ranges", units).await;
+    c.find(Locator::Css("#units-zone")).await.unwrap().select_by_value(zone).await.unwrap();
+    type_into(c, "#units-reason", reason).await;
+    click(c, "#units-review").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_zones_show_three_cards_and_units_move_after_a_preview_and_a_typed_confirmation_in_chromium()
+ {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    // az-a may carry 1 rps, so a move into it is refused; az-c has room for anything here.
+    let toml = "[health]\nwindow = \"2s\"\n[capacity]\nheadroom = 0.0\n[zones.az-a]\ncapacity_rps = 1\n[zones.az-c]\nlane = \"red\"\ncapacity_rps = 100000\n";
+    std::fs::write(&config_file, config_toml(toml)).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let outcomes = ThreeZoneOutcomes::start(&base);
+    let start = routing(&base);
+    assert_eq!(zone_units(&start), [50, 50, 0], "{start}");
+    let version = start["version"].as_u64().unwrap();
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1600).await.unwrap();
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+
+    // Three cards from GET /v1/routing, in index order, each with its lane, class and units.
+    wait_for(&c, "three zone cards", "document.querySelectorAll('#zones .zone').length === 3")
+        .await;
+    let cards = js(
+        &c,
+        "return [...document.querySelectorAll('#zones .zone')].map((z) => [z.id, z.dataset.lane, z.querySelector('.chip-class').textContent, z.querySelector('dd').textContent])",
+    )
+    .await;
+    assert_eq!(
+        cards,
+        json!([
+            ["zone-az-b", "blue", "rzone", "50 of 100"],
+            ["zone-az-a", "green", "rzone", "50 of 100"],
+            ["zone-az-c", "red", "rzone", "0 of 100"]
+        ])
+    );
+    assert_eq!(text(&c, "#zone-state-az-c").await, "○ Owns no units");
+    assert_eq!(text(&c, "#share-az-c").await, "0 %");
+    // The dial is refused with a third live zone: the page says so instead of offering it.
+    assert_eq!(js(&c, "return document.getElementById('dial-form').hidden").await, json!(true));
+    let notice = text(&c, "#dial-n-zones").await;
+    assert!(notice.contains("3 live zones (az-b, az-a, az-c)"), "{notice}");
+    assert!(notice.contains("needs_two_zones") && notice.contains("Move units"), "{notice}");
+    assert_eq!(text(&c, "#dial-title").await, "Traffic split");
+    assert!(text(&c, "#no-drain").await.contains("move unit ranges instead"));
+    // The global writer, named through the API, shows on the overview and on its card.
+    assert_eq!(text(&c, "#global-writer-zone").await, "no zone named");
+    let (status, body) = put_json(
+        &format!("{base}/v1/global-writer"),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-a", "read_only": false, "expected_version": version, "reason": "browser test: GZone"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let version = version + 1;
+    wait_for(
+        &c,
+        "the global writer",
+        "document.getElementById('global-writer-zone').textContent === 'az-a (green)'",
+    )
+    .await;
+    assert!(text(&c, "#global-writer").await.ends_with("· read-write"));
+    wait_for(&c, "az-a's writer badge", "document.getElementById('zone-writer-az-a')").await;
+
+    // A range outside the table: the dry run's refusal, with the field it names.
+    preview_move(&c, "90-100", "az-c", "browser test: too far").await;
+    wait_for(&c, "the range error", "!document.getElementById('units-error').hidden").await;
+    let refusal = text(&c, "#units-error").await;
+    assert!(
+        refusal.starts_with("The dry run was refused: invalid_units: moves[0].units"),
+        "{refusal}"
+    );
+    let invalid = "return document.getElementById('units-ranges').getAttribute('aria-invalid')";
+    assert_eq!(js(&c, invalid).await, json!("true"));
+    assert_eq!(js(&c, "return document.getElementById('units-confirm').hidden").await, json!(true));
+
+    // Into az-a, which may carry 1 rps: the preview says tidegate would refuse it, and
+    // confirming shows the 409 with its detail. Nothing moves.
+    preview_move(&c, "0-9", "az-a", "browser test: into a full zone").await;
+    wait_for(&c, "the preview", "!document.getElementById('units-confirm').hidden").await;
+    wait_for(&c, "the refusal warning", "document.getElementById('units-preview-refuse')").await;
+    assert!(
+        text(&c, "#units-preview-refuse")
+            .await
+            .starts_with("tidegate would refuse this move now: ")
+    );
+    let verdict = js(&c, "return document.querySelector('#units-preview-zones tr[data-zone=\"az-a\"] td[data-verdict]')?.dataset.verdict ?? 'none'").await;
+    assert_ne!(verdict, json!("fits"), "az-a cannot take 10 units at 1 rps");
+    type_into(&c, "#units-confirm-name", "az-a").await;
+    click(&c, "#units-confirm-go").await;
+    wait_for(&c, "the capacity refusal", "!document.getElementById('units-confirm-error').hidden")
+        .await;
+    let refusal = text(&c, "#units-confirm-error").await;
+    assert!(refusal.starts_with("Not applied: insufficient_capacity: "), "{refusal}");
+    assert_eq!(routing(&base)["version"], version, "refused: nothing changed");
+    click(&c, "#units-confirm-cancel").await;
+
+    // 25-49 to az-c: the preview (who gains and loses, az-c's projected load), then the typed
+    // name, then one move at the previewed version.
+    preview_move(&c, "25-49", "az-c", "browser test: give az-c a quarter").await;
+    wait_for(&c, "the preview", "!document.getElementById('units-confirm').hidden && document.getElementById('units-preview-fits')").await;
+    assert_eq!(text(&c, "#units-preview-moved").await, "25 units");
+    let rows = js(
+        &c,
+        "return [...document.querySelectorAll('#units-preview-zones tbody tr')].map((r) => [r.dataset.zone, r.querySelector('.units-after').textContent, r.querySelector('.units-change').textContent])",
+    )
+    .await;
+    assert_eq!(rows, json!([["az-b", "25", "−25"], ["az-a", "50", "0"], ["az-c", "25", "+25"]]));
+    let capacity =
+        text(&c, "#units-preview-zones tr[data-zone='az-c'] td[data-verdict='fits']").await;
+    assert!(
+        capacity.starts_with("✓ az-c: ") && capacity.contains("of 100000 rps allowed"),
+        "{capacity}"
+    );
+    let go_disabled = "return document.getElementById('units-confirm-go').disabled";
+    assert_eq!(js(&c, go_disabled).await, json!(true), "nothing typed yet");
+    type_into(&c, "#units-confirm-name", "az-").await;
+    assert_eq!(js(&c, go_disabled).await, json!(true), "a prefix is not the name");
+    type_into(&c, "#units-confirm-name", "az-c").await;
+    assert_eq!(js(&c, go_disabled).await, json!(false), "the typed name matches");
+    assert_eq!(routing(&base)["version"], version, "a preview changes nothing");
+    js(&c, "window.scrollTo(0, 0)").await;
+    shots_at_both_widths(&c, "25-three-zones-move-preview", 2000).await;
+    phone_shot(&c, "#units-confirm", "25-three-zones-move-preview-390-confirm").await;
+    // Enter twice: one move.
+    let name = c.find(Locator::Css("#units-confirm-name")).await.unwrap();
+    name.send_keys("\u{E007}\u{E007}").await.unwrap();
+    wait_for(&c, "the move's success message", "!document.getElementById('units-ok').hidden").await;
+    assert_eq!(
+        text(&c, "#units-ok").await,
+        format!("Done: 25 units moved to az-c (routing version {}).", version + 1)
+    );
+    let after = routing(&base);
+    assert_eq!(after["version"].as_u64(), Some(version + 1));
+    assert_eq!(zone_units(&after), [25, 50, 25], "{after}");
+    let runs: Vec<(&str, &str)> = after["unit_map"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["units"].as_str().unwrap(), r["zone"].as_str().unwrap()))
+        .collect();
+    assert_eq!(runs, [("0-24", "az-b"), ("25-49", "az-c"), ("50-99", "az-a")]);
+    assert_eq!(audit_by(&base, "units_move"), vec!["alice"], "Enter twice sent one move");
+    assert_eq!(latest_audit(&base)["reason"], "browser test: give az-c a quarter");
+
+    // The cards and the split follow the table.
+    wait_for(
+        &c,
+        "az-c's 25 units",
+        "document.getElementById('zone-units-az-c').textContent === '25 of 100'",
+    )
+    .await;
+    assert_eq!(text(&c, "#zone-units-az-b").await, "25 of 100");
+    assert_eq!(text(&c, "#zone-share-az-c").await, "25 %");
+    assert_eq!(text(&c, "#share-az-c").await, "25 %");
+    assert_eq!(text(&c, "#blue-percent").await, "25 %");
+    // az-c owns units now: never "owns no units", and never healthy without a reading.
+    assert_ne!(text(&c, "#zone-state-az-c").await, "○ Owns no units");
+    // A card's "Move <zone>'s units…" fills the form with what the zone owns.
+    click(&c, "#move-from-az-c").await;
+    let ranges = js(&c, "return document.getElementById('units-ranges').value").await;
+    assert_eq!(ranges, json!("25-49"));
+    let zone = js(&c, "return document.getElementById('units-zone').value").await;
+    assert_ne!(zone, json!("az-c"), "the receiving zone is another one");
+    type_into(&c, "#units-ranges", "").await;
+    js(&c, "window.scrollTo(0, 0)").await;
+    shots_at_both_widths(&c, "26-three-zones-after-move", 2000).await;
+    phone_shot(&c, "#zones-card", "26-three-zones-after-move-390-cards").await;
+
+    c.close().await.unwrap();
+    drop(outcomes);
+    drop(driver);
+    eprintln!(
+        "three-zone browser test: {:.1} s including chromium start-up",
+        started.elapsed().as_secs_f64()
+    );
     drop(server);
 }

@@ -971,8 +971,14 @@ fn input_tag<'a>(html: &'a str, id: &str) -> &'a str {
 fn typed_confirmations_are_never_capitalised_or_corrected_and_only_operators_get_them() {
     let (client, _dir) = client_with(&config());
     login(&client, "alice", OPERATOR_TOKEN);
-    // The word `force` past the capacity check, and a plan's name before a run or drill.
-    for (path, id) in [("/ui", "dial-force-word"), ("/ui/plans", "plan-confirm-name")] {
+    // The word `force` past the capacity check, a plan's name before a run or drill, and the
+    // receiving zone's name before a unit move.
+    for (path, id) in [
+        ("/ui", "dial-force-word"),
+        ("/ui/plans", "plan-confirm-name"),
+        ("/ui", "units-confirm-name"),
+        ("/ui", "units-ranges"),
+    ] {
         let (status, html) = page(&client, path);
         assert_eq!(status, Status::Ok);
         let tag = input_tag(&html, id);
@@ -992,7 +998,7 @@ fn typed_confirmations_are_never_capitalised_or_corrected_and_only_operators_get
     let (viewer, _dir) = client_with(&config());
     login(&viewer, "victor", VIEWER_TOKEN);
     let (_, html) = page(&viewer, "/ui");
-    for control in ["dial-force", "restore-confirm", "restore-go"] {
+    for control in ["dial-force", "restore-confirm", "restore-go", "units-confirm"] {
         assert!(!html.contains(control), "viewer page holds {control}");
     }
 }
@@ -1028,4 +1034,177 @@ fn the_restore_the_overview_offers_is_a_drain_back_into_the_zone_under_the_opera
     let js = client.get("/ui/assets/app.js").dispatch().into_string().unwrap();
     assert!(js.contains("'/v1/zones/' + encodeURIComponent(zone) + '/restore'"));
     assert!(js.contains("d.mode === 'evacuate'") && js.contains("'Evacuation'"));
+}
+
+/// The UI's configuration with a third zone: a new log starts with az-b (blue), az-a (green) and
+/// az-c (red), so the dial is refused from the start (409 `needs_two_zones`).
+fn three_zones() -> String {
+    config_toml(&format!(
+        "[drain]\ntick = \"1h\"\n[ui]\nsecret_key = \"{KEY}\"\n[zones.az-c]\nlane = \"red\"\n"
+    ))
+}
+
+/// The element with `id` up to the end of its opening tag.
+fn open_tag<'a>(html: &'a str, id: &str) -> &'a str {
+    let at = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}"));
+    let start = html[..at].rfind('<').unwrap();
+    let end = at + html[at..].find('>').unwrap();
+    &html[start..=end]
+}
+
+#[test]
+fn the_overview_offers_unit_moves_to_operators_and_hides_the_dial_with_a_third_live_zone() {
+    // Two zones: the dial as always, its N-zone sentence hidden, and the Move units form listing
+    // both zones.
+    let (client, _dir) = client_with(&config());
+    login(&client, "alice", OPERATOR_TOKEN);
+    let (status, html) = page(&client, "/ui");
+    assert_eq!(status, Status::Ok);
+    assert!(!open_tag(&html, "dial-form").contains("hidden"), "{}", open_tag(&html, "dial-form"));
+    assert!(open_tag(&html, "dial-n-zones").contains("hidden"));
+    for expected in [
+        "id=\"units-card\"",
+        "id=\"units-form\"",
+        "id=\"units-reason\"",
+        "id=\"units-review\"",
+        "id=\"units-confirm\" class=\"confirm\" hidden",
+        "id=\"units-confirm-go\" class=\"primary\" disabled",
+        "<option value=\"az-b\">az-b (blue)</option><option value=\"az-a\">az-a (green)</option></select>",
+        "Ranges and single units of 0–99, comma-separated.",
+        "id=\"global-writer\"",
+        "id=\"split-more\"",
+    ] {
+        assert!(html.contains(expected), "the two-zone overview lacks {expected}");
+    }
+
+    // Three live zones: the dial form is cut from the first paint, the sentence says why, and
+    // the receiving zones include az-c.
+    let (client, _dir) = client_with(&three_zones());
+    login(&client, "alice", OPERATOR_TOKEN);
+    let (status, html) = page(&client, "/ui");
+    assert_eq!(status, Status::Ok);
+    assert!(open_tag(&html, "dial-form").contains(" hidden>"), "{}", open_tag(&html, "dial-form"));
+    assert!(!open_tag(&html, "dial-n-zones").contains("hidden"));
+    let notice = between(&html, "id=\"dial-n-zones\">", "</p>");
+    for expected in [
+        "<strong id=\"dial-live-count\">3</strong> live zones",
+        "<span id=\"dial-live-names\">az-b, az-a, az-c</span>",
+        "needs_two_zones",
+        "<a href=\"#units-card\">Move units</a>",
+    ] {
+        assert!(notice.contains(expected), "the dial's sentence lacks {expected}: {notice}");
+    }
+    let select = between(&html, "<select id=\"units-zone\">", "</select>");
+    assert_eq!(
+        select,
+        "<option value=\"az-b\">az-b (blue)</option><option value=\"az-a\">az-a (green)</option>\
+         <option value=\"az-c\">az-c (red)</option>"
+    );
+
+    // A viewer sees the split, the global writer and the cards, and no form at all.
+    let (viewer, _dir) = client_with(&three_zones());
+    login(&viewer, "victor", VIEWER_TOKEN);
+    let (status, html) = page(&viewer, "/ui");
+    assert_eq!(status, Status::Ok);
+    for kept in ["id=\"split\"", "id=\"global-writer\"", "id=\"zones\""] {
+        assert!(html.contains(kept), "the viewer's overview lacks {kept}");
+    }
+    for control in ["units-card", "units-form", "units-confirm", "units-zone", "dial-n-zones"] {
+        assert!(!html.contains(control), "the viewer's overview holds {control}");
+    }
+    let main = between(&html, "<main id=\"main\">", "</main>");
+    assert!(!main.contains("<input") && !main.contains("<select"), "no field for viewers");
+
+    // The script draws the cards from the table's zones and reuses one typed confirmation.
+    let js = client.get("/ui/assets/app.js").dispatch().into_string().unwrap();
+    for needle in [
+        "function tableZones(r) { return (r && r.zones) || []; }",
+        "function dialApplies(r)",
+        "dry_run: true",
+        "plansView.typed = typedConfirm({",
+        "unitsView.typed = typedConfirm({",
+        "'/v1/units'",
+        "global_writer",
+    ] {
+        assert!(js.contains(needle), "app.js lacks {needle}");
+    }
+}
+
+#[test]
+fn a_unit_move_from_the_ui_is_previewed_then_made_at_the_previewed_version_under_the_operator() {
+    let (client, _dir) = client_with(&three_zones());
+    let csrf = login(&client, "alice", OPERATOR_TOKEN);
+    let routing: Value = client.get("/v1/routing").dispatch().into_json().unwrap();
+    let zones: Vec<(&str, &str, u64)> = routing["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|z| {
+            (z["name"].as_str().unwrap(), z["lane"].as_str().unwrap(), z["units"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(zones, [("az-b", "blue", 50), ("az-a", "green", 50), ("az-c", "red", 0)]);
+    let start = routing["version"].as_u64().unwrap();
+    let moves = json!([{"units": "25-49", "zone": "az-c"}]);
+
+    // The preview: the page's first call, with the session and the CSRF token.
+    let preview =
+        json!({"moves": moves, "expected_version": start, "reason": "ui test", "dry_run": true});
+    let response = send(&client, "PUT", "/v1/units", Some(&csrf), preview.clone());
+    assert_eq!(response.status(), Status::Ok);
+    let dry: Value = response.into_json().unwrap();
+    assert_eq!((dry["dry_run"].as_bool(), dry["moved_units"].as_u64()), (Some(true), Some(25)));
+    assert!(dry["would_refuse"].is_null(), "{dry}");
+    assert!(
+        dry["unit_map"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["units"] == "25-49" && r["zone"] == "az-c")
+    );
+    assert_eq!(version(&client), start, "a dry run changes nothing");
+
+    // Refusals the page shows with their detail: a bad range names the field; without the CSRF
+    // token, or as a viewer, nothing is moved.
+    let bad = json!({"moves": [{"units": "90-100", "zone": "az-c"}], "expected_version": start,
+                     "reason": "ui test", "dry_run": true});
+    let refused = error(send(&client, "PUT", "/v1/units", Some(&csrf), bad), Status::BadRequest);
+    assert_eq!(refused["error"], "invalid_units");
+    assert!(refused["detail"].as_str().unwrap().starts_with("moves[0].units"), "{refused}");
+    let real = json!({"moves": moves, "expected_version": start, "reason": "ui test: give az-c a quarter"});
+    let missing = error(send(&client, "PUT", "/v1/units", None, real.clone()), Status::Forbidden);
+    assert_eq!(missing["error"], "csrf_failed");
+    let (viewer, _dir) = client_with(&three_zones());
+    let viewer_csrf = login(&viewer, "victor", VIEWER_TOKEN);
+    let refused =
+        error(send(&viewer, "PUT", "/v1/units", Some(&viewer_csrf), preview), Status::Forbidden);
+    assert_eq!(refused["error"], "forbidden");
+    assert_eq!(version(&client), start, "no refusal changed anything");
+
+    // The confirmed move, at the previewed version, audited under alice.
+    let response = send(&client, "PUT", "/v1/units", Some(&csrf), real.clone());
+    assert_eq!(response.status(), Status::Ok);
+    let body: Value = response.into_json().unwrap();
+    assert_eq!(
+        (body["moved_units"].as_u64(), body["version"].as_u64()),
+        (Some(25), Some(start + 1))
+    );
+    assert_eq!(body["zones"][2]["units"], 25);
+    assert_eq!(body["zones"][0]["units"], 25, "az-b gave units 25-49");
+    let entry = latest_audit(&client);
+    assert_eq!(
+        (entry["by"].as_str(), entry["action"].as_str()),
+        (Some("alice"), Some("units_move"))
+    );
+    assert_eq!(entry["reason"], "ui test: give az-c a quarter");
+    // The same confirmation again is at a stale version: refused with the current one.
+    let conflict = error(send(&client, "PUT", "/v1/units", Some(&csrf), real), Status::Conflict);
+    assert_eq!(conflict["error"], "version_conflict");
+    assert_eq!(conflict["current_version"], start + 1);
+    // And the dial the page hides is refused by the API too.
+    let refused = error(
+        send(&client, "PUT", "/v1/dial", Some(&csrf), dial(40, start + 1, "ui test")),
+        Status::Conflict,
+    );
+    assert_eq!(refused["error"], "needs_two_zones");
 }

@@ -1,6 +1,7 @@
-//! The operator web UI: login and logout, the overview (dial, zones, drain), the MQ lanes page,
-//! the plans page (preview, typed confirmation, live run timeline, reports), the drain form and
-//! the audit log.
+//! The operator web UI: login and logout, the overview (one card per zone of the table, the
+//! dial while blue and green are the only live zones, unit-set moves, the global writer, the
+//! drain), the MQ lanes page, the plans page (preview, typed confirmation, live run timeline,
+//! reports), the drain form and the audit log.
 //!
 //! Pages are plain HTML, CSS and JS embedded in the binary, so there is no build step and nothing
 //! to deploy beside tidegate. The server renders each page's shell with what only it knows (the
@@ -237,10 +238,25 @@ fn root() -> Redirect {
     Redirect::to("/ui")
 }
 
+/// The overview. The zone cards, the split and the global writer are drawn by the page's script
+/// from `GET /v1/routing`, for any number of zones; the shell renders what the first paint needs
+/// without waiting for it: whether the dial applies (only while blue and green are the only live
+/// zones, the rule of `PUT /v1/dial`) and the live zones the "Move units" form can give units to.
 #[get("/ui")]
 fn overview(app: &State<App>, user: Option<SignedIn>) -> Reply {
     let Some(user) = user else { return to_login() };
     let table = app.coordinator.table();
+    let zones = table.zones();
+    let live: Vec<_> = zones.live().collect();
+    let hidden = |on: bool| if on { " hidden".to_owned() } else { String::new() };
+    let names: Vec<&str> = live.iter().map(|z| zones.zone_of(*z)).collect();
+    let options: String = live
+        .iter()
+        .map(|z| {
+            let (name, lane) = (zones.zone_of(*z), zones.lane(*z));
+            format!("<option value=\"{}\">{} ({})</option>", esc(name), esc(name), esc(lane))
+        })
+        .collect();
     let main = fill(
         OVERVIEW,
         &[
@@ -248,7 +264,13 @@ fn overview(app: &State<App>, user: Option<SignedIn>) -> Reply {
             ("green_zone", esc(app.config.zones.zone_of(ZoneId::GREEN))),
             ("step", unit_step(table.units())),
             ("units", table.units().to_string()),
+            ("units_last", table.units().saturating_sub(1).to_string()),
             ("blue_percent", trim_number(table.blue_percent())),
+            ("dial_hidden", hidden(!zones.is_two())),
+            ("dial_notice_hidden", hidden(zones.is_two())),
+            ("live_count", live.len().to_string()),
+            ("live_names", esc(&names.join(", "))),
+            ("zone_options", options),
         ],
     );
     Reply::Page(layout(app, &user, "overview", "Overview", &main))

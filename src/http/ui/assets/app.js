@@ -263,6 +263,49 @@
     cluster: null, // the last GET /v1/cluster answer: who else to offer when this replica dies
   };
 
+  // ---- the table's zones -------------------------------------------------------------------
+
+  // The zones of GET /v1/routing (`zones`, in index order: blue is 0, green 1, then any further
+  // zone), each with its name, lane, class, whether it is retired and how many units it owns.
+  // The overview's cards, split and forms are drawn from it, so they work for any number.
+  function tableZones(r) { return (r && r.zones) || []; }
+  function liveZones(r) { return tableZones(r).filter((z) => !z.retired); }
+
+  // The rule of PUT /v1/dial: it applies while blue and green are the only live zones; with a
+  // third live zone tidegate refuses it (409 needs_two_zones) and units move as sets instead.
+  function dialApplies(r) {
+    if (!r || !r.zones) return true;
+    const live = liveZones(r).map((z) => z.index);
+    return live.length === 2 && live[0] === 0 && live[1] === 1;
+  }
+
+  // Blue and green keep their colours. A further zone whose lane is a colour we have (`red`,
+  // `purple`, …) is shown in it; any other takes one of six more, by index.
+  const LANE_COLOURS = { red: 'red', purple: 'z2', orange: 'z3', teal: 'z4', pink: 'z5', olive: 'z6', grey: 'z7', gray: 'z7' };
+  function laneClass(index, lane) {
+    if (index === 0) return 'blue';
+    if (index === 1) return 'green';
+    return LANE_COLOURS[lane] || 'z' + (2 + ((index - 2) % 6));
+  }
+
+  // A zone's units as the API writes unit sets ("0-24,50-59"), from the table's `unit_map`.
+  function unitsOf(r, zone) {
+    return ((r && r.unit_map) || []).filter((run) => run.zone === zone).map((run) => {
+      const [first, last] = run.units.split('-');
+      return first === last ? first : first + '-' + last;
+    }).join(',');
+  }
+
+  // How many units each zone owns in a `unit_map` (a dry run's resulting map).
+  function unitCounts(map) {
+    const out = {};
+    for (const run of map || []) {
+      const [first, last] = run.units.split('-').map(Number);
+      out[run.zone] = (out[run.zone] || 0) + (last - first + 1);
+    }
+    return out;
+  }
+
   // The charts come from tidegate's own samples (GET /v1/zones/history), so a page opened in
   // the middle of an incident shows the minutes before it, and every operator sees the same line.
   async function refreshOverview() {
@@ -316,13 +359,31 @@
 
   function renderDial() {
     const r = view.routing;
+    const applies = dialApplies(r);
+    $('dial-title').textContent = applies ? 'Traffic dial' : 'Traffic split';
     $('routing-version').textContent = r.version;
     $('blue-percent').textContent = pct(r.blue_percent);
     $('green-percent').textContent = pct(r.green_percent);
-    $('split-blue').style.width = r.blue_percent + '%';
+    renderSplit(r);
     const pins = Object.keys(r.pins || {}).length;
     $('routing-pins').textContent = pins === 1 ? '1 pinned user' : pins + ' pinned users';
+    renderGlobalWriter(r);
     if (!CAN_CHANGE) return;
+    syncUnitZones(r);
+    if (unitsView.confirm && unitsView.confirm.version !== r.version) {
+      show($('units-stale'), 'The routing changed while you were deciding: it is now at version ' + r.version +
+        '. Confirming will be refused; cancel and preview the move again.');
+    }
+    // With a third live zone the dial is refused: say why and point at unit moves instead.
+    $('dial-form').hidden = !applies;
+    $('dial-n-zones').hidden = applies;
+    if (!applies) {
+      const live = liveZones(r);
+      $('dial-live-count').textContent = live.length;
+      $('dial-live-names').textContent = live.map((z) => z.name).join(', ');
+      if (view.confirm) closeConfirm(true);
+      return;
+    }
     // While the operator is deciding, the poll updates what is *current* but never touches
     // the value they are choosing.
     if (!view.editing) setDialInputs(r.blue_percent);
@@ -330,6 +391,48 @@
       show($('dial-stale'), 'The routing changed while you were deciding: it is now at version ' + r.version + ' with ' +
         pct(r.blue_percent) + ' blue. Confirming will be refused; cancel and review again.');
     }
+  }
+
+  // The split bar and legend: blue and green as always, then every further zone that is live or
+  // still owns units, each with its share of the units.
+  function renderSplit(r) {
+    const more = tableZones(r).filter((z) => z.index >= 2 && (!z.retired || z.units > 0));
+    const share = (z) => z.units * 100 / r.units;
+    $('split-blue').style.width = r.blue_percent + '%';
+    for (const node of $('split').querySelectorAll('.split-extra')) node.remove();
+    const green = $('split-green');
+    if (!more.length) {
+      green.style.flex = '';
+      green.style.width = '';
+      $('split-more').replaceChildren();
+      return;
+    }
+    green.style.flex = '0 0 auto';
+    green.style.width = r.green_percent + '%';
+    for (const z of more) {
+      const segment = el('div', { class: 'split-extra split-' + laneClass(z.index, z.lane), 'data-zone': z.name });
+      segment.style.width = share(z) + '%';
+      $('split').append(segment);
+    }
+    $('split-more').replaceChildren(...more.flatMap((z) => [
+      el('span', { class: 'sep' }),
+      el('span', { class: 'legend-item' },
+        el('span', { class: 'chip chip-' + laneClass(z.index, z.lane) }, capitalise(z.lane) + ' · ' + z.name), ' ',
+        el('strong', { id: 'share-' + z.name }, pct(share(z))))]));
+  }
+
+  // The zone that takes writes to global data (the table's `global_writer`), independent of
+  // which zone owns a user's unit.
+  function renderGlobalWriter(r) {
+    const node = $('global-writer');
+    if (!node) return;
+    const g = r.global_writer || {};
+    node.replaceChildren('Global writes: ',
+      el('strong', { id: 'global-writer-zone' }, g.zone ? g.zone + (g.lane ? ' (' + g.lane + ')' : '') : 'no zone named'),
+      g.read_only ? ' · ' : '',
+      g.read_only ? el('span', { class: 'badge state-degraded', id: 'global-read-only' }, '⚠ Global data is read-only') : '',
+      g.zone && !g.read_only ? ' · read-write' : '',
+      g.zone ? '' : el('span', { class: 'hint' }, ' (PUT /v1/global-writer names one)'));
   }
 
   function setDialInputs(value) {
@@ -514,6 +617,14 @@
     down: '✕ Down',
     degraded: '⚠ Degraded',
     unknown: '? Health unknown',
+    retired: '⊘ Retired',
+    empty: '○ Owns no units',
+  };
+
+  const CLASS_TEXT = {
+    rzone: 'rzone: owns units of users',
+    gzone: 'gzone: may take writes to global data',
+    czone: 'czone: serves reads of global data',
   };
 
   // Load against capacity less headroom; unknown is said, never shown as fine.
@@ -568,8 +679,11 @@
     return STATE_TEXT[zone.state] || zone.state;
   }
 
-  function zoneAction(zone, restorableZones) {
+  function zoneAction(zone, restorableZones, two) {
     if (!CAN_CHANGE) return null;
+    // Drains, evacuation plans and restores move users between blue and green: with more live
+    // zones a zone's units move as sets, so its card offers to fill in the Move units form.
+    if (!two) return zone.retired || !zone.units ? null : moveFromAction(zone);
     if (restorableZones.includes(zone.zone)) return restoreAction(zone.zone);
     const evacuating = view.drains.find((d) => ACTIVE_DRAIN.includes(d.state) && d.mode === 'evacuate' && d.receiving_zone === zone.zone);
     if (evacuating) {
@@ -584,33 +698,73 @@
     return zone.share_percent > 0 ? evacuateAction(zone.zone) : null;
   }
 
+  // "Move <zone>'s units…": fills the Move units form with every unit the zone owns; the
+  // operator chooses who receives them, and the form's preview and confirmation follow.
+  function moveFromAction(zone) {
+    return el('p', { class: 'evacuate' },
+      el('button', { type: 'button', id: 'move-from-' + zone.zone, 'data-move-from': zone.zone }, 'Move ' + zone.zone + '’s units…'),
+      el('span', { class: 'hint' }, ' fills in Move units with its ' + count(zone.units) + (zone.units === 1 ? ' unit' : ' units') + '; you choose the receiving zone'));
+  }
+
   function restoreAction(zone) {
     return el('p', { class: 'evacuate' },
       el('button', { type: 'button', class: 'primary', id: 'restore-' + zone, 'data-restore': zone }, 'Restore ' + zone + '…'),
       el('span', { class: 'hint' }, ' brings users back gradually, to ' + pct(restoreTarget(zone)) + ', after your reason'));
   }
 
+  // One card per zone of the table (GET /v1/routing), with the health, capacity and state of
+  // GET /v1/zones where that reports the zone. A zone it does not report is never shown as
+  // healthy: its state is "owns no units", "retired" or "health unknown".
+  function zoneCards() {
+    const r = view.routing;
+    const health = (view.zones && view.zones.zones) || [];
+    const zones = tableZones(r);
+    if (!zones.length) return health.map((h, i) => Object.assign({}, h, { index: i, reported: true }));
+    return zones.map((z) => {
+      const h = health.find((x) => x.zone === z.name);
+      const card = Object.assign({}, h || {}, {
+        zone: z.name, color: z.lane, index: z.index, class: z.class, retired: z.retired,
+        units: z.units, share_percent: z.units * 100 / r.units, reported: !!h,
+      });
+      if (z.retired) card.state = 'retired';
+      else if (!h) card.state = z.units ? 'unknown' : 'empty';
+      return card;
+    });
+  }
+
   function renderZones() {
     const z = view.zones;
-    const restorableZones = z.zones.map(restorable).filter(Boolean).map((r) => r.zone);
+    const r = view.routing;
+    const two = dialApplies(r);
+    const cards = zoneCards();
+    const restorableZones = two ? cards.filter((c) => c.reported).map(restorable).filter(Boolean).map((x) => x.zone) : [];
+    const writer = (r.global_writer || {}).zone;
     $('zones-window').textContent = 'error rate and requests over the last ' + z.window + '; charts: last 5 minutes, sampled by tidegate every ' + (view.historyEvery || '2s');
-    const cards = z.zones.map((zone) => {
-      const known = zone.error_rate !== null && zone.error_rate !== undefined;
-      return el('article', { class: 'zone', id: 'zone-' + zone.zone, 'data-state': zone.state },
+    $('zones').classList.toggle('zones-many', cards.length > 2);
+    $('zones').replaceChildren(...cards.map((zone) => {
+      const known = zone.reported && zone.error_rate !== null && zone.error_rate !== undefined;
+      const why = zone.retired ? null
+        : !zone.reported ? 'Health not reported: GET /v1/zones has no reading for ' + zone.zone + ', so its error rate and load are not shown.'
+          : known ? null : 'Why unknown: ' + (zone.unknown_reason || 'no reading') + '.';
+      return el('article', { class: 'zone zone-' + laneClass(zone.index, zone.color) + (zone.retired ? ' retired' : ''), id: 'zone-' + zone.zone,
+        'data-state': zone.state, 'data-lane': zone.color, 'data-units': zone.units },
         el('div', { class: 'zone-head' },
           el('h3', {}, zone.zone),
-          el('span', { class: 'chip chip-' + zone.color }, zone.color),
-          el('span', { class: 'badge state-' + zone.state, id: 'zone-state-' + zone.zone }, zoneState(zone))),
+          el('span', { class: 'chip chip-' + laneClass(zone.index, zone.color) }, zone.color),
+          zone.class ? el('span', { class: 'chip chip-class', title: CLASS_TEXT[zone.class] || zone.class }, zone.class) : null,
+          el('span', { class: 'badge state-' + zone.state, id: 'zone-state-' + zone.zone }, zoneState(zone)),
+          writer && writer === zone.zone ? el('span', { class: 'badge state-writer', id: 'zone-writer-' + zone.zone, title: 'takes writes to global data' }, '✎ Global writer') : null),
         el('dl', {},
-          el('div', {}, el('dt', {}, 'Share of users'), el('dd', {}, pct(zone.share_percent))),
+          el('div', {}, el('dt', {}, 'Units'), el('dd', { id: 'zone-units-' + zone.zone }, count(zone.units) + (r ? ' of ' + count(r.units) : ''))),
+          el('div', {}, el('dt', {}, 'Share of users'), el('dd', { id: 'zone-share-' + zone.zone }, pct(zone.share_percent))),
           el('div', {}, el('dt', {}, 'Error rate'), el('dd', { class: known ? '' : 'muted' }, known ? pct(zone.error_rate * 100, 2) : 'unknown')),
           el('div', {}, el('dt', {}, 'Requests (' + z.window + ')'), el('dd', {}, count(zone.requests)))),
-        known ? null : el('p', { class: 'unknown' }, 'Why unknown: ' + (zone.unknown_reason || 'no reading') + '.'),
+        why ? el('p', { class: 'unknown' }, why) : null,
+        zone.retired ? el('p', { class: 'unknown' }, 'Retired: it keeps its index (and its lane range), owns no units and takes none.') : null,
         capacityLine(zone.capacity),
-        chart(view.history[zone.zone] || []),
-        zoneAction(zone, restorableZones));
-    });
-    $('zones').replaceChildren(...cards);
+        zone.reported ? chart(view.history[zone.zone] || []) : null,
+        zoneAction(zone, restorableZones, two));
+    }));
     // The restore step's summary follows the poll (the zone's error rate now).
     if (view.restore) describeRestore(view.restore);
   }
@@ -757,7 +911,9 @@
     const target = $('drain-view');
     if (!active) {
       $('drain-title').textContent = 'Drain';
-      const parts = [el('p', { id: 'no-drain' }, 'No drain is active. The dial is free.')];
+      const two = dialApplies(view.routing);
+      const parts = [el('p', { id: 'no-drain' }, two ? 'No drain is active. The dial is free.'
+        : 'No drain is active. Drains move users between blue and green only: with ' + liveZones(view.routing).length + ' live zones, move unit ranges instead.')];
       if (latest) {
         parts.push(el('p', { class: 'muted', id: 'latest-drain' }, 'Latest: ' + drainKind(latest).toLowerCase() + ' ' + text(latest.id) + ' of ' + text(latest.zone) + ', ',
           el('span', { class: 'badge state-' + latest.state }, DRAIN_TEXT[latest.state] || latest.state),
@@ -766,7 +922,7 @@
       target.replaceChildren(...parts);
       if (CAN_CHANGE) {
         $('drain-actions').hidden = true;
-        $('drain-start-link').hidden = false;
+        $('drain-start-link').hidden = !two;
       }
       return;
     }
@@ -836,6 +992,252 @@
     }
   }
 
+  // ---- typed confirmation ------------------------------------------------------------------
+
+  // A typed confirmation, for a plan's run or drill and for a unit move: the go button stays
+  // disabled until the field holds exactly the expected name (the field never capitalises or
+  // corrects it), Enter in the field or the extra ones sends, and one in flight blocks another.
+  function typedConfirm(o) {
+    const update = () => {
+      const expected = o.expected();
+      $(o.go).disabled = !expected || o.busy() || $(o.field).value !== expected;
+    };
+    $(o.field).addEventListener('input', () => { show($(o.error), ''); update(); });
+    for (const id of [o.field, ...(o.enter || [])]) {
+      $(id).addEventListener('keydown', (event) => {
+        if (event.key === 'Enter') { event.preventDefault(); o.send(); }
+      });
+    }
+    $(o.go).addEventListener('click', o.send);
+    $(o.cancel).addEventListener('click', o.close);
+    return { update, matches: () => !!o.expected() && $(o.field).value === o.expected() };
+  }
+
+  // ---- moving units ------------------------------------------------------------------------
+
+  // "Move units": unit ranges, a receiving zone and a reason; PUT /v1/units with dry_run first
+  // (moved units, each receiver's projected load against its capacity, whether tidegate would
+  // refuse it), then the zone's name typed to confirm, then the move at the previewed version.
+  const unitsView = {
+    confirm: null, // {moves, zone, version, dry} while the preview and confirmation are open
+    reviewing: false, // a dry run is on its way
+    sending: false, // the move is on its way: Enter again must not send a second one
+    zones: null, // the live zones the select lists, so a poll rebuilds it only when they change
+    typed: null,
+  };
+
+  // The receiving zones: every live zone, rebuilt when a zone is added or retired.
+  function syncUnitZones(r) {
+    const select = $('units-zone');
+    if (!select) return;
+    const live = liveZones(r);
+    const key = live.map((z) => z.name + '/' + z.lane).join(',');
+    if (key === unitsView.zones) return;
+    unitsView.zones = key;
+    const chosen = select.value;
+    select.replaceChildren(...live.map((z) => el('option', { value: z.name }, z.name + ' (' + z.lane + ')')));
+    if (live.some((z) => z.name === chosen)) select.value = chosen;
+  }
+
+  // An API refusal with its detail; a bad field is marked next to its input. The API names its
+  // fields (`moves[0].units: unit 100 is outside …`): the form has one move, so those are the
+  // Units and Receiving zone inputs.
+  function unitsRefusal(err) {
+    if (!(err instanceof ApiError) || err.status < 400 || err.status === 401 || err.status === 403) return explain(err);
+    const detail = String(err.detail || '');
+    if (detail.startsWith('moves[0].units')) $('units-ranges').setAttribute('aria-invalid', 'true');
+    if (detail.startsWith('moves[0].zone')) $('units-zone').setAttribute('aria-invalid', 'true');
+    return err.code + ': ' + detail + (detail.endsWith('.') ? '' : '.');
+  }
+
+  function closeUnitsConfirm() {
+    unitsView.confirm = null;
+    $('units-confirm').hidden = true;
+    $('units-review').disabled = unitsView.reviewing;
+    show($('units-stale'), '');
+    show($('units-confirm-error'), '');
+    $('units-confirm-name').value = '';
+  }
+
+  function unitsReason() {
+    const reason = $('units-reason').value.trim();
+    if (reason) {
+      $('units-reason').removeAttribute('aria-invalid');
+      return reason;
+    }
+    $('units-reason').setAttribute('aria-invalid', 'true');
+    return null;
+  }
+
+  async function reviewUnits() {
+    show($('units-ok'), '');
+    show($('units-error'), '');
+    const r = view.routing;
+    if (!r || unitsView.reviewing || unitsView.sending) return;
+    const ranges = $('units-ranges').value.trim();
+    const zone = $('units-zone').value;
+    if (!ranges) {
+      $('units-ranges').setAttribute('aria-invalid', 'true');
+      show($('units-error'), 'Enter the units to move: ranges and single units of 0–' + (r.units - 1) + ', such as 25-49,60.');
+      $('units-ranges').focus();
+      return;
+    }
+    if (!zone) {
+      show($('units-error'), 'Choose the zone that receives the units.');
+      return;
+    }
+    const reason = unitsReason();
+    if (!reason) {
+      show($('units-error'), 'Give a reason: it goes into the audit log with your name.');
+      $('units-reason').focus();
+      return;
+    }
+    closeUnitsConfirm();
+    const moves = [{ units: ranges, zone }];
+    const version = r.version;
+    unitsView.reviewing = true;
+    $('units-review').disabled = true;
+    let dry;
+    try {
+      dry = await api('PUT', '/v1/units', { moves, expected_version: version, reason, dry_run: true });
+    } catch (err) {
+      show($('units-error'), 'The dry run was refused: ' + unitsRefusal(err));
+      return;
+    } finally {
+      unitsView.reviewing = false;
+      $('units-review').disabled = false;
+    }
+    if (!dry.moved_units) {
+      show($('units-error'), 'Nothing would change: ' + ranges + ' already belong to ' + zone + '.');
+      return;
+    }
+    unitsView.confirm = { moves, zone, version, dry };
+    renderUnitsPreview(dry, r, zone);
+    $('units-confirm-title').textContent = 'Confirm: move ' + count(dry.moved_units) + (dry.moved_units === 1 ? ' unit' : ' units') + ' to ' + zone;
+    $('units-confirm-expected').textContent = zone;
+    $('units-confirm-go').textContent = 'Move them to ' + zone;
+    $('units-confirm').hidden = false;
+    $('units-review').disabled = true;
+    unitsView.typed.update();
+    $('units-confirm-name').focus();
+  }
+
+  // The dry run: who gains and who loses units, the capacity verdict of each zone that gains
+  // (the plans page's cell), and whether tidegate would refuse the move now.
+  function renderUnitsPreview(dry, r, zone) {
+    const before = {};
+    for (const z of tableZones(r)) before[z.name] = z.units;
+    const after = unitCounts(dry.unit_map);
+    const projection = {};
+    for (const p of dry.projection || []) {
+      projection[p.zone] = { zone: p.zone, verdict: p.verdict, projected_rps: p.projected_rps, allowed_rps: p.allowed_rps, detail: p.explain };
+    }
+    const rows = tableZones(r).filter((z) => !z.retired || before[z.name] || after[z.name]).map((z) => {
+      const now = before[z.name] || 0;
+      const next = after[z.name] || 0;
+      const change = next - now;
+      return el('tr', { 'data-zone': z.name, class: change ? 'changes' : '' },
+        el('td', {}, el('strong', {}, z.name), ' ', el('span', { class: 'chip chip-' + laneClass(z.index, z.lane) }, z.lane)),
+        el('td', { class: 'num' }, count(now)),
+        el('td', { class: 'num units-after' }, count(next)),
+        el('td', { class: 'num units-change' }, change > 0 ? '+' + change : change < 0 ? '−' + -change : '0'),
+        change > 0 ? capacityCell(projection[z.name]) : el('td', { class: 'muted' }, '–'));
+    });
+    const share = dry.moved_units * 100 / r.units;
+    const refuse = dry.would_refuse;
+    $('units-preview').replaceChildren(
+      el('p', { class: 'summary', id: 'units-preview-summary' },
+        el('strong', { id: 'units-preview-moved' }, count(dry.moved_units) + (dry.moved_units === 1 ? ' unit' : ' units')),
+        ' (' + pct(share) + ' of users) will move to ' + zone + ' in one routing version: ',
+        (dry.moves || []).flatMap((m) => m.units.split(',')).flatMap((set, i) => [i ? ', ' : '', el('span', { class: 'unit-set' }, set)]),
+        '. Units already in ' + zone + ' stay; no other unit changes owner.'),
+      el('div', { class: 'table-wrap' }, stacked(el('table', { id: 'units-preview-zones' },
+        el('thead', {}, el('tr', {},
+          el('th', { scope: 'col' }, 'Zone'),
+          el('th', { scope: 'col', class: 'num' }, 'Units now'),
+          el('th', { scope: 'col', class: 'num' }, 'Units after'),
+          el('th', { scope: 'col', class: 'num' }, 'Change'),
+          el('th', { scope: 'col' }, 'Projected load vs capacity'))),
+        el('tbody', {}, rows)))),
+      refuse
+        ? el('p', { class: 'warning', id: 'units-preview-refuse', role: 'alert' }, 'tidegate would refuse this move now: ' + refuse +
+          (refuse.endsWith('.') ? '' : '.') + ' Confirming sends it anyway and shows the refusal; move fewer units or choose another zone.')
+        : el('p', { class: 'ok', id: 'units-preview-fits' }, '✓ tidegate would make this move now.'));
+  }
+
+  async function applyUnits() {
+    const c = unitsView.confirm;
+    if (!c || unitsView.sending || !unitsView.typed.matches()) return;
+    const reason = unitsReason();
+    if (!reason) {
+      show($('units-confirm-error'), 'Give a reason in the form above: it goes into the audit log with your name.');
+      return;
+    }
+    unitsView.sending = true;
+    unitsView.typed.update();
+    show($('units-confirm-error'), '');
+    try {
+      const result = await api('PUT', '/v1/units', { moves: c.moves, expected_version: c.version, reason });
+      closeUnitsConfirm();
+      $('units-ranges').value = '';
+      $('units-reason').value = '';
+      show($('units-ok'), 'Done: ' + count(result.moved_units) + (result.moved_units === 1 ? ' unit' : ' units') + ' moved to ' + c.zone +
+        ' (routing version ' + result.version + ').');
+      await poll(true);
+    } catch (err) {
+      if (err.code === 'version_conflict') {
+        // Never retry at the new version behind the operator's back: the units may have moved.
+        closeUnitsConfirm();
+        await poll(true);
+        show($('units-error'), 'Not applied: someone else changed the routing while you were deciding (you previewed version ' + c.version +
+          '; it is now version ' + (err.body.current_version || (view.routing && view.routing.version)) + '). Preview the move again.');
+      } else {
+        show($('units-confirm-error'), 'Not applied: ' + unitsRefusal(err));
+      }
+    } finally {
+      unitsView.sending = false;
+      if (unitsView.confirm) unitsView.typed.update();
+    }
+  }
+
+  function wireUnits() {
+    $('units-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      reviewUnits();
+    });
+    // A preview is for the units, zone and reason it was made with: editing the units or the zone
+    // closes it.
+    for (const id of ['units-ranges', 'units-zone']) {
+      $(id).addEventListener(id === 'units-zone' ? 'change' : 'input', () => {
+        $(id).removeAttribute('aria-invalid');
+        show($('units-error'), '');
+        if (unitsView.confirm) closeUnitsConfirm();
+      });
+    }
+    clearOnInput('units-reason', 'units-error');
+    unitsView.typed = typedConfirm({
+      field: 'units-confirm-name', go: 'units-confirm-go', error: 'units-confirm-error', cancel: 'units-confirm-cancel',
+      expected: () => unitsView.confirm && unitsView.confirm.zone,
+      busy: () => unitsView.sending,
+      send: applyUnits,
+      close: closeUnitsConfirm,
+    });
+    // A zone card's "Move <zone>'s units…" fills the form with the zone's units.
+    $('zones').addEventListener('click', (event) => {
+      const button = event.target.closest('button[data-move-from]');
+      if (!button) return;
+      const from = button.dataset.moveFrom;
+      $('units-ranges').value = unitsOf(view.routing, from);
+      const other = liveZones(view.routing).find((z) => z.name !== from);
+      if (other && $('units-zone').value === from) $('units-zone').value = other.name;
+      if (unitsView.confirm) closeUnitsConfirm();
+      show($('units-ok'), '');
+      show($('units-error'), '');
+      $('units-card').scrollIntoView({ block: 'start' });
+      $('units-zone').focus();
+    });
+  }
+
   // ---- polling ---------------------------------------------------------------------------
 
   let timer = null;
@@ -860,6 +1262,7 @@
       wireDial();
       wireDrainActions();
       wireRestore();
+      wireUnits();
     }
     const q = new URLSearchParams(location.search);
     const started = q.get('started');
@@ -1269,6 +1672,7 @@
     opened: false, // ?plan=… handled
     automation: null, // the last GET /v1/automation answer: whether triggers may fire
     routing: null, // the last GET /v1/routing: the moving zone's share in the live timeline
+    typed: null, // the typed confirmation of a run or drill (typedConfirm)
   };
 
   // The stop switch and the caps of automatic failover (GET/PUT /v1/automation).
@@ -1502,13 +1906,12 @@
   }
 
   function updatePlanGo() {
-    const c = plansView.confirm;
-    $('plan-confirm-go').disabled = !c || plansView.sending || $('plan-confirm-name').value !== c.name;
+    if (plansView.typed) plansView.typed.update();
   }
 
   async function sendPlanRun() {
     const c = plansView.confirm;
-    if (!c || plansView.sending || $('plan-confirm-name').value !== c.name) return;
+    if (!c || plansView.sending || !plansView.typed.matches()) return;
     const reason = $('plan-confirm-reason').value.trim();
     if (!reason) {
       $('plan-confirm-reason').setAttribute('aria-invalid', 'true');
@@ -1538,15 +1941,15 @@
   }
 
   function wirePlanConfirm() {
-    $('plan-confirm-name').addEventListener('input', () => { show($('plan-confirm-error'), ''); updatePlanGo(); });
+    plansView.typed = typedConfirm({
+      field: 'plan-confirm-name', go: 'plan-confirm-go', error: 'plan-confirm-error', cancel: 'plan-confirm-cancel',
+      enter: ['plan-confirm-reason', 'plan-confirm-hold'],
+      expected: () => plansView.confirm && plansView.confirm.name,
+      busy: () => plansView.sending,
+      send: sendPlanRun,
+      close: closePlanConfirm,
+    });
     clearOnInput('plan-confirm-reason', 'plan-confirm-error');
-    for (const id of ['plan-confirm-name', 'plan-confirm-reason', 'plan-confirm-hold']) {
-      $(id).addEventListener('keydown', (event) => {
-        if (event.key === 'Enter') { event.preventDefault(); sendPlanRun(); }
-      });
-    }
-    $('plan-confirm-go').addEventListener('click', sendPlanRun);
-    $('plan-confirm-cancel').addEventListener('click', closePlanConfirm);
   }
 
   // The live timeline: the run's report, read every second (each read gives up after 3 s).
