@@ -381,7 +381,7 @@ impl Router {
         let tag = table.tag(user_id)?;
         Ok(Tag {
             color: tag.color,
-            lane: lane_of(&table, tag.color),
+            lane: lane_of(table, tag.color),
             unit: tag.unit.0,
             zone: table.zone_of(tag.color).to_owned(),
             version: table.version(),
@@ -401,7 +401,7 @@ impl Router {
         let tag = table.tag_in(map, user_id)?;
         Ok(Tag {
             color: tag.color,
-            lane: lane_of(&table, tag.color),
+            lane: lane_of(table, tag.color),
             unit: tag.unit.0,
             zone: table.zone_of(tag.color).to_owned(),
             version: table.version(),
