@@ -382,7 +382,7 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
         _ => None,
     };
     Ok(GateAnswer {
-        color: crate::service::tag_answer::lane_header(&table, color),
+        color: table.lane_static(color),
         global_writer: table.global().zone.map(|z| table.zone_of(z).to_owned()),
         global_read_only: table.global().read_only,
         zone: table.zone_of(color).to_owned(),

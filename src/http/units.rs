@@ -124,11 +124,9 @@ fn parse_moves(table: &RoutingTable, moves: &[MoveBody]) -> Result<Vec<UnitMove>
 
 /// 400 `unknown_domain` naming `field` and the table's domains.
 fn unknown_domain(table: &RoutingTable, field: &str, name: &str) -> ApiError {
-    let mut known = vec![DEFAULT_DOMAIN.to_owned()];
-    known.extend(table.domains().keys().cloned());
     ApiError::bad_request(
         "unknown_domain",
-        format!("{field}: there is no routing domain `{name}` (domains: {})", known.join(", ")),
+        format!("{field}: there is no routing domain `{name}` (domains: {})", table.domain_names()),
     )
 }
 

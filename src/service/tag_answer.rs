@@ -159,15 +159,6 @@ fn url_decode(value: &str) -> Option<Cow<'_, str>> {
     }
 }
 
-/// The `x-tidegate-color` value of `zone`: static for the two colours, owned for more zones.
-pub fn lane_header(table: &RoutingTable, zone: ZoneId) -> Cow<'static, str> {
-    match zone {
-        ZoneId::BLUE => Cow::Borrowed("blue"),
-        ZoneId::GREEN => Cow::Borrowed("green"),
-        _ => Cow::Owned(table.lane(zone).to_owned()),
-    }
-}
-
 /// The `domain` query parameter, decoded strictly like `user_id` (absent: the default domain).
 pub fn domain_param(query: Option<&str>) -> Result<Option<Cow<'_, str>>, Failure> {
     user_param(query, "domain").map_err(|e| Failure::bad_request("unknown_domain", e.detail))
@@ -179,14 +170,12 @@ pub fn domain_map<'t>(
     domain: Option<&str>,
 ) -> Result<&'t UnitMap, Failure> {
     table.map_of(domain).ok_or_else(|| {
-        let mut known = vec![crate::core::DEFAULT_DOMAIN.to_owned()];
-        known.extend(table.domains().keys().cloned());
         Failure::bad_request(
             "unknown_domain",
             format!(
                 "domain: there is no routing domain `{}` (domains: {})",
                 domain.unwrap_or_default(),
-                known.join(", ")
+                table.domain_names()
             ),
         )
     })
@@ -237,7 +226,7 @@ pub fn tag_one(
     }
     Ok(Answer {
         body: json(&body, TAG_BODY_CAPACITY + user_id.map_or(0, str::len)),
-        color: Some(lane_header(table, color)),
+        color: Some(table.lane_static(color)),
         version: table.version(),
     })
 }

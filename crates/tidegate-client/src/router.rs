@@ -74,15 +74,6 @@ impl Default for RouterOptions {
     }
 }
 
-/// The lane of `zone`: borrowed for blue and green (indices 0 and 1 of every table).
-fn lane_of(table: &RoutingTable, zone: ZoneId) -> std::borrow::Cow<'static, str> {
-    match zone {
-        ZoneId::BLUE => "blue".into(),
-        ZoneId::GREEN => "green".into(),
-        _ => table.lane(zone).to_owned().into(),
-    }
-}
-
 /// A user's tag, evaluated locally.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tag {
@@ -381,7 +372,7 @@ impl Router {
         let tag = table.tag(user_id)?;
         Ok(Tag {
             color: tag.color,
-            lane: lane_of(table, tag.color),
+            lane: table.lane_static(tag.color),
             unit: tag.unit.0,
             zone: table.zone_of(tag.color).to_owned(),
             version: table.version(),
@@ -401,7 +392,7 @@ impl Router {
         let tag = table.tag_in(map, user_id)?;
         Ok(Tag {
             color: tag.color,
-            lane: lane_of(table, tag.color),
+            lane: table.lane_static(tag.color),
             unit: tag.unit.0,
             zone: table.zone_of(tag.color).to_owned(),
             version: table.version(),

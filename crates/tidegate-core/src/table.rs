@@ -214,6 +214,25 @@ impl RoutingTable {
         self.zones.lane(zone)
     }
 
+    /// [`RoutingTable::lane`] for answers that outlive the table: borrowed for blue and green
+    /// (indices 0 and 1 of every table), so the two-zone hot paths allocate nothing.
+    #[inline]
+    pub fn lane_static(&self, zone: ZoneId) -> std::borrow::Cow<'static, str> {
+        match zone {
+            ZoneId::BLUE => "blue".into(),
+            ZoneId::GREEN => "green".into(),
+            _ => self.lane(zone).to_owned().into(),
+        }
+    }
+
+    /// Every domain's name, `default` first, comma-separated (for error messages).
+    pub fn domain_names(&self) -> String {
+        std::iter::once(DEFAULT_DOMAIN)
+            .chain(self.domains.keys().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub fn map(&self) -> &UnitMap {
         &self.map
     }
