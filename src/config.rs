@@ -1119,7 +1119,7 @@ impl Config {
             &s.server.idle_timeout,
             s.server.max_connections,
         )?;
-        let edge = validate_edge(&s.edge, &s.data_dir, watch_heartbeat_ms)?;
+        let edge = validate_edge(&s.edge, &s.data_dir)?;
         let capacity = validate_capacity(&s, &zones, &health)?;
         let store = validate_store(&s.store)?;
         let node = validate_node(&s.node, &store, address, s.server.port, s.server.tls.is_some())?;
@@ -1512,11 +1512,7 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
     })
 }
 
-fn validate_edge(
-    e: &EdgeSettings,
-    data_dir: &Path,
-    heartbeat_ms: u64,
-) -> Result<EdgeConfig, ConfigError> {
+fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, ConfigError> {
     let address: IpAddr = e
         .address
         .parse()
@@ -1565,23 +1561,24 @@ fn validate_edge(
             &e.idle_timeout,
             e.max_connections,
         )?,
-        coordinator_timeout: coordinator_timeout(&e.coordinator_timeout, heartbeat_ms)?,
+        coordinator_timeout: coordinator_timeout(&e.coordinator_timeout)?,
         tag_key: secret_key("edge.tag_key", &e.tag_key)?
             .map(|k| crate::client::TagKey::new(&k.0).expect("32 bytes")),
     })
 }
 
-/// `edge.coordinator_timeout`: at least a second longer than `subscribers.heartbeat` (the
-/// interval coordinators send heartbeats at; the edge cannot tell a quiet coordinator from a
-/// hung one faster than that), at most 10 minutes.
-fn coordinator_timeout(text: &str, heartbeat_ms: u64) -> Result<std::time::Duration, ConfigError> {
+/// `edge.coordinator_timeout`: from 1s to 10 minutes. Each coordinator announces its heartbeat
+/// interval on the watch stream (`x-tidegate-heartbeat-ms`), and the edge raises the bound for a
+/// coordinator whose heartbeat plus a second is longer (`tidegate_client::sse::stall_bound`), so
+/// the edge needs no copy of the coordinators' `[subscribers] heartbeat`.
+fn coordinator_timeout(text: &str) -> Result<std::time::Duration, ConfigError> {
     const KEY: &str = "edge.coordinator_timeout";
     let ms = duration(KEY, text)?;
-    if ms < heartbeat_ms + 1000 {
+    if ms < 1000 {
         return Err(invalid(
             KEY,
             format!(
-                "`{text}` must be at least 1s longer than subscribers.heartbeat ({heartbeat_ms} ms), the interval coordinators send heartbeats at; a shorter bound would leave healthy coordinators between two heartbeats"
+                "`{text}` must be at least 1s (coordinators send a heartbeat every few seconds; the edge waits at least one heartbeat plus a second whatever this says)"
             ),
         ));
     }
@@ -1690,14 +1687,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_edge_takes_https_coordinators_and_a_stall_bound_past_the_heartbeat() {
+    fn the_edge_takes_https_coordinators_and_a_stall_bound_of_a_second_or_more() {
         assert_eq!(check_coordinator_url("k", "https://c:8443/").unwrap(), "https://c:8443");
         assert_eq!(check_coordinator_url("k", " http://c:8080").unwrap(), "http://c:8080");
         assert!(check_coordinator_url("k", "ftp://c").unwrap_err().to_string().contains("k"));
-        assert_eq!(coordinator_timeout("3s", 2000).unwrap(), std::time::Duration::from_secs(3));
-        assert_eq!(coordinator_timeout("8s", 5000).unwrap(), std::time::Duration::from_secs(8));
-        let err = coordinator_timeout("5900ms", 5000).unwrap_err().to_string();
-        assert!(err.contains("edge.coordinator_timeout") && err.contains("subscribers.heartbeat"));
+        assert_eq!(coordinator_timeout("3s").unwrap(), std::time::Duration::from_secs(3));
+        assert_eq!(coordinator_timeout("8s").unwrap(), std::time::Duration::from_secs(8));
+        let err = coordinator_timeout("900ms").unwrap_err().to_string();
+        assert!(err.contains("edge.coordinator_timeout") && err.contains("at least 1s"), "{err}");
+        let err = coordinator_timeout("11m").unwrap_err().to_string();
+        assert!(err.contains("at most 10m"), "{err}");
         assert_eq!(
             EdgeSettings::default().coordinator_timeout,
             "8s",

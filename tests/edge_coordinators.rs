@@ -6,7 +6,10 @@
 //!   an edge with nowhere else to go says `stalled` in `/readyz`; the distribution is printed,
 //!   and a control edge with the old 20 s bound stays on the stale table for more than 14 s;
 //! - the same over `https://`, with the CA from `[client] ca_file`, and refused with another CA;
-//! - an edge restarted from its cache keeps the log id and refuses a table from another log.
+//! - an edge restarted from its cache keeps the log id and refuses a table from another log;
+//! - an edge whose bound is shorter than the coordinator's heartbeat learns the heartbeat from the
+//!   watch stream and stays connected (it used to refuse to start, or, given a matching copy of
+//!   the heartbeat, flap whenever the coordinators' setting changed).
 
 mod common;
 mod ha_support;
@@ -360,4 +363,57 @@ fn an_edge_restarted_from_its_cache_keeps_the_log_id_and_refuses_another_logs_ta
     let ready = readyz(&edge);
     assert!(ready["refused"].is_null(), "{ready}");
     assert_eq!(ready["log_id"], old_log.as_str());
+}
+
+/// The coordinator sends a heartbeat every 3 s; the edge's own bound says 1.5 s and its own
+/// `[subscribers] heartbeat` is the 5 s default. The edge takes the coordinator's announced 3 s,
+/// waits 4 s, never calls the quiet coordinator stalled, follows its changes, and still leaves
+/// it within that bound once it is SIGSTOPped. (The sse unit test is the control: without the
+/// announcement the same bound judges a 3 s-heartbeat stream silent.)
+#[test]
+fn an_edge_learns_the_coordinators_heartbeat_and_never_calls_a_quiet_one_stalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("coordinator.toml");
+    std::fs::write(&config, config_toml("[subscribers]\nheartbeat = \"3s\"")).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let edge =
+        start_edge(dir.path(), "learner", &server.url, "coordinator_timeout = \"1500ms\"", "");
+    edge.wait_for_version(1);
+    let ready = readyz(&edge);
+    assert_eq!(ready["coordinator_heartbeat_seconds"], 3.0, "{ready}");
+    assert_eq!(ready["stall_bound_seconds"], 4.0, "{ready}");
+    assert_eq!(ready["coordinator_timeout_seconds"], 1.5, "{ready}");
+    // Ten seconds of quiet (three heartbeats, no events): connected at every look.
+    let started = Instant::now();
+    let mut looks = 0;
+    while started.elapsed() < Duration::from_secs(10) {
+        let ready = readyz(&edge);
+        assert_eq!(
+            ready["coordinator_state"],
+            "connected",
+            "after {:?}: {ready}",
+            started.elapsed()
+        );
+        looks += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(looks > 20, "{looks} looks");
+    let version = dial(&server.url, 40);
+    edge.wait_for_version(version);
+    // Hung: left as stalled within the learned bound (4 s) plus the polling.
+    let signal = |sig: &str| {
+        let pid = server.child.id().to_string();
+        assert!(std::process::Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    };
+    signal("-STOP");
+    let stopped = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(8), || readyz(&edge)["coordinator_state"] == "stalled"),
+        "never judged stalled: {}",
+        readyz(&edge)
+    );
+    let took = stopped.elapsed();
+    signal("-CONT");
+    println!("learned bound 4 s: stalled {:.2} s after the SIGSTOP", took.as_secs_f64());
+    assert!(took >= Duration::from_millis(3900) && took < Duration::from_secs(7), "{took:?}");
 }

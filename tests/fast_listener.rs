@@ -385,6 +385,49 @@ fn watch_streams_on_the_fast_port_send_the_same_events_and_register_alike() {
     assert!(body.contains("\"fast-1\""), "{body}");
 }
 
+/// The response head of a watch stream (after `before` on the same connection).
+fn watch_head(base: &str, before: &str) -> String {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        socket,
+        "{before}GET /v1/routing/watch HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut buf).expect("the stream answers");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        // The last head on the connection (a request sent `before` has its own).
+        if let Some(at) = text.rfind("HTTP/1.1 200")
+            && let Some(end) = text[at..].find("\r\n\r\n")
+            && text[at..at + end].contains("event-stream")
+        {
+            return text[at..at + end].to_ascii_lowercase();
+        }
+    }
+}
+
+/// Every way a watch stream is served announces the heartbeat interval, so watchers size their
+/// stall bound by the server's `[subscribers] heartbeat` instead of a copy of it.
+#[test]
+fn every_watch_stream_announces_its_heartbeat_interval() {
+    let both = start(&config_toml("[server]\nfast_port = 0\n[subscribers]\nheartbeat = \"3s\""));
+    let tag_first = "GET /v1/tag?user_id=u HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (name, base, before) in [
+        ("main", &both.main, ""),
+        ("fast", &both.fast, ""),
+        ("fast via hyper", &both.fast, tag_first),
+    ] {
+        let head = watch_head(base, before);
+        assert!(head.contains("x-tidegate-heartbeat-ms: 3000"), "{name}: {head}");
+    }
+}
+
 /// HTTP/1.1 pipelining on the fast port (how a gateway acknowledging for many subscribers, or
 /// the watch bench, sends acks): several requests written at once are answered in order, each
 /// whole, on the one connection, a refused one among them without disturbing the others.

@@ -470,6 +470,10 @@ fn readyz(app: &State<EdgeApp>) -> Result<Json<Value>, ApiError> {
         "coordinator": status.coordinator,
         "coordinator_silent_seconds": silent,
         "coordinator_timeout_seconds": app.config.edge.coordinator_timeout.as_secs_f64(),
+        // What the coordinator announced, and the bound in force for it: the configured
+        // timeout, or the coordinator's heartbeat plus a second when that is longer.
+        "coordinator_heartbeat_seconds": status.coordinator_heartbeat.map(|d| d.as_secs_f64()),
+        "stall_bound_seconds": status.stall_bound.map(|d| d.as_secs_f64()),
         "refused": status.refused,
         "last_error": status.last_error,
         "detail": describe(&status, age),

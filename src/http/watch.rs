@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
 use super::{App, iso8601, now_ms};
+use crate::client::sse::HEARTBEAT_HEADER;
 pub use crate::service::routing_frames::RoutingFrames;
 use crate::service::routing_frames::{Frame, HEARTBEAT};
 use crate::service::subscribers::{AckRequest, SubscriberError, Subscribers, ack_body};
@@ -88,7 +89,9 @@ impl Drop for StreamGuard {
 
 /// An SSE response over pre-framed events (Rocket's `EventStream` frames, and so copies, every
 /// event per stream).
-pub(crate) struct EventFrames<S>(ByteStream<S>);
+/// The second field is the heartbeat interval, announced in `x-tidegate-heartbeat-ms` so that
+/// watchers size their stall bound by the server they watch rather than by their own config.
+pub(crate) struct EventFrames<S>(ByteStream<S>, Duration);
 
 impl<'r, S> Responder<'r, 'r> for EventFrames<S>
 where
@@ -99,6 +102,7 @@ where
             .header(ContentType::EventStream)
             .raw_header("Cache-Control", "no-cache")
             .raw_header("Expires", "0")
+            .raw_header(HEARTBEAT_HEADER, self.1.as_millis().to_string())
             .streamed_body(ReaderStream::from(self.0.0.map(std::io::Cursor::new)))
             .ok()
     }
@@ -144,34 +148,37 @@ fn watch(
     let mut sent = last_event_id.0.filter(|v| *v <= current.version()).unwrap_or(0);
     let frames = Arc::clone(&app.frames);
     let log_id = app.coordinator.log_id().to_owned();
-    Ok(EventFrames(ByteStream! {
-        let guard = guard;
-        if current.version() > sent {
-            sent = current.version();
-            yield frames.frame(&current, &log_id);
-        }
-        drop(current);
-        let mut ticker = rocket::tokio::time::interval_at(rocket::tokio::time::Instant::now() + heartbeat, heartbeat);
-        loop {
-            rocket::tokio::select! {
-                changed = changes.changed() => {
-                    if changed.is_err() { break; }
-                    let state = changes.borrow_and_update().clone();
-                    if state.version() > sent {
-                        sent = state.version();
-                        yield frames.frame(&state, &log_id);
-                    }
-                }
-                _ = ticker.tick() => {
-                    if let Some(id) = &guard.id {
-                        guard.subscribers.touch(id, now_ms());
-                    }
-                    yield HEARTBEAT;
-                }
-                _ = &mut shutdown => break,
+    Ok(EventFrames(
+        ByteStream! {
+            let guard = guard;
+            if current.version() > sent {
+                sent = current.version();
+                yield frames.frame(&current, &log_id);
             }
-        }
-    }))
+            drop(current);
+            let mut ticker = rocket::tokio::time::interval_at(rocket::tokio::time::Instant::now() + heartbeat, heartbeat);
+            loop {
+                rocket::tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() { break; }
+                        let state = changes.borrow_and_update().clone();
+                        if state.version() > sent {
+                            sent = state.version();
+                            yield frames.frame(&state, &log_id);
+                        }
+                    }
+                    _ = ticker.tick() => {
+                        if let Some(id) = &guard.id {
+                            guard.subscribers.touch(id, now_ms());
+                        }
+                        yield HEARTBEAT;
+                    }
+                    _ = &mut shutdown => break,
+                }
+            }
+        },
+        heartbeat,
+    ))
 }
 
 #[post("/v1/subscribers/<id>/ack", data = "<request>")]

@@ -87,6 +87,11 @@ pub async fn take(tagger: &Tagger, mut stream: TcpStream, ticket: &Ticket) -> Op
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("content-type: text/event-stream\r\ncache-control: no-cache\r\nexpires: 0\r\n");
+    head.push_str(&format!(
+        "{}: {}\r\n",
+        crate::client::sse::HEARTBEAT_HEADER,
+        opened.heartbeat_ms()
+    ));
     head.push_str(&format!("date: {}\r\n", httpdate::fmt_http_date(std::time::SystemTime::now())));
     head.push_str("transfer-encoding: chunked\r\n\r\n");
     stream.write_all(head.as_bytes()).await.ok()?;

@@ -96,6 +96,11 @@ impl Opened {
         let start = tokio::time::Instant::now() + self.heartbeat;
         tokio::time::interval_at(start, self.heartbeat)
     }
+
+    /// The heartbeat interval, announced to the watcher in `x-tidegate-heartbeat-ms`.
+    pub(super) fn heartbeat_ms(&self) -> u64 {
+        u64::try_from(self.heartbeat.as_millis()).unwrap_or(u64::MAX)
+    }
 }
 
 /// The gates and the registration of `GET /v1/routing/watch`, as the Rocket route does them.
@@ -155,6 +160,7 @@ pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Ev
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
     let mut opened = open(tagger, request.uri().query(), authorization, last_event_id)?;
+    let heartbeat_ms = opened.heartbeat_ms();
     let (tx, rx) = mpsc::channel(2);
     tokio::spawn(async move {
         let mut ticker = opened.ticker();
@@ -175,5 +181,9 @@ pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Ev
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(header::EXPIRES, HeaderValue::from_static("0"));
+    headers.insert(
+        header::HeaderName::from_static(crate::client::sse::HEARTBEAT_HEADER),
+        HeaderValue::from(heartbeat_ms),
+    );
     Ok(response)
 }

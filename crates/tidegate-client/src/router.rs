@@ -118,6 +118,11 @@ pub struct RouterStatus {
     /// A table offered from another command log than the held table's, refused (the held
     /// table is kept); cleared when a table is taken.
     pub refused: Option<String>,
+    /// The heartbeat interval the coordinator of the open (or last) stream announced.
+    pub coordinator_heartbeat: Option<Duration>,
+    /// The stall bound in force for that stream: `RouterOptions::read_timeout`, raised to the
+    /// coordinator's heartbeat plus a second when it is shorter (see [`crate::sse::stall_bound`]).
+    pub stall_bound: Option<Duration>,
 }
 
 impl std::fmt::Display for RouterStatus {
@@ -274,6 +279,8 @@ impl Router {
                 stalled: false,
                 last_heard: None,
                 refused: None,
+                coordinator_heartbeat: None,
+                stall_bound: None,
             }),
             stop: AtomicBool::new(false),
             socket: Mutex::new(None),
@@ -318,6 +325,8 @@ impl Router {
                 stalled: false,
                 last_heard: None,
                 refused: None,
+                coordinator_heartbeat: None,
+                stall_bound: None,
             }),
             table: ArcSwapOption::from_pointee(table),
             stop: AtomicBool::new(true),
@@ -677,7 +686,11 @@ fn watch_once(
         status.stalled = false;
         status.last_error = None;
         status.last_heard = Some(SystemTime::now());
+        status.coordinator_heartbeat = events.heartbeat();
+        status.stall_bound = events.bound();
     }
+    // The bound the server's heartbeat allows (the configured one, or longer).
+    let bound = events.bound().unwrap_or(bound);
     *backoff = options.backoff_min;
     let broke = |error: String| Ended { opened: true, stalled: false, error: Some(error) };
     loop {

@@ -80,34 +80,62 @@ pub enum Item {
 }
 
 /// When the next item is due, shared by the [`EventReader`] (which moves it on at every item) and
-/// the socket under it (whose reads wait only until then).
+/// the socket under it (whose reads wait only until then). The bound can grow once, when the
+/// server announces a heartbeat interval the caller's bound would not cover.
 #[derive(Clone, Debug)]
 struct Deadline {
-    at: Arc<Mutex<Instant>>,
-    bound: Duration,
+    at: Arc<Mutex<(Instant, Duration)>>,
 }
 
 impl Deadline {
     fn new(bound: Duration) -> Deadline {
-        Deadline { at: Arc::new(Mutex::new(Instant::now() + bound)), bound }
+        Deadline { at: Arc::new(Mutex::new((Instant::now() + bound, bound))) }
+    }
+
+    fn bound(&self) -> Duration {
+        self.at.lock().unwrap_or_else(PoisonError::into_inner).1
+    }
+
+    fn set_bound(&self, bound: Duration) {
+        self.at.lock().unwrap_or_else(PoisonError::into_inner).1 = bound;
     }
 
     fn restart(&self) {
-        *self.at.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now() + self.bound;
+        let mut at = self.at.lock().unwrap_or_else(PoisonError::into_inner);
+        at.0 = Instant::now() + at.1;
     }
 
     fn left(&self) -> Duration {
         self.at
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .0
             .saturating_duration_since(Instant::now())
     }
 
     fn silence(&self) -> io::Error {
         io::Error::new(
             io::ErrorKind::TimedOut,
-            format!("no event or heartbeat within {:?}", self.bound),
+            format!("no event or heartbeat within {:?}", self.bound()),
         )
+    }
+}
+
+/// The response header in which a coordinator's watch stream announces its heartbeat interval
+/// in milliseconds (`[subscribers] heartbeat`).
+pub const HEARTBEAT_HEADER: &str = "x-tidegate-heartbeat-ms";
+
+/// How much longer than the server's heartbeat interval the stall bound must be at least: a
+/// bound closer to the interval would leave a healthy coordinator between two heartbeats.
+pub const HEARTBEAT_MARGIN: Duration = Duration::from_secs(1);
+
+/// The stall bound for a server that announced `heartbeat`: the caller's `bound`, raised to
+/// `heartbeat + HEARTBEAT_MARGIN` when it is shorter (a bound tighter than the server's
+/// heartbeat would call every quiet coordinator hung).
+pub fn stall_bound(bound: Duration, heartbeat: Option<Duration>) -> Duration {
+    match heartbeat {
+        Some(heartbeat) => bound.max(heartbeat + HEARTBEAT_MARGIN),
+        None => bound,
     }
 }
 
@@ -201,6 +229,7 @@ pub fn open(
     let status = status_line.split_whitespace().nth(1).unwrap_or("");
     let mut chunked = false;
     let mut error_body_len = 0usize;
+    let mut heartbeat = None;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 {
@@ -221,6 +250,9 @@ pub fn open(
             if name == "content-length" {
                 error_body_len = value.parse().unwrap_or(0);
             }
+            if name == HEARTBEAT_HEADER {
+                heartbeat = value.parse::<u64>().ok().map(Duration::from_millis);
+            }
         }
     }
     if status != "200" {
@@ -237,9 +269,11 @@ pub fn open(
     } else {
         Box::new(reader)
     };
-    // The first item is due one bound after the answer.
+    // The first item is due one bound after the answer; the bound is the server's heartbeat plus
+    // a margin when the caller's is shorter than that.
+    deadline.set_bound(stall_bound(read_timeout, heartbeat));
     deadline.restart();
-    Ok((abort, EventReader { body, deadline: Some(deadline) }))
+    Ok((abort, EventReader { body, deadline: Some(deadline), heartbeat }))
 }
 
 /// Reads `text/event-stream` items.
@@ -247,6 +281,8 @@ pub struct EventReader {
     body: Box<dyn BufRead + Send>,
     /// Over a socket: when the next item is due (moved on at every item).
     deadline: Option<Deadline>,
+    /// The heartbeat interval the server announced in [`HEARTBEAT_HEADER`], if it did.
+    heartbeat: Option<Duration>,
 }
 
 impl EventReader {
@@ -259,7 +295,18 @@ impl EventReader {
         } else {
             Box::new(inner)
         };
-        EventReader { body, deadline: None }
+        EventReader { body, deadline: None, heartbeat: None }
+    }
+
+    /// The heartbeat interval the server announced (`x-tidegate-heartbeat-ms`), if it did.
+    pub fn heartbeat(&self) -> Option<Duration> {
+        self.heartbeat
+    }
+
+    /// The stall bound in force: the caller's, or the server's heartbeat plus a margin when
+    /// that is longer (see [`stall_bound`]). `None` for a reader without a socket.
+    pub fn bound(&self) -> Option<Duration> {
+        self.deadline.as_ref().map(Deadline::bound)
     }
 
     /// The next event or comment; `Ok(None)` when the server closed the stream. Over a socket,
@@ -375,6 +422,7 @@ mod tests {
         let mut reader = EventReader {
             body: Box::new(BufReader::new(Chunked { inner, left: 0, done: false })),
             deadline: None,
+            heartbeat: None,
         };
         assert_eq!(reader.next_item().unwrap(), Some(Item::Comment));
         let Some(Item::Event(e)) = reader.next_item().unwrap() else { panic!("an event") };
@@ -431,5 +479,61 @@ mod tests {
         assert!(is_silence(&err), "{err}");
         assert!(err.to_string().contains("no event or heartbeat within"), "{err}");
         assert!(waited >= bound - Duration::from_millis(20) && waited < bound * 2, "{waited:?}");
+    }
+
+    /// A server that sends a heartbeat comment every `every`, announcing `announced` (ms) in
+    /// `x-tidegate-heartbeat-ms` when given. Returns its port.
+    fn heartbeating_server(every: Duration, announced: Option<u64>) -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            let mut head = String::from("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n");
+            if let Some(ms) = announced {
+                head.push_str(&format!("{HEARTBEAT_HEADER}: {ms}\r\n"));
+            }
+            head.push_str("\r\n");
+            stream.write_all(head.as_bytes()).unwrap();
+            for _ in 0..4 {
+                std::thread::sleep(every);
+                if stream.write_all(b":heartbeat\n\n").is_err() {
+                    return;
+                }
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn the_bound_grows_to_the_heartbeat_the_server_announces_and_only_then() {
+        let endpoint = |port| Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let bound = Duration::from_millis(200);
+        let every = Duration::from_millis(400);
+        // Announced: the bound becomes 400 ms + 1 s, and heartbeats 400 ms apart all arrive.
+        let port = heartbeating_server(every, Some(400));
+        let (_socket, mut reader) =
+            open(&endpoint(port), None, "/", &[], Duration::from_secs(1), bound).unwrap();
+        assert_eq!(reader.heartbeat(), Some(every));
+        assert_eq!(reader.bound(), Some(every + HEARTBEAT_MARGIN));
+        for _ in 0..3 {
+            assert_eq!(reader.next_item().unwrap(), Some(Item::Comment));
+        }
+        // Control: the same server without the header is judged silent at the caller's bound.
+        let port = heartbeating_server(every, None);
+        let (_socket, mut reader) =
+            open(&endpoint(port), None, "/", &[], Duration::from_secs(1), bound).unwrap();
+        assert_eq!((reader.heartbeat(), reader.bound()), (None, Some(bound)));
+        assert!(is_silence(&reader.next_item().unwrap_err()));
+        // A bound already longer than the heartbeat is kept.
+        assert_eq!(
+            stall_bound(Duration::from_secs(8), Some(Duration::from_secs(5))),
+            Duration::from_secs(8)
+        );
+        assert_eq!(
+            stall_bound(Duration::from_secs(3), Some(Duration::from_secs(5))),
+            Duration::from_secs(6)
+        );
     }
 }
