@@ -52,7 +52,7 @@ fn envelope(version: u64, command: Command) -> Envelope {
 /// Applies dial moves in order; a move to the current value is a no-op.
 fn dial(mut state: State, moves: &[u32]) -> State {
     for &blue_units in moves {
-        let env = envelope(state.version(), Command::SetBlueUnits { blue_units });
+        let env = envelope(state.version(), Command::SetBlueUnits { blue_units, domain: None });
         if let Some((next, _)) = state.apply(&env).unwrap() {
             state = next;
         }
@@ -139,20 +139,25 @@ fn a_pin_wins_over_the_unit_and_survives_dial_moves() {
 fn stale_versions_are_refused() {
     let s = dial(state(100, 50), &[40]);
     assert_eq!(s.version(), 2);
-    let err = s.apply(&envelope(1, Command::SetBlueUnits { blue_units: 30 })).unwrap_err();
+    let err =
+        s.apply(&envelope(1, Command::SetBlueUnits { blue_units: 30, domain: None })).unwrap_err();
     assert_eq!(err.to_string(), "the routing table is at version 2, not the expected version 1");
 }
 
 #[test]
 fn setting_the_current_value_spends_no_version() {
     let s = state(100, 50);
-    assert!(s.apply(&envelope(1, Command::SetBlueUnits { blue_units: 50 })).unwrap().is_none());
+    assert!(
+        s.apply(&envelope(1, Command::SetBlueUnits { blue_units: 50, domain: None }))
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
 fn every_change_needs_a_reason() {
     let s = state(100, 50);
-    let mut env = envelope(1, Command::SetBlueUnits { blue_units: 40 });
+    let mut env = envelope(1, Command::SetBlueUnits { blue_units: 40, domain: None });
     env.audit.reason = "  ".into();
     assert!(s.apply(&env).is_err());
 }

@@ -36,6 +36,7 @@ fn plan(zone: &str, target_blue: u32, step: u32, guard: Guard) -> DrainPlan {
         interval_ms: 1000,
         guard,
         mode: DrainMode::Maintenance,
+        domain: None,
     }
 }
 
@@ -254,7 +255,7 @@ fn abort_leaves_the_share_where_it_is_and_finishes_the_drain() {
         assert!(matches!(apply(&s, 20, "alice", command), Err(CommandError::DrainFinished { .. })));
     }
     // With the drain finished, the dial is free again, and a new drain may start.
-    s = apply(&s, 30, "alice", Command::SetBlueUnits { blue_units: 45 }).unwrap();
+    s = apply(&s, 30, "alice", Command::SetBlueUnits { blue_units: 45, domain: None }).unwrap();
     assert!(
         apply(
             &s,
@@ -271,12 +272,12 @@ fn the_dial_is_locked_while_a_drain_runs_and_free_while_it_is_paused() {
     let s = started(50, plan("az-b", 0, 10, guard(2, OnBreach::Pause)));
     let id = latest(&s).id;
     assert_eq!(
-        apply(&s, 1, "bob", Command::SetBlueUnits { blue_units: 10 }).unwrap_err(),
+        apply(&s, 1, "bob", Command::SetBlueUnits { blue_units: 10, domain: None }).unwrap_err(),
         CommandError::DrainRunning(id)
     );
     let s = apply(&s, 2, "bob", Command::PauseDrain { drain: id }).unwrap();
     assert_eq!(latest(&s).pause_cause, Some("operator"));
-    let s = apply(&s, 3, "bob", Command::SetBlueUnits { blue_units: 35 }).unwrap();
+    let s = apply(&s, 3, "bob", Command::SetBlueUnits { blue_units: 35, domain: None }).unwrap();
     assert_eq!(s.table().blue_units(), 35);
     // Resuming continues from wherever the dial now is, one step at a time.
     let s = apply(&s, 4, "bob", Command::ResumeDrain { drain: id }).unwrap();
@@ -446,7 +447,7 @@ fn a_drain_that_empties_its_zone_settles_until_the_backlog_is_consumed() {
     }
     // The dial stays locked while settling.
     assert_eq!(
-        apply(&s, 2000, "bob", Command::SetBlueUnits { blue_units: 10 }).unwrap_err(),
+        apply(&s, 2000, "bob", Command::SetBlueUnits { blue_units: 10, domain: None }).unwrap_err(),
         CommandError::DrainRunning(1)
     );
     let done = tick_full(&s, 2000, &healthy(), &healthy(), &StepConvergence::Disabled, Some(0));

@@ -58,6 +58,7 @@ fn fixture_scenarios() {
             interval_ms: sc["interval"].as_u64().unwrap(),
             guard,
             mode: DrainMode::parse(sc["mode"].as_str().unwrap()).unwrap(),
+            domain: None,
         };
         let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
         let blue_units = sc["start_blue"].as_u64().unwrap() as u32;

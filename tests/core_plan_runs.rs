@@ -224,6 +224,7 @@ fn fixture_scenarios() {
                             interval_ms: 1000,
                             guard: defaults(sc, "maintenance").guard,
                             mode: tidegate::core::DrainMode::Maintenance,
+                            domain: None,
                         };
                         Some(Command::StartDrain { plan: drain })
                     }

@@ -1,7 +1,9 @@
 //! Fixture tables for the N-zone model (issue 22), a row per case in
 //! `tests/fixtures/unit_moves.json`: unit-set moves on a three-zone table, the dial as the
 //! two-zone special case, capacity per receiving zone, spreading an evacuation by headroom and the
-//! lane ranges of an N-zone topic. Plus properties: stickiness and minimal movement of moves.
+//! lane ranges of an N-zone topic. Plus properties: stickiness and minimal movement of moves, and
+//! per domain: each domain's dial moves only its own map, sticky, monotone and minimal, and two
+//! domains at the same dial agree on every unit.
 
 use proptest::prelude::*;
 use serde_json::Value;
@@ -88,7 +90,8 @@ fn unit_move_rows() {
             } else {
                 next.clone()
             };
-            let dialled = apply(&two, Command::SetBlueUnits { blue_units: dial as u32 });
+            let dialled =
+                apply(&two, Command::SetBlueUnits { blue_units: dial as u32, domain: None });
             match case["dial_error"].as_str() {
                 Some(e) => assert!(dialled.unwrap_err().contains(e), "{name}"),
                 None => assert_eq!(
@@ -217,5 +220,46 @@ proptest! {
         let away = apply(&state, Command::MoveUnits { moves: vec![UnitMove { units: set.clone(), zone: ZoneId(2), domain: None }] }).unwrap().unwrap();
         let back = apply(&away, Command::MoveUnits { moves: vec![UnitMove { units: set, zone: owner, domain: None }] }).unwrap().unwrap();
         prop_assert_eq!(back.table().map(), state.table().map());
+    }
+
+    /// Dials in two domains, in any order: a dial moves only its own domain's map (the other
+    /// keeps every unit), monotonically and minimally (exactly |from - to| units change, all in
+    /// the direction of the move), and whenever both domains stand at the same dial their maps
+    /// are equal, so every user's zone agrees across them. A drain step obeys the same.
+    #[test]
+    fn each_domain_dials_alone_and_domains_at_one_dial_agree(
+        moves in proptest::collection::vec((any::<bool>(), 0u32..=100), 1..12)
+    ) {
+        let zones = Zones::from_specs(vec![
+            ZoneSpec::new("az-b", "blue", ZoneClass::Rzone),
+            ZoneSpec::new("az-a", "green", ZoneClass::Rzone),
+        ])
+        .unwrap();
+        let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
+        let mut state = State::genesis(Genesis { scheme, blue_units: 50 }, zones).unwrap();
+        state = apply(&state, Command::AddDomain { name: "search".into() }).unwrap().unwrap();
+        for (named, to) in moves {
+            let domain = named.then(|| "search".to_owned());
+            let (own, other) = (domain.as_deref(), if named { None } else { Some("search") });
+            let before = state.table().map_of(own).unwrap().clone();
+            let other_before = state.table().map_of(other).unwrap().clone();
+            let next = apply(&state, Command::SetBlueUnits { blue_units: to, domain: domain.clone() })
+                .unwrap()
+                .unwrap_or_else(|| state.clone());
+            let after = next.table().map_of(own).unwrap();
+            prop_assert_eq!(next.table().map_of(other).unwrap(), &other_before);
+            let from = before.count(ZoneId::BLUE);
+            let changed = before.diff(after);
+            prop_assert_eq!(changed.len() as u32, from.abs_diff(to));
+            let gaining = if to > from { ZoneId::BLUE } else { ZoneId::GREEN };
+            prop_assert!(changed.iter().all(|u| after.owner(*u) == gaining));
+            let (d, s) = (next.table().map_of(None).unwrap(), next.table().map_of(Some("search")).unwrap());
+            if d.count(ZoneId::BLUE) == s.count(ZoneId::BLUE) {
+                prop_assert_eq!(d, s);
+            }
+            state = next;
+        }
+        prop_assert_eq!(Command::SetBlueUnits { blue_units: 1, domain: Some("search".into()) }.format_level(), 3);
+        prop_assert_eq!(Command::SetBlueUnits { blue_units: 1, domain: None }.format_level(), 1);
     }
 }

@@ -166,3 +166,206 @@ fn a_linked_change_moves_two_domains_in_one_version_and_every_reader_agrees() {
         assert_eq!(replayed[key], last[key], "{key}");
     }
 }
+
+/// Posts healthy outcomes for both zones every 50 ms until dropped (drain guards need both
+/// zones' health).
+struct Healthy(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Healthy {
+    fn feed(url: &str) -> Healthy {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, target) = (std::sync::Arc::clone(&stop), format!("{url}/v1/outcomes"));
+        std::thread::spawn(move || {
+            let agent = agent();
+            while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = agent
+                    .post(&target)
+                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                    .send_json(json!([
+                        {"zone": "az-b", "color": "blue", "ok": 100, "error": 0},
+                        {"zone": "az-a", "color": "green", "ok": 100, "error": 0}
+                    ]));
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+        Healthy(stop)
+    }
+}
+
+impl Drop for Healthy {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Each domain has its own dial and its own drain: turning `search`'s dial or draining a zone in
+/// `search` moves only `search`'s users (the default domain's 10 000 users keep every tag), the
+/// moves are sticky and monotone within the domain, one drain runs at a time whichever its
+/// domain, bad domains are refused naming the field, and a restart replays it all.
+#[test]
+fn a_named_domain_has_its_own_dial_and_drain_and_the_default_domain_never_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    let config = "initial_blue_percent = 50\n[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"\n";
+    std::fs::write(&file, config_toml(config)).unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&file, &data);
+    let url = server.url.clone();
+    let users: Vec<String> = (0..10_000).map(|i| format!("reader-{i}")).collect();
+    let (status, body) = post_json(
+        &format!("{url}/v1/domains"),
+        OPERATOR_TOKEN,
+        json!({"name": "search", "expected_version": version(&url), "reason": "search traffic"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let default_before = lanes(&url, None, &users);
+    let search_at_50 = lanes(&url, Some("search"), &users);
+    assert_eq!(default_before, search_at_50, "a new domain starts as a copy");
+
+    // search's dial to 20 % blue: only search moves, and only blue users leave blue.
+    let (status, body) = put_json(
+        &format!("{url}/v1/dial"),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 20, "domain": "search", "expected_version": version(&url),
+               "reason": "search to green"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["domains"]["search"]["blue_percent"], 20.0, "{body}");
+    assert_eq!(body["blue_percent"], 50.0, "the default dial did not move: {body}");
+    assert_eq!(lanes(&url, None, &users), default_before);
+    let search_at_20 = lanes(&url, Some("search"), &users);
+    let moved = search_at_50.iter().zip(&search_at_20).filter(|(a, b)| a != b).count();
+    assert!(
+        search_at_50
+            .iter()
+            .zip(&search_at_20)
+            .all(|(a, b)| a == b || (a == "blue" && b == "green")),
+        "only blue users moved, to green"
+    );
+    let blue_now = search_at_20.iter().filter(|l| *l == "blue").count();
+    assert!((1_700..2_300).contains(&blue_now), "{blue_now} of 10 000 blue at 20 %");
+    println!("search dial 50 -> 20: {moved} of 10 000 users moved, default domain: 0");
+    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1"));
+    let last = &audit["entries"][0];
+    assert_eq!(last["action"], "dial");
+    assert!(last["to"].as_str().unwrap().starts_with("domain search: blue 20%"), "{last}");
+
+    // Bad domains are refused naming the field, and change nothing.
+    let v = version(&url);
+    for (path, body) in [
+        (
+            "/v1/dial",
+            json!({"blue_percent": 30, "domain": "serach", "expected_version": v, "reason": "typo"}),
+        ),
+        (
+            "/v1/drains",
+            json!({"zone": "az-b", "target_percent": 0, "domain": "serach", "reason": "typo"}),
+        ),
+    ] {
+        let (status, answer) = if path == "/v1/dial" {
+            put_json(&format!("{url}{path}"), OPERATOR_TOKEN, body)
+        } else {
+            post_json(&format!("{url}{path}"), OPERATOR_TOKEN, body)
+        };
+        assert_eq!((status, answer["error"].as_str()), (400, Some("unknown_domain")), "{answer}");
+        assert!(answer["detail"].as_str().unwrap().starts_with("domain:"), "{answer}");
+    }
+    assert_eq!(version(&url), v);
+
+    // A drain of az-b (blue) in search only: search's blue goes to 0 step by step, the default
+    // domain keeps its 50 %, and the drain completes at its target (lanes follow the default
+    // domain, so it does not wait for a backlog).
+    let _health = Healthy::feed(&url);
+    assert!(wait_until(std::time::Duration::from_secs(10), || {
+        get_json(&format!("{url}/v1/zones")).1["zones"]
+            .as_array()
+            .is_some_and(|zones| zones.iter().all(|z| z["error_rate"].is_number()))
+    }));
+    let (status, drain) = post_json(
+        &format!("{url}/v1/drains"),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "target_percent": 0, "step_percent": 5, "interval": "1s",
+               "domain": "search", "reason": "search leaves az-b",
+               "guard": {"min_requests": 10}}),
+    );
+    assert_eq!(status, 201, "{drain}");
+    assert_eq!(
+        (drain["domain"].as_str(), drain["from_percent"].as_f64()),
+        (Some("search"), Some(20.0))
+    );
+    // One drain at a time, whatever its domain: the default dial is refused meanwhile.
+    // (The drain's steps move the version: retry a conflict with the version just read.)
+    let (mut status, mut refused) = (0, Value::Null);
+    for _ in 0..5 {
+        (status, refused) = put_json(
+            &format!("{url}/v1/dial"),
+            OPERATOR_TOKEN,
+            json!({"blue_percent": 40, "expected_version": version(&url), "reason": "meanwhile"}),
+        );
+        if refused["error"] != "version_conflict" {
+            break;
+        }
+    }
+    assert_eq!((status, refused["error"].as_str()), (409, Some("drain_active")), "{refused}");
+    let id = drain["id"].as_u64().unwrap();
+    let mut last = Value::Null;
+    assert!(
+        wait_until(std::time::Duration::from_secs(30), || {
+            last = get_json(&format!("{url}/v1/drains/{id}")).1;
+            last["state"] == "completed"
+        }),
+        "the search drain never completed: {last}"
+    );
+    let routing_now = routing(&url);
+    assert_eq!(routing_now["domains"]["search"]["blue_units"], 0, "{routing_now}");
+    assert_eq!(routing_now["blue_percent"], 50.0);
+    assert_eq!(lanes(&url, None, &users), default_before, "the default domain never moved");
+    assert!(lanes(&url, Some("search"), &users).iter().all(|l| l == "green"));
+    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=100"));
+    let steps: Vec<&Value> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "drain_step")
+        .collect();
+    assert_eq!(steps.len(), 4, "20 % in steps of 5 %: {steps:?}");
+    assert!(steps.iter().all(|e| e["to"].as_str().unwrap().starts_with("domain search:")));
+
+    // The CLI takes the domain too.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["dial", "set", "30", "--domain", "search", "--reason", "back a little"])
+        .args(["--server", &url])
+        .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert!(printed.contains("domain search: was blue 0%; now blue 30%"), "{printed}");
+    assert_eq!(routing(&url)["blue_percent"], 50.0);
+
+    // A restart replays the domain's dial and drain.
+    let before = routing(&url);
+    drop(_health);
+    server.kill9();
+    let server = Server::start(&file, &data);
+    let after = routing(&server.url);
+    assert_eq!(after["domains"], before["domains"]);
+    assert_eq!(
+        (after["version"].clone(), after["blue_percent"].clone()),
+        (before["version"].clone(), json!(50.0))
+    );
+    let drain = get_json(&format!("{}/v1/drains/{id}", server.url)).1;
+    assert_eq!(
+        (drain["state"].as_str(), drain["domain"].as_str()),
+        (Some("completed"), Some("search"))
+    );
+    // And from the shutdown snapshot (SIGTERM writes one; the start reads it).
+    assert!(server.terminate().success());
+    let server = Server::start(&file, &data);
+    assert_eq!(routing(&server.url)["domains"], before["domains"]);
+    let drain = get_json(&format!("{}/v1/drains/{id}", server.url)).1;
+    assert_eq!(
+        (drain["state"].as_str(), drain["domain"].as_str()),
+        (Some("completed"), Some("search"))
+    );
+}

@@ -263,7 +263,7 @@ fn propose(topic: &str, id: &str, expected_version: u64, blue_units: u32) {
     let log = tidegate::mq::KafkaCommandLog::new(&kafka::bootstrap(), topic).unwrap();
     let envelope = Envelope {
         expected_version,
-        command: Change::SetBlueUnits { blue_units },
+        command: Change::SetBlueUnits { blue_units, domain: None },
         audit: Audit { by: "alice".into(), at_ms: 1_700_000_000_000, reason: "retry".into() },
     };
     log.append(&LogEntry::proposal(id, &envelope, &tidegate::core::Zones::default())).unwrap();

@@ -20,7 +20,7 @@ fn open(dir: &std::path::Path) -> Result<(Coordinator, Vec<String>), StartError>
 fn dial(c: &Coordinator, blue_units: u32) {
     let env = Envelope {
         expected_version: c.table().version(),
-        command: Command::SetBlueUnits { blue_units },
+        command: Command::SetBlueUnits { blue_units, domain: None },
         audit: Audit { by: "alice".into(), at_ms: 2, reason: "test".into() },
     };
     c.submit(&env).unwrap();
@@ -203,7 +203,7 @@ fn version_conflicts_are_not_logged() {
     let (c, _) = open(dir.path()).unwrap();
     let stale = Envelope {
         expected_version: 7,
-        command: Command::SetBlueUnits { blue_units: 3 },
+        command: Command::SetBlueUnits { blue_units: 3, domain: None },
         audit: Audit { by: "alice".into(), at_ms: 2, reason: "stale".into() },
     };
     assert!(c.submit(&stale).is_err());
@@ -239,6 +239,7 @@ fn drains_replay_to_the_same_state() {
             interval_ms: 1000,
             guard,
             mode: tidegate::core::DrainMode::Maintenance,
+            domain: None,
         };
         submit(&c, "alice", 10, Command::StartDrain { plan });
         submit(&c, "drain:1", 20, Command::DrainStep { drain: 1, blue_units: 40 });

@@ -76,7 +76,7 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
     let state = c.state();
     let active = state.active_drain().map(|d| d.id).unwrap_or(1);
     let command = match op {
-        Op::Dial(blue_units) => Command::SetBlueUnits { blue_units: *blue_units },
+        Op::Dial(blue_units) => Command::SetBlueUnits { blue_units: *blue_units, domain: None },
         Op::Pin(u, green) => Command::Pin {
             user_id: format!("user-{u}"),
             color: if *green { ZoneId::GREEN } else { ZoneId::BLUE },
@@ -99,6 +99,7 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                         breaches: 2,
                         on_breach: if *rollback { OnBreach::Rollback } else { OnBreach::Pause },
                     },
+                    domain: None,
                 },
             }
         }

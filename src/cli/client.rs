@@ -248,6 +248,7 @@ pub fn dial_set(
     reason: &str,
     expected_version: Option<u64>,
     force: bool,
+    domain: Option<&str>,
 ) -> Result<(), String> {
     let client = Client::new(args)?;
     let before = client.call("GET", "/v1/routing", None)?;
@@ -259,6 +260,23 @@ pub fn dial_set(
         json!({ "blue_percent": percent, "expected_version": expected, "reason": reason });
     if force {
         body["force"] = json!(true);
+    }
+    if let Some(name) = domain.filter(|d| *d != "default") {
+        body["domain"] = json!(name);
+        let value = client.call("PUT", "/v1/dial", Some(body))?;
+        let percent = |t: &Value| num(&t["domains"][name]["blue_percent"]);
+        client.print(&value, |after| {
+            if after["changed"].as_bool() == Some(false) {
+                format!("unchanged: domain {name} at blue {}%", percent(after))
+            } else {
+                format!(
+                    "domain {name}: was blue {}%; now blue {}%",
+                    percent(&before),
+                    percent(after)
+                )
+            }
+        });
+        return Ok(());
     }
     let value = client.call("PUT", "/v1/dial", Some(body))?;
     client.print(&value, |after| {
@@ -553,10 +571,15 @@ fn drain_line(d: &Value) -> String {
     let width = 20;
     let filled = (done * width / total) as usize;
     let kind = if d["mode"] == "evacuate" { "evacuation" } else { "drain" };
+    let zone = match d["domain"].as_str() {
+        Some(domain) if domain != "default" => {
+            format!("{} in domain {domain}", d["zone"].as_str().unwrap_or("?"))
+        }
+        _ => d["zone"].as_str().unwrap_or("?").to_owned(),
+    };
     format!(
-        "{kind} {} of {} ({}): [{}{}] {done}/{total} steps, {}% now, {}% -> {}% every {}",
+        "{kind} {} of {zone} ({}): [{}{}] {done}/{total} steps, {}% now, {}% -> {}% every {}",
         d["id"],
-        d["zone"].as_str().unwrap_or("?"),
         d["state"].as_str().unwrap_or("?"),
         "#".repeat(filled),
         "-".repeat(width as usize - filled),
@@ -612,6 +635,9 @@ pub fn drain_start(args: &super::DrainStartArgs) -> Result<(), String> {
     }
     if let Some(mode) = &args.mode {
         body["mode"] = json!(mode);
+    }
+    if let Some(domain) = &args.domain {
+        body["domain"] = json!(domain);
     }
     let value = client.call("POST", "/v1/drains", Some(body))?;
     client.print(&value, |d| format!("started {}", drain_line(d)));

@@ -192,7 +192,7 @@ mod tests {
         for (n, blue) in [10, 40, 35].into_iter().enumerate() {
             let envelope = Envelope {
                 expected_version: state.version(),
-                command: Command::SetBlueUnits { blue_units: blue },
+                command: Command::SetBlueUnits { blue_units: blue, domain: None },
                 audit: Audit { by: "alice".into(), at_ms: 10 + n as u64, reason: "move".into() },
             };
             let (next, applied) = state.apply(&envelope).unwrap().unwrap();

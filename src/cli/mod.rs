@@ -266,6 +266,9 @@ pub enum DialAction {
         /// Move even when the receiving zone's capacity says no (recorded in the audit).
         #[arg(long)]
         force: bool,
+        /// The routing domain whose dial moves (default: the default domain).
+        #[arg(long)]
+        domain: Option<String>,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -380,6 +383,9 @@ pub struct DrainStartArgs {
     /// [drain.evacuate] defaults).
     #[arg(long, value_parser = ["maintenance", "evacuate"])]
     pub mode: Option<String>,
+    /// The routing domain whose dial the drain steps (default: the default domain).
+    #[arg(long)]
+    pub domain: Option<String>,
     #[arg(long)]
     pub reason: String,
     #[command(flatten)]
@@ -486,8 +492,10 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Commands::Dial { action: DialAction::Get { client } } => client::dial_get(&client),
         Commands::Dial {
-            action: DialAction::Set { percent, reason, expected_version, force, client },
-        } => client::dial_set(&client, percent, &reason, expected_version, force),
+            action: DialAction::Set { percent, reason, expected_version, force, domain, client },
+        } => {
+            client::dial_set(&client, percent, &reason, expected_version, force, domain.as_deref())
+        }
         Commands::Pin { user_id, color, reason, client } => {
             client::pin(&client, &user_id, Some(&color), &reason)
         }

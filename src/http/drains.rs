@@ -195,10 +195,11 @@ fn zone_state(
         if drain.status == crate::core::DrainStatus::Paused {
             return "paused";
         }
+        let blue = table.blue_units_in(drain.plan.domain.as_deref()).unwrap_or(0);
         let growing = if color == ZoneId::BLUE {
-            drain.heading_for() > table.blue_units()
+            drain.heading_for() > blue
         } else {
-            drain.heading_for() < table.blue_units()
+            drain.heading_for() < blue
         };
         return if growing { "restoring" } else { "draining" };
     }
@@ -316,6 +317,7 @@ pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
     json!({
         "id": drain.id,
         "zone": drain.plan.zone,
+        "domain": drain.plan.domain.as_deref().unwrap_or(crate::core::DEFAULT_DOMAIN),
         "color": table.lane(drain.plan.color),
         "mode": drain.plan.mode.as_str(),
         "receiving_zone": table.zone_of(drain.receiving_color()),
@@ -323,7 +325,7 @@ pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
         "direction": match drain.direction { crate::core::Direction::Forward => "forward", crate::core::Direction::Back => "back" },
         "from_percent": drain.zone_percent(drain.start_blue_units, units),
         "target_percent": drain.zone_percent(drain.plan.target_blue_units, units),
-        "current_percent": if drain.is_active() { json!(drain.zone_percent(table.blue_units(), units)) } else { Value::Null },
+        "current_percent": if drain.is_active() { json!(drain.zone_percent(table.blue_units_in(drain.plan.domain.as_deref()).unwrap_or(0), units)) } else { Value::Null },
         "step_percent": f64::from(drain.plan.step_units) * 100.0 / f64::from(units),
         "interval": format_duration_ms(drain.plan.interval_ms),
         "interval_ms": drain.plan.interval_ms,
@@ -368,6 +370,8 @@ struct DrainRequest {
     guard: GuardRequest,
     /// `maintenance` (the default) or `evacuate`.
     mode: Option<String>,
+    /// The routing domain whose dial the drain moves (default: `default`).
+    domain: Option<String>,
     reason: String,
     expected_version: Option<u64>,
 }
@@ -458,6 +462,7 @@ fn plan_from(
             on_breach,
         },
         mode,
+        domain: None,
     })
 }
 
@@ -495,7 +500,8 @@ async fn post_drain(
         })?,
     };
     let table = app.coordinator.table();
-    let plan = plan_from(
+    let domain = super::units::named_domain(&table, r.domain.as_deref())?;
+    let mut plan = plan_from(
         app,
         &table,
         &r.zone,
@@ -505,6 +511,7 @@ async fn post_drain(
         &r.guard,
         mode,
     )?;
+    plan.domain = domain;
     start_drain(app, by, plan, r.reason, r.expected_version).await
 }
 

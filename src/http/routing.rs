@@ -36,6 +36,9 @@ fn get_routing(app: &State<App>, caller: Caller) -> Result<Versioned, ApiError> 
 struct DialRequest {
     blue_percent: Option<f64>,
     blue_units: Option<u64>,
+    /// The routing domain whose dial moves (absent or `default`: the default domain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    domain: Option<String>,
     expected_version: u64,
     reason: String,
     /// Move even when the receiving zone's capacity says no (audited in the reason).
@@ -59,6 +62,7 @@ async fn put_dial(
     if !app.coordinator.table().zones().is_two() {
         return Err(crate::core::CommandError::NeedsTwoZones("the dial").into());
     }
+    let domain = super::units::named_domain(&app.coordinator.table(), request.domain.as_deref())?;
     let units = app.coordinator.table().units();
     let share = match (request.blue_percent, request.blue_units) {
         (Some(percent), None) => Share::from_percent(percent, units),
@@ -74,7 +78,11 @@ async fn put_dial(
     let mut reason = request.reason;
     if app.capacities.is_configured() {
         let capacities = std::sync::Arc::clone(&app.capacities);
+        // A named domain's dial is judged on the table as that domain sees it. Load is measured
+        // per zone, not per domain, so its units are counted at the zone's per-unit load.
         let table = app.coordinator.table();
+        let table =
+            std::sync::Arc::new(table.view_of(domain.as_deref()).unwrap_or((*table).clone()));
         let to = share.blue_units;
         let verdict = rocket::tokio::task::spawn_blocking(move || {
             capacities.judge_dial(&table, to, super::now_ms())
@@ -88,7 +96,7 @@ async fn put_dial(
             reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
         }
     }
-    let command = Command::SetBlueUnits { blue_units: share.blue_units };
+    let command = Command::SetBlueUnits { blue_units: share.blue_units, domain };
     submit(app, command, request.expected_version, by, reason, key).await
 }
 

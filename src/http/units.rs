@@ -122,6 +122,19 @@ fn parse_moves(table: &RoutingTable, moves: &[MoveBody]) -> Result<Vec<UnitMove>
     Ok(out)
 }
 
+/// The named domain of a request's `domain` field: `None` for absent or `default`, the name
+/// when the table has it, else 400 `unknown_domain` naming the field.
+pub(super) fn named_domain(
+    table: &RoutingTable,
+    domain: Option<&str>,
+) -> Result<Option<String>, ApiError> {
+    match domain {
+        None | Some(DEFAULT_DOMAIN) => Ok(None),
+        Some(name) if table.domains().contains_key(name) => Ok(Some(name.to_owned())),
+        Some(name) => Err(unknown_domain(table, "domain", name)),
+    }
+}
+
 /// 400 `unknown_domain` naming `field` and the table's domains.
 fn unknown_domain(table: &RoutingTable, field: &str, name: &str) -> ApiError {
     ApiError::bad_request(

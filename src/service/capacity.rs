@@ -394,6 +394,7 @@ mod tests {
                     on_breach: OnBreach::Pause,
                 },
                 mode: DrainMode::Evacuate,
+                domain: None,
             },
             start_blue_units,
             status: DrainStatus::Running,
@@ -450,7 +451,7 @@ mod tests {
         let all_green = {
             use crate::core::{Audit, Command, Envelope};
             let audit = Audit { by: "t".into(), at_ms: 1, reason: "drill".into() };
-            let command = Command::SetBlueUnits { blue_units: 0 };
+            let command = Command::SetBlueUnits { blue_units: 0, domain: None };
             let envelope = Envelope { expected_version: state.version(), command, audit };
             state.apply(&envelope).unwrap().unwrap().0
         };
@@ -482,7 +483,7 @@ mod tests {
             let audit = Audit { by: "t".into(), at_ms: 1, reason: "dial".into() };
             let envelope = Envelope {
                 expected_version: state.version(),
-                command: Command::SetBlueUnits { blue_units: 30 },
+                command: Command::SetBlueUnits { blue_units: 30, domain: None },
                 audit,
             };
             state.apply(&envelope).unwrap().unwrap().0

@@ -1369,7 +1369,7 @@ mod tests {
     fn dial(c: &Coordinator, blue_units: u32) {
         let envelope = Envelope {
             expected_version: c.state().version(),
-            command: Command::SetBlueUnits { blue_units },
+            command: Command::SetBlueUnits { blue_units, domain: None },
             audit: Audit { by: "alice".into(), at_ms: 2, reason: "move".into() },
         };
         c.submit(&envelope).unwrap();
@@ -1385,7 +1385,7 @@ mod tests {
             // A stale proposal after each change: refused, so it spends no version.
             let stale = Envelope {
                 expected_version: 1,
-                command: Command::SetBlueUnits { blue_units: 99 },
+                command: Command::SetBlueUnits { blue_units: 99, domain: None },
                 audit: Audit { by: "late".into(), at_ms: 3, reason: "stale".into() },
             };
             log.append(&LogEntry::proposal(&format!("stale-{blue}"), &stale, &Zones::default()))
@@ -1467,7 +1467,7 @@ mod tests {
                         let blue_units = (w * 40 + i) % 99 + 1;
                         let envelope = Envelope {
                             expected_version: c.state().version(),
-                            command: Command::SetBlueUnits { blue_units },
+                            command: Command::SetBlueUnits { blue_units, domain: None },
                             audit: Audit { by: format!("w{w}"), at_ms: 2, reason: "move".into() },
                         };
                         if let Ok(Submitted { table, applied: Some(applied), .. }) =

@@ -63,7 +63,11 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         if !drain.is_due(now) || quiet_until.get(&drain.id).is_some_and(|until| now < *until) {
             continue;
         }
-        let table = state.table();
+        // A named domain's drain reads and steps that domain's dial: judge it on the table as
+        // the domain sees it (its map in the default place).
+        let Some(view) = state.table().view_of(drain.plan.domain.as_deref()) else { continue };
+        let table_arc = Arc::new(view);
+        let table = &*table_arc;
         if drain.status == DrainStatus::Settling {
             // Only the backlog matters now; health is not read (a Prometheus source would be
             // queried on every tick otherwise).
@@ -119,7 +123,7 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         let health_for_check = Arc::clone(&health);
         let capacities = Arc::clone(&runner.capacities);
         let zones = (draining_zone.clone(), receiving_zone.clone());
-        let table_arc = state.table_arc();
+        let table_arc = Arc::clone(&table_arc);
         let forward = drain.direction == Direction::Forward;
         let judged = drain.clone();
         let readings = tokio::task::spawn_blocking(move || {

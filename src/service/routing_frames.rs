@@ -37,7 +37,7 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
         "domains": table
             .domains()
             .iter()
-            .map(|(name, map)| (name.clone(), json!({"unit_map": unit_map_body(table, map)})))
+            .map(|(name, map)| (name.clone(), domain_body(table, map)))
             .collect::<serde_json::Map<String, Value>>(),
         "global_writer": {
             "zone": global.zone.map(|z| table.zone_of(z)),
@@ -46,6 +46,17 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
         },
         "precedence": ["pin", "unit"],
     })
+}
+
+/// A named domain in `GET /v1/routing`: its unit map, and on a two-zone table its dial.
+fn domain_body(table: &RoutingTable, map: &crate::core::UnitMap) -> Value {
+    let mut body = json!({"unit_map": unit_map_body(table, map)});
+    if table.zones().is_two() {
+        let blue = map.count(ZoneId::BLUE);
+        body["blue_units"] = json!(blue);
+        body["blue_percent"] = json!(percent(blue, table.units()));
+    }
+    body
 }
 
 fn percent(count: u32, units: u32) -> f64 {

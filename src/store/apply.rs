@@ -332,7 +332,7 @@ mod tests {
     fn dial(id: &str, expected: u64, blue: u32) -> LogEntry {
         let envelope = Envelope {
             expected_version: expected,
-            command: Command::SetBlueUnits { blue_units: blue },
+            command: Command::SetBlueUnits { blue_units: blue, domain: None },
             audit: Audit { by: "op".into(), at_ms: 2, reason: "move".into() },
         };
         LogEntry::proposal(id, &envelope, &Zones::default())

@@ -90,6 +90,9 @@ pub struct WireZones {
 pub enum WireCommand {
     SetBlueUnits {
         blue_units: u32,
+        /// A named domain's dial (format level 3); absent for the default domain.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
     },
     Pin {
         user_id: String,
@@ -111,6 +114,9 @@ pub enum WireCommand {
         /// `evacuate`; absent for maintenance drains (and in logs written before modes).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mode: Option<String>,
+        /// A named domain's drain (format level 3); absent for the default domain.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
     },
     DrainStep {
         drain: u64,
@@ -237,6 +243,8 @@ pub struct WireDrainPlan {
     pub breaches: u32,
     pub on_breach: String,
     pub mode: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 /// One zone's error rate at a step boundary of a plan run.
@@ -262,6 +270,7 @@ impl WireDrainPlan {
             breaches: plan.guard.breaches,
             on_breach: plan.guard.on_breach.as_str().to_owned(),
             mode: plan.mode.as_str().to_owned(),
+            domain: plan.domain.clone(),
         }
     }
 
@@ -286,6 +295,7 @@ impl WireDrainPlan {
             },
             mode: DrainMode::parse(&self.mode)
                 .ok_or_else(|| format!("unknown drain mode `{}`", self.mode))?,
+            domain: self.domain.clone(),
         })
     }
 }
@@ -669,8 +679,8 @@ impl WireCommand {
             zones.get(*z).map_or_else(|| z.default_lane().into_owned(), |s| s.lane.clone())
         };
         match command {
-            Command::SetBlueUnits { blue_units } => {
-                WireCommand::SetBlueUnits { blue_units: *blue_units }
+            Command::SetBlueUnits { blue_units, domain } => {
+                WireCommand::SetBlueUnits { blue_units: *blue_units, domain: domain.clone() }
             }
             Command::Pin { user_id, color } => {
                 WireCommand::Pin { user_id: user_id.clone(), color: lane(color) }
@@ -687,6 +697,7 @@ impl WireCommand {
                 breaches: plan.guard.breaches,
                 on_breach: plan.guard.on_breach.as_str().to_owned(),
                 mode: (plan.mode != DrainMode::Maintenance).then(|| plan.mode.as_str().to_owned()),
+                domain: plan.domain.clone(),
             },
             Command::DrainStep { drain, blue_units } => {
                 WireCommand::DrainStep { drain: *drain, blue_units: *blue_units }
@@ -782,8 +793,8 @@ impl WireCommand {
             zones.by_lane(lane).ok_or_else(|| format!("`{lane}` is not a lane of the table"))
         };
         Ok(match self {
-            WireCommand::SetBlueUnits { blue_units } => {
-                Command::SetBlueUnits { blue_units: *blue_units }
+            WireCommand::SetBlueUnits { blue_units, domain } => {
+                Command::SetBlueUnits { blue_units: *blue_units, domain: domain.clone() }
             }
             WireCommand::Pin { user_id, color } => {
                 Command::Pin { user_id: user_id.clone(), color: lane_of(color)? }
@@ -800,6 +811,7 @@ impl WireCommand {
                 breaches,
                 on_breach,
                 mode,
+                domain,
             } => Command::StartDrain {
                 plan: DrainPlan {
                     zone: zone.clone(),
@@ -822,6 +834,7 @@ impl WireCommand {
                         Some(text) => DrainMode::parse(text)
                             .ok_or_else(|| format!("unknown drain mode `{text}`"))?,
                     },
+                    domain: domain.clone(),
                 },
             },
             WireCommand::DrainStep { drain, blue_units } => {

@@ -522,6 +522,9 @@ struct WireDrain {
     /// `maintenance` or `evacuate` (snapshots written before evacuations had only the former).
     #[serde(default = "maintenance")]
     mode: String,
+    /// A named domain's drain; absent for the default domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    domain: Option<String>,
     start_blue_units: u32,
     status: String,
     direction: String,
@@ -785,6 +788,7 @@ fn wire_drain(d: &Drain) -> WireDrain {
         breaches: d.plan.guard.breaches,
         on_breach: d.plan.guard.on_breach.as_str().to_owned(),
         mode: d.plan.mode.as_str().to_owned(),
+        domain: d.plan.domain.clone(),
         start_blue_units: d.start_blue_units,
         status: status_name(d.status).to_owned(),
         direction: match d.direction {
@@ -858,6 +862,7 @@ fn core_drain(w: WireDrain, zones: &Zones) -> Result<Drain, String> {
                 breaches: w.breaches,
                 on_breach,
             },
+            domain: w.domain,
         },
         start_blue_units: w.start_blue_units,
         status,

@@ -28,7 +28,7 @@ pub fn write_log(toml: &str, data_dir: &Path, changes: usize) {
             let color = if (k / 100) % 2 == 0 { ZoneId::BLUE } else { ZoneId::GREEN };
             Cmd::Pin { user_id: format!("user-{}", k % 100), color }
         } else {
-            Cmd::SetBlueUnits { blue_units: (1 + n % (units - 1).min(50)) as u32 }
+            Cmd::SetBlueUnits { blue_units: (1 + n % (units - 1).min(50)) as u32, domain: None }
         };
         let envelope = Envelope {
             expected_version: state.version(),

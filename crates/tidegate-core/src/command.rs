@@ -38,9 +38,11 @@ pub struct Genesis {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    /// Move the dial to `blue_units` of the table's units.
+    /// Move the dial of `domain` (`None`: the default domain) to `blue_units` of the table's
+    /// units.
     SetBlueUnits {
         blue_units: u32,
+        domain: Option<String>,
     },
     /// Force a user to a colour, whatever their unit.
     Pin {
@@ -198,7 +200,8 @@ pub const FORMAT_LEVEL: u32 = 3;
 impl Command {
     /// The record format a command needs every replica to read: 1 for the commands of the first
     /// replicated release, 2 for those added since (the automation switch, plan call-outs), 3
-    /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone).
+    /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone,
+    /// a named domain's dial or drain).
     pub fn format_level(&self) -> u32 {
         match self {
             Command::MoveUnits { .. }
@@ -207,6 +210,10 @@ impl Command {
             | Command::SetGlobalWriter { .. }
             | Command::AddDomain { .. } => 3,
             Command::Pin { color, .. } if color.index() >= 2 => 3,
+            // A named domain's dial or drain.
+            Command::SetBlueUnits { domain: Some(_), .. } => 3,
+            Command::StartDrain { plan } if plan.domain.is_some() => 3,
+            Command::PlanStepStarted { drain: Some(plan), .. } if plan.domain.is_some() => 3,
             Command::SetAutomation { .. } => 2,
             Command::PlanCallStarted { .. } | Command::PlanCallDone { .. } => 2,
             // A plan with unit moves needs the N-zone model.
@@ -531,7 +538,7 @@ impl State {
         let mut table = (*self.table).clone();
         table.version = current + 1;
         let (from, to) = match &envelope.command {
-            Command::SetBlueUnits { blue_units } => {
+            Command::SetBlueUnits { blue_units, domain } => {
                 if let Some(drain) = self.active_drain().filter(|d| d.status != DrainStatus::Paused)
                 {
                     return Err(CommandError::DrainRunning(drain.id));
@@ -539,12 +546,15 @@ impl State {
                 if !self.table.zones.is_two() {
                     return Err(CommandError::NeedsTwoZones("the dial"));
                 }
+                let domain = domain.as_deref();
+                let map = self.domain_map(domain)?;
                 let share = Share::from_units(u64::from(*blue_units), self.table.units())?;
-                if share.blue_units == self.table.blue_units() {
+                if share.blue_units == map.count(ZoneId::BLUE) {
                     return Ok(None);
                 }
-                table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, share.blue_units);
-                (describe_share(&self.table), describe_share(&table))
+                let moved = map.set_count(ZoneId::BLUE, ZoneId::GREEN, share.blue_units);
+                table.set_map_of(domain, moved);
+                (describe_share_in(&self.table, domain), describe_share_in(&table, domain))
             }
             Command::Pin { user_id, color } => {
                 self.live_zone(*color)?;
@@ -584,7 +594,7 @@ impl State {
                 let drain = Drain {
                     id: self.next_drain_id,
                     plan: plan.clone(),
-                    start_blue_units: self.table.blue_units(),
+                    start_blue_units: drain_units(&self.table, plan),
                     status: DrainStatus::Running,
                     direction: Direction::Forward,
                     next_due_ms: at_ms,
@@ -607,15 +617,19 @@ impl State {
             Command::DrainStep { drain: id, blue_units } => {
                 let mut drain = self.running_drain(*id, "step")?.clone();
                 let target = drain.heading_for();
-                let expected = step_toward(self.table.blue_units(), target, drain.plan.step_units);
-                if self.table.blue_units() == target || *blue_units != expected {
+                let domain = drain.plan.domain.clone();
+                let map = self.domain_map(domain.as_deref())?;
+                let now = map.count(ZoneId::BLUE);
+                let expected = step_toward(now, target, drain.plan.step_units);
+                if now == target || *blue_units != expected {
                     return Err(CommandError::DrainStepMismatch {
                         id: *id,
                         expected,
                         got: *blue_units,
                     });
                 }
-                table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, *blue_units);
+                let moved = map.set_count(ZoneId::BLUE, ZoneId::GREEN, *blue_units);
+                table.set_map_of(domain.as_deref(), moved);
                 match drain.direction {
                     Direction::Forward => drain.steps_done += 1,
                     Direction::Back => drain.steps_done = drain.steps_done.saturating_sub(1),
@@ -628,8 +642,12 @@ impl State {
                 if *blue_units == target {
                     arrive(&mut drain, self.table.units(), at_ms);
                 }
-                let from = describe_share(&self.table);
-                let to = format!("{} ({})", describe_share(&table), drain.state_name());
+                let from = describe_share_in(&self.table, domain.as_deref());
+                let to = format!(
+                    "{} ({})",
+                    describe_share_in(&table, domain.as_deref()),
+                    drain.state_name()
+                );
                 next.insert_drain(drain);
                 (from, to)
             }
@@ -993,7 +1011,7 @@ impl State {
                     let d = Drain {
                         id: self.next_drain_id,
                         plan: plan.clone(),
-                        start_blue_units: self.table.blue_units(),
+                        start_blue_units: drain_units(&self.table, plan),
                         status: DrainStatus::Running,
                         direction: Direction::Forward,
                         next_due_ms: at_ms,
@@ -1494,6 +1512,13 @@ impl State {
     }
 
     /// A zone of the table that is not retired.
+    /// The unit map of `domain` (`None`: the default domain), or `unknown_domain`.
+    fn domain_map(&self, domain: Option<&str>) -> Result<&UnitMap, CommandError> {
+        self.table
+            .map_of(domain)
+            .ok_or_else(|| CommandError::UnknownDomain(domain.unwrap_or_default().to_owned()))
+    }
+
     fn live_zone(&self, zone: ZoneId) -> Result<&ZoneSpec, CommandError> {
         let spec = self
             .table
@@ -1588,9 +1613,15 @@ impl State {
 
 /// A drain already at its destination when resumed or rolled back arrives at once.
 fn finish_if_arrived(drain: &mut Drain, table: &RoutingTable, at_ms: u64) {
-    if table.blue_units() == drain.heading_for() {
+    if drain_units(table, &drain.plan) == drain.heading_for() {
         arrive(drain, table.units(), at_ms);
     }
+}
+
+/// Blue units in the domain a drain moves (a drain's domain exists: `validate_plan` checked it,
+/// and domains are never removed).
+fn drain_units(table: &RoutingTable, plan: &DrainPlan) -> u32 {
+    table.blue_units_in(plan.domain.as_deref()).unwrap_or_else(|| table.blue_units())
 }
 
 /// The drain reached where it was heading: rolled back, completed, or, when it emptied its
@@ -1598,7 +1629,11 @@ fn finish_if_arrived(drain: &mut Drain, table: &RoutingTable, at_ms: u64) {
 fn arrive(drain: &mut Drain, units: u32, at_ms: u64) {
     drain.status = match drain.direction {
         Direction::Back => DrainStatus::RolledBack,
-        Direction::Forward if drain.empties_zone(units) => DrainStatus::Settling,
+        // Lanes follow the default domain: only its drain waits for the zone's backlog (a named
+        // domain's users leaving a zone empty no lane half).
+        Direction::Forward if drain.empties_zone(units) && drain.plan.domain.is_none() => {
+            DrainStatus::Settling
+        }
         Direction::Forward => DrainStatus::Completed,
     };
     if drain.status == DrainStatus::Settling {
@@ -1626,7 +1661,10 @@ fn validate_plan(plan: &DrainPlan, table: &RoutingTable) -> Result<(), CommandEr
     if plan.target_blue_units > table.units() {
         return invalid(format!("the target is outside 0..={} units", table.units()));
     }
-    if plan.target_blue_units == table.blue_units() {
+    if table.map_of(plan.domain.as_deref()).is_none() {
+        return Err(CommandError::UnknownDomain(plan.domain.clone().unwrap_or_default()));
+    }
+    if plan.target_blue_units == drain_units(table, plan) {
         return invalid("the zone is already at the target share".to_owned());
     }
     if plan.step_units == 0 {
@@ -1651,8 +1689,9 @@ fn describe_plan(drain: &Drain, units: u32) -> String {
         DrainMode::Maintenance => "drain",
         DrainMode::Evacuate => "evacuation (drain)",
     };
+    let domain = plan.domain.as_deref().map(|d| format!(" in domain {d}")).unwrap_or_default();
     format!(
-        "{} {} of {}: {}% -> {}% in steps of {}% every {} ms (guard: error rate <= {}% with >= {} requests, {} breach(es) -> {})",
+        "{} {} of {}{domain}: {}% -> {}% in steps of {}% every {} ms (guard: error rate <= {}% with >= {} requests, {} breach(es) -> {})",
         kind,
         drain.id,
         plan.zone,
@@ -1678,6 +1717,26 @@ fn validate_audit(audit: &Audit) -> Result<(), CommandError> {
         return Err(CommandError::ReasonTooLong(audit.reason.len()));
     }
     Ok(())
+}
+
+/// [`describe_share`] of one domain's dial, named when it is not the default domain.
+fn describe_share_in(table: &RoutingTable, domain: Option<&str>) -> String {
+    match (domain, table.map_of(domain)) {
+        (None | Some(super::table::DEFAULT_DOMAIN), _) | (_, None) => describe_share(table),
+        (Some(name), Some(map)) => {
+            if !table.zones.is_two() || !map.is_dial_form() {
+                let runs = describe_runs(&map.runs(), |z| table.zones.lane(z).to_owned());
+                return format!("domain {name}: units {runs}");
+            }
+            let blue = map.count(ZoneId::BLUE);
+            let units = table.units();
+            format!(
+                "domain {name}: blue {}% / green {}% ({blue}/{units} units blue)",
+                percent_of(blue, units),
+                percent_of(units - blue, units)
+            )
+        }
+    }
 }
 
 fn describe_share(table: &RoutingTable) -> String {

@@ -91,6 +91,9 @@ pub struct DrainPlan {
     pub interval_ms: u64,
     pub guard: Guard,
     pub mode: DrainMode,
+    /// The routing domain whose dial the drain moves (`None`: the default domain). One drain
+    /// runs at a time, in whichever domain.
+    pub domain: Option<String>,
 }
 
 /// The longest interval between drain steps that the API and the config accept: a day. Longer

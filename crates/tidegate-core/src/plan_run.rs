@@ -291,6 +291,8 @@ impl PlanRun {
                             interval_ms: d.interval_ms.max(1),
                             guard: d.guard,
                             mode: *mode,
+                            // Plans move the default domain's dial (unit moves name others).
+                            domain: None,
                         }
                     })
                 }

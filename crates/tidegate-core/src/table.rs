@@ -161,6 +161,33 @@ impl RoutingTable {
         }
     }
 
+    /// The same table with `domain`'s map replaced (`None` or `default`: the default domain's).
+    /// The caller has checked that the domain exists ([`RoutingTable::map_of`]).
+    pub(crate) fn set_map_of(&mut self, domain: Option<&str>, map: UnitMap) {
+        match domain {
+            None | Some(DEFAULT_DOMAIN) => self.map = map,
+            Some(name) => {
+                Arc::make_mut(&mut self.domains).insert(name.to_owned(), map);
+            }
+        }
+    }
+
+    /// The table as `domain` sees it: the same zones, scheme, pins and version, with that
+    /// domain's map as the default one (`None` or `default`: a copy of this table), if the
+    /// domain exists. What a drain or dial of a named domain is judged and stepped on.
+    pub fn view_of(&self, domain: Option<&str>) -> Option<RoutingTable> {
+        let map = self.map_of(domain)?.clone();
+        let mut view = self.clone();
+        view.map = map;
+        Some(view)
+    }
+
+    /// Units owned by zone 0 (`blue`) in `domain`'s map (`None`: the default domain), if the
+    /// domain exists: the dial of that domain on a two-zone table.
+    pub fn blue_units_in(&self, domain: Option<&str>) -> Option<u32> {
+        self.map_of(domain).map(|m| m.count(ZoneId::BLUE))
+    }
+
     /// Tags a user in the domain whose map is `map` (from [`RoutingTable::map_of`]): a pin wins
     /// in every domain, else the map's owner of the user's unit.
     #[inline]
