@@ -140,6 +140,21 @@ fn three_zones_move_evacuate_and_agree_everywhere() {
         "the genesis lists the configured zones in index order"
     );
     assert_eq!(start["zones"][2]["units"], 0);
+    // GET /v1/zones reports every live zone, the third too: owning nothing, it is `empty`.
+    let zone_states = |url: &str| -> Vec<(String, String, u64)> {
+        get_json(&format!("{url}/v1/zones")).1["zones"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|z| {
+                let name = z["zone"].as_str().unwrap().to_owned();
+                (name, z["state"].as_str().unwrap().to_owned(), z["units"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    let listed = zone_states(&url);
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!((listed[2].0.as_str(), listed[2].1.as_str(), listed[2].2), ("az-c", "empty", 0));
 
     let edge_config = dir.path().join("edge.toml");
     std::fs::write(&edge_config, "").unwrap();
@@ -165,6 +180,9 @@ fn three_zones_move_evacuate_and_agree_everywhere() {
             assert_eq!(a, b, "unit {unit} was not named and kept its owner");
         }
     }
+    let listed = zone_states(&url);
+    assert_eq!(listed[2].2, 35, "{listed:?}");
+    assert_ne!(listed[2].1, "empty", "az-c owns units now: {listed:?}");
     let (lanes_after_move, counts) = agree(&url, &edge, &users);
     println!("after the move, users per lane: {counts:?}");
     let red = counts["red"] as f64 / USERS as f64;

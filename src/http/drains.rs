@@ -205,7 +205,9 @@ fn zone_state(
     }
     let share_units = table.units_of(color);
     if share_units == 0 {
-        return "drained";
+        // Blue and green at 0 % were drained; a further zone that owns nothing is `empty` (it
+        // may never have owned a unit, or been evacuated).
+        return if color.index() < 2 { "drained" } else { "empty" };
     }
     // Judged over the detection window (`health.detect_window`), as the triggers judge it.
     // Silence is `unknown`, never `active`: a zone whose reporters stopped looked healthy.
@@ -258,13 +260,23 @@ async fn get_zones(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiE
     caller.require_reader(&app.config)?;
     let health = Arc::clone(&app.health);
     let capacities = Arc::clone(&app.capacities);
-    let zones = app.config.zones.clone();
+    // Every live zone of the table (a third zone too), by index: health and capacity are read
+    // by zone name, whichever zones the configuration lists.
+    let live: Vec<(ZoneId, String)> = app
+        .coordinator
+        .table()
+        .zones()
+        .iter()
+        .filter(|(_, z)| !z.retired)
+        .map(|(id, z)| (id, z.name.clone()))
+        .collect();
     let now = now_ms();
     let readings = rocket::tokio::task::spawn_blocking(move || {
-        [ZoneId::BLUE, ZoneId::GREEN].map(|c| {
-            let zone = zones.zone_of(c);
-            (c, health.zone(zone, now), capacities.zone(zone, now), health.recent(zone, now))
-        })
+        live.into_iter()
+            .map(|(c, zone)| {
+                (c, health.zone(&zone, now), capacities.zone(&zone, now), health.recent(&zone, now))
+            })
+            .collect::<Vec<_>>()
     })
     .await
     .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
