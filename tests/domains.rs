@@ -19,6 +19,17 @@ fn version(url: &str) -> u64 {
     routing(url)["version"].as_u64().unwrap()
 }
 
+/// Adds the `search` domain (a copy of the default one); returns the answer.
+fn add_search(url: &str) -> Value {
+    let (status, body) = post_json(
+        &format!("{url}/v1/domains"),
+        OPERATOR_TOKEN,
+        json!({"name": "search", "expected_version": version(url), "reason": "search traffic"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
 fn lanes(url: &str, domain: Option<&str>, users: &[String]) -> Vec<String> {
     let mut body = json!({"user_ids": users});
     if let Some(d) = domain {
@@ -52,12 +63,7 @@ fn a_linked_change_moves_two_domains_in_one_version_and_every_reader_agrees() {
     let users: Vec<String> = (0..10_000).map(|i| format!("shopper-{i}")).collect();
 
     // A new domain starts as a copy: every user's zone agrees across the two.
-    let (status, body) = post_json(
-        &format!("{url}/v1/domains"),
-        OPERATOR_TOKEN,
-        json!({"name": "search", "expected_version": version(&url), "reason": "search traffic"}),
-    );
-    assert_eq!(status, 200, "{body}");
+    let body = add_search(&url);
     assert_eq!(body["domains"]["search"]["unit_map"], body["unit_map"]);
     assert_eq!(lanes(&url, None, &users), lanes(&url, Some("search"), &users));
     let (status, body) = post_json(
@@ -212,12 +218,7 @@ fn a_named_domain_has_its_own_dial_and_drain_and_the_default_domain_never_moves(
     let server = Server::start(&file, &data);
     let url = server.url.clone();
     let users: Vec<String> = (0..10_000).map(|i| format!("reader-{i}")).collect();
-    let (status, body) = post_json(
-        &format!("{url}/v1/domains"),
-        OPERATOR_TOKEN,
-        json!({"name": "search", "expected_version": version(&url), "reason": "search traffic"}),
-    );
-    assert_eq!(status, 200, "{body}");
+    add_search(&url);
     let default_before = lanes(&url, None, &users);
     let search_at_50 = lanes(&url, Some("search"), &users);
     assert_eq!(default_before, search_at_50, "a new domain starts as a copy");

@@ -1721,21 +1721,10 @@ fn validate_audit(audit: &Audit) -> Result<(), CommandError> {
 
 /// [`describe_share`] of one domain's dial, named when it is not the default domain.
 fn describe_share_in(table: &RoutingTable, domain: Option<&str>) -> String {
-    match (domain, table.map_of(domain)) {
-        (None | Some(super::table::DEFAULT_DOMAIN), _) | (_, None) => describe_share(table),
-        (Some(name), Some(map)) => {
-            if !table.zones.is_two() || !map.is_dial_form() {
-                let runs = describe_runs(&map.runs(), |z| table.zones.lane(z).to_owned());
-                return format!("domain {name}: units {runs}");
-            }
-            let blue = map.count(ZoneId::BLUE);
-            let units = table.units();
-            format!(
-                "domain {name}: blue {}% / green {}% ({blue}/{units} units blue)",
-                percent_of(blue, units),
-                percent_of(units - blue, units)
-            )
-        }
+    let named = domain.filter(|d| *d != super::table::DEFAULT_DOMAIN);
+    match named.zip(table.view_of(domain)) {
+        Some((name, view)) => format!("domain {name}: {}", describe_share(&view)),
+        None => describe_share(table),
     }
 }
 
