@@ -217,6 +217,12 @@ def zone_health():
     b.panel("timeseries", "Guard breaches",
             "Guard checks that found a zone above its error-rate limit, per minute.",
             "short", [("sum by (zone) (increase(tidegate_drain_guard_breaches_total[$__rate_interval]))", "{{zone}}")], min=0)
+    b.panel("timeseries", "Frozen units",
+            "Units whose writes a loss-less drain step freezes, by domain: writes of their users get 503 frozen until every subscriber applied the switch (0 between moves).",
+            "short", [("max by (domain) (tidegate_frozen_units)", "{{domain}}")], width=6, min=0)
+    b.panel("timeseries", "Misrouted writes",
+            "Writes the services' write checks refused or forwarded because another zone owns the user, per second, by owner lane (tidegate_client_misrouted_total, from the services' own /metrics).",
+            "short", [("sum by (color) (rate(tidegate_client_misrouted_total[$__rate_interval]))", "{{color}}")], width=6, min=0)
     b.panel("stat", "Zone health known",
             "1 when the zone's health source has data; 0 (unknown) holds any drain.",
             "bool", [(f"min by (zone) (tidegate_zone_health_known{{{ZONE}}})", "{{zone}}")], width=12)

@@ -23,11 +23,12 @@ use crate::duration::parse_duration_ms;
 /// `TIDEGATE_SERVICE_TOKEN`, the scripts' `TIDEGATE_CACHE` and `TIDEGATE_BIN`) is not ours to
 /// read and is ignored. A misspelled key under a known one (`TIDEGATE_SERVER__PROT`) still stops
 /// start-up naming it. A unit test keeps this list equal to the struct's fields.
-const CONFIG_ENV_KEYS: [&str; 24] = [
+const CONFIG_ENV_KEYS: [&str; 25] = [
     "data_dir",
     "snapshot_every",
     "initial_blue_percent",
     "fallback",
+    "write_fallback",
     "server",
     "units",
     "colors",
@@ -65,6 +66,8 @@ pub struct Settings {
     pub snapshot_every: u64,
     pub initial_blue_percent: f64,
     pub fallback: String,
+    /// What a write without a user ID gets at the edge gate: `reject` (the default) or `random`.
+    pub write_fallback: String,
     pub server: ServerSettings,
     pub units: UnitSettings,
     pub colors: ColorSettings,
@@ -541,6 +544,7 @@ impl Default for Settings {
             snapshot_every: 1000,
             initial_blue_percent: 50.0,
             fallback: "random".into(),
+            write_fallback: "reject".into(),
             server: ServerSettings::default(),
             units: UnitSettings::default(),
             colors: ColorSettings::default(),
@@ -656,6 +660,8 @@ pub struct Config {
     pub genesis: Genesis,
     pub zones: Zones,
     pub fallback: Fallback,
+    /// The fallback of writes without a user ID (`reject` unless configured).
+    pub write_fallback: Fallback,
     pub max_batch: usize,
     pub max_body_bytes: u64,
     pub operators: Vec<OperatorEntry>,
@@ -1027,16 +1033,16 @@ impl Config {
             return Err(invalid("colors.green", "blue and green must run in different zones"));
         }
         let zones = zone_list(&s)?;
-        let fallback = match s.fallback.as_str() {
-            "random" => Fallback::Random,
-            "reject" => Fallback::Reject,
-            other => {
-                return Err(invalid(
-                    "fallback",
-                    format!("`{other}` is not a fallback: expected `random` or `reject`"),
-                ));
-            }
+        let fallback_of = |key: &str, text: &str| match text {
+            "random" => Ok(Fallback::Random),
+            "reject" => Ok(Fallback::Reject),
+            other => Err(invalid(
+                key,
+                format!("`{other}` is not a fallback: expected `random` or `reject`"),
+            )),
         };
+        let fallback = fallback_of("fallback", &s.fallback)?;
+        let write_fallback = fallback_of("write_fallback", &s.write_fallback)?;
         if !(1..=100_000).contains(&s.limits.max_batch) {
             return Err(invalid("limits.max_batch", "must be between 1 and 100000"));
         }
@@ -1179,6 +1185,7 @@ impl Config {
             genesis: Genesis { scheme, blue_units: share.blue_units },
             zones,
             fallback,
+            write_fallback,
             max_batch: s.limits.max_batch,
             max_body_bytes: s.limits.max_body_bytes,
             operators,

@@ -41,7 +41,8 @@ pub const DRAIN_BREACHES: &str = "tidegate_drain_guard_breaches_total";
 pub const DRAIN_HOLDS: &str = "tidegate_drain_holds_total";
 pub const SUBSCRIBERS: &str = "tidegate_subscribers";
 pub const DRAIN_PAUSED: &str = "tidegate_drain_paused";
-pub use crate::client::metrics::CLIENT_MISROUTED;
+pub const FROZEN_UNITS: &str = "tidegate_frozen_units";
+pub use crate::client::metrics::{CLIENT_MISROUTED, CLIENT_WRITE_CHECKS};
 pub const UI_LOGINS: &str = "tidegate_ui_logins_total";
 pub const LANE_LAG: &str = "tidegate_lane_lag_messages";
 pub const LANE_PARTITION_LAG: &str = "tidegate_lane_partition_lag_messages";
@@ -56,6 +57,7 @@ pub const EDGE_CONNECTED: &str = "tidegate_edge_coordinator_connected";
 pub const EDGE_TABLE_AGE: &str = "tidegate_edge_table_age_seconds";
 pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
 pub const EDGE_GATE_CALLER_REFUSED: &str = "tidegate_edge_gate_caller_refused_total";
+pub const EDGE_WRITE_CHECKS: &str = "tidegate_edge_write_checks_total";
 pub const NODE_ID_CONFLICTS: &str = "tidegate_node_id_conflicts_total";
 pub const OFREP_EVALUATIONS: &str = "tidegate_ofrep_evaluations_total";
 pub const PLAN_TRIGGERS: &str = "tidegate_plan_triggers_total";
@@ -93,7 +95,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         EDGE_TABLE_AGE,
         "Seconds since the edge received (or cached) the routing table it serves.",
     ),
-    ("counter", EDGE_GATE, "Gateway checks answered by the edge, by colour and source."),
+    (
+        "counter",
+        EDGE_GATE,
+        "Gateway checks answered by the edge, by colour and source (`unit`, `pin`, `fallback`, or `frozen` for a write refused while its unit is frozen).",
+    ),
+    (
+        "counter",
+        EDGE_WRITE_CHECKS,
+        "Write checks answered by the edge (GET /v1/write-check), by answer: owned, misrouted, behind, frozen.",
+    ),
     (
         "counter",
         EDGE_GATE_CALLER_REFUSED,
@@ -180,13 +191,23 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "gauge",
         DRAIN_PAUSED,
-        "1 when the latest drain is paused, by cause (guard, convergence, operator).",
+        "1 when the latest drain is paused, by cause (guard, convergence, operator, freeze: a loss-less step's freeze was not applied everywhere within its window).",
     ),
     ("gauge", SUBSCRIBERS, "Routing-table subscribers by state: current, behind or stale."),
+    (
+        "gauge",
+        FROZEN_UNITS,
+        "Units whose writes a loss-less move in progress freezes, by domain (0 between moves).",
+    ),
     (
         "counter",
         CLIENT_MISROUTED,
         "Writes refused by the client library's ownership check, by the colour that owns the user.",
+    ),
+    (
+        "counter",
+        CLIENT_WRITE_CHECKS,
+        "Write checks of the client library (Router::check_write), by answer: owned, misrouted, behind, frozen.",
     ),
     ("counter", UI_LOGINS, "Logins to the operator web UI, by outcome (ok, failed)."),
     (
@@ -412,13 +433,20 @@ pub fn publish_state(state: &State) {
         metrics::gauge!(ZONE_SHARE, "zone" => table.zone_of(color).to_owned(), "color" => table.lane(color).to_owned())
             .set(ratio);
     }
+    // Units whose writes a move in progress freezes, by domain (0 between moves).
+    for domain in std::iter::once(crate::core::DEFAULT_DOMAIN)
+        .chain(table.domains().keys().map(String::as_str))
+    {
+        let frozen = table.frozen_in(Some(domain)).map_or(0, |set| set.len());
+        metrics::gauge!(FROZEN_UNITS, "domain" => domain.to_owned()).set(f64::from(frozen));
+    }
     if let Some(drain) = state.drains().next_back() {
         for name in DRAIN_STATES {
             let on = if drain.state_name() == name { 1.0 } else { 0.0 };
             metrics::gauge!(DRAIN_STATE, "state" => name).set(on);
         }
         metrics::gauge!(DRAIN_STEPS_DONE).set(f64::from(drain.steps_done));
-        for cause in ["guard", "convergence", "operator"] {
+        for cause in ["guard", "convergence", "operator", "freeze"] {
             let on = drain.status == crate::core::DrainStatus::Paused
                 && drain.pause_cause == Some(cause);
             metrics::gauge!(DRAIN_PAUSED, "cause" => cause).set(if on { 1.0 } else { 0.0 });
@@ -712,6 +740,11 @@ pub fn count_ofrep(outcome: &'static str) {
 }
 
 /// Counts one gateway check.
+/// Counts an edge write check by its answer (`owned`, `misrouted`, `behind`, `frozen`).
+pub fn count_write_check(answer: &'static str) {
+    metrics::counter!(EDGE_WRITE_CHECKS, "answer" => answer).increment(1);
+}
+
 pub fn count_gate(lane: &str, source: &'static str) {
     metrics::counter!(EDGE_GATE, "color" => lane.to_owned(), "source" => source).increment(1);
 }

@@ -37,6 +37,7 @@ fn plan(zone: &str, target_blue: u32, step: u32, guard: Guard) -> DrainPlan {
         guard,
         mode: DrainMode::Maintenance,
         domain: None,
+        freeze_ms: None,
     }
 }
 
@@ -105,6 +106,7 @@ fn tick_full(
             };
             return state.apply(&env).unwrap().unwrap().0;
         }
+        other => panic!("these drains do not freeze (tests/core_freeze.rs does): {other:?}"),
     };
     apply(state, now, &format!("drain:{}", drain.id), command)
         .expect("the runner's command applies")

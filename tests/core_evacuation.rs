@@ -59,6 +59,7 @@ fn fixture_scenarios() {
             guard,
             mode: DrainMode::parse(sc["mode"].as_str().unwrap()).unwrap(),
             domain: None,
+            freeze_ms: None,
         };
         let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
         let blue_units = sc["start_blue"].as_u64().unwrap() as u32;
@@ -120,6 +121,7 @@ fn fixture_scenarios() {
                     s = apply(&s, now, &runner, Command::CompleteDrain { drain: drain.id })
                 }
                 Some(DrainAction::Pause { .. }) => panic!("{at}: no convergence gate here"),
+                Some(other) => panic!("{at}: evacuations here do not freeze: {other:?}"),
             }
             let latest = s.drains().next_back().unwrap();
             assert_eq!(u64::from(s.table().blue_units()), check["blue"].as_u64().unwrap(), "{at}");

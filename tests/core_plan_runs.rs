@@ -114,6 +114,7 @@ fn tick(sim: &mut Sim, sc: &Value, t: &Value, now: u64, trail: &mut Vec<String>)
             }
             Some(DrainAction::Complete) => Some(Command::CompleteDrain { drain: id }),
             Some(DrainAction::Pause { reason }) => panic!("no convergence gate: {reason}"),
+            Some(other) => panic!("plan steps do not freeze: {other:?}"),
         };
         if let Some(c) = command {
             sim.apply(now, &by, c).expect("the drain runner's command applies");
@@ -225,6 +226,7 @@ fn fixture_scenarios() {
                             guard: defaults(sc, "maintenance").guard,
                             mode: tidegate::core::DrainMode::Maintenance,
                             domain: None,
+                            freeze_ms: None,
                         };
                         Some(Command::StartDrain { plan: drain })
                     }

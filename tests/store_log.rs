@@ -240,6 +240,7 @@ fn drains_replay_to_the_same_state() {
             guard,
             mode: tidegate::core::DrainMode::Maintenance,
             domain: None,
+            freeze_ms: None,
         };
         submit(&c, "alice", 10, Command::StartDrain { plan });
         submit(&c, "drain:1", 20, Command::DrainStep { drain: 1, blue_units: 40 });

@@ -100,6 +100,7 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                         on_breach: if *rollback { OnBreach::Rollback } else { OnBreach::Pause },
                     },
                     domain: None,
+                    freeze_ms: None,
                 },
             }
         }

@@ -359,6 +359,7 @@ pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
         "started_at": iso8601(drain.started_ms),
         "reason": drain.reason,
         "finished_at": drain.finished_ms.map(iso8601),
+        "freeze": freeze_body(drain),
     })
 }
 
@@ -384,6 +385,10 @@ struct DrainRequest {
     mode: Option<String>,
     /// The routing domain whose dial the drain moves (default: `default`).
     domain: Option<String>,
+    /// Loss-less steps: freeze the units of each step, switch, unfreeze (default: off).
+    freeze: Option<bool>,
+    /// The freeze's maximum window (`30s` by default, at most `10m`), with `freeze`.
+    freeze_window: Option<String>,
     reason: String,
     expected_version: Option<u64>,
 }
@@ -475,6 +480,64 @@ fn plan_from(
         },
         mode,
         domain: None,
+        freeze_ms: None,
+    })
+}
+
+/// The freeze window of a loss-less drain from the request's `freeze` and `freeze_window`.
+fn freeze_from(freeze: Option<bool>, window: Option<&str>) -> Result<Option<u64>, ApiError> {
+    let invalid = |what: String| ApiError::bad_request("invalid_drain", what);
+    match (freeze.unwrap_or(false), window) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => {
+            Err(invalid("freeze_window: set `freeze: true` to freeze the drain's steps".into()))
+        }
+        (true, None) => Ok(Some(crate::core::DEFAULT_FREEZE_MS)),
+        (true, Some(text)) => {
+            let ms = parse_duration_ms(text).map_err(|e| invalid(format!("freeze_window: {e}")))?;
+            if !(100..=crate::core::MAX_FREEZE_MS).contains(&ms) {
+                return Err(invalid(format!(
+                    "freeze_window must be from 100ms to {}",
+                    format_duration_ms(crate::core::MAX_FREEZE_MS)
+                )));
+            }
+            Ok(Some(ms))
+        }
+    }
+}
+
+/// A drain's freeze in progress and its finished freezes, for `GET /v1/drains`.
+fn freeze_body(drain: &Drain) -> Value {
+    let current = drain.freeze.as_ref().map(|f| {
+        json!({
+            "phase": if f.switched.is_some() { "switched" } else { "freezing" },
+            "units": f.units.to_string(),
+            "unit_count": f.units.len(),
+            "blue_units": f.blue_units,
+            "frozen_version": f.frozen_version,
+            "frozen_at": iso8601(f.frozen_ms),
+            "switched_version": f.switched.map(|(v, _)| v),
+            "switched_at": f.switched.map(|(_, ms)| iso8601(ms)),
+        })
+    });
+    let finished: Vec<Value> = drain
+        .freezes
+        .iter()
+        .map(|r| {
+            json!({
+                "step": r.step,
+                "units": r.units,
+                "window_ms": r.window_ms,
+                "switch_after_ms": r.switch_after_ms,
+                "note": r.note,
+            })
+        })
+        .collect();
+    json!({
+        "enabled": drain.plan.freeze_ms.is_some(),
+        "window_ms": drain.plan.freeze_ms,
+        "current": current,
+        "finished": finished,
     })
 }
 
@@ -524,6 +587,7 @@ async fn post_drain(
         mode,
     )?;
     plan.domain = domain;
+    plan.freeze_ms = freeze_from(r.freeze, r.freeze_window.as_deref())?;
     start_drain(app, by, plan, r.reason, r.expected_version).await
 }
 

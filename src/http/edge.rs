@@ -98,6 +98,7 @@ pub fn build(app: EdgeApp) -> Rocket<Build> {
                 gate_patch,
                 evaluate_flag,
                 evaluate_flags,
+                write_check,
                 healthz,
                 readyz,
                 metrics,
@@ -198,7 +199,11 @@ fn read_only_delete(path: PathBuf) -> ApiError {
 /// given twice, is refused (400 `invalid_user_id`) instead of tagging a mangled or first ID.
 /// The user of a gateway check and the routing domain the gateway asks about
 /// (`x-tidegate-domain`, set per location by the gateway; absent: the default domain).
-pub struct GateUser(Result<Option<String>, Failure>, Option<String>);
+///
+/// The third field says whether the request is a write: its method (`X-Original-Method`, which
+/// the shipped nginx config sets, else the check's own method, which Envoy forwards) is not
+/// `GET`, `HEAD` or `OPTIONS`.
+pub struct GateUser(Result<Option<String>, Failure>, Option<String>, bool);
 
 #[rocket::async_trait]
 impl<'r> FromRequest<'r> for GateUser {
@@ -229,7 +234,13 @@ impl<'r> FromRequest<'r> for GateUser {
             None => from_query(),
         };
         let domain = request.headers().get_one("x-tidegate-domain").and_then(nonempty);
-        Outcome::Success(GateUser(user, domain))
+        let method = request
+            .headers()
+            .get_one("x-original-method")
+            .map(str::trim)
+            .unwrap_or_else(|| request.method().as_str());
+        let write = !["GET", "HEAD", "OPTIONS"].iter().any(|m| m.eq_ignore_ascii_case(method));
+        Outcome::Success(GateUser(user, domain, write))
     }
 }
 
@@ -361,17 +372,36 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
     }
     let table = app.table()?;
     let map = crate::service::tag_answer::domain_map(&table, user.1.as_deref())?;
+    let write = user.2;
+    let domain = user.1.clone();
     let user = user.0.map_err(ApiError::from)?;
     let (color, source) = match &user {
         Some(user_id) => {
             validate_user_id(user_id)?;
             let tag = table.tag_in(map, user_id)?;
+            // A write of a user whose unit a move has frozen waits: 503 with Retry-After (and
+            // `x-tidegate-refusal: frozen` for gateways), while reads go on.
+            if write
+                && !tag.pinned
+                && table.frozen_in(domain.as_deref()).is_some_and(|set| set.contains(tag.unit.0))
+            {
+                telemetry::count_gate(table.lane(tag.color), "frozen");
+                return Err(frozen_write(tag.unit.0, table.version()));
+            }
             (tag.color, if tag.pinned { "pin" } else { "unit" })
         }
         None => {
-            let color = table
-                .untagged(app.config.fallback, rand::random::<f64>())
-                .map_err(|e| ApiError::new(Status::Forbidden, "missing_user_id", e.to_string()))?;
+            // Writes take the write fallback (`reject` by default): a write never lands in a
+            // zone drawn at random, even while reads do.
+            let fallback = if write { app.config.write_fallback } else { app.config.fallback };
+            let color = table.untagged(fallback, rand::random::<f64>()).map_err(|e| {
+                let detail = if write {
+                    "a write without a user ID is refused (write_fallback is `reject`)".to_owned()
+                } else {
+                    e.to_string()
+                };
+                ApiError::new(Status::Forbidden, "missing_user_id", detail)
+            })?;
             (color, "fallback")
         }
     };
@@ -390,6 +420,96 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
         source,
         signature,
     })
+}
+
+/// The write check over HTTP, for services in any language that call their edge instead of
+/// embedding a Router: `GET /v1/write-check?user_id=&zone=&version=` (`zone`: the service's own
+/// zone, by name or lane; `version`: the propagated `x-tidegate-version`, when there is one;
+/// `domain`: a named routing domain). 200 `owned`; 421 `misrouted` naming the owner zone; 503
+/// `behind` or `frozen` with `Retry-After`. The same function as `Router::check_write`.
+#[get("/v1/write-check?<user_id>&<zone>&<version>&<domain>")]
+fn write_check(
+    app: &State<EdgeApp>,
+    caller: Caller,
+    user_id: Option<&str>,
+    zone: Option<&str>,
+    version: Option<&str>,
+    domain: Option<&str>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let table = app.table()?;
+    let bad = |code: &'static str, detail: String| ApiError::bad_request(code, detail);
+    let user_id = user_id
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| bad("missing_user_id", "a write check needs `user_id`".to_owned()))?;
+    validate_user_id(user_id)?;
+    let zone = zone.ok_or_else(|| {
+        bad("invalid_zone", "a write check needs `zone`: the service's own zone".to_owned())
+    })?;
+    let local = table.zones().resolve(zone).map_err(|e| bad("unknown_zone", e.to_string()))?;
+    let incoming = match version {
+        None | Some("") => None,
+        Some(text) => Some(text.parse::<u64>().map_err(|_| {
+            bad("invalid_version", format!("`version` must be a routing version, got `{text}`"))
+        })?),
+    };
+    let domain = domain.filter(|d| !d.is_empty() && *d != crate::core::DEFAULT_DOMAIN);
+    let check = table.check_write(domain, user_id, local, incoming)?.ok_or_else(|| {
+        bad(
+            "unknown_domain",
+            format!("`domain`: the table has no domain `{}`", domain.unwrap_or_default()),
+        )
+    })?;
+    telemetry::count_write_check(check.as_str());
+    let version = table.version();
+    let retry_ms = crate::core::WRITE_RETRY_AFTER_MS;
+    match check {
+        crate::core::WriteCheck::Owned => Ok(Json(json!({
+            "answer": "owned",
+            "version": version,
+            "zone": table.zone_of(local),
+            "lane": table.lane(local),
+        }))),
+        crate::core::WriteCheck::Misrouted { owner } => Err(ApiError::new(
+            Status::MisdirectedRequest,
+            "misrouted",
+            format!(
+                "user {user_id} belongs to {} ({}) at routing version {version}, not to {}; forward the write there once, or refuse it",
+                table.zone_of(owner),
+                table.lane(owner),
+                table.zone_of(local)
+            ),
+        )
+        .with("owner_zone", table.zone_of(owner).into())
+        .with("owner_lane", table.lane(owner).into())
+        .with("version", version.into())),
+        crate::core::WriteCheck::Behind { incoming, local } => Err(ApiError::new(
+            Status::ServiceUnavailable,
+            "behind",
+            format!(
+                "the caller routed at version {incoming}, this edge's table is at {local}; retry after {retry_ms} ms, once it catches up"
+            ),
+        )
+        .with("retry_after_seconds", retry_ms.div_ceil(1000).into())
+        .with("retry_after_ms", retry_ms.into())
+        .with("version", local.into())),
+        crate::core::WriteCheck::Frozen { unit, .. } => Err(frozen_write(unit, version)),
+    }
+}
+
+/// The refusal of a write whose unit is frozen by a move in progress.
+pub fn frozen_write(unit: u32, version: u64) -> ApiError {
+    let retry_ms = crate::core::WRITE_RETRY_AFTER_MS;
+    ApiError::new(
+        Status::ServiceUnavailable,
+        "frozen",
+        format!(
+            "the user's unit {unit} is frozen by a move in progress at routing version {version}; writes resume once every subscriber applied the switch, retry after {retry_ms} ms (reads go on)"
+        ),
+    )
+    .with("retry_after_seconds", retry_ms.div_ceil(1000).into())
+    .with("retry_after_ms", retry_ms.into())
+    .with("unit", unit.into())
 }
 
 #[post("/ofrep/v1/evaluate/flags/<key>", data = "<body>")]

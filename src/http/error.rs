@@ -85,6 +85,11 @@ impl<'r> Responder<'r, 'static> for ApiError {
         if let Some(seconds) = self.extra.get("retry_after_seconds").and_then(Value::as_u64) {
             response.raw_header("Retry-After", seconds.to_string());
         }
+        // A write refused as busy says why in a header too, so a gateway that cannot read the
+        // body (nginx `auth_request`) can tell it from an edge that failed.
+        if self.code == "frozen" {
+            response.raw_header("x-tidegate-refusal", self.code);
+        }
         response.sized_body(body.len(), Cursor::new(body)).ok()
     }
 }

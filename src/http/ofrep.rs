@@ -223,6 +223,11 @@ fn success(key: &str, table: Option<&RoutingTable>, evaluation: &FlagEvaluation)
         metadata.insert("unit".into(), json!(unit.0));
     }
     metadata.insert("pinned".into(), json!(evaluation.reason == FlagReason::TargetingMatch));
+    // A move in progress froze the user's unit: writes wait and retry, reads go on.
+    if evaluation.write_frozen {
+        metadata.insert("writeFrozen".into(), json!(true));
+        metadata.insert("retryAfterMs".into(), json!(crate::core::WRITE_RETRY_AFTER_MS));
+    }
     json!({
         "key": key,
         "value": color,

@@ -395,6 +395,7 @@ mod tests {
                 },
                 mode: DrainMode::Evacuate,
                 domain: None,
+                freeze_ms: None,
             },
             start_blue_units,
             status: DrainStatus::Running,
@@ -410,6 +411,8 @@ mod tests {
             started_by: "test".into(),
             reason: "test".into(),
             finished_ms: None,
+            freeze: None,
+            freezes: Vec::new(),
         }
     }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::core::{
     Audit, Command, CommandError, Direction, Drain, DrainAction, DrainMode, DrainStatus, Envelope,
-    Inputs, MAX_REASON_BYTES, Reading, StepConvergence,
+    FreezeBarrier, Inputs, MAX_REASON_BYTES, Reading, StepConvergence,
 };
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError};
@@ -68,6 +68,37 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         let Some(view) = state.table().view_of(drain.plan.domain.as_deref()) else { continue };
         let table_arc = Arc::new(view);
         let table = &*table_arc;
+        // A loss-less step in progress waits on its barrier alone: every live subscriber on the
+        // freeze's version before the switch, on the switch's before the unfreeze.
+        if let Some(version) = drain.freeze_barrier_version() {
+            let barrier = freeze_barrier(&runner, &drain, version, now);
+            let command = match drain.decide_freeze(now, &barrier) {
+                Some(DrainAction::Switch { blue_units }) => {
+                    let reason = format!(
+                        "step {} of {}: every live subscriber applied the freeze (version {version}); switching to {blue_units} blue units",
+                        drain.steps_done + 1,
+                        drain.steps_total()
+                    );
+                    (Command::DrainStep { drain: drain.id, blue_units }, reason)
+                }
+                Some(DrainAction::Unfreeze { aborted, reason }) => {
+                    if aborted {
+                        telemetry::count_drain_hold(&drain.plan.zone, false);
+                    }
+                    (Command::DrainUnfreeze { drain: drain.id, aborted }, reason)
+                }
+                _ => continue,
+            };
+            tracing::info!(
+                drain = drain.id,
+                action = command.0.action(),
+                barrier_version = version,
+                all_applied = barrier.all_applied,
+                "drain freeze phase"
+            );
+            submit(&coordinator, state.version(), drain.id, now, command.0, command.1).await;
+            continue;
+        }
         if drain.status == DrainStatus::Settling {
             // Only the backlog matters now; health is not read (a Prometheus source would be
             // queried on every tick otherwise).
@@ -151,6 +182,11 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         };
         let command = match action {
             DrainAction::Step { blue_units } => Command::DrainStep { drain: drain.id, blue_units },
+            DrainAction::Freeze { blue_units } => {
+                Command::DrainFreeze { drain: drain.id, blue_units }
+            }
+            // Decided by `decide_freeze` above, never by `decide`.
+            DrainAction::Switch { .. } | DrainAction::Unfreeze { .. } => continue,
             // Only a settling drain completes, and that case was handled above.
             DrainAction::Complete => continue,
             DrainAction::Pause { reason } => {
@@ -179,9 +215,14 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         };
         quiet_until.remove(&drain.id);
         let reason = match &command {
-            Command::DrainStep { blue_units, .. } => {
+            Command::DrainStep { blue_units, .. } | Command::DrainFreeze { blue_units, .. } => {
+                let verb = if matches!(command, Command::DrainFreeze { .. }) {
+                    "freezing the units of the move"
+                } else {
+                    "moving"
+                };
                 let mut reason = format!(
-                    "step {} of {}: guard passed, moving to {blue_units} blue units",
+                    "step {} of {}: guard passed, {verb} to {blue_units} blue units",
                     drain.steps_done + 1,
                     drain.steps_total()
                 );
@@ -236,6 +277,15 @@ fn step_convergence(runner: &Runner, drain: &Drain, now: u64) -> (StepConvergenc
         behind: name_some(&c.behind),
     };
     (convergence, not_waited)
+}
+
+/// Whether every live subscriber (of every replica) runs `version`, for a step's freeze. An
+/// evacuation leaves out the evacuated zone's subscribers, as its convergence gate does.
+fn freeze_barrier(runner: &Runner, drain: &Drain, version: u64, now: u64) -> FreezeBarrier {
+    let excluded_zone =
+        (drain.plan.mode == DrainMode::Evacuate).then_some(drain.plan.zone.as_str());
+    let c = runner.subscribers.convergence_excluding(version, now, excluded_zone);
+    FreezeBarrier { version, all_applied: c.converged >= c.live, behind: name_some(&c.behind) }
 }
 
 /// The first five subscribers of a list, with their zone and applied version.

@@ -45,6 +45,13 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
             "read_only": global.read_only,
         },
         "precedence": ["pin", "unit"],
+        // Units frozen by a move in progress, by domain: their users' writes get "busy, retry"
+        // from every write check until the unfreeze (reads go on). Empty between moves.
+        "frozen": table
+            .frozen()
+            .iter()
+            .map(|(domain, units)| (domain.clone(), json!(units.to_string())))
+            .collect::<serde_json::Map<String, Value>>(),
     })
 }
 

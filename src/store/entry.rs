@@ -117,10 +117,21 @@ pub enum WireCommand {
         /// A named domain's drain (format level 3); absent for the default domain.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         domain: Option<String>,
+        /// A loss-less drain's freeze window (format level 4); absent: steps switch at once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        freeze_ms: Option<u64>,
     },
     DrainStep {
         drain: u64,
         blue_units: u32,
+    },
+    DrainFreeze {
+        drain: u64,
+        blue_units: u32,
+    },
+    DrainUnfreeze {
+        drain: u64,
+        aborted: bool,
     },
     DrainHold {
         drain: u64,
@@ -245,6 +256,8 @@ pub struct WireDrainPlan {
     pub mode: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze_ms: Option<u64>,
 }
 
 /// One zone's error rate at a step boundary of a plan run.
@@ -271,6 +284,7 @@ impl WireDrainPlan {
             on_breach: plan.guard.on_breach.as_str().to_owned(),
             mode: plan.mode.as_str().to_owned(),
             domain: plan.domain.clone(),
+            freeze_ms: plan.freeze_ms,
         }
     }
 
@@ -296,6 +310,7 @@ impl WireDrainPlan {
             mode: DrainMode::parse(&self.mode)
                 .ok_or_else(|| format!("unknown drain mode `{}`", self.mode))?,
             domain: self.domain.clone(),
+            freeze_ms: self.freeze_ms,
         })
     }
 }
@@ -698,9 +713,16 @@ impl WireCommand {
                 on_breach: plan.guard.on_breach.as_str().to_owned(),
                 mode: (plan.mode != DrainMode::Maintenance).then(|| plan.mode.as_str().to_owned()),
                 domain: plan.domain.clone(),
+                freeze_ms: plan.freeze_ms,
             },
             Command::DrainStep { drain, blue_units } => {
                 WireCommand::DrainStep { drain: *drain, blue_units: *blue_units }
+            }
+            Command::DrainFreeze { drain, blue_units } => {
+                WireCommand::DrainFreeze { drain: *drain, blue_units: *blue_units }
+            }
+            Command::DrainUnfreeze { drain, aborted } => {
+                WireCommand::DrainUnfreeze { drain: *drain, aborted: *aborted }
             }
             Command::DrainHold { drain, breach, reason } => {
                 WireCommand::DrainHold { drain: *drain, breach: *breach, reason: reason.clone() }
@@ -812,6 +834,7 @@ impl WireCommand {
                 on_breach,
                 mode,
                 domain,
+                freeze_ms,
             } => Command::StartDrain {
                 plan: DrainPlan {
                     zone: zone.clone(),
@@ -835,10 +858,17 @@ impl WireCommand {
                             .ok_or_else(|| format!("unknown drain mode `{text}`"))?,
                     },
                     domain: domain.clone(),
+                    freeze_ms: *freeze_ms,
                 },
             },
             WireCommand::DrainStep { drain, blue_units } => {
                 Command::DrainStep { drain: *drain, blue_units: *blue_units }
+            }
+            WireCommand::DrainFreeze { drain, blue_units } => {
+                Command::DrainFreeze { drain: *drain, blue_units: *blue_units }
+            }
+            WireCommand::DrainUnfreeze { drain, aborted } => {
+                Command::DrainUnfreeze { drain: *drain, aborted: *aborted }
             }
             WireCommand::DrainHold { drain, breach, reason } => {
                 Command::DrainHold { drain: *drain, breach: *breach, reason: reason.clone() }

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::{
     Applied, CallAttempt, CommandError, Direction, Drain, DrainMode, DrainPlan, DrainStatus,
-    GlobalWriter, Guard, OnBreach, PlanRun, RoutingTable, Run, RunStatus, State, StepRecord,
-    StoredPlan, UnitMap, ZoneId, Zones,
+    FreezeRecord, GlobalWriter, Guard, OnBreach, PlanRun, RoutingTable, Run, RunStatus, State,
+    StepFreeze, StepRecord, StoredPlan, UnitMap, UnitSet, ZoneId, Zones,
 };
 
 use super::apply::{Lease, Outcome};
@@ -165,6 +165,9 @@ struct Body {
     /// The named routing domains' maps as runs (absent without named domains).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     domains: Option<BTreeMap<String, WireRuns>>,
+    /// Units frozen by a drain step in progress, by domain (absent between moves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    frozen: Option<BTreeMap<String, String>>,
     pins: BTreeMap<String, String>,
     drains: Vec<WireDrain>,
     next_drain_id: u64,
@@ -539,6 +542,38 @@ struct WireDrain {
     started_by: String,
     reason: String,
     finished_ms: Option<u64>,
+    /// A loss-less drain's freeze window (absent: steps switch at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze_ms: Option<u64>,
+    /// The freeze of the step in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze: Option<WireStepFreeze>,
+    /// Finished freezes, for the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    freezes: Vec<WireFreezeRecord>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireStepFreeze {
+    blue_units: u32,
+    units: String,
+    frozen_version: u64,
+    frozen_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    switched: Option<(u64, u64)>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireFreezeRecord {
+    step: u32,
+    units: u32,
+    window_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    switch_after_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
 fn encode(
@@ -579,6 +614,9 @@ fn encode(
                     (name.clone(), runs)
                 })
                 .collect()
+        }),
+        frozen: (!table.frozen().is_empty()).then(|| {
+            table.frozen().iter().map(|(d, units)| (d.clone(), units.to_string())).collect()
         }),
         global_writer: (table.global() != GlobalWriter::default()).then(|| WireGlobalWriter {
             zone: table.global().zone.map(|z| table.lane(z).to_owned()),
@@ -688,8 +726,15 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
         }
         None => GlobalWriter::default(),
     };
+    let mut frozen = BTreeMap::new();
+    for (domain, units) in body.frozen.iter().flatten() {
+        let set = UnitSet::parse(units, scheme.count())
+            .map_err(|e| format!("frozen units of {domain}: {e}"))?;
+        frozen.insert(domain.clone(), set);
+    }
     let table = RoutingTable::from_map(body.version, scheme, map, pins, zones.clone(), global)
         .and_then(|t| t.with_domains(domains))
+        .and_then(|t| t.with_frozen(frozen))
         .map_err(|e| e.to_string())?;
     let zones = &zones;
     let drains = body
@@ -807,6 +852,25 @@ fn wire_drain(d: &Drain) -> WireDrain {
         started_by: d.started_by.clone(),
         reason: d.reason.clone(),
         finished_ms: d.finished_ms,
+        freeze_ms: d.plan.freeze_ms,
+        freeze: d.freeze.as_ref().map(|f| WireStepFreeze {
+            blue_units: f.blue_units,
+            units: f.units.to_string(),
+            frozen_version: f.frozen_version,
+            frozen_ms: f.frozen_ms,
+            switched: f.switched,
+        }),
+        freezes: d
+            .freezes
+            .iter()
+            .map(|r| WireFreezeRecord {
+                step: r.step,
+                units: r.units,
+                window_ms: r.window_ms,
+                switch_after_ms: r.switch_after_ms,
+                note: r.note.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -844,7 +908,21 @@ fn core_drain(w: WireDrain, zones: &Zones) -> Result<Drain, String> {
         Some("guard") => Some("guard"),
         Some("convergence") => Some("convergence"),
         Some("operator") => Some("operator"),
+        Some("freeze") => Some("freeze"),
         Some(other) => return Err(format!("unknown pause cause {other}")),
+    };
+    let freeze = match w.freeze {
+        Some(f) => Some(StepFreeze {
+            blue_units: f.blue_units,
+            // The set was written by `UnitSet::to_string`; its units are checked against the
+            // table when the table's own frozen set is restored.
+            units: UnitSet::parse(&f.units, u32::MAX)
+                .map_err(|e| format!("drain {}'s frozen units: {e}", w.id))?,
+            frozen_version: f.frozen_version,
+            frozen_ms: f.frozen_ms,
+            switched: f.switched,
+        }),
+        None => None,
     };
     Ok(Drain {
         id: w.id,
@@ -863,6 +941,7 @@ fn core_drain(w: WireDrain, zones: &Zones) -> Result<Drain, String> {
                 on_breach,
             },
             domain: w.domain,
+            freeze_ms: w.freeze_ms,
         },
         start_blue_units: w.start_blue_units,
         status,
@@ -878,6 +957,18 @@ fn core_drain(w: WireDrain, zones: &Zones) -> Result<Drain, String> {
         started_by: w.started_by,
         reason: w.reason,
         finished_ms: w.finished_ms,
+        freeze,
+        freezes: w
+            .freezes
+            .into_iter()
+            .map(|r| FreezeRecord {
+                step: r.step,
+                units: r.units,
+                window_ms: r.window_ms,
+                switch_after_ms: r.switch_after_ms,
+                note: r.note,
+            })
+            .collect(),
     })
 }
 

@@ -51,6 +51,10 @@ impl Resolved {
 /// Resolves an incoming request's colour: the propagated header if valid, else the user ID with
 /// the local table, else the fallback. `header` looks a header up by (lowercase) name.
 ///
+/// A propagated colour decided at an older version than the local table (its
+/// `x-tidegate-version` is lower) is recomputed from the user ID when there is one: the table
+/// moved since the edge decided, and the newer table is the better answer.
+///
 /// It trusts whoever set the header: use it only behind a gateway that overwrites every
 /// client-sent `x-tidegate-*` header (the shipped nginx config does). [`resolve_signed`] checks
 /// the edge's signature instead, and trusts no unsigned tag.
@@ -63,8 +67,19 @@ pub fn resolve<'h>(
         .map(str::trim)
         .and_then(|lane| router.zone_of_lane(lane).map(|zone| (lane, zone)))
     {
-        let version = header(VERSION_HEADER).and_then(|v| v.trim().parse().ok());
-        return Ok(Resolved { color, lane: lane.to_owned(), version, source: Source::Propagated });
+        let version: Option<u64> = header(VERSION_HEADER).and_then(|v| v.trim().parse().ok());
+        let stale = match (version, router.version()) {
+            (Some(propagated), Some(local)) => propagated < local,
+            _ => false,
+        };
+        if !(stale && user_id.is_some()) {
+            return Ok(Resolved {
+                color,
+                lane: lane.to_owned(),
+                version,
+                source: Source::Propagated,
+            });
+        }
     }
     if let Some(user_id) = user_id {
         let tag = router.tag(user_id)?;

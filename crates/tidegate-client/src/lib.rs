@@ -11,7 +11,7 @@
 //! )
 //! .unwrap();
 //! let tag = router.tag("user-42").unwrap();
-//! println!("{} -> {} in {}", "user-42", tag.color, tag.zone);
+//! println!("{} -> {} in {}", "user-42", tag.lane, tag.zone);
 //! ```
 
 #![forbid(unsafe_code)]
@@ -24,6 +24,7 @@ pub mod signature;
 pub mod sse;
 pub mod tls;
 pub mod wire;
+pub mod write;
 
 pub use headers::{
     COLOR_HEADER, Resolved, Source, VERSION_HEADER, headers_for, resolve, resolve_signed,
@@ -33,4 +34,6 @@ pub use router::{
     RouterStatus, Tag, first_choice,
 };
 pub use signature::{SIGNATURE_HEADER, TagKey};
+pub use tidegate_core::{WRITE_RETRY_AFTER_MS, WriteCheck};
 pub use wire::{DecodeError, decode_table};
+pub use write::{HOP_HEADER, WriteAnswer, WriteRoute, forward_once};

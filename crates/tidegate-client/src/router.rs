@@ -37,8 +37,11 @@ pub struct RouterOptions {
     pub token: Option<String>,
     /// Where to keep the last known table (written atomically on every new version).
     pub cache_path: Option<PathBuf>,
-    /// What an untagged request without a user ID gets.
+    /// What an untagged read (a request without a user ID) gets.
     pub fallback: Fallback,
+    /// What an untagged write gets: `Reject` by default, so a write never lands in a zone drawn
+    /// at random (see [`Router::untagged_write`]).
+    pub write_fallback: Fallback,
     pub connect_timeout: Duration,
     /// The stall bound: when neither an event nor a heartbeat arrives within this long (nor,
     /// on a new connection, the answer), the coordinator is judged stalled (a hung process
@@ -64,6 +67,7 @@ impl Default for RouterOptions {
             token: None,
             cache_path: None,
             fallback: Fallback::Random,
+            write_fallback: Fallback::Reject,
             connect_timeout: Duration::from_secs(3),
             read_timeout: DEFAULT_STALL_TIMEOUT,
             backoff_min: Duration::from_millis(100),
@@ -226,6 +230,7 @@ fn arrival(held: Option<(u64, Option<&str>)>, version: u64, log_id: Option<&str>
 pub struct Router {
     shared: Arc<Shared>,
     fallback: Fallback,
+    write_fallback: Fallback,
     watcher: Option<JoinHandle<()>>,
 }
 
@@ -300,7 +305,7 @@ impl Router {
             status.updated_at = std::fs::metadata(path).and_then(|m| m.modified()).ok();
             shared.table.store(Some(Arc::new(table)));
         }
-        let fallback = options.fallback;
+        let (fallback, write_fallback) = (options.fallback, options.write_fallback);
         let thread_shared = Arc::clone(&shared);
         let watcher = std::thread::Builder::new()
             .name(format!("tidegate-watch-{}", identity.subscriber_id))
@@ -308,7 +313,7 @@ impl Router {
                 watch_loop(&thread_shared, &endpoints, tls, &identity, &options, ack_timeout)
             })
             .expect("spawning the watcher thread");
-        Ok(Router { shared, fallback, watcher: Some(watcher) })
+        Ok(Router { shared, fallback, write_fallback, watcher: Some(watcher) })
     }
 
     /// A router over a fixed table, with no network: for tests, benchmarks and offline tools.
@@ -334,7 +339,12 @@ impl Router {
             acked: AtomicU64::new(0),
             log_id: Mutex::new(None),
         });
-        Router { shared, fallback: Fallback::Random, watcher: None }
+        Router {
+            shared,
+            fallback: Fallback::Random,
+            write_fallback: Fallback::Reject,
+            watcher: None,
+        }
     }
 
     /// The current table, if any.
@@ -415,8 +425,48 @@ impl Router {
         table.untagged(self.fallback, rand::random::<f64>()).map_err(|_| ClientError::Untagged)
     }
 
+    /// The zone of a write without a user ID, by the write fallback (`reject` unless configured
+    /// otherwise): [`ClientError::Untagged`] rather than a zone drawn at random.
+    pub fn untagged_write(&self) -> Result<ZoneId, ClientError> {
+        let table = self.table().ok_or(ClientError::NoTable)?;
+        table
+            .untagged(self.write_fallback, rand::random::<f64>())
+            .map_err(|_| ClientError::Untagged)
+    }
+
+    /// The ownership check of a write of `user_id` by this service in `local`, which the caller
+    /// routed here at `incoming_version` (the propagated `x-tidegate-version`, when there is
+    /// one). See [`crate::write::WriteAnswer`] for the answers and what to do with each.
+    pub fn check_write(
+        &self,
+        user_id: &str,
+        local: ZoneId,
+        incoming_version: Option<u64>,
+    ) -> Result<crate::write::WriteAnswer, ClientError> {
+        self.check_write_in(None, user_id, local, incoming_version)
+    }
+
+    /// [`Router::check_write`] in the routing domain `domain` (`None`: the default domain).
+    pub fn check_write_in(
+        &self,
+        domain: Option<&str>,
+        user_id: &str,
+        local: ZoneId,
+        incoming_version: Option<u64>,
+    ) -> Result<crate::write::WriteAnswer, ClientError> {
+        validate_user_id(user_id)?;
+        let table = self.table().ok_or(ClientError::NoTable)?;
+        let check = table
+            .check_write(domain, user_id, local, incoming_version)?
+            .ok_or_else(|| ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()))?;
+        let answer = crate::write::WriteAnswer::new(&table, check);
+        crate::write::count(&answer);
+        Ok(answer)
+    }
+
     /// The last-line ownership check for write paths: `Ok` when `user_id` belongs to
-    /// `local_color` under the current table, else `Misrouted` (counted in metrics).
+    /// `local_color` under the current table, else `Misrouted` (counted in metrics). It knows
+    /// neither the caller's version nor freezes: prefer [`Router::check_write`].
     pub fn owns(&self, user_id: &str, local_color: ZoneId) -> Result<(), Misrouted> {
         let local_lane = self.lane_name(local_color);
         let owner = match self.tag(user_id) {

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use tidegate_core::{
-    GlobalWriter, RoutingTable, Run, UnitMap, UnitMode, UnitScheme, ZoneClass, ZoneSpec, Zones,
+    GlobalWriter, RoutingTable, Run, UnitMap, UnitMode, UnitScheme, UnitSet, ZoneClass, ZoneSpec,
+    Zones,
 };
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -36,6 +37,7 @@ pub fn decode_table(value: &Value) -> Result<RoutingTable, DecodeError> {
         other => return Err(DecodeError(format!("unknown unit_mode `{other}`"))),
     };
     let scheme = UnitScheme::new(units, mode).map_err(|e| DecodeError(e.to_string()))?;
+    let units_count = units;
     let version = number(value, "version")?;
     // Tables of every release since the N-zone model carry `zones` and `unit_map`; the first
     // releases sent only `colors` and `blue_units` (a two-zone dial-form table).
@@ -91,8 +93,22 @@ pub fn decode_table(value: &Value) -> Result<RoutingTable, DecodeError> {
             domains.insert(name.clone(), map);
         }
     }
+    // Units frozen by a move in progress, by domain (absent between moves, and from
+    // coordinators before loss-less moves).
+    let mut frozen = BTreeMap::new();
+    if let Some(named) = value.get("frozen").and_then(Value::as_object) {
+        for (domain, units) in named {
+            let text = units
+                .as_str()
+                .ok_or_else(|| DecodeError(format!("`frozen.{domain}` is not a string")))?;
+            let set = UnitSet::parse(text, units_count)
+                .map_err(|e| DecodeError(format!("`frozen.{domain}`: {e}")))?;
+            frozen.insert(domain.clone(), set);
+        }
+    }
     RoutingTable::from_map(version, scheme, map, pins, zones, global)
         .and_then(|t| t.with_domains(domains))
+        .and_then(|t| t.with_frozen(frozen))
         .map_err(|e| DecodeError(e.to_string()))
 }
 

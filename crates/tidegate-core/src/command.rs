@@ -9,12 +9,15 @@ use std::sync::Arc;
 
 use super::automation::Automation;
 use super::dial::{DialError, Share, percent_of};
-use super::drain::{Direction, Drain, DrainMode, DrainPlan, DrainStatus, OnBreach, step_toward};
+use super::drain::{
+    Direction, Drain, DrainMode, DrainPlan, DrainStatus, FREEZES_KEPT, FreezeRecord, MAX_FREEZE_MS,
+    OnBreach, StepFreeze, step_toward,
+};
 use super::plan::{self, Plan, PlanStep, StoredPlan};
 use super::plan_run::{
     CallAttempt, FINISHED_RUNS_KEPT, PlanRun, RunStatus, StepRecord, ZoneSample,
 };
-use super::table::{GlobalWriter, RoutingTable};
+use super::table::{DEFAULT_DOMAIN, GlobalWriter, RoutingTable};
 use super::unit::{UnitError, UnitScheme};
 use super::unit_map::{UnitMap, UnitSet, UnitSetError, describe_runs};
 use super::validate_user_id;
@@ -61,6 +64,18 @@ pub enum Command {
     DrainStep {
         drain: u64,
         blue_units: u32,
+    },
+    /// A loss-less drain step begins: freeze the units the step to `blue_units` moves (their
+    /// writes are refused until the unfreeze); the switch follows as a `DrainStep`.
+    DrainFreeze {
+        drain: u64,
+        blue_units: u32,
+    },
+    /// The freeze of a drain step ends: after its switch, or `aborted` back without switching
+    /// (the freeze was not applied everywhere in time; the drain pauses).
+    DrainUnfreeze {
+        drain: u64,
+        aborted: bool,
     },
     /// A drain's guard held a step: unknown health, or a breach (which may pause or roll back).
     DrainHold {
@@ -195,15 +210,19 @@ pub struct UnitMove {
 /// The newest record format this release reads and writes. A command of a higher
 /// [`Command::format_level`] than some live replica supports must not be written: that replica
 /// would stop at it (ARCHITECTURE.md, "replicas, upgrades").
-pub const FORMAT_LEVEL: u32 = 3;
+pub const FORMAT_LEVEL: u32 = 4;
 
 impl Command {
     /// The record format a command needs every replica to read: 1 for the commands of the first
     /// replicated release, 2 for those added since (the automation switch, plan call-outs), 3
     /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone,
-    /// a named domain's dial or drain).
+    /// a named domain's dial or drain), 4 for loss-less moves (a drain that freezes).
     pub fn format_level(&self) -> u32 {
         match self {
+            // Loss-less moves: a frozen table and the phases of a step.
+            Command::DrainFreeze { .. } | Command::DrainUnfreeze { .. } => 4,
+            Command::StartDrain { plan } if plan.freeze_ms.is_some() => 4,
+            Command::PlanStepStarted { drain: Some(plan), .. } if plan.freeze_ms.is_some() => 4,
             Command::MoveUnits { .. }
             | Command::AddZone { .. }
             | Command::RetireZone { .. }
@@ -239,6 +258,8 @@ impl Command {
         "unpin",
         "drain_start",
         "drain_step",
+        "drain_freeze",
+        "drain_unfreeze",
         "drain_hold",
         "drain_pause",
         "drain_resume",
@@ -275,6 +296,8 @@ impl Command {
             Command::Unpin { .. } => "unpin",
             Command::StartDrain { .. } => "drain_start",
             Command::DrainStep { .. } => "drain_step",
+            Command::DrainFreeze { .. } => "drain_freeze",
+            Command::DrainUnfreeze { .. } => "drain_unfreeze",
             Command::DrainHold { .. } => "drain_hold",
             Command::PauseDrain { .. } => "drain_pause",
             Command::ResumeDrain { .. } => "drain_resume",
@@ -424,6 +447,7 @@ impl State {
                 zones,
                 global: GlobalWriter::default(),
                 domains: Arc::new(BTreeMap::new()),
+                frozen: Arc::new(BTreeMap::new()),
             }),
             drains: Arc::new(BTreeMap::new()),
             next_drain_id: 1,
@@ -608,6 +632,8 @@ impl State {
                     started_by: envelope.audit.by.clone(),
                     reason: envelope.audit.reason.clone(),
                     finished_ms: None,
+                    freeze: None,
+                    freezes: Vec::new(),
                 };
                 let to = describe_plan(&drain, self.table.units());
                 next.next_drain_id += 1;
@@ -628,6 +654,28 @@ impl State {
                         got: *blue_units,
                     });
                 }
+                // A loss-less step switches only what it froze, and only once.
+                let lossless =
+                    drain.direction == Direction::Forward && drain.plan.freeze_ms.is_some();
+                match &mut drain.freeze {
+                    Some(f) if f.switched.is_none() && f.blue_units == *blue_units => {
+                        f.switched = Some((current + 1, at_ms));
+                    }
+                    Some(f) => {
+                        return Err(CommandError::InvalidDrain(format!(
+                            "drain {id}'s step froze units {} for {} blue units{}; it switches only those, once",
+                            f.units,
+                            f.blue_units,
+                            if f.switched.is_some() { " and has switched them" } else { "" }
+                        )));
+                    }
+                    None if lossless => {
+                        return Err(CommandError::InvalidDrain(format!(
+                            "drain {id} moves loss-lessly: a step freezes its units (drain_freeze) before it switches them"
+                        )));
+                    }
+                    None => {}
+                }
                 let moved = map.set_count(ZoneId::BLUE, ZoneId::GREEN, *blue_units);
                 table.set_map_of(domain.as_deref(), moved);
                 match drain.direction {
@@ -636,16 +684,122 @@ impl State {
                 }
                 drain.consecutive_breaches = 0;
                 drain.hold_reason = None;
-                drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
                 drain.last_step_version = Some(current + 1);
                 drain.last_step_ms = at_ms;
-                if *blue_units == target {
-                    arrive(&mut drain, self.table.units(), at_ms);
+                if drain.freeze.is_some() {
+                    // The unfreeze is due as soon as the switch is applied everywhere; the
+                    // drain arrives (or waits its interval) from there.
+                    drain.next_due_ms = at_ms;
+                    drain.hold_reason = Some(format!(
+                        "switched; units stay frozen until every live subscriber applies version {}",
+                        current + 1
+                    ));
+                } else {
+                    drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
+                    if *blue_units == target {
+                        arrive(&mut drain, self.table.units(), at_ms);
+                    }
                 }
                 let from = describe_share_in(&self.table, domain.as_deref());
                 let to = format!(
                     "{} ({})",
                     describe_share_in(&table, domain.as_deref()),
+                    drain.state_name()
+                );
+                next.insert_drain(drain);
+                (from, to)
+            }
+            Command::DrainFreeze { drain: id, blue_units } => {
+                let mut drain = self.running_drain(*id, "freeze")?.clone();
+                if drain.plan.freeze_ms.is_none() || drain.direction != Direction::Forward {
+                    return Err(CommandError::InvalidDrain(format!(
+                        "drain {id} does not freeze its steps (only forward steps of a drain started with `freeze` do)"
+                    )));
+                }
+                if let Some(f) = &drain.freeze {
+                    return Err(CommandError::InvalidDrain(format!(
+                        "drain {id} already froze units {} at version {}",
+                        f.units, f.frozen_version
+                    )));
+                }
+                let domain = drain.plan.domain.clone();
+                let map = self.domain_map(domain.as_deref())?;
+                let now = map.count(ZoneId::BLUE);
+                let target = drain.heading_for();
+                let expected = step_toward(now, target, drain.plan.step_units);
+                if now == target || *blue_units != expected {
+                    return Err(CommandError::DrainStepMismatch {
+                        id: *id,
+                        expected,
+                        got: *blue_units,
+                    });
+                }
+                let moved = map.set_count(ZoneId::BLUE, ZoneId::GREEN, *blue_units);
+                let Some(units) = UnitSet::from_sorted(&map.diff(&moved)) else {
+                    return Err(CommandError::InvalidDrain(format!(
+                        "drain {id}'s step to {blue_units} blue units moves no unit"
+                    )));
+                };
+                table.set_frozen(domain.as_deref(), Some(units.clone()));
+                drain.consecutive_breaches = 0;
+                drain.next_due_ms = at_ms;
+                drain.hold_reason = Some(format!(
+                    "frozen: units {units} refuse writes until every live subscriber applies version {}",
+                    current + 1
+                ));
+                let from = describe_share_in(&self.table, domain.as_deref());
+                let to = format!("{from}; units {units} frozen for the step to {blue_units}");
+                drain.freeze = Some(StepFreeze {
+                    blue_units: *blue_units,
+                    units,
+                    frozen_version: current + 1,
+                    frozen_ms: at_ms,
+                    switched: None,
+                });
+                next.insert_drain(drain);
+                (from, to)
+            }
+            Command::DrainUnfreeze { drain: id, aborted } => {
+                let mut drain = self.running_drain(*id, "unfreeze")?.clone();
+                let Some(freeze) = drain.freeze.take() else {
+                    return Err(CommandError::InvalidDrain(format!("drain {id} has no freeze")));
+                };
+                if *aborted != freeze.switched.is_none() {
+                    return Err(CommandError::InvalidDrain(format!(
+                        "drain {id}'s freeze of units {} {}",
+                        freeze.units,
+                        if *aborted {
+                            "has switched: it can only be unfrozen"
+                        } else {
+                            "has not switched: it can only be aborted back"
+                        }
+                    )));
+                }
+                let domain = drain.plan.domain.clone();
+                table.set_frozen(domain.as_deref(), None);
+                let from = format!("units {} frozen", freeze.units);
+                record_freeze(
+                    &mut drain,
+                    &freeze,
+                    at_ms,
+                    aborted.then(|| envelope.audit.reason.clone()),
+                );
+                if *aborted {
+                    drain.status = DrainStatus::Paused;
+                    drain.pause_cause = Some("freeze");
+                    drain.hold_reason = Some(format!("paused: {}", envelope.audit.reason));
+                    drain.next_due_ms = at_ms;
+                } else {
+                    let switched_ms = freeze.switched.map_or(at_ms, |(_, ms)| ms);
+                    drain.hold_reason = None;
+                    drain.next_due_ms =
+                        switched_ms.saturating_add(drain.plan.interval_ms).max(at_ms);
+                    finish_if_arrived(&mut drain, &table, at_ms);
+                }
+                let to = format!(
+                    "units {} writable ({}{})",
+                    freeze.units,
+                    if *aborted { "aborted back, not switched; " } else { "" },
                     drain.state_name()
                 );
                 next.insert_drain(drain);
@@ -909,6 +1063,7 @@ impl State {
                 (from, to)
             }
         };
+        thaw_orphans(&mut next, &mut table, at_ms, envelope.command.action());
         next.table = Arc::new(table);
         let applied = Applied { version: current + 1, from, to };
         Ok(Some((next, applied)))
@@ -1025,6 +1180,8 @@ impl State {
                         started_by: audit.by.clone(),
                         reason: audit.reason.clone(),
                         finished_ms: None,
+                        freeze: None,
+                        freezes: Vec::new(),
                     };
                     drain_id = Some(d.id);
                     next.next_drain_id += 1;
@@ -1612,6 +1769,58 @@ impl State {
 }
 
 /// A drain already at its destination when resumed or rolled back arrives at once.
+/// Keeps a finished freeze in the drain's report (the newest [`FREEZES_KEPT`]).
+fn record_freeze(drain: &mut Drain, freeze: &StepFreeze, at_ms: u64, note: Option<String>) {
+    drain.freezes.push(FreezeRecord {
+        step: drain.steps_done.max(1),
+        units: freeze.units.len(),
+        window_ms: at_ms.saturating_sub(freeze.frozen_ms),
+        switch_after_ms: freeze.switched.map(|(_, ms)| ms.saturating_sub(freeze.frozen_ms)),
+        note,
+    });
+    if drain.freezes.len() > FREEZES_KEPT {
+        let excess = drain.freezes.len() - FREEZES_KEPT;
+        drain.freezes.drain(..excess);
+    }
+}
+
+/// Architecture invariant: units are frozen only while a running drain holds their freeze. A
+/// command that pauses, aborts, rolls back or otherwise stops a drain in the middle of a freeze
+/// (an operator's, or a plan run's) thaws its units here, in the same version, and the drain's
+/// report says which command ended it; no path leaves units frozen with nobody to thaw them.
+fn thaw_orphans(next: &mut State, table: &mut RoutingTable, at_ms: u64, action: &str) {
+    let stopped: Vec<Drain> = next
+        .drains
+        .values()
+        .filter(|d| {
+            d.freeze.is_some()
+                && (d.status != DrainStatus::Running || d.direction == Direction::Back)
+        })
+        .cloned()
+        .collect();
+    for mut drain in stopped {
+        if let Some(freeze) = drain.freeze.take() {
+            let note = format!(
+                "thawed by {action} before {}",
+                if freeze.switched.is_some() { "its unfreeze" } else { "its switch" }
+            );
+            record_freeze(&mut drain, &freeze, at_ms, Some(note));
+        }
+        next.insert_drain(drain);
+    }
+    let held: Vec<String> = next
+        .drains
+        .values()
+        .filter_map(|d| d.freeze.as_ref().map(|_| d.plan.domain.clone()))
+        .map(|d| d.unwrap_or_else(|| DEFAULT_DOMAIN.to_owned()))
+        .collect();
+    let orphans: Vec<String> =
+        table.frozen().keys().filter(|d| !held.contains(d)).cloned().collect();
+    for domain in orphans {
+        table.set_frozen(Some(&domain), None);
+    }
+}
+
 fn finish_if_arrived(drain: &mut Drain, table: &RoutingTable, at_ms: u64) {
     if drain_units(table, &drain.plan) == drain.heading_for() {
         arrive(drain, table.units(), at_ms);
@@ -1679,6 +1888,11 @@ fn validate_plan(plan: &DrainPlan, table: &RoutingTable) -> Result<(), CommandEr
     }
     if guard.breaches == 0 {
         return invalid("guard.breaches must be at least 1".to_owned());
+    }
+    if let Some(window) = plan.freeze_ms
+        && !(1..=MAX_FREEZE_MS).contains(&window)
+    {
+        return invalid(format!("the freeze window must be 1 to {MAX_FREEZE_MS} ms"));
     }
     Ok(())
 }

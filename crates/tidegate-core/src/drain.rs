@@ -94,6 +94,60 @@ pub struct DrainPlan {
     /// The routing domain whose dial the drain moves (`None`: the default domain). One drain
     /// runs at a time, in whichever domain.
     pub domain: Option<String>,
+    /// Loss-less steps: each forward step freezes the units it moves, switches them once every
+    /// live subscriber applied the freeze, and unfreezes them once every live subscriber
+    /// applied the switch. The value is the freeze's maximum window in ms: a freeze not applied
+    /// everywhere by then is aborted back (unfrozen without switching) and the drain pauses.
+    /// `None`: steps switch at once.
+    pub freeze_ms: Option<u64>,
+}
+
+/// The longest freeze window a drain accepts: ten minutes of refused writes is an outage, not
+/// a move.
+pub const MAX_FREEZE_MS: u64 = 600_000;
+
+/// The freeze window drains take when asked to freeze without one: 30 s.
+pub const DEFAULT_FREEZE_MS: u64 = 30_000;
+
+/// How many finished freezes a drain keeps for its report.
+pub const FREEZES_KEPT: usize = 100;
+
+/// The freeze of the step in progress (loss-less steps, [`DrainPlan::freeze_ms`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepFreeze {
+    /// The blue units the step switches to.
+    pub blue_units: u32,
+    /// The units whose owner the step changes, frozen for writes.
+    pub units: super::unit_map::UnitSet,
+    /// The version that froze them, and when.
+    pub frozen_version: u64,
+    pub frozen_ms: u64,
+    /// The version that switched them, and when, once switched.
+    pub switched: Option<(u64, u64)>,
+}
+
+/// A finished freeze, for the drain's report: how long the units' writes were refused, next
+/// to how long each barrier took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FreezeRecord {
+    /// The step number (1-based) the freeze belonged to.
+    pub step: u32,
+    pub units: u32,
+    /// From freeze to unfreeze.
+    pub window_ms: u64,
+    /// From freeze to the switch (every live subscriber applied the freeze), if it switched.
+    pub switch_after_ms: Option<u64>,
+    /// Why it ended without a clean unfreeze (aborted back, thawed by an operator action).
+    pub note: Option<String>,
+}
+
+/// What the runner measured of a freeze's barrier: whether every live subscriber runs the
+/// version the barrier waits for (the freeze, then the switch), and who does not.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FreezeBarrier {
+    pub version: u64,
+    pub all_applied: bool,
+    pub behind: String,
 }
 
 /// The longest interval between drain steps that the API and the config accept: a day. Longer
@@ -176,6 +230,10 @@ pub struct Drain {
     pub started_by: String,
     pub reason: String,
     pub finished_ms: Option<u64>,
+    /// The freeze of the step in progress, on a drain with loss-less steps.
+    pub freeze: Option<StepFreeze>,
+    /// Finished freezes, oldest first (at most [`FREEZES_KEPT`]).
+    pub freezes: Vec<FreezeRecord>,
 }
 
 /// The next command a drain needs, as decided by [`Drain::decide`].
@@ -196,6 +254,21 @@ pub enum DrainAction {
     },
     /// A settling drain's zone has no backlog left: report it completed.
     Complete,
+    /// A loss-less step begins: freeze the units the step to `blue_units` moves.
+    Freeze {
+        blue_units: u32,
+    },
+    /// Every live subscriber applied the freeze: switch the frozen units (a `DrainStep`).
+    Switch {
+        blue_units: u32,
+    },
+    /// End the freeze: after the switch (`aborted: false`), or back without switching because
+    /// the freeze was not applied everywhere within the window (`aborted: true`, the drain
+    /// pauses). `reason` says which, for the audit.
+    Unfreeze {
+        aborted: bool,
+        reason: String,
+    },
 }
 
 /// What the runner observed, for [`Drain::decide`].
@@ -318,6 +391,10 @@ impl Drain {
         if self.status == DrainStatus::Settling {
             return (backlog == Some(0)).then_some(DrainAction::Complete);
         }
+        // A step's freeze in progress is decided by `decide_freeze`, on its barrier alone.
+        if self.freeze.is_some() {
+            return None;
+        }
         let target = self.heading_for();
         if blue_units == target {
             return None;
@@ -390,7 +467,73 @@ impl Drain {
                 reason: format!("holding: insufficient_capacity: {}", verdict.explain()),
             });
         }
+        if self.direction == Direction::Forward && self.plan.freeze_ms.is_some() {
+            return Some(DrainAction::Freeze { blue_units: next });
+        }
         Some(DrainAction::Step { blue_units: next })
+    }
+
+    /// The next command of a step's freeze at `now_ms`, given its barrier (whether every live
+    /// subscriber runs the version it waits for). `None` when there is no freeze or nothing to
+    /// do yet.
+    ///
+    /// Why "every live subscriber" and not the convergence fraction: a subscriber still on the
+    /// table before the freeze accepts the old owner's writes; switching while one does lets two
+    /// zones write for the same user. Why the switch barrier may be passed at the window: every
+    /// live subscriber applied the freeze before the switch, so one that has not applied the
+    /// switch still refuses those writes; unfreezing then cannot let the old owner write.
+    pub fn decide_freeze(&self, now_ms: u64, barrier: &FreezeBarrier) -> Option<DrainAction> {
+        let freeze = self.freeze.as_ref()?;
+        if self.status != DrainStatus::Running {
+            return None;
+        }
+        let window = self.plan.freeze_ms.unwrap_or(DEFAULT_FREEZE_MS);
+        let held = now_ms.saturating_sub(freeze.frozen_ms);
+        match freeze.switched {
+            None => {
+                if barrier.version != freeze.frozen_version {
+                    return None;
+                }
+                if barrier.all_applied {
+                    return Some(DrainAction::Switch { blue_units: freeze.blue_units });
+                }
+                (held >= window).then(|| DrainAction::Unfreeze {
+                    aborted: true,
+                    reason: format!(
+                        "freeze of units {} (version {}) not applied by every live subscriber within {window} ms; behind: {}; unfrozen without switching, no unit changed owner; resume to try the step again",
+                        freeze.units, freeze.frozen_version, barrier.behind
+                    ),
+                })
+            }
+            Some((switched_version, _)) => {
+                if barrier.version != switched_version {
+                    return None;
+                }
+                if barrier.all_applied {
+                    return Some(DrainAction::Unfreeze {
+                        aborted: false,
+                        reason: format!(
+                            "every live subscriber applied the switch of units {} (version {switched_version}); writes resume",
+                            freeze.units
+                        ),
+                    });
+                }
+                (held >= window).then(|| DrainAction::Unfreeze {
+                    aborted: false,
+                    reason: format!(
+                        "the switch of units {} (version {switched_version}) is not applied by every live subscriber after {held} ms; behind: {} (they applied the freeze, so they refuse these writes until they catch up); writes resume",
+                        freeze.units, barrier.behind
+                    ),
+                })
+            }
+        }
+    }
+
+    /// The version a step's freeze waits for: the freeze's until it switched, then the
+    /// switch's. `None` without a freeze.
+    pub fn freeze_barrier_version(&self) -> Option<u64> {
+        let freeze = self.freeze.as_ref()?;
+        Some(freeze.switched.map_or(freeze.frozen_version, |(v, _)| v))
     }
 
     /// Whether moving the dial from `blue_units` to `next` fits the receiving zone's capacity.

@@ -57,6 +57,9 @@ pub struct FlagEvaluation {
     /// The unit, when a targeting key was given.
     pub unit: Option<Unit>,
     pub version: u64,
+    /// The user's unit is frozen by a move in progress: writes must wait (OFREP metadata
+    /// `writeFrozen`), reads go on.
+    pub write_frozen: bool,
 }
 
 /// OFREP's error codes, for the failures the pure evaluation can decide.
@@ -95,13 +98,13 @@ pub fn evaluate_color_flag(
 ) -> Result<FlagEvaluation, FlagError> {
     // One flag per routing domain: `<flag_key>` is the default domain, `<flag_key>.<domain>`
     // a named one.
-    let map = if requested == flag_key {
-        table.map()
+    let (map, domain) = if requested == flag_key {
+        (table.map(), None)
     } else {
         requested
             .strip_prefix(flag_key)
             .and_then(|rest| rest.strip_prefix('.'))
-            .and_then(|domain| table.domains().get(domain))
+            .and_then(|domain| table.domains().get(domain).map(|map| (map, Some(domain))))
             .ok_or_else(|| FlagError::FlagNotFound(requested.to_owned(), flag_key.to_owned()))?
     };
     let version = table.version();
@@ -110,9 +113,13 @@ pub fn evaluate_color_flag(
             Err(FlagError::InvalidContext("targetingKey must be a string (the user ID)".into()))
         }
         TargetingKey::Missing => match table.untagged(fallback, draw) {
-            Ok(color) => {
-                Ok(FlagEvaluation { color, reason: FlagReason::Default, unit: None, version })
-            }
+            Ok(color) => Ok(FlagEvaluation {
+                color,
+                reason: FlagReason::Default,
+                unit: None,
+                version,
+                write_frozen: false,
+            }),
             Err(_) => Err(FlagError::TargetingKeyMissing),
         },
         TargetingKey::Given(user_id) => {
@@ -120,7 +127,15 @@ pub fn evaluate_color_flag(
                 .and_then(|()| table.tag_in(map, user_id))
                 .map_err(|e| FlagError::InvalidContext(format!("targetingKey: {e}")))?;
             let reason = if tag.pinned { FlagReason::TargetingMatch } else { FlagReason::Split };
-            Ok(FlagEvaluation { color: tag.color, reason, unit: Some(tag.unit), version })
+            let write_frozen =
+                !tag.pinned && table.frozen_in(domain).is_some_and(|set| set.contains(tag.unit.0));
+            Ok(FlagEvaluation {
+                color: tag.color,
+                reason,
+                unit: Some(tag.unit),
+                version,
+                write_frozen,
+            })
         }
     }
 }

@@ -32,8 +32,9 @@ pub use command::{
 };
 pub use dial::{DialError, Share};
 pub use drain::{
-    CapacityInputs, Direction, Drain, DrainAction, DrainMode, DrainPlan, DrainStatus, Guard,
-    Inputs, MAX_DRAIN_INTERVAL_MS, OnBreach, Reading, StepConvergence, counterpart, step_toward,
+    CapacityInputs, DEFAULT_FREEZE_MS, Direction, Drain, DrainAction, DrainMode, DrainPlan,
+    DrainStatus, FREEZES_KEPT, FreezeBarrier, FreezeRecord, Guard, Inputs, MAX_DRAIN_INTERVAL_MS,
+    MAX_FREEZE_MS, OnBreach, Reading, StepConvergence, StepFreeze, counterpart, step_toward,
 };
 pub use flag::{
     DEFAULT_FLAG_KEY, FlagError, FlagEvaluation, FlagReason, TargetingKey, evaluate_color_flag,
@@ -57,6 +58,7 @@ pub use plan_trigger::{
 };
 pub use table::{
     DEFAULT_DOMAIN, Fallback, GlobalWriter, MAX_DOMAINS, RoutingTable, TableError, Tag, TagError,
+    WRITE_RETRY_AFTER_MS, WriteCheck,
 };
 pub use unit::{
     HASH_ALGORITHM, MAX_UNITS, MIN_UNITS, SchemeError, Unit, UnitError, UnitMode, UnitScheme,

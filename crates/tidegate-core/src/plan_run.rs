@@ -293,6 +293,8 @@ impl PlanRun {
                             mode: *mode,
                             // Plans move the default domain's dial (unit moves name others).
                             domain: None,
+                            // Plan steps switch at once (loss-less plan steps are not built yet).
+                            freeze_ms: None,
                         }
                     })
                 }

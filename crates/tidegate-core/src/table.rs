@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::dial::Share;
 use super::unit::{Unit, UnitError, UnitScheme};
-use super::unit_map::UnitMap;
+use super::unit_map::{UnitMap, UnitSet};
 use super::zone::{ZoneId, Zones};
 
 /// What a request without a user ID gets.
@@ -52,6 +52,45 @@ pub struct RoutingTable {
     /// The named routing domains beyond the default one, each with its own unit map over the
     /// same zones, scheme and pins (a user's zone agrees across domains wherever the maps do).
     pub(crate) domains: Arc<BTreeMap<String, UnitMap>>,
+    /// Units whose writes are frozen by a move in progress, by domain name (`default` for the
+    /// default domain): the freeze of a loss-less move (see [`RoutingTable::check_write`]).
+    pub(crate) frozen: Arc<BTreeMap<String, UnitSet>>,
+}
+
+/// How long a write refused as frozen or behind is told to wait before it retries: a freeze
+/// lasts until every live subscriber applied the switch, typically a few hundred milliseconds.
+pub const WRITE_RETRY_AFTER_MS: u64 = 250;
+
+/// The answer of the ownership check for a write (`RoutingTable::check_write`).
+///
+/// Architecture invariant: every write check (the Router's, the edge gate's, OFREP metadata's)
+/// is this one function of the table, the user, the local zone and the caller's version, so
+/// they cannot disagree about a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteCheck {
+    /// The local zone owns the user at a table at least as new as the caller's: write.
+    Owned,
+    /// The user's unit is frozen by a move in progress: answer busy and retry after
+    /// [`WRITE_RETRY_AFTER_MS`] (reads go on).
+    Frozen { owner: ZoneId, unit: u32 },
+    /// The caller decided at a newer version than the local table: the local zone cannot judge
+    /// yet; answer busy (503 with `Retry-After`) and let the local copy catch up.
+    Behind { incoming: u64, local: u64 },
+    /// Another zone owns the user at a local table at least as new as the caller's: refuse
+    /// (421 naming the owner) or forward once to the owner.
+    Misrouted { owner: ZoneId },
+}
+
+impl WriteCheck {
+    /// The answer's name, as APIs and metrics show it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WriteCheck::Owned => "owned",
+            WriteCheck::Frozen { .. } => "frozen",
+            WriteCheck::Behind { .. } => "behind",
+            WriteCheck::Misrouted { .. } => "misrouted",
+        }
+    }
 }
 
 /// The name of the domain every table has, whose map is [`RoutingTable::map`].
@@ -78,6 +117,10 @@ pub enum TableError {
     MapSize { map: u32, units: u32 },
     #[error("the unit map names zone {0}, which the table does not list")]
     UnknownZone(u16),
+    #[error("frozen units name domain `{0}`, which the table does not have")]
+    FrozenDomain(String),
+    #[error("frozen unit {unit} is outside the {units} units")]
+    FrozenUnit { unit: u32, units: u32 },
 }
 
 impl RoutingTable {
@@ -127,6 +170,7 @@ impl RoutingTable {
             zones,
             global,
             domains: Arc::new(BTreeMap::new()),
+            frozen: Arc::new(BTreeMap::new()),
         })
     }
 
@@ -146,6 +190,81 @@ impl RoutingTable {
         }
         self.domains = Arc::new(domains);
         Ok(self)
+    }
+
+    /// The same table with frozen units (as decoded from the wire or a snapshot), by domain
+    /// name (`default` for the default domain); every domain must exist and every unit fit.
+    pub fn with_frozen(
+        mut self,
+        mut frozen: BTreeMap<String, UnitSet>,
+    ) -> Result<RoutingTable, TableError> {
+        for (domain, set) in &frozen {
+            if self.map_of(Some(domain)).is_none() {
+                return Err(TableError::FrozenDomain(domain.clone()));
+            }
+            if let Some(unit) = set.iter().find(|u| *u >= self.units()) {
+                return Err(TableError::FrozenUnit { unit, units: self.units() });
+            }
+        }
+        frozen.retain(|_, set| !set.is_empty());
+        self.frozen = Arc::new(frozen);
+        Ok(self)
+    }
+
+    /// The frozen units by domain name (`default` for the default domain); empty between moves.
+    pub fn frozen(&self) -> &BTreeMap<String, UnitSet> {
+        &self.frozen
+    }
+
+    /// The frozen units of `domain` (`None`: the default domain), if any are.
+    pub fn frozen_in(&self, domain: Option<&str>) -> Option<&UnitSet> {
+        self.frozen.get(domain.unwrap_or(DEFAULT_DOMAIN))
+    }
+
+    /// Freezes `units` of `domain` (`None`: the default domain), or thaws it with `None`.
+    pub(crate) fn set_frozen(&mut self, domain: Option<&str>, units: Option<UnitSet>) {
+        let name = domain.unwrap_or(DEFAULT_DOMAIN).to_owned();
+        let frozen = Arc::make_mut(&mut self.frozen);
+        match units {
+            Some(set) if !set.is_empty() => {
+                frozen.insert(name, set);
+            }
+            _ => {
+                frozen.remove(&name);
+            }
+        }
+    }
+
+    /// The ownership check for a write of `user_id` in `domain` (`None`: the default domain) by
+    /// a service in `local`, which the caller routed there at `incoming` (the propagated
+    /// `x-tidegate-version`, when known). In order: a caller newer than this table is `Behind`
+    /// (this table cannot judge its decision); a frozen unit is `Frozen`; another owner is
+    /// `Misrouted`; else `Owned`. A pinned user is never frozen (a pin moves one user, at once).
+    /// `None` when the domain does not exist.
+    pub fn check_write(
+        &self,
+        domain: Option<&str>,
+        user_id: &str,
+        local: ZoneId,
+        incoming: Option<u64>,
+    ) -> Result<Option<WriteCheck>, UnitError> {
+        let Some(map) = self.map_of(domain) else { return Ok(None) };
+        let tag = self.tag_in(map, user_id)?;
+        if let Some(incoming) = incoming
+            && incoming > self.version
+        {
+            return Ok(Some(WriteCheck::Behind { incoming, local: self.version }));
+        }
+        if !tag.pinned
+            && let Some(set) = self.frozen_in(domain)
+            && set.contains(tag.unit.0)
+        {
+            return Ok(Some(WriteCheck::Frozen { owner: tag.color, unit: tag.unit.0 }));
+        }
+        if tag.color != local {
+            return Ok(Some(WriteCheck::Misrouted { owner: tag.color }));
+        }
+        Ok(Some(WriteCheck::Owned))
     }
 
     /// The named domains beyond the default one, by name.

@@ -79,6 +79,19 @@ impl UnitSet {
         Ok(UnitSet { ranges })
     }
 
+    /// The set of `units` (ascending, without repeats, as [`UnitMap::diff`] returns them), as
+    /// ranges; `None` when there are none.
+    pub fn from_sorted(units: &[u32]) -> Option<UnitSet> {
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for &u in units {
+            match ranges.last_mut() {
+                Some((_, hi)) if u == *hi + 1 => *hi = u,
+                _ => ranges.push((u, u)),
+            }
+        }
+        (!ranges.is_empty()).then_some(UnitSet { ranges })
+    }
+
     pub fn ranges(&self) -> &[(u32, u32)] {
         &self.ranges
     }

@@ -1,0 +1,302 @@
+//! Loss-less drain steps in virtual time: freeze the units a step moves, switch them once every
+//! live subscriber applied the freeze, unfreeze once every live subscriber applied the switch;
+//! a freeze not applied everywhere within its window aborts back with no unit changed owner.
+//! Plus the write check every service, edge and gateway answers with, as a fixture table.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use tidegate::core::{
+    Audit, Command, CommandError, DrainAction, DrainMode, DrainPlan, DrainStatus, Envelope,
+    FreezeBarrier, Genesis, Guard, Inputs, OnBreach, Reading, RoutingTable, State, StepConvergence,
+    UnitMode, UnitScheme, UnitSet, WriteCheck, ZoneId, Zones,
+};
+
+fn state(blue_units: u32) -> State {
+    let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
+    State::genesis(Genesis { scheme, blue_units }, Zones::default()).unwrap()
+}
+
+fn apply(state: &State, at_ms: u64, command: Command) -> Result<State, CommandError> {
+    let env = Envelope {
+        expected_version: state.version(),
+        command,
+        audit: Audit { by: "drain:1".into(), at_ms, reason: "test".into() },
+    };
+    Ok(state.apply(&env)?.map(|(s, _)| s).unwrap_or_else(|| state.clone()))
+}
+
+fn lossless(target_blue: u32, step: u32, window_ms: u64) -> DrainPlan {
+    DrainPlan {
+        zone: "az-b".into(),
+        color: ZoneId::BLUE,
+        target_blue_units: target_blue,
+        step_units: step,
+        interval_ms: 1000,
+        guard: Guard {
+            max_error_rate: 0.02,
+            min_requests: 100,
+            breaches: 2,
+            on_breach: OnBreach::Pause,
+        },
+        mode: DrainMode::Maintenance,
+        domain: None,
+        freeze_ms: Some(window_ms),
+    }
+}
+
+fn healthy() -> Reading {
+    Reading::Known { error_rate: 0.0, requests: 1000 }
+}
+
+fn decide(state: &State, now: u64) -> Option<DrainAction> {
+    let drain = state.active_drain().unwrap();
+    let h = healthy();
+    drain.decide(&Inputs {
+        blue_units: state.table().blue_units(),
+        now_ms: now,
+        receiving_zone: "az-a",
+        draining: &h,
+        receiving: &h,
+        convergence: &StepConvergence::Disabled,
+        backlog: Some(0),
+        capacity: None,
+    })
+}
+
+fn barrier(state: &State, all_applied: bool) -> FreezeBarrier {
+    let version = state.active_drain().unwrap().freeze_barrier_version().unwrap();
+    FreezeBarrier {
+        version,
+        all_applied,
+        behind: if all_applied { "" } else { "gw-1 (az-b, on v2)" }.into(),
+    }
+}
+
+fn frozen(state: &State) -> Option<String> {
+    state.table().frozen_in(None).map(ToString::to_string)
+}
+
+#[test]
+fn a_step_freezes_exactly_the_units_it_moves_then_switches_then_unfreezes() {
+    let s = apply(&state(50), 0, Command::StartDrain { plan: lossless(40, 5, 10_000) }).unwrap();
+    // The guard passes: the step is a freeze, not a switch.
+    assert_eq!(decide(&s, 0), Some(DrainAction::Freeze { blue_units: 45 }));
+    let s = apply(&s, 0, Command::DrainFreeze { drain: 1, blue_units: 45 }).unwrap();
+    assert_eq!(frozen(&s).as_deref(), Some("45-49"), "the diff of 50 -> 45 blue units");
+    assert_eq!(s.table().blue_units(), 50, "freezing moves nobody");
+    // `decide` leaves a freeze to `decide_freeze`.
+    assert_eq!(decide(&s, 100), None);
+    let drain = s.active_drain().unwrap();
+    // Not every live subscriber applied the freeze: wait (inside the window).
+    assert_eq!(drain.decide_freeze(5_000, &barrier(&s, false)), None);
+    assert_eq!(
+        drain.decide_freeze(5_000, &barrier(&s, true)),
+        Some(DrainAction::Switch { blue_units: 45 })
+    );
+    let s = apply(&s, 5_000, Command::DrainStep { drain: 1, blue_units: 45 }).unwrap();
+    assert_eq!(s.table().blue_units(), 45);
+    assert_eq!(frozen(&s).as_deref(), Some("45-49"), "switched units stay frozen");
+    // A second switch of the same freeze is refused.
+    assert!(matches!(
+        apply(&s, 5_001, Command::DrainStep { drain: 1, blue_units: 40 }),
+        Err(CommandError::InvalidDrain(_))
+    ));
+    let drain = s.active_drain().unwrap();
+    let Some(DrainAction::Unfreeze { aborted: false, .. }) =
+        drain.decide_freeze(5_200, &barrier(&s, true))
+    else {
+        panic!("the switch applied everywhere unfreezes");
+    };
+    let s = apply(&s, 5_200, Command::DrainUnfreeze { drain: 1, aborted: false }).unwrap();
+    assert_eq!(frozen(&s), None);
+    let drain = s.active_drain().unwrap();
+    assert_eq!(drain.freezes.len(), 1);
+    assert_eq!(drain.freezes[0].window_ms, 5_200);
+    assert_eq!(drain.freezes[0].switch_after_ms, Some(5_000));
+    assert_eq!(drain.freezes[0].units, 5);
+    // The next step is due an interval after the switch.
+    assert_eq!(drain.next_due_ms, 6_000);
+    assert_eq!(decide(&s, 5_999), None);
+    assert_eq!(decide(&s, 6_000), Some(DrainAction::Freeze { blue_units: 40 }));
+}
+
+#[test]
+fn a_freeze_not_applied_in_its_window_aborts_back_and_no_unit_changes_owner() {
+    let s = apply(&state(50), 0, Command::StartDrain { plan: lossless(40, 10, 2_000) }).unwrap();
+    let before: Vec<ZoneId> = s.table().unit_colors().collect();
+    let s = apply(&s, 0, Command::DrainFreeze { drain: 1, blue_units: 40 }).unwrap();
+    let drain = s.active_drain().unwrap();
+    assert_eq!(drain.decide_freeze(1_999, &barrier(&s, false)), None);
+    let Some(DrainAction::Unfreeze { aborted: true, reason }) =
+        drain.decide_freeze(2_000, &barrier(&s, false))
+    else {
+        panic!("past the window the freeze aborts back");
+    };
+    assert!(reason.contains("gw-1"), "the hold names the stuck subscriber: {reason}");
+    // A switch after the abort decision is no longer possible once applied.
+    let s = apply(&s, 2_000, Command::DrainUnfreeze { drain: 1, aborted: true }).unwrap();
+    assert_eq!(frozen(&s), None);
+    let after: Vec<ZoneId> = s.table().unit_colors().collect();
+    assert_eq!(before, after, "no unit changed owner");
+    let drain = s.active_drain().unwrap();
+    assert_eq!(drain.status, DrainStatus::Paused);
+    assert_eq!(drain.pause_cause, Some("freeze"));
+    assert_eq!(drain.steps_done, 0);
+    assert!(drain.freezes[0].note.is_some() && drain.freezes[0].switch_after_ms.is_none());
+}
+
+#[test]
+fn past_the_window_a_switched_freeze_still_unfreezes_since_stragglers_hold_the_freeze() {
+    let s = apply(&state(50), 0, Command::StartDrain { plan: lossless(45, 5, 1_000) }).unwrap();
+    let s = apply(&s, 0, Command::DrainFreeze { drain: 1, blue_units: 45 }).unwrap();
+    let s = apply(&s, 100, Command::DrainStep { drain: 1, blue_units: 45 }).unwrap();
+    let drain = s.active_drain().unwrap();
+    assert_eq!(drain.decide_freeze(999, &barrier(&s, false)), None);
+    let Some(DrainAction::Unfreeze { aborted: false, reason }) =
+        drain.decide_freeze(1_000, &barrier(&s, false))
+    else {
+        panic!("a switched freeze ends at its window");
+    };
+    assert!(reason.contains("gw-1"), "{reason}");
+    let s = apply(&s, 1_000, Command::DrainUnfreeze { drain: 1, aborted: false }).unwrap();
+    // The target was reached: the drain completes only once the freeze ended.
+    assert_eq!(s.drain(1).unwrap().status, DrainStatus::Completed);
+    assert_eq!(frozen(&s), None);
+}
+
+#[test]
+fn the_phases_cannot_be_skipped_or_swapped() {
+    let s = apply(&state(50), 0, Command::StartDrain { plan: lossless(40, 5, 10_000) }).unwrap();
+    // A loss-less drain never switches without a freeze.
+    assert!(matches!(
+        apply(&s, 0, Command::DrainStep { drain: 1, blue_units: 45 }),
+        Err(CommandError::InvalidDrain(_))
+    ));
+    // Nothing to unfreeze yet.
+    assert!(apply(&s, 0, Command::DrainUnfreeze { drain: 1, aborted: true }).is_err());
+    let s = apply(&s, 0, Command::DrainFreeze { drain: 1, blue_units: 45 }).unwrap();
+    // A freeze that has not switched can only be aborted back; a second freeze is refused.
+    assert!(apply(&s, 1, Command::DrainUnfreeze { drain: 1, aborted: false }).is_err());
+    assert!(apply(&s, 1, Command::DrainFreeze { drain: 1, blue_units: 45 }).is_err());
+    let s = apply(&s, 2, Command::DrainStep { drain: 1, blue_units: 45 }).unwrap();
+    // A switched freeze can only be unfrozen.
+    assert!(apply(&s, 3, Command::DrainUnfreeze { drain: 1, aborted: true }).is_err());
+    // A drain without `freeze` refuses freeze commands.
+    let mut plain = lossless(40, 5, 1);
+    plain.freeze_ms = None;
+    let p = apply(&state(50), 0, Command::StartDrain { plan: plain }).unwrap();
+    assert!(apply(&p, 0, Command::DrainFreeze { drain: 1, blue_units: 45 }).is_err());
+    // The window is bounded.
+    let too_long = lossless(40, 5, 600_001);
+    assert!(apply(&state(50), 0, Command::StartDrain { plan: too_long }).is_err());
+}
+
+#[test]
+fn every_way_a_drain_stops_mid_freeze_thaws_its_units_in_the_same_version() {
+    let start =
+        apply(&state(50), 0, Command::StartDrain { plan: lossless(40, 5, 10_000) }).unwrap();
+    let frozen_state = apply(&start, 0, Command::DrainFreeze { drain: 1, blue_units: 45 }).unwrap();
+    let switched =
+        apply(&frozen_state, 1, Command::DrainStep { drain: 1, blue_units: 45 }).unwrap();
+    for (name, s) in [("frozen", &frozen_state), ("switched", &switched)] {
+        for stop in [
+            Command::PauseDrain { drain: 1 },
+            Command::AbortDrain { drain: 1 },
+            Command::RollbackDrain { drain: 1 },
+        ] {
+            let action = stop.action();
+            let after = apply(s, 10, stop).unwrap();
+            assert_eq!(frozen(&after), None, "{action} of a {name} step leaves units frozen");
+            let drain = after.drain(1).unwrap();
+            assert!(drain.freeze.is_none());
+            let note = drain.freezes.last().and_then(|r| r.note.clone()).unwrap_or_default();
+            assert!(note.contains(action), "{action}: {note}");
+        }
+    }
+    // A resumed drain freezes its next step again.
+    let paused = apply(&frozen_state, 10, Command::PauseDrain { drain: 1 }).unwrap();
+    let resumed = apply(&paused, 20, Command::ResumeDrain { drain: 1 }).unwrap();
+    assert_eq!(decide(&resumed, 20), Some(DrainAction::Freeze { blue_units: 45 }));
+}
+
+#[test]
+fn rollback_steps_and_evacuations_without_freeze_switch_at_once() {
+    // Rolling back is the guard's remedy: it moves users back at once, unfrozen.
+    let s = apply(&state(50), 0, Command::StartDrain { plan: lossless(40, 5, 10_000) }).unwrap();
+    let s = apply(&s, 0, Command::DrainFreeze { drain: 1, blue_units: 45 }).unwrap();
+    let s = apply(&s, 1, Command::DrainStep { drain: 1, blue_units: 45 }).unwrap();
+    let s = apply(&s, 2, Command::DrainUnfreeze { drain: 1, aborted: false }).unwrap();
+    let s = apply(&s, 3, Command::RollbackDrain { drain: 1 }).unwrap();
+    assert_eq!(decide(&s, 3), Some(DrainAction::Step { blue_units: 50 }));
+    let s = apply(&s, 3, Command::DrainStep { drain: 1, blue_units: 50 }).unwrap();
+    assert_eq!(s.drain(1).unwrap().status, DrainStatus::RolledBack);
+}
+
+// ---- the write check -----------------------------------------------------------------------
+
+/// A user whose unit satisfies `want` in a 100-unit hash scheme.
+fn user_where(table: &RoutingTable, want: impl Fn(u32) -> bool) -> String {
+    (0..100_000)
+        .map(|i| format!("user-{i}"))
+        .find(|u| want(table.scheme().unit_of(u).unwrap().0))
+        .expect("a user in such a unit")
+}
+
+#[test]
+fn write_check_fixture_table() {
+    let text = std::fs::read_to_string("tests/fixtures/write_checks.json").unwrap();
+    let cases: Value = serde_json::from_str(&text).unwrap();
+    let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
+    let mut checked = 0;
+    for case in cases["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let blue_units = case["blue_units"].as_u64().unwrap() as u32;
+        let mut table = RoutingTable::from_parts(
+            case["table_version"].as_u64().unwrap(),
+            scheme,
+            blue_units,
+            BTreeMap::new(),
+            Zones::default(),
+        )
+        .unwrap();
+        let frozen_set = case["frozen"].as_str().map(|t| UnitSet::parse(t, 100).unwrap());
+        if let Some(set) = &frozen_set {
+            table =
+                table.with_frozen(BTreeMap::from([("default".to_owned(), set.clone())])).unwrap();
+        }
+        let in_frozen = |u: u32| frozen_set.as_ref().is_some_and(|s| s.contains(u));
+        let user = match case["user"].as_str().unwrap() {
+            "blue" => user_where(&table, |u| u < blue_units && !in_frozen(u)),
+            "green" => user_where(&table, |u| u >= blue_units && !in_frozen(u)),
+            "frozen" => user_where(&table, in_frozen),
+            other => panic!("{name}: unknown user kind {other}"),
+        };
+        if let Some(pin) = case["pin"].as_str() {
+            let mut pins = BTreeMap::new();
+            pins.insert(user.clone(), Zones::default().by_lane(pin).unwrap());
+            let t = RoutingTable::from_parts(
+                table.version(),
+                scheme,
+                blue_units,
+                pins,
+                Zones::default(),
+            )
+            .unwrap();
+            table = t.with_frozen(table.frozen().clone()).unwrap();
+        }
+        let local = Zones::default().by_lane(case["local"].as_str().unwrap()).unwrap();
+        let incoming = case["incoming"].as_u64();
+        let check = table.check_write(None, &user, local, incoming).unwrap().unwrap();
+        assert_eq!(check.as_str(), case["expect"].as_str().unwrap(), "{name}: {check:?}");
+        match (check, case["owner"].as_str()) {
+            (WriteCheck::Misrouted { owner } | WriteCheck::Frozen { owner, .. }, Some(lane)) => {
+                assert_eq!(table.lane(owner), lane, "{name}: owner")
+            }
+            (_, None) => {}
+            (other, Some(_)) => panic!("{name}: {other:?} names no owner"),
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} cases");
+}

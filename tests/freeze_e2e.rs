@@ -1,0 +1,274 @@
+//! Loss-less drain steps on the real binary, with a real edge and a real Router subscribed:
+//! every step is freeze -> switch -> unfreeze in the audit, the edge gate refuses writes of
+//! frozen users with 503 + Retry-After while reads go on, a subscriber that never applies the
+//! freeze holds the step until the window and the step aborts back with no unit changed owner,
+//! and a freeze survives `kill -9` of the coordinator.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::gateway::Edge;
+use common::*;
+use serde_json::{Value, json};
+use tidegate::client::{Identity, Router, RouterOptions};
+
+const CONFIG: &str = "[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"\n";
+
+/// Posts healthy outcomes for both zones every 50 ms, so the maintenance guard passes.
+struct Feeder {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Feeder {
+    fn start(url: &str) -> Feeder {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, url) = (Arc::clone(&stop), url.to_owned());
+        let thread = std::thread::spawn(move || {
+            let agent = agent();
+            while !s.load(Ordering::SeqCst) {
+                let body = json!([
+                    {"zone": "az-b", "color": "blue", "ok": 100, "error": 0},
+                    {"zone": "az-a", "color": "green", "ok": 100, "error": 0}
+                ]);
+                let _ = agent
+                    .post(&format!("{url}/v1/outcomes"))
+                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                    .send_json(&body);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        Feeder { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Feeder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = dir.join("tidegate.toml");
+    let extra = format!("{CONFIG}[edge]\ntoken = \"{OPERATOR_TOKEN}\"\n");
+    std::fs::write(&config, config_toml(&extra)).unwrap();
+    config
+}
+
+fn router(url: &str, id: &str, acknowledge: bool) -> Router {
+    let identity =
+        Identity { subscriber_id: id.into(), zone: "az-b".into(), kind: "service".into() };
+    let options =
+        RouterOptions { token: Some(OPERATOR_TOKEN.into()), acknowledge, ..Default::default() };
+    let router = Router::connect(url, identity, options).unwrap();
+    assert!(router.wait_for_version(1, Duration::from_secs(10)), "{id} got no table");
+    router
+}
+
+fn start_drain(url: &str, window: &str) -> Value {
+    let (status, body) = post_json(
+        &format!("{url}/v1/drains"),
+        OPERATOR_TOKEN,
+        json!({
+            "zone": "az-b", "target_percent": 30, "step_percent": 10, "interval": "200ms",
+            "freeze": true, "freeze_window": window,
+            "guard": {"max_error_rate": 0.02, "min_requests": 10, "breaches": 2, "on_breach": "pause"},
+            "reason": "loss-less drain test"
+        }),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["freeze"]["enabled"], true, "{body}");
+    body
+}
+
+fn drain(url: &str) -> Value {
+    get_json(&format!("{url}/v1/drains/1")).1
+}
+
+fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    assert!(wait_until(timeout, &mut check), "timed out waiting for {what}");
+}
+
+/// The drain's audited actions, oldest first.
+fn drain_actions(url: &str) -> Vec<String> {
+    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
+    audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .filter(|e| e["by"] == "drain:1")
+        .map(|e| e["action"].as_str().unwrap().to_owned())
+        .filter(|a| a != "drain_hold")
+        .collect()
+}
+
+/// `(status, Retry-After, x-tidegate-refusal)` of a gate check for `user` with `method`.
+fn gate(edge: &Edge, method: &str, user: &str) -> (u16, Option<String>, Option<String>) {
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let response = agent
+        .get(&format!("{}/v1/gate/orders", edge.url))
+        .header("x-user-id", user)
+        .header("x-original-method", method)
+        .header("x-tidegate-token", OPERATOR_TOKEN)
+        .call()
+        .expect("gate answered");
+    let header =
+        |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    (response.status().as_u16(), header("retry-after"), header("x-tidegate-refusal"))
+}
+
+/// A user whose unit is in the (comma-separated ranges) `units`, and one whose unit is not.
+fn users_in_and_out(router: &Router, units: &str) -> (String, String) {
+    let set = tidegate::core::UnitSet::parse(units, 100).unwrap();
+    let pick = |inside: bool| {
+        (0..100_000)
+            .map(|i| format!("user-{i}"))
+            .find(|u| set.contains(router.tag(u).unwrap().unit) == inside)
+            .unwrap()
+    };
+    (pick(true), pick(false))
+}
+
+#[test]
+fn every_step_freezes_switches_and_unfreezes_and_the_edge_refuses_only_frozen_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let server = Server::start(&config, &dir.path().join("data"));
+    let _feeder = Feeder::start(&server.url);
+    let edge = Edge::start(&config, &server.url, &dir.path().join("edge.json"), 0);
+    edge.wait_for_version(1);
+    let watcher = router(&server.url, "orders-1", true);
+    std::thread::sleep(Duration::from_millis(1200)); // one health window of outcomes
+    start_drain(&server.url, "20s");
+    wait_for("the drain to complete", Duration::from_secs(30), || {
+        drain(&server.url)["state"] == "completed"
+    });
+    let done = drain(&server.url);
+    let (_, table) = get_json(&format!("{}/v1/routing", server.url));
+    assert_eq!(table["blue_units"], 30, "{table}");
+    assert_eq!(table["frozen"], json!({}), "nothing stays frozen: {table}");
+    // Two steps (50 -> 40 -> 30), each three logged phases, in order.
+    let actions = drain_actions(&server.url);
+    let phases: Vec<&str> =
+        actions.iter().map(String::as_str).filter(|a| *a != "drain_start").collect();
+    assert_eq!(
+        phases,
+        [
+            "drain_freeze",
+            "drain_step",
+            "drain_unfreeze",
+            "drain_freeze",
+            "drain_step",
+            "drain_unfreeze"
+        ],
+        "{actions:?}"
+    );
+    let finished = done["freeze"]["finished"].as_array().unwrap();
+    assert_eq!(finished.len(), 2, "{done}");
+    let windows: Vec<u64> = finished.iter().map(|f| f["window_ms"].as_u64().unwrap()).collect();
+    let switch_after: Vec<u64> =
+        finished.iter().map(|f| f["switch_after_ms"].as_u64().unwrap()).collect();
+    println!("freeze windows {windows:?} ms, freeze applied everywhere after {switch_after:?} ms");
+    for f in finished {
+        assert!(f["note"].is_null(), "{f}");
+        assert_eq!(f["units"], 10);
+    }
+    drop(watcher);
+
+    // A subscriber that never acknowledges holds the next move's freeze: the edge refuses the
+    // frozen users' writes meanwhile, and the step aborts back at the window.
+    let stuck = router(&server.url, "stuck-1", false);
+    let (status, body) = post_json(
+        &format!("{}/v1/drains", server.url),
+        OPERATOR_TOKEN,
+        json!({
+            "zone": "az-b", "target_percent": 20, "step_percent": 10, "interval": "200ms",
+            "freeze": true, "freeze_window": "3s",
+            "guard": {"max_error_rate": 0.02, "min_requests": 10, "breaches": 2, "on_breach": "pause"},
+            "reason": "held by a stuck subscriber"
+        }),
+    );
+    assert_eq!(status, 201, "{body}");
+    let url2 = format!("{}/v1/drains/2", server.url);
+    wait_for("the freeze", Duration::from_secs(10), || {
+        get_json(&url2).1["freeze"]["current"]["phase"] == "freezing"
+    });
+    let frozen_at = Instant::now();
+    let held = get_json(&url2).1;
+    let units = held["freeze"]["current"]["units"].as_str().unwrap().to_owned();
+    assert_eq!(units, "20-29", "the 10 units 30 -> 20 blue moves: {held}");
+    let frozen_version = held["freeze"]["current"]["frozen_version"].as_u64().unwrap();
+    edge.wait_for_version(frozen_version);
+    let (inside, outside) = users_in_and_out(&stuck, &units);
+    let before: Vec<Value> =
+        get_json(&format!("{}/v1/routing", server.url)).1["unit_map"].as_array().unwrap().clone();
+    // Writes of frozen users wait; their reads and every other user's writes go on.
+    let (status, retry, refusal) = gate(&edge, "POST", &inside);
+    assert_eq!((status, refusal.as_deref()), (503, Some("frozen")));
+    assert_eq!(retry.as_deref(), Some("1"));
+    assert_eq!(gate(&edge, "GET", &inside).0, 200);
+    assert_eq!(gate(&edge, "POST", &outside).0, 200);
+    assert_eq!(gate(&edge, "DELETE", &inside).0, 503);
+    wait_for("the freeze to abort at its window", Duration::from_secs(15), || {
+        get_json(&url2).1["state"] == "paused"
+    });
+    let aborted_after = frozen_at.elapsed();
+    let paused = get_json(&url2).1;
+    println!("a stuck subscriber held the freeze {} ms (window 3 s)", aborted_after.as_millis());
+    assert!(aborted_after >= Duration::from_millis(2500), "aborted early: {paused}");
+    assert_eq!(paused["pause_cause"], "freeze", "{paused}");
+    let reason = paused["hold_reason"].as_str().unwrap();
+    assert!(reason.contains("stuck-1"), "the hold names the stuck subscriber: {reason}");
+    let (_, table) = get_json(&format!("{}/v1/routing", server.url));
+    assert_eq!(table["blue_units"], 30, "no unit changed owner: {table}");
+    assert_eq!(table["unit_map"].as_array().unwrap(), &before);
+    assert_eq!(table["frozen"], json!({}));
+    edge.wait_for_version(table["version"].as_u64().unwrap());
+    assert_eq!(gate(&edge, "POST", &inside).0, 200, "writes resume after the abort");
+    drop(stuck);
+}
+
+#[test]
+fn a_freeze_survives_kill_9_and_the_restarted_coordinator_finishes_the_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let data = dir.path().join("data");
+    let server = Server::start(&config, &data);
+    let feeder = Feeder::start(&server.url);
+    let stuck = router(&server.url, "stuck-1", false);
+    std::thread::sleep(Duration::from_millis(1200));
+    start_drain(&server.url, "60s");
+    wait_for("the freeze", Duration::from_secs(10), || {
+        drain(&server.url)["freeze"]["current"]["phase"] == "freezing"
+    });
+    let (_, before) = get_json(&format!("{}/v1/routing", server.url));
+    assert_eq!(before["frozen"], json!({"default": "40-49"}), "{before}");
+    drop(feeder);
+    let port = server.port();
+    server.kill9();
+    drop(stuck);
+    let server = Server::start_at(&config, &data, port);
+    let (_, after) = get_json(&format!("{}/v1/routing", server.url));
+    // Replayed from the log: still frozen, nothing switched.
+    assert_eq!(after["frozen"], before["frozen"], "{after}");
+    assert_eq!(after["blue_units"], 50);
+    let _feeder = Feeder::start(&server.url);
+    // The restarted coordinator has no live subscriber left behind: the step goes on.
+    wait_for("the drain to complete after the restart", Duration::from_secs(30), || {
+        drain(&server.url)["state"] == "completed"
+    });
+    let (_, table) = get_json(&format!("{}/v1/routing", server.url));
+    assert_eq!(table["blue_units"], 30);
+    assert_eq!(table["frozen"], json!({}));
+    let actions = drain_actions(&server.url);
+    assert_eq!(actions.iter().filter(|a| *a == "drain_freeze").count(), 2, "{actions:?}");
+    assert_eq!(actions.iter().filter(|a| *a == "drain_unfreeze").count(), 2, "{actions:?}");
+}
