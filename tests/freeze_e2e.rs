@@ -182,6 +182,17 @@ fn every_step_freezes_switches_and_unfreezes_and_the_edge_refuses_only_frozen_wr
         assert_eq!(f["units"], 10);
     }
     drop(watcher);
+    // `tidegate drain status` shows the phases and each step's freeze.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["drain", "status", "1"])
+        .env("TIDEGATE_URL", &server.url)
+        .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{status}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(status.contains("loss-less steps: freeze, switch, unfreeze"), "{status}");
+    assert!(status.contains("step 2: 10 units frozen"), "{status}");
 
     // A subscriber that never acknowledges holds the next move's freeze: the edge refuses the
     // frozen users' writes meanwhile, and the step aborts back at the window.

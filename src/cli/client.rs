@@ -639,6 +639,12 @@ pub fn drain_start(args: &super::DrainStartArgs) -> Result<(), String> {
     if let Some(domain) = &args.domain {
         body["domain"] = json!(domain);
     }
+    if args.freeze {
+        body["freeze"] = json!(true);
+    }
+    if let Some(window) = &args.freeze_window {
+        body["freeze_window"] = json!(window);
+    }
     let value = client.call("POST", "/v1/drains", Some(body))?;
     client.print(&value, |d| format!("started {}", drain_line(d)));
     Ok(())
@@ -669,6 +675,7 @@ pub fn drain_status(args: &ClientArgs, id: Option<u64>) -> Result<(), String> {
         if let Some(next) = d["next_step_at"].as_str() {
             out.push_str(&format!("\n  next check: {next}"));
         }
+        out.push_str(&freeze_lines(&d["freeze"]));
         let g = &d["guard"];
         out.push_str(&format!(
             "\n  guard: error rate <= {}% with >= {} requests, {} breach(es) -> {}",
@@ -683,6 +690,45 @@ pub fn drain_status(args: &ClientArgs, id: Option<u64>) -> Result<(), String> {
         out
     });
     Ok(())
+}
+
+/// A loss-less drain's freeze in progress and its last finished freezes, for `drain status`.
+fn freeze_lines(f: &Value) -> String {
+    if f["enabled"] != true {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n  loss-less steps: freeze, switch, unfreeze (window {} ms)",
+        f["window_ms"].as_u64().unwrap_or(0)
+    );
+    if let Some(c) = f["current"].as_object() {
+        let phase = c.get("phase").and_then(Value::as_str).unwrap_or("?");
+        let units = c.get("units").and_then(Value::as_str).unwrap_or("?");
+        out.push_str(&match phase {
+            "freezing" => format!(
+                "\n  phase: freezing units {units} (v{}), waiting for every subscriber",
+                c["frozen_version"]
+            ),
+            _ => format!(
+                "\n  phase: switched units {units} (v{}), still frozen until every subscriber applies it",
+                c["switched_version"]
+            ),
+        });
+    }
+    let finished = f["finished"].as_array().map(Vec::as_slice).unwrap_or_default();
+    for r in finished.iter().rev().take(5).rev() {
+        let switch = r["switch_after_ms"]
+            .as_u64()
+            .map_or("not switched".to_owned(), |ms| format!("applied everywhere after {ms} ms"));
+        out.push_str(&format!(
+            "\n  step {}: {} units frozen {} ms, {switch}{}",
+            r["step"],
+            r["units"],
+            r["window_ms"],
+            r["note"].as_str().map(|n| format!(" ({n})")).unwrap_or_default()
+        ));
+    }
+    out
 }
 
 pub fn drain_control(

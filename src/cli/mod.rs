@@ -386,6 +386,13 @@ pub struct DrainStartArgs {
     /// The routing domain whose dial the drain steps (default: the default domain).
     #[arg(long)]
     pub domain: Option<String>,
+    /// Loss-less steps: freeze each step's units, switch once every subscriber applied the
+    /// freeze, unfreeze once every subscriber applied the switch.
+    #[arg(long)]
+    pub freeze: bool,
+    /// The freeze's maximum window with --freeze, e.g. 30s (past it the step aborts back).
+    #[arg(long, requires = "freeze")]
+    pub freeze_window: Option<String>,
     #[arg(long)]
     pub reason: String,
     #[command(flatten)]

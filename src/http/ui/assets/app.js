@@ -945,6 +945,7 @@
           el('strong', {}, pct(d.current_percent)), ' (' + pct(d.from_percent) + ' → ' + pct(d.target_percent) + ', ' + (typeof d.step_percent === 'number' ? trim(d.step_percent) + ' %' : '–') + ' every ' + text(d.interval) + ')'),
         d.next_step_at ? el('li', {}, 'Next check and step at ' + clock(d.next_step_at)) : null,
         el('li', {}, 'Guard: error rate ≤ ' + pct(g.max_error_rate * 100, 1) + ' with ≥ ' + count(g.min_requests) + ' requests; ' + g.breaches + ' failed check(s) in a row → ' + (g.on_breach === 'rollback' ? 'roll back' : 'pause')),
+        freezeFact(d.freeze),
         d.state === 'settling' && d.backlog_messages !== null && d.backlog_messages !== undefined
           ? el('li', {}, 'Waiting for ' + count(d.backlog_messages) + ' MQ message(s) in ' + text(d.zone) + '\'s half to be consumed') : null,
         el('li', { class: 'muted' }, 'Started by ' + text(d.started_by) + ': “' + text(d.reason) + '”')),
@@ -956,6 +957,24 @@
       $('drain-resume').disabled = d.state !== 'paused';
       $('drain-rollback').disabled = d.state === 'rolling_back';
     }
+  }
+
+  // A loss-less drain's phase: which units are frozen and what the step waits for, and the
+  // last step's freeze window next to how long the freeze took to reach every subscriber.
+  function freezeFact(f) {
+    if (!f || !f.enabled) return null;
+    const c = f.current;
+    const last = (f.finished || [])[f.finished.length - 1];
+    let phase;
+    if (c && c.phase === 'freezing') {
+      phase = 'Freezing units ' + text(c.units) + ': writes of their users wait until every subscriber applied version ' + text(c.frozen_version);
+    } else if (c) {
+      phase = 'Switched units ' + text(c.units) + ' (version ' + text(c.switched_version) + '); still frozen until every subscriber applied it';
+    } else {
+      phase = 'Loss-less steps: freeze → switch → unfreeze (window ' + text(f.window_ms) + ' ms)';
+    }
+    const lastText = last ? ' · last step: frozen ' + text(last.window_ms) + ' ms, applied everywhere after ' + (last.switch_after_ms === null ? '– (not switched)' : text(last.switch_after_ms) + ' ms') : '';
+    return el('li', { id: 'drain-freeze', 'data-phase': c ? c.phase : 'none' }, phase + lastText);
   }
 
   function wireDrainActions() {
