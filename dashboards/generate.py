@@ -223,6 +223,9 @@ def zone_health():
     b.panel("timeseries", "Misrouted writes",
             "Writes the services' write checks refused or forwarded because another zone owns the user, per second, by owner lane (tidegate_client_misrouted_total, from the services' own /metrics).",
             "short", [("sum by (color) (rate(tidegate_client_misrouted_total[$__rate_interval]))", "{{color}}")], width=6, min=0)
+    b.panel("timeseries", "Dual-owner writes",
+            "Writes services reported that show a user written by two zones (a stale zone writing after the new owner did), per minute, by stale and owner zone. Anything above 0 pages.",
+            "short", [("sum by (stale_zone, owner_zone) (increase(tidegate_dual_owner_writes_total[$__rate_interval]))", "{{stale_zone}} after {{owner_zone}}")], width=12, min=0)
     b.panel("stat", "Zone health known",
             "1 when the zone's health source has data; 0 (unknown) holds any drain.",
             "bool", [(f"min by (zone) (tidegate_zone_health_known{{{ZONE}}})", "{{zone}}")], width=12)

@@ -42,6 +42,7 @@ pub const DRAIN_HOLDS: &str = "tidegate_drain_holds_total";
 pub const SUBSCRIBERS: &str = "tidegate_subscribers";
 pub const DRAIN_PAUSED: &str = "tidegate_drain_paused";
 pub const FROZEN_UNITS: &str = "tidegate_frozen_units";
+pub const DUAL_OWNER_WRITES: &str = "tidegate_dual_owner_writes_total";
 pub use crate::client::metrics::{CLIENT_MISROUTED, CLIENT_WRITE_CHECKS};
 pub const UI_LOGINS: &str = "tidegate_ui_logins_total";
 pub const LANE_LAG: &str = "tidegate_lane_lag_messages";
@@ -194,6 +195,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "1 when the latest drain is paused, by cause (guard, convergence, operator, freeze: a loss-less step's freeze was not applied everywhere within its window).",
     ),
     ("gauge", SUBSCRIBERS, "Routing-table subscribers by state: current, behind or stale."),
+    (
+        "counter",
+        DUAL_OWNER_WRITES,
+        "Writes services reported (POST /v1/writes) that show a user written by two zones: a write at an older routing version, by another zone, committed at or after the user's newest-version write. By the stale zone and the owner zone.",
+    ),
     (
         "gauge",
         FROZEN_UNITS,
@@ -351,6 +357,10 @@ pub fn prime_zones(zones: &crate::core::Zones) {
             let labels = [("zone", zone.clone()), ("color", spec.lane.clone())];
             metrics::counter!(ZONE_REQUESTS, &labels).increment(0);
             metrics::counter!(ZONE_ERRORS, &labels).increment(0);
+            if spec.name != *zone {
+                let pair = [("stale_zone", zone.clone()), ("owner_zone", spec.name.clone())];
+                metrics::counter!(DUAL_OWNER_WRITES, &pair).increment(0);
+            }
         }
     }
 }
@@ -740,6 +750,12 @@ pub fn count_ofrep(outcome: &'static str) {
 }
 
 /// Counts one gateway check.
+/// Counts a write that showed its user written by two zones (`service::write_watch`).
+pub fn count_dual_owner_write(stale_zone: &str, owner_zone: &str) {
+    metrics::counter!(DUAL_OWNER_WRITES, "stale_zone" => stale_zone.to_owned(), "owner_zone" => owner_zone.to_owned())
+        .increment(1);
+}
+
 /// Counts an edge write check by its answer (`owned`, `misrouted`, `behind`, `frozen`).
 pub fn count_write_check(answer: &'static str) {
     metrics::counter!(EDGE_WRITE_CHECKS, "answer" => answer).increment(1);

@@ -228,6 +228,27 @@ fn every_step_freezes_switches_and_unfreezes_and_the_edge_refuses_only_frozen_wr
     assert_eq!(gate(&edge, "GET", &inside).0, 200);
     assert_eq!(gate(&edge, "POST", &outside).0, 200);
     assert_eq!(gate(&edge, "DELETE", &inside).0, 503);
+    // The write check over HTTP answers the same, with every answer.
+    let check = |user: &str, zone: &str, version: Option<u64>| {
+        let mut path = format!("{}/v1/write-check?user_id={user}&zone={zone}", edge.url);
+        if let Some(v) = version {
+            path.push_str(&format!("&version={v}"));
+        }
+        let (status, body) = get_json(&path);
+        (status, body["answer"].as_str().or(body["error"].as_str()).unwrap_or("").to_owned(), body)
+    };
+    let owner_of = |user: &str| stuck.tag(user).unwrap().zone;
+    let (status, answer, body) = check(&inside, &owner_of(&inside), Some(frozen_version));
+    assert_eq!((status, answer.as_str()), (503, "frozen"), "{body}");
+    let (status, answer, body) = check(&outside, &owner_of(&outside), Some(frozen_version));
+    assert_eq!((status, answer.as_str()), (200, "owned"), "{body}");
+    let other = if owner_of(&outside) == "az-a" { "az-b" } else { "az-a" };
+    let (status, answer, body) = check(&outside, other, None);
+    assert_eq!((status, answer.as_str()), (421, "misrouted"), "{body}");
+    assert_eq!(body["owner_zone"], json!(owner_of(&outside)));
+    let (status, answer, body) = check(&outside, &owner_of(&outside), Some(frozen_version + 5));
+    assert_eq!((status, answer.as_str()), (503, "behind"), "{body}");
+    assert_eq!(check(&outside, "az-q", None).0, 400);
     wait_for("the freeze to abort at its window", Duration::from_secs(15), || {
         get_json(&url2).1["state"] == "paused"
     });

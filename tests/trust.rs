@@ -127,6 +127,15 @@ fn write_routes() -> Vec<Route> {
         },
         Route {
             method: Method::Post,
+            pattern: "/v1/writes",
+            request: no_setup(
+                "/v1/writes",
+                json!({"service": "orders", "writes": [{"user_id": "u1", "zone": "az-a", "version": 1}]}),
+            ),
+            expect: [401, 403, 200, 200],
+        },
+        Route {
+            method: Method::Post,
             pattern: "/v1/subscribers/<id>/ack",
             request: Box::new(|_, who| {
                 let path = format!("/v1/subscribers/gw-{who:?}/ack");

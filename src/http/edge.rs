@@ -438,24 +438,32 @@ fn write_check(
 ) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     let table = app.table()?;
-    let bad = |code: &'static str, detail: String| ApiError::bad_request(code, detail);
-    let user_id = user_id
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| bad("missing_user_id", "a write check needs `user_id`".to_owned()))?;
+    let user_id = user_id.filter(|u| !u.is_empty()).ok_or_else(|| {
+        ApiError::bad_request("missing_user_id", "a write check needs `user_id`".to_owned())
+    })?;
     validate_user_id(user_id)?;
     let zone = zone.ok_or_else(|| {
-        bad("invalid_zone", "a write check needs `zone`: the service's own zone".to_owned())
+        ApiError::bad_request(
+            "invalid_zone",
+            "a write check needs `zone`: the service's own zone".to_owned(),
+        )
     })?;
-    let local = table.zones().resolve(zone).map_err(|e| bad("unknown_zone", e.to_string()))?;
+    let local = table
+        .zones()
+        .resolve(zone)
+        .map_err(|e| ApiError::bad_request("unknown_zone", e.to_string()))?;
     let incoming = match version {
         None | Some("") => None,
         Some(text) => Some(text.parse::<u64>().map_err(|_| {
-            bad("invalid_version", format!("`version` must be a routing version, got `{text}`"))
+            ApiError::bad_request(
+                "invalid_version",
+                format!("`version` must be a routing version, got `{text}`"),
+            )
         })?),
     };
     let domain = domain.filter(|d| !d.is_empty() && *d != crate::core::DEFAULT_DOMAIN);
     let check = table.check_write(domain, user_id, local, incoming)?.ok_or_else(|| {
-        bad(
+        ApiError::bad_request(
             "unknown_domain",
             format!("`domain`: the table has no domain `{}`", domain.unwrap_or_default()),
         )

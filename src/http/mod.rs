@@ -20,6 +20,7 @@ mod tag;
 pub mod ui;
 mod units;
 mod watch;
+mod writes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -78,6 +79,8 @@ pub struct App {
     pub idempotency: Arc<idempotency::Remembered>,
     /// The connection guard of the main port and the fast port (`service::connections`).
     pub connections: Arc<crate::service::connections::Guard>,
+    /// The users services reported written by two zones (`POST /v1/writes`).
+    pub write_watch: Arc<crate::service::write_watch::WriteWatch>,
 }
 
 impl App {
@@ -185,6 +188,7 @@ impl App {
             bound_port: Arc::default(),
             idempotency: Arc::default(),
             connections,
+            write_watch: Arc::default(),
         }
     }
 }
@@ -243,6 +247,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(openapi::stage())
         .attach(ofrep::stage())
         .attach(plans::stage())
+        .attach(writes::stage())
         .attach(AdHoc::on_liftoff("announce", |rocket| {
             Box::pin(async move {
                 let config = rocket.config();

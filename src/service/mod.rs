@@ -26,4 +26,5 @@ pub mod subscribers;
 pub mod table_source;
 pub mod tag_answer;
 pub mod ui_sessions;
+pub mod write_watch;
 pub mod zone_history;

@@ -150,3 +150,36 @@ fn writes_without_a_user_id_are_rejected_while_reads_fall_back_to_random() {
     assert!(router.untagged().is_ok(), "reads take the random fallback");
     assert!(router.untagged_write().is_err(), "writes are rejected by default");
 }
+
+#[test]
+fn every_write_check_is_counted_by_answer_and_misrouted_ones_by_owner_lane() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let router = Router::fixed(table(8, 40));
+    let (mut owned, mut misrouted) = (0u64, 0u64);
+    metrics::with_local_recorder(&recorder, || {
+        for i in 0..1_000 {
+            let user = format!("user-{i}");
+            // Every write lands in the blue zone: the blue users are owned, the rest misrouted.
+            match router.check_write(&user, ZoneId(0), Some(8)).unwrap().check {
+                WriteCheck::Owned => owned += 1,
+                WriteCheck::Misrouted { .. } => misrouted += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        // A caller one version ahead: behind.
+        router.check_write("user-1", ZoneId(0), Some(9)).unwrap();
+    });
+    let text = handle.render();
+    let value = |series: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
+    println!("1000 writes in blue at v8: {owned} owned, {misrouted} misrouted");
+    assert!(owned > 300 && misrouted > 500, "{owned} {misrouted}");
+    assert_eq!(value("tidegate_client_write_checks_total{answer=\"owned\"}"), owned);
+    assert_eq!(value("tidegate_client_write_checks_total{answer=\"misrouted\"}"), misrouted);
+    assert_eq!(value("tidegate_client_write_checks_total{answer=\"behind\"}"), 1);
+    assert_eq!(value("tidegate_client_misrouted_total{color=\"green\"}"), misrouted);
+}

@@ -20,6 +20,7 @@ mod plan_trigger;
 mod table;
 mod unit;
 mod unit_map;
+mod write_watch;
 mod zone;
 
 pub use automation::{AutoRun, Automation, Caps as AutomationCaps, check_caps};
@@ -65,6 +66,7 @@ pub use unit::{
     hash_user_id,
 };
 pub use unit_map::{Run, UnitMap, UnitMapError, UnitSet, UnitSetError, describe_runs};
+pub use write_watch::{WriteObservation, is_dual_owner, newest_after};
 pub use zone::{
     MAX_ZONE_NAME_BYTES, MAX_ZONES, ZoneClass, ZoneError, ZoneId, ZoneSpec, Zones,
     validate_zone_name,
