@@ -11,7 +11,7 @@
 //! )
 //! .unwrap();
 //! let tag = router.tag("user-42").unwrap();
-//! println!("{} -> {} in {}", "user-42", tag.color, tag.zone);
+//! println!("{} -> {} in {}", "user-42", tag.lane, tag.zone);
 //! ```
 
 #![forbid(unsafe_code)]
