@@ -22,6 +22,7 @@ pub mod metrics;
 mod router;
 pub mod signature;
 pub mod sse;
+mod table_source;
 pub mod tls;
 pub mod wire;
 
@@ -33,4 +34,5 @@ pub use router::{
     RouterStatus, Tag, first_choice,
 };
 pub use signature::{SIGNATURE_HEADER, TagKey};
+pub use table_source::TableSource;
 pub use wire::{DecodeError, decode_table};
