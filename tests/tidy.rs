@@ -99,6 +99,21 @@ fn the_layer_crates_are_kept_apart_by_their_dependency_trees() {
     for framework in ["rocket", "rdkafka", "rdkafka-sys", "tokio", "hyper"] {
         assert!(!client.contains(&framework.to_owned()), "tidegate-client depends on {framework}");
     }
+    // The `kafka` feature (the lane producer and consumer) brings librdkafka and tokio, and
+    // still no web framework.
+    let kafka = dependency_names("tidegate-client", &["kafka"]);
+    for needed in ["rdkafka", "rdkafka-sys", "tokio"] {
+        assert!(
+            kafka.contains(&needed.to_owned()),
+            "tidegate-client --features kafka lacks {needed}: {kafka:?}"
+        );
+    }
+    for framework in ["rocket", "hyper"] {
+        assert!(
+            !kafka.contains(&framework.to_owned()),
+            "tidegate-client --features kafka depends on {framework}"
+        );
+    }
     let core = dependency_names("tidegate-core", &[]);
     let allowed = [
         "tidegate-core",
