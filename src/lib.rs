@@ -7,7 +7,8 @@
 //! 1. [`core`] (the `tidegate-core` crate): the pure model (units, routing table, dial, drains,
 //!    plans, lane maths). No I/O.
 //! 2. [`client`] (the `tidegate-client` crate): the library services embed (Router, headers,
-//!    TLS, the lane membership calls). No Rocket, no rdkafka, no async runtime.
+//!    TLS, the lane membership calls). No Rocket, no rdkafka, no async runtime; its `kafka`
+//!    feature (enabled here) adds the lane producer and consumer, which [`mq`] re-exports.
 //! 3. [`telemetry`], [`logging`], [`duration`], [`config`]: metric names and handles, logs,
 //!    parsing, settings.
 //! 4. [`store`]: the durable log of commands; state is the replay of the log.
@@ -21,7 +22,8 @@
 
 // Layer 1: pure (the `tidegate-core` crate, so the compiler keeps it free of I/O crates).
 pub use tidegate_core as core;
-// Layer 2: the library services embed (the `tidegate-client` crate: no Rocket, no rdkafka).
+// Layer 2: the library services embed (the `tidegate-client` crate: no Rocket; rdkafka only
+// in its `kafka` feature, the lane producer and consumer).
 pub use tidegate_client as client;
 // Layer 3: below everything that reports to it or reads settings.
 pub mod config;

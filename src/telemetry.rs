@@ -52,8 +52,8 @@ pub const LANE_MEMBERS: &str = "tidegate_lane_members";
 pub const LANE_ASSIGNED: &str = "tidegate_lane_assigned_partitions";
 pub const LANE_GENERATION: &str = "tidegate_lane_generation";
 pub const LANE_LAG_ERRORS: &str = "tidegate_lane_lag_read_errors_total";
-pub const LANE_PRODUCED: &str = "tidegate_lane_produced_total";
-pub const LANE_CONSUMED: &str = "tidegate_lane_consumed_total";
+// Counted by the lane producer and consumer (`tidegate_client::kafka`), named by the client.
+pub use crate::client::metrics::{LANE_CONSUMED, LANE_PRODUCED};
 pub const EDGE_CONNECTED: &str = "tidegate_edge_coordinator_connected";
 pub const EDGE_TABLE_AGE: &str = "tidegate_edge_table_age_seconds";
 pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
@@ -716,24 +716,6 @@ pub fn publish_lane_generation(group: &str, generation: u64) {
 
 pub fn count_lane_lag_error(group: &str) {
     metrics::counter!(LANE_LAG_ERRORS, "group" => group.to_owned()).increment(1);
-}
-
-/// Pre-registered handles for a lane producer's hot path, one per lane (by zone index).
-pub fn lane_produced_counters(topic: &str, lanes: &[String]) -> Vec<Counter> {
-    lanes
-        .iter()
-        .map(|lane| metrics::counter!(LANE_PRODUCED, "topic" => topic.to_owned(), "color" => lane.clone()))
-        .collect()
-}
-
-/// The handle a lane consumer counts its delivered messages with.
-pub fn lane_consumed_counter(group: &str, topic: &str, zone: &str) -> Counter {
-    metrics::counter!(
-        LANE_CONSUMED,
-        "group" => group.to_owned(),
-        "topic" => topic.to_owned(),
-        "zone" => zone.to_owned()
-    )
 }
 
 /// The edge's view of its coordinator, set at each scrape.

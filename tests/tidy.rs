@@ -99,6 +99,21 @@ fn the_layer_crates_are_kept_apart_by_their_dependency_trees() {
     for framework in ["rocket", "rdkafka", "rdkafka-sys", "tokio", "hyper"] {
         assert!(!client.contains(&framework.to_owned()), "tidegate-client depends on {framework}");
     }
+    // The `kafka` feature (the lane producer and consumer) brings librdkafka and tokio, and
+    // still no web framework.
+    let kafka = dependency_names("tidegate-client", &["kafka"]);
+    for needed in ["rdkafka", "rdkafka-sys", "tokio"] {
+        assert!(
+            kafka.contains(&needed.to_owned()),
+            "tidegate-client --features kafka lacks {needed}: {kafka:?}"
+        );
+    }
+    for framework in ["rocket", "hyper"] {
+        assert!(
+            !kafka.contains(&framework.to_owned()),
+            "tidegate-client --features kafka depends on {framework}"
+        );
+    }
     let core = dependency_names("tidegate-core", &[]);
     let allowed = [
         "tidegate-core",
@@ -132,19 +147,30 @@ fn only_the_http_module_knows_rocket() {
     }
 }
 
+/// Where rdkafka may be named: the server's Kafka module, and the client crate's `kafka`
+/// feature (the lane producer and consumer services embed).
+const KAFKA_MODULES: [&str; 2] = ["src/mq/", "crates/tidegate-client/src/kafka"];
+
 #[test]
-fn only_the_mq_module_knows_rdkafka() {
+fn only_the_mq_modules_know_rdkafka() {
     for file in all_source_files() {
         let rel = file.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
-        if rel.starts_with("src/mq/") {
+        if KAFKA_MODULES.iter().any(|m| rel.starts_with(m)) {
             continue;
         }
         let text = fs::read_to_string(&file).unwrap();
         for (n, line) in code_lines(&text) {
-            assert!(!line.contains("rdkafka"), "{rel}:{n} names rdkafka outside src/mq: {line}");
+            assert!(
+                !line.contains("rdkafka"),
+                "{rel}:{n} names rdkafka outside {KAFKA_MODULES:?}: {line}"
+            );
         }
     }
     assert!(root().join("src/mq/mod.rs").exists(), "the mq module moved?");
+    assert!(
+        root().join("crates/tidegate-client/src/kafka/mod.rs").exists(),
+        "the client's kafka module moved?"
+    );
 }
 
 #[test]

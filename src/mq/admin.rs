@@ -1,11 +1,11 @@
-//! Topic administration: create a lane topic, and read a topic's partition count.
+//! Topic administration: create a lane topic (a topic's partition count is the client crate's,
+//! `tidegate_client::kafka::partition_count`, which the producer and consumer read too).
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use super::{MqError, QUERY_TIMEOUT, client_config, lane_shape};
+use super::{MqError, QUERY_TIMEOUT, client_config, lane_shape, partition_count};
 
 /// Creates `topic` with `partitions` partitions (2 to `MAX_LANE_PARTITIONS`; whether the count is
 /// a multiple of the table's zones is the producer's and the coordinator's check, see
@@ -64,19 +64,4 @@ async fn wait_until_visible(bootstrap: &str, topic: &str) -> Result<(), MqError>
             Err(e) => return Err(e),
         }
     }
-}
-
-/// The partition count of `topic`, from the cluster's metadata. Blocking.
-pub fn partition_count(bootstrap: &str, topic: &str) -> Result<u32, MqError> {
-    let consumer: BaseConsumer = client_config(bootstrap, &[]).create()?;
-    let metadata = consumer.fetch_metadata(Some(topic), QUERY_TIMEOUT)?;
-    let t = metadata
-        .topics()
-        .iter()
-        .find(|t| t.name() == topic)
-        .ok_or_else(|| MqError::NoSuchTopic(topic.to_owned()))?;
-    if t.error().is_some() || t.partitions().is_empty() {
-        return Err(MqError::NoSuchTopic(topic.to_owned()));
-    }
-    Ok(t.partitions().len() as u32)
 }

@@ -2,6 +2,11 @@
 //! propagation headers, the ownership check, and the MQ lane membership calls. No Rocket and no
 //! async runtime required.
 //!
+//! With the `kafka` feature, the `kafka` module adds the Kafka lane producer and consumer
+//! (rdkafka, run on tokio; still no Rocket). The producer reads routing tables from a
+//! [`TableSource`], which a [`Router`] is. Without the feature the crate builds no rdkafka and
+//! no async runtime (`tests/tidy.rs` checks both dependency trees).
+//!
 //! ```no_run
 //! use tidegate_client::{Identity, Router, RouterOptions};
 //! let router = Router::connect(
@@ -17,11 +22,14 @@
 #![forbid(unsafe_code)]
 
 pub mod headers;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod lanes;
 pub mod metrics;
 mod router;
 pub mod signature;
 pub mod sse;
+mod table_source;
 pub mod tls;
 pub mod wire;
 pub mod write;
@@ -34,6 +42,7 @@ pub use router::{
     RouterStatus, Tag, first_choice,
 };
 pub use signature::{SIGNATURE_HEADER, TagKey};
+pub use table_source::TableSource;
 pub use tidegate_core::{WRITE_RETRY_AFTER_MS, WriteCheck};
 pub use wire::{DecodeError, decode_table};
 pub use write::{HOP_HEADER, WriteAnswer, WriteRoute, forward_once};

@@ -21,7 +21,7 @@
 //! messages are read again by the next owner (at-least-once for uncommitted work only).
 //!
 //! With coordinator replicas (`coordinator` is a comma-separated list), membership calls go to
-//! the lane authority and fail over to the next replica (`client::lanes`). Heartbeats carry
+//! the lane authority and fail over to the next replica (`crate::lanes`). Heartbeats carry
 //! the zone, topic and partition count, so a replica that became the authority adopts this
 //! member with what it reports, and the consumer keeps reading without registering again. The
 //! report is what it holds *and* what its last answer let it read: a new authority must not
@@ -37,10 +37,13 @@ use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
 
-use super::{MqError, QUERY_TIMEOUT, client_config, lane_shape, partition_count, route_header};
-use crate::client::lanes::{Assigned, LaneClient, LaneClientError, Reads};
-use crate::core::{LaneConfig, ZoneId};
-use crate::telemetry;
+use tidegate_core::{LaneConfig, ZoneId};
+
+use super::{
+    MqError, QUERY_TIMEOUT, client_config, lane_consumed_counter, lane_shape, partition_count,
+    route_header,
+};
+use crate::lanes::{Assigned, LaneClient, LaneClientError, Reads};
 
 /// Runs a blocking group-coordinator call, retrying the errors Kafka itself calls retriable.
 ///
@@ -116,7 +119,7 @@ impl ConsumerSettings {
         ConsumerSettings {
             coordinator: coordinator.to_owned(),
             token: None,
-            ca_file: crate::client::tls::ca_file_from_env(),
+            ca_file: crate::tls::ca_file_from_env(),
             bootstrap: bootstrap.to_owned(),
             topic: topic.to_owned(),
             group: group.to_owned(),
@@ -248,11 +251,7 @@ impl LaneConsumer {
             heartbeat,
         ));
         Ok(LaneConsumer {
-            consumed: telemetry::lane_consumed_counter(
-                &settings.group,
-                &settings.topic,
-                &settings.zone,
-            ),
+            consumed: lane_consumed_counter(&settings.group, &settings.topic, &settings.zone),
             settings,
             consumer: Arc::new(consumer),
             client,

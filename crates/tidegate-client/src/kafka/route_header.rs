@@ -13,7 +13,7 @@
 //! `tidegate-version: 12`).
 
 use super::{COLOR_HEADER, ROUTE_HEADER, TEXT_ROUTE_HEADER, VERSION_HEADER};
-use crate::core::ZoneId;
+use tidegate_core::ZoneId;
 
 /// The longest value: a colour byte and a ten-byte varint.
 pub const MAX_LEN: usize = 1 + 10;

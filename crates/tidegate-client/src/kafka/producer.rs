@@ -22,10 +22,12 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use super::{MqError, ROUTE_HEADER, client_config, partition_count, route_header};
-use crate::core::{LaneConfig, ZoneId, validate_user_id};
-use crate::service::table_source::TableSource;
-use crate::telemetry;
+use tidegate_core::{LaneConfig, ZoneId, validate_user_id};
+
+use super::{
+    MqError, ROUTE_HEADER, client_config, lane_produced_counters, partition_count, route_header,
+};
+use crate::TableSource;
 
 /// Virtual nodes on one half's ring, spread over its partitions. With 160 per partition (the
 /// old figure) a 4-partition half gave 21.9 % to 27.4 % of users per partition where 25 % is
@@ -196,7 +198,7 @@ impl LaneProducer {
             lane,
             rings: HalfRings::new(lane),
             table,
-            produced: telemetry::lane_produced_counters(&settings.topic, &lanes),
+            produced: lane_produced_counters(&settings.topic, &lanes),
         })
     }
 
