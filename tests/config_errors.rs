@@ -3,21 +3,25 @@
 mod common;
 
 use std::process::Command;
+use std::time::Duration;
 
 /// Runs `tidegate serve` on `toml` and returns its stderr; it must fail to start.
 fn start_failure(toml: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
     std::fs::write(&path, toml).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_tidegate"))
-        .args(["serve", "--port", "0", "--config"])
-        .arg(&path)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
-    assert!(!output.status.success(), "started with {toml:?}");
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    common::refused_start(&path, &dir.path().join("data"))
+}
+
+/// The control of `start_failure`: a good config starts, and the harness fails the test at
+/// its deadline instead of waiting on the server forever.
+#[test]
+#[should_panic(expected = "started (still running after 3s)")]
+fn a_config_that_starts_fails_the_harness_at_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("good.toml");
+    std::fs::write(&path, common::config_toml("")).unwrap();
+    common::refused_start_within(&path, &dir.path().join("data"), Duration::from_secs(3));
 }
 
 #[test]

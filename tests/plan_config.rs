@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 use serde_json::Value;
 
@@ -86,15 +84,7 @@ fn start_failure(extra: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
     std::fs::write(&path, config_toml(extra)).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_tidegate"))
-        .args(["serve", "--port", "0", "--config"])
-        .arg(&path)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
-    assert!(!output.status.success(), "started with {extra:?}");
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    common::refused_start(&path, &dir.path().join("data"))
 }
 
 #[test]

@@ -181,6 +181,54 @@ pub fn put_json(url: &str, token: &str, body: serde_json::Value) -> (u16, serde_
 }
 
 /// Polls `check` until it returns true or `timeout` passes.
+/// Runs `tidegate serve` on the config file `path` (state in `data_dir`), which must refuse to
+/// start, and returns its stderr. A server that starts anyway is killed after 20 s and fails the
+/// test, instead of serving (and hanging the test run) forever.
+pub fn refused_start(path: &Path, data_dir: &Path) -> String {
+    refused_start_within(path, data_dir, Duration::from_secs(20))
+}
+
+/// [`refused_start`] with its deadline.
+pub fn refused_start_within(path: &Path, data_dir: &Path, deadline: Duration) -> String {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["serve", "--port", "0", "--config"])
+        .arg(path)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read stderr on a thread: a server that starts keeps the pipe open.
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let limit = deadline;
+    let deadline = std::time::Instant::now() + deadline;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "started (still running after {limit:?}) with {}:\n{}",
+                path.display(),
+                std::fs::read_to_string(path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = reader.join().unwrap();
+    assert!(!status.success(), "exited 0 with {}", path.display());
+    text
+}
+
 pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
