@@ -44,10 +44,12 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
     let sick = Reading::Known { error_rate: 0.6, requests: 1000 };
     let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
     let results = vec![("db".to_owned(), Ok(true))];
+    let no_domains = std::collections::BTreeMap::new();
     let inputs = DryRunInputs {
         zones: &zones,
         units: 100,
         blue_units: 50,
+        domain_blue_units: &no_domains,
         blue_load: &blue,
         green_load: &green,
         headroom: 0.0,
@@ -63,12 +65,18 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
     // fits exactly; a maintenance drain of the sick zone would hold on its errors.
     let p = plan(
         vec![
-            PlanStep::MoveZone { zone: "az-b".into(), to_percent: 20.0, mode: DrainMode::Evacuate },
-            PlanStep::Dial { blue_percent: 0.0 },
+            PlanStep::MoveZone {
+                zone: "az-b".into(),
+                to_percent: 20.0,
+                mode: DrainMode::Evacuate,
+                domain: None,
+            },
+            PlanStep::Dial { blue_percent: 0.0, domain: None },
             PlanStep::MoveZone {
                 zone: "az-b".into(),
                 to_percent: 10.0,
                 mode: DrainMode::Maintenance,
+                domain: None,
             },
         ],
         10_000,
@@ -99,6 +107,7 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
             zone: "az-b".into(),
             to_percent: 0.0,
             mode: DrainMode::Maintenance,
+            domain: None,
         }],
         60_000,
     );
@@ -120,4 +129,68 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
         vec!["drain 3 is running".to_owned(), "precondition `db` is false".to_owned()]
     );
     let _ = ZoneId::BLUE;
+}
+
+#[test]
+fn a_step_of_a_named_domain_moves_that_domains_dial_and_leaves_the_default_one() {
+    let zones = Zones::default();
+    let blue = load("az-b", 500.0, Capacity::Unchecked);
+    let green = load("az-a", 500.0, Capacity::Unchecked);
+    let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
+    let domains = std::collections::BTreeMap::from([("search".to_owned(), 20u32)]);
+    let inputs = DryRunInputs {
+        zones: &zones,
+        units: 100,
+        blue_units: 50,
+        domain_blue_units: &domains,
+        blue_load: &blue,
+        green_load: &green,
+        headroom: 0.0,
+        blue_health: &fine,
+        green_health: &fine,
+        maintenance: defaults(10, 1_000),
+        evacuate: defaults(50, 1_000),
+        preconditions: &[("db".into(), Ok(true))],
+        backlog: [Some(0), Some(0)],
+        busy: None,
+    };
+    let dial = |percent: f64, domain: Option<&str>| PlanStep::Dial {
+        blue_percent: percent,
+        domain: domain.map(str::to_owned),
+    };
+    let p = plan(
+        vec![
+            dial(30.0, Some("search")),
+            dial(40.0, None),
+            // az-b is blue: draining it to 0 % of search's users takes search's 30 blue units.
+            PlanStep::MoveZone {
+                zone: "az-b".into(),
+                to_percent: 0.0,
+                mode: DrainMode::Maintenance,
+                domain: Some("search".into()),
+            },
+            // `default` is the default domain by name.
+            dial(45.0, Some("default")),
+        ],
+        60_000,
+    );
+    validate_plan(&p, &zones, 100).unwrap();
+    let run = dry_run(&p, &inputs);
+    let rows: Vec<(Option<&str>, f64, f64)> = run
+        .steps
+        .iter()
+        .map(|s| (s.domain.as_deref(), s.blue_percent_before, s.blue_percent_after))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (Some("search"), 20.0, 30.0),
+            (None, 50.0, 40.0),
+            (Some("search"), 30.0, 0.0),
+            (None, 40.0, 45.0),
+        ]
+    );
+    assert!(run.steps[0].description.ends_with(" in search"), "{}", run.steps[0].description);
+    assert!(!run.steps[3].description.contains(" in "), "{}", run.steps[3].description);
+    assert_eq!(run.expected_ms, 2_000, "search's drain: 3 steps of 10 %, 1 s apart");
 }

@@ -10,6 +10,7 @@ mod common;
 use common::gateway::{Edge, free_port};
 use common::*;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 fn routing(url: &str) -> Value {
     get_json(&format!("{url}/v1/routing")).1
@@ -369,4 +370,100 @@ fn a_named_domain_has_its_own_dial_and_drain_and_the_default_domain_never_moves(
         (drain["state"].as_str(), drain["domain"].as_str()),
         (Some("completed"), Some("search"))
     );
+}
+
+#[test]
+fn a_plan_step_of_a_named_domain_moves_that_domain_only_and_its_rollback_restores_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    let config = "initial_blue_percent = 50\n[drain]\ntick = \"20ms\"\n";
+    std::fs::write(&file, config_toml(config)).unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let url = server.url.clone();
+    let users: Vec<String> = (0..10_000).map(|i| format!("planned-{i}")).collect();
+    add_search(&url);
+    let default_before = lanes(&url, None, &users);
+    let search_before = lanes(&url, Some("search"), &users);
+    let put_plan = |name: &str, steps: Value| {
+        let (_, plans) = get_json(&format!("{url}/v1/plans"));
+        put_json(
+            &format!("{url}/v1/plans/{name}"),
+            OPERATOR_TOKEN,
+            json!({"expected_version": plans["version"], "reason": "search maintenance",
+                   "rto": "5m", "steps": steps,
+                   // Nothing listens there: the step waits until the operator rolls back.
+                   "preconditions": [{"name": "index-rebuilt", "http": "http://127.0.0.1:9/"}]}),
+        )
+    };
+
+    // An unknown domain is refused naming the step's field, and stores nothing.
+    let (status, body) =
+        put_plan("typo", json!([{"type": "dial", "blue_percent": 20, "domain": "serach"}]));
+    assert_eq!(status, 400, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("steps[0].domain"), "{body}");
+    assert_eq!(get_json(&format!("{url}/v1/plans/typo")).0, 404);
+
+    let (status, body) = put_plan(
+        "search-to-green",
+        json!([{"type": "dial", "blue_percent": 20, "domain": "search"},
+               {"type": "wait_precondition", "name": "index-rebuilt"}]),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, dry) =
+        post_json(&format!("{url}/v1/plans/search-to-green/dry-run"), OPERATOR_TOKEN, json!({}));
+    assert_eq!(status, 200, "{dry}");
+    assert_eq!(dry["steps"][0]["domain"], "search", "{dry}");
+    assert_eq!(dry["steps"][0]["blue_percent_before"], 50.0, "{dry}");
+    assert_eq!(dry["steps"][0]["blue_percent_after"], 20.0, "{dry}");
+
+    let (status, run) = post_json(
+        &format!("{url}/v1/plans/search-to-green/run"),
+        OPERATOR_TOKEN,
+        json!({"reason": "rebuild the search index in az-b"}),
+    );
+    assert_eq!(status, 201, "{run}");
+    let id = run["id"].as_u64().unwrap();
+    let run_now = || get_json(&format!("{url}/v1/plans/search-to-green/runs/{id}")).1;
+    assert!(wait_until(Duration::from_secs(10), || run_now()["step"] == 1), "{}", run_now());
+    let routing = routing(&url);
+    assert_eq!(routing["domains"]["search"]["blue_percent"], 20.0, "{routing}");
+    assert_eq!(routing["blue_percent"], 50.0, "{routing}");
+    assert_eq!(lanes(&url, None, &users), default_before, "the default domain never moved");
+    let search_at_20 = lanes(&url, Some("search"), &users);
+    let moved = search_before.iter().zip(&search_at_20).filter(|(a, b)| a != b).count();
+    assert!((2_500..3_500).contains(&moved), "{moved} of 10 000 search users moved");
+    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=20"));
+    let done = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "plan_step_done")
+        .cloned()
+        .unwrap();
+    assert!(done["reason"].as_str().unwrap().contains("in search"), "{done}");
+
+    // The rollback restores search's dial; the default one still never moved.
+    let (status, body) = post_json(
+        &format!("{url}/v1/plans/search-to-green/runs/{id}/rollback"),
+        OPERATOR_TOKEN,
+        json!({"reason": "the rebuild is cancelled"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        wait_until(Duration::from_secs(10), || run_now()["state"] == "rolled_back"),
+        "{}",
+        run_now()
+    );
+    assert_eq!(lanes(&url, Some("search"), &users), search_before, "search is restored");
+    assert_eq!(lanes(&url, None, &users), default_before);
+    println!(
+        "plan dial step in search: {moved} of 10 000 users moved, default domain 0; rollback restored all"
+    );
+
+    // A restart replays the plan and the run from the log.
+    drop(server);
+    let server = Server::start(&file, &dir.path().join("data"));
+    let (_, plan) = get_json(&format!("{}/v1/plans/search-to-green", server.url));
+    assert_eq!(plan["steps"][0]["domain"], "search", "{plan}");
+    assert_eq!(lanes(&server.url, Some("search"), &users), search_before);
 }

@@ -349,10 +349,13 @@ async fn post_dry_run(
     let units = table.units();
     let (maintenance, evacuate) = step_defaults(app, units);
     let busy = plan_start::busy_reason(&state);
+    let domain_blue_units: std::collections::BTreeMap<String, u32> =
+        table.domains().iter().map(|(name, map)| (name.clone(), map.count(ZoneId::BLUE))).collect();
     let inputs = DryRunInputs {
         zones: &app.config.zones,
         units,
         blue_units: table.blue_units(),
+        domain_blue_units: &domain_blue_units,
         blue_load: &blue_load,
         green_load: &green_load,
         headroom: app.capacities.headroom(),
@@ -371,6 +374,7 @@ async fn post_dry_run(
         .map(|s| {
             json!({
                 "index": s.index,
+                "domain": s.domain.as_deref().unwrap_or(crate::core::DEFAULT_DOMAIN),
                 "description": s.description,
                 "blue_percent_before": s.blue_percent_before,
                 "blue_percent_after": s.blue_percent_after,

@@ -93,14 +93,19 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
     let zones = table.zones().clone();
     let step = run.plan.steps.get(run.step).cloned();
     let waiting = run.status == RunStatus::Running && run.in_step;
+    // A dial or zone-move step of a named domain is judged and stepped on that domain's view
+    // (its map in the default place), as drains of that domain are.
+    let view = step.as_ref().and_then(|s| table.view_of(s.named_domain()));
+    let step_blue_units = view.as_ref().map_or(table.blue_units(), |v| v.blue_units());
     let mut dial_capacity = Verdict::Unchecked;
     let mut precondition = None;
     let mut backlog = None;
     if waiting {
         match &step {
             Some(s @ PlanStep::Dial { .. }) => {
-                let to = PlanRun::step_target(s, &zones, table.units(), table.blue_units());
-                dial_capacity = runner.capacities.judge_dial(table, to, now);
+                let to = PlanRun::step_target(s, &zones, table.units(), step_blue_units);
+                dial_capacity =
+                    runner.capacities.judge_dial(view.as_ref().unwrap_or(table), to, now);
             }
             Some(PlanStep::MoveUnits { moves }) => {
                 // The default domain's map after the moves, judged per receiving zone; a move
@@ -153,7 +158,7 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
         now_ms: now,
         zones: &zones,
         units: table.units(),
-        blue_units: table.blue_units(),
+        blue_units: step_blue_units,
         drain,
         maintenance: runner.maintenance,
         evacuate: runner.evacuate,
@@ -458,28 +463,40 @@ fn restore_health(
     table: &crate::core::RoutingTable,
     now: u64,
 ) -> Result<(), String> {
-    let gaining = if run.start_blue_units > table.blue_units() {
-        ZoneId::BLUE
-    } else if run.start_blue_units < table.blue_units() {
-        ZoneId::GREEN
-    } else {
-        return Ok(());
+    // The zones the restore gives units back to, in every domain the run moved.
+    let gaining_in = |start: u32, now_blue: u32| match start.cmp(&now_blue) {
+        std::cmp::Ordering::Greater => Some(ZoneId::BLUE),
+        std::cmp::Ordering::Less => Some(ZoneId::GREEN),
+        std::cmp::Ordering::Equal => None,
     };
-    let zone = table.zone_of(gaining);
-    let guard = runner.evacuate.guard;
-    match runner.health.recent(zone, now) {
-        Reading::Unknown { why } => Err(format!("{zone}'s health is unknown ({why})")),
-        Reading::Known { error_rate, requests }
-            if requests >= guard.min_requests && error_rate > guard.max_error_rate =>
+    let mut gaining: Vec<ZoneId> =
+        gaining_in(run.start_blue_units, table.blue_units()).into_iter().collect();
+    for (domain, start) in &run.start_domain_blue_units {
+        if let Some(now_blue) = table.blue_units_in(Some(domain))
+            && let Some(zone) = gaining_in(*start, now_blue)
+            && !gaining.contains(&zone)
         {
-            Err(format!(
-                "{zone} fails {:.1} % of {requests} requests, above the guard's {:.1} %",
-                error_rate * 100.0,
-                guard.max_error_rate * 100.0
-            ))
+            gaining.push(zone);
         }
-        Reading::Known { .. } => Ok(()),
     }
+    let guard = runner.evacuate.guard;
+    for zone in gaining {
+        let zone = table.zone_of(zone);
+        match runner.health.recent(zone, now) {
+            Reading::Unknown { why } => return Err(format!("{zone}'s health is unknown ({why})")),
+            Reading::Known { error_rate, requests }
+                if requests >= guard.min_requests && error_rate > guard.max_error_rate =>
+            {
+                return Err(format!(
+                    "{zone} fails {:.1} % of {requests} requests, above the guard's {:.1} %",
+                    error_rate * 100.0,
+                    guard.max_error_rate * 100.0
+                ));
+            }
+            Reading::Known { .. } => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

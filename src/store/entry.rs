@@ -388,13 +388,20 @@ pub enum WireStep {
     Drain {
         zone: String,
         to_percent: f64,
+        /// The routing domain (absent: the default domain).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
     },
     Evacuate {
         zone: String,
         to_percent: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
     },
     Dial {
         blue_percent: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        domain: Option<String>,
     },
     Pin {
         user_id: String,
@@ -476,14 +483,25 @@ impl WirePlan {
                 .steps
                 .iter()
                 .map(|s| match s {
-                    PlanStep::MoveZone { zone, to_percent, mode: DrainMode::Maintenance } => {
-                        WireStep::Drain { zone: zone.clone(), to_percent: *to_percent }
+                    PlanStep::MoveZone {
+                        zone,
+                        to_percent,
+                        mode: DrainMode::Maintenance,
+                        domain,
+                    } => WireStep::Drain {
+                        zone: zone.clone(),
+                        to_percent: *to_percent,
+                        domain: domain.clone(),
+                    },
+                    PlanStep::MoveZone { zone, to_percent, mode: DrainMode::Evacuate, domain } => {
+                        WireStep::Evacuate {
+                            zone: zone.clone(),
+                            to_percent: *to_percent,
+                            domain: domain.clone(),
+                        }
                     }
-                    PlanStep::MoveZone { zone, to_percent, mode: DrainMode::Evacuate } => {
-                        WireStep::Evacuate { zone: zone.clone(), to_percent: *to_percent }
-                    }
-                    PlanStep::Dial { blue_percent } => {
-                        WireStep::Dial { blue_percent: *blue_percent }
+                    PlanStep::Dial { blue_percent, domain } => {
+                        WireStep::Dial { blue_percent: *blue_percent, domain: domain.clone() }
                     }
                     PlanStep::Pin { user_id, color } => WireStep::Pin {
                         user_id: user_id.clone(),
@@ -545,17 +563,21 @@ impl WirePlan {
         let mut steps = Vec::new();
         for (i, s) in self.steps.iter().enumerate() {
             steps.push(match s {
-                WireStep::Drain { zone, to_percent } => PlanStep::MoveZone {
+                WireStep::Drain { zone, to_percent, domain } => PlanStep::MoveZone {
                     zone: zone.clone(),
                     to_percent: *to_percent,
                     mode: DrainMode::Maintenance,
+                    domain: domain.clone(),
                 },
-                WireStep::Evacuate { zone, to_percent } => PlanStep::MoveZone {
+                WireStep::Evacuate { zone, to_percent, domain } => PlanStep::MoveZone {
                     zone: zone.clone(),
                     to_percent: *to_percent,
                     mode: DrainMode::Evacuate,
+                    domain: domain.clone(),
                 },
-                WireStep::Dial { blue_percent } => PlanStep::Dial { blue_percent: *blue_percent },
+                WireStep::Dial { blue_percent, domain } => {
+                    PlanStep::Dial { blue_percent: *blue_percent, domain: domain.clone() }
+                }
                 WireStep::Pin { user_id, color } => PlanStep::Pin {
                     user_id: user_id.clone(),
                     color: zones

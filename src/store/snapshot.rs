@@ -326,6 +326,9 @@ struct WireRun {
     revision: u64,
     drill_hold_ms: Option<u64>,
     start_blue_units: u32,
+    /// Named domains' blue units at the start (absent when the plan names no domain).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    start_domain_blue_units: BTreeMap<String, u32>,
     status: String,
     step: usize,
     in_step: bool,
@@ -428,6 +431,7 @@ fn wire_run(r: &PlanRun, zones: &Zones) -> WireRun {
         revision: r.revision,
         drill_hold_ms: r.drill_hold_ms,
         start_blue_units: r.start_blue_units,
+        start_domain_blue_units: r.start_domain_blue_units.clone(),
         status: r.status.as_str().to_owned(),
         step: r.step,
         in_step: r.in_step,
@@ -466,6 +470,7 @@ fn core_run(w: WireRun, zones: &Zones) -> Result<PlanRun, String> {
         revision: w.revision,
         drill_hold_ms: w.drill_hold_ms,
         start_blue_units: w.start_blue_units,
+        start_domain_blue_units: w.start_domain_blue_units,
         status: RunStatus::parse(&w.status)
             .ok_or_else(|| format!("unknown plan run status {}", w.status))?,
         step: w.step,

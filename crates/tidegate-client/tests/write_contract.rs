@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use tidegate_client::metrics::{CLIENT_MISROUTED, CLIENT_WRITE_CHECKS};
 use tidegate_client::{
     COLOR_HEADER, HOP_HEADER, Router, Source, VERSION_HEADER, WriteCheck, WriteRoute, forward_once,
     resolve,
@@ -178,8 +179,9 @@ fn every_write_check_is_counted_by_answer_and_misrouted_ones_by_owner_lane() {
     };
     println!("1000 writes in blue at v8: {owned} owned, {misrouted} misrouted");
     assert!(owned > 300 && misrouted > 500, "{owned} {misrouted}");
-    assert_eq!(value("tidegate_client_write_checks_total{answer=\"owned\"}"), owned);
-    assert_eq!(value("tidegate_client_write_checks_total{answer=\"misrouted\"}"), misrouted);
-    assert_eq!(value("tidegate_client_write_checks_total{answer=\"behind\"}"), 1);
-    assert_eq!(value("tidegate_client_misrouted_total{color=\"green\"}"), misrouted);
+    let checks = |answer: &str| format!("{CLIENT_WRITE_CHECKS}{{answer=\"{answer}\"}}");
+    assert_eq!(value(&checks("owned")), owned);
+    assert_eq!(value(&checks("misrouted")), misrouted);
+    assert_eq!(value(&checks("behind")), 1);
+    assert_eq!(value(&format!("{CLIENT_MISROUTED}{{color=\"green\"}}")), misrouted);
 }

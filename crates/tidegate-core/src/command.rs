@@ -210,15 +210,17 @@ pub struct UnitMove {
 /// The newest record format this release reads and writes. A command of a higher
 /// [`Command::format_level`] than some live replica supports must not be written: that replica
 /// would stop at it (ARCHITECTURE.md, "replicas, upgrades").
-pub const FORMAT_LEVEL: u32 = 4;
+pub const FORMAT_LEVEL: u32 = 5;
 
 impl Command {
     /// The record format a command needs every replica to read: 1 for the commands of the first
     /// replicated release, 2 for those added since (the automation switch, plan call-outs), 3
     /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone,
-    /// a named domain's dial or drain), 4 for loss-less moves (a drain that freezes).
+    /// a named domain's dial or drain), 4 for loss-less moves (a drain that freezes), 5 for a
+    /// plan whose dial or zone-move step names a domain.
     pub fn format_level(&self) -> u32 {
         match self {
+            Command::PutPlan { plan } if plan.steps.iter().any(|s| s.named_domain().is_some()) => 5,
             // Loss-less moves: a frozen table and the phases of a step.
             Command::DrainFreeze { .. } | Command::DrainUnfreeze { .. } => 4,
             Command::StartDrain { plan } if plan.freeze_ms.is_some() => 4,
@@ -919,6 +921,15 @@ impl State {
             Command::PutPlan { plan } => {
                 plan::validate_plan(plan, &self.table.zones, self.table.units())
                     .map_err(CommandError::InvalidPlan)?;
+                for (i, step) in plan.steps.iter().enumerate() {
+                    if let Some(domain) = step.named_domain()
+                        && self.table.map_of(Some(domain)).is_none()
+                    {
+                        return Err(CommandError::InvalidPlan(format!(
+                            "steps[{i}].domain: `{domain}` is not a routing domain (GET /v1/routing lists them)"
+                        )));
+                    }
+                }
                 let before = self.plans.get(&plan.name);
                 if before.is_some_and(|p| &p.plan == plan) {
                     return Ok(None);
@@ -1114,6 +1125,13 @@ impl State {
                     revision: *revision,
                     drill_hold_ms: *drill_hold_ms,
                     start_blue_units: self.table.blue_units(),
+                    start_domain_blue_units: stored
+                        .plan
+                        .steps
+                        .iter()
+                        .filter_map(PlanStep::named_domain)
+                        .filter_map(|d| Some((d.to_owned(), self.table.blue_units_in(Some(d))?)))
+                        .collect(),
                     status: RunStatus::Running,
                     step: 0,
                     in_step: false,
@@ -1235,18 +1253,21 @@ impl State {
                             });
                         }
                     }
-                    PlanStep::Dial { .. } => {
+                    s @ PlanStep::Dial { .. } => {
                         if let Some(drain) = self.active_drain() {
                             return Err(CommandError::DrainActive(drain.id));
                         }
+                        let domain = s.named_domain();
+                        let map = self.domain_map(domain)?;
                         let to = PlanRun::step_target(
-                            &run.plan.steps[*step],
+                            s,
                             &self.table.zones,
                             units,
-                            self.table.blue_units(),
+                            map.count(ZoneId::BLUE),
                         );
-                        from = describe_share(&self.table);
-                        table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, to);
+                        from = describe_share_in(&self.table, domain);
+                        let moved = map.set_count(ZoneId::BLUE, ZoneId::GREEN, to);
+                        table.set_map_of(domain, moved);
                     }
                     PlanStep::MoveUnits { moves } => {
                         if let Some(drain) = self.active_drain() {
@@ -1428,6 +1449,12 @@ impl State {
                 }
                 let from = describe_share(&self.table);
                 table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, run.start_blue_units);
+                for (domain, blue) in &run.start_domain_blue_units {
+                    if let Some(map) = table.map_of(Some(domain)) {
+                        let restored = map.set_count(ZoneId::BLUE, ZoneId::GREEN, *blue);
+                        table.set_map_of(Some(domain), restored);
+                    }
+                }
                 let pins = Arc::make_mut(&mut table.pins);
                 for (user, before) in run.pins_before.iter().rev() {
                     match before {

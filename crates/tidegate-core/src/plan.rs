@@ -7,6 +7,8 @@
 //! plan would do (users moved per step, projected load against capacity, expected duration
 //! against the RTO) and every reason it would hold, without changing anything.
 
+use std::collections::BTreeMap;
+
 use super::capacity::{Verdict, ZoneLoad, judge};
 use super::dial::{Share, percent_of};
 use super::drain::{DrainMode, Guard, Reading, counterpart, step_toward};
@@ -31,17 +33,35 @@ pub struct Precondition {
     pub check: CheckKind,
 }
 
+impl PlanStep {
+    /// The domain a dial or zone-move step acts on, as written (`None`: the default domain).
+    pub fn domain(&self) -> Option<&str> {
+        match self {
+            PlanStep::MoveZone { domain, .. } | PlanStep::Dial { domain, .. } => domain.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The domain the step acts on, `None` for the default one (`default` is normalised).
+    pub fn named_domain(&self) -> Option<&str> {
+        self.domain().filter(|d| *d != super::DEFAULT_DOMAIN)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum PlanStep {
-    /// Drain (maintenance) or evacuate `zone` to `to_percent` of the users.
+    /// Drain (maintenance) or evacuate `zone` to `to_percent` of the users of `domain` (`None`:
+    /// the default domain).
     MoveZone {
         zone: String,
         to_percent: f64,
         mode: DrainMode,
+        domain: Option<String>,
     },
-    /// Set the dial.
+    /// Set the dial of `domain` (`None`: the default domain).
     Dial {
         blue_percent: f64,
+        domain: Option<String>,
     },
     Pin {
         user_id: String,
@@ -293,7 +313,7 @@ pub fn validate_plan(plan: &Plan, zones: &Zones, units: u32) -> Result<(), Strin
                 Share::from_percent(*to_percent, units)
                     .map_err(|e| format!("steps[{i}].to_percent: {e}"))?;
             }
-            PlanStep::Dial { blue_percent } => {
+            PlanStep::Dial { blue_percent, .. } => {
                 Share::from_percent(*blue_percent, units)
                     .map_err(|e| format!("steps[{i}].blue_percent: {e}"))?;
             }
@@ -358,6 +378,9 @@ pub struct DryRunInputs<'a> {
     pub zones: &'a Zones,
     pub units: u32,
     pub blue_units: u32,
+    /// The blue units of each named domain (a step in a domain missing here starts from
+    /// `blue_units`).
+    pub domain_blue_units: &'a BTreeMap<String, u32>,
     /// Load and capacity of the blue zone and the green zone.
     pub blue_load: &'a ZoneLoad,
     pub green_load: &'a ZoneLoad,
@@ -379,6 +402,9 @@ pub struct DryRunInputs<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct DryRunStep {
     pub index: usize,
+    /// The domain whose dial the step moves (`None`: the default domain); `blue_percent_*` are
+    /// that domain's.
+    pub domain: Option<String>,
     pub description: String,
     pub blue_percent_before: f64,
     pub blue_percent_after: f64,
@@ -435,11 +461,21 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             None => refusals.push(format!("precondition `{}` was not checked", p.name)),
         }
     }
-    let mut blue = inputs.blue_units;
+    // The dial of each domain the steps touch, as the steps move it (the default domain's is
+    // `inputs.blue_units`; a named domain's starts at `inputs.domain_blue_units`).
+    let mut blues: BTreeMap<Option<String>, u32> = BTreeMap::new();
+    blues.insert(None, inputs.blue_units);
     let mut loads = [inputs.blue_load.clone(), inputs.green_load.clone()];
     let idx = |c: ZoneId| if c == ZoneId::BLUE { 0 } else { 1 };
     let mut steps = Vec::new();
     for (index, step) in plan.steps.iter().enumerate() {
+        let domain = step.named_domain().map(str::to_owned);
+        let start = inputs
+            .domain_blue_units
+            .get(domain.as_deref().unwrap_or_default())
+            .copied()
+            .unwrap_or(inputs.blue_units);
+        let mut blue = blues.get(&domain).copied().unwrap_or(start);
         let before = blue;
         let mut holds = Vec::new();
         let mut verdict = Verdict::Unchecked;
@@ -479,7 +515,7 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             *blue = to;
         };
         let description = match step {
-            PlanStep::MoveZone { zone, to_percent, mode } => {
+            PlanStep::MoveZone { zone, to_percent, mode, .. } => {
                 let color = inputs.zones.color_in(zone).unwrap_or(ZoneId::BLUE);
                 let share =
                     Share::from_percent(*to_percent, units).map(|s| s.blue_units).unwrap_or(0);
@@ -531,7 +567,7 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
                     defaults.interval_ms
                 )
             }
-            PlanStep::Dial { blue_percent } => {
+            PlanStep::Dial { blue_percent, .. } => {
                 let to =
                     Share::from_percent(*blue_percent, units).map(|s| s.blue_units).unwrap_or(blue);
                 move_to(&mut blue, to, &mut verdict);
@@ -574,8 +610,16 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
         if verdict.blocks() {
             holds.push(format!("would hold: insufficient_capacity: {}", verdict.explain()));
         }
+        blues.insert(domain.clone(), blue);
+        let description = match &domain {
+            Some(d) if matches!(step, PlanStep::MoveZone { .. } | PlanStep::Dial { .. }) => {
+                format!("{description} in {d}")
+            }
+            _ => description,
+        };
         steps.push(DryRunStep {
             index,
+            domain,
             description,
             blue_percent_before: percent_of(before, units),
             blue_percent_after: percent_of(blue, units),

@@ -14,6 +14,8 @@
 //! table it started from (`PlanRestore`: the dial and every pin its steps changed), like a
 //! rollback does.
 
+use std::collections::BTreeMap;
+
 use super::capacity::Verdict;
 use super::dial::Share;
 use super::drain::{Drain, DrainMode, DrainPlan, DrainStatus};
@@ -161,6 +163,9 @@ pub struct PlanRun {
     /// A drill's hold after the last step, before the restore.
     pub drill_hold_ms: Option<u64>,
     pub start_blue_units: u32,
+    /// The blue units of each named domain a dial or zone-move step names, when the run
+    /// started: what its restore gives back.
+    pub start_domain_blue_units: BTreeMap<String, u32>,
     pub status: RunStatus,
     /// The current step (while `in_step`) or the next one.
     pub step: usize,
@@ -190,6 +195,7 @@ pub struct RunReadings<'a> {
     pub now_ms: u64,
     pub zones: &'a Zones,
     pub units: u32,
+    /// The blue units of the current step's domain (the default domain for steps without one).
     pub blue_units: u32,
     /// The drain the current step started, as the state has it now.
     pub drain: Option<&'a Drain>,
@@ -245,7 +251,7 @@ impl PlanRun {
                     _ => blue,
                 }
             }
-            PlanStep::Dial { blue_percent } => {
+            PlanStep::Dial { blue_percent, .. } => {
                 Share::from_percent(*blue_percent, units).map_or(blue, |s| s.blue_units)
             }
             _ => blue,
@@ -277,7 +283,7 @@ impl PlanRun {
         let step = self.plan.steps.get(self.step)?;
         if !self.in_step {
             let drain = match step {
-                PlanStep::MoveZone { zone, mode, .. } => {
+                PlanStep::MoveZone { zone, mode, domain, .. } => {
                     let target = Self::step_target(step, r.zones, r.units, r.blue_units);
                     let color = r.zones.color_in(zone)?;
                     (target != r.blue_units).then(|| {
@@ -291,8 +297,7 @@ impl PlanRun {
                             interval_ms: d.interval_ms.max(1),
                             guard: d.guard,
                             mode: *mode,
-                            // Plans move the default domain's dial (unit moves name others).
-                            domain: None,
+                            domain: domain.clone().filter(|d| d != super::DEFAULT_DOMAIN),
                             // Plan steps switch at once (loss-less plan steps are not built yet).
                             freeze_ms: None,
                         }
@@ -423,12 +428,12 @@ impl PlanRun {
     /// The name of a step, for audit records and reports.
     pub fn step_label(&self, index: usize) -> String {
         match self.plan.steps.get(index) {
-            Some(PlanStep::MoveZone { zone, to_percent, mode }) => {
+            Some(PlanStep::MoveZone { zone, to_percent, mode, domain }) => {
                 let verb = if *mode == DrainMode::Evacuate { "evacuate" } else { "drain" };
-                format!("{verb} {zone} to {to_percent}%")
+                format!("{verb} {zone} to {to_percent}%{}", in_domain(domain))
             }
-            Some(PlanStep::Dial { blue_percent }) => {
-                format!("set the dial to {blue_percent}% blue")
+            Some(PlanStep::Dial { blue_percent, domain }) => {
+                format!("set the dial to {blue_percent}% blue{}", in_domain(domain))
             }
             Some(PlanStep::Pin { user_id, color }) => {
                 format!("pin {user_id} to {}", color.default_lane())
@@ -444,5 +449,13 @@ impl PlanRun {
             }
             None => "restore the starting table".to_owned(),
         }
+    }
+}
+
+/// ` in search` for a step of a named domain, nothing for the default one.
+fn in_domain(domain: &Option<String>) -> String {
+    match domain.as_deref() {
+        Some(d) if d != super::DEFAULT_DOMAIN => format!(" in {d}"),
+        _ => String::new(),
     }
 }

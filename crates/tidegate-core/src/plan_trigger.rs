@@ -237,6 +237,7 @@ mod tests {
                 zone: "az-b".into(),
                 to_percent: 0.0,
                 mode: DrainMode::Evacuate,
+                domain: None,
             }],
             rto_ms: 300_000,
             trigger: Some(trigger),
@@ -398,7 +399,10 @@ mod tests {
         assert!(bad(t(Some(1), None, None, 0)).starts_with("cooldown"));
         assert!(bad(t(Some(0), None, None, 1)).starts_with("trigger.zone_down_for"));
         assert!(bad(t(None, Some(0), None, 1)).starts_with("trigger.zone_silent_for"));
-        let no_zone = Plan { steps: vec![PlanStep::Dial { blue_percent: 0.0 }], ..down_for_30s() };
+        let no_zone = Plan {
+            steps: vec![PlanStep::Dial { blue_percent: 0.0, domain: None }],
+            ..down_for_30s()
+        };
         assert!(
             validate_trigger(&no_zone, &zones).unwrap_err().starts_with("trigger.zone_down_for")
         );
