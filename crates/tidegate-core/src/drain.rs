@@ -426,33 +426,10 @@ impl Drain {
                 zones.insert(0, (self.plan.zone.as_str(), draining, "draining"));
             }
             for (zone, reading, role) in zones {
-                match reading {
-                    Reading::Unknown { why } => {
-                        return Some(DrainAction::Hold {
-                            breach: false,
-                            zone: zone.to_owned(),
-                            reason: format!(
-                                "holding: health of {role} zone {zone} is unknown ({why})"
-                            ),
-                        });
-                    }
-                    Reading::Known { error_rate, requests }
-                        if *requests >= self.plan.guard.min_requests
-                            && *error_rate > self.plan.guard.max_error_rate =>
-                    {
-                        return Some(DrainAction::Hold {
-                            breach: true,
-                            zone: zone.to_owned(),
-                            reason: format!(
-                                "guard breach {}/{}: {role} zone {zone} has an error rate of {:.2}% over {requests} requests, above {:.2}%",
-                                self.consecutive_breaches + 1,
-                                self.plan.guard.breaches,
-                                error_rate * 100.0,
-                                self.plan.guard.max_error_rate * 100.0
-                            ),
-                        });
-                    }
-                    Reading::Known { .. } => {}
+                if let Some((breach, reason)) =
+                    guard_hold(&self.plan.guard, self.consecutive_breaches, zone, role, reading)
+                {
+                    return Some(DrainAction::Hold { breach, zone: zone.to_owned(), reason });
                 }
             }
         }
@@ -569,6 +546,39 @@ impl Drain {
                 format!("evacuating {zone}: its health is unknown ({why}; not judged)")
             }
         })
+    }
+}
+
+/// Whether the guard holds a step on `zone`'s reading (`role`: "draining" or "receiving"), and
+/// why: unknown health holds without a breach, an error rate above the guard's over at least
+/// its minimum of requests is breach number `consecutive_breaches + 1`. `None`: healthy. The
+/// two-zone drain and a zone drain among N ([`super::decide_zone_step`]) judge alike.
+pub(crate) fn guard_hold(
+    guard: &Guard,
+    consecutive_breaches: u32,
+    zone: &str,
+    role: &str,
+    reading: &Reading,
+) -> Option<(bool, String)> {
+    match reading {
+        Reading::Unknown { why } => {
+            Some((false, format!("holding: health of {role} zone {zone} is unknown ({why})")))
+        }
+        Reading::Known { error_rate, requests }
+            if *requests >= guard.min_requests && *error_rate > guard.max_error_rate =>
+        {
+            Some((
+                true,
+                format!(
+                    "guard breach {}/{}: {role} zone {zone} has an error rate of {:.2}% over {requests} requests, above {:.2}%",
+                    consecutive_breaches + 1,
+                    guard.breaches,
+                    error_rate * 100.0,
+                    guard.max_error_rate * 100.0
+                ),
+            ))
+        }
+        Reading::Known { .. } => None,
     }
 }
 

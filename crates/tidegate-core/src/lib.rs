@@ -22,6 +22,7 @@ mod unit;
 mod unit_map;
 mod write_watch;
 mod zone;
+mod zone_drain;
 
 pub use automation::{AutoRun, Automation, Caps as AutomationCaps, check_caps};
 pub use capacity::{
@@ -70,6 +71,10 @@ pub use write_watch::{WriteObservation, is_dual_owner, newest_after};
 pub use zone::{
     MAX_ZONE_NAME_BYTES, MAX_ZONES, ZoneClass, ZoneError, ZoneId, ZoneSpec, Zones,
     validate_zone_name,
+};
+pub use zone_drain::{
+    ReceiverInputs, Receivers, StepInputs, ZoneDrainError, ZoneStep, decide_zone_step, free_room,
+    next_slice, receiving_zones, split_slice,
 };
 
 /// Bounds on a user ID, shared by the server, the client library and the CLI.
