@@ -167,8 +167,9 @@ fn split_outcomes() -> Vec<Value> {
 /// Waits until replica `i` reads az-a's error rate in `range`.
 fn wait_rate(replicas: &Replicas, i: usize, range: std::ops::Range<f64>, what: &str) {
     let url = &replicas.urls[i];
-    let seen =
-        wait_until(Duration::from_secs(15), || zone_rate(url, "az-a").is_some_and(|r| range.contains(&r)));
+    let seen = wait_until(Duration::from_secs(15), || {
+        zone_rate(url, "az-a").is_some_and(|r| range.contains(&r))
+    });
     assert!(seen, "{url} reads az-a at {:?}, not {what}", zone_rate(url, "az-a"));
 }
 
@@ -318,7 +319,10 @@ fn a_stuck_gateway_watching_one_replica_holds_the_drain_on_every_replica() {
     for url in &replicas.urls {
         let d = drain(url, id);
         assert_eq!(d["state"], "paused", "{url}: the drain did not pause: {d}");
-        assert!(d.to_string().contains("gw-stuck"), "{url}: the pause names the stuck gateway: {d}");
+        assert!(
+            d.to_string().contains("gw-stuck"),
+            "{url}: the pause names the stuck gateway: {d}"
+        );
         assert_eq!(
             drain_steps(url).len(),
             1,

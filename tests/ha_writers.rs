@@ -97,7 +97,9 @@ fn concurrent_writers_on_three_replicas_are_each_answered_with_their_own_change(
     };
     let other_writer = rebuilt
         .iter()
-        .filter(|op| matches!(&op.answer, Answer::Acked { value, .. } if *value != op.change.value()))
+        .filter(
+            |op| matches!(&op.answer, Answer::Acked { value, .. } if *value != op.change.value()),
+        )
         .count();
 
     let latencies: Vec<Duration> = log
@@ -113,7 +115,11 @@ fn concurrent_writers_on_three_replicas_are_each_answered_with_their_own_change(
         report.acked,
         report.acked_unchanged,
         report.refused,
-        ops.iter().filter(|op| matches!(&op.answer, Answer::Refused { code } if code == "version_conflict")).count(),
+        ops.iter()
+            .filter(
+                |op| matches!(&op.answer, Answer::Refused { code } if code == "version_conflict")
+            )
+            .count(),
         report.unknown,
         writing_took.as_secs_f64(),
         report.acked as f64 / writing_took.as_secs_f64(),
@@ -130,7 +136,10 @@ fn concurrent_writers_on_three_replicas_are_each_answered_with_their_own_change(
         "ha writers: control: {caught} of {} answers rebuilt from a GET /v1/routing right after the 200 caught ({other_writer} showing another writer's value)",
         rebuilt.len()
     );
-    println!("ha writers: {}", distribution("PUT until its answer (all decided answers)", &latencies));
+    println!(
+        "ha writers: {}",
+        distribution("PUT until its answer (all decided answers)", &latencies)
+    );
     println!("ha writers: {}", distribution("PUT until its answer (200s)", &acked_latencies));
     assert!(
         caught > 0,

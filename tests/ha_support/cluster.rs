@@ -94,7 +94,10 @@ impl Cluster {
     /// SIGKILLs broker `n` (1-3); it is started again by [`Cluster::start_broker`] or, at the
     /// latest, when this hold ends.
     pub fn stop_broker(&self, n: &str) {
-        assert!(matches!(self.hold, Hold::Exclusive(_)), "stopping a broker needs an exclusive hold");
+        assert!(
+            matches!(self.hold, Hold::Exclusive(_)),
+            "stopping a broker needs an exclusive hold"
+        );
         let id: u8 = n.parse().expect("a broker number");
         self.stopped.lock().unwrap().insert(id);
         kafka_sh(&["stop-broker", n]);

@@ -15,12 +15,22 @@ use std::collections::{BTreeMap, HashMap};
 /// A change a writer asked for.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
-    Dial { blue_units: u64 },
-    Pin { user: String, color: String },
+    Dial {
+        blue_units: u64,
+    },
+    Pin {
+        user: String,
+        color: String,
+    },
     /// A linked two-domain move (`PUT /v1/units`): unit `unit` of the default domain to the zone
     /// of lane `lane`, and unit `search_unit` of the `search` domain to lane `search_lane`, in
     /// one version.
-    Linked { unit: u32, lane: String, search_unit: u32, search_lane: String },
+    Linked {
+        unit: u32,
+        lane: String,
+        search_unit: u32,
+        search_lane: String,
+    },
 }
 
 /// The domain every linked change moves besides the default one.

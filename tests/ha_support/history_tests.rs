@@ -170,7 +170,11 @@ fn linked(id: &str, expected: u64, answer: Answer) -> Op {
 #[test]
 fn a_linked_change_counts_only_when_one_record_moved_both_domains() {
     let (mut ops, mut history, samples) = good();
-    ops.push(linked("l", 5, Answer::Acked { version: 6, changed: true, value: "green/blue".into() }));
+    ops.push(linked(
+        "l",
+        5,
+        Answer::Acked { version: 6, changed: true, value: "green/blue".into() },
+    ));
     let both = "units 0-6 blue, 7 green, 8-49 blue, 50-99 green; domain search: units 0-49 blue, 50-59 green, 60 blue, 61-99 green";
     history.push(Decided { version: 6, id: Some("l".into()), to: both.into() });
     run(&ops, history.clone(), &samples).unwrap();
@@ -197,7 +201,14 @@ fn lanes_are_read_from_unit_maps() {
 #[test]
 fn an_answer_from_after_its_change_fails_the_own_answer_check_only() {
     let (mut ops, history, samples) = good();
-    ops.push(dial(0, 2, "n", 5, 40, Answer::Acked { version: 5, changed: false, value: "40".into() }));
+    ops.push(dial(
+        0,
+        2,
+        "n",
+        5,
+        40,
+        Answer::Acked { version: 5, changed: false, value: "40".into() },
+    ));
     let own = own_answers(&ops, &history).unwrap();
     assert_eq!((own.changes, own.no_ops), (3, 1));
     // "a" told version 4 and 40: the state after "d", a later writer's change. The general
@@ -208,7 +219,14 @@ fn an_answer_from_after_its_change_fails_the_own_answer_check_only() {
     assert!(errors[0].contains("a (Dial { blue_units: 10 }, writer 0) was answered with version 4 and 40, not its own version 2 and 10"), "{errors:?}");
     // A no-op answered with a later version.
     let (mut ops, history, _) = good();
-    ops.push(dial(0, 2, "n", 5, 40, Answer::Acked { version: 6, changed: false, value: "40".into() }));
+    ops.push(dial(
+        0,
+        2,
+        "n",
+        5,
+        40,
+        Answer::Acked { version: 6, changed: false, value: "40".into() },
+    ));
     let errors = own_answers(&ops, &history).unwrap_err();
     assert!(errors[0].contains("not its own version 5"), "{errors:?}");
 }

@@ -512,7 +512,9 @@ pub fn decided_history(url: &str) -> Vec<Decided> {
                 .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
                 .call()
                 .ok()
-                .and_then(|mut r| Some((r.status().as_u16(), r.body_mut().read_json::<Value>().ok()?)));
+                .and_then(|mut r| {
+                    Some((r.status().as_u16(), r.body_mut().read_json::<Value>().ok()?))
+                });
             match answer {
                 Some((200, body)) => break body,
                 // Another deep page is being read from the log: one at a time.
@@ -523,13 +525,15 @@ pub fn decided_history(url: &str) -> Vec<Decided> {
                 other => panic!("{page} answered {other:?}"),
             }
         };
-        history.extend(body["entries"].as_array().unwrap().iter().filter(|e| e["action"] != "genesis").map(
-            |e| Decided {
-                version: e["version"].as_u64().unwrap(),
-                id: id_in_reason(e["reason"].as_str().unwrap_or_default()),
-                to: e["to"].as_str().unwrap_or_default().to_owned(),
-            },
-        ));
+        history.extend(
+            body["entries"].as_array().unwrap().iter().filter(|e| e["action"] != "genesis").map(
+                |e| Decided {
+                    version: e["version"].as_u64().unwrap(),
+                    id: id_in_reason(e["reason"].as_str().unwrap_or_default()),
+                    to: e["to"].as_str().unwrap_or_default().to_owned(),
+                },
+            ),
+        );
         match body["next_before"].as_u64() {
             Some(next) if next > 1 && Some(next) != before => before = Some(next),
             _ => break,
