@@ -88,10 +88,12 @@ if ! bootstrap="$(bash scripts/kafka.sh start)"; then
   exit 1
 fi
 echo "Kafka at $bootstrap"
-# tests/ha_kafka_cluster.rs needs a three-node cluster (three more JVMs, 256 MiB heap each). It
-# boots in the background while cargo builds; the test calls `start-cluster` itself, which waits
-# for this start and fails the test loudly with the script's output if the cluster cannot start.
-# `kafka.sh stop` in the EXIT trap stops it with the single broker.
+# tests/ha_kafka_cluster.rs, ha_gates.rs and ha_writers.rs share one three-node cluster (three
+# more JVMs, 256 MiB heap each, through tests/ha_support/cluster.rs). It boots in the background
+# while cargo builds; each test calls `start-cluster` itself, which waits for this start (or
+# reuses the cluster, or restarts a node left down) and fails the test loudly with the script's
+# output if the cluster cannot start. No test stops it: `kafka.sh stop` in the EXIT trap stops it
+# with the single broker.
 echo "== Kafka three-node cluster (scripts/kafka.sh start-cluster, in the background; log $KAFKA_RUN_DIR/cluster-start.log)"
 mkdir -p "$KAFKA_RUN_DIR"
 bash scripts/kafka.sh start-cluster >"$KAFKA_RUN_DIR/cluster-start.log" 2>&1 &

@@ -4,6 +4,9 @@
 //! their retries with the same key race the paused replica's own append); the history checker
 //! then proves that no acknowledged change was lost or applied twice, that no refused change
 //! took effect, and that all replicas had the same state hash at every version.
+//! One change in five is a linked two-domain move (`PUT /v1/units` of one unit in the default
+//! domain and one in `search`, issue 22): the checker also proves each acknowledged one is a
+//! single record at a single version on every replica, with both domains moved (all or none).
 //! `HA_FAULT_CYCLES` (default 12) and `HA_FAULT_WRITERS` (default 4) size the run;
 //! `scripts/ha-fault-loop.sh` runs it with 100 cycles.
 
@@ -15,10 +18,10 @@ mod history_tests;
 use std::time::{Duration, Instant};
 
 use common::kafka;
-use ha_support::history::{self, Answer};
+use ha_support::history::{self, Answer, Change};
 use ha_support::{
-    Replicas, Sampler, Writers, converge, decided_history, distribution, longest_ack_gap,
-    resume_times, stalled_times,
+    Replicas, Sampler, WriterOptions, Writers, converge, decided_history, distribution,
+    longest_ack_gap, resume_times, stalled_times,
 };
 use rand::Rng;
 
@@ -33,13 +36,23 @@ fn replicas_killed_at_random_under_concurrent_writers_lose_no_acknowledged_chang
     let bootstrap = kafka::bootstrap();
     let topic = kafka::unique("ha-fault-loop");
     let mut replicas = Replicas::start(&bootstrap, &topic, 3, "");
+    // The second domain the linked moves change together with the default one (version 2).
+    let (status, body) = common::post_json(
+        &format!("{}/v1/domains", replicas.urls[0]),
+        common::OPERATOR_TOKEN,
+        serde_json::json!({"name": history::LINKED_DOMAIN, "expected_version": 1, "reason": "linked moves"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    converge(&replicas, Duration::from_secs(10));
     // Every 5 ms: the check below wants a hash for at least half of the versions, and with
     // idempotent retries answered locally the writers now make versions faster than a 25 ms
     // sampler saw them (682 of 1 403 in one run).
     let sampler = Sampler::start(replicas.urls.clone(), Duration::from_millis(5));
     // A 1 s request timeout: a request to a paused replica becomes an unknown outcome, retried
     // with the same key elsewhere while the paused replica may still append the first attempt.
-    let writing = Writers::start(writers, replicas.urls.clone(), Duration::from_secs(1));
+    let options =
+        WriterOptions { linked: 0.2, ..WriterOptions::new(writers, Duration::from_secs(1)) };
+    let writing = Writers::start_with(options, replicas.urls.clone());
     let mut rng = rand::rng();
     let mut kills = Vec::new();
     let mut pauses = Vec::new();
@@ -156,6 +169,32 @@ fn replicas_killed_at_random_under_concurrent_writers_lose_no_acknowledged_chang
     );
     let unknown = ops.iter().filter(|op| op.answer == Answer::Unknown).count();
     assert_eq!(unknown, report.unknown);
+    // Linked moves: each acknowledged one is one record (one version) that moved both domains
+    // on every replica (check() above); an unknown one took effect whole or not at all.
+    let linked: Vec<&history::Op> =
+        ops.iter().filter(|op| matches!(op.change, Change::Linked { .. })).collect();
+    let records = |op: &history::Op| -> Vec<&history::Decided> {
+        histories[0].1.iter().filter(|d| d.id.as_deref() == Some(op.id.as_str())).collect()
+    };
+    let linked_acked =
+        linked.iter().filter(|op| matches!(op.answer, Answer::Acked { changed: true, .. })).count();
+    let linked_unknown: Vec<&&history::Op> =
+        linked.iter().filter(|op| op.answer == Answer::Unknown).collect();
+    for op in &linked_unknown {
+        for d in records(op) {
+            assert!(op.change.took_effect_in(&d.to), "{} took effect in part: {d:?}", op.id);
+        }
+    }
+    let unknown_applied = linked_unknown.iter().filter(|op| records(op).len() == 1).count();
+    println!(
+        "ha fault loop: linked two-domain moves sent={} acked={linked_acked} refused={} unknown={} (took effect whole: {unknown_applied}, not at all: {}), each acknowledged one a single version with both domains moved on all {} replicas",
+        linked.len(),
+        linked.iter().filter(|op| matches!(op.answer, Answer::Refused { .. })).count(),
+        linked_unknown.len(),
+        linked_unknown.len() - unknown_applied,
+        histories.len()
+    );
+    assert!(linked_acked > 0, "no linked move was acknowledged: {} sent", linked.len());
 }
 
 /// A PUT with an `Idempotency-Key`, answered as (status, body).

@@ -5,50 +5,21 @@
 //! the kill is repeated N times (one by default), restarting the last victim and waiting for it
 //! to rejoin the ISR in between, for a distribution. Then `/readyz` follows whether a change could
 //! be accepted: unready on every replica once a second broker is down, ready again after.
+//! The cluster is the one every cluster test shares (`ha_support::Cluster`); this test holds it
+//! exclusively, since it stops brokers, and has them all running again before it lets go.
 
 mod common;
 mod ha_support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::wait_until;
+use ha_support::cluster::kafka_sh;
 use ha_support::history::{self, Decided};
 use ha_support::{
-    Replicas, Sampler, Writers, converge, decided_history, distribution, kafka_script,
-    longest_ack_gap, resume_times,
+    Cluster, Replicas, Sampler, Writers, converge, decided_history, distribution, longest_ack_gap,
+    resume_times,
 };
-
-/// Runs `scripts/kafka.sh ARGS` and returns its stdout; panics with its output on failure.
-fn kafka_sh(args: &[&str]) -> String {
-    let out = Command::new("bash").arg(kafka_script()).args(args).output().expect("bash runs");
-    assert!(
-        out.status.success(),
-        "scripts/kafka.sh {args:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// The three-node cluster, stopped (and wiped) when the test ends, however it ends.
-struct Cluster {
-    bootstrap: String,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let bootstrap = kafka_sh(&["start-cluster"]).lines().last().unwrap_or_default().to_owned();
-        assert_eq!(bootstrap.split(',').count(), 3, "three brokers: {bootstrap:?}");
-        Cluster { bootstrap }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash").arg(kafka_script()).arg("stop-cluster").output();
-    }
-}
 
 /// One broker kill: whom, and when (the SIGKILL went out between the two instants).
 struct Round {
@@ -87,7 +58,8 @@ fn isr_size(description: &str) -> usize {
 #[test]
 fn killing_the_leading_broker_loses_no_acknowledged_change_and_writes_resume() {
     let started = Instant::now();
-    let cluster = Cluster::start();
+    // Alone on the shared cluster: it stops brokers (and restarts them before it lets go).
+    let cluster = Cluster::exclusive();
     let cluster_up = started.elapsed();
     let topic = common::kafka::unique("ha-cluster");
     let mut replicas = Replicas::start_on_cluster(&cluster.bootstrap, &topic, 3, "");
@@ -101,7 +73,7 @@ fn killing_the_leading_broker_loses_no_acknowledged_change_and_writes_resume() {
         if round > 0 {
             // The last victim rejoins and catches up before the next leader is killed, so each
             // round loses one broker of three, never two.
-            kafka_sh(&["start-broker", &rounds.last().map(|r: &Round| r.leader.clone()).unwrap()]);
+            cluster.start_broker(&rounds.last().map(|r: &Round| r.leader.clone()).unwrap());
             let caught_up = wait_until(Duration::from_secs(60), || {
                 isr_size(&describe(&cluster.bootstrap, &topic)) == 3
             });
@@ -116,7 +88,7 @@ fn killing_the_leading_broker_loses_no_acknowledged_change_and_writes_resume() {
         let before = writing.acked();
         // The kill is sent between these two instants (stop-broker returns once the JVM is gone).
         let kill_sent = Instant::now();
-        kafka_sh(&["stop-broker", &leader]);
+        cluster.stop_broker(&leader);
         let killed_at = Instant::now();
         // Two of three brokers left: min.insync.replicas=2 still holds, so writes must go on
         // once the controller has fenced the dead leader (session timeout 3 s) and moved the lead.
@@ -151,7 +123,7 @@ fn killing_the_leading_broker_loses_no_acknowledged_change_and_writes_resume() {
     let leaders: Vec<&str> = rounds.iter().map(|r| r.leader.as_str()).collect();
     println!();
     println!(
-        "ha kafka cluster: cluster start {:.1}s, killed leader brokers {leaders:?}, acked={} refused={} unknown={} (applied {}) lost=0, test total {:.1}s",
+        "ha kafka cluster: cluster held (started or reused) after {:.1}s, killed leader brokers {leaders:?}, acked={} refused={} unknown={} (applied {}) lost=0, test total {:.1}s",
         cluster_up.as_secs_f64(),
         report.acked,
         report.refused,
@@ -189,7 +161,7 @@ fn killing_the_leading_broker_loses_no_acknowledged_change_and_writes_resume() {
         );
     }
     let second = ["1", "2", "3"].into_iter().find(|b| *b != down).unwrap().to_owned();
-    kafka_sh(&["stop-broker", &second]);
+    cluster.stop_broker(&second);
     let outage = Instant::now();
     let mut unready_after = Vec::new();
     for url in &replicas.urls {
@@ -204,8 +176,8 @@ fn killing_the_leading_broker_loses_no_acknowledged_change_and_writes_resume() {
         assert_eq!(common::get_json(&format!("{url}/healthz")).0, 200);
         assert_eq!(common::get_json(&format!("{url}/v1/tag?user_id=u-1")).0, 200);
     }
-    kafka_sh(&["start-broker", &second]);
-    kafka_sh(&["start-broker", &down]);
+    cluster.start_broker(&second);
+    cluster.start_broker(&down);
     let back = Instant::now();
     let mut ready_after = Vec::new();
     for url in &replicas.urls {

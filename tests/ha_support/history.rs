@@ -15,36 +15,113 @@ use std::collections::{BTreeMap, HashMap};
 /// A change a writer asked for.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
-    Dial { blue_units: u64 },
-    Pin { user: String, color: String },
+    Dial {
+        blue_units: u64,
+    },
+    Pin {
+        user: String,
+        color: String,
+    },
+    /// A linked two-domain move (`PUT /v1/units`): unit `unit` of the default domain to the zone
+    /// of lane `lane`, and unit `search_unit` of the `search` domain to lane `search_lane`, in
+    /// one version.
+    Linked {
+        unit: u32,
+        lane: String,
+        search_unit: u32,
+        search_lane: String,
+    },
 }
 
+/// The domain every linked change moves besides the default one.
+pub const LINKED_DOMAIN: &str = "search";
+
 impl Change {
-    /// Text the audit's `to` field holds when this change took effect.
-    fn audit_mark(&self) -> String {
+    /// Whether an audit record's `to` field says this change took effect: the dial's count, the
+    /// user's pin, or, for a linked move, both units in their lanes in one record.
+    pub fn took_effect_in(&self, to: &str) -> bool {
         match self {
-            Change::Dial { blue_units } => format!("({blue_units}/"),
-            Change::Pin { user, color } => format!("user {user} pinned {color}"),
+            // A dial-form map reads `... (N/100 units blue)`; a map made of runs by linked moves
+            // is described run by run, and its blue units are counted.
+            Change::Dial { blue_units } => {
+                to.contains(&format!("({blue_units}/"))
+                    || lane_count(to.split("; domain ").next().unwrap_or_default(), "blue")
+                        == Some(*blue_units)
+            }
+            Change::Pin { user, color } => to.contains(&format!("user {user} pinned {color}")),
+            Change::Linked { unit, lane, search_unit, search_lane } => {
+                let marker = format!("; domain {LINKED_DOMAIN}: ");
+                let Some((default, rest)) = to.split_once(&marker) else { return false };
+                let search = rest.split("; domain ").next().unwrap_or_default();
+                lane_in_text(default, *unit).as_deref() == Some(lane.as_str())
+                    && lane_in_text(search, *search_unit).as_deref() == Some(search_lane.as_str())
+            }
         }
     }
 
-    /// The value the answer reports for what this change touched (`blue_units`, or the user's
-    /// pin colour), as text.
+    /// The value the answer reports for what this change touched (`blue_units`, the user's pin
+    /// colour, or the lanes of a linked move's two units), as text.
     pub fn value_in(&self, routing: &serde_json::Value) -> String {
         match self {
             Change::Dial { .. } => routing["blue_units"].to_string(),
             Change::Pin { user, .. } => {
                 routing["pins"][user].as_str().unwrap_or("unpinned").to_owned()
             }
+            Change::Linked { unit, search_unit, .. } => format!(
+                "{}/{}",
+                lane_in_map(&routing["unit_map"], *unit).unwrap_or_default(),
+                lane_in_map(&routing["domains"][LINKED_DOMAIN]["unit_map"], *search_unit)
+                    .unwrap_or_default()
+            ),
         }
     }
 
     /// The value this change sets, in the form of [`Change::value_in`].
-    fn value(&self) -> String {
+    pub fn value(&self) -> String {
         match self {
             Change::Dial { blue_units } => blue_units.to_string(),
             Change::Pin { color, .. } => color.clone(),
+            Change::Linked { lane, search_lane, .. } => format!("{lane}/{search_lane}"),
         }
+    }
+}
+
+/// The lane of `unit` in a unit map as `GET /v1/routing` has it (`[{"units": "0-49", "lane"}]`).
+pub fn lane_in_map(unit_map: &serde_json::Value, unit: u32) -> Option<String> {
+    unit_map.as_array()?.iter().find_map(|run| {
+        let (first, last) = range(run["units"].as_str()?)?;
+        (first..=last).contains(&unit).then(|| run["lane"].as_str().map(str::to_owned))?
+    })
+}
+
+/// The lane of `unit` in an audit description of a map (`units 0-49 blue, 50 green, 51-99 blue`).
+fn lane_in_text(text: &str, unit: u32) -> Option<String> {
+    text.trim().strip_prefix("units ")?.split(", ").find_map(|run| {
+        let (units, lane) = run.trim().split_once(' ')?;
+        let (first, last) = range(units)?;
+        (first..=last).contains(&unit).then(|| lane.to_owned())
+    })
+}
+
+/// How many units an audit description of a map (`units 0-49 blue, 50 green, 51-99 blue`)
+/// gives to `lane`; `None` when it is not such a description.
+fn lane_count(text: &str, lane: &str) -> Option<u64> {
+    let mut count = 0;
+    for run in text.trim().strip_prefix("units ")?.split(", ") {
+        let (units, in_lane) = run.trim().split_once(' ')?;
+        let (first, last) = range(units)?;
+        if in_lane == lane {
+            count += u64::from(last - first + 1);
+        }
+    }
+    Some(count)
+}
+
+/// `"25-49"` or `"50"` as an inclusive range.
+fn range(units: &str) -> Option<(u32, u32)> {
+    match units.split_once('-') {
+        Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+        None => units.parse().ok().map(|u| (u, u)),
     }
 }
 
@@ -185,7 +262,7 @@ pub fn check(
                         op.id, d.version
                     ));
                 }
-                if !d.to.contains(&op.change.audit_mark()) {
+                if !op.change.took_effect_in(&d.to) {
                     errors.push(format!(
                         "wrong value: {} asked for {:?} but the log holds {:?}",
                         op.id, op.change, d.to
@@ -260,5 +337,52 @@ pub fn check(
         }
     }
     report.hash_versions = hashes.len();
+    if errors.is_empty() { Ok(report) } else { Err(errors) }
+}
+
+/// What [`own_answers`] checked.
+#[derive(Debug, Default, PartialEq)]
+pub struct OwnAnswers {
+    /// Answers of changes that took effect.
+    pub changes: usize,
+    /// Answers of changes that were already in place (no version spent).
+    pub no_ops: usize,
+}
+
+/// Every 200 describes its own change, never a later state: a change that took effect is
+/// answered with exactly the version its record was decided at and the value it set; a no-op is
+/// answered with the version it expected (none was spent) and the value it asked for (already
+/// there). Stricter than [`check`], which accepts an answer from after the change as long as it
+/// is not from before it. `reference` is a decided history every replica agreed on.
+pub fn own_answers(ops: &[Op], reference: &[Decided]) -> Result<OwnAnswers, Vec<String>> {
+    let versions: HashMap<&str, u64> =
+        reference.iter().filter_map(|d| Some((d.id.as_deref()?, d.version))).collect();
+    let mut errors = Vec::new();
+    let mut report = OwnAnswers::default();
+    for op in ops {
+        let Answer::Acked { version, changed, value } = &op.answer else { continue };
+        let own = if *changed {
+            report.changes += 1;
+            match versions.get(op.id.as_str()) {
+                Some(v) => *v,
+                None => {
+                    errors.push(format!("{} was acknowledged but never decided", op.id));
+                    continue;
+                }
+            }
+        } else {
+            report.no_ops += 1;
+            op.expected_version
+        };
+        if *version != own || *value != op.change.value() {
+            errors.push(format!(
+                "{} ({:?}, writer {}) was answered with version {version} and {value}, not its own version {own} and {}",
+                op.id,
+                op.change,
+                op.writer,
+                op.change.value()
+            ));
+        }
+    }
     if errors.is_empty() { Ok(report) } else { Err(errors) }
 }

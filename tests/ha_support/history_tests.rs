@@ -1,5 +1,6 @@
 //! Unit tests of the history checker: bad histories (a lost acknowledgement, a duplicate, a
-//! refused change that took effect, a wrong value, diverging hashes) must fail it.
+//! refused change that took effect, a wrong value, diverging hashes, a linked move with one
+//! domain, an answer describing a later state) must fail it.
 //! Included by tests/ha_faults.rs only, so they run once.
 
 use crate::ha_support::history::*;
@@ -148,4 +149,95 @@ fn a_noop_answer_that_took_effect_and_a_foreign_record_fail() {
 fn reasons_carry_the_command_id() {
     assert_eq!(id_in_reason(&reason_for("w1-7-abc")).as_deref(), Some("w1-7-abc"));
     assert_eq!(id_in_reason("operator moved it"), None);
+}
+
+fn linked(id: &str, expected: u64, answer: Answer) -> Op {
+    Op {
+        writer: 2,
+        seq: 0,
+        id: id.into(),
+        expected_version: expected,
+        change: Change::Linked {
+            unit: 7,
+            lane: "green".into(),
+            search_unit: 60,
+            search_lane: "blue".into(),
+        },
+        answer,
+    }
+}
+
+#[test]
+fn a_linked_change_counts_only_when_one_record_moved_both_domains() {
+    let (mut ops, mut history, samples) = good();
+    ops.push(linked(
+        "l",
+        5,
+        Answer::Acked { version: 6, changed: true, value: "green/blue".into() },
+    ));
+    let both = "units 0-6 blue, 7 green, 8-49 blue, 50-99 green; domain search: units 0-49 blue, 50-59 green, 60 blue, 61-99 green";
+    history.push(Decided { version: 6, id: Some("l".into()), to: both.into() });
+    run(&ops, history.clone(), &samples).unwrap();
+    // The search domain's unit never moved: not all of the change.
+    history[4].to = "units 0-6 blue, 7 green, 8-49 blue, 50-99 green; domain search: units 0-49 blue, 50-99 green".into();
+    fails_with(run(&ops, history.clone(), &samples), "wrong value: l asked for");
+    // No search domain in the record at all.
+    history[4].to = "units 0-6 blue, 7 green, 8-49 blue, 50-99 green".into();
+    fails_with(run(&ops, history, &samples), "wrong value: l asked for");
+}
+
+#[test]
+fn lanes_are_read_from_unit_maps() {
+    let map = serde_json::json!([
+        {"units": "0-6", "zone": "az-b", "lane": "blue"},
+        {"units": "7", "zone": "az-a", "lane": "green"},
+        {"units": "8-99", "zone": "az-b", "lane": "blue"}
+    ]);
+    assert_eq!(lane_in_map(&map, 7).as_deref(), Some("green"));
+    assert_eq!(lane_in_map(&map, 8).as_deref(), Some("blue"));
+    assert_eq!(lane_in_map(&map, 100), None);
+}
+
+#[test]
+fn an_answer_from_after_its_change_fails_the_own_answer_check_only() {
+    let (mut ops, history, samples) = good();
+    ops.push(dial(
+        0,
+        2,
+        "n",
+        5,
+        40,
+        Answer::Acked { version: 5, changed: false, value: "40".into() },
+    ));
+    let own = own_answers(&ops, &history).unwrap();
+    assert_eq!((own.changes, own.no_ops), (3, 1));
+    // "a" told version 4 and 40: the state after "d", a later writer's change. The general
+    // check accepts a later answer (it is not before the change); the own-answer check does not.
+    ops[0].answer = acked(4, 40);
+    run(&ops, history.clone(), &samples).unwrap();
+    let errors = own_answers(&ops, &history).unwrap_err();
+    assert!(errors[0].contains("a (Dial { blue_units: 10 }, writer 0) was answered with version 4 and 40, not its own version 2 and 10"), "{errors:?}");
+    // A no-op answered with a later version.
+    let (mut ops, history, _) = good();
+    ops.push(dial(
+        0,
+        2,
+        "n",
+        5,
+        40,
+        Answer::Acked { version: 6, changed: false, value: "40".into() },
+    ));
+    let errors = own_answers(&ops, &history).unwrap_err();
+    assert!(errors[0].contains("not its own version 5"), "{errors:?}");
+}
+
+#[test]
+fn a_dial_on_a_map_of_runs_is_counted_run_by_run() {
+    let (mut ops, mut history, samples) = good();
+    // After linked moves the default map is runs, and the dial's record lists them.
+    history[2].to = "units 0-6 blue, 7 green, 8-40 blue, 41-99 green; domain search: units 0-49 blue, 50-99 green".into();
+    run(&ops, history.clone(), &samples).unwrap();
+    ops[3].change = Change::Dial { blue_units: 41 };
+    ops[3].answer = acked(4, 41);
+    fails_with(run(&ops, history, &samples), "wrong value: d asked for");
 }

@@ -3,7 +3,11 @@
 //! decided histories read back from every replica, and distributions of measured times.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod history;
+
+#[allow(unused_imports)]
+pub use cluster::Cluster;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -188,6 +192,47 @@ pub struct Timing {
     pub ended: Instant,
     pub hit_failure: bool,
     pub acked: bool,
+    /// With [`WriterOptions::reread`]: the answer rebuilt from a `GET /v1/routing` of the same
+    /// replica right after the 200 (how answers were built before they carried their own state).
+    pub reread: Option<Answer>,
+}
+
+/// How [`Writers`] write.
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    pub count: usize,
+    /// Bounds each request: an answer later than that is unknown, retried with the same key on
+    /// another replica.
+    pub timeout: Duration,
+    /// A random pause between a writer's changes, in milliseconds (`min..max`).
+    pub pause_ms: (u64, u64),
+    /// Stop once this many changes took effect (acknowledged with `changed`), all writers
+    /// together; `None`: until [`Writers::finish`].
+    pub changes: Option<usize>,
+    /// Keep [`Timing::reread`] (a control: answers rebuilt from the replica's latest table).
+    pub reread: bool,
+    /// The share of linked two-domain moves (`PUT /v1/units`, default and `search` domains; the
+    /// `search` domain must exist) in the mix; the rest is dials (70 %) and pins.
+    pub linked: f64,
+    /// Take the next change's expected version from the last answer (a 200's `version`, a 409's
+    /// `current_version`) instead of reading `GET /v1/routing` first, as a compare-and-set loop
+    /// does: the writers race as fast as the log decides. Dials and pins only.
+    pub chain: bool,
+}
+
+impl WriterOptions {
+    /// `count` writers pausing 10-40 ms, until finished, dials and pins only.
+    pub fn new(count: usize, timeout: Duration) -> WriterOptions {
+        WriterOptions {
+            count,
+            timeout,
+            pause_ms: (10, 40),
+            changes: None,
+            reread: false,
+            linked: 0.0,
+            chain: false,
+        }
+    }
 }
 
 /// A writer's record: every change with its final answer, and the timings.
@@ -196,30 +241,46 @@ pub type WriterLog = Vec<(Op, Timing)>;
 /// Writers that send changes through random replicas until stopped.
 pub struct Writers {
     stop: Arc<AtomicBool>,
-    acked: Arc<AtomicUsize>,
+    counts: Arc<Counts>,
     handles: Vec<std::thread::JoinHandle<WriterLog>>,
+}
+
+/// Acknowledged answers, and acknowledged changes that took effect, so far.
+#[derive(Default)]
+struct Counts {
+    acked: AtomicUsize,
+    changed: AtomicUsize,
 }
 
 impl Writers {
     /// `count` writers; `timeout` bounds each request (an answer later than that is unknown,
     /// and the writer retries with the same key on another replica).
     pub fn start(count: usize, urls: Vec<String>, timeout: Duration) -> Writers {
-        let stop = Arc::new(AtomicBool::new(false));
-        let acked = Arc::new(AtomicUsize::new(0));
-        let urls = Arc::new(urls);
-        let handles = (0..count)
-            .map(|w| {
-                let (stop, acked, urls) =
-                    (Arc::clone(&stop), Arc::clone(&acked), Arc::clone(&urls));
-                std::thread::spawn(move || run_writer(w, &urls, timeout, &stop, &acked))
-            })
-            .collect();
-        Writers { stop, acked, handles }
+        Writers::start_with(WriterOptions::new(count, timeout), urls)
     }
 
-    /// How many changes have been acknowledged so far.
+    pub fn start_with(options: WriterOptions, urls: Vec<String>) -> Writers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let counts = Arc::new(Counts::default());
+        let urls = Arc::new(urls);
+        let handles = (0..options.count)
+            .map(|w| {
+                let (stop, counts, urls, options) =
+                    (Arc::clone(&stop), Arc::clone(&counts), Arc::clone(&urls), options.clone());
+                std::thread::spawn(move || run_writer(w, &urls, &options, &stop, &counts))
+            })
+            .collect();
+        Writers { stop, counts, handles }
+    }
+
+    /// How many changes have been acknowledged so far (no-ops included).
     pub fn acked(&self) -> usize {
-        self.acked.load(Ordering::Relaxed)
+        self.counts.acked.load(Ordering::Relaxed)
+    }
+
+    /// How many acknowledged changes took effect so far.
+    pub fn changed(&self) -> usize {
+        self.counts.changed.load(Ordering::Relaxed)
     }
 
     pub fn finish(self) -> WriterLog {
@@ -231,45 +292,67 @@ impl Writers {
 fn run_writer(
     writer: usize,
     urls: &[String],
-    timeout: Duration,
+    options: &WriterOptions,
     stop: &AtomicBool,
-    acked: &AtomicUsize,
+    counts: &Counts,
 ) -> WriterLog {
-    let agent = agent(timeout);
+    let agent = agent(options.timeout);
     let mut rng = rand::rng();
     let mut log = Vec::new();
     let mut seq = 0;
-    while !stop.load(Ordering::Relaxed) {
-        if let Some(entry) = write_once(&agent, urls, &mut rng, writer, seq) {
+    let mut known = None;
+    let done = || {
+        stop.load(Ordering::Relaxed)
+            || options.changes.is_some_and(|n| counts.changed.load(Ordering::Relaxed) >= n)
+    };
+    while !done() {
+        if let Some(entry) = write_once(&agent, urls, &mut rng, writer, seq, options, &mut known) {
             if entry.1.acked {
-                acked.fetch_add(1, Ordering::Relaxed);
+                counts.acked.fetch_add(1, Ordering::Relaxed);
+                if matches!(entry.0.answer, Answer::Acked { changed: true, .. }) {
+                    counts.changed.fetch_add(1, Ordering::Relaxed);
+                }
             }
             log.push(entry);
             seq += 1;
         }
-        std::thread::sleep(Duration::from_millis(rng.random_range(10..40)));
+        let (min, max) = options.pause_ms;
+        if max > min {
+            std::thread::sleep(Duration::from_millis(rng.random_range(min..max)));
+        }
     }
     log
 }
 
-/// Reads the version from a random replica, then sends one change with a fresh command id,
-/// retrying an unknown outcome with the same id on other replicas. `None` when no replica
-/// answered the read (nothing was sent).
+/// Reads the version from a random replica (or, with [`WriterOptions::chain`], takes it from
+/// `known`, the last answer's version and the table's unit count), then sends one change with a
+/// fresh command id to a random replica, retrying an unknown outcome with the same id on other
+/// replicas. `None` when no replica answered the read (nothing was sent).
 fn write_once(
     agent: &ureq::Agent,
     urls: &[String],
     rng: &mut impl Rng,
     writer: usize,
     seq: u64,
+    options: &WriterOptions,
+    known: &mut Option<(u64, u64)>,
 ) -> Option<(Op, Timing)> {
     let mut replica = rng.random_range(0..urls.len());
-    let routing = match try_get(agent, &format!("{}/v1/routing", urls[replica])) {
-        Some((200, routing)) => routing,
-        _ => return None,
+    let (expected_version, units, routing) = match known.take() {
+        Some((version, units)) if options.chain && options.linked == 0.0 => {
+            (version, units, Value::Null)
+        }
+        _ => {
+            let routing = match try_get(agent, &format!("{}/v1/routing", urls[replica])) {
+                Some((200, routing)) => routing,
+                _ => return None,
+            };
+            (routing["version"].as_u64()?, routing["units"].as_u64()?, routing)
+        }
     };
-    let expected_version = routing["version"].as_u64()?;
-    let units = routing["units"].as_u64()?;
-    let change = if rng.random_bool(0.7) {
+    let change = if options.linked > 0.0 && rng.random_bool(options.linked) {
+        linked_change(&routing, rng)?
+    } else if rng.random_bool(0.7) {
         Change::Dial { blue_units: rng.random_range(0..=units) }
     } else {
         let color = if rng.random_bool(0.5) { "blue" } else { "green" };
@@ -279,33 +362,86 @@ fn write_once(
     let started = Instant::now();
     let mut hit_failure = false;
     let mut answer = Answer::Unknown;
-    for attempt in 0..8 {
+    // `PUT /v1/units` takes no Idempotency-Key: a linked move whose outcome is unknown is never
+    // sent again (a resend could apply it twice), so it stays unknown.
+    let attempts = if matches!(change, Change::Linked { .. }) { 1 } else { 8 };
+    for attempt in 0..attempts {
         if attempt > 0 {
             hit_failure = true;
             replica = (replica + 1 + rng.random_range(0..urls.len() - 1)) % urls.len();
             std::thread::sleep(Duration::from_millis(50));
         }
-        match send(agent, &urls[replica], &id, expected_version, &change) {
-            Sent::Decided(a) => {
+        match send(agent, &urls[replica], &id, expected_version, &change, &routing) {
+            Sent::Decided(a, version) => {
                 answer = a;
+                *known = version.map(|v| (v, units));
                 break;
             }
-            Sent::Unknown => continue,
+            Sent::Unknown => hit_failure = true,
         }
     }
+    let ended = Instant::now();
     let acked = matches!(answer, Answer::Acked { .. });
+    let reread = match (acked && options.reread, &answer) {
+        (true, Answer::Acked { changed, .. }) => {
+            try_get(agent, &format!("{}/v1/routing", urls[replica])).and_then(|(status, body)| {
+                (status == 200).then(|| Answer::Acked {
+                    version: body["version"].as_u64().unwrap_or(0),
+                    changed: *changed,
+                    value: change.value_in(&body),
+                })
+            })
+        }
+        _ => None,
+    };
     let op = Op { writer, seq, id, expected_version, change, answer };
-    Some((op, Timing { started, ended: Instant::now(), hit_failure, acked }))
+    Some((op, Timing { started, ended, hit_failure, acked, reread }))
+}
+
+/// A linked move of one unit in the default domain and one in `search`, each to the lane it is
+/// not in now, so the change moves both domains.
+fn linked_change(routing: &Value, rng: &mut impl Rng) -> Option<Change> {
+    let units = routing["units"].as_u64()? as u32;
+    let other = |lane: String| if lane == "blue" { "green" } else { "blue" }.to_owned();
+    let unit = rng.random_range(0..units);
+    let search_unit = rng.random_range(0..units);
+    let search_map = &routing["domains"][history::LINKED_DOMAIN]["unit_map"];
+    Some(Change::Linked {
+        unit,
+        lane: other(history::lane_in_map(&routing["unit_map"], unit)?),
+        search_unit,
+        search_lane: other(history::lane_in_map(search_map, search_unit)?),
+    })
 }
 
 enum Sent {
-    Decided(Answer),
+    /// The answer, and the table version it names (a 200's, a 409's `current_version`).
+    Decided(Answer, Option<u64>),
     Unknown,
 }
 
-fn send(agent: &ureq::Agent, url: &str, id: &str, expected: u64, change: &Change) -> Sent {
+fn send(
+    agent: &ureq::Agent,
+    url: &str,
+    id: &str,
+    expected: u64,
+    change: &Change,
+    routing: &Value,
+) -> Sent {
     let reason = reason_for(id);
     let (request, body) = match change {
+        Change::Linked { unit, lane, search_unit, search_lane } => (
+            agent.put(&format!("{url}/v1/units")),
+            json!({
+                "moves": [
+                    {"units": unit.to_string(), "zone": routing["colors"][lane]},
+                    {"units": search_unit.to_string(), "zone": routing["colors"][search_lane],
+                     "domain": history::LINKED_DOMAIN},
+                ],
+                "expected_version": expected,
+                "reason": reason,
+            }),
+        ),
         Change::Dial { blue_units } => (
             agent.put(&format!("{url}/v1/dial")),
             json!({"blue_units": blue_units, "expected_version": expected, "reason": reason}),
@@ -315,24 +451,30 @@ fn send(agent: &ureq::Agent, url: &str, id: &str, expected: u64, change: &Change
             json!({"color": color, "expected_version": expected, "reason": reason}),
         ),
     };
-    let response = request
-        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
-        .header("Idempotency-Key", id)
-        .send_json(body);
+    let request = request.header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"));
+    let request = match change {
+        Change::Linked { .. } => request,
+        _ => request.header("Idempotency-Key", id),
+    };
+    let response = request.send_json(body);
     let Ok(mut response) = response else { return Sent::Unknown };
     let status = response.status().as_u16();
     let Ok(body) = response.body_mut().read_json::<Value>() else { return Sent::Unknown };
     match status {
-        200 => Sent::Decided(Answer::Acked {
-            version: body["version"].as_u64().unwrap_or(0),
-            changed: body["changed"] == true,
-            value: change.value_in(&body),
-        }),
+        200 => Sent::Decided(
+            Answer::Acked {
+                version: body["version"].as_u64().unwrap_or(0),
+                changed: body["changed"] == true,
+                value: change.value_in(&body),
+            },
+            body["version"].as_u64(),
+        ),
         // outcome_unknown, not_yet_applied, store_unavailable: not decided, retry with the id.
         503 | 504 => Sent::Unknown,
-        _ => Sent::Decided(Answer::Refused {
-            code: body["error"].as_str().unwrap_or("?").to_owned(),
-        }),
+        _ => Sent::Decided(
+            Answer::Refused { code: body["error"].as_str().unwrap_or("?").to_owned() },
+            body["current_version"].as_u64(),
+        ),
     }
 }
 
@@ -351,30 +493,53 @@ pub fn converge(replicas: &Replicas, timeout: Duration) -> u64 {
     last[0].unwrap()
 }
 
-/// A replica's decided history from `GET /v1/audit` (genesis left out).
+/// A replica's decided history from `GET /v1/audit` (genesis left out), paged back to the
+/// first version (pages older than the in-memory trail are read from the log, one at a time).
 pub fn decided_history(url: &str) -> Vec<Decided> {
     let max = tidegate::service::coordinator::AUDIT_IN_MEMORY;
-    let (status, body) =
-        try_get(&agent(Duration::from_secs(10)), &format!("{url}/v1/audit?limit={max}"))
-            .unwrap_or_else(|| panic!("{url} did not answer /v1/audit"));
-    assert_eq!(status, 200, "{body}");
-    let mut history: Vec<Decided> = body["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["action"] != "genesis")
-        .map(|e| Decided {
-            version: e["version"].as_u64().unwrap(),
-            id: id_in_reason(e["reason"].as_str().unwrap_or_default()),
-            to: e["to"].as_str().unwrap_or_default().to_owned(),
-        })
-        .collect();
+    let agent = agent(Duration::from_secs(60));
+    let mut history: Vec<Decided> = Vec::new();
+    let mut before: Option<u64> = None;
+    loop {
+        let page = match before {
+            None => format!("{url}/v1/audit?limit={max}"),
+            Some(v) => format!("{url}/v1/audit?limit={max}&before={v}"),
+        };
+        let mut tries = 0;
+        let body = loop {
+            let answer = agent
+                .get(&page)
+                .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                .call()
+                .ok()
+                .and_then(|mut r| {
+                    Some((r.status().as_u16(), r.body_mut().read_json::<Value>().ok()?))
+                });
+            match answer {
+                Some((200, body)) => break body,
+                // Another deep page is being read from the log: one at a time.
+                Some((503, body)) if body["error"] == "audit_busy" && tries < 60 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                other => panic!("{page} answered {other:?}"),
+            }
+        };
+        history.extend(
+            body["entries"].as_array().unwrap().iter().filter(|e| e["action"] != "genesis").map(
+                |e| Decided {
+                    version: e["version"].as_u64().unwrap(),
+                    id: id_in_reason(e["reason"].as_str().unwrap_or_default()),
+                    to: e["to"].as_str().unwrap_or_default().to_owned(),
+                },
+            ),
+        );
+        match body["next_before"].as_u64() {
+            Some(next) if next > 1 && Some(next) != before => before = Some(next),
+            _ => break,
+        }
+    }
     history.sort_by_key(|d| d.version);
-    assert!(
-        history.len() + 1 < max,
-        "the run made {} versions: more than the audit keeps in memory ({max}); shorten it",
-        history.len()
-    );
     history
 }
 
