@@ -1804,6 +1804,10 @@ async fn a_second_domain_is_selected_and_only_its_dial_moves_in_chromium() {
     assert_eq!(value_of(&c, "#domain-select").await, json!("search"));
     assert_eq!(js(&c, "return location.search").await, json!("?domain=search"));
     assert_eq!(text(&c, "#dial-domain").await, "◆ search");
+    // The hand-made evacuation drain keeps the domain too.
+    let evacuate =
+        js(&c, "return document.getElementById('evacuate-drain-az-b').getAttribute('href')");
+    assert_eq!(evacuate.await, json!("/ui/drain?mode=evacuate&zone=az-b&domain=search"));
 
     // The Move units preview names the domain too (then cancelled: nothing moves).
     preview_move(&c, "0-4", "az-a", "browser test: search units").await;
@@ -1848,6 +1852,8 @@ async fn a_second_domain_is_selected_and_only_its_dial_moves_in_chromium() {
     assert_eq!(js(&c, "return location.search").await, json!("?started=1&domain=search"));
     let heading = text(&c, "#drain-heading").await;
     assert_eq!(heading, "Drain 1 in domain search: az-b → az-a");
+    let panel = text(&c, "#drain-view").await;
+    assert!(!panel.contains("null"), "no value shows as null: {panel}");
     let all = drains(&base);
     let drain = &all[0];
     assert_eq!((drain["domain"].as_str(), drain["zone"].as_str()), (Some("search"), Some("az-b")));

@@ -404,6 +404,13 @@ fn drain_page(
                 },
             ),
             ("domain_options", domain_options(&table, chosen)),
+            (
+                "back_query",
+                match chosen {
+                    Some(d) if d != DEFAULT_DOMAIN => format!("?domain={}", esc(d)),
+                    _ => String::new(),
+                },
+            ),
             ("domain_field_hidden", if show_domain { String::new() } else { " hidden".to_owned() }),
             ("domain_error", domain_error.clone()),
             (

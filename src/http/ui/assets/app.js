@@ -387,9 +387,15 @@
       ? 'This table has one routing domain, default: every control below acts on it.'
       : 'Showing ' + domainWords(name) + ': the dial, the split, the zones’ units' + (CAN_CHANGE ? ', Move units and Start a drain act on ' + name + ' only.' : ' are ' + name + '’s.') +
         othersStay(r, name) + ' Error rates and load are per zone, shared by every domain.';
-    const drainHref = '/ui/drain' + (name === DEFAULT_DOMAIN ? '' : '?domain=' + encodeURIComponent(name));
+    const drainHref = '/ui/drain' + domainQuery('?');
     for (const id of ['nav-drain', 'drain-start']) if ($(id)) $(id).setAttribute('href', drainHref);
     if ($('drain-start')) $('drain-start').textContent = manyDomains(r) ? 'Start a drain in ' + domainWords(name) + '…' : 'Start a drain…';
+  }
+
+  // The selected domain as a query parameter for a link (none for the default domain).
+  function domainQuery(sep) {
+    const name = domainView.selected;
+    return name === DEFAULT_DOMAIN ? '' : sep + 'domain=' + encodeURIComponent(name);
   }
 
   function setDomainUrl(name) {
@@ -581,7 +587,11 @@
     });
     $('dial-cancel').addEventListener('click', () => closeConfirm(true));
     $('dial-apply').addEventListener('click', applyDial);
-    $('dial-domain-name').addEventListener('input', () => { show($('dial-confirm-error'), ''); updateDialGo(); });
+    $('dial-domain-name').addEventListener('input', () => {
+      $('dial-domain-name').removeAttribute('aria-invalid');
+      show($('dial-confirm-error'), '');
+      updateDialGo();
+    });
     $('dial-domain-name').addEventListener('keydown', (event) => {
       if (event.key === 'Enter') { event.preventDefault(); applyDial(); }
     });
@@ -1020,7 +1030,7 @@
     }
     return el('p', { class: 'evacuate', id: 'no-plan-' + zone },
       'No plan for ' + zone + ': ', el('a', { href: '/ui/plans#plans-write', id: 'write-plan-' + zone }, 'write one'),
-      el('span', { class: 'hint' }, ' · or ', el('a', { id: 'evacuate-drain-' + zone, href: '/ui/drain?mode=evacuate&zone=' + encodeURIComponent(zone) }, 'evacuate ' + zone + ' by hand (a drain)…')));
+      el('span', { class: 'hint' }, ' · or ', el('a', { id: 'evacuate-drain-' + zone, href: '/ui/drain?mode=evacuate&zone=' + encodeURIComponent(zone) + domainQuery('&') }, 'evacuate ' + zone + ' by hand (a drain)…')));
   }
 
   // A small SVG line of the error rate, with the guard's limit as a dashed line.
@@ -1124,7 +1134,8 @@
         d.state === 'settling' && d.backlog_messages !== null && d.backlog_messages !== undefined
           ? el('li', {}, 'Waiting for ' + count(d.backlog_messages) + ' MQ message(s) in ' + text(d.zone) + '\'s half to be consumed') : null,
         el('li', { class: 'muted' }, 'Started by ' + text(d.started_by) + ': “' + text(d.reason) + '”')),
-      d.hold_reason ? el('p', { class: 'hold' + (held ? ' held' : ''), id: 'drain-hold' }, (held ? 'held: ' : 'Held: ') + holdText(d.hold_reason)) : null);
+      // replaceChildren would write a null as the text "null": nothing is ''.
+      d.hold_reason ? el('p', { class: 'hold' + (held ? ' held' : ''), id: 'drain-hold' }, (held ? 'held: ' : 'Held: ') + holdText(d.hold_reason)) : '');
     if (CAN_CHANGE) {
       $('drain-actions').hidden = false;
       $('drain-start-link').hidden = true;
