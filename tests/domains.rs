@@ -467,3 +467,86 @@ fn a_plan_step_of_a_named_domain_moves_that_domain_only_and_its_rollback_restore
     assert_eq!(plan["steps"][0]["domain"], "search", "{plan}");
     assert_eq!(lanes(&server.url, Some("search"), &users), search_before);
 }
+
+/// A named domain's unit move is judged on capacity like the default domain's: the receiving zone
+/// gains the moved share of the source's load, and a linked change that gives it units in two
+/// domains is judged on the sum. (The projection used to look at the default domain's map only,
+/// so a move of `search`'s units had no verdict at all and was never refused.)
+#[test]
+fn a_named_domains_unit_move_is_judged_on_capacity_and_a_linked_one_on_the_sum() {
+    let started = std::time::Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    // az-b carries ~2000 rps on 50 units (40 rps a unit), az-a ~50 rps and may carry 1250: 20
+    // units of one domain (+800) fit, 20 units of each of two domains (+1600) do not.
+    let config = "initial_blue_percent = 50\n[health]\nwindow = \"1s\"\n[capacity]\nheadroom = 0.0\n[zones.az-a]\ncapacity_rps = 1250\n";
+    std::fs::write(&file, config_toml(config)).unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let url = server.url.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (flag, target) = (std::sync::Arc::clone(&stop), format!("{url}/v1/outcomes"));
+    let feeder = std::thread::spawn(move || {
+        let agent = agent();
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = agent
+                .post(&target)
+                .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                .send_json(json!([
+                    {"zone": "az-b", "color": "blue", "ok": 100, "error": 0},
+                    {"zone": "az-a", "color": "green", "ok": 2, "error": 0}
+                ]));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    add_search(&url);
+    let loads_known = wait_until(Duration::from_secs(15), || {
+        let zones = get_json(&format!("{url}/v1/zones")).1;
+        zones["zones"].as_array().unwrap().iter().all(|z| z["capacity"]["load_rps"].is_number())
+    });
+    assert!(loads_known, "{}", get_json(&format!("{url}/v1/zones")).1);
+    let units = |moves: Value, dry_run: bool| {
+        put_json(
+            &format!("{url}/v1/units"),
+            OPERATOR_TOKEN,
+            json!({"moves": moves, "expected_version": version(&url), "reason": "capacity per domain",
+                   "dry_run": dry_run}),
+        )
+    };
+    let verdict = |body: &Value| -> Vec<(String, String)> {
+        body["projection"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["zone"].as_str().unwrap().into(), p["verdict"].as_str().unwrap().into()))
+            .collect()
+    };
+    let az_a = vec![("az-a".to_owned(), "fits".to_owned())];
+
+    // search's 20 units alone: judged, and they fit.
+    let search = json!([{"units": "0-19", "zone": "az-a", "domain": "search"}]);
+    let (status, body) = units(search.clone(), true);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(verdict(&body), az_a, "{body}");
+    assert!(body["would_refuse"].is_null(), "{body}");
+    // The same units in both domains, one linked change: az-a would gain twice as much.
+    let both = json!([{"units": "0-19", "zone": "az-a"},
+                      {"units": "0-19", "zone": "az-a", "domain": "search"}]);
+    let (status, body) = units(both.clone(), true);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(verdict(&body), vec![("az-a".to_owned(), "exceeds".to_owned())], "{body}");
+    assert!(body["would_refuse"].as_str().unwrap().contains("az-a"), "{body}");
+    let before = version(&url);
+    let (status, body) = units(both, false);
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"], "insufficient_capacity", "{body}");
+    assert_eq!(version(&url), before, "refused: nothing moved");
+    // search's move alone goes through, judged as it was previewed.
+    let (status, body) = units(search, false);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(verdict(&body), az_a, "{body}");
+    assert_eq!(routing(&url)["domains"]["search"]["blue_percent"], 30.0);
+    assert_eq!(routing(&url)["blue_percent"], 50.0, "the default domain did not move");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    feeder.join().unwrap();
+    eprintln!("capacity per domain test: {:.1} s", started.elapsed().as_secs_f64());
+}

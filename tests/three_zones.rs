@@ -381,3 +381,99 @@ fn a_plan_moves_unit_sets_and_refuses_a_drill_it_could_not_restore() {
     );
     assert_eq!(owners(&routing(&url))[..10], vec!["az-c".to_owned(); 10][..]);
 }
+
+/// `(zone, index, lane, samples with a known error rate)` of each series of
+/// `GET /v1/zones/history`.
+fn history(url: &str) -> Vec<(String, u64, String, usize)> {
+    let (status, body) = get_json(&format!("{url}/v1/zones/history"));
+    assert_eq!(status, 200, "{body}");
+    body["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|z| {
+            let known = z["samples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["error_rate"].is_number())
+                .count();
+            (
+                z["zone"].as_str().unwrap().to_owned(),
+                z["index"].as_u64().unwrap(),
+                z["color"].as_str().unwrap().to_owned(),
+                known,
+            )
+        })
+        .collect()
+}
+
+/// The series' `(zone, index, lane)`.
+fn names(history: &[(String, u64, String, usize)]) -> Vec<(String, u64, String)> {
+    history.iter().map(|(z, i, l, _)| (z.clone(), *i, l.clone())).collect()
+}
+
+/// The health history (the UI's charts) samples every live zone of the table, a third one too,
+/// and follows the table: a zone added through the API is listed at once, a retired one goes.
+/// Before this, the sampler knew blue and green only, so az-c had no series and no chart.
+#[test]
+fn the_zone_history_has_a_series_for_every_live_zone() {
+    let started = std::time::Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    std::fs::write(&file, config()).unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let url = server.url.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let loads = &[("az-b", "blue", 300), ("az-a", "green", 300), ("az-c", "red", 300)];
+    feed(url.clone(), loads, Arc::clone(&stop));
+
+    let three: Vec<(String, u64, String)> =
+        [("az-b", 0, "blue"), ("az-a", 1, "green"), ("az-c", 2, "red")]
+            .map(|(z, i, l)| (z.to_owned(), i, l.to_owned()))
+            .to_vec();
+    // Listed from the start, in index order, each with its own lane.
+    assert_eq!(names(&history(&url)), three);
+    // Sampled every 2 s: az-c gets readings of its own, like blue and green.
+    let sampled = wait_until(Duration::from_secs(15), || {
+        history(&url).iter().all(|(_, _, _, known)| *known >= 2)
+    });
+    assert!(sampled, "every zone has two known samples within 15 s: {:?}", history(&url));
+
+    // A fourth zone added through the API: listed at once (no samples yet), then sampled; its
+    // health is unknown (nobody reports for it), which the history keeps as `null`.
+    let version = routing(&url)["version"].as_u64().unwrap();
+    let (status, body) = post_json(
+        &format!("{url}/v1/zones"),
+        OPERATOR_TOKEN,
+        json!({"name": "az-d", "lane": "teal", "expected_version": version, "reason": "history test"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let mut four = three.clone();
+    four.push(("az-d".to_owned(), 3, "teal".to_owned()));
+    assert_eq!(names(&history(&url)), four);
+    let (_, body) = get_json(&format!("{url}/v1/zones/history"));
+    let az_d = &body["zones"][3];
+    let sampled = wait_until(Duration::from_secs(10), || {
+        let (_, body) = get_json(&format!("{url}/v1/zones/history"));
+        !body["zones"][3]["samples"].as_array().unwrap().is_empty()
+    });
+    assert!(sampled, "az-d is sampled within 10 s: {az_d}");
+    let (_, body) = get_json(&format!("{url}/v1/zones/history"));
+    assert!(body["zones"][3]["samples"][0]["error_rate"].is_null(), "{body}");
+
+    // Retired: its series goes; the others keep theirs.
+    let (status, body) = post_json(
+        &format!("{url}/v1/zones/az-d/retire"),
+        OPERATOR_TOKEN,
+        json!({"expected_version": version + 1, "reason": "history test"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let after = history(&url);
+    assert_eq!(names(&after), three);
+    assert!(after.iter().all(|(_, _, _, known)| *known >= 2), "{after:?}");
+    stop.store(true, Ordering::SeqCst);
+    // The feeder ends within one of its 100 ms rounds, before the server stops.
+    std::thread::sleep(Duration::from_millis(300));
+    eprintln!("zone history test: {:.1} s", started.elapsed().as_secs_f64());
+}

@@ -1409,23 +1409,28 @@ async fn capacity_holds_triggers_and_tables_on_a_phone_in_chromium() {
 
 /// Outcomes for three zones (az-c runs the `red` lane) every 200 ms until dropped, so every zone
 /// has a load the capacity check can project.
-struct ThreeZoneOutcomes {
+const THREE_ZONES: &[(&str, &str, u64, u64)] =
+    &[("az-b", "blue", 900, 4), ("az-a", "green", 1100, 2), ("az-c", "red", 50, 0)];
+
+/// Outcomes `(zone, lane, ok, error)` for each zone every 200 ms until dropped.
+struct ZoneOutcomes {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl ThreeZoneOutcomes {
-    fn start(base: &str) -> ThreeZoneOutcomes {
+impl ZoneOutcomes {
+    fn start(base: &str, zones: &'static [(&'static str, &'static str, u64, u64)]) -> ZoneOutcomes {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (flag, base) = (stop.clone(), base.to_owned());
         let thread = std::thread::spawn(move || {
             let mut round = 0u64;
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                let body = json!([
-                    {"zone": "az-b", "color": "blue", "ok": 900 + round % 7, "error": 4},
-                    {"zone": "az-a", "color": "green", "ok": 1100 + round % 5, "error": 2},
-                    {"zone": "az-c", "color": "red", "ok": 50 + round % 3, "error": 0},
-                ]);
+                let body: Vec<Value> = zones
+                    .iter()
+                    .map(|(zone, lane, ok, error)| {
+                        json!({"zone": zone, "color": lane, "ok": ok + round % 5, "error": error})
+                    })
+                    .collect();
                 let _ = agent()
                     .post(&format!("{base}/v1/outcomes"))
                     .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
@@ -1434,11 +1439,11 @@ impl ThreeZoneOutcomes {
                 std::thread::sleep(Duration::from_millis(200));
             }
         });
-        ThreeZoneOutcomes { stop, thread: Some(thread) }
+        ZoneOutcomes { stop, thread: Some(thread) }
     }
 }
 
-impl Drop for ThreeZoneOutcomes {
+impl Drop for ZoneOutcomes {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
@@ -1483,7 +1488,7 @@ async fn three_zones_show_three_cards_and_units_move_after_a_preview_and_a_typed
     std::fs::write(&config_file, config_toml(toml)).unwrap();
     let server = Server::start(&config_file, &dir.path().join("data"));
     let base = server.url.clone();
-    let outcomes = ThreeZoneOutcomes::start(&base);
+    let outcomes = ZoneOutcomes::start(&base, THREE_ZONES);
     let start = routing(&base);
     assert_eq!(zone_units(&start), [50, 50, 0], "{start}");
     let version = start["version"].as_u64().unwrap();
@@ -1629,6 +1634,21 @@ async fn three_zones_show_three_cards_and_units_move_after_a_preview_and_a_typed
     assert_eq!(text(&c, "#blue-percent").await, "25 %");
     // az-c owns units now: never "owns no units", and never healthy without a reading.
     assert_ne!(text(&c, "#zone-state-az-c").await, "○ Owns no units");
+    // Each card's chart draws its own zone's series from GET /v1/zones/history, az-c's too.
+    let line = |zone: &str| {
+        format!(
+            "document.querySelector('svg.chart[data-zone=\"{zone}\"] polyline') || document.querySelector('svg.chart[data-zone=\"{zone}\"] circle')"
+        )
+    };
+    for zone in ["az-b", "az-a", "az-c"] {
+        wait_for(&c, &format!("{zone}'s error-rate line"), &line(zone)).await;
+    }
+    let label = js(
+        &c,
+        "return document.querySelector('svg.chart[data-zone=\"az-c\"]').getAttribute('aria-label')",
+    )
+    .await;
+    assert_eq!(label, json!("az-c: error rate over the last 5 minutes, now 0.00 %"));
     // A card's "Move <zone>'s units…" fills the form with what the zone owns.
     click(&c, "#move-from-az-c").await;
     let ranges = js(&c, "return document.getElementById('units-ranges').value").await;
@@ -1645,6 +1665,231 @@ async fn three_zones_show_three_cards_and_units_move_after_a_preview_and_a_typed
     drop(driver);
     eprintln!(
         "three-zone browser test: {:.1} s including chromium start-up",
+        started.elapsed().as_secs_f64()
+    );
+    drop(server);
+}
+
+/// The selected routing domain's value of a select or input.
+async fn value_of(c: &Client, css: &str) -> Value {
+    js(c, &format!("return document.querySelector({css:?}).value")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_domain_is_selected_and_only_its_dial_moves_in_chromium() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    std::fs::write(&config_file, config_toml("[health]\nwindow = \"2s\"\n")).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let outcomes = Outcomes::start(&base);
+    // A second domain, `search`, as a copy of the default domain's map (50 % blue).
+    let (status, body) = post_json(
+        &format!("{base}/v1/domains"),
+        OPERATOR_TOKEN,
+        json!({"name": "search", "expected_version": 1, "reason": "browser test: a second domain"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let before = routing(&base);
+    let version = before["version"].as_u64().unwrap();
+    assert_eq!(before["domains"]["search"]["blue_percent"], 50.0, "{before}");
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1600).await.unwrap();
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+
+    // The selector lists both domains, default first and selected; every card names it.
+    let options = js(
+        &c,
+        "return [...document.querySelectorAll('#domain-select option')].map((o) => o.value)",
+    )
+    .await;
+    assert_eq!(options, json!(["default", "search"]));
+    assert_eq!(value_of(&c, "#domain-select").await, json!("default"));
+    wait_for(&c, "the dial's domain tag", "document.querySelector('#dial-domain .domain-tag')")
+        .await;
+    assert_eq!(text(&c, "#dial-domain").await, "◆ default");
+
+    // Select `search`: the URL keeps it, the tags and the hint say it.
+    c.find(Locator::Css("#domain-select")).await.unwrap().select_by_value("search").await.unwrap();
+    wait_for(&c, "the URL's domain", "location.search === '?domain=search'").await;
+    assert_eq!(text(&c, "#dial-domain").await, "◆ search");
+    assert_eq!(text(&c, "#zones-domain").await, "◆ search");
+    assert_eq!(text(&c, "#units-domain").await, "◆ search");
+    let hint = text(&c, "#domain-hint").await;
+    assert!(
+        hint.starts_with("Showing domain search: ")
+            && hint.contains("Domain default does not move."),
+        "{hint}"
+    );
+    assert_eq!(
+        js(&c, "return document.getElementById('domain-bar').classList.contains('named')").await,
+        json!(true)
+    );
+    let drain_link =
+        js(&c, "return document.getElementById('drain-start').getAttribute('href')").await;
+    assert_eq!(drain_link, json!("/ui/drain?domain=search"));
+
+    // Move search's dial to 30 % blue: the summary names the domain and the one that stays, and
+    // the button waits for the domain's name; the default domain's name is not enough.
+    type_into(&c, "#dial-number", "30").await;
+    click(&c, "#dial-review").await;
+    wait_for(&c, "the confirm step", "!document.getElementById('dial-confirm').hidden").await;
+    let summary = text(&c, "#dial-summary").await;
+    assert_eq!(
+        summary,
+        "In domain search, 20 % of users will move from blue (az-b) to green (az-a). The search dial goes from 50 % to 30 % blue. Domain default does not move."
+    );
+    assert_eq!(text(&c, "#dial-apply").await, "Move the search dial");
+    assert_eq!(text(&c, "#dial-domain-expected").await, "search");
+    let go_disabled = "return document.getElementById('dial-apply').disabled";
+    assert_eq!(js(&c, go_disabled).await, json!(true), "nothing typed yet");
+    type_into(&c, "#dial-domain-name", "default").await;
+    assert_eq!(js(&c, go_disabled).await, json!(true), "the other domain's name");
+    type_into(&c, "#dial-reason", "browser test: search to 30").await;
+    // Enter in the reason with the wrong name typed: refused in the page, nothing sent.
+    c.find(Locator::Css("#dial-reason")).await.unwrap().send_keys("\u{E007}").await.unwrap();
+    wait_for(&c, "the typed-name message", "!document.getElementById('dial-confirm-error').hidden")
+        .await;
+    assert!(text(&c, "#dial-confirm-error").await.starts_with("Type the domain’s name, search,"));
+    assert_eq!(routing(&base)["version"], version, "nothing was sent");
+    type_into(&c, "#dial-domain-name", "search").await;
+    assert_eq!(js(&c, go_disabled).await, json!(false), "the typed name matches");
+    js(&c, "window.scrollTo(0, 0)").await;
+    shots_at_both_widths(&c, "27-domain-dial-confirm", 1600).await;
+    phone_shot(&c, "#dial-card", "27-domain-dial-confirm-390-dial").await;
+    // Enter twice: one change.
+    let field = c.find(Locator::Css("#dial-domain-name")).await.unwrap();
+    field.send_keys("\u{E007}\u{E007}").await.unwrap();
+    wait_for(&c, "the dial's success message", "!document.getElementById('dial-ok').hidden").await;
+    assert_eq!(
+        text(&c, "#dial-ok").await,
+        format!("Done: the search dial is at 30 % blue (routing version {}).", version + 1)
+    );
+
+    // Through the API: search moved, the default domain did not (same map, same dial).
+    let after = routing(&base);
+    assert_eq!(after["version"].as_u64(), Some(version + 1), "{after}");
+    assert_eq!(after["domains"]["search"]["blue_percent"], 30.0, "{after}");
+    assert_eq!(after["blue_percent"], before["blue_percent"], "the default dial stays");
+    assert_eq!(after["unit_map"], before["unit_map"], "the default map stays");
+    assert_eq!(audit_by(&base, "dial"), vec!["alice"], "Enter twice sent one change");
+    // The page shows search's dial, split and units; the default domain's stay 50 %.
+    wait_for(
+        &c,
+        "search at 30 %",
+        "document.getElementById('blue-percent').textContent === '30 %'",
+    )
+    .await;
+    assert_eq!(text(&c, "#green-percent").await, "70 %");
+    assert_eq!(text(&c, "#zone-units-az-b").await, "30 of 100");
+    assert_eq!(text(&c, "#zone-units-az-a").await, "70 of 100");
+    assert_eq!(value_of(&c, "#dial-number").await, json!("30"));
+
+    // Reload: the selection holds.
+    c.refresh().await.unwrap();
+    wait_for(
+        &c,
+        "the first poll",
+        "document.getElementById('routing-version').textContent !== '–'",
+    )
+    .await;
+    wait_for(
+        &c,
+        "search after the reload",
+        "document.getElementById('blue-percent').textContent === '30 %'",
+    )
+    .await;
+    assert_eq!(value_of(&c, "#domain-select").await, json!("search"));
+    assert_eq!(js(&c, "return location.search").await, json!("?domain=search"));
+    assert_eq!(text(&c, "#dial-domain").await, "◆ search");
+    // The hand-made evacuation drain keeps the domain too.
+    let evacuate =
+        js(&c, "return document.getElementById('evacuate-drain-az-b').getAttribute('href')");
+    assert_eq!(evacuate.await, json!("/ui/drain?mode=evacuate&zone=az-b&domain=search"));
+
+    // The Move units preview names the domain too (then cancelled: nothing moves).
+    preview_move(&c, "0-4", "az-a", "browser test: search units").await;
+    wait_for(&c, "the units preview", "!document.getElementById('units-confirm').hidden").await;
+    assert_eq!(
+        text(&c, "#units-confirm-title").await,
+        "Confirm: move 5 units of domain search to az-a"
+    );
+    let preview = text(&c, "#units-preview-summary").await;
+    assert!(
+        preview.starts_with("5 units (5 % of search’s users) will move to az-a in domain search")
+            && preview.ends_with("Domain default does not move."),
+        "{preview}"
+    );
+    let rows = js(
+        &c,
+        "return [...document.querySelectorAll('#units-preview-zones tbody tr')].map((r) => [r.dataset.zone, r.children[1].textContent, r.querySelector('.units-after').textContent])",
+    )
+    .await;
+    assert_eq!(rows, json!([["az-b", "30", "25"], ["az-a", "70", "75"]]), "search's units");
+    assert_eq!(text(&c, "#units-confirm-go").await, "Move search’s units to az-a");
+    click(&c, "#units-confirm-cancel").await;
+    assert_eq!(routing(&base)["version"].as_u64(), Some(version + 1), "a preview moves nothing");
+
+    // Start a drain from the overview's link: the form has search selected and says so.
+    c.goto(&format!("{base}/ui/drain?domain=search")).await.unwrap();
+    wait_for(&c, "the drain form", "document.getElementById('drain-form')").await;
+    assert_eq!(value_of(&c, "#f-domain").await, json!("search"));
+    assert_eq!(text(&c, "#drain-submit").await, "Start the drain in domain search");
+    type_into(&c, "#f-target", "0").await;
+    type_into(&c, "#f-step", "10").await;
+    type_into(&c, "#f-interval", "1h").await;
+    type_into(&c, "#f-reason", "browser test: drain search's az-b").await;
+    shots_at_both_widths(&c, "28-domain-drain-form", 1400).await;
+    click(&c, "#drain-submit").await;
+    wait_for(
+        &c,
+        "the overview after the start",
+        "location.pathname === '/ui' && document.getElementById('drain-heading')",
+    )
+    .await;
+    assert_eq!(js(&c, "return location.search").await, json!("?started=1&domain=search"));
+    let heading = text(&c, "#drain-heading").await;
+    assert_eq!(heading, "Drain 1 in domain search: az-b → az-a");
+    let panel = text(&c, "#drain-view").await;
+    assert!(!panel.contains("null"), "no value shows as null: {panel}");
+    let all = drains(&base);
+    let drain = &all[0];
+    assert_eq!((drain["domain"].as_str(), drain["zone"].as_str()), (Some("search"), Some("az-b")));
+    assert_eq!(routing(&base)["unit_map"], before["unit_map"], "the default map stays");
+    js(&c, "window.scrollTo(0, 0)").await;
+    shots_at_both_widths(&c, "29-domain-drain-running", 1600).await;
+    drain_action(&base, &drain["id"], "abort");
+
+    // A link to a domain the table does not have: said, and the default domain shown.
+    c.goto(&format!("{base}/ui?domain=serch")).await.unwrap();
+    wait_for(&c, "the unknown-domain notice", "!document.getElementById('domain-unknown').hidden")
+        .await;
+    assert_eq!(
+        text(&c, "#domain-unknown").await,
+        "There is no routing domain “serch” in this table (domains: default, search). Showing the default domain instead: choose another above."
+    );
+    assert_eq!(value_of(&c, "#domain-select").await, json!("default"));
+    assert_eq!(js(&c, "return location.search").await, json!(""));
+    wait_for(
+        &c,
+        "the default dial",
+        "document.getElementById('blue-percent').textContent === '50 %'",
+    )
+    .await;
+    assert_eq!(text(&c, "#zone-units-az-b").await, "50 of 100");
+    // And the drain form never picks a domain for an unknown one.
+    c.goto(&format!("{base}/ui/drain?domain=serch")).await.unwrap();
+    wait_for(&c, "the drain form", "document.getElementById('drain-form')").await;
+    assert_eq!(value_of(&c, "#f-domain").await, json!(""));
+    assert!(text(&c, "#e-domain").await.starts_with("There is no routing domain “serch”"));
+
+    c.close().await.unwrap();
+    drop(outcomes);
+    drop(driver);
+    eprintln!(
+        "two-domain browser test: {:.1} s including chromium start-up",
         started.elapsed().as_secs_f64()
     );
     drop(server);

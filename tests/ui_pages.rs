@@ -1112,8 +1112,13 @@ fn the_overview_offers_unit_moves_to_operators_and_hides_the_dial_with_a_third_l
     for control in ["units-card", "units-form", "units-confirm", "units-zone", "dial-n-zones"] {
         assert!(!html.contains(control), "the viewer's overview holds {control}");
     }
+    // The routing domain selector only chooses what the page shows: viewers keep it. Nothing
+    // else takes input.
     let main = between(&html, "<main id=\"main\">", "</main>");
-    assert!(!main.contains("<input") && !main.contains("<select"), "no field for viewers");
+    let bar = between(main, "<section class=\"domain-bar", "</section>");
+    assert!(bar.contains("<select id=\"domain-select\">"), "{bar}");
+    let rest = main.replace(bar, "");
+    assert!(!rest.contains("<input") && !rest.contains("<select"), "no field for viewers");
 
     // The script draws the cards from the table's zones and reuses one typed confirmation.
     let js = client.get("/ui/assets/app.js").dispatch().into_string().unwrap();
@@ -1207,4 +1212,60 @@ fn a_unit_move_from_the_ui_is_previewed_then_made_at_the_previewed_version_under
         Status::Conflict,
     );
     assert_eq!(refused["error"], "needs_two_zones");
+}
+
+/// The overview and the drain form render the routing domains with the one asked for in
+/// `?domain=` selected; a name the table does not have selects the default domain on the
+/// overview (whose script says so) and nothing on the drain form, which says why.
+#[test]
+fn the_overview_and_the_drain_form_select_the_domain_of_the_url() {
+    let (client, _dir) = client_with(&config());
+    let csrf = login(&client, "alice", OPERATOR_TOKEN);
+    // One domain: the overview lists it; the drain form has no domain field.
+    let (_, html) = page(&client, "/ui");
+    let select = between(&html, "<select id=\"domain-select\">", "</select>");
+    assert_eq!(select, "<option value=\"default\" selected>default</option>");
+    let (_, html) = page(&client, "/ui/drain");
+    assert!(
+        open_tag(&html, "f-domain-field").contains(" hidden>"),
+        "{}",
+        open_tag(&html, "f-domain-field")
+    );
+    assert!(html.contains(">Start the drain</button>"), "no domain named with one domain");
+
+    let body = json!({"name": "search", "expected_version": version(&client), "reason": "a second domain"});
+    assert_eq!(send(&client, "POST", "/v1/domains", Some(&csrf), body).status(), Status::Ok);
+    let (_, html) = page(&client, "/ui?domain=search");
+    let select = between(&html, "<select id=\"domain-select\">", "</select>");
+    assert_eq!(
+        select,
+        "<option value=\"default\">default</option><option value=\"search\" selected>search</option>"
+    );
+    assert!(html.contains("class=\"domain-bar named\""), "a named domain's bar stands out");
+    let (_, html) = page(&client, "/ui?domain=serch");
+    let select = between(&html, "<select id=\"domain-select\">", "</select>");
+    assert!(select.starts_with("<option value=\"default\" selected>"), "{select}");
+
+    let (_, html) = page(&client, "/ui/drain?domain=search");
+    assert!(!open_tag(&html, "f-domain-field").contains("hidden"));
+    let select = between(&html, "<select id=\"f-domain\" name=\"domain\">", "</select>");
+    assert_eq!(
+        select,
+        "<option value=\"default\">default</option><option value=\"search\" selected>search</option>"
+    );
+    assert!(html.contains(">Start the drain in domain search</button>"));
+    // Another domain is never picked for one the table does not have.
+    let (_, html) = page(&client, "/ui/drain?domain=%3Cb%3Eserch");
+    let select = between(&html, "<select id=\"f-domain\" name=\"domain\">", "</select>");
+    assert!(
+        select.starts_with("<option value=\"\" selected>choose a domain…</option>"),
+        "{select}"
+    );
+    assert!(!select.contains("\" selected>default"), "{select}");
+    let error = between(&html, "id=\"e-domain\" role=\"alert\">", "</p>");
+    assert_eq!(
+        error,
+        "There is no routing domain “&lt;b&gt;serch” in this table (domains: default, search): choose one."
+    );
+    assert!(html.contains(">Start the drain</button>"), "no domain named while none is chosen");
 }

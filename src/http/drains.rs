@@ -62,9 +62,11 @@ pub fn stage() -> AdHoc {
             .attach(AdHoc::on_liftoff("zone history", |rocket| {
                 Box::pin(async move {
                     let app = rocket.state::<App>().expect("App state is managed");
+                    let coordinator = Arc::clone(&app.coordinator);
                     rocket::tokio::spawn(zone_history::run(
                         Arc::clone(&app.zone_history),
                         Arc::clone(&app.health),
+                        move || zone_history::live_zones(&coordinator.table()),
                         Duration::from_millis(zone_history::SAMPLE_EVERY_MS),
                         now_ms,
                         rocket.shutdown(),
@@ -223,17 +225,21 @@ fn zone_state(
     }
 }
 
-/// The last minutes of each zone's health as the coordinator sampled it (every
-/// `zone_history::SAMPLE_EVERY_MS`), oldest first; an unknown reading has `error_rate: null`.
+/// The last minutes of each live zone's health as the coordinator sampled it (every
+/// `zone_history::SAMPLE_EVERY_MS`), one series per live zone of the table in index order (a
+/// zone added since the last sample is listed with no samples yet), oldest sample first; an
+/// unknown reading has `error_rate: null`.
 #[get("/v1/zones/history")]
 fn get_zone_history(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
+    app.zone_history.track(&zone_history::live_zones(&app.coordinator.table()));
     let zones: Vec<Value> = app
         .zone_history
         .snapshot()
         .into_iter()
-        .map(|(color, zone, samples)| {
-            let samples: Vec<Value> = samples
+        .map(|series| {
+            let samples: Vec<Value> = series
+                .samples
                 .iter()
                 .map(|s| {
                     json!({
@@ -244,7 +250,12 @@ fn get_zone_history(app: &State<App>, caller: Caller) -> Result<Json<Value>, Api
                     })
                 })
                 .collect();
-            json!({ "zone": zone, "color": app.config.zones.lane(color), "samples": samples })
+            json!({
+                "zone": series.zone.zone,
+                "index": series.zone.id.0,
+                "color": series.zone.lane,
+                "samples": samples,
+            })
         })
         .collect();
     Ok(Json(json!({

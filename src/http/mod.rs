@@ -32,7 +32,6 @@ use rocket::fairing::AdHoc;
 use rocket::{Build, Rocket};
 
 use crate::config::{Config, HealthSourceConfig};
-use crate::core::ZoneId;
 use crate::core::{Audit, Command, CommandError, Envelope};
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError, Submitted};
@@ -144,12 +143,11 @@ impl App {
                 Revocations::in_memory()
             }
         };
-        let zone_history = Arc::new(ZoneHistory::new(
-            config.zones.zone_of(ZoneId::BLUE),
-            config.zones.zone_of(ZoneId::GREEN),
-            zone_history::KEEP_MS,
-            zone_history::SAMPLE_EVERY_MS,
-        ));
+        // Every live zone of the table has a history from the start; the sampler follows zones
+        // added or retired later.
+        let zone_history =
+            Arc::new(ZoneHistory::new(zone_history::KEEP_MS, zone_history::SAMPLE_EVERY_MS));
+        zone_history.track(&zone_history::live_zones(&coordinator.table()));
         let member_key = member_key(&config);
         let capacities = Arc::new(Capacities::new(Arc::clone(&health), config.capacity.clone()));
         let preconditions = Arc::new(Preconditions::new(Arc::clone(&health), 2_000));

@@ -143,21 +143,31 @@ fn unknown_domain(table: &RoutingTable, field: &str, name: &str) -> ApiError {
     )
 }
 
-/// The capacity verdicts of `next`, one object per receiving zone; the first blocking one.
+/// The capacity verdicts of the default domain's map becoming `next` and each named domain's
+/// becoming its map in `next_domains` (a zone gaining units in several domains is judged on the
+/// sum), one object per receiving zone; the first blocking one.
 async fn project(
     app: &App,
     table: &std::sync::Arc<RoutingTable>,
     next: &UnitMap,
+    next_domains: &std::collections::BTreeMap<String, UnitMap>,
 ) -> Result<(Vec<Value>, Option<Verdict>), ApiError> {
     if !app.capacities.is_configured() {
         return Ok((Vec::new(), None));
     }
     let capacities = std::sync::Arc::clone(&app.capacities);
-    let (t, n) = (std::sync::Arc::clone(table), next.clone());
-    let verdicts =
-        rocket::tokio::task::spawn_blocking(move || capacities.judge_map(&t, &n, now_ms()))
-            .await
-            .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+    let (t, n, d) = (std::sync::Arc::clone(table), next.clone(), next_domains.clone());
+    let verdicts = rocket::tokio::task::spawn_blocking(move || {
+        let mut changes = vec![(t.map(), &n)];
+        for (name, after) in &d {
+            if let Some(before) = t.domains().get(name) {
+                changes.push((before, after));
+            }
+        }
+        capacities.judge_maps(&t, &changes, now_ms())
+    })
+    .await
+    .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
     let blocking = verdicts.iter().find(|(_, v)| v.blocks()).map(|(_, v)| v.clone());
     let body = verdicts
         .iter()
@@ -206,7 +216,7 @@ async fn move_to(
             .iter()
             .map(|(name, map)| table.domains().get(name).map_or(0, |m| m.diff(map).len()))
             .sum::<usize>();
-    let (projection, blocking) = project(app, &table, &next).await?;
+    let (projection, blocking) = project(app, &table, &next, &next_domains).await?;
     let moves_body: Vec<Value> = moves
         .iter()
         .map(|m| {

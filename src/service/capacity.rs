@@ -263,17 +263,34 @@ impl Capacities {
         next: &crate::core::UnitMap,
         now_ms: u64,
     ) -> Vec<(ZoneId, Verdict)> {
+        self.judge_maps(table, &[(table.map(), next)], now_ms)
+    }
+
+    /// [`Capacities::judge_map`] for a change of several domains' maps at once, each given as
+    /// (its map now, its map after): a zone that gains units in several domains is judged on
+    /// the sum. A source zone's load per unit is its load over the units it owns in the map the
+    /// units leave, as the dial of a named domain judges it.
+    pub fn judge_maps(
+        &self,
+        table: &RoutingTable,
+        changes: &[(&crate::core::UnitMap, &crate::core::UnitMap)],
+        now_ms: u64,
+    ) -> Vec<(ZoneId, Verdict)> {
         let zones = table.zones();
         let n = zones.len();
-        // moved[source][receiver] = units moving from source to receiver.
-        let mut moved = vec![vec![0u32; n]; n];
-        for unit in table.map().diff(next) {
-            moved[table.map().owner(unit).index()][next.owner(unit).index()] += 1;
+        // moved[change][source][receiver] = units moving from source to receiver.
+        let mut moved = vec![vec![vec![0u32; n]; n]; changes.len()];
+        for (c, (now, next)) in changes.iter().enumerate() {
+            for unit in now.diff(next) {
+                moved[c][now.owner(unit).index()][next.owner(unit).index()] += 1;
+            }
         }
         let mut out = Vec::new();
         for receiver in zones.ids() {
-            let gains_from: Vec<ZoneId> =
-                zones.ids().filter(|s| moved[s.index()][receiver.index()] > 0).collect();
+            let gains_from: Vec<(usize, ZoneId)> = (0..changes.len())
+                .flat_map(|c| zones.ids().map(move |s| (c, s)))
+                .filter(|(c, s)| moved[*c][s.index()][receiver.index()] > 0)
+                .collect();
             if gains_from.is_empty() {
                 continue;
             }
@@ -284,10 +301,10 @@ impl Capacities {
             }
             let sources: Vec<(u32, u32, ZoneLoad)> = gains_from
                 .iter()
-                .map(|&s| {
-                    let units = table.units_of(s);
+                .map(|&(c, s)| {
+                    let units = changes[c].0.count(s);
                     (
-                        moved[s.index()][receiver.index()],
+                        moved[c][s.index()][receiver.index()],
                         units,
                         self.source_load(table.zone_of(s), units, now_ms),
                     )

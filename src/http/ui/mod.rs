@@ -27,8 +27,8 @@ use super::auth::check_login;
 use super::error::ApiError;
 use super::{App, iso8601, now_ms};
 use crate::config::{Role, UiConfig};
-use crate::core::OnBreach;
 use crate::core::ZoneId;
+use crate::core::{DEFAULT_DOMAIN, OnBreach, RoutingTable};
 use crate::duration::format_duration_ms;
 use crate::service::login_limit;
 use crate::telemetry;
@@ -223,6 +223,25 @@ fn layout(app: &App, user: &SignedIn, page: &str, title: &str, main: &str) -> Pa
     Page::new(for_role(&html, user.role))
 }
 
+/// Whether `name` is a routing domain of `table` (`default` always is).
+fn is_domain(table: &RoutingTable, name: &str) -> bool {
+    name == DEFAULT_DOMAIN || table.domains().contains_key(name)
+}
+
+/// The table's routing domains as `<option>`s, the default domain first, `chosen` selected; with
+/// no domain chosen a first, empty option "choose a domain" is selected instead.
+fn domain_options(table: &RoutingTable, chosen: Option<&str>) -> String {
+    let mut out = String::new();
+    if chosen.is_none() {
+        out.push_str("<option value=\"\" selected>choose a domain…</option>");
+    }
+    for name in std::iter::once(DEFAULT_DOMAIN).chain(table.domains().keys().map(String::as_str)) {
+        let selected = if Some(name) == chosen { " selected" } else { "" };
+        out.push_str(&format!("<option value=\"{0}\"{selected}>{0}</option>", esc(name)));
+    }
+    out
+}
+
 /// The dial's granularity in percent: one unit.
 fn unit_step(units: u32) -> String {
     trim_number(100.0 / f64::from(units))
@@ -241,11 +260,14 @@ fn root() -> Redirect {
 /// The overview. The zone cards, the split and the global writer are drawn by the page's script
 /// from `GET /v1/routing`, for any number of zones; the shell renders what the first paint needs
 /// without waiting for it: whether the dial applies (only while blue and green are the only live
-/// zones, the rule of `PUT /v1/dial`) and the live zones the "Move units" form can give units to.
-#[get("/ui")]
-fn overview(app: &State<App>, user: Option<SignedIn>) -> Reply {
+/// zones, the rule of `PUT /v1/dial`) and the live zones the "Move units" form can give units to,
+/// and the routing domains with `?domain=NAME` selected (the script says so when the table has
+/// no such domain, and keeps the selection in the URL).
+#[get("/ui?<domain>")]
+fn overview(app: &State<App>, user: Option<SignedIn>, domain: Option<&str>) -> Reply {
     let Some(user) = user else { return to_login() };
     let table = app.coordinator.table();
+    let chosen = domain.filter(|d| is_domain(&table, d)).unwrap_or(DEFAULT_DOMAIN);
     let zones = table.zones();
     let live: Vec<_> = zones.live().collect();
     let hidden = |on: bool| if on { " hidden".to_owned() } else { String::new() };
@@ -271,6 +293,9 @@ fn overview(app: &State<App>, user: Option<SignedIn>) -> Reply {
             ("live_count", live.len().to_string()),
             ("live_names", esc(&names.join(", "))),
             ("zone_options", options),
+            ("domain_options", domain_options(&table, Some(chosen))),
+            ("domain_bar_class", if chosen == DEFAULT_DOMAIN { "" } else { " named" }.to_owned()),
+            ("domain_hint", String::new()),
         ],
     );
     Reply::Page(layout(app, &user, "overview", "Overview", &main))
@@ -316,15 +341,34 @@ fn plans_page(app: &State<App>, user: Option<SignedIn>) -> Reply {
 }
 
 /// The drain form; `?mode=evacuate&zone=az-b` (the overview's "Evacuate" action) fills in the
-/// `[drain.evacuate]` defaults and the zone.
-#[get("/ui/drain?<mode>&<zone>")]
+/// `[drain.evacuate]` defaults and the zone, `?domain=NAME` (the overview's selected domain) the
+/// routing domain. The domain field shows when the table has named domains or one was asked
+/// for; a domain the table does not have is never replaced by another: nothing is selected and
+/// the field says why.
+#[get("/ui/drain?<mode>&<zone>&<domain>")]
 fn drain_page(
     app: &State<App>,
     user: Option<SignedIn>,
     mode: Option<&str>,
     zone: Option<&str>,
+    domain: Option<&str>,
 ) -> Reply {
     let Some(user) = user else { return to_login() };
+    let table = app.coordinator.table();
+    let unknown = domain.filter(|d| !is_domain(&table, d));
+    let chosen = match (domain, unknown) {
+        (_, Some(_)) => None,
+        (Some(d), None) => Some(d),
+        (None, None) => Some(DEFAULT_DOMAIN),
+    };
+    let show_domain = !table.domains().is_empty() || domain.is_some();
+    let domain_error = unknown.map_or(String::new(), |d| {
+        format!(
+            "There is no routing domain “{}” in this table (domains: {}): choose one.",
+            esc(d),
+            esc(&table.domain_names())
+        )
+    });
     let evacuate = mode == Some("evacuate");
     let d = &app.config.drain;
     let (step, interval_ms, guard) = if evacuate {
@@ -352,12 +396,33 @@ fn drain_page(
             ("title", title.to_owned()),
             ("intro", intro.to_owned()),
             ("submit", submit.to_owned()),
+            (
+                "submit_label",
+                match chosen {
+                    Some(d) if show_domain => format!("{submit} in domain {}", esc(d)),
+                    _ => submit.to_owned(),
+                },
+            ),
+            ("domain_options", domain_options(&table, chosen)),
+            (
+                "back_query",
+                match chosen {
+                    Some(d) if d != DEFAULT_DOMAIN => format!("?domain={}", esc(d)),
+                    _ => String::new(),
+                },
+            ),
+            ("domain_field_hidden", if show_domain { String::new() } else { " hidden".to_owned() }),
+            ("domain_error", domain_error.clone()),
+            (
+                "domain_error_hidden",
+                if domain_error.is_empty() { " hidden" } else { "" }.to_owned(),
+            ),
             ("mode", if evacuate { "evacuate" } else { "maintenance" }.to_owned()),
             ("blue_zone", esc(app.config.zones.zone_of(ZoneId::BLUE))),
             ("green_zone", esc(app.config.zones.zone_of(ZoneId::GREEN))),
             ("blue_selected", selected(zone == Some(app.config.zones.zone_of(ZoneId::BLUE)))),
             ("green_selected", selected(zone == Some(app.config.zones.zone_of(ZoneId::GREEN)))),
-            ("step", unit_step(app.coordinator.table().units())),
+            ("step", unit_step(table.units())),
             ("default_step", trim_number(step)),
             ("default_interval", format_duration_ms(interval_ms)),
             ("default_max_error", trim_number(guard.max_error_rate * 100.0)),

@@ -22,6 +22,8 @@
   // A change waits longer (the log fsyncs), but not for ever: past this its outcome is unknown.
   const WRITE_TIMEOUT_MS = 15000;
   const HISTORY_MS = 5 * 60 * 1000;
+  // The routing domain the API uses when a request names none (GET /v1/routing's own `unit_map`).
+  const DEFAULT_DOMAIN = 'default';
   const ACTIVE_DRAIN = ['running', 'paused', 'settling', 'rolling_back'];
 
   const $ = (id) => document.getElementById(id);
@@ -288,9 +290,9 @@
     return LANE_COLOURS[lane] || 'z' + (2 + ((index - 2) % 6));
   }
 
-  // A zone's units as the API writes unit sets ("0-24,50-59"), from the table's `unit_map`.
-  function unitsOf(r, zone) {
-    return ((r && r.unit_map) || []).filter((run) => run.zone === zone).map((run) => {
+  // A zone's units as the API writes unit sets ("0-24,50-59"), from a domain's `unit_map`.
+  function unitsOf(map, zone) {
+    return (map || []).filter((run) => run.zone === zone).map((run) => {
       const [first, last] = run.units.split('-');
       return first === last ? first : first + '-' + last;
     }).join(',');
@@ -304,6 +306,128 @@
       out[run.zone] = (out[run.zone] || 0) + (last - first + 1);
     }
     return out;
+  }
+
+  // ---- routing domains --------------------------------------------------------------------
+
+  // Every routing domain of the table: the default domain (the table's own `unit_map`) first,
+  // then the named ones of GET /v1/routing `domains`.
+  function domainNames(r) { return [DEFAULT_DOMAIN, ...Object.keys((r && r.domains) || {}).sort()]; }
+  // Whether the table has named domains: then every control and text names the domain it acts on.
+  function manyDomains(r) { return Object.keys((r && r.domains) || {}).length > 0; }
+
+  // The overview's selected domain. The URL keeps it (`?domain=search`), so a reload or a shared
+  // link shows the same domain; `checked` turns true once the first table said it exists.
+  const domainView = {
+    selected: new URLSearchParams(location.search).get('domain') || DEFAULT_DOMAIN,
+    checked: false,
+    names: null, // the options the select lists, so a poll rebuilds it only when they change
+  };
+
+  // The table as one domain sees it: its unit map, the units each zone owns in it, and on a
+  // two-zone table its dial (blue and green shares).
+  function domainTable(r, name) {
+    const zones = tableZones(r);
+    const named = name && name !== DEFAULT_DOMAIN && r.domains && r.domains[name];
+    if (!named) {
+      const counts = {};
+      for (const z of zones) counts[z.name] = z.units;
+      return { name: DEFAULT_DOMAIN, unit_map: r.unit_map || [], counts, blue_percent: r.blue_percent, green_percent: r.green_percent };
+    }
+    const counts = unitCounts(named.unit_map);
+    const share = (z) => (z ? (counts[z.name] || 0) * 100 / r.units : 0);
+    return {
+      name, unit_map: named.unit_map, counts,
+      blue_percent: typeof named.blue_percent === 'number' ? named.blue_percent : share(zones[0]),
+      green_percent: share(zones[1]),
+    };
+  }
+  function selectedTable(r) { return domainTable(r, domainView.selected); }
+
+  // "domain search" in a sentence, for the selected domain or a drain's.
+  function domainWords(name) { return 'domain ' + name; }
+  // The domains a change of `name` leaves alone, as a sentence (none: '').
+  function othersStay(r, name) {
+    const others = domainNames(r).filter((n) => n !== name);
+    if (!others.length) return '';
+    return others.length === 1 ? ' Domain ' + others[0] + ' does not move.' : ' Domains ' + others.join(', ') + ' do not move.';
+  }
+  // A dark tag with the selected domain, next to the title of every card that shows or changes
+  // one domain; none while the table has only the default domain.
+  function domainTag(r, name) {
+    if (!manyDomains(r) && name === DEFAULT_DOMAIN) return null;
+    return el('span', { class: 'domain-tag', 'data-domain': name, title: 'routing domain ' + name }, '◆ ' + name);
+  }
+
+  // The domain selector follows the table (a domain added shows up) and checks the URL's domain
+  // once: a name the table does not have is said, and the default domain shown instead.
+  function syncDomains(r) {
+    const names = domainNames(r);
+    if (!domainView.checked) {
+      domainView.checked = true;
+      const asked = domainView.selected;
+      if (!names.includes(asked)) {
+        domainView.selected = DEFAULT_DOMAIN;
+        setDomainUrl(DEFAULT_DOMAIN);
+        show($('domain-unknown'), 'There is no routing domain “' + asked + '” in this table (domains: ' + names.join(', ') +
+          '). Showing the default domain instead: choose another above.');
+      }
+    }
+    const select = $('domain-select');
+    if (!select) return;
+    const key = names.join(',');
+    if (key !== domainView.names) {
+      domainView.names = key;
+      select.replaceChildren(...names.map((n) => el('option', { value: n }, n)));
+    }
+    select.value = domainView.selected;
+    const name = domainView.selected;
+    $('domain-bar').classList.toggle('named', name !== DEFAULT_DOMAIN);
+    $('domain-hint').textContent = !manyDomains(r)
+      ? 'This table has one routing domain, default: every control below acts on it.'
+      : 'Showing ' + domainWords(name) + ': the dial, the split, the zones’ units' + (CAN_CHANGE ? ', Move units and Start a drain act on ' + name + ' only.' : ' are ' + name + '’s.') +
+        othersStay(r, name) + ' Error rates and load are per zone, shared by every domain.';
+    const drainHref = '/ui/drain' + domainQuery('?');
+    for (const id of ['nav-drain', 'drain-start']) if ($(id)) $(id).setAttribute('href', drainHref);
+    if ($('drain-start')) $('drain-start').textContent = manyDomains(r) ? 'Start a drain in ' + domainWords(name) + '…' : 'Start a drain…';
+  }
+
+  // The selected domain as a query parameter for a link (none for the default domain).
+  function domainQuery(sep) {
+    const name = domainView.selected;
+    return name === DEFAULT_DOMAIN ? '' : sep + 'domain=' + encodeURIComponent(name);
+  }
+
+  function setDomainUrl(name) {
+    const url = new URL(location.href);
+    if (name === DEFAULT_DOMAIN) url.searchParams.delete('domain');
+    else url.searchParams.set('domain', name);
+    history.replaceState(null, '', url.pathname + url.search + url.hash);
+  }
+
+  // Another domain chosen: every open step was made for the previous one (its numbers, its
+  // domain), so it closes, and the page is drawn again for the new one at once.
+  function chooseDomain(name) {
+    if (name === domainView.selected) return;
+    domainView.selected = name;
+    setDomainUrl(name);
+    show($('domain-unknown'), '');
+    if (CAN_CHANGE) {
+      if (view.confirm) closeConfirm(true);
+      view.editing = false;
+      if (unitsView.confirm) closeUnitsConfirm();
+      for (const id of ['dial-ok', 'dial-error', 'units-ok', 'units-error']) show($(id), '');
+    }
+    if (!view.routing) return;
+    syncDomains(view.routing);
+    renderDial();
+    renderZones();
+    renderDrain();
+  }
+
+  function wireDomain() {
+    const select = $('domain-select');
+    if (select) select.addEventListener('change', () => chooseDomain(select.value));
   }
 
   // The charts come from tidegate's own samples (GET /v1/zones/history), so a page opened in
@@ -329,6 +453,7 @@
     for (const z of history.zones || []) {
       view.history[z.zone] = (z.samples || []).map((s) => ({ t: s.at_ms, rate: s.error_rate }));
     }
+    syncDomains(routing);
     renderDial();
     renderLastChange();
     renderZones();
@@ -360,16 +485,19 @@
   function renderDial() {
     const r = view.routing;
     const applies = dialApplies(r);
+    const dv = selectedTable(r);
     $('dial-title').textContent = applies ? 'Traffic dial' : 'Traffic split';
+    $('dial-domain').replaceChildren(domainTag(r, dv.name) || '');
     $('routing-version').textContent = r.version;
-    $('blue-percent').textContent = pct(r.blue_percent);
-    $('green-percent').textContent = pct(r.green_percent);
-    renderSplit(r);
+    $('blue-percent').textContent = pct(dv.blue_percent);
+    $('green-percent').textContent = pct(dv.green_percent);
+    renderSplit(r, dv);
     const pins = Object.keys(r.pins || {}).length;
     $('routing-pins').textContent = pins === 1 ? '1 pinned user' : pins + ' pinned users';
     renderGlobalWriter(r);
     if (!CAN_CHANGE) return;
     syncUnitZones(r);
+    $('units-domain').replaceChildren(domainTag(r, dv.name) || '');
     if (unitsView.confirm && unitsView.confirm.version !== r.version) {
       show($('units-stale'), 'The routing changed while you were deciding: it is now at version ' + r.version +
         '. Confirming will be refused; cancel and preview the move again.');
@@ -386,19 +514,20 @@
     }
     // While the operator is deciding, the poll updates what is *current* but never touches
     // the value they are choosing.
-    if (!view.editing) setDialInputs(r.blue_percent);
+    if (!view.editing) setDialInputs(dv.blue_percent);
     if (view.confirm && view.confirm.version !== r.version) {
       show($('dial-stale'), 'The routing changed while you were deciding: it is now at version ' + r.version + ' with ' +
-        pct(r.blue_percent) + ' blue. Confirming will be refused; cancel and review again.');
+        pct(dv.blue_percent) + ' blue' + (manyDomains(r) ? ' in ' + domainWords(dv.name) : '') + '. Confirming will be refused; cancel and review again.');
     }
   }
 
   // The split bar and legend: blue and green as always, then every further zone that is live or
   // still owns units, each with its share of the units.
-  function renderSplit(r) {
-    const more = tableZones(r).filter((z) => z.index >= 2 && (!z.retired || z.units > 0));
-    const share = (z) => z.units * 100 / r.units;
-    $('split-blue').style.width = r.blue_percent + '%';
+  function renderSplit(r, dv) {
+    const owned = (z) => dv.counts[z.name] || 0;
+    const more = tableZones(r).filter((z) => z.index >= 2 && (!z.retired || owned(z) > 0));
+    const share = (z) => owned(z) * 100 / r.units;
+    $('split-blue').style.width = dv.blue_percent + '%';
     for (const node of $('split').querySelectorAll('.split-extra')) node.remove();
     const green = $('split-green');
     if (!more.length) {
@@ -408,7 +537,7 @@
       return;
     }
     green.style.flex = '0 0 auto';
-    green.style.width = r.green_percent + '%';
+    green.style.width = dv.green_percent + '%';
     for (const z of more) {
       const segment = el('div', { class: 'split-extra split-' + laneClass(z.index, z.lane), 'data-zone': z.name });
       segment.style.width = share(z) + '%';
@@ -458,6 +587,14 @@
     });
     $('dial-cancel').addEventListener('click', () => closeConfirm(true));
     $('dial-apply').addEventListener('click', applyDial);
+    $('dial-domain-name').addEventListener('input', () => {
+      $('dial-domain-name').removeAttribute('aria-invalid');
+      show($('dial-confirm-error'), '');
+      updateDialGo();
+    });
+    $('dial-domain-name').addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') { event.preventDefault(); applyDial(); }
+    });
     clearOnInput('dial-reason', 'dial-confirm-error');
     $('dial-reason').addEventListener('keydown', (event) => {
       if (event.key === 'Enter') { event.preventDefault(); applyDial(); }
@@ -522,26 +659,50 @@
       return;
     }
     const target = Number(text);
-    if (Math.abs(target - r.blue_percent) < 1e-9) {
-      show($('dial-error'), 'The dial is already at ' + pct(target) + ' blue; there is nothing to change.');
+    const dv = selectedTable(r);
+    const many = manyDomains(r);
+    const where = many ? ' in ' + domainWords(dv.name) : '';
+    if (Math.abs(target - dv.blue_percent) < 1e-9) {
+      show($('dial-error'), 'The dial' + where + ' is already at ' + pct(target) + ' blue; there is nothing to change.');
       return;
     }
-    view.confirm = { target, version: r.version };
-    const moving = Math.abs(target - r.blue_percent);
-    const [from, to] = target < r.blue_percent
+    // With several domains the operator types the domain's name: a dial moved in the wrong
+    // domain is exactly the mistake a glance at the page does not catch.
+    view.confirm = { target, version: r.version, domain: dv.name, typed: many };
+    const moving = Math.abs(target - dv.blue_percent);
+    const [from, to] = target < dv.blue_percent
       ? ['blue (' + BLUE_ZONE + ')', 'green (' + GREEN_ZONE + ')']
       : ['green (' + GREEN_ZONE + ')', 'blue (' + BLUE_ZONE + ')'];
     const requests = (view.zones ? view.zones.zones : []).reduce((sum, z) => sum + (z.requests || 0), 0);
     const share = trim(moving) + ' % of users';
-    const summary = requests > 0
-      ? share + ' (about ' + count(Math.round(requests * moving / 100)) + ' users of the last ' + WINDOW + ') will move from ' + from + ' to ' + to + '.'
-      : share + ' will move from ' + from + ' to ' + to + '. No traffic was reported in the last ' + WINDOW + ', so how many users that is is unknown.';
-    $('dial-summary').textContent = summary + ' The dial goes from ' + pct(r.blue_percent) + ' to ' + pct(target) + ' blue.';
+    // Requests are reported per zone, not per domain: with several domains they say nothing
+    // about how many of one domain's users move, so no estimate is made.
+    const summary = many
+      ? 'In ' + domainWords(dv.name) + ', ' + share + ' will move from ' + from + ' to ' + to + '.'
+      : requests > 0
+        ? share + ' (about ' + count(Math.round(requests * moving / 100)) + ' users of the last ' + WINDOW + ') will move from ' + from + ' to ' + to + '.'
+        : share + ' will move from ' + from + ' to ' + to + '. No traffic was reported in the last ' + WINDOW + ', so how many users that is is unknown.';
+    $('dial-summary').textContent = summary + ' The ' + (many ? dv.name + ' ' : '') + 'dial goes from ' + pct(dv.blue_percent) + ' to ' + pct(target) + ' blue.' +
+      (many ? othersStay(r, dv.name) : '');
+    $('dial-domain-confirm').hidden = !many;
+    $('dial-domain-expected').textContent = dv.name;
+    $('dial-domain-name').value = '';
+    $('dial-apply').textContent = many ? 'Move the ' + dv.name + ' dial' : 'Move the dial';
     show($('dial-stale'), '');
     show($('dial-confirm-error'), '');
     $('dial-confirm').hidden = false;
     $('dial-review').disabled = true;
-    $('dial-reason').focus();
+    updateDialGo();
+    (many ? $('dial-domain-name') : $('dial-reason')).focus();
+  }
+
+  // Whether the confirm step's domain name is typed (always, when the table has one domain).
+  function dialTyped() {
+    const c = view.confirm;
+    return !!c && (!c.typed || $('dial-domain-name').value === c.domain);
+  }
+  function updateDialGo() {
+    $('dial-apply').disabled = view.applying || !dialTyped();
   }
 
   function closeConfirm(resetValue) {
@@ -549,9 +710,10 @@
     view.editing = false;
     $('dial-confirm').hidden = true;
     $('dial-review').disabled = false;
+    $('dial-domain-name').value = '';
     show($('dial-confirm-error'), '');
     closeForce();
-    if (resetValue && view.routing) setDialInputs(view.routing.blue_percent);
+    if (resetValue && view.routing) setDialInputs(selectedTable(view.routing).blue_percent);
   }
 
   async function applyDial(force) {
@@ -559,6 +721,13 @@
     if (!c || view.applying) return;
     force = force === true;
     if (force && (!view.force || $('dial-force-word').value !== FORCE_WORD)) return;
+    if (!dialTyped()) {
+      $('dial-domain-name').setAttribute('aria-invalid', 'true');
+      show($('dial-confirm-error'), 'Type the domain’s name, ' + c.domain + ', to confirm which domain’s dial moves.');
+      $('dial-domain-name').focus();
+      return;
+    }
+    $('dial-domain-name').removeAttribute('aria-invalid');
     const field = force ? 'dial-force-reason' : 'dial-reason';
     const errorBox = force ? 'dial-force-error' : 'dial-confirm-error';
     const reason = $(field).value.trim();
@@ -572,17 +741,19 @@
     }
     $(field).removeAttribute('aria-invalid');
     view.applying = true;
-    $('dial-apply').disabled = true;
+    updateDialGo();
     if (force) updateForceGo();
     show($('dial-ok'), '');
     show($('dial-error'), '');
     try {
       const payload = { blue_percent: c.target, expected_version: c.version, reason };
+      if (c.domain !== DEFAULT_DOMAIN) payload.domain = c.domain;
       if (force) payload.force = true;
       const result = await api('PUT', '/v1/dial', payload);
       $('dial-reason').value = '';
       closeConfirm(false);
-      show($('dial-ok'), 'Done: the dial is at ' + pct(result.blue_percent) + ' blue (routing version ' + result.version + ')' + (force ? ', forced past the capacity check.' : '.'));
+      const now = domainTable(result, c.domain);
+      show($('dial-ok'), 'Done: the ' + (c.typed ? c.domain + ' ' : '') + 'dial is at ' + pct(now.blue_percent) + ' blue (routing version ' + result.version + ')' + (force ? ', forced past the capacity check.' : '.'));
       await poll(true);
     } catch (err) {
       if (err.code === 'version_conflict') {
@@ -594,7 +765,8 @@
         show($('dial-ok'), '');
         show($('dial-error'), 'Not applied: someone else changed the routing while you were deciding (you started from version ' +
           c.version + '; it is now version ' + (err.body.current_version || (now && now.version)) + '). The dial now shows the current value, ' +
-          (now ? pct(now.blue_percent) + ' blue' : 'reloaded') + '. Review it, and move it again if you still need to.');
+          (now ? pct(domainTable(now, c.domain).blue_percent) + ' blue' + (c.typed ? ' in ' + domainWords(c.domain) : '') : 'reloaded') +
+          '. Review it, and move it again if you still need to.');
       } else if (err.code === 'insufficient_capacity' && !force) {
         show($('dial-confirm-error'), 'Not applied: the capacity check refused it (why, below). Choose another share, or force the move.');
         openForce(err);
@@ -603,7 +775,7 @@
       }
     } finally {
       view.applying = false;
-      $('dial-apply').disabled = false;
+      updateDialGo();
       if (view.force) updateForceGo();
     }
   }
@@ -655,9 +827,12 @@
   // started, or whose share is 0: the overview offers to restore it, not to evacuate the other.
   function restorable(zone) {
     if (view.drains.some((d) => ACTIVE_DRAIN.includes(d.state))) return null;
-    if (zone.share_percent === 0) return { zone: zone.zone, why: 'drained' };
+    // Restores and evacuations are judged on the default domain's shares (a restore moves the
+    // default domain; an evacuation every domain), whichever domain the page shows.
+    const share = zone.default_share === undefined ? zone.share_percent : zone.default_share;
+    if (share === 0) return { zone: zone.zone, why: 'drained' };
     const latest = view.drains.find((d) => d.zone === zone.zone);
-    if (latest && latest.mode === 'evacuate' && typeof latest.from_percent === 'number' && zone.share_percent < latest.from_percent) {
+    if (latest && latest.mode === 'evacuate' && typeof latest.from_percent === 'number' && share < latest.from_percent) {
       return { zone: zone.zone, why: 'evacuated' };
     }
     return null;
@@ -695,7 +870,7 @@
       return el('p', { class: 'evacuate hint', id: 'evacuate-blocked-' + zone.zone },
         other + ' is evacuated and ' + zone.zone + ' carries its users: restore ' + other + ' before evacuating ' + zone.zone + '.');
     }
-    return zone.share_percent > 0 ? evacuateAction(zone.zone) : null;
+    return (zone.default_share === undefined ? zone.share_percent : zone.default_share) > 0 ? evacuateAction(zone.zone) : null;
   }
 
   // "Move <zone>'s units…": fills the Move units form with every unit the zone owns; the
@@ -703,7 +878,8 @@
   function moveFromAction(zone) {
     return el('p', { class: 'evacuate' },
       el('button', { type: 'button', id: 'move-from-' + zone.zone, 'data-move-from': zone.zone }, 'Move ' + zone.zone + '’s units…'),
-      el('span', { class: 'hint' }, ' fills in Move units with its ' + count(zone.units) + (zone.units === 1 ? ' unit' : ' units') + '; you choose the receiving zone'));
+      el('span', { class: 'hint' }, ' fills in Move units with its ' + count(zone.units) + (zone.units === 1 ? ' unit' : ' units') +
+        (manyDomains(view.routing) ? ' in ' + domainWords(domainView.selected) : '') + '; you choose the receiving zone'));
   }
 
   function restoreAction(zone) {
@@ -720,14 +896,17 @@
     const health = (view.zones && view.zones.zones) || [];
     const zones = tableZones(r);
     if (!zones.length) return health.map((h, i) => Object.assign({}, h, { index: i, reported: true }));
+    // Units and shares are the selected domain's; health, load and state are the zone's.
+    const dv = selectedTable(r);
     return zones.map((z) => {
       const h = health.find((x) => x.zone === z.name);
+      const units = dv.counts[z.name] || 0;
       const card = Object.assign({}, h || {}, {
         zone: z.name, color: z.lane, index: z.index, class: z.class, retired: z.retired,
-        units: z.units, share_percent: z.units * 100 / r.units, reported: !!h,
+        units, share_percent: units * 100 / r.units, default_share: z.units * 100 / r.units, reported: !!h,
       });
       if (z.retired) card.state = 'retired';
-      else if (!h) card.state = z.units ? 'unknown' : 'empty';
+      else if (!h) card.state = units ? 'unknown' : 'empty';
       return card;
     });
   }
@@ -739,6 +918,9 @@
     const cards = zoneCards();
     const restorableZones = two ? cards.filter((c) => c.reported).map(restorable).filter(Boolean).map((x) => x.zone) : [];
     const writer = (r.global_writer || {}).zone;
+    const many = manyDomains(r);
+    const inDomain = many ? ' (' + domainView.selected + ')' : '';
+    $('zones-domain').replaceChildren(domainTag(r, domainView.selected) || '');
     $('zones-window').textContent = 'error rate and requests over the last ' + z.window + '; charts: last 5 minutes, sampled by tidegate every ' + (view.historyEvery || '2s');
     $('zones').classList.toggle('zones-many', cards.length > 2);
     $('zones').replaceChildren(...cards.map((zone) => {
@@ -755,14 +937,14 @@
           el('span', { class: 'badge state-' + zone.state, id: 'zone-state-' + zone.zone }, zoneState(zone)),
           writer && writer === zone.zone ? el('span', { class: 'badge state-writer', id: 'zone-writer-' + zone.zone, title: 'takes writes to global data' }, '✎ Global writer') : null),
         el('dl', {},
-          el('div', {}, el('dt', {}, 'Units'), el('dd', { id: 'zone-units-' + zone.zone }, count(zone.units) + (r ? ' of ' + count(r.units) : ''))),
-          el('div', {}, el('dt', {}, 'Share of users'), el('dd', { id: 'zone-share-' + zone.zone }, pct(zone.share_percent))),
+          el('div', {}, el('dt', {}, 'Units' + inDomain), el('dd', { id: 'zone-units-' + zone.zone }, count(zone.units) + (r ? ' of ' + count(r.units) : ''))),
+          el('div', {}, el('dt', {}, 'Share of users' + inDomain), el('dd', { id: 'zone-share-' + zone.zone }, pct(zone.share_percent))),
           el('div', {}, el('dt', {}, 'Error rate'), el('dd', { class: known ? '' : 'muted' }, known ? pct(zone.error_rate * 100, 2) : 'unknown')),
           el('div', {}, el('dt', {}, 'Requests (' + z.window + ')'), el('dd', {}, count(zone.requests)))),
         why ? el('p', { class: 'unknown' }, why) : null,
         zone.retired ? el('p', { class: 'unknown' }, 'Retired: it keeps its index (and its lane range), owns no units and takes none.') : null,
         capacityLine(zone.capacity),
-        zone.reported ? chart(view.history[zone.zone] || []) : null,
+        zone.reported ? chart(view.history[zone.zone] || [], zone.zone) : null,
         zoneAction(zone, restorableZones, two));
     }));
     // The restore step's summary follows the poll (the zone's error rate now).
@@ -786,7 +968,9 @@
     const known = z.error_rate !== null && z.error_rate !== undefined;
     $('restore-summary').textContent = 'Brings users back into ' + zone + ' gradually, as a drain from ' + pct(z.share_percent) +
       ' to ' + pct(restoreTarget(zone)) + ' with the guard of [drain]. ' + zone + '’s error rate now: ' +
-      (known ? pct(z.error_rate * 100, 2) : 'unknown (' + text(z.unknown_reason) + ')') + '.';
+      (known ? pct(z.error_rate * 100, 2) : 'unknown (' + text(z.unknown_reason) + ')') + '.' +
+      (domainView.selected === DEFAULT_DOMAIN ? '' : ' A restore moves the default domain’s users (it takes no domain): ' +
+        domainWords(domainView.selected) + ' does not move.');
   }
 
   function closeRestore() {
@@ -846,11 +1030,11 @@
     }
     return el('p', { class: 'evacuate', id: 'no-plan-' + zone },
       'No plan for ' + zone + ': ', el('a', { href: '/ui/plans#plans-write', id: 'write-plan-' + zone }, 'write one'),
-      el('span', { class: 'hint' }, ' · or ', el('a', { id: 'evacuate-drain-' + zone, href: '/ui/drain?mode=evacuate&zone=' + encodeURIComponent(zone) }, 'evacuate ' + zone + ' by hand (a drain)…')));
+      el('span', { class: 'hint' }, ' · or ', el('a', { id: 'evacuate-drain-' + zone, href: '/ui/drain?mode=evacuate&zone=' + encodeURIComponent(zone) + domainQuery('&') }, 'evacuate ' + zone + ' by hand (a drain)…')));
   }
 
   // A small SVG line of the error rate, with the guard's limit as a dashed line.
-  function chart(points) {
+  function chart(points, zone) {
     const NS = 'http://www.w3.org/2000/svg';
     const W = 560, H = 96, L = 38, T = 8, B = 16;
     const active = view.drains.find((d) => ACTIVE_DRAIN.includes(d.state));
@@ -864,8 +1048,9 @@
     svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
     svg.setAttribute('class', 'chart');
     svg.setAttribute('role', 'img');
+    if (zone) svg.setAttribute('data-zone', zone);
     const last = rates.length ? rates[rates.length - 1] : null;
-    svg.setAttribute('aria-label', 'Error rate over the last 5 minutes' + (last === null ? ': unknown' : ', now ' + pct(last * 100, 2)));
+    svg.setAttribute('aria-label', (zone ? zone + ': e' : 'E') + 'rror rate over the last 5 minutes' + (last === null ? ': unknown' : ', now ' + pct(last * 100, 2)));
     const add = (name, attrs, text) => {
       const node = document.createElementNS(NS, name);
       for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
@@ -915,7 +1100,7 @@
       const parts = [el('p', { id: 'no-drain' }, two ? 'No drain is active. The dial is free.'
         : 'No drain is active. Drains move users between blue and green only: with ' + liveZones(view.routing).length + ' live zones, move unit ranges instead.')];
       if (latest) {
-        parts.push(el('p', { class: 'muted', id: 'latest-drain' }, 'Latest: ' + drainKind(latest).toLowerCase() + ' ' + text(latest.id) + ' of ' + text(latest.zone) + ', ',
+        parts.push(el('p', { class: 'muted', id: 'latest-drain' }, 'Latest: ' + drainKind(latest).toLowerCase() + ' ' + text(latest.id) + ' of ' + text(latest.zone) + drainDomain(latest) + ', ',
           el('span', { class: 'badge state-' + latest.state }, DRAIN_TEXT[latest.state] || latest.state),
           latest.finished_at ? ' at ' + clock(latest.finished_at) : '', ' (' + pct(latest.from_percent) + ' → ' + pct(latest.target_percent) + ').'));
       }
@@ -936,7 +1121,7 @@
     $('drain-title').textContent = kind;
     target.replaceChildren(
       el('div', { class: 'zone-head' },
-        el('h3', { id: 'drain-heading', 'data-mode': d.mode }, kind + ' ' + text(d.id) + ': ' + (kind === 'Restore' ? text(d.receiving_zone) + ' → ' + text(d.zone) : text(d.zone) + ' → ' + text(d.receiving_zone))),
+        el('h3', { id: 'drain-heading', 'data-mode': d.mode, 'data-domain': d.domain || DEFAULT_DOMAIN }, kind + ' ' + text(d.id) + drainDomain(d) + ': ' + (kind === 'Restore' ? text(d.receiving_zone) + ' → ' + text(d.zone) : text(d.zone) + ' → ' + text(d.receiving_zone))),
         held ? heldBadge(d.hold_reason, 'drain-state')
           : el('span', { class: 'badge state-' + d.state, id: 'drain-state' }, DRAIN_TEXT[d.state] || d.state)),
       el('div', { class: 'progress', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': d.steps_total, 'aria-valuenow': d.steps_done, 'aria-label': 'Drain progress' }, bar),
@@ -949,7 +1134,8 @@
         d.state === 'settling' && d.backlog_messages !== null && d.backlog_messages !== undefined
           ? el('li', {}, 'Waiting for ' + count(d.backlog_messages) + ' MQ message(s) in ' + text(d.zone) + '\'s half to be consumed') : null,
         el('li', { class: 'muted' }, 'Started by ' + text(d.started_by) + ': “' + text(d.reason) + '”')),
-      d.hold_reason ? el('p', { class: 'hold' + (held ? ' held' : ''), id: 'drain-hold' }, (held ? 'held: ' : 'Held: ') + holdText(d.hold_reason)) : null);
+      // replaceChildren would write a null as the text "null": nothing is ''.
+      d.hold_reason ? el('p', { class: 'hold' + (held ? ' held' : ''), id: 'drain-hold' }, (held ? 'held: ' : 'Held: ') + holdText(d.hold_reason)) : '');
     if (CAN_CHANGE) {
       $('drain-actions').hidden = false;
       $('drain-start-link').hidden = true;
@@ -957,6 +1143,13 @@
       $('drain-resume').disabled = d.state !== 'paused';
       $('drain-rollback').disabled = d.state === 'rolling_back';
     }
+  }
+
+  // " in domain search": the domain a drain moves, named whenever the table has several (or the
+  // drain's is not the default one).
+  function drainDomain(d) {
+    const name = d.domain || DEFAULT_DOMAIN;
+    return manyDomains(view.routing) || name !== DEFAULT_DOMAIN ? ' in ' + domainWords(name) : '';
   }
 
   // A loss-less drain's phase: which units are frozen and what the step waits for, and the
@@ -1112,7 +1305,11 @@
       return;
     }
     closeUnitsConfirm();
-    const moves = [{ units: ranges, zone }];
+    const domain = domainView.selected;
+    const many = manyDomains(r);
+    const move = { units: ranges, zone };
+    if (domain !== DEFAULT_DOMAIN) move.domain = domain;
+    const moves = [move];
     const version = r.version;
     unitsView.reviewing = true;
     $('units-review').disabled = true;
@@ -1127,14 +1324,15 @@
       $('units-review').disabled = false;
     }
     if (!dry.moved_units) {
-      show($('units-error'), 'Nothing would change: ' + ranges + ' already belong to ' + zone + '.');
+      show($('units-error'), 'Nothing would change: ' + ranges + ' already belong to ' + zone + (many ? ' in ' + domainWords(domain) : '') + '.');
       return;
     }
-    unitsView.confirm = { moves, zone, version, dry };
-    renderUnitsPreview(dry, r, zone);
-    $('units-confirm-title').textContent = 'Confirm: move ' + count(dry.moved_units) + (dry.moved_units === 1 ? ' unit' : ' units') + ' to ' + zone;
+    unitsView.confirm = { moves, zone, version, dry, domain, many };
+    renderUnitsPreview(dry, r, zone, domain);
+    $('units-confirm-title').textContent = 'Confirm: move ' + count(dry.moved_units) + (dry.moved_units === 1 ? ' unit' : ' units') +
+      (many ? ' of ' + domainWords(domain) : '') + ' to ' + zone;
     $('units-confirm-expected').textContent = zone;
-    $('units-confirm-go').textContent = 'Move them to ' + zone;
+    $('units-confirm-go').textContent = many ? 'Move ' + domain + '’s units to ' + zone : 'Move them to ' + zone;
     $('units-confirm').hidden = false;
     $('units-review').disabled = true;
     unitsView.typed.update();
@@ -1143,10 +1341,10 @@
 
   // The dry run: who gains and who loses units, the capacity verdict of each zone that gains
   // (the plans page's cell), and whether tidegate would refuse the move now.
-  function renderUnitsPreview(dry, r, zone) {
-    const before = {};
-    for (const z of tableZones(r)) before[z.name] = z.units;
-    const after = unitCounts(dry.unit_map);
+  function renderUnitsPreview(dry, r, zone, domain) {
+    const many = manyDomains(r);
+    const before = domainTable(r, domain).counts;
+    const after = unitCounts(domain === DEFAULT_DOMAIN ? dry.unit_map : ((dry.domains || {})[domain] || {}).unit_map);
     const projection = {};
     for (const p of dry.projection || []) {
       projection[p.zone] = { zone: p.zone, verdict: p.verdict, projected_rps: p.projected_rps, allowed_rps: p.allowed_rps, detail: p.explain };
@@ -1167,14 +1365,14 @@
     $('units-preview').replaceChildren(
       el('p', { class: 'summary', id: 'units-preview-summary' },
         el('strong', { id: 'units-preview-moved' }, count(dry.moved_units) + (dry.moved_units === 1 ? ' unit' : ' units')),
-        ' (' + pct(share) + ' of users) will move to ' + zone + ' in one routing version: ',
+        ' (' + pct(share) + ' of ' + (many ? domain + '’s ' : '') + 'users) will move to ' + zone + (many ? ' in ' + domainWords(domain) : '') + ' in one routing version: ',
         (dry.moves || []).flatMap((m) => m.units.split(',')).flatMap((set, i) => [i ? ', ' : '', el('span', { class: 'unit-set' }, set)]),
-        '. Units already in ' + zone + ' stay; no other unit changes owner.'),
+        '. Units already in ' + zone + ' stay; no other unit changes owner.' + (many ? othersStay(r, domain) : '')),
       el('div', { class: 'table-wrap' }, stacked(el('table', { id: 'units-preview-zones' },
         el('thead', {}, el('tr', {},
           el('th', { scope: 'col' }, 'Zone'),
-          el('th', { scope: 'col', class: 'num' }, 'Units now'),
-          el('th', { scope: 'col', class: 'num' }, 'Units after'),
+          el('th', { scope: 'col', class: 'num' }, 'Units now' + (many ? ' (' + domain + ')' : '')),
+          el('th', { scope: 'col', class: 'num' }, 'Units after' + (many ? ' (' + domain + ')' : '')),
           el('th', { scope: 'col', class: 'num' }, 'Change'),
           el('th', { scope: 'col' }, 'Projected load vs capacity'))),
         el('tbody', {}, rows)))),
@@ -1200,8 +1398,8 @@
       closeUnitsConfirm();
       $('units-ranges').value = '';
       $('units-reason').value = '';
-      show($('units-ok'), 'Done: ' + count(result.moved_units) + (result.moved_units === 1 ? ' unit' : ' units') + ' moved to ' + c.zone +
-        ' (routing version ' + result.version + ').');
+      show($('units-ok'), 'Done: ' + count(result.moved_units) + (result.moved_units === 1 ? ' unit' : ' units') + (c.many ? ' of ' + domainWords(c.domain) : '') +
+        ' moved to ' + c.zone + ' (routing version ' + result.version + ').');
       await poll(true);
     } catch (err) {
       if (err.code === 'version_conflict') {
@@ -1246,7 +1444,7 @@
       const button = event.target.closest('button[data-move-from]');
       if (!button) return;
       const from = button.dataset.moveFrom;
-      $('units-ranges').value = unitsOf(view.routing, from);
+      $('units-ranges').value = unitsOf(selectedTable(view.routing).unit_map, from);
       const other = liveZones(view.routing).find((z) => z.name !== from);
       if (other && $('units-zone').value === from) $('units-zone').value = other.name;
       if (unitsView.confirm) closeUnitsConfirm();
@@ -1277,6 +1475,7 @@
   }
 
   function startOverview() {
+    wireDomain();
     if (CAN_CHANGE) {
       wireDial();
       wireDrainActions();
@@ -1285,7 +1484,10 @@
     }
     const q = new URLSearchParams(location.search);
     const started = q.get('started');
-    if (started) show($('drain-flash'), (q.get('kind') === 'evacuation' ? 'Evacuation ' : 'Drain ') + started + ' started.');
+    if (started) {
+      show($('drain-flash'), (q.get('kind') === 'evacuation' ? 'Evacuation ' : 'Drain ') + started + ' started' +
+        (q.get('domain') ? ' in ' + domainWords(q.get('domain')) : '') + '.');
+    }
     poll(false);
   }
 
@@ -1510,6 +1712,7 @@
   // ---- drain form ------------------------------------------------------------------------
 
   const FIELDS = {
+    domain: ['f-domain', 'e-domain'],
     zone: ['f-zone', 'e-zone'],
     target_percent: ['f-target', 'e-target'],
     step_percent: ['f-step', 'e-step'],
@@ -1539,7 +1742,9 @@
 
   function readDrainForm() {
     const v = (id) => $(id).value.trim();
+    const domainShown = !$('f-domain-field').hidden;
     const problems = {
+      domain: !domainShown || v('f-domain') ? null : 'Choose the routing domain whose users the drain moves.',
       zone: v('f-zone') ? null : 'Choose the zone to drain.',
       target_percent: percentProblem(v('f-target'), 'target share', true),
       step_percent: percentProblem(v('f-step'), 'step', false),
@@ -1568,12 +1773,14 @@
       },
       reason: v('f-reason'),
     };
+    if (v('f-domain') && v('f-domain') !== DEFAULT_DOMAIN) request.domain = v('f-domain');
     return { problems, request };
   }
 
   // Which field an API error is about, from its code or the detail's leading field name.
   function fieldOf(err) {
     if (err.code === 'unknown_zone') return 'zone';
+    if (err.code === 'unknown_domain') return 'domain';
     if (err.code === 'invalid_reason') return 'reason';
     const d = err.detail || '';
     if (d.startsWith('target_percent')) return 'target_percent';
@@ -1588,6 +1795,12 @@
     const form = $('drain-form');
     if (!form) return;
     for (const [input, error] of Object.values(FIELDS)) clearOnInput(input, error);
+    // The button names the domain it starts the drain in, as the overview's selection did.
+    const submit = $('drain-submit');
+    $('f-domain').addEventListener('change', () => {
+      const name = $('f-domain').value;
+      submit.textContent = submit.dataset.label + (name ? ' in ' + domainWords(name) : '');
+    });
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
       show($('drain-form-error'), '');
@@ -1604,7 +1817,8 @@
       $('drain-submit').disabled = true;
       try {
         const drain = await api('POST', '/v1/drains', request);
-        location.assign('/ui?started=' + encodeURIComponent(drain.id) + (drain.mode === 'evacuate' ? '&kind=evacuation' : ''));
+        const domain = drain.domain && drain.domain !== DEFAULT_DOMAIN ? '&domain=' + encodeURIComponent(drain.domain) : '';
+        location.assign('/ui?started=' + encodeURIComponent(drain.id) + (drain.mode === 'evacuate' ? '&kind=evacuation' : '') + domain);
       } catch (err) {
         const field = fieldOf(err);
         if (field) {
