@@ -9,6 +9,7 @@
 
 mod automation;
 mod capacity;
+mod channel;
 mod command;
 mod dial;
 mod drain;
@@ -27,6 +28,10 @@ mod zone_drain;
 pub use automation::{AutoRun, Automation, Caps as AutomationCaps, check_caps};
 pub use capacity::{
     Capacity, Gain, Projection, Verdict, ZoneLoad, judge, judge_gains, spread_by_headroom,
+};
+pub use channel::{
+    Channel, ChannelError, ChannelFallback, ChannelSpec, MAX_CHANNEL_NAME_BYTES,
+    MAX_CHANNEL_SERVICES, MAX_CHANNEL_USERS, MAX_CHANNELS, share_count, share_units, valid_name,
 };
 pub use command::{
     Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, FORMAT_LEVEL, Genesis,
@@ -59,8 +64,8 @@ pub use plan_trigger::{
     decide as decide_trigger, trigger_zone, validate_trigger,
 };
 pub use table::{
-    DEFAULT_DOMAIN, Fallback, GlobalWriter, MAX_DOMAINS, RoutingTable, TableError, Tag, TagError,
-    WRITE_RETRY_AFTER_MS, WriteCheck,
+    DEFAULT_DOMAIN, Fallback, GlobalWriter, MAX_DOMAINS, RoutingTable, Rule, TableError, Tag,
+    TagError, WRITE_RETRY_AFTER_MS, WriteCheck,
 };
 pub use unit::{
     HASH_ALGORITHM, MAX_UNITS, MIN_UNITS, SchemeError, Unit, UnitError, UnitMode, UnitScheme,

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::channel::{Channel, ChannelError, ChannelFallback};
 use super::dial::Share;
 use super::unit::{Unit, UnitError, UnitScheme};
 use super::unit_map::{UnitMap, UnitSet};
@@ -38,6 +39,30 @@ pub enum TagError {
     InvalidUserId(#[from] UnitError),
     #[error("the request has no user_id and the fallback is `reject`")]
     Untagged,
+    #[error(
+        "release channel `{0}` is suspended (its zone was evacuated) and its fallback is `reject`"
+    )]
+    ChannelUnavailable(String),
+}
+
+/// Which rule decided a tag (the precedence: pin > channel > unit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule<'a> {
+    Pin,
+    /// The release channel of this name, for the service asked about.
+    Channel(&'a str),
+    Unit,
+}
+
+impl Rule<'_> {
+    /// The rule as answers name it: `pin`, `unit`, or `channel:<name>`.
+    pub fn describe(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Rule::Pin => "pin".into(),
+            Rule::Unit => "unit".into(),
+            Rule::Channel(name) => format!("channel:{name}").into(),
+        }
+    }
 }
 
 /// One immutable version of the routing state. Cheap to clone only through `Arc`.
@@ -55,6 +80,8 @@ pub struct RoutingTable {
     /// Units whose writes are frozen by a move in progress, by domain name (`default` for the
     /// default domain): the freeze of a loss-less move (see [`RoutingTable::check_write`]).
     pub(crate) frozen: Arc<BTreeMap<String, UnitSet>>,
+    /// Release channels by name: overlays of one service's calls (see `channel`).
+    pub(crate) channels: Arc<BTreeMap<String, Channel>>,
 }
 
 /// How long a write refused as frozen or behind is told to wait before it retries: a freeze
@@ -121,6 +148,8 @@ pub enum TableError {
     FrozenDomain(String),
     #[error("frozen unit {unit} is outside the {units} units")]
     FrozenUnit { unit: u32, units: u32 },
+    #[error("channel `{channel}`: {problem}")]
+    Channel { channel: String, problem: String },
 }
 
 impl RoutingTable {
@@ -171,6 +200,7 @@ impl RoutingTable {
             global,
             domains: Arc::new(BTreeMap::new()),
             frozen: Arc::new(BTreeMap::new()),
+            channels: Arc::new(BTreeMap::new()),
         })
     }
 
@@ -209,6 +239,111 @@ impl RoutingTable {
         frozen.retain(|_, set| !set.is_empty());
         self.frozen = Arc::new(frozen);
         Ok(self)
+    }
+
+    /// The same table with release channels (as decoded from the wire or a snapshot): each must
+    /// name an existing domain and zone and fit the scheme, and no service may have two
+    /// channels in one domain.
+    pub fn with_channels(
+        mut self,
+        channels: BTreeMap<String, Channel>,
+    ) -> Result<RoutingTable, TableError> {
+        for channel in channels.values() {
+            self.check_channel(channel, &channels).map_err(|e| TableError::Channel {
+                channel: channel.name.clone(),
+                problem: e.to_string(),
+            })?;
+        }
+        self.channels = Arc::new(channels);
+        Ok(self)
+    }
+
+    /// Why `channel` cannot sit in this table beside `others` (its own entry there is skipped).
+    pub(crate) fn check_channel(
+        &self,
+        channel: &Channel,
+        others: &BTreeMap<String, Channel>,
+    ) -> Result<(), ChannelError> {
+        if self.map_of(channel.domain.as_deref()).is_none() {
+            return Err(ChannelError::UnknownDomain(channel.domain_name().to_owned()));
+        }
+        if !self.zones.contains(channel.zone) {
+            return Err(ChannelError::UnknownZone(channel.zone.0));
+        }
+        if let Some(unit) = channel.units.iter().find(|u| *u >= self.units()) {
+            return Err(ChannelError::UnitOutOfRange { unit, units: self.units() });
+        }
+        for other in others.values().filter(|o| o.name != channel.name) {
+            if other.domain_name() != channel.domain_name() {
+                continue;
+            }
+            if let Some(service) = channel.services.iter().find(|s| other.serves(s)) {
+                return Err(ChannelError::Overlap {
+                    service: service.clone(),
+                    other: other.name.clone(),
+                    domain: channel.domain_name().to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The release channels, by name.
+    pub fn channels(&self) -> &BTreeMap<String, Channel> {
+        &self.channels
+    }
+
+    /// Replaces (or with `None` removes) the channel called `name`.
+    pub(crate) fn set_channel(&mut self, name: &str, channel: Option<Channel>) {
+        let channels = Arc::make_mut(&mut self.channels);
+        match channel {
+            Some(c) => {
+                channels.insert(name.to_owned(), c);
+            }
+            None => {
+                channels.remove(name);
+            }
+        }
+    }
+
+    /// The channel that routes `service`'s calls in `domain` (`None`: the default domain).
+    pub fn channel_for(&self, domain: Option<&str>, service: &str) -> Option<&Channel> {
+        if self.channels.is_empty() {
+            return None;
+        }
+        let domain = domain.unwrap_or(DEFAULT_DOMAIN);
+        self.channels.values().find(|c| c.domain_name() == domain && c.serves(service))
+    }
+
+    /// Tags a user for a call of `service` (`None`: no service, the global rule) in `domain`
+    /// (`None`: the default domain): a pin wins, then the service's release channel if it selects
+    /// the user, then the domain's map. A suspended channel gives its users its fallback: the
+    /// map, or [`TagError::ChannelUnavailable`]. `Ok(None)` when the domain does not exist.
+    pub fn tag_service(
+        &self,
+        domain: Option<&str>,
+        user_id: &str,
+        service: Option<&str>,
+    ) -> Result<Option<(Tag, Rule<'_>)>, TagError> {
+        let Some(map) = self.map_of(domain) else { return Ok(None) };
+        let tag = self.tag_in(map, user_id)?;
+        if tag.pinned {
+            return Ok(Some((tag, Rule::Pin)));
+        }
+        if let Some(channel) = service.and_then(|s| self.channel_for(domain, s))
+            && channel.selects(user_id, tag.unit.0)
+        {
+            if !channel.suspended {
+                return Ok(Some((
+                    Tag { color: channel.zone, ..tag },
+                    Rule::Channel(&channel.name),
+                )));
+            }
+            if channel.fallback == ChannelFallback::Reject {
+                return Err(TagError::ChannelUnavailable(channel.name.clone()));
+            }
+        }
+        Ok(Some((tag, Rule::Unit)))
     }
 
     /// The frozen units by domain name (`default` for the default domain); empty between moves.

@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use super::zone::ZoneId;
 
-/// A set of units written as ascending, non-overlapping ranges: `25-49,60,70-72`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A set of units written as ascending, non-overlapping ranges: `25-49,60,70-72`. The default is
+/// the empty set (which [`UnitSet::parse`] refuses: a move names at least one unit).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct UnitSet {
     ranges: Vec<(u32, u32)>,
 }
@@ -108,8 +109,11 @@ impl UnitSet {
         self.ranges.is_empty()
     }
 
+    /// Binary search over the ranges: a channel's share of 10 000 units is hundreds of them,
+    /// and the tag path asks this for every channel user.
     pub fn contains(&self, unit: u32) -> bool {
-        self.ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&unit))
+        let after = self.ranges.partition_point(|&(lo, _)| lo <= unit);
+        after > 0 && unit <= self.ranges[after - 1].1
     }
 
     /// True when the two sets share a unit.

@@ -1,6 +1,7 @@
 //! The commands that change the routing state: what each one says, the record format it needs
 //! and its short name in the audit log.
 
+use crate::channel::Channel;
 use crate::drain::DrainPlan;
 use crate::plan::{Plan, PlanStep};
 use crate::plan_run::ZoneSample;
@@ -164,6 +165,15 @@ pub enum Command {
     AddDomain {
         name: String,
     },
+    /// Create or replace a release channel (resolved: its users are units and IDs).
+    PutChannel {
+        channel: Channel,
+    },
+    /// Remove a release channel: by an operator, or `expired` (the coordinator, at its expiry).
+    DeleteChannel {
+        name: String,
+        expired: bool,
+    },
 }
 
 /// One move of `PUT /v1/units`: these units now belong to `zone`, in `domain` (`None`: the
@@ -178,16 +188,17 @@ pub struct UnitMove {
 /// The newest record format this release reads and writes. A command of a higher
 /// [`Command::format_level`] than some live replica supports must not be written: that replica
 /// would stop at it (ARCHITECTURE.md, "replicas, upgrades").
-pub const FORMAT_LEVEL: u32 = 5;
+pub const FORMAT_LEVEL: u32 = 6;
 
 impl Command {
     /// The record format a command needs every replica to read: 1 for the commands of the first
     /// replicated release, 2 for those added since (the automation switch, plan call-outs), 3
     /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone,
     /// a named domain's dial or drain), 4 for loss-less moves (a drain that freezes), 5 for a
-    /// plan whose dial or zone-move step names a domain.
+    /// plan whose dial or zone-move step names a domain, 6 for release channels.
     pub fn format_level(&self) -> u32 {
         match self {
+            Command::PutChannel { .. } | Command::DeleteChannel { .. } => 6,
             Command::PutPlan { plan } if plan.steps.iter().any(|s| s.named_domain().is_some()) => 5,
             // Loss-less moves: a frozen table and the phases of a step.
             Command::DrainFreeze { .. } | Command::DrainUnfreeze { .. } => 4,
@@ -256,6 +267,9 @@ impl Command {
         "zone_retire",
         "global_writer",
         "domain_add",
+        "channel_put",
+        "channel_delete",
+        "channel_expire",
     ];
 
     /// A short name for the audit log and metrics.
@@ -294,6 +308,9 @@ impl Command {
             Command::RetireZone { .. } => "zone_retire",
             Command::SetGlobalWriter { .. } => "global_writer",
             Command::AddDomain { .. } => "domain_add",
+            Command::PutChannel { .. } => "channel_put",
+            Command::DeleteChannel { expired: false, .. } => "channel_delete",
+            Command::DeleteChannel { expired: true, .. } => "channel_expire",
         }
     }
 }

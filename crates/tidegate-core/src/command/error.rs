@@ -68,4 +68,6 @@ pub enum CommandError {
     RunStepMismatch { id: u64, expected: usize, got: usize },
     #[error("plan run {id}'s next call attempt is {expected}, not {got}")]
     CallAttemptMismatch { id: u64, expected: u32, got: u32 },
+    #[error(transparent)]
+    Channel(#[from] crate::channel::ChannelError),
 }

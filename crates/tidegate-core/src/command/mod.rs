@@ -14,6 +14,7 @@
 //! `zones.rs`, `domains.rs` and `automation.rs`.
 
 mod automation;
+mod channels;
 mod commands;
 mod describe;
 mod dial;
@@ -94,6 +95,8 @@ impl State {
             envelope.audit.at_ms,
             envelope.command.action(),
         );
+        // Every command that changes a map may evacuate or restore a channel's zone.
+        let to = crate::channel::settle(&self.table, &mut table, to);
         next.table = std::sync::Arc::new(table);
         Ok(Some((next, Applied { version: current + 1, from, to })))
     }
@@ -118,6 +121,8 @@ fn dispatch(c: &mut Change, command: &Command) -> Outcome {
         C::CompleteDrain { drain } => drains::complete(c, *drain),
         C::SetAutomation { stopped } => automation::set(c, *stopped),
         C::PutPlan { plan } => plans::put(c, plan),
+        C::PutChannel { channel } => channels::put(c, channel),
+        C::DeleteChannel { name, expired } => channels::delete(c, name, *expired),
         C::StartPlanRun { plan, revision, drill_hold_ms } => {
             runs::start(c, plan, *revision, *drill_hold_ms)
         }

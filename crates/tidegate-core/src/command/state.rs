@@ -46,6 +46,7 @@ impl State {
                 global: GlobalWriter::default(),
                 domains: Arc::new(BTreeMap::new()),
                 frozen: Arc::new(BTreeMap::new()),
+                channels: Arc::new(BTreeMap::new()),
             }),
             drains: Arc::new(BTreeMap::new()),
             next_drain_id: 1,

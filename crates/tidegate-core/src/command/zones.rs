@@ -42,6 +42,9 @@ pub(super) fn retire(c: &mut Change, zone: ZoneId) -> Outcome {
     if s.table.global.zone == Some(zone) {
         return busy("takes global writes".to_owned());
     }
+    if let Some(channel) = s.table.channels.values().find(|ch| ch.zone == zone) {
+        return busy(format!("receives release channel `{}`", channel.name));
+    }
     c.table.zones = s.table.zones.retiring(zone);
     changed(format!("zone {} live", spec.name), format!("zone {} retired", spec.name))
 }
