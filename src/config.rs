@@ -23,7 +23,7 @@ use crate::duration::parse_duration_ms;
 /// `TIDEGATE_SERVICE_TOKEN`, the scripts' `TIDEGATE_CACHE` and `TIDEGATE_BIN`) is not ours to
 /// read and is ignored. A misspelled key under a known one (`TIDEGATE_SERVER__PROT`) still stops
 /// start-up naming it. A unit test keeps this list equal to the struct's fields.
-const CONFIG_ENV_KEYS: [&str; 25] = [
+const CONFIG_ENV_KEYS: [&str; 26] = [
     "data_dir",
     "snapshot_every",
     "initial_blue_percent",
@@ -49,6 +49,7 @@ const CONFIG_ENV_KEYS: [&str; 25] = [
     "node",
     "plans",
     "log",
+    "channels",
 ];
 
 /// Whether a `TIDEGATE_`-stripped, `__`-split environment key (`server.port`) is configuration.
@@ -89,6 +90,15 @@ pub struct Settings {
     pub node: NodeSettings,
     pub plans: PlanSettings,
     pub log: LogSettings,
+    pub channels: ChannelSettings,
+}
+
+/// `[channels]`: release channels. `services` lists the services a channel may name (a typo
+/// such as `order` for `orders` is then refused as `unknown_service`); empty: any valid name.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChannelSettings {
+    pub services: Vec<String>,
 }
 
 /// `[zones.<zone>]`: the zone's capacity in requests per second, or a PromQL query for it; for a
@@ -565,6 +575,7 @@ impl Default for Settings {
             node: NodeSettings::default(),
             plans: PlanSettings::default(),
             log: LogSettings::default(),
+            channels: ChannelSettings::default(),
         }
     }
 }
@@ -653,6 +664,8 @@ pub struct OperatorEntry {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub log: LogConfig,
+    /// `[channels] services`: the services a release channel may name (`None`: any).
+    pub channel_services: Option<Vec<String>>,
     pub data_dir: PathBuf,
     pub snapshot_every: u64,
     pub address: IpAddr,
@@ -1157,8 +1170,19 @@ impl Config {
             ));
         }
         let log = LogConfig { json, filter: s.log.level.clone() };
+        if let Some((i, bad)) =
+            s.channels.services.iter().enumerate().find(|(_, n)| !crate::core::valid_name(n))
+        {
+            return Err(invalid(
+                &format!("channels.services[{i}]"),
+                format!("`{bad}` is not a service name: 1-64 bytes of [a-z0-9_.-]"),
+            ));
+        }
+        let channel_services =
+            (!s.channels.services.is_empty()).then(|| s.channels.services.clone());
         Ok(Config {
             log,
+            channel_services,
             auto_window_ms,
             auto_max_share_percent,
             store,

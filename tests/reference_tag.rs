@@ -23,12 +23,23 @@ fn python() -> PathBuf {
 
 /// The reference's tags for `users` from the routing JSON `routing`.
 fn reference(routing: &Value, users: &[String], dir: &std::path::Path) -> Vec<Value> {
+    reference_with(routing, users, dir, &[])
+}
+
+/// [`reference`] with the script's options (`--service NAME`, `--domain NAME`).
+fn reference_with(
+    routing: &Value,
+    users: &[String],
+    dir: &std::path::Path,
+    options: &[&str],
+) -> Vec<Value> {
     let list = dir.join("users.txt");
     std::fs::write(&list, users.join("\n")).unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/reference_tag.py");
     let mut child = Command::new(python())
         .arg(&script)
         .arg(&list)
+        .args(options)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -149,4 +160,117 @@ fn the_python_reference_follows_a_three_zone_map_and_a_third_lane_pin() {
         checked += ours.len();
     }
     println!("reference and server agree on {checked} tags over 3 three-zone tables");
+}
+
+/// Release channels (issue 24): the reference applies pin > channel > map from the published
+/// `channels` alone, for a service with a channel, one without, a channel of a named domain, and
+/// a channel suspended by the emptying of its zone, and says which rule decided as the server does.
+#[test]
+fn the_python_reference_applies_release_channels_per_service_and_domain() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    std::fs::write(&config, config_toml("")).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = &server.url;
+    let version = || get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    let ok = |(status, body): (u16, Value)| assert_eq!(status, 200, "{body}");
+    ok(post_json(
+        &format!("{url}/v1/domains"),
+        OPERATOR_TOKEN,
+        json!({"name": "search", "expected_version": version(), "reason": "reference"}),
+    ));
+    ok(put_json(
+        &format!("{url}/v1/channels/orders-v2"),
+        OPERATOR_TOKEN,
+        json!({"services": ["orders"], "zone": "green", "percent": 10, "users": ["user-7"],
+               "expected_version": version(), "reason": "reference"}),
+    ));
+    ok(put_json(
+        &format!("{url}/v1/channels/ranker-v3"),
+        OPERATOR_TOKEN,
+        json!({"services": ["ranker"], "zone": "blue", "units": "60-79", "domain": "search",
+               "expected_version": version(), "reason": "reference"}),
+    ));
+    ok(put_json(
+        &format!("{url}/v1/pins/user-3"),
+        OPERATOR_TOKEN,
+        json!({"color": "blue", "expected_version": version(), "reason": "reference"}),
+    ));
+    let users: Vec<String> = (0..100_000).map(|i| format!("user-{i}")).collect();
+    let mut checked = 0;
+    for dial in [None, Some(100)] {
+        if let Some(percent) = dial {
+            // Green loses its last unit of the default domain: orders-v2 is suspended and its
+            // users get the global map (fallback `global`).
+            ok(put_json(
+                &format!("{url}/v1/dial"),
+                OPERATOR_TOKEN,
+                json!({"blue_percent": percent, "expected_version": version(), "reason": "reference"}),
+            ));
+        }
+        let routing = get_json(&format!("{url}/v1/routing")).1;
+        assert_eq!(routing["precedence"], json!(["pin", "channel", "unit"]));
+        let orders =
+            routing["channels"].as_array().unwrap().iter().find(|c| c["name"] == "orders-v2");
+        assert_eq!(orders.unwrap()["suspended"], json!(dial.is_some()), "{routing}");
+        for (service, domain) in [
+            ("orders", None),
+            ("billing", None),
+            ("ranker", Some("search")),
+            ("orders", Some("search")),
+        ] {
+            let mut options = vec!["--service", service];
+            let mut request = json!({"service": service});
+            if let Some(d) = domain {
+                options.extend(["--domain", d]);
+                request["domain"] = json!(d);
+            }
+            let ours = reference_with(&routing, &users, dir.path(), &options);
+            let mut theirs = Vec::new();
+            for chunk in users.chunks(10_000) {
+                let mut body = request.clone();
+                body["user_ids"] = json!(chunk);
+                let (status, answer) = post_json(&format!("{url}/v1/tag"), OPERATOR_TOKEN, body);
+                assert_eq!(status, 200, "{answer}");
+                theirs.extend(answer["tags"].as_array().unwrap().iter().cloned());
+            }
+            assert_eq!(ours.len(), theirs.len());
+            let mut by_channel = 0;
+            for (a, b) in ours.iter().zip(&theirs) {
+                for field in ["user_id", "color", "zone", "pinned", "reason"] {
+                    assert_eq!(
+                        a[field], b[field],
+                        "{service}/{domain:?} {field}: reference {a} vs server {b}"
+                    );
+                }
+                by_channel += usize::from(b["reason"].as_str().unwrap().starts_with("channel:"));
+            }
+            let expected_channel = match (service, domain, dial) {
+                ("orders", None, None) | ("ranker", Some(_), _) => true,
+                _ => false,
+            };
+            assert_eq!(
+                by_channel > 0,
+                expected_channel,
+                "{service}/{domain:?} at {dial:?}: {by_channel} users by channel"
+            );
+            // A single GET says the same as the batch for the first users.
+            for b in theirs.iter().take(20) {
+                let mut q = format!(
+                    "{url}/v1/tag?user_id={}&service={service}",
+                    b["user_id"].as_str().unwrap()
+                );
+                if let Some(d) = domain {
+                    q.push_str(&format!("&domain={d}"));
+                }
+                let (status, one) = get_json(&q);
+                assert_eq!(status, 200, "{one}");
+                assert_eq!((&one["color"], &one["reason"]), (&b["color"], &b["reason"]), "{q}");
+            }
+            checked += ours.len();
+        }
+    }
+    println!(
+        "reference and server agree on {checked} service tags (channels, domains, suspension)"
+    );
 }

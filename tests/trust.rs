@@ -344,6 +344,29 @@ fn write_routes() -> Vec<Route> {
             expect: [401, 403, 403, 200],
         },
         Route {
+            method: Method::Put,
+            pattern: "/v1/channels/<name>",
+            request: Box::new(|client, _| {
+                let mut body = json!({"services": ["orders"], "zone": "az-a", "percent": 10});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/channels/orders-v2".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
+        Route {
+            method: Method::Delete,
+            pattern: "/v1/channels/<name>",
+            request: Box::new(|client, _| {
+                let mut body = json!({});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/channels/orders-v2".to_owned(), vec![], body)
+            }),
+            // The operator passes the gate; the channel was made by the row above.
+            expect: [401, 403, 403, 200],
+        },
+        Route {
             method: Method::Post,
             pattern: "/v1/units/evacuate",
             request: Box::new(|client, _| {

@@ -343,6 +343,62 @@ pub fn units(
     Ok(())
 }
 
+/// One channel in a line: name, services, users, zone, state.
+fn channel_line(c: &Value) -> String {
+    let services: Vec<&str> =
+        c["services"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let users = c["users"].as_array().map_or(0, Vec::len);
+    let mut line = format!(
+        "{} [{}] {}: {}% of users (units {}){} -> {}{}",
+        c["name"].as_str().unwrap_or("?"),
+        c["domain"].as_str().unwrap_or("default"),
+        services.join(","),
+        num(&c["share_percent"]),
+        c["units"].as_str().unwrap_or(""),
+        if users > 0 { format!(" + {users} listed user(s)") } else { String::new() },
+        c["zone"].as_str().unwrap_or("?"),
+        if c["suspended"] == true { " (suspended)" } else { "" },
+    );
+    if let Some(at) = c["expires_at_ms"].as_u64() {
+        line.push_str(&format!(", expires at {at} ms"));
+    }
+    line
+}
+
+/// `tidegate channels list`.
+pub fn channels_list(args: &ClientArgs) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let value = client.call("GET", "/v1/channels", None)?;
+    client.print(&value, |v| {
+        let lines: Vec<String> =
+            v["channels"].as_array().into_iter().flatten().map(channel_line).collect();
+        if lines.is_empty() { "no release channels".to_owned() } else { lines.join("\n") }
+    });
+    Ok(())
+}
+
+/// `tidegate channels put|delete NAME`: the body with the version just read and the reason.
+pub fn channel_change(
+    args: &ClientArgs,
+    method: &str,
+    name: &str,
+    mut body: Value,
+    reason: &str,
+) -> Result<(), String> {
+    let client = Client::new(args)?;
+    let current = client.call("GET", "/v1/routing", None)?;
+    body["expected_version"] = current["version"].clone();
+    body["reason"] = json!(reason);
+    let path = format!("/v1/channels/{name}");
+    let value = client.call(method, &path, Some(body))?;
+    client.print(&value, |v| match (method, v["dry_run"] == true) {
+        ("DELETE", _) => format!("version {}: channel {name} deleted", v["version"]),
+        (_, true) => format!("dry run, nothing changed: {}", channel_line(&v["channel"])),
+        _ => format!("version {}: {}", v["version"], channel_line(&v["channel"])),
+    });
+    Ok(())
+}
+
 /// `tidegate automation [status|stop|start]`.
 pub fn automation(args: &ClientArgs, change: Option<(bool, &str)>) -> Result<(), String> {
     let client = Client::new(args)?;

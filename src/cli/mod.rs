@@ -91,6 +91,12 @@ pub enum Commands {
         #[command(subcommand)]
         action: UnitsCommand,
     },
+    /// Release channels: `channels put NAME --service S --zone Z --percent P` routes a sticky
+    /// share of S's users to Z ahead of the global map; `channels list`, `channels delete NAME`.
+    Channels {
+        #[command(subcommand)]
+        action: ChannelsCommand,
+    },
     /// Drain a zone step by step, guarded by error rates, and control the running drain.
     Drain {
         #[command(subcommand)]
@@ -243,6 +249,60 @@ pub enum UnitsCommand {
         dry_run: bool,
         #[arg(long)]
         force: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ChannelsCommand {
+    /// Every release channel, one line each.
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Create or replace channel NAME: the users it selects (`--percent`, or `--units`, plus any
+    /// `--user`) of the `--service`s go to `--zone`, ahead of the global map.
+    Put {
+        name: String,
+        /// A service whose calls the channel routes (repeat for several).
+        #[arg(long = "service", required = true)]
+        services: Vec<String>,
+        /// The receiving zone (a name or a lane).
+        #[arg(long)]
+        zone: String,
+        /// A sticky share of the users, in percent.
+        #[arg(long, conflicts_with = "units")]
+        percent: Option<f64>,
+        /// Explicit units (`0-9,17`).
+        #[arg(long)]
+        units: Option<String>,
+        /// A user the channel selects besides its units (repeat for several).
+        #[arg(long = "user")]
+        users: Vec<String>,
+        /// What the channel's users get while it is suspended: `global` or `reject`.
+        #[arg(long)]
+        fallback: Option<String>,
+        /// Remove the channel after this long (`2h`, `30m`).
+        #[arg(long)]
+        expires_in: Option<String>,
+        /// The routing domain (default: `default`).
+        #[arg(long)]
+        domain: Option<String>,
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Remove channel NAME: its users go back to the global map.
+    Delete {
+        name: String,
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -496,6 +556,47 @@ pub fn run(cli: Cli) -> ExitCode {
         } => {
             let body = serde_json::json!({"zone": zone, "dry_run": dry_run, "force": force});
             client::units(&client, "POST", "/v1/units/evacuate", body, &reason)
+        }
+        Commands::Channels { action: ChannelsCommand::List { client } } => {
+            client::channels_list(&client)
+        }
+        Commands::Channels {
+            action:
+                ChannelsCommand::Put {
+                    name,
+                    services,
+                    zone,
+                    percent,
+                    units,
+                    users,
+                    fallback,
+                    expires_in,
+                    domain,
+                    reason,
+                    dry_run,
+                    force,
+                    client,
+                },
+        } => {
+            let mut body = serde_json::json!({
+                "services": services, "zone": zone, "users": users,
+                "dry_run": dry_run, "force": force,
+            });
+            for (key, value) in [
+                ("units", units.map(serde_json::Value::from)),
+                ("percent", percent.map(serde_json::Value::from)),
+                ("fallback", fallback.map(serde_json::Value::from)),
+                ("expires_in", expires_in.map(serde_json::Value::from)),
+                ("domain", domain.map(serde_json::Value::from)),
+            ] {
+                if let Some(v) = value {
+                    body[key] = v;
+                }
+            }
+            client::channel_change(&client, "PUT", &name, body, &reason)
+        }
+        Commands::Channels { action: ChannelsCommand::Delete { name, reason, client } } => {
+            client::channel_change(&client, "DELETE", &name, serde_json::json!({}), &reason)
         }
         Commands::Dial { action: DialAction::Get { client } } => client::dial_get(&client),
         Commands::Dial {

@@ -134,7 +134,9 @@ fn tag_one(
 ) -> Result<Tagged, ApiError> {
     caller.require_reader(&app.config)?;
     let user_id = tag::user_id_param(origin)?;
-    let domain = crate::service::tag_answer::domain_param(origin.query().map(|q| q.as_str()))?;
+    let query = origin.query().map(|q| q.as_str());
+    let domain = crate::service::tag_answer::domain_param(query)?;
+    let service = crate::service::tag_answer::service_param(query)?;
     let table = app.table()?;
     tag::tag_one_with(
         &table,
@@ -142,6 +144,7 @@ fn tag_one(
         &app.tag_counters,
         user_id.as_deref(),
         domain.as_deref(),
+        service.as_deref(),
     )
 }
 
@@ -203,7 +206,9 @@ fn read_only_delete(path: PathBuf) -> ApiError {
 /// The third field says whether the request is a write: its method (`X-Original-Method`, which
 /// the shipped nginx config sets, else the check's own method, which Envoy forwards) is not
 /// `GET`, `HEAD` or `OPTIONS`.
-pub struct GateUser(Result<Option<String>, Failure>, Option<String>, bool);
+/// The fourth is the service the location serves (`x-tidegate-service`, set per location like
+/// the domain; absent: the global rule): its release channel may decide.
+pub struct GateUser(Result<Option<String>, Failure>, Option<String>, bool, Option<String>);
 
 #[rocket::async_trait]
 impl<'r> FromRequest<'r> for GateUser {
@@ -240,7 +245,8 @@ impl<'r> FromRequest<'r> for GateUser {
             .map(str::trim)
             .unwrap_or_else(|| request.method().as_str());
         let write = !["GET", "HEAD", "OPTIONS"].iter().any(|m| m.eq_ignore_ascii_case(method));
-        Outcome::Success(GateUser(user, domain, write))
+        let service = request.headers().get_one("x-tidegate-service").and_then(nonempty);
+        Outcome::Success(GateUser(user, domain, write, service))
     }
 }
 
@@ -252,6 +258,8 @@ pub struct GateAnswer {
     source: &'static str,
     /// `x-tidegate-signature` of the tag for the user, with `[edge] tag_key`.
     signature: Option<String>,
+    /// The release channel that decided (`x-tidegate-channel`), when one did.
+    channel: Option<String>,
     /// The zone taking global writes (`x-tidegate-global-writer`, absent when none) and
     /// whether global data is read-only (`x-tidegate-global-read-only`).
     global_writer: Option<String>,
@@ -267,6 +275,9 @@ impl<'r> Responder<'r, 'static> for GateAnswer {
             .header(Header::new("x-tidegate-zone", self.zone))
             .header(Header::new("x-tidegate-version", self.version.to_string()))
             .header(Header::new("x-tidegate-source", self.source));
+        if let Some(channel) = self.channel {
+            response.header(Header::new("x-tidegate-channel", channel));
+        }
         if let Some(signature) = self.signature {
             response.header(Header::new(crate::client::SIGNATURE_HEADER, signature));
         }
@@ -282,7 +293,9 @@ impl<'r> Responder<'r, 'static> for GateAnswer {
 }
 
 /// The gateway check (nginx `auth_request`, Envoy HTTP `ext_authz`). `x-tidegate-source` says
-/// what decided: `unit`, `pin`, or `fallback` for a request without a user ID. With the
+/// what decided: `unit`, `pin`, `channel` (for a location that names its service in
+/// `x-tidegate-service`; `x-tidegate-channel` then names the release channel), or `fallback` for
+/// a request without a user ID. With the
 /// `reject` fallback such a request gets 403 `missing_user_id` (the gateway refuses it).
 #[get("/v1/gate/<_..>")]
 fn gate(app: &State<EdgeApp>, caller: GateCaller, user: GateUser) -> Result<GateAnswer, ApiError> {
@@ -374,11 +387,35 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
     let map = crate::service::tag_answer::domain_map(&table, user.1.as_deref())?;
     let write = user.2;
     let domain = user.1.clone();
+    let service = user.3.clone();
+    tag_answer::check_service(service.as_deref()).map_err(ApiError::from)?;
     let user = user.0.map_err(ApiError::from)?;
+    let mut channel = None;
     let (color, source) = match &user {
         Some(user_id) => {
             validate_user_id(user_id)?;
-            let tag = table.tag_in(map, user_id)?;
+            let tag = match service.as_deref() {
+                None => table.tag_in(map, user_id)?,
+                Some(s) => match table.tag_service(domain.as_deref(), user_id, Some(s)) {
+                    Ok(found) => {
+                        let (tag, rule) = found.expect("domain_map found the domain");
+                        if let crate::core::Rule::Channel(name) = rule {
+                            channel = Some(name.to_owned());
+                        }
+                        tag
+                    }
+                    // A suspended channel whose fallback is `reject`: the gateway refuses the
+                    // user (403), as the channel's owner asked.
+                    Err(e @ crate::core::TagError::ChannelUnavailable(_)) => {
+                        return Err(ApiError::new(
+                            Status::Forbidden,
+                            "channel_unavailable",
+                            e.to_string(),
+                        ));
+                    }
+                    Err(e) => return Err(e.into()),
+                },
+            };
             // A write of a user whose unit a move has frozen waits: 503 with Retry-After (and
             // `x-tidegate-refusal: frozen` for gateways), while reads go on.
             if write
@@ -388,7 +425,12 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
                 telemetry::count_gate(table.lane(tag.color), "frozen");
                 return Err(frozen_write(tag.unit.0, table.version()));
             }
-            (tag.color, if tag.pinned { "pin" } else { "unit" })
+            let source = match (tag.pinned, &channel) {
+                (true, _) => "pin",
+                (false, Some(_)) => "channel",
+                (false, None) => "unit",
+            };
+            (tag.color, source)
         }
         None => {
             // Writes take the write fallback (`reject` by default): a write never lands in a
@@ -418,6 +460,7 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
         zone: table.zone_of(color).to_owned(),
         version: table.version(),
         source,
+        channel,
         signature,
     })
 }

@@ -105,6 +105,9 @@ impl From<TagError> for ApiError {
         match e {
             TagError::InvalidUserId(e) => e.into(),
             TagError::Untagged => ApiError::bad_request("missing_user_id", e.to_string()),
+            TagError::ChannelUnavailable(_) => {
+                ApiError::new(Status::ServiceUnavailable, "channel_unavailable", e.to_string())
+            }
         }
     }
 }
@@ -183,6 +186,24 @@ impl From<CommandError> for ApiError {
             CommandError::MissingActor => {
                 ApiError::new(Status::InternalServerError, "internal", detail)
             }
+            CommandError::Channel(c) => match c {
+                crate::core::ChannelError::Overlap { .. } => {
+                    ApiError::new(Status::Conflict, "channel_overlap", detail)
+                }
+                crate::core::ChannelError::TooMany => {
+                    ApiError::new(Status::Conflict, "too_many_channels", detail)
+                }
+                crate::core::ChannelError::NotFound(_) => {
+                    ApiError::new(Status::NotFound, "channel_not_found", detail)
+                }
+                crate::core::ChannelError::UnknownDomain(_) => {
+                    ApiError::bad_request("unknown_domain", detail)
+                }
+                crate::core::ChannelError::UnknownZone(_) => {
+                    ApiError::bad_request("unknown_zone", detail)
+                }
+                _ => ApiError::bad_request("invalid_channel", detail),
+            },
         }
     }
 }

@@ -5,6 +5,7 @@
 //! core, and render; errors become HTTP responses in exactly one place, [`error`].
 
 pub mod auth;
+mod channels;
 mod cluster;
 mod drains;
 pub mod edge;
@@ -236,6 +237,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(tag::stage())
         .attach(routing::stage())
         .attach(units::stage())
+        .attach(channels::stage())
         .attach(health::stage())
         .attach(cluster::stage())
         .attach(drains::stage())

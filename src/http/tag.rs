@@ -88,13 +88,16 @@ pub(crate) fn user_id_param<'q>(origin: &'q Origin<'_>) -> Result<Option<Cow<'q,
 fn tag_one(app: &State<App>, caller: Caller, origin: &Origin<'_>) -> Result<Tagged, ApiError> {
     caller.require_reader(&app.config)?;
     let user_id = user_id_param(origin)?;
-    let domain = tag_answer::domain_param(origin.query().map(|q| q.as_str()))?;
+    let query = origin.query().map(|q| q.as_str());
+    let domain = tag_answer::domain_param(query)?;
+    let service = tag_answer::service_param(query)?;
     tag_one_with(
         &app.coordinator.table(),
         app.config.fallback,
         &app.tag_counters,
         user_id.as_deref(),
         domain.as_deref(),
+        service.as_deref(),
     )
 }
 
@@ -105,8 +108,9 @@ pub(crate) fn tag_one_with(
     counters: &TagCounters,
     user_id: Option<&str>,
     domain: Option<&str>,
+    service: Option<&str>,
 ) -> Result<Tagged, ApiError> {
-    Ok(tag_answer::tag_one(table, fallback, counters, user_id, domain)?.into())
+    Ok(tag_answer::tag_one(table, fallback, counters, user_id, domain, service)?.into())
 }
 
 #[post("/v1/tag", data = "<request>")]

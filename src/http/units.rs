@@ -66,7 +66,11 @@ struct UnitsRequest {
 }
 
 /// A zone of `table` by name or lane; 400 `unknown_zone` naming `field` otherwise.
-fn zone_named(table: &RoutingTable, field: &str, name: &str) -> Result<ZoneId, ApiError> {
+pub(super) fn zone_named(
+    table: &RoutingTable,
+    field: &str,
+    name: &str,
+) -> Result<ZoneId, ApiError> {
     let zone = table.zones().resolve(name).map_err(|_| {
         ApiError::bad_request(
             "unknown_zone",
@@ -146,7 +150,7 @@ fn unknown_domain(table: &RoutingTable, field: &str, name: &str) -> ApiError {
 /// The capacity verdicts of the default domain's map becoming `next` and each named domain's
 /// becoming its map in `next_domains` (a zone gaining units in several domains is judged on the
 /// sum), one object per receiving zone; the first blocking one.
-async fn project(
+pub(super) async fn project(
     app: &App,
     table: &std::sync::Arc<RoutingTable>,
     next: &UnitMap,

@@ -64,6 +64,7 @@ fn tag_one(tagger: &Tagger, request: &Request<Incoming>) -> Result<Answer, Failu
     reader(tagger, request.headers())?;
     let user_id = tag_answer::user_id_param(request.uri().query())?;
     let domain = tag_answer::domain_param(request.uri().query())?;
+    let service = tag_answer::service_param(request.uri().query())?;
     let table = tagger.coordinator.table();
     tag_answer::tag_one(
         &table,
@@ -71,6 +72,7 @@ fn tag_one(tagger: &Tagger, request: &Request<Incoming>) -> Result<Answer, Failu
         &tagger.counters,
         user_id.as_deref(),
         domain.as_deref(),
+        service.as_deref(),
     )
 }
 

@@ -31,7 +31,7 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
         "unit_mode": mode,
         "digits_skip": digits_skip,
         "hash": HASH_ALGORITHM,
-        "rule": "a pinned user goes to their pin's lane; every other user to the lane of the zone that owns their unit in `unit_map` (on a two-zone dial-form table: blue when unit < blue_units)",
+        "rule": "a pinned user goes to their pin's lane; else, for a call of a service that has a release channel in the domain, a user the channel selects (their unit in its `units`, or their ID in its `users`) goes to the channel's lane unless the channel is suspended (then its `fallback`: `global` goes on to the map, `reject` refuses); every other user goes to the lane of the zone that owns their unit in `unit_map` (on a two-zone dial-form table: blue when unit < blue_units)",
         "zones": zones_body(table),
         "unit_map": unit_map_body(table, table.map()),
         "domains": table
@@ -44,7 +44,8 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
             "lane": global.zone.map(|z| table.lane(z)),
             "read_only": global.read_only,
         },
-        "precedence": ["pin", "unit"],
+        "precedence": ["pin", "channel", "unit"],
+        "channels": channels_body(table),
         // Units frozen by a move in progress, by domain: their users' writes get "busy, retry"
         // from every write check until the unfreeze (reads go on). Empty between moves.
         "frozen": table
@@ -52,6 +53,28 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
             .iter()
             .map(|(domain, units)| (domain.clone(), json!(units.to_string())))
             .collect::<serde_json::Map<String, Value>>(),
+    })
+}
+
+/// The release channels, by name: what a client needs to apply the `channel` rule.
+pub fn channels_body(table: &RoutingTable) -> Value {
+    Value::Array(table.channels().values().map(|c| channel_body(table, c)).collect())
+}
+
+/// One release channel's wire form (`GET /v1/routing`, `GET /v1/channels/{name}`).
+pub fn channel_body(table: &RoutingTable, c: &crate::core::Channel) -> Value {
+    json!({
+        "name": c.name,
+        "domain": c.domain_name(),
+        "services": c.services,
+        "zone": table.zone_of(c.zone),
+        "lane": table.lane(c.zone),
+        "units": c.units.to_string(),
+        "share_percent": percent(c.units.len(), table.units()),
+        "users": c.users,
+        "fallback": c.fallback.as_str(),
+        "expires_at_ms": c.expires_at_ms,
+        "suspended": c.suspended,
     })
 }
 

@@ -64,6 +64,9 @@ impl From<TagError> for Failure {
         match e {
             TagError::InvalidUserId(e) => e.into(),
             TagError::Untagged => Failure::bad_request("missing_user_id", e.to_string()),
+            TagError::ChannelUnavailable(_) => {
+                Failure::new(503, "channel_unavailable", e.to_string())
+            }
         }
     }
 }
@@ -89,6 +92,12 @@ struct TagBody<'a> {
     zone: &'a str,
     version: u64,
     pinned: bool,
+    /// The service asked about, and the rule that decided for it (`pin`, `channel:<name>`,
+    /// `unit`, or `fallback` without a user ID); both absent when no service was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<Cow<'a, str>>,
 }
 
 /// `body` as compact JSON, written into a buffer of `capacity` bytes to start with.
@@ -181,20 +190,51 @@ pub fn domain_map<'t>(
     })
 }
 
-/// `GET /v1/tag` against `table`, in `domain` (`None`: the default domain).
+/// The `service` query parameter (absent: no service, the global rule), decoded strictly; a
+/// name outside `[a-z0-9_.-]{1,64}` is 400 `invalid_service`.
+pub fn service_param(query: Option<&str>) -> Result<Option<Cow<'_, str>>, Failure> {
+    let service = user_param(query, "service")
+        .map_err(|e| Failure::bad_request("invalid_service", e.detail))?;
+    check_service(service.as_deref())?;
+    Ok(service)
+}
+
+/// 400 `invalid_service` unless `service` is absent or a valid name.
+pub fn check_service(service: Option<&str>) -> Result<(), Failure> {
+    match service {
+        Some(s) if !crate::core::valid_name(s) => Err(Failure::bad_request(
+            "invalid_service",
+            format!("service: `{s}` is not a service name: 1-64 bytes of [a-z0-9_.-]"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `GET /v1/tag` against `table`, in `domain` (`None`: the default domain), for a call of
+/// `service` (`None`: the global rule; with one, its release channel may decide and the answer
+/// says which rule did).
 pub fn tag_one(
     table: &RoutingTable,
     fallback: Fallback,
     counters: &TagCounters,
     user_id: Option<&str>,
     domain: Option<&str>,
+    service: Option<&str>,
 ) -> Result<Answer, Failure> {
     let started = counters.sample_timing().then(Instant::now);
     let map = domain_map(table, domain)?;
     let (color, body) = match user_id {
         Some(user_id) => {
             validate_user_id(user_id)?;
-            let tag = table.tag_in(map, user_id)?;
+            let (tag, reason) = match service {
+                None => (table.tag_in(map, user_id)?, None),
+                Some(_) => {
+                    let (tag, rule) = table
+                        .tag_service(domain, user_id, service)?
+                        .expect("domain_map found the domain");
+                    (tag, Some(Cow::Owned(rule.describe().into_owned())))
+                }
+            };
             let body = TagBody {
                 user_id: Some(user_id),
                 domain,
@@ -203,6 +243,8 @@ pub fn tag_one(
                 zone: table.zone_of(tag.color),
                 version: table.version(),
                 pinned: tag.pinned,
+                service,
+                reason,
             };
             (tag.color, body)
         }
@@ -216,6 +258,8 @@ pub fn tag_one(
                 zone: table.zone_of(color),
                 version: table.version(),
                 pinned: false,
+                service,
+                reason: service.map(|_| Cow::Borrowed("fallback")),
             };
             (color, body)
         }
@@ -241,6 +285,10 @@ pub struct BatchRequest<'r> {
     /// The routing domain (absent: the default domain).
     #[serde(default)]
     pub domain: Option<String>,
+    /// The service the calls are for (absent: the global rule); each entry then says which
+    /// rule decided (`reason`).
+    #[serde(default)]
+    pub service: Option<String>,
 }
 
 /// One user ID of a batch. serde's own `Cow<str>` always allocates inside a `Vec` (only a
@@ -323,6 +371,9 @@ pub fn tag_batch(
             format!("{} user_ids given; at most {max} are allowed per request", ids.len()),
         ));
     }
+    if let Some(service) = request.service.as_deref() {
+        return tag_batch_for_service(table, counters, request, service);
+    }
     // Per colour: what follows the ID up to the unit, and what follows the unit (pinned or not).
     let parts: Vec<_> = table
         .zones()
@@ -371,6 +422,68 @@ pub fn tag_batch(
     }
     let body = String::from_utf8(out).expect("built from UTF-8 pieces");
     Ok(Answer { body, color: None, version: table.version() })
+}
+
+/// `POST /v1/tag` with a `service`: each entry as the single answer has it, with the rule that
+/// decided (`reason`). Not the hand-written fast path: a release channel's batch is rarer.
+fn tag_batch_for_service(
+    table: &RoutingTable,
+    counters: &TagCounters,
+    request: &BatchRequest<'_>,
+    service: &str,
+) -> Result<Answer, Failure> {
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        user_id: &'a str,
+        color: &'a str,
+        unit: u32,
+        zone: &'a str,
+        pinned: bool,
+        reason: Cow<'a, str>,
+    }
+    #[derive(Serialize)]
+    struct Body<'a> {
+        version: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        domain: Option<&'a str>,
+        service: &'a str,
+        tags: Vec<Entry<'a>>,
+    }
+    check_service(Some(service))?;
+    let domain = request.domain.as_deref();
+    let mut counts = vec![0u64; table.zones().len()];
+    let mut tags = Vec::with_capacity(request.user_ids.len());
+    for (i, user_id) in request.user_ids.iter().enumerate() {
+        let user_id: &str = user_id;
+        let at = |e: String| {
+            Failure::bad_request("invalid_user_id", format!("user_ids[{i}]: {e}"))
+                .with("index", json!(i))
+        };
+        validate_user_id(user_id).map_err(|e| at(e.to_string()))?;
+        let (tag, rule) = match table.tag_service(domain, user_id, Some(service)) {
+            Ok(found) => found.expect("domain_map found the domain"),
+            Err(TagError::InvalidUserId(e)) => return Err(at(e.to_string())),
+            Err(e) => return Err(Failure::from(e).with("index", json!(i))),
+        };
+        counts[tag.color.index()] += 1;
+        tags.push(Entry {
+            user_id,
+            color: table.lane(tag.color),
+            unit: tag.unit.0,
+            zone: table.zone_of(tag.color),
+            pinned: tag.pinned,
+            reason: Cow::Owned(rule.describe().into_owned()),
+        });
+    }
+    for (i, n) in counts.iter().enumerate() {
+        counters.count(ZoneId(i as u16), *n);
+    }
+    let body = Body { version: table.version(), domain, service, tags };
+    Ok(Answer {
+        body: json(&body, 64 * request.user_ids.len()),
+        color: None,
+        version: table.version(),
+    })
 }
 
 /// `value` as a JSON string: copied as is when nothing in it needs escaping (the common case),

@@ -3,9 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    Audit, CheckKind, Command, DrainMode, DrainPlan, Envelope, Genesis, Guard, HttpCall, OnBreach,
-    Plan, PlanMove, PlanStep, Precondition, RoutingTable, Trigger, UnitMode, UnitMove, UnitScheme,
-    UnitSet, ZoneClass, ZoneId, ZoneSample, ZoneSpec, Zones,
+    Audit, Channel, ChannelFallback, CheckKind, Command, DrainMode, DrainPlan, Envelope, Genesis,
+    Guard, HttpCall, OnBreach, Plan, PlanMove, PlanStep, Precondition, RoutingTable, Trigger,
+    UnitMode, UnitMove, UnitScheme, UnitSet, ZoneClass, ZoneId, ZoneSample, ZoneSpec, Zones,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -236,6 +236,14 @@ pub enum WireCommand {
     },
     AddDomain {
         name: String,
+    },
+    PutChannel {
+        channel: WireChannel,
+    },
+    DeleteChannel {
+        name: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        expired: bool,
     },
 }
 
@@ -821,6 +829,12 @@ impl WireCommand {
             Command::AddZone { spec } => WireCommand::AddZone { zone: WireZone::from(spec) },
             Command::RetireZone { zone } => WireCommand::RetireZone { zone: lane(zone) },
             Command::AddDomain { name } => WireCommand::AddDomain { name: name.clone() },
+            Command::PutChannel { channel } => {
+                WireCommand::PutChannel { channel: WireChannel::encode(channel, &lane) }
+            }
+            Command::DeleteChannel { name, expired } => {
+                WireCommand::DeleteChannel { name: name.clone(), expired: *expired }
+            }
             Command::SetGlobalWriter { zone, read_only } => WireCommand::SetGlobalWriter {
                 zone: zone.as_ref().map(lane),
                 read_only: *read_only,
@@ -967,6 +981,12 @@ impl WireCommand {
             WireCommand::AddZone { zone: z } => Command::AddZone { spec: z.to_spec()? },
             WireCommand::RetireZone { zone: lane } => Command::RetireZone { zone: lane_of(lane)? },
             WireCommand::AddDomain { name } => Command::AddDomain { name: name.clone() },
+            WireCommand::PutChannel { channel } => {
+                Command::PutChannel { channel: channel.decode(zones, table.units())? }
+            }
+            WireCommand::DeleteChannel { name, expired } => {
+                Command::DeleteChannel { name: name.clone(), expired: *expired }
+            }
             WireCommand::SetGlobalWriter { zone: lane, read_only } => Command::SetGlobalWriter {
                 zone: lane.as_deref().map(lane_of).transpose()?,
                 read_only: *read_only,
@@ -984,6 +1004,65 @@ pub struct WireUnitMove {
     /// The routing domain; absent for the default domain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
+}
+
+/// A release channel as a `put_channel` record and a snapshot store it: its zone by lane, its
+/// units as a set (`0-9,17`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireChannel {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    pub services: Vec<String>,
+    pub zone: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub units: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<String>,
+    pub fallback: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspended: bool,
+}
+
+impl WireChannel {
+    pub fn encode(c: &Channel, lane: &dyn Fn(&ZoneId) -> String) -> WireChannel {
+        WireChannel {
+            name: c.name.clone(),
+            domain: c.domain.clone(),
+            services: c.services.clone(),
+            zone: lane(&c.zone),
+            units: c.units.to_string(),
+            users: c.users.iter().cloned().collect(),
+            fallback: c.fallback.as_str().to_owned(),
+            expires_at_ms: c.expires_at_ms,
+            suspended: c.suspended,
+        }
+    }
+
+    pub fn decode(&self, zones: &Zones, units: u32) -> Result<Channel, String> {
+        let at = |e: String| format!("channel {}: {e}", self.name);
+        Ok(Channel {
+            name: self.name.clone(),
+            domain: self.domain.clone(),
+            services: self.services.clone(),
+            zone: zones
+                .by_lane(&self.zone)
+                .ok_or_else(|| at(format!("`{}` is not a lane of the table", self.zone)))?,
+            units: if self.units.is_empty() {
+                UnitSet::default()
+            } else {
+                UnitSet::parse(&self.units, units).map_err(|e| at(e.to_string()))?
+            },
+            users: self.users.iter().cloned().collect(),
+            fallback: ChannelFallback::parse(&self.fallback)
+                .ok_or_else(|| at(format!("unknown fallback `{}`", self.fallback)))?,
+            expires_at_ms: self.expires_at_ms,
+            suspended: self.suspended,
+        })
+    }
 }
 
 /// A zone as a genesis record lists it or an `add_zone` record adds it.

@@ -27,8 +27,8 @@ use crate::core::{
 
 use super::apply::{Lease, Outcome};
 use super::entry::{
-    LogEntry, WirePlan, WireZone, WireZoneSample, core_samples, is_plain_two, scheme_of,
-    wire_samples, wire_zones, zones_of,
+    LogEntry, WireChannel, WirePlan, WireZone, WireZoneSample, core_samples, is_plain_two,
+    scheme_of, wire_samples, wire_zones, zones_of,
 };
 use super::replay::{AUDIT_IN_MEMORY, AuditRecord, Replayed, action_name};
 use super::{LogPosition, StoreError};
@@ -168,6 +168,9 @@ struct Body {
     /// Units frozen by a drain step in progress, by domain (absent between moves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     frozen: Option<BTreeMap<String, String>>,
+    /// Release channels (absent without channels, so older releases read such snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    channels: Option<Vec<WireChannel>>,
     pins: BTreeMap<String, String>,
     drains: Vec<WireDrain>,
     next_drain_id: u64,
@@ -623,6 +626,10 @@ fn encode(
         frozen: (!table.frozen().is_empty()).then(|| {
             table.frozen().iter().map(|(d, units)| (d.clone(), units.to_string())).collect()
         }),
+        channels: (!table.channels().is_empty()).then(|| {
+            let lane = |z: &ZoneId| table.lane(*z).to_owned();
+            table.channels().values().map(|c| WireChannel::encode(c, &lane)).collect()
+        }),
         global_writer: (table.global() != GlobalWriter::default()).then(|| WireGlobalWriter {
             zone: table.global().zone.map(|z| table.lane(z).to_owned()),
             read_only: table.global().read_only,
@@ -737,9 +744,14 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
             .map_err(|e| format!("frozen units of {domain}: {e}"))?;
         frozen.insert(domain.clone(), set);
     }
+    let mut channels = BTreeMap::new();
+    for c in body.channels.iter().flatten() {
+        channels.insert(c.name.clone(), c.decode(&zones, scheme.count())?);
+    }
     let table = RoutingTable::from_map(body.version, scheme, map, pins, zones.clone(), global)
         .and_then(|t| t.with_domains(domains))
         .and_then(|t| t.with_frozen(frozen))
+        .and_then(|t| t.with_channels(channels))
         .map_err(|e| e.to_string())?;
     let zones = &zones;
     let drains = body

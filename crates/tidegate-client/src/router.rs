@@ -18,7 +18,7 @@ use super::sse::{self, Endpoint, Item};
 use super::tls;
 use super::wire::decode_table;
 use crate::metrics::CLIENT_MISROUTED;
-use tidegate_core::{Fallback, RoutingTable, UnitError, ZoneId, validate_user_id};
+use tidegate_core::{Fallback, RoutingTable, TagError, UnitError, ZoneId, validate_user_id};
 
 /// How this client names itself to the coordinator.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,6 +172,9 @@ pub enum ClientError {
     /// The table has no routing domain of that name.
     #[error("the routing table has no domain `{0}`")]
     UnknownDomain(String),
+    /// The user's release channel is suspended and its fallback is `reject`.
+    #[error("release channel `{0}` is suspended and its fallback is `reject`")]
+    ChannelUnavailable(String),
     /// The `https://` coordinator's trust settings are unusable (a missing CA file, no roots).
     #[error(transparent)]
     Tls(#[from] super::tls::TlsError),
@@ -417,6 +420,42 @@ impl Router {
             version: table.version(),
             pinned: tag.pinned,
         })
+    }
+
+    /// Tags a call of `service` for a user in `domain` (`None`: the default domain): a pin wins,
+    /// then the service's release channel when it selects the user, then the map, exactly as
+    /// the server's `GET /v1/tag?service=` does. Also returns the rule that decided (`pin`,
+    /// `channel:<name>`, `unit`). [`ClientError::ChannelUnavailable`] when the channel is
+    /// suspended and its fallback is `reject`.
+    pub fn tag_for_service(
+        &self,
+        domain: Option<&str>,
+        service: &str,
+        user_id: &str,
+    ) -> Result<(Tag, String), ClientError> {
+        validate_user_id(user_id)?;
+        let guard = self.shared.table.load();
+        let table = guard.as_ref().ok_or(ClientError::NoTable)?;
+        let (tag, rule) = match table.tag_service(domain, user_id, Some(service)) {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                return Err(ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()));
+            }
+            Err(TagError::InvalidUserId(e)) => return Err(e.into()),
+            Err(TagError::ChannelUnavailable(name)) => {
+                return Err(ClientError::ChannelUnavailable(name));
+            }
+            Err(TagError::Untagged) => return Err(ClientError::Untagged),
+        };
+        let tag = Tag {
+            color: tag.color,
+            lane: table.lane_static(tag.color),
+            unit: tag.unit.0,
+            zone: table.zone_of(tag.color).to_owned(),
+            version: table.version(),
+            pinned: tag.pinned,
+        };
+        Ok((tag, rule.describe().into_owned()))
     }
 
     /// The colour of a request without a user ID, by the configured fallback.

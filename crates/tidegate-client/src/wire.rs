@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use tidegate_core::{
-    GlobalWriter, RoutingTable, Run, UnitMap, UnitMode, UnitScheme, UnitSet, ZoneClass, ZoneSpec,
-    Zones,
+    Channel, ChannelFallback, GlobalWriter, RoutingTable, Run, UnitMap, UnitMode, UnitScheme,
+    UnitSet, ZoneClass, ZoneSpec, Zones,
 };
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -106,10 +106,64 @@ pub fn decode_table(value: &Value) -> Result<RoutingTable, DecodeError> {
             frozen.insert(domain.clone(), set);
         }
     }
+    // Release channels (absent from coordinators before channels).
+    let mut channels = BTreeMap::new();
+    if let Some(list) = value.get("channels").and_then(Value::as_array) {
+        for (i, c) in list.iter().enumerate() {
+            let channel = decode_channel(c, &zones, units_count)
+                .map_err(|e| DecodeError(format!("`channels[{i}]`: {}", e.0)))?;
+            channels.insert(channel.name.clone(), channel);
+        }
+    }
     RoutingTable::from_map(version, scheme, map, pins, zones, global)
         .and_then(|t| t.with_domains(domains))
         .and_then(|t| t.with_frozen(frozen))
+        .and_then(|t| t.with_channels(channels))
         .map_err(|e| DecodeError(e.to_string()))
+}
+
+/// One release channel of `channels`: name, domain, services, the receiving lane, its users as a
+/// unit set and IDs, fallback and whether it is suspended.
+fn decode_channel(c: &Value, zones: &Zones, units: u32) -> Result<Channel, DecodeError> {
+    let strings = |key: &str| -> Result<Vec<String>, DecodeError> {
+        match c.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(list)) => list
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| DecodeError(format!("`{key}` holds a non-string")))
+                })
+                .collect(),
+            Some(_) => Err(DecodeError(format!("`{key}` is not a list"))),
+        }
+    };
+    let lane = text(c, "lane")?;
+    let set = text(c, "units")?;
+    let fallback = text(c, "fallback")?;
+    Ok(Channel {
+        name: text(c, "name")?.to_owned(),
+        domain: c
+            .get("domain")
+            .and_then(Value::as_str)
+            .filter(|d| *d != tidegate_core::DEFAULT_DOMAIN)
+            .map(str::to_owned),
+        services: strings("services")?,
+        zone: zones
+            .by_lane(lane)
+            .ok_or_else(|| DecodeError(format!("`lane` names unknown lane `{lane}`")))?,
+        units: if set.is_empty() {
+            UnitSet::default()
+        } else {
+            UnitSet::parse(set, units).map_err(|e| DecodeError(format!("`units`: {e}")))?
+        },
+        users: strings("users")?.into_iter().collect(),
+        fallback: ChannelFallback::parse(fallback)
+            .ok_or_else(|| DecodeError(format!("unknown `fallback` `{fallback}`")))?,
+        expires_at_ms: c.get("expires_at_ms").and_then(Value::as_u64),
+        suspended: c.get("suspended").and_then(Value::as_bool).unwrap_or(false),
+    })
 }
 
 fn decode_zones(value: &Value) -> Result<Zones, DecodeError> {

@@ -245,6 +245,12 @@ pub(crate) fn settle(before: &RoutingTable, after: &mut RoutingTable, mut to: St
     to
 }
 
+/// The channels whose expiry is at or before `now_ms`: the coordinator removes them with a logged
+/// `DeleteChannel { expired: true }`.
+pub fn expired_channels(table: &RoutingTable, now_ms: u64) -> impl Iterator<Item = &Channel> {
+    table.channels().values().filter(move |c| c.expires_at_ms.is_some_and(|at| at <= now_ms))
+}
+
 /// Checks a channel or service name: 1-64 bytes of lower-case ASCII letters, digits, `_`, `.`
 /// and `-` (names appear in URLs, headers and metric labels).
 pub fn valid_name(name: &str) -> bool {
