@@ -12,7 +12,8 @@
 //! the coordinator over a link that delivers its answers `SLOW_LINK` late (a slow subscriber, as
 //! a congested link or a paused process is). The driver routes each write through one of its
 //! two gateways (Routers) at random, follows a 421 to the zone it names, and retries a 503 after
-//! its `retry_after_ms`. Half of the writes go to 100 hot users, the rest to all 10 000.
+//! its `retry_after_ms`. It writes in sessions of three writes of one user; half of the sessions
+//! are of 100 hot users, the rest of any of the 10 000.
 //!
 //! Needs `POSTGRES_TEST_URL` (`scripts/test.sh` starts `scripts/postgres.sh` and exports it) and
 //! the example binary (`cargo test --all-targets` builds it; alone: `cargo build --example
@@ -39,7 +40,9 @@ const SLOW_LINK: Duration = Duration::from_millis(60);
 const USERS: u64 = 10_000;
 const HOT_USERS: u64 = 100;
 const MOVES: u32 = 100;
-const DRIVER_THREADS: usize = 24;
+const DRIVER_THREADS: usize = 16;
+/// Writes per session: one user's writes in a row.
+const SESSION: usize = 3;
 
 /// The two runs share the machine's two cores: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -283,20 +286,24 @@ impl Driver {
                     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((thread as u64 + 1) << 32));
                     let mut seq = 0i64;
                     while !driver.stop.load(Ordering::SeqCst) {
-                        seq += 1;
-                        let write_id = ((thread as i64) << 40) | seq;
                         let user =
                             if rng.below(2) == 0 { rng.below(HOT_USERS) } else { rng.below(USERS) };
                         let user = format!("user-{user}");
-                        let counter = match driver.write(&agent, &mut rng, &user, write_id) {
-                            Outcome::Acked => {
-                                driver.acked.lock().unwrap().push(write_id);
-                                &driver.counts.acked
-                            }
-                            Outcome::GaveUp => &driver.counts.gave_up,
-                            Outcome::Unknown => &driver.counts.unknown,
-                        };
-                        counter.fetch_add(1, Ordering::SeqCst);
+                        // A session: a few writes of one user in a row, each through either
+                        // gateway.
+                        for _ in 0..SESSION {
+                            seq += 1;
+                            let write_id = ((thread as i64) << 40) | seq;
+                            let counter = match driver.write(&agent, &mut rng, &user, write_id) {
+                                Outcome::Acked => {
+                                    driver.acked.lock().unwrap().push(write_id);
+                                    &driver.counts.acked
+                                }
+                                Outcome::GaveUp => &driver.counts.gave_up,
+                                Outcome::Unknown => &driver.counts.unknown,
+                            };
+                            counter.fetch_add(1, Ordering::SeqCst);
+                        }
                     }
                 })
             })
@@ -698,7 +705,7 @@ fn with_freeze_no_write_is_lost_duplicated_or_committed_by_a_non_owner() {
     let f = run(true);
     assert_eq!(f.steps, MOVES as usize, "100 moves");
     assert_eq!(f.windows_ms.len(), MOVES as usize, "each move froze, switched and unfroze");
-    assert!(f.acked > 10_000, "a real workload: {} acknowledged writes", f.acked);
+    assert!(f.acked > 5_000, "a real workload: {} acknowledged writes", f.acked);
     assert_eq!(f.duplicates, 0, "duplicate write IDs");
     assert_eq!(f.lost, 0, "acknowledged writes missing from the table");
     assert_eq!(f.unacked_rows, 0, "rows the driver never saw acknowledged");
@@ -716,10 +723,11 @@ fn without_freeze_the_same_workload_lets_a_non_owner_write_the_control() {
     let f = run(false);
     assert_eq!(f.steps, MOVES as usize, "100 moves");
     assert!(f.windows_ms.is_empty(), "no freeze in the control");
-    assert!(f.acked > 10_000, "a real workload: {} acknowledged writes", f.acked);
+    assert!(f.acked > 2_000, "a real workload: {} acknowledged writes", f.acked);
     // The writers' checks are right for the table each one holds...
     assert_eq!(f.not_owner_at_version, 0, "rows not by the owner at their version");
     // ...but a zone one table behind commits writes the coordinator already gave away.
     assert!(f.not_owner_at_commit > 0, "no write was committed by a non-owner: the control failed");
+    assert!(f.table_dual > 0, "no user was written by a second owner: the control failed");
     assert!(f.dual_owner > 0, "the dual-owner watch caught nothing: the control failed");
 }
