@@ -5,7 +5,8 @@
 # installed or started fails this script loudly, before any test runs. Tests start their own
 # instances (tidegate binaries, Prometheus via scripts/prometheus.sh) on free loopback ports.
 # One real Kafka broker (scripts/kafka.sh) is started here and shared by the tests/mq_* suites,
-# each on its own topics and groups; it is stopped (and its data wiped) when this script exits.
+# each on its own topics and groups, and one PostgreSQL cluster (scripts/postgres.sh) for
+# tests/pg_zero_loss.rs; both are stopped (and their data wiped) when this script exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,19 +70,27 @@ if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
   apt-get update -qq && apt-get install -y -qq default-jre-headless maven >/dev/null
 fi
 
-# A run dir of our own, so a broker someone else started by hand is neither reused nor stopped.
+# Run dirs of our own, so a broker or database someone else started by hand is neither reused
+# nor stopped.
 own_run_dir=0
 if [[ -z "${KAFKA_RUN_DIR:-}" ]]; then
   export KAFKA_RUN_DIR="/tmp/tidegate-kafka-test-$$"
   own_run_dir=1
 fi
-stop_kafka() {
+own_pg_run_dir=0
+if [[ -z "${POSTGRES_RUN_DIR:-}" ]]; then
+  export POSTGRES_RUN_DIR="/tmp/tidegate-postgres-test-$$"
+  own_pg_run_dir=1
+fi
+stop_components() {
   local rc=$?
   bash scripts/kafka.sh stop >/dev/null 2>&1 || true
-  # The broker's logs stay for a post-mortem when something failed.
+  bash scripts/postgres.sh stop >/dev/null 2>&1 || true
+  # The logs stay for a post-mortem when something failed.
   if ((rc == 0 && own_run_dir == 1)); then rm -rf "$KAFKA_RUN_DIR"; fi
+  if ((rc == 0 && own_pg_run_dir == 1)); then rm -rf "$POSTGRES_RUN_DIR"; fi
 }
-trap stop_kafka EXIT
+trap stop_components EXIT
 echo "== Kafka broker (scripts/kafka.sh start, run dir $KAFKA_RUN_DIR)"
 if ! bootstrap="$(bash scripts/kafka.sh start)"; then
   echo "scripts/test.sh: the Kafka broker did not start; the tests/mq_* suites need it (see $KAFKA_RUN_DIR/logs)" >&2
@@ -97,6 +106,16 @@ echo "Kafka at $bootstrap"
 echo "== Kafka three-node cluster (scripts/kafka.sh start-cluster, in the background; log $KAFKA_RUN_DIR/cluster-start.log)"
 mkdir -p "$KAFKA_RUN_DIR"
 bash scripts/kafka.sh start-cluster >"$KAFKA_RUN_DIR/cluster-start.log" 2>&1 &
+
+# tests/pg_zero_loss.rs commits to a real PostgreSQL (Debian's postgresql; the script installs
+# it when missing) and reads its URL from POSTGRES_TEST_URL; without it the test fails.
+echo "== PostgreSQL (scripts/postgres.sh start, run dir $POSTGRES_RUN_DIR)"
+if ! POSTGRES_TEST_URL="$(bash scripts/postgres.sh start)"; then
+  echo "scripts/test.sh: PostgreSQL did not start; tests/pg_zero_loss.rs needs it (see $POSTGRES_RUN_DIR/logs)" >&2
+  exit 1
+fi
+export POSTGRES_TEST_URL
+echo "PostgreSQL at $POSTGRES_TEST_URL"
 
 echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy; benches once in test mode)"
 cargo test -j 2 --all-targets

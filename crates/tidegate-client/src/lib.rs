@@ -39,7 +39,7 @@ pub use headers::{
 };
 pub use router::{
     ClientError, DEFAULT_STALL_TIMEOUT, Identity, Misrouted, Origin, Router, RouterOptions,
-    RouterStatus, Tag, first_choice,
+    RouterStatus, Tag, WriteScope, first_choice,
 };
 pub use signature::{SIGNATURE_HEADER, TagKey};
 pub use table_source::TableSource;

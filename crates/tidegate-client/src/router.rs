@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -193,6 +193,13 @@ pub struct Misrouted {
     pub version: u64,
 }
 
+/// A write in flight ([`Router::write_scope`]): the Router acknowledges no newer table until
+/// it is dropped.
+#[must_use = "the scope must live until the write is committed"]
+pub struct WriteScope<'a> {
+    _guard: RwLockReadGuard<'a, ()>,
+}
+
 struct Shared {
     table: ArcSwapOption<RoutingTable>,
     status: Mutex<RouterStatus>,
@@ -202,6 +209,10 @@ struct Shared {
     acked: AtomicU64,
     /// The command log the held table came from (`log_id` of its routing event), if known.
     log_id: Mutex<Option<String>>,
+    /// Writes in flight ([`Router::write_scope`]) hold it shared; the watcher takes it
+    /// exclusively before it acknowledges a version, so an acknowledgement says that no write
+    /// judged with an older table is still being committed.
+    writes: RwLock<()>,
 }
 
 /// What to do with a table that arrives while `held` (version, log id) is held.
@@ -294,6 +305,7 @@ impl Router {
             socket: Mutex::new(None),
             acked: AtomicU64::new(0),
             log_id: Mutex::new(None),
+            writes: RwLock::new(()),
         });
         if let Some(path) = &options.cache_path
             && let Some((table, log_id)) = load_cache(path)
@@ -341,6 +353,7 @@ impl Router {
             socket: Mutex::new(None),
             acked: AtomicU64::new(0),
             log_id: Mutex::new(None),
+            writes: RwLock::new(()),
         });
         Router {
             shared,
@@ -501,6 +514,17 @@ impl Router {
         let answer = crate::write::WriteAnswer::new(&table, check);
         crate::write::count(&answer);
         Ok(answer)
+    }
+
+    /// Opens a write's scope: hold it from before [`Router::check_write`] until the write is
+    /// committed (or refused). While any scope is open the Router does not acknowledge a newer
+    /// table (it still applies it: checks made meanwhile use it), so the coordinator's barrier
+    /// "every live subscriber applied the freeze" also means "no write judged with the older
+    /// table is still in flight here". Without it a write checked just before the freeze arrived
+    /// could commit after the switch, when the unit already belongs to another zone. Keep a scope
+    /// short (one write): an acknowledgement waits for every open one.
+    pub fn write_scope(&self) -> WriteScope<'_> {
+        WriteScope { _guard: self.shared.writes.read().unwrap_or_else(PoisonError::into_inner) }
     }
 
     /// The last-line ownership check for write paths: `Ok` when `user_id` belongs to
@@ -859,6 +883,9 @@ fn watch_once(
             }
         }
         if options.acknowledge && options.token.is_some() {
+            // Wait for the writes judged with an older table (`Router::write_scope`) to end:
+            // the table is already stored, so every write that starts now judges with it.
+            drop(shared.writes.write().unwrap_or_else(PoisonError::into_inner));
             acknowledge(shared, agent, endpoint, identity, options, version);
         }
     }
@@ -1096,6 +1123,73 @@ mod stall_tests {
         assert!(router.status().to_string().contains("refused the table"));
         assert_eq!((router.version(), router.log_id().as_deref()), (Some(5), Some("log-old")));
         assert_eq!(std::fs::read_to_string(&cache).unwrap(), data, "the cache is not overwritten");
+    }
+
+    /// A coordinator stand-in that sends `first`, then `later` after `after`, then heartbeats;
+    /// any other request (an acknowledgement) gets 200 and an empty body.
+    fn coordinator_sending_twice(first: String, later: String, after: Duration) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().map_while(Result::ok) {
+                let (first, later) = (first.clone(), later.clone());
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let (mut line, mut request) = (String::new(), String::new());
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                        request.push_str(&line);
+                        line.clear();
+                    }
+                    if !request.starts_with("GET /v1/routing/watch") {
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        );
+                        return;
+                    }
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+                    let _ = stream.write_all(format!("{head}{first}").as_bytes());
+                    std::thread::sleep(after);
+                    let _ = stream.write_all(later.as_bytes());
+                    while stream.write_all(b":heartbeat\n\n").is_ok() {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn an_open_write_scope_holds_back_the_acknowledgement_not_the_table() {
+        let url = coordinator_sending_twice(
+            routing_event(1, "log-1"),
+            routing_event(2, "log-1"),
+            Duration::from_millis(300),
+        );
+        let router = Router::connect(
+            &url,
+            identity("writer-1".into()),
+            RouterOptions { token: Some("t".into()), ..options(Duration::from_secs(2)) },
+        )
+        .unwrap();
+        assert!(router.wait_for_version(1, Duration::from_secs(5)), "{}", router.status());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while router.acked_version() < 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(router.acked_version(), 1);
+        // A write in flight, judged with version 1, while version 2 arrives.
+        let scope = router.write_scope();
+        assert!(router.wait_for_version(2, Duration::from_secs(5)), "{}", router.status());
+        assert_eq!(router.tag("user-1").unwrap().version, 2, "new checks use the new table");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(router.acked_version(), 1, "acknowledged while a write was in flight");
+        drop(scope);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while router.acked_version() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(router.acked_version(), 2, "{}", router.status());
     }
 
     #[test]

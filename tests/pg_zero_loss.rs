@@ -1,0 +1,733 @@
+//! The proof, on a real database: two zone writers (`examples/zone_writer.rs`, the real Router
+//! and write check) commit to one shared PostgreSQL table while a driver writes for 10 000 users
+//! through 100 drain steps of 1-10 units on the real coordinator binary.
+//!
+//! With `freeze` every step is freeze -> switch -> unfreeze: 0 duplicate write IDs, 0 lost
+//! acknowledged writes, every row committed by the owner at its version and at its commit time,
+//! and the dual-owner counter at 0. The control runs the same workload without `freeze` and must
+//! show writes accepted by a zone that no longer owned the user, and dual-owner catches: the
+//! proof can fail.
+//!
+//! What makes the window observable: writer az-a and one of the driver's two gateways follow
+//! the coordinator over a link that delivers its answers `SLOW_LINK` late (a slow subscriber, as
+//! a congested link or a paused process is). The driver routes each write through one of its
+//! two gateways (Routers) at random, follows a 421 to the zone it names, and retries a 503 after
+//! its `retry_after_ms`. It writes in sessions of three writes of one user; half of the sessions
+//! are of 100 hot users, the rest of any of the 10 000.
+//!
+//! Needs `POSTGRES_TEST_URL` (`scripts/test.sh` starts `scripts/postgres.sh` and exports it) and
+//! the example binary (`cargo test --all-targets` builds it; alone: `cargo build --example
+//! zone_writer`). Either missing fails the test; it never skips.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+use tidegate::client::{HOP_HEADER, Identity, Router, RouterOptions, VERSION_HEADER};
+use tidegate::core::{RoutingTable, WriteCheck, Zones};
+
+/// How late the slow link delivers the coordinator's answers to writer az-a and gateway 2.
+const SLOW_LINK: Duration = Duration::from_millis(60);
+const USERS: u64 = 10_000;
+const HOT_USERS: u64 = 100;
+const MOVES: u32 = 100;
+const DRIVER_THREADS: usize = 16;
+/// Writes per session: one user's writes in a row.
+const SESSION: usize = 3;
+
+/// The two runs share the machine's two cores: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn postgres_url() -> String {
+    std::env::var("POSTGRES_TEST_URL").unwrap_or_else(|_| {
+        panic!(
+            "POSTGRES_TEST_URL is not set: this test needs a real PostgreSQL. scripts/test.sh starts \
+             one; by hand: export POSTGRES_TEST_URL=$(bash scripts/postgres.sh start)"
+        )
+    })
+}
+
+fn writer_binary() -> PathBuf {
+    // target/<profile>/deps/pg_zero_loss-HASH -> target/<profile>/examples/zone_writer
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().unwrap().parent().unwrap().join("examples/zone_writer");
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test --all-targets` builds it, or `cargo build --example zone_writer`",
+        path.display()
+    );
+    path
+}
+
+/// A fresh database for one run on the test cluster; returns its URL.
+fn fresh_database(name: &str) -> String {
+    let base = postgres_url();
+    let mut admin = postgres::Client::connect(&base, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot connect to {base}: {e}"));
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    let (prefix, _) = base.rsplit_once('/').expect("a URL with a database name");
+    format!("{prefix}/{name}")
+}
+
+/// A TCP proxy to `upstream` that delivers the upstream's bytes `delay` late (requests go
+/// through at once): a subscriber that learns of every table `delay` after the others.
+fn slow_link(upstream: &str, delay: Duration) -> String {
+    let upstream = upstream.trim_start_matches("http://").to_owned();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for client in listener.incoming().map_while(Result::ok) {
+            let Ok(server) = TcpStream::connect(&upstream) else { continue };
+            let _ = (client.set_nodelay(true), server.set_nodelay(true));
+            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_in, &mut s_out);
+                let _ = s_out.shutdown(std::net::Shutdown::Write);
+            });
+            let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+            let mut s_in = server;
+            std::thread::spawn(move || {
+                let mut buf = vec![0; 64 * 1024];
+                while let Ok(n) = s_in.read(&mut buf) {
+                    if n == 0 || tx.send((Instant::now(), buf[..n].to_vec())).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut c_out = client;
+            std::thread::spawn(move || {
+                for (at, bytes) in rx {
+                    std::thread::sleep((at + delay).saturating_duration_since(Instant::now()));
+                    if c_out.write_all(&bytes).is_err() {
+                        return;
+                    }
+                }
+                let _ = c_out.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    url
+}
+
+/// A zone writer process (the example), killed on drop.
+struct ZoneWriter {
+    child: Child,
+    url: String,
+}
+
+impl ZoneWriter {
+    fn start(zone: &str, listen: &str, coordinator: &str, peers: &str, database: &str) -> Self {
+        let mut child = Command::new(writer_binary())
+            .env("ZONE", zone)
+            .env("LISTEN", listen)
+            .env("PEERS", peers)
+            .env("TIDEGATE_URL", coordinator)
+            .env("TIDEGATE_SERVICE_TOKEN", SERVICE_TOKEN)
+            .env("DATABASE_URL", database)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the zone writer starts");
+        let mut line = String::new();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut line).unwrap();
+        // Keep reading, so a later line never meets a closed pipe.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let url = line.trim().strip_prefix("zone_writer listening on ").unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("zone writer {zone} did not start: {line:?}")
+        });
+        ZoneWriter { url: url.to_owned(), child }
+    }
+
+    fn stats(&self) -> Value {
+        get_json(&format!("{}/stats", self.url)).1
+    }
+}
+
+impl Drop for ZoneWriter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A read of the coordinator's API (reads need a token once service tokens are configured).
+fn read(url: &str) -> Value {
+    let mut response = agent()
+        .get(url)
+        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+        .call()
+        .expect("request sent");
+    assert_eq!(response.status().as_u16(), 200, "GET {url}");
+    response.body_mut().read_json().expect("JSON body")
+}
+
+fn free_address() -> String {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string()
+}
+
+/// Posts healthy outcomes for both zones every 50 ms, so the maintenance guard passes.
+struct Feeder {
+    stop: Arc<AtomicBool>,
+}
+
+impl Feeder {
+    fn start(url: &str) -> Feeder {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, url) = (Arc::clone(&stop), url.to_owned());
+        std::thread::spawn(move || {
+            let agent = agent();
+            while !s.load(Ordering::SeqCst) {
+                let body = json!([
+                    {"zone": "az-b", "color": "blue", "ok": 100, "error": 0},
+                    {"zone": "az-a", "color": "green", "ok": 100, "error": 0}
+                ]);
+                let _ = agent
+                    .post(&format!("{url}/v1/outcomes"))
+                    .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+                    .send_json(&body);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        Feeder { stop }
+    }
+}
+
+impl Drop for Feeder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A small deterministic generator (xorshift), so a schedule replays.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Drains back and forth: `(target blue units, step units)` whose steps add up to `MOVES`
+/// moves of 1-10 units, between 5 and 95 blue units.
+fn schedule() -> Vec<(u32, u32)> {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut blue, mut moves, mut up, mut plan) = (50u32, 0u32, false, Vec::new());
+    while moves < MOVES {
+        let step = 1 + rng.below(10) as u32;
+        let room = if up { (95 - blue) / step } else { (blue - 5) / step };
+        if room == 0 {
+            up = !up;
+            continue;
+        }
+        let steps = (1 + rng.below(5) as u32).min(room).min(MOVES - moves);
+        blue = if up { blue + steps * step } else { blue - steps * step };
+        plan.push((blue, step));
+        moves += steps;
+        up = !up;
+    }
+    plan
+}
+
+/// What the driver saw of one write.
+enum Outcome {
+    Acked,
+    /// Never acknowledged (gave up after many refusals): nothing was committed for it.
+    GaveUp,
+    /// The answer was lost (a transport error): committed or not, unknown.
+    Unknown,
+}
+
+#[derive(Default)]
+struct DriverCounts {
+    acked: AtomicU64,
+    frozen: AtomicU64,
+    behind: AtomicU64,
+    followed_421: AtomicU64,
+    gave_up: AtomicU64,
+    unknown: AtomicU64,
+}
+
+struct Driver {
+    gateways: [Router; 2],
+    writers: HashMap<String, String>,
+    acked: Mutex<Vec<i64>>,
+    counts: DriverCounts,
+    stop: AtomicBool,
+}
+
+impl Driver {
+    fn run(self: &Arc<Self>) -> Vec<std::thread::JoinHandle<()>> {
+        (0..DRIVER_THREADS)
+            .map(|thread| {
+                let driver = Arc::clone(self);
+                std::thread::spawn(move || {
+                    let agent: ureq::Agent = ureq::Agent::config_builder()
+                        .http_status_as_error(false)
+                        .timeout_global(Some(Duration::from_secs(10)))
+                        .build()
+                        .into();
+                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((thread as u64 + 1) << 32));
+                    let mut seq = 0i64;
+                    while !driver.stop.load(Ordering::SeqCst) {
+                        let user =
+                            if rng.below(2) == 0 { rng.below(HOT_USERS) } else { rng.below(USERS) };
+                        let user = format!("user-{user}");
+                        // A session: a few writes of one user in a row, each through either
+                        // gateway.
+                        for _ in 0..SESSION {
+                            seq += 1;
+                            let write_id = ((thread as i64) << 40) | seq;
+                            let counter = match driver.write(&agent, &mut rng, &user, write_id) {
+                                Outcome::Acked => {
+                                    driver.acked.lock().unwrap().push(write_id);
+                                    &driver.counts.acked
+                                }
+                                Outcome::GaveUp => &driver.counts.gave_up,
+                                Outcome::Unknown => &driver.counts.unknown,
+                            };
+                            counter.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Sends one write until a writer commits it: to the zone a gateway's Router names, after
+    /// a 421 to the zone the refusal names (one hop), after a 503 again after its wait.
+    fn write(&self, agent: &ureq::Agent, rng: &mut Rng, user: &str, write_id: i64) -> Outcome {
+        let mut follow: Option<(String, u64)> = None;
+        for _ in 0..400 {
+            let (zone, version, hop) = match follow.take() {
+                Some((zone, version)) => (zone, version, true),
+                None => {
+                    let tag = self.gateways[rng.below(2) as usize].tag(user).unwrap();
+                    (tag.zone, tag.version, false)
+                }
+            };
+            let mut call = agent
+                .post(&format!("{}/write", self.writers[&zone]))
+                .header(VERSION_HEADER, &version.to_string());
+            if hop {
+                call = call.header(HOP_HEADER, "1");
+            }
+            let mut response = match call.send_json(json!({"user_id": user, "write_id": write_id}))
+            {
+                Ok(response) => response,
+                Err(_) => return Outcome::Unknown,
+            };
+            let status = response.status().as_u16();
+            let body: Value = response.body_mut().read_json().unwrap_or(Value::Null);
+            match status {
+                200 => return Outcome::Acked,
+                421 => {
+                    self.counts.followed_421.fetch_add(1, Ordering::SeqCst);
+                    let owner = body["owner_zone"].as_str().expect("421 names the owner");
+                    follow = Some((owner.to_owned(), body["version"].as_u64().unwrap()));
+                }
+                503 => {
+                    let counter = match body["error"].as_str() {
+                        Some("frozen") => &self.counts.frozen,
+                        Some("behind") => &self.counts.behind,
+                        _ => panic!("503 without a contract answer: {body}"),
+                    };
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    let wait = body["retry_after_ms"].as_u64().expect("503 says how long");
+                    std::thread::sleep(Duration::from_millis(wait));
+                }
+                _ => panic!("write {write_id} of {user} to {zone}: {status} {body}"),
+            }
+        }
+        Outcome::GaveUp
+    }
+}
+
+/// When each version was first seen by a direct watcher, in µs since the epoch: when the
+/// coordinator had published it. (Reads need a token here, so it is a subscriber too, a fast one.)
+struct Published {
+    seen: Arc<Mutex<Vec<(u64, u64)>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Published {
+    fn watch(url: &str) -> Published {
+        let router = Router::connect(
+            url,
+            Identity { subscriber_id: "recorder".into(), zone: "az-a".into(), kind: "tool".into() },
+            RouterOptions { token: Some(SERVICE_TOKEN.into()), ..Default::default() },
+        )
+        .unwrap();
+        assert!(router.wait_for_version(1, Duration::from_secs(10)), "{}", router.status());
+        let (seen, stop) = (Arc::new(Mutex::new(Vec::new())), Arc::new(AtomicBool::new(false)));
+        let (s, halt) = (Arc::clone(&seen), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut last = 0;
+            while !halt.load(Ordering::SeqCst) {
+                let version = router.version().unwrap_or(0);
+                if version > last {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_micros() as u64;
+                    // A version skipped by the stream was published no later than its successor.
+                    s.lock().unwrap().extend((last + 1..=version).map(|v| (v, now)));
+                    last = version;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        Published { seen, stop }
+    }
+
+    /// The first-seen time of versions 1..=`versions` (`u64::MAX` when never seen).
+    fn times(&self, versions: usize) -> Vec<u64> {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut times = vec![u64::MAX; versions];
+        for (v, at) in self.seen.lock().unwrap().iter() {
+            if let Some(slot) = times.get_mut(*v as usize - 1) {
+                *slot = (*slot).min(*at);
+            }
+        }
+        // Monotone: a version is published after the one before it.
+        for i in (0..versions.saturating_sub(1)).rev() {
+            times[i] = times[i].min(times[i + 1]);
+        }
+        times
+    }
+}
+
+fn gateway(url: &str, name: &str) -> Router {
+    let identity =
+        Identity { subscriber_id: name.into(), zone: "az-a".into(), kind: "gateway".into() };
+    let options = RouterOptions { token: Some(SERVICE_TOKEN.into()), ..Default::default() };
+    let router = Router::connect(url, identity, options).unwrap();
+    assert!(router.wait_for_version(1, Duration::from_secs(10)), "{name}: {}", router.status());
+    router
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Every version of the run's table from the coordinator's log: `(version, at_ms, table)`.
+fn tables_from_log(data_dir: &Path) -> Vec<(u64, u64, RoutingTable)> {
+    use tidegate::store::{LogEntry, decode_log, replay, replay_after};
+    let bytes = std::fs::read(data_dir.join(tidegate::store::LOG_FILE)).unwrap();
+    let entries = decode_log(&bytes).expect("the log decodes");
+    let mut replayed = replay(&entries[..1], &Zones::default()).expect("the genesis replays");
+    let LogEntry::Genesis { at_ms, .. } = &entries[0] else { panic!("no genesis") };
+    let mut tables = vec![(1, *at_ms, replayed.state.table().clone())];
+    for (i, entry) in entries.iter().enumerate().skip(1) {
+        replay_after(&mut replayed, std::slice::from_ref(entry), i as u64).expect("replays");
+        let LogEntry::Change { version, at_ms, .. } = entry else { panic!("not a change") };
+        tables.push((*version, *at_ms, replayed.state.table().clone()));
+    }
+    for (i, (version, _, table)) in tables.iter().enumerate() {
+        assert_eq!((*version, table.version()), (i as u64 + 1, i as u64 + 1), "versions in order");
+    }
+    tables
+}
+
+struct Figures {
+    rows: usize,
+    acked: usize,
+    duplicates: usize,
+    lost: usize,
+    unacked_rows: usize,
+    not_owner_at_version: usize,
+    not_owner_at_commit: usize,
+    table_dual: usize,
+    dual_owner: u64,
+    steps: usize,
+    windows_ms: Vec<u64>,
+    switch_after_ms: Vec<u64>,
+    examples: Vec<String>,
+}
+
+fn run(freeze: bool) -> Figures {
+    let started = Instant::now();
+    let label = if freeze { "freeze" } else { "control" };
+    let database = fresh_database(&format!("tg_proof_{label}_{}", std::process::id()));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    let extra = format!(
+        "service_tokens_sha256 = [\"{}\"]\n[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"\n",
+        tidegate::config::token_sha256_hex(SERVICE_TOKEN)
+    );
+    std::fs::write(&config, config_toml(&extra)).unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&config, &data);
+    let _feeder = Feeder::start(&server.url);
+    let published = Published::watch(&server.url);
+    let slow = slow_link(&server.url, SLOW_LINK);
+
+    // Two writers, one per zone; az-a follows the coordinator over the slow link.
+    let (a_listen, b_listen) = (free_address(), free_address());
+    let peers = format!("az-a=http://{a_listen},az-b=http://{b_listen}");
+    let writer_a = ZoneWriter::start("az-a", &a_listen, &slow, &peers, &database);
+    let writer_b = ZoneWriter::start("az-b", &b_listen, &server.url, &peers, &database);
+    let driver = Arc::new(Driver {
+        gateways: [gateway(&server.url, "gateway-1"), gateway(&slow, "gateway-2")],
+        writers: HashMap::from([
+            ("az-a".to_owned(), writer_a.url.clone()),
+            ("az-b".to_owned(), writer_b.url.clone()),
+        ]),
+        acked: Mutex::new(Vec::new()),
+        counts: DriverCounts::default(),
+        stop: AtomicBool::new(false),
+    });
+    // The freeze barrier waits for all five: both writers, both gateways and the recorder.
+    let subscribers = read(&format!("{}/v1/subscribers", server.url));
+    let ids: Vec<&str> = subscribers["subscribers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["subscriber_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 5, "{ids:?}");
+    let threads = driver.run();
+
+    // The moves: drains of az-b (blue) back and forth, `freeze` on or off.
+    let moves_started = Instant::now();
+    let mut drain_ids = Vec::new();
+    for (target, step) in schedule() {
+        let mut body = json!({
+            "zone": "az-b", "target_percent": target, "step_percent": step, "interval": "10ms",
+            "guard": {"max_error_rate": 0.5, "min_requests": 10, "breaches": 3, "on_breach": "pause"},
+            "reason": format!("pg proof ({label})")
+        });
+        if freeze {
+            body["freeze"] = json!(true);
+            body["freeze_window"] = json!("20s");
+        }
+        let (status, answer) =
+            post_json(&format!("{}/v1/drains", server.url), OPERATOR_TOKEN, body);
+        assert_eq!(status, 201, "{answer}");
+        let id = answer["id"].as_u64().unwrap();
+        let url = format!("{}/v1/drains/{id}", server.url);
+        let done = wait_until(Duration::from_secs(60), || {
+            let state = read(&url);
+            assert!(state["state"] != "paused", "drain {id} paused: {state}");
+            state["state"] == "completed"
+        });
+        assert!(done, "drain {id} did not complete: {}", read(&url));
+        drain_ids.push(id);
+    }
+    let moves_took = moves_started.elapsed();
+    driver.stop.store(true, Ordering::SeqCst);
+    for thread in threads {
+        thread.join().unwrap();
+    }
+
+    // Every committed write reported to the dual-owner watch before it is read.
+    for writer in [&writer_a, &writer_b] {
+        assert!(
+            wait_until(Duration::from_secs(15), || {
+                let stats = writer.stats();
+                stats["reported"] == stats["committed"]
+            }),
+            "{}",
+            writer.stats()
+        );
+    }
+    let dual = read(&format!("{}/v1/writes/dual-owners", server.url));
+    let dual_owner = dual["total"].as_u64().unwrap();
+
+    // The freeze windows and how long each freeze took to reach every subscriber.
+    let (mut windows_ms, mut switch_after_ms, mut steps) = (Vec::new(), Vec::new(), 0);
+    for id in &drain_ids {
+        let drain = read(&format!("{}/v1/drains/{id}", server.url));
+        steps += drain["steps_done"].as_u64().unwrap() as usize;
+        for f in drain["freeze"]["finished"].as_array().unwrap() {
+            assert!(f["note"].is_null(), "a freeze ended otherwise: {f}");
+            windows_ms.push(f["window_ms"].as_u64().unwrap());
+            switch_after_ms.push(f["switch_after_ms"].as_u64().unwrap());
+        }
+    }
+    windows_ms.sort_unstable();
+    switch_after_ms.sort_unstable();
+
+    // The table: every row against the table of its version and the table at its commit time.
+    let mut db = postgres::Client::connect(&database, postgres::NoTls).unwrap();
+    let rows = db
+        .query(
+            "SELECT write_id, user_id, zone, version, \
+             (extract(epoch FROM committed_at) * 1000000)::bigint FROM writes",
+            &[],
+        )
+        .unwrap();
+    let tables = tables_from_log(&data);
+    let decided_us: Vec<u64> = tables.iter().map(|(_, at, _)| at * 1000).collect();
+    let published_us = published.times(tables.len());
+    let mut seen: HashMap<i64, usize> = HashMap::new();
+    let (mut not_owner_at_version, mut not_owner_at_commit, mut examples) = (0, 0, Vec::new());
+    for row in &rows {
+        let (write_id, user, zone): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
+        let (version, committed_us): (i64, i64) = (row.get(3), row.get(4));
+        *seen.entry(write_id).or_default() += 1;
+        let table = &tables[version as usize - 1].2;
+        let local = table.zones().resolve(&zone).unwrap();
+        if table.check_write(None, &user, local, None).unwrap() != Some(WriteCheck::Owned) {
+            not_owner_at_version += 1;
+        }
+        // The tables that may have been current when the row was committed: from the newest
+        // one already published (`lo`) to the newest one already decided (`hi`; the log stamps
+        // a change in whole ms before it is written and published). The row passes if its zone
+        // owned the user in any of them.
+        let committed_us = committed_us as u64;
+        let hi = decided_us.partition_point(|at| *at <= committed_us);
+        let lo = published_us.partition_point(|at| *at <= committed_us).min(hi);
+        let owners: Vec<String> = (lo.max(1)..=hi.max(1))
+            .map(|v| tables[v - 1].2.tag(&user).unwrap().color)
+            .map(|c| tables[0].2.zone_of(c).to_owned())
+            .collect();
+        if !owners.contains(&zone) {
+            not_owner_at_commit += 1;
+            if examples.len() < 5 {
+                examples.push(format!(
+                    "{user} written by {zone} at v{version}, {} ms after v{lo} giving it to {} was published",
+                    committed_us.saturating_sub(published_us[lo - 1]) / 1000,
+                    owners[0]
+                ));
+            }
+        }
+    }
+    // The dual-owner rule (`core::is_dual_owner`) over the table itself: a row by another zone
+    // at an older version, committed at or after a user's newest-version row so far.
+    let mut by_user: HashMap<String, Vec<(u64, u64, String)>> = HashMap::new();
+    for row in &rows {
+        let (user, zone, version, at): (String, String, i64, i64) =
+            (row.get(1), row.get(2), row.get(3), row.get(4));
+        by_user.entry(user).or_default().push((at as u64, version as u64, zone));
+    }
+    let mut table_dual = 0;
+    for writes in by_user.values_mut() {
+        writes.sort();
+        let mut newest: Option<&(u64, u64, String)> = None;
+        for write in writes.iter() {
+            if let Some((at, version, zone)) = newest {
+                if write.2 != *zone && write.1 < *version && write.0 >= *at {
+                    table_dual += 1;
+                }
+                if (write.1, write.0) <= (*version, *at) {
+                    continue;
+                }
+            }
+            newest = Some(write);
+        }
+    }
+    let acked = driver.acked.lock().unwrap().clone();
+    let acked_set: HashSet<i64> = acked.iter().copied().collect();
+    let duplicates = seen.values().filter(|n| **n > 1).count();
+    let lost = acked.iter().filter(|id| !seen.contains_key(id)).count();
+    let unacked_rows = seen.keys().filter(|id| !acked_set.contains(id)).count();
+    let counts = &driver.counts;
+    let stats: BTreeMap<&str, Value> =
+        [("az-a", writer_a.stats()), ("az-b", writer_b.stats())].into_iter().collect();
+    println!(
+        "[{label}] {} moves in {} drains, {:.1} s; writes: {} rows, {} acknowledged, {} refused \
+         frozen, {} behind, {} 421s followed, {} gave up, {} unknown; writers {stats:?}",
+        steps,
+        drain_ids.len(),
+        moves_took.as_secs_f64(),
+        rows.len(),
+        acked.len(),
+        counts.frozen.load(Ordering::SeqCst),
+        counts.behind.load(Ordering::SeqCst),
+        counts.followed_421.load(Ordering::SeqCst),
+        counts.gave_up.load(Ordering::SeqCst),
+        counts.unknown.load(Ordering::SeqCst),
+    );
+    println!(
+        "[{label}] {duplicates} duplicate write IDs, {lost} lost acknowledged writes, {unacked_rows} \
+         rows never acknowledged, {not_owner_at_version} rows not by the owner at their version, \
+         {not_owner_at_commit} by a non-owner at commit time; {table_dual} rows by a second owner \
+         in the table, {dual_owner} caught by the dual-owner watch"
+    );
+    for example in &examples {
+        println!("[{label}]   e.g. {example}");
+    }
+    if freeze {
+        println!(
+            "[{label}] freeze window p50 {} ms, p99 {} ms (min {}, max {}); freeze applied by every \
+             subscriber (convergence) p50 {} ms, p99 {} ms; slow link {} ms",
+            percentile(&windows_ms, 0.5),
+            percentile(&windows_ms, 0.99),
+            windows_ms.first().unwrap_or(&0),
+            windows_ms.last().unwrap_or(&0),
+            percentile(&switch_after_ms, 0.5),
+            percentile(&switch_after_ms, 0.99),
+            SLOW_LINK.as_millis()
+        );
+    }
+    println!("[{label}] the run took {:.1} s", started.elapsed().as_secs_f64());
+    assert_eq!(counts.unknown.load(Ordering::SeqCst), 0, "every write got an answer");
+    Figures {
+        rows: rows.len(),
+        acked: acked.len(),
+        duplicates,
+        lost,
+        unacked_rows,
+        not_owner_at_version,
+        not_owner_at_commit,
+        table_dual,
+        dual_owner,
+        steps,
+        windows_ms,
+        switch_after_ms,
+        examples,
+    }
+}
+
+#[test]
+fn with_freeze_no_write_is_lost_duplicated_or_committed_by_a_non_owner() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = run(true);
+    assert_eq!(f.steps, MOVES as usize, "100 moves");
+    assert_eq!(f.windows_ms.len(), MOVES as usize, "each move froze, switched and unfroze");
+    assert!(f.acked > 5_000, "a real workload: {} acknowledged writes", f.acked);
+    assert_eq!(f.duplicates, 0, "duplicate write IDs");
+    assert_eq!(f.lost, 0, "acknowledged writes missing from the table");
+    assert_eq!(f.unacked_rows, 0, "rows the driver never saw acknowledged");
+    assert_eq!(f.rows, f.acked, "every acknowledged write is in the table exactly once");
+    assert_eq!(f.not_owner_at_version, 0, "rows not by the owner at their version");
+    assert_eq!(f.not_owner_at_commit, 0, "rows by a non-owner at commit time: {:?}", f.examples);
+    assert_eq!(f.table_dual, 0, "rows by a second owner");
+    assert_eq!(f.dual_owner, 0, "the dual-owner counter");
+    assert!(f.switch_after_ms.iter().all(|ms| *ms >= SLOW_LINK.as_millis() as u64));
+}
+
+#[test]
+fn without_freeze_the_same_workload_lets_a_non_owner_write_the_control() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = run(false);
+    assert_eq!(f.steps, MOVES as usize, "100 moves");
+    assert!(f.windows_ms.is_empty(), "no freeze in the control");
+    assert!(f.acked > 2_000, "a real workload: {} acknowledged writes", f.acked);
+    // The writers' checks are right for the table each one holds...
+    assert_eq!(f.not_owner_at_version, 0, "rows not by the owner at their version");
+    // ...but a zone one table behind commits writes the coordinator already gave away.
+    assert!(f.not_owner_at_commit > 0, "no write was committed by a non-owner: the control failed");
+    assert!(f.table_dual > 0, "no user was written by a second owner: the control failed");
+    assert!(f.dual_owner > 0, "the dual-owner watch caught nothing: the control failed");
+}
