@@ -139,14 +139,42 @@ async fn text(c: &Client, css: &str) -> String {
     c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
 }
 
+/// Whether a WebDriver error says the element was replaced (the UI re-renders a panel when its
+/// next poll arrives, so an element found a moment ago can be gone by the time it is used).
+fn is_stale(e: &fantoccini::error::CmdError) -> bool {
+    matches!(e, fantoccini::error::CmdError::Standard(w)
+        if w.error == fantoccini::error::ErrorStatus::StaleElementReference)
+}
+
+/// Finds `css` and runs `act` on it; a stale element is found again (at most 50 times, 40 ms
+/// apart), any other error fails the test.
+async fn on_element<F, Fut>(c: &Client, css: &str, act: F)
+where
+    F: Fn(fantoccini::elements::Element) -> Fut,
+    Fut: std::future::Future<Output = Result<(), fantoccini::error::CmdError>>,
+{
+    for attempt in 0.. {
+        let element = c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+        match act(element).await {
+            Ok(()) => return,
+            Err(e) if is_stale(&e) && attempt < 50 => {
+                tokio::time::sleep(Duration::from_millis(40)).await
+            }
+            Err(e) => panic!("{css}: {e}"),
+        }
+    }
+}
+
 async fn type_into(c: &Client, css: &str, value: &str) {
-    let field = c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
-    field.clear().await.unwrap();
-    field.send_keys(value).await.unwrap();
+    on_element(c, css, |field| async move {
+        field.clear().await?;
+        field.send_keys(value).await
+    })
+    .await;
 }
 
 async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.unwrap();
+    on_element(c, css, |element| async move { element.click().await }).await;
 }
 
 async fn log_in(c: &Client, base: &str, name: &str, token: &str) {
