@@ -61,12 +61,9 @@ fn new_page(log: &Log, before: u64) -> Vec<AuditRecord> {
     log.coordinator.audit_from_log(LIMIT, before).expect("a page").records
 }
 
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
-fn timed<T>(runs: usize, mut page: impl FnMut() -> T) -> (Duration, T) {
+/// The median of `runs` timings of `page`, the timings' "min-max" for the report, and the last
+/// result.
+fn timed<T>(runs: usize, mut page: impl FnMut() -> T) -> (Duration, String, T) {
     let mut times = Vec::with_capacity(runs);
     let mut last = None;
     for _ in 0..runs {
@@ -74,7 +71,9 @@ fn timed<T>(runs: usize, mut page: impl FnMut() -> T) -> (Duration, T) {
         last = Some(page());
         times.push(started.elapsed());
     }
-    (median(times), last.unwrap())
+    times.sort();
+    let range = format!("{}-{}", ms(times[0]), ms(times[runs - 1]));
+    (times[runs / 2], range, last.unwrap())
 }
 
 fn ms(d: Duration) -> String {
@@ -91,27 +90,32 @@ fn a_deep_page_costs_what_a_shallow_one_does_and_the_replay_did_not() {
     let shallow_before = short.coordinator.state().version() + 1 - AUDIT_IN_MEMORY as u64;
     // The first page of each log builds its line index (a newline scan); not what is compared.
     let _ = new_page(&short, shallow_before);
+    let started = Instant::now();
     let _ = new_page(&long, 101);
-
-    let (shallow, page) = timed(RUNS, || new_page(&short, shallow_before));
-    assert_eq!(page, replay_page(&short, shallow_before), "the page equals the replay's");
-    let (old_shallow, _) = timed(1, || replay_page(&short, shallow_before));
     println!(
-        "shallow page (100 records below version {shallow_before} of {}): {} (replay: {})",
+        "first page of the 100 000-entry log (with its line index): {}",
+        ms(started.elapsed())
+    );
+
+    let (shallow, range, page) = timed(RUNS, || new_page(&short, shallow_before));
+    assert_eq!(page, replay_page(&short, shallow_before), "the page equals the replay's");
+    let (old_shallow, _, _) = timed(1, || replay_page(&short, shallow_before));
+    println!(
+        "shallow page (100 records below version {shallow_before} of {}): median {} ({range}, {RUNS} runs); replay: {}",
         short.coordinator.state().version(),
         ms(shallow),
         ms(old_shallow)
     );
     let mut old_ratios = Vec::new();
     for before in [101, 50_000, 99_000] {
-        let (deep, page) = timed(RUNS, || new_page(&long, before));
-        let (old, replayed) = timed(1, || replay_page(&long, before));
+        let (deep, range, page) = timed(RUNS, || new_page(&long, before));
+        let (old, _, replayed) = timed(1, || replay_page(&long, before));
         assert_eq!(page, replayed, "the page below {before} equals the replay's");
         assert_eq!(page.first().map(|r| r.version), Some(before - 1));
         let ratio = deep.as_secs_f64() / shallow.as_secs_f64();
         let old_ratio = old.as_secs_f64() / old_shallow.as_secs_f64();
         println!(
-            "page of 100 below version {before} of 100 000: {} ({ratio:.2} x the shallow page); replay: {} ({old_ratio:.1} x)",
+            "page of 100 below version {before} of 100 000: median {} ({range}), {ratio:.2} x the shallow page; replay: {} ({old_ratio:.1} x)",
             ms(deep),
             ms(old)
         );
