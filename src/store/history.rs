@@ -145,8 +145,7 @@ impl LineIndex {
         file.seek(SeekFrom::Start(start)).map_err(|e| e.to_string())?;
         file.read_exact(&mut bytes).map_err(|e| format!("reading bytes {start} to {end}: {e}"))?;
         let mut out = Vec::with_capacity((hi - lo + 1) as usize);
-        let mut version = first_line + 1;
-        for line in bytes.split(|b| *b == b'\n') {
+        for (version, line) in (first_line + 1..).zip(bytes.split(|b| *b == b'\n')) {
             if version > hi {
                 break;
             }
@@ -155,7 +154,6 @@ impl LineIndex {
                     decode_one_line(line).map_err(|why| format!("line {version}: {why}"))?;
                 out.push(file_audit(&entry, version)?);
             }
-            version += 1;
         }
         if out.len() as u64 != hi - lo + 1 {
             return Err(format!("the log holds {} of versions {lo} to {hi}", out.len()));
