@@ -266,6 +266,10 @@ pub struct KafkaStoreSettings {
     /// garbage: they take no effect. Any other unreadable record stops the replica there (list
     /// the same offsets on every replica).
     pub skip_offsets: Vec<u64>,
+    /// HMAC-SHA256 key (64 hex digits, the same on every replica) that signs every message on
+    /// the presence topic (announcements and gate reports); with it, unsigned or wrongly signed
+    /// messages are dropped. Empty: nothing is signed (a warning at start).
+    pub presence_key: String,
 }
 
 impl Default for KafkaStoreSettings {
@@ -276,6 +280,7 @@ impl Default for KafkaStoreSettings {
             apply_timeout: "10s".into(),
             allow_under_replicated: false,
             skip_offsets: Vec::new(),
+            presence_key: String::new(),
         }
     }
 }
@@ -817,6 +822,8 @@ pub enum StoreConfig {
         apply_timeout_ms: u64,
         allow_under_replicated: bool,
         skip_offsets: Vec<u64>,
+        /// Signs and checks every message on the presence topic (`None`: unsigned).
+        presence_key: Option<SecretKey>,
     },
 }
 
@@ -935,6 +942,7 @@ fn validate_store(s: &StoreSettings) -> Result<StoreConfig, ConfigError> {
                 apply_timeout_ms,
                 allow_under_replicated: s.kafka.allow_under_replicated,
                 skip_offsets: s.kafka.skip_offsets.clone(),
+                presence_key: secret_key("store.kafka.presence_key", &s.kafka.presence_key)?,
             })
         }
         other => Err(invalid(

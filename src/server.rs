@@ -26,6 +26,7 @@ pub fn open_coordinator(config: &Config) -> Result<Coordinator, StartError> {
         apply_timeout_ms,
         allow_under_replicated,
         skip_offsets,
+        ..
     } = &config.store
     {
         let shared = |e: crate::mq::MqError| StoreError::Shared {
@@ -218,7 +219,13 @@ pub fn serve(config: Config) -> Result<(), String> {
     }
     let coordinator = Arc::new(coordinator);
     let app = App::new(Arc::clone(&coordinator), Arc::clone(&config));
-    if let StoreConfig::Kafka { bootstrap, topic, .. } = &config.store {
+    if let StoreConfig::Kafka { bootstrap, topic, presence_key, .. } = &config.store {
+        if presence_key.is_none() {
+            tracing::warn!(
+                "store.kafka.presence_key is not set: this replica's announcements and gate reports on `{}` are not signed, and it takes in any message written there; whoever can write to that topic can steer its drain, plan and trigger gates. Set the same 64-hex-digit key on every replica (docs/src/trust-model.md)",
+                crate::mq::presence_topic(topic)
+            );
+        }
         // Replicas announce themselves on `<topic>.presence`; without it, /v1/cluster lists only
         // this replica and the gates count only its own inputs, so a failure here is a warning,
         // retried in the background (a replica started while its brokers are down joins once

@@ -60,6 +60,7 @@ pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
 pub const EDGE_GATE_CALLER_REFUSED: &str = "tidegate_edge_gate_caller_refused_total";
 pub const EDGE_WRITE_CHECKS: &str = "tidegate_edge_write_checks_total";
 pub const NODE_ID_CONFLICTS: &str = "tidegate_node_id_conflicts_total";
+pub const PRESENCE_DROPPED: &str = "tidegate_presence_dropped_total";
 pub const OFREP_EVALUATIONS: &str = "tidegate_ofrep_evaluations_total";
 pub const PLAN_TRIGGERS: &str = "tidegate_plan_triggers_total";
 pub const PLAN_TRIGGER_REFUSALS: &str = "tidegate_plan_trigger_refusals_total";
@@ -115,6 +116,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         NODE_ID_CONFLICTS,
         "Announcements heard from another live process using this replica's node id (the later one stops).",
+    ),
+    (
+        "counter",
+        PRESENCE_DROPPED,
+        "Messages on the presence topic (announcements, gate reports) dropped because store.kafka.presence_key is set and they are not signed with it, by reason: unsigned or bad_signature.",
     ),
     ("counter", OFREP_EVALUATIONS, "OpenFeature flag evaluations, by reason or error code."),
     ("counter", TAG_REQUESTS, "Users tagged, by the colour and zone they were given."),
@@ -335,6 +341,9 @@ fn prime() {
     }
     metrics::counter!(DIAL_CHANGES).increment(0);
     metrics::counter!(NODE_ID_CONFLICTS).increment(0);
+    for reason in ["unsigned", "bad_signature"] {
+        metrics::counter!(PRESENCE_DROPPED, "reason" => reason).increment(0);
+    }
     metrics::counter!(CONNECTIONS_REFUSED).increment(0);
     metrics::counter!(CONNECTIONS_EVICTED).increment(0);
     for kind in ["header", "idle"] {
@@ -484,6 +493,11 @@ pub fn publish_state(state: &State) {
 
 pub fn count_node_id_conflict() {
     metrics::counter!(NODE_ID_CONFLICTS).increment(1);
+}
+
+/// A presence message dropped for `reason` (`unsigned`, `bad_signature`).
+pub fn count_presence_dropped(reason: &'static str) {
+    metrics::counter!(PRESENCE_DROPPED, "reason" => reason).increment(1);
 }
 
 pub fn count_gate_caller_refused() {

@@ -1,6 +1,7 @@
 //! `GET /v1/audit?before=` pages through the whole history of a file log (real binary): pages
-//! inside the in-memory trail come from memory, older ones from the log, replayed by the start-up
-//! replay; every version appears exactly once, in order, equal to `tidegate log export`. Deep pages
+//! inside the in-memory trail come from memory, older ones from the log's own lines for them
+//! (`store::history`); every version appears exactly once, in order, equal to
+//! `tidegate log export`. Deep pages
 //! are one at a time (503 `audit_busy` with `Retry-After`), need an identified reader, and bad
 //! parameters are 400 naming the parameter.
 
@@ -117,7 +118,7 @@ fn deep_pages_are_one_at_a_time_need_a_token_and_are_timed_on_100_000_entries() 
     assert_eq!(versions, (49_900..50_000).rev().collect::<Vec<u64>>());
     assert_eq!((&body["next_before"], &body["source"]), (&json!(49_900), &json!("log")));
     println!(
-        "deep audit page (100 records below version 50 000) on a log of 100 000 entries: {} ms",
+        "first deep audit page (100 records below version 50 000, with the one scan of the file that indexes its lines) on a log of 100 000 entries: {} ms",
         took.as_millis()
     );
     let started = Instant::now();

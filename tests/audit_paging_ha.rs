@@ -1,6 +1,8 @@
 //! `GET /v1/audit?before=` on a Kafka command log: two replicas page the same history back to
-//! version 1 (older pages read from the topic's first record through the Applier), identical page
-//! by page, every version once, equal to the file log the topic was imported from.
+//! version 1 (older pages read from the topic from the nearest state the replica kept below the
+//! page, `store::history`), identical page by page, every version once, equal to the file log the
+//! topic was imported from; and so does a replica restarted from its snapshot, which indexes the
+//! topic up to the snapshot at its first deep page.
 
 mod common;
 mod ha_support;
@@ -57,7 +59,7 @@ fn two_replicas_page_the_same_whole_history_from_the_topic() {
     assert!(import.status.success(), "{}", String::from_utf8_lossy(&import.stderr));
     println!("imported {} changes in {} ms", changes, started.elapsed().as_millis());
 
-    let replicas = Replicas::start(&bootstrap, &topic, 2, "");
+    let mut replicas = Replicas::start(&bootstrap, &topic, 2, "");
     // A few live changes on either replica after start-up.
     let mut newest = 1 + changes as u64;
     for (i, blue) in [70, 71, 72].into_iter().enumerate() {
@@ -120,6 +122,19 @@ fn two_replicas_page_the_same_whole_history_from_the_topic() {
         let n = r.0 - 2;
         assert_eq!((r.4.clone(), r.6), (format!("change {n}"), 2_000 + n), "version {}", r.0);
     }
+    // A replica restarted from its snapshot (written every 1 000 records) knows the versions
+    // before it only once its first deep page has read the topic up to it.
+    replicas.kill9(1);
+    replicas.restart(1);
+    let started = Instant::now();
+    let again = page_all(&replicas.urls[1], VIEWER_TOKEN, 1_500);
+    println!(
+        "paged {newest} records on a replica restarted from its snapshot in {} ms",
+        started.elapsed().as_millis()
+    );
+    assert!(again == pages[0], "the restarted replica gives the same pages");
+    let stderr = replicas.stderr(1);
+    assert!(stderr.contains("started from the snapshot, then the log after it"), "{stderr}");
     // The CLI pages the whole history too.
     let out = Command::new(env!("CARGO_BIN_EXE_tidegate"))
         .args([

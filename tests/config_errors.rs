@@ -65,6 +65,15 @@ fn each_bad_value_names_its_key() {
         ("[edge]\ncoordinator_timeout = \"11m\"", "edge.coordinator_timeout"),
         ("[edge]\ncoordinators = [\"ftp://a:1\"]", "edge.coordinators[0]"),
         ("[edge]\ncoordinators = [\"https://a:1/path\"]", "edge.coordinators[0]"),
+        // The presence topic's signing key: 64 hex digits, not a placeholder of zeros.
+        (
+            "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"127.0.0.1:1\"\npresence_key = \"abc\"",
+            "store.kafka.presence_key",
+        ),
+        (
+            "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"127.0.0.1:1\"\npresence_key = \"0000000000000000000000000000000000000000000000000000000000000000\"",
+            "store.kafka.presence_key",
+        ),
     ];
     for (toml, key) in cases {
         let stderr = start_failure(toml);

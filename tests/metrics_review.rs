@@ -40,6 +40,8 @@ fn counters_are_exported_at_zero_before_the_first_event() {
         r#"tidegate_changes_total{action="drain_step"}"#,
         r#"tidegate_zone_requests_total{zone="az-a",color="green"}"#,
         r#"tidegate_zone_errors_total{zone="az-b",color="blue"}"#,
+        r#"tidegate_presence_dropped_total{reason="unsigned"}"#,
+        r#"tidegate_presence_dropped_total{reason="bad_signature"}"#,
     ] {
         assert_eq!(value(&text, series), Some(0.0), "{series} missing or not 0 in:\n{text}");
     }

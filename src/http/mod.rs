@@ -153,13 +153,16 @@ impl App {
         let capacities = Arc::new(Capacities::new(Arc::clone(&health), config.capacity.clone()));
         let preconditions = Arc::new(Preconditions::new(Arc::clone(&health), 2_000));
         let presence = Arc::new(
-            Presence::new(config.node.clone(), Arc::clone(&coordinator), now_ms()).with_gates(
-                crate::service::gate_view::GateInputs {
+            Presence::new(config.node.clone(), Arc::clone(&coordinator), now_ms())
+                .with_gates(crate::service::gate_view::GateInputs {
                     health: Arc::clone(&health),
                     subscribers: Arc::clone(&subscribers),
                     lanes: Arc::clone(&lanes),
-                },
-            ),
+                })
+                .with_key(match &config.store {
+                    crate::config::StoreConfig::Kafka { presence_key, .. } => *presence_key,
+                    crate::config::StoreConfig::File => None,
+                }),
         );
         // A record kind some live replica cannot read is not written (rolling upgrades).
         let weak = Arc::downgrade(&presence);

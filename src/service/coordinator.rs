@@ -16,8 +16,8 @@ use crate::core::ZoneId;
 use crate::core::{Applied, Audit, CommandError, Envelope, Genesis, RoutingTable, State, Zones};
 use crate::store::{
     Applier, AuditRecord, CommandLog, Lease, LogEntry, LogPosition, LogReader, Outcome, Replayed,
-    SharedLog, Snapshots, Step, StoreError, history_hash, log_id_of, new_log_id, push_audit,
-    replay, replay_after,
+    SharedLog, Snapshots, Step, StoreError, VersionIndex, history_hash, log_id_of, new_log_id,
+    push_audit, replay, replay_after,
 };
 use crate::telemetry;
 
@@ -221,57 +221,86 @@ fn catch_up(
     }
 }
 
-/// The newest `limit` audit records below `before`, newest first, from a shared log read from its
-/// first record through an [`Applier`] (the start-up catch-up's code) until the state reaches
-/// version `before - 1` or the reader reaches `end` (what this replica has applied).
-fn shared_audit_before(
+/// The versions of a shared log from its genesis up to the position `until` (a snapshot's), read
+/// by a reader of its own and decided by an [`Applier`] (the start-up catch-up's code): the
+/// [`VersionIndex`] a replica started from that snapshot lacks.
+fn index_from_start(
     reader: &mut dyn LogReader,
-    end: u64,
+    until: u64,
     skip: &std::collections::BTreeSet<u64>,
-    before: u64,
-    limit: usize,
-) -> Result<Vec<AuditRecord>, AuditError> {
-    let unavailable = |why: String| AuditError::Unavailable(why);
+    deadline: std::time::Instant,
+) -> Result<VersionIndex, String> {
     let first = reader
         .read_after(0, Duration::from_secs(5))
-        .map_err(|e| unavailable(e.to_string()))?
+        .map_err(|e| e.to_string())?
         .into_iter()
         .next()
-        .ok_or_else(|| unavailable("the log's first record cannot be read".into()))?;
+        .ok_or("the log's first record cannot be read")?;
     let (position, entry) = first;
-    let entry = entry.map_err(|e| unavailable(format!("the first record is unreadable: {e}")))?;
-    let mut applier = Applier::from_genesis(position, &entry, limit).map_err(unavailable)?;
-    // A reader that stops delivering (the brokers went away) gives up rather than hold the one
-    // flight for ever.
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let mut done = false;
-    while !done && applier.state.version() + 1 < before && applier.next_position < end {
+    let entry = entry.map_err(|e| format!("the first record is unreadable: {e}"))?;
+    // The audit trail is not what this reads: keep one record of it.
+    let mut applier = Applier::from_genesis(position, &entry, 1)?;
+    while applier.next_position < until {
+        // A reader that stops delivering (the brokers went away) gives up rather than hold the
+        // one flight for ever.
         if std::time::Instant::now() > deadline {
-            return Err(unavailable(format!(
-                "the log was not read up to position {end} within 120 s (reached {})",
+            return Err(format!(
+                "the log was not read up to position {until} in time (reached {})",
                 applier.next_position
-            )));
+            ));
         }
         let records = reader
             .read_after(applier.next_position, Duration::from_secs(1))
-            .map_err(|e| unavailable(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
         for (position, record) in &records {
             if *position < applier.next_position {
                 continue;
             }
-            if *position >= end || applier.state.version() + 1 >= before {
-                done = true;
+            if *position >= until {
                 break;
             }
             if let Err(why) = record
                 && !skip.contains(position)
             {
-                return Err(unavailable(halt_reason(*position, why)));
+                return Err(halt_reason(*position, why));
             }
             applier.apply(*position, record.as_ref().map_err(String::as_str));
         }
     }
-    Ok(applier.audit.iter().rev().filter(|r| r.version < before).take(limit).cloned().collect())
+    Ok(applier.history)
+}
+
+/// Versions `lo..=hi` of a shared log's audit, oldest first (see [`Coordinator::audit_from_log`]).
+fn shared_page(
+    replica: &Replica,
+    deep: &mut DeepAudit,
+    open: &ReaderFactory,
+    lo: u64,
+    hi: u64,
+    deadline: std::time::Instant,
+) -> Result<Vec<AuditRecord>, String> {
+    let lock = || replica.applier.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (plan, until, genesis) = {
+        let a = lock();
+        (a.history.plan(lo, hi), a.history.oldest_next(), a.genesis_entry.clone())
+    };
+    if deep.reader.is_none() {
+        deep.reader = Some(open().map_err(|e| e.to_string())?);
+    }
+    let reader = deep.reader.as_mut().expect("opened above");
+    let plan = match plan {
+        Some(plan) => plan,
+        None => {
+            // Started from a snapshot: index the versions before it, once.
+            let older = index_from_start(reader.as_mut(), until, &replica.skip, deadline)?;
+            let mut a = lock();
+            a.history.prepend(older)?;
+            a.history.plan(lo, hi).ok_or_else(|| {
+                format!("versions {lo} to {hi} are not in this replica's index of the log")
+            })?
+        }
+    };
+    crate::store::shared_page(reader.as_mut(), plan, &genesis, deadline)
 }
 
 /// What GET /v1/cluster reports about this replica's log.
@@ -304,19 +333,29 @@ pub struct Coordinator {
     snapshots: Option<Mutex<Snapshots>>,
     /// Where audit pages older than the in-memory trail are read from (set once).
     history: std::sync::OnceLock<History>,
-    /// Held by the one audit page being read from the log (single flight).
-    deep_audit: Mutex<()>,
+    /// Held by the one audit page being read from the log (single flight), with what it keeps
+    /// between pages.
+    deep_audit: Mutex<DeepAudit>,
+}
+
+/// What the one audit page read from the log at a time keeps for the next.
+#[derive(Default)]
+struct DeepAudit {
+    /// A file log's line index, extended as the log grows.
+    lines: crate::store::LineIndex,
+    /// A shared log's reader (dropped after an error, opened again by the next page).
+    reader: Option<Box<dyn LogReader>>,
 }
 
 /// Opens a fresh reader of a shared log, from its first record (`GET /v1/audit` beyond memory).
 pub type ReaderFactory = Box<dyn Fn() -> Result<Box<dyn LogReader>, StoreError> + Send + Sync>;
 
-/// Where audit pages older than the in-memory trail come from: the log itself, read a second time.
+/// Where audit pages older than the in-memory trail come from: the log itself, read a second time
+/// (`store::history`: only the page's own records and a bounded few before them).
 enum History {
-    /// The file log, decoded from its file and replayed by the start-up replay, under the zones
-    /// the configuration gave (a genesis that pins them wins, as at start-up).
-    File { path: std::path::PathBuf, zones: Zones },
-    /// A shared log, read from offset 0 by a reader of its own and decided by an [`Applier`].
+    /// The file log: its entries carry their audit, found through a line index.
+    File { path: std::path::PathBuf },
+    /// A shared log, read by a reader of its own from the applier's nearest kept state.
     Shared(ReaderFactory),
 }
 
@@ -476,10 +515,10 @@ impl Coordinator {
             log_description,
             apply_wait: Duration::ZERO,
             history: std::sync::OnceLock::new(),
-            deep_audit: Mutex::new(()),
+            deep_audit: Mutex::new(DeepAudit::default()),
         };
         if let Some(path) = history_path {
-            let _ = coordinator.history.set(History::File { path, zones: boot.zones.clone() });
+            let _ = coordinator.history.set(History::File { path });
         }
         // A long replay (or a snapshot that had to be ignored) is worth a snapshot right away,
         // so the next start is fast again.
@@ -606,7 +645,7 @@ impl Coordinator {
             apply_wait,
             snapshots: None,
             history: std::sync::OnceLock::new(),
-            deep_audit: Mutex::new(()),
+            deep_audit: Mutex::new(DeepAudit::default()),
         })
     }
 
@@ -1086,13 +1125,17 @@ impl Coordinator {
     }
 
     /// The newest `limit` (at most [`AUDIT_IN_MEMORY`]) audit records with a version below
-    /// `before`, read from the log itself: a file log is decoded from its file and its prefix
-    /// replayed by the start-up replay; a shared log is read from its first record by a reader
-    /// of its own and decided by an [`Applier`] up to version `before - 1`, as a starting replica
-    /// does. One page at a time ([`AuditError::Busy`] meanwhile). Blocking: seconds on a long log.
+    /// `before`, read from the log itself (`store::history`): a file log's own lines for them,
+    /// found through a line index; on a shared log the records from the applier's nearest kept
+    /// state below the page, read by a reader of its own and decided as the applier did (a
+    /// replica started from a snapshot first indexes the log up to it, once). The cost is that
+    /// of the page plus a bounded few records before it, whatever its depth. One page at a time
+    /// ([`AuditError::Busy`] meanwhile). Blocking.
     pub fn audit_from_log(&self, limit: usize, before: u64) -> Result<AuditPage, AuditError> {
-        let Ok(_flight) = self.deep_audit.try_lock() else {
-            return Err(AuditError::Busy);
+        let mut deep = match self.deep_audit.try_lock() {
+            Ok(deep) => deep,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(AuditError::Busy),
         };
         let limit = limit.clamp(1, AUDIT_IN_MEMORY);
         let newest = self.state().version();
@@ -1100,32 +1143,29 @@ impl Coordinator {
         if before <= 1 {
             return Ok(AuditPage::new(Vec::new(), true));
         }
-        let unavailable = |why: String| AuditError::Unavailable(why);
-        let records = match self.history.get() {
-            None => return Err(unavailable("this log cannot be read back".into())),
-            Some(History::File { path, zones }) => {
-                let bytes = std::fs::read(path)
+        let (lo, hi) = (before.saturating_sub(limit as u64).max(1), before - 1);
+        let unavailable = AuditError::Unavailable;
+        let mut records = match (self.history.get(), &self.path) {
+            (Some(History::File { path }), Path::Local(writer)) => {
+                let end = writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).position.0;
+                let mut file = std::fs::File::open(path)
                     .map_err(|e| unavailable(format!("cannot read {}: {e}", path.display())))?;
-                let entries =
-                    crate::store::decode_log(&bytes).map_err(|e| unavailable(e.to_string()))?;
-                drop(bytes);
-                crate::store::audit_before(&entries, zones, before, limit).map_err(|e| {
-                    unavailable(format!("entry {} does not replay: {}", e.line, e.reason))
-                })?
+                deep.lines
+                    .extend(&mut file, end)
+                    .map_err(|e| unavailable(format!("cannot read {}: {e}", path.display())))?;
+                deep.lines.page(&mut file, lo, hi).map_err(unavailable)?
             }
-            Some(History::Shared(open)) => {
-                let Path::Shared(replica) = &self.path else {
-                    return Err(unavailable("not a shared log".into()));
-                };
-                let end = replica
-                    .applier
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .next_position;
-                let mut reader = open().map_err(|e| unavailable(e.to_string()))?;
-                shared_audit_before(reader.as_mut(), end, &replica.skip, before, limit)?
+            (Some(History::Shared(open)), Path::Shared(replica)) => {
+                let deadline = std::time::Instant::now() + Duration::from_secs(120);
+                let read = shared_page(replica, &mut deep, open, lo, hi, deadline);
+                if read.is_err() {
+                    deep.reader = None;
+                }
+                read.map_err(unavailable)?
             }
+            _ => return Err(unavailable("this log cannot be read back".into())),
         };
+        records.reverse();
         Ok(AuditPage::new(records, true))
     }
 
@@ -1411,6 +1451,93 @@ mod tests {
         // One page at a time.
         let _flight = c.deep_audit.lock().unwrap();
         assert_eq!(c.audit_from_log(5, 10), Err(AuditError::Busy));
+    }
+
+    /// Appends `count` dial proposals straight to the log (each followed by a refused stale
+    /// one and a lease record, which spend no version), from version `from`.
+    fn append_dials(log: &Memory, from: u64, count: u64) {
+        for n in 0..count {
+            let version = from + n;
+            let change = Envelope {
+                expected_version: version,
+                command: Command::SetBlueUnits {
+                    blue_units: (version % 90) as u32 + 1,
+                    domain: None,
+                },
+                audit: Audit {
+                    by: format!("op{}", n % 3),
+                    at_ms: 10 + version,
+                    reason: format!("change {version}"),
+                },
+            };
+            let id = format!("dial-{version}");
+            log.append(&LogEntry::proposal(&id, &change, &Zones::default())).unwrap();
+            let stale = Envelope { expected_version: 1, ..change };
+            let id = format!("stale-{version}");
+            log.append(&LogEntry::proposal(&id, &stale, &Zones::default())).unwrap();
+            if n % 100 == 0 {
+                let lease = LogEntry::Lease {
+                    id: format!("lease-{version}"),
+                    name: "lanes".into(),
+                    holder: "r1".into(),
+                    url: None,
+                    at_ms: 10 + version,
+                    until_ms: 20 + version,
+                };
+                log.append(&lease).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn deep_pages_across_state_marks_and_before_a_snapshot_equal_the_trail() {
+        let marks = crate::store::STATE_MARK_EVERY;
+        let dir = tempfile::tempdir().unwrap();
+        let log = Memory::default();
+        let first = start(&log, dir.path()).coordinator;
+        // More than two state marks, then a snapshot, then more than another mark.
+        append_dials(&log, 1, 2 * marks + 300);
+        let at_snapshot = 2 * marks + 301;
+        assert!(wait_for(|| first.state().version() == at_snapshot));
+        assert!(first.snapshot_now().unwrap());
+        append_dials(&log, at_snapshot, marks + 200);
+        let newest = at_snapshot + marks + 200;
+        assert!(wait_for(|| first.state().version() == newest));
+        let all = first.audit(usize::MAX);
+        assert_eq!(all.len() as u64, newest, "the whole history is in memory here");
+        // A second replica started from the snapshot: its index begins there, and the first
+        // page below it indexes the log up to it, once.
+        let second = start(&log, dir.path()).coordinator;
+        assert!(wait_for(|| second.state().version() == newest));
+        for c in [&second, &first] {
+            c.set_history_reader(Box::new({
+                let log = log.clone();
+                move || Ok(Box::new(log.clone()) as Box<dyn LogReader>)
+            }));
+        }
+        let cases = [
+            (newest + 1, 500),
+            (at_snapshot + 1, 10),
+            (at_snapshot + 3, 5),
+            (marks + 1, 1),
+            (marks + 2, 3),
+            (2 * marks + 7, 1_500),
+            (newest - 10, 3_000),
+            (40, 100),
+            (2, 1),
+            (3, 2),
+        ];
+        for c in [&second, &first] {
+            for (before, limit) in cases {
+                let page = c.audit_from_log(limit, before).unwrap();
+                let expected: Vec<AuditRecord> =
+                    all.iter().filter(|r| r.version < before).take(limit).cloned().collect();
+                assert_eq!(page.records, expected, "before {before}, limit {limit}");
+            }
+        }
+        let Path::Shared(replica) = &second.path else { panic!("shared") };
+        let index = &replica.applier.lock().unwrap().history;
+        assert_eq!((index.oldest(), index.newest()), (1, newest));
     }
 
     fn wait_for(mut check: impl FnMut() -> bool) -> bool {

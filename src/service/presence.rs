@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::NodeConfig;
+use crate::config::{NodeConfig, SecretKey};
 use crate::service::coordinator::Coordinator;
 use crate::service::gate_view::{GATES_EVERY, GateInputs, GateReport};
 
@@ -33,6 +33,62 @@ pub trait PresenceBus: Send {
     fn announce(&mut self, key: &str, payload: &[u8]) -> Result<(), String>;
     /// The announcements that arrived, waiting up to `wait` for the first.
     fn receive(&mut self, wait: Duration) -> Result<Vec<Vec<u8>>, String>;
+}
+
+/// How a signed message on the presence bus starts: `tgsig1 <HMAC-SHA256 as 64 hex digits> `,
+/// then the JSON it signs. Signed with `store.kafka.presence_key` (see [`seal`]).
+pub const SIGNED_PREFIX: &[u8] = b"tgsig1 ";
+
+/// The HMAC of a presence message's body under `key`. The label keeps it from ever equalling
+/// another use of a key (a lane member secret is `HMAC(key, "tidegate lane member v1\n...")`).
+fn presence_mac(key: &SecretKey, body: &[u8]) -> [u8; 32] {
+    let mut message = Vec::with_capacity(body.len() + 24);
+    message.extend_from_slice(b"tidegate presence v1\n");
+    message.extend_from_slice(body);
+    crate::client::signature::hmac_sha256(&key.0, &message)
+}
+
+/// `body` as it goes on the bus: signed with `key` ([`SIGNED_PREFIX`]), or as it is without one.
+pub fn seal(key: Option<&SecretKey>, body: &[u8]) -> Vec<u8> {
+    let Some(key) = key else { return body.to_vec() };
+    let mut out = Vec::with_capacity(SIGNED_PREFIX.len() + 65 + body.len());
+    out.extend_from_slice(SIGNED_PREFIX);
+    out.extend_from_slice(hex::encode(presence_mac(key, body)).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(body);
+    out
+}
+
+/// Why a message on the presence bus was dropped (the `reason` label of
+/// `tidegate_presence_dropped_total`).
+pub const DROPPED_UNSIGNED: &str = "unsigned";
+pub const DROPPED_BAD_SIGNATURE: &str = "bad_signature";
+
+/// The body of a message from the bus, or why it is dropped. With a key, only a message signed
+/// with it is taken (`unsigned`: no signature; `bad_signature`: another key, a changed body, or
+/// a malformed signature). Without a key every body is taken as it is, a signed one too (its
+/// signature unchecked), so replicas can be given the key one at a time.
+pub fn open<'a>(key: Option<&SecretKey>, payload: &'a [u8]) -> Result<&'a [u8], &'static str> {
+    let Some(rest) = payload.strip_prefix(SIGNED_PREFIX) else {
+        return match key {
+            Some(_) => Err(DROPPED_UNSIGNED),
+            None => Ok(payload),
+        };
+    };
+    let (Some(mac), Some(b' ')) = (rest.get(..64), rest.get(64)) else {
+        return Err(DROPPED_BAD_SIGNATURE);
+    };
+    let body = &rest[65..];
+    let Some(key) = key else { return Ok(body) };
+    let mut given = [0u8; 32];
+    if hex::decode_to_slice(mac, &mut given).is_err() {
+        return Err(DROPPED_BAD_SIGNATURE);
+    }
+    if bool::from(subtle::ConstantTimeEq::ct_eq(&presence_mac(key, body)[..], &given[..])) {
+        Ok(body)
+    } else {
+        Err(DROPPED_BAD_SIGNATURE)
+    }
 }
 
 /// What one replica says about itself.
@@ -170,6 +226,11 @@ pub struct Presence {
     warned_duplicate_ms: std::sync::atomic::AtomicU64,
     /// Whether a bus is being started for this replica (see [`Presence::expect_bus`]).
     expects_bus: std::sync::atomic::AtomicBool,
+    /// `store.kafka.presence_key`: what every message sent is signed with, and every message
+    /// received must be signed with (`None`: nothing is signed or checked).
+    key: Option<SecretKey>,
+    /// Whether a dropped message was logged (once; the counter counts them all).
+    warned_dropped: std::sync::atomic::AtomicBool,
 }
 
 /// How long a replica reads presence before it may take the lane lease under its node id: more
@@ -214,7 +275,16 @@ impl Presence {
             bus_since: Mutex::new(None),
             warned_duplicate_ms: std::sync::atomic::AtomicU64::new(0),
             expects_bus: std::sync::atomic::AtomicBool::new(false),
+            key: None,
+            warned_dropped: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Signs every message this replica sends with `key`, and drops every message received that
+    /// is not signed with it (`store.kafka.presence_key`).
+    pub fn with_key(mut self, key: Option<SecretKey>) -> Presence {
+        self.key = key;
+        self
     }
 
     /// Whether this replica may act under its node id (take the lane lease): no other live
@@ -293,8 +363,21 @@ impl Presence {
         view(self.me(now_ms), &others, now_ms, ANNOUNCE_EVERY.as_millis() as u64)
     }
 
-    /// Takes in one received payload (foreign logs, garbage and stale repeats are ignored).
+    /// Takes in one received payload (foreign logs, garbage and stale repeats are ignored; with
+    /// a key, anything not signed with it is dropped and counted).
     pub fn receive(&self, payload: &[u8], now_ms: u64) {
+        let payload = match open(self.key.as_ref(), payload) {
+            Ok(body) => body,
+            Err(reason) => {
+                crate::telemetry::count_presence_dropped(reason);
+                if !self.warned_dropped.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        "dropped a message on the presence topic ({reason}): store.kafka.presence_key is set and the message is not signed with it, so it counts nowhere (not in /v1/cluster, not in any gate). Someone without the key is writing to the topic, or a replica has another key or none. Logged once; tidegate_presence_dropped_total counts every drop"
+                    );
+                }
+                return;
+            }
+        };
         if let (Some(gates), Some(node)) = (&self.gates, &self.node)
             && gates.receive(payload, self.coordinator.log_id(), &node.id)
         {
@@ -381,8 +464,8 @@ impl Presence {
                 if now >= next {
                     next = now + ANNOUNCE_EVERY;
                     if let Some(a) = presence.announcement(clock())
-                        && let Ok(payload) = serde_json::to_vec(&a)
-                        && let Err(e) = bus.announce(&a.id, &payload)
+                        && let Ok(body) = serde_json::to_vec(&a)
+                        && let Err(e) = bus.announce(&a.id, &seal(presence.key.as_ref(), &body))
                         && !failing
                     {
                         tracing::warn!("cannot announce this replica: {e}");
@@ -392,8 +475,11 @@ impl Presence {
                     next_gates = now + GATES_EVERY;
                     if presence.listening.load(std::sync::atomic::Ordering::SeqCst)
                         && let Some(r) = presence.gate_report(clock())
-                        && let Ok(payload) = serde_json::to_vec(&r)
-                        && let Err(e) = bus.announce(&format!("{}.gates", r.replica), &payload)
+                        && let Ok(body) = serde_json::to_vec(&r)
+                        && let Err(e) = bus.announce(
+                            &format!("{}.gates", r.replica),
+                            &seal(presence.key.as_ref(), &body),
+                        )
                         && !failing
                     {
                         tracing::warn!("cannot send this replica's gate inputs: {e}");
@@ -456,6 +542,32 @@ mod tests {
             instance: 7,
             supports: 1,
         }
+    }
+
+    #[test]
+    fn with_a_key_only_messages_signed_with_it_are_taken() {
+        let key = SecretKey([7; 32]);
+        let body = br#"{"gates":1}"#;
+        let signed = seal(Some(&key), body);
+        assert!(signed.starts_with(SIGNED_PREFIX));
+        assert_eq!(open(Some(&key), &signed), Ok(&body[..]));
+        assert_eq!(open(Some(&key), body), Err(DROPPED_UNSIGNED));
+        assert_eq!(open(Some(&SecretKey([8; 32])), &signed), Err(DROPPED_BAD_SIGNATURE));
+        // A changed body, a cut or malformed signature.
+        let mut changed = signed.clone();
+        *changed.last_mut().unwrap() = b']';
+        assert_eq!(open(Some(&key), &changed), Err(DROPPED_BAD_SIGNATURE));
+        assert_eq!(open(Some(&key), &signed[..40]), Err(DROPPED_BAD_SIGNATURE));
+        let mut bad_hex = signed.clone();
+        bad_hex[SIGNED_PREFIX.len()] = b'z';
+        assert_eq!(open(Some(&key), &bad_hex), Err(DROPPED_BAD_SIGNATURE));
+        // Without a key: as before, and a signed body is taken unchecked.
+        assert_eq!(seal(None, body), body.to_vec());
+        assert_eq!(open(None, body), Ok(&body[..]));
+        assert_eq!(open(None, &signed), Ok(&body[..]));
+        // Not a lane member secret under the same key.
+        let member = crate::service::member_key::MemberKey::new(key.0).secret("g", "m");
+        assert_ne!(hex::encode(presence_mac(&key, b"g\nm")), member);
     }
 
     #[test]

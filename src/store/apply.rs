@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use crate::core::{Applied, Audit, CommandError, Envelope, Genesis, State, Zones};
 
 use super::entry::{LogEntry, log_id_of, scheme_of};
-use super::replay::{AuditRecord, Replayed, genesis_hash, history_hash};
+use super::history::VersionIndex;
+use super::replay::{AuditRecord, Replayed, genesis_audit, genesis_hash, history_hash};
 use super::snapshot::{Loaded, Shared};
 
 /// The decided outcome of one proposal.
@@ -88,6 +89,9 @@ pub struct Applier {
     /// few seconds forever, so keeping them all would grow without bound). A function of the
     /// log like everything else here.
     lease_outcomes: VecDeque<(String, bool)>,
+    /// Where each version's record is, and the state every few thousand versions: what an audit
+    /// page older than the in-memory trail is read with (`store::history`).
+    pub history: VersionIndex,
 }
 
 /// A command id for a caller-scoped key: `key-<scope>-<fingerprint>` (both lowercase hex).
@@ -123,17 +127,7 @@ impl Applier {
         entry: &LogEntry,
         audit_limit: usize,
     ) -> Result<Self, String> {
-        let LogEntry::Genesis {
-            units,
-            unit_mode,
-            digits_skip,
-            blue_units,
-            at_ms,
-            by,
-            reason,
-            zones,
-            ..
-        } = entry
+        let LogEntry::Genesis { units, unit_mode, digits_skip, blue_units, zones, .. } = entry
         else {
             return Err("the first record of the shared log is not a genesis record".into());
         };
@@ -144,17 +138,10 @@ impl Applier {
         let scheme = scheme_of(*units, unit_mode, *digits_skip)?;
         let genesis = Genesis { scheme, blue_units: *blue_units };
         let state = State::genesis(genesis, zones.clone()).map_err(|e| e.to_string())?;
-        let audit = VecDeque::from([AuditRecord {
-            version: 1,
-            at_ms: *at_ms,
-            by: by.clone(),
-            reason: reason.clone(),
-            action: "genesis",
-            from: String::new(),
-            to: format!("{units} units, {blue_units} blue"),
-        }]);
+        let audit = VecDeque::from_iter(genesis_audit(entry));
         let log_id = log_id_of(entry);
         let state_hash = genesis_hash(&log_id);
+        let history = VersionIndex::starting(1, position + 1, state.clone());
         Ok(Applier {
             log_id,
             genesis,
@@ -169,6 +156,7 @@ impl Applier {
             state_hash,
             leases: BTreeMap::new(),
             lease_outcomes: VecDeque::new(),
+            history,
         })
     }
 
@@ -186,6 +174,8 @@ impl Applier {
         while audit.len() > audit_limit {
             audit.pop_front();
         }
+        // The versions before the snapshot are not indexed until an audit page needs them.
+        let history = VersionIndex::starting(state.version(), loaded.position.0, state.clone());
         Ok(Applier {
             log_id,
             genesis,
@@ -200,6 +190,7 @@ impl Applier {
             state_hash,
             leases,
             lease_outcomes: VecDeque::new(),
+            history,
         })
     }
 
@@ -273,48 +264,80 @@ impl Applier {
         if let Some((scope, fingerprint)) = split_keyed_id(id) {
             self.keys.entry(scope.to_owned()).or_insert_with(|| fingerprint.to_owned());
         }
-        let command = match command.to_command(self.state.table()) {
-            Ok(command) => command,
-            Err(e) => {
-                self.outcomes.insert(id.clone(), Outcome::Unreadable(e));
-                return Step::Unchanged;
-            }
-        };
-        let action = command.action();
-        let envelope = Envelope {
-            expected_version: *expected_version,
-            command,
-            audit: Audit { by: by.clone(), at_ms: *at_ms, reason: reason.clone() },
-        };
-        let (next, applied) = match self.state.apply(&envelope) {
-            Ok(Some(done)) => done,
-            Ok(None) => {
-                self.outcomes.insert(id.clone(), Outcome::Unchanged);
-                return Step::Unchanged;
-            }
-            Err(e) => {
-                self.outcomes.insert(id.clone(), Outcome::Refused(e));
-                return Step::Unchanged;
-            }
-        };
-        self.audit.push_back(AuditRecord {
-            version: applied.version,
-            at_ms: *at_ms,
-            by: by.clone(),
-            reason: reason.clone(),
-            action,
-            from: applied.from.clone(),
-            to: applied.to.clone(),
-        });
+        let (next, applied, record) =
+            match decide(&self.state, *expected_version, *at_ms, by, reason, command) {
+                Ok(Some(done)) => done,
+                Ok(None) => {
+                    self.outcomes.insert(id.clone(), Outcome::Unchanged);
+                    return Step::Unchanged;
+                }
+                Err(Refusal::Unreadable(e)) => {
+                    self.outcomes.insert(id.clone(), Outcome::Unreadable(e));
+                    return Step::Unchanged;
+                }
+                Err(Refusal::Refused(e)) => {
+                    self.outcomes.insert(id.clone(), Outcome::Refused(e));
+                    return Step::Unchanged;
+                }
+            };
+        self.state_hash = history_hash(
+            self.state_hash,
+            applied.version,
+            record.action,
+            &applied.from,
+            &applied.to,
+        );
+        self.audit.push_back(record);
         while self.audit.len() > self.audit_limit {
             self.audit.pop_front();
         }
-        self.state_hash =
-            history_hash(self.state_hash, applied.version, action, &applied.from, &applied.to);
+        self.history.record(applied.version, position, &next);
         self.outcomes.insert(id.clone(), Outcome::Applied(applied));
         self.state = next;
         Step::Changed
     }
+}
+
+/// Why [`decide`] took no effect.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// The command cannot be read against the state (a lane the table does not have).
+    Unreadable(String),
+    /// The core refused it (a version conflict for a compare-and-set loser).
+    Refused(CommandError),
+}
+
+/// What a proposal's command does to `state`: the next state, what was applied and its audit
+/// record, or `None` when it changed nothing. The one place a proposal is decided, by the
+/// [`Applier`] and by an audit page read from the log (`store::history`), so the two agree.
+pub(crate) fn decide(
+    state: &State,
+    expected_version: u64,
+    at_ms: u64,
+    by: &str,
+    reason: &str,
+    command: &super::entry::WireCommand,
+) -> Result<Option<(State, Applied, AuditRecord)>, Refusal> {
+    let command = command.to_command(state.table()).map_err(Refusal::Unreadable)?;
+    let action = command.action();
+    let envelope = Envelope {
+        expected_version,
+        command,
+        audit: Audit { by: by.to_owned(), at_ms, reason: reason.to_owned() },
+    };
+    let Some((next, applied)) = state.apply(&envelope).map_err(Refusal::Refused)? else {
+        return Ok(None);
+    };
+    let record = AuditRecord {
+        version: applied.version,
+        at_ms,
+        by: by.to_owned(),
+        reason: reason.to_owned(),
+        action,
+        from: applied.from.clone(),
+        to: applied.to.clone(),
+    };
+    Ok(Some((next, applied, record)))
 }
 
 #[cfg(test)]

@@ -844,6 +844,47 @@ impl WireCommand {
 }
 
 impl WireCommand {
+    /// The audit action of this command: [`Command::action`] of what [`WireCommand::to_command`]
+    /// gives, read without a table. A file log's entry carries its own audit, so an audit page
+    /// read from the log decodes only its own entries (`store::history`).
+    pub fn action(&self) -> &'static str {
+        match self {
+            WireCommand::SetBlueUnits { .. } => "dial",
+            WireCommand::Pin { .. } => "pin",
+            WireCommand::Unpin { .. } => "unpin",
+            WireCommand::StartDrain { .. } => "drain_start",
+            WireCommand::DrainStep { .. } => "drain_step",
+            WireCommand::DrainFreeze { .. } => "drain_freeze",
+            WireCommand::DrainUnfreeze { .. } => "drain_unfreeze",
+            WireCommand::DrainHold { .. } => "drain_hold",
+            WireCommand::PauseDrain { .. } => "drain_pause",
+            WireCommand::ResumeDrain { .. } => "drain_resume",
+            WireCommand::AbortDrain { .. } => "drain_abort",
+            WireCommand::RollbackDrain { .. } => "drain_rollback",
+            WireCommand::CompleteDrain { .. } => "drain_complete",
+            WireCommand::PutPlan { .. } => "plan_put",
+            WireCommand::StartPlanRun { .. } => "plan_run_start",
+            WireCommand::PlanStepStarted { .. } => "plan_step_start",
+            WireCommand::PlanStepDone { .. } => "plan_step_done",
+            WireCommand::PlanRunHold { .. } => "plan_run_hold",
+            WireCommand::PausePlanRun { .. } => "plan_run_pause",
+            WireCommand::ResumePlanRun { .. } => "plan_run_resume",
+            WireCommand::AbortPlanRun { .. } => "plan_run_abort",
+            WireCommand::RollbackPlanRun { .. } => "plan_run_rollback",
+            WireCommand::FailPlanRun { .. } => "plan_run_fail",
+            WireCommand::PlanRestore { .. } => "plan_run_restore",
+            WireCommand::SetAutomation { stopped: true } => "automation_stop",
+            WireCommand::SetAutomation { stopped: false } => "automation_arm",
+            WireCommand::PlanCallStarted { .. } => "plan_call_start",
+            WireCommand::PlanCallDone { .. } => "plan_call_done",
+            WireCommand::MoveUnits { .. } => "units_move",
+            WireCommand::AddZone { .. } => "zone_add",
+            WireCommand::RetireZone { .. } => "zone_retire",
+            WireCommand::SetGlobalWriter { .. } => "global_writer",
+            WireCommand::AddDomain { .. } => "domain_add",
+        }
+    }
+
     /// The command, its lanes resolved in `table` (the table it applies to).
     pub fn to_command(&self, table: &RoutingTable) -> Result<Command, String> {
         let zones = table.zones();
@@ -1139,4 +1180,65 @@ pub fn log_id_of(genesis: &LogEntry) -> String {
     }
     let json = serde_json::to_string(genesis).unwrap_or_default();
     format!("file-{:08x}", crc32fast::hash(json.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::State;
+
+    /// `WireCommand::action` (read without a table, for audit pages read from a file log) names
+    /// every command as `Command::action` does after `to_command`, for every action there is.
+    #[test]
+    fn the_wire_action_is_the_commands_action_for_every_action() {
+        let genesis =
+            Genesis { scheme: UnitScheme::new(100, UnitMode::Hash).unwrap(), blue_units: 50 };
+        let state = State::genesis(genesis, Zones::default()).unwrap();
+        let drain = r#""zone":"az-b","color":"blue","target_blue_units":0,"step_units":10,"interval_ms":1000,"max_error_rate":0.05,"min_requests":10,"breaches":2,"on_breach":"pause""#;
+        let commands = [
+            r#"{"type":"set_blue_units","blue_units":3}"#.to_owned(),
+            r#"{"type":"pin","user_id":"u","color":"blue"}"#.into(),
+            r#"{"type":"unpin","user_id":"u"}"#.into(),
+            format!(r#"{{"type":"start_drain",{drain}}}"#),
+            r#"{"type":"drain_step","drain":1,"blue_units":4}"#.into(),
+            r#"{"type":"drain_freeze","drain":1,"blue_units":4}"#.into(),
+            r#"{"type":"drain_unfreeze","drain":1,"aborted":false}"#.into(),
+            r#"{"type":"drain_hold","drain":1,"breach":true,"reason":"r"}"#.into(),
+            r#"{"type":"pause_drain","drain":1}"#.into(),
+            r#"{"type":"resume_drain","drain":1}"#.into(),
+            r#"{"type":"abort_drain","drain":1}"#.into(),
+            r#"{"type":"rollback_drain","drain":1}"#.into(),
+            r#"{"type":"complete_drain","drain":1}"#.into(),
+            r#"{"type":"put_plan","plan":{"name":"p","steps":[{"type":"dial","blue_percent":50}],"rto_ms":1000}}"#.into(),
+            r#"{"type":"set_automation","stopped":true}"#.into(),
+            r#"{"type":"set_automation","stopped":false}"#.into(),
+            r#"{"type":"start_plan_run","plan":"p","revision":1}"#.into(),
+            r#"{"type":"plan_step_started","run":1,"step":0}"#.into(),
+            r#"{"type":"plan_step_done","run":1,"step":0}"#.into(),
+            r#"{"type":"plan_run_hold","run":1,"reason":"r"}"#.into(),
+            r#"{"type":"pause_plan_run","run":1}"#.into(),
+            r#"{"type":"resume_plan_run","run":1}"#.into(),
+            r#"{"type":"abort_plan_run","run":1}"#.into(),
+            r#"{"type":"rollback_plan_run","run":1}"#.into(),
+            r#"{"type":"fail_plan_run","run":1,"reason":"r"}"#.into(),
+            r#"{"type":"plan_restore","run":1}"#.into(),
+            r#"{"type":"plan_call_started","run":1,"step":0,"attempt":1,"caller":"r1","until_ms":5}"#.into(),
+            r#"{"type":"plan_call_done","run":1,"step":0,"attempt":1,"status":200}"#.into(),
+            r#"{"type":"move_units","moves":[{"units":"1-3","zone":"green"}]}"#.into(),
+            r#"{"type":"add_zone","zone":{"name":"az-c","lane":"c","class":"gzone"}}"#.into(),
+            r#"{"type":"retire_zone","zone":"green"}"#.into(),
+            r#"{"type":"set_global_writer","zone":"blue","read_only":false}"#.into(),
+            r#"{"type":"add_domain","name":"eu"}"#.into(),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for json in &commands {
+            let wire: WireCommand =
+                serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            let command = wire.to_command(state.table()).unwrap_or_else(|e| panic!("{json}: {e}"));
+            assert_eq!(wire.action(), command.action(), "{json}");
+            seen.insert(wire.action());
+        }
+        let all: std::collections::BTreeSet<&str> = Command::ACTIONS.iter().copied().collect();
+        assert_eq!(seen, all, "every action is checked");
+    }
 }

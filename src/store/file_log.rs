@@ -315,6 +315,12 @@ fn line_checksum(line: &[u8]) -> Result<&[u8], &'static str> {
     Ok(json)
 }
 
+/// One whole line (without its newline) of a log that start-up has already checked, decoded,
+/// or why not: an audit page read from the log decodes only its own lines (`store::history`).
+pub(super) fn decode_one_line(line: &[u8]) -> Result<LogEntry, String> {
+    decode_line(line).map_err(|(LineError::Damaged(why) | LineError::Unreadable(why))| why)
+}
+
 fn decode_line(line: &[u8]) -> Result<LogEntry, LineError> {
     let json = line_checksum(line).map_err(|why| LineError::Damaged(why.to_owned()))?;
     serde_json::from_slice(json)

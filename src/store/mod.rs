@@ -10,6 +10,7 @@
 mod apply;
 mod entry;
 mod file_log;
+mod history;
 mod replay;
 mod snapshot;
 
@@ -20,9 +21,12 @@ pub use entry::{
     is_plain_two, log_id_of, new_log_id,
 };
 pub use file_log::{FileLog, LOG_FILE, decode_log, encode_line};
+pub use history::{
+    LINE_MARK_EVERY, LineIndex, PagePlan, STATE_MARK_EVERY, VersionIndex, shared_page,
+};
 pub use replay::{
-    AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, audit_before, genesis_hash, history_hash,
-    push_audit, replay, replay_after,
+    AUDIT_IN_MEMORY, AuditRecord, ReplayError, Replayed, audit_before, genesis_audit, genesis_hash,
+    history_hash, push_audit, replay, replay_after,
 };
 pub use snapshot::{Loaded, Outcomes, SNAPSHOT_FILE, Shared, Snapshots};
 

@@ -48,6 +48,22 @@ pub fn history_hash(prev: u64, version: u64, action: &str, from: &str, to: &str)
     xxhash_rust::xxh3::xxh3_64(digest.as_bytes())
 }
 
+/// The audit record of a genesis entry (version 1); `None` for any other entry.
+pub fn genesis_audit(entry: &LogEntry) -> Option<AuditRecord> {
+    let LogEntry::Genesis { units, blue_units, at_ms, by, reason, .. } = entry else {
+        return None;
+    };
+    Some(AuditRecord {
+        version: 1,
+        at_ms: *at_ms,
+        by: by.clone(),
+        reason: reason.clone(),
+        action: "genesis",
+        from: String::new(),
+        to: format!("{units} units, {blue_units} blue"),
+    })
+}
+
 /// Why an entry could not be replayed: its 1-based position and a sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayError {
@@ -64,9 +80,7 @@ pub fn replay(entries: &[LogEntry], zones: &Zones) -> Result<Replayed, ReplayErr
     let Some(first) = entries.first() else {
         return Err(fail(1, "the log is empty (no genesis entry)".into()));
     };
-    let LogEntry::Genesis { units, unit_mode, digits_skip, blue_units, at_ms, by, reason, .. } =
-        first
-    else {
+    let LogEntry::Genesis { units, unit_mode, digits_skip, blue_units, .. } = first else {
         return Err(fail(1, "the first entry is not a genesis entry".into()));
     };
     let scheme = scheme_of(*units, unit_mode, *digits_skip).map_err(|e| fail(1, e))?;
@@ -79,15 +93,7 @@ pub fn replay(entries: &[LogEntry], zones: &Zones) -> Result<Replayed, ReplayErr
         None => Zones::two(zones.zone_of(ZoneId::BLUE), zones.zone_of(ZoneId::GREEN)),
     };
     let state = State::genesis(genesis, zones).map_err(|e| fail(1, e.to_string()))?;
-    let audit = VecDeque::from([AuditRecord {
-        version: 1,
-        at_ms: *at_ms,
-        by: by.clone(),
-        reason: reason.clone(),
-        action: "genesis",
-        from: String::new(),
-        to: format!("{} units, {blue_units} blue", units),
-    }]);
+    let audit = VecDeque::from_iter(genesis_audit(first));
     let state_hash = genesis_hash(&log_id_of(first));
     let mut replayed = Replayed { genesis, genesis_entry: first.clone(), state, audit, state_hash };
     replay_after(&mut replayed, &entries[1..], 1)?;

@@ -44,6 +44,8 @@ pub struct Replicas {
     configs: Vec<PathBuf>,
     servers: Vec<Option<Server>>,
     allow_under_replicated: bool,
+    /// More keys of each replica's `[store.kafka]` (e.g. `presence_key = "..."`).
+    store_keys: String,
 }
 
 impl Replicas {
@@ -51,13 +53,24 @@ impl Replicas {
     /// configuration (e.g. `[drain]` timings).
     pub fn start(bootstrap: &str, topic: &str, count: usize, extra: &str) -> Replicas {
         // The single test broker holds one copy of each change: allowed for tests only.
-        Replicas::start_with(bootstrap, topic, count, extra, true)
+        Replicas::start_with(bootstrap, topic, count, extra, true, "")
+    }
+
+    /// [`Replicas::start`] with `store_keys` added to each replica's `[store.kafka]`.
+    pub fn start_with_store_keys(
+        bootstrap: &str,
+        topic: &str,
+        count: usize,
+        store_keys: &str,
+        extra: &str,
+    ) -> Replicas {
+        Replicas::start_with(bootstrap, topic, count, extra, true, store_keys)
     }
 
     /// [`Replicas::start`] on a replicated cluster (`scripts/kafka.sh start-cluster`): the topic
     /// must keep acknowledged changes through a broker's loss, nothing is allowed.
     pub fn start_on_cluster(bootstrap: &str, topic: &str, count: usize, extra: &str) -> Replicas {
-        Replicas::start_with(bootstrap, topic, count, extra, false)
+        Replicas::start_with(bootstrap, topic, count, extra, false, "")
     }
 
     fn start_with(
@@ -66,6 +79,7 @@ impl Replicas {
         count: usize,
         extra: &str,
         allow_under_replicated: bool,
+        store_keys: &str,
     ) -> Replicas {
         let dir = tempfile::tempdir().unwrap();
         let mut replicas = Replicas {
@@ -74,6 +88,7 @@ impl Replicas {
             configs: Vec::new(),
             servers: Vec::new(),
             allow_under_replicated,
+            store_keys: store_keys.to_owned(),
         };
         for n in 1..=count {
             let file = replicas.write_config(bootstrap, topic, n, extra);
@@ -87,8 +102,8 @@ impl Replicas {
 
     fn write_config(&self, bootstrap: &str, topic: &str, n: usize, extra: &str) -> PathBuf {
         let toml = format!(
-            "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{bootstrap}\"\ntopic = \"{topic}\"\nallow_under_replicated = {}\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n{extra}\n",
-            self.allow_under_replicated
+            "[store]\nkind = \"kafka\"\n[store.kafka]\nbootstrap = \"{bootstrap}\"\ntopic = \"{topic}\"\nallow_under_replicated = {}\n{}\n[node]\nid = \"r{n}\"\nzone = \"zone-{n}\"\n{extra}\n",
+            self.allow_under_replicated, self.store_keys
         );
         let file = self.dir.path().join(format!("r{n}.toml"));
         std::fs::write(&file, config_toml(&toml)).unwrap();
