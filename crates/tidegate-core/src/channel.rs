@@ -160,13 +160,16 @@ pub fn describe(table: &RoutingTable, c: &Channel) -> String {
     text
 }
 
+/// What a channel command did: the audit's from/to words and the table's next channels.
+type Applied = (String, String, BTreeMap<String, Channel>);
+
 /// Applies `PutChannel` to `table` at `at_ms`: the new channel map, or `None` when the channel
 /// is already exactly so. A channel put again resumes if it was suspended.
 pub(crate) fn put(
     table: &RoutingTable,
     channel: &Channel,
     at_ms: u64,
-) -> Result<Option<(String, String, BTreeMap<String, Channel>)>, ChannelError> {
+) -> Result<Option<Applied>, ChannelError> {
     if !valid_name(&channel.name) {
         return Err(ChannelError::InvalidName(channel.name.clone()));
     }
@@ -195,7 +198,7 @@ pub(crate) fn delete(
     table: &RoutingTable,
     name: &str,
     expired: bool,
-) -> Result<(String, String, BTreeMap<String, Channel>), ChannelError> {
+) -> Result<Applied, ChannelError> {
     let Some(before) = table.channels().get(name) else {
         return Err(ChannelError::NotFound(name.to_owned()));
     };
