@@ -882,6 +882,9 @@ impl WireCommand {
             WireCommand::RetireZone { .. } => "zone_retire",
             WireCommand::SetGlobalWriter { .. } => "global_writer",
             WireCommand::AddDomain { .. } => "domain_add",
+            WireCommand::PutChannel { .. } => "channel_put",
+            WireCommand::DeleteChannel { expired: false, .. } => "channel_delete",
+            WireCommand::DeleteChannel { expired: true, .. } => "channel_expire",
         }
     }
 
@@ -1229,6 +1232,9 @@ mod tests {
             r#"{"type":"retire_zone","zone":"green"}"#.into(),
             r#"{"type":"set_global_writer","zone":"blue","read_only":false}"#.into(),
             r#"{"type":"add_domain","name":"eu"}"#.into(),
+            r#"{"type":"put_channel","channel":{"name":"c","services":["orders"],"zone":"green","units":"0-9","fallback":"global"}}"#.into(),
+            r#"{"type":"delete_channel","name":"c"}"#.into(),
+            r#"{"type":"delete_channel","name":"c","expired":true}"#.into(),
         ];
         let mut seen = std::collections::BTreeSet::new();
         for json in &commands {
