@@ -1182,7 +1182,7 @@ impl Config {
             s.channels.services.iter().enumerate().find(|(_, n)| !crate::core::valid_name(n))
         {
             return Err(invalid(
-                &format!("channels.services[{i}]"),
+                format!("channels.services[{i}]"),
                 format!("`{bad}` is not a service name: 1-64 bytes of [a-z0-9_.-]"),
             ));
         }
