@@ -245,10 +245,8 @@ fn the_python_reference_applies_release_channels_per_service_and_domain() {
                 }
                 by_channel += usize::from(b["reason"].as_str().unwrap().starts_with("channel:"));
             }
-            let expected_channel = match (service, domain, dial) {
-                ("orders", None, None) | ("ranker", Some(_), _) => true,
-                _ => false,
-            };
+            let expected_channel =
+                matches!((service, domain, dial), ("orders", None, None) | ("ranker", Some(_), _));
             assert_eq!(
                 by_channel > 0,
                 expected_channel,
