@@ -356,6 +356,10 @@ pub struct LaneSettings {
     /// HMAC key for member secrets, 64 hex digits; the same on every replica. Empty: generated
     /// once and kept in `<data_dir>/lane-member.key`.
     pub member_key: String,
+    /// The key `member_key` replaces, during a rotation: secrets made with it are still accepted
+    /// (and a heartbeat that presents one is answered with the member's secret under the new
+    /// key), so consumers switch without registering again. Empty when no rotation is under way.
+    pub previous_member_key: String,
     /// Most groups one caller (token) may create, and most members it may hold in all groups.
     pub max_groups_per_caller: usize,
     pub max_members_per_caller: usize,
@@ -374,6 +378,7 @@ impl Default for LaneSettings {
             max_groups: 64,
             max_members: 256,
             member_key: String::new(),
+            previous_member_key: String::new(),
             max_groups_per_caller: 16,
             max_members_per_caller: 256,
             lease: String::new(),
@@ -871,6 +876,8 @@ pub struct LanesConfig {
     pub max_members: usize,
     /// The configured member-secret key; `None`: the data directory's `lane-member.key`.
     pub member_key: Option<SecretKey>,
+    /// The key being rotated out (`lanes.previous_member_key`): still verifies, never signs.
+    pub previous_member_key: Option<SecretKey>,
     pub max_groups_per_caller: usize,
     pub max_members_per_caller: usize,
     /// With a shared log: the term of the lane authority's lease (`service::lane_authority`).
@@ -1537,6 +1544,18 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
         return Err(invalid("lanes.max_members_per_caller", "must be between 1 and 100000"));
     }
     let member_key = secret_key("lanes.member_key", &l.member_key)?;
+    let previous_member_key = secret_key("lanes.previous_member_key", &l.previous_member_key)?;
+    if previous_member_key.is_some() && member_key.is_none() {
+        return Err(invalid(
+            "lanes.previous_member_key",
+            "a rotation needs the new key in lanes.member_key (set both, the same on every replica)",
+        ));
+    }
+    if let (Some(new), Some(old)) = (&member_key, &previous_member_key)
+        && new.0 == old.0
+    {
+        return Err(invalid("lanes.previous_member_key", "is the same key as lanes.member_key"));
+    }
     Ok(LanesConfig {
         session_timeout_ms,
         heartbeat_interval_ms,
@@ -1545,6 +1564,7 @@ fn validate_lanes(l: &LaneSettings) -> Result<LanesConfig, ConfigError> {
         max_groups: l.max_groups,
         max_members: l.max_members,
         member_key,
+        previous_member_key,
         max_groups_per_caller: l.max_groups_per_caller,
         max_members_per_caller: l.max_members_per_caller,
         lease_ms,

@@ -25,7 +25,7 @@ use super::error::{ApiError, json_error};
 use super::{App, iso8601, now_ms};
 use crate::service::lane_authority;
 use crate::service::lane_membership::{self, Adoption, GroupView, MemberView, Registration};
-use crate::service::member_key::{MAX_NAME, SECRET_HEADER, new_member_id};
+use crate::service::member_key::{MAX_NAME, SECRET_HEADER, Verified, new_member_id};
 
 type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
 
@@ -152,12 +152,13 @@ impl<'r> FromRequest<'r> for MemberSecret {
 }
 
 /// Checks that the caller speaks for `member`: 401 without a secret, 403 with a wrong one.
+/// Answers which key made it (during a `lanes.previous_member_key` rotation, maybe the old one).
 fn check_secret(
     app: &App,
     group: &str,
     member: &str,
     secret: &MemberSecret,
-) -> Result<(), ApiError> {
+) -> Result<Verified, ApiError> {
     let Some(presented) = &secret.0 else {
         return Err(ApiError::new(
             Status::Unauthorized,
@@ -167,16 +168,15 @@ fn check_secret(
             ),
         ));
     };
-    if app.member_key.verify(group, member, presented) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
+    match app.member_key.verify_which(group, member, presented) {
+        Verified::No => Err(ApiError::new(
             Status::Forbidden,
             "member_secret_mismatch",
             format!(
                 "the {SECRET_HEADER} header is not the secret of member `{member}` in group `{group}`"
             ),
-        ))
+        )),
+        verified => Ok(verified),
     }
 }
 
@@ -242,7 +242,7 @@ fn heartbeat(
     request: JsonBody<'_, HeartbeatRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let owner = caller.require_writer(&app.config)?;
-    check_secret(app, group, member, &secret)?;
+    let verified = check_secret(app, group, member, &secret)?;
     let r = request.map_err(json_error)?.into_inner();
     let holding: BTreeSet<u32> = r.holding.into_iter().collect();
     let adopt = match (r.zone, r.topic, r.partitions) {
@@ -258,7 +258,13 @@ fn heartbeat(
         }
     };
     let view = app.lanes.heartbeat(group, member, holding, adopt, now_ms())?;
-    Ok(Json(member_body(&view)))
+    let mut body = member_body(&view);
+    // A secret made with the key being rotated out: hand the member its secret under the new
+    // key, which it presents from its next heartbeat (tidegate_client's LaneConsumer does).
+    if verified == Verified::Previous {
+        body["member_secret"] = json!(app.member_key.secret(group, member));
+    }
+    Ok(Json(body))
 }
 
 #[delete("/v1/lanes/<group>/members/<member>")]

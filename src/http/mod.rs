@@ -200,7 +200,11 @@ impl App {
 /// re-register after a restart and get secrets under the new key.
 fn member_key(config: &Config) -> MemberKey {
     if let Some(key) = &config.lanes.member_key {
-        return MemberKey::new(key.0);
+        let key = MemberKey::new(key.0);
+        return match &config.lanes.previous_member_key {
+            Some(previous) => key.rotating_from(previous.0),
+            None => key,
+        };
     }
     MemberKey::load_or_create(&config.data_dir).unwrap_or_else(|e| {
         tracing::warn!(

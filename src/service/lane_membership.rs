@@ -895,6 +895,7 @@ mod tests {
             max_groups: 4,
             max_members: 8,
             member_key: None,
+            previous_member_key: None,
             max_groups_per_caller: 4,
             max_members_per_caller: 100,
             lease_ms: 400,

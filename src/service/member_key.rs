@@ -22,9 +22,24 @@ pub const KEY_FILE: &str = "lane-member.key";
 /// Longest caller-chosen name in front of the random part (the whole ID stays within 64).
 pub const MAX_NAME: usize = 47;
 
-/// The key member secrets are derived with.
+/// The key member secrets are derived with, and during a rotation the key it replaces.
 #[derive(Clone)]
-pub struct MemberKey([u8; 32]);
+pub struct MemberKey {
+    key: [u8; 32],
+    /// `lanes.previous_member_key`: verifies secrets made before the rotation, never signs.
+    previous: Option<[u8; 32]>,
+}
+
+/// Which key a presented secret was made with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verified {
+    /// The current key.
+    Current,
+    /// The key being rotated out: accepted, and the member should take its new secret.
+    Previous,
+    /// Neither: not this member's secret.
+    No,
+}
 
 impl std::fmt::Debug for MemberKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,7 +51,12 @@ use crate::client::signature::hmac_sha256;
 
 impl MemberKey {
     pub fn new(key: [u8; 32]) -> MemberKey {
-        MemberKey(key)
+        MemberKey { key, previous: None }
+    }
+
+    /// This key, also accepting secrets made with `previous` (a rotation in progress).
+    pub fn rotating_from(self, previous: [u8; 32]) -> MemberKey {
+        MemberKey { previous: Some(previous), ..self }
     }
 
     /// The key kept in `data_dir`, created (random, mode 0600) if there is none yet.
@@ -51,7 +71,7 @@ impl MemberKey {
                         format!("{} must hold 64 hex digits", path.display()),
                     )
                 })?;
-                Ok(MemberKey(key))
+                Ok(MemberKey::new(key))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(data_dir)?;
@@ -65,7 +85,7 @@ impl MemberKey {
                 file.write_all(hex::encode(key).as_bytes())?;
                 file.sync_all()?;
                 std::fs::rename(&tmp, &path)?;
-                Ok(MemberKey(key))
+                Ok(MemberKey::new(key))
             }
             Err(e) => Err(e),
         }
@@ -73,23 +93,36 @@ impl MemberKey {
 
     /// The secret of `member` in `group`, as 64 hex digits.
     pub fn secret(&self, group: &str, member: &str) -> String {
-        hex::encode(self.mac(group, member))
-    }
-
-    fn mac(&self, group: &str, member: &str) -> [u8; 32] {
-        // Group and member names never contain a newline, so the framing is unambiguous.
-        let message = format!("tidegate lane member v1\n{group}\n{member}");
-        hmac_sha256(&self.0, message.as_bytes())
+        hex::encode(mac(&self.key, group, member))
     }
 
     /// Whether `presented` is the secret of `member` in `group` (constant time).
     pub fn verify(&self, group: &str, member: &str, presented: &str) -> bool {
+        self.verify_which(group, member, presented) != Verified::No
+    }
+
+    /// Which key made `presented`, the secret of `member` in `group` (constant time per key).
+    pub fn verify_which(&self, group: &str, member: &str, presented: &str) -> Verified {
         let mut given = [0u8; 32];
         if hex::decode_to_slice(presented.trim(), &mut given).is_err() {
-            return false;
+            return Verified::No;
         }
-        bool::from(self.mac(group, member).ct_eq(&given))
+        if bool::from(mac(&self.key, group, member).ct_eq(&given)) {
+            return Verified::Current;
+        }
+        match &self.previous {
+            Some(previous) if bool::from(mac(previous, group, member).ct_eq(&given)) => {
+                Verified::Previous
+            }
+            _ => Verified::No,
+        }
     }
+}
+
+fn mac(key: &[u8; 32], group: &str, member: &str) -> [u8; 32] {
+    // Group and member names never contain a newline, so the framing is unambiguous.
+    let message = format!("tidegate lane member v1\n{group}\n{member}");
+    hmac_sha256(key, message.as_bytes())
 }
 
 /// A fresh member ID: `name` (or the zone) and 64 random bits, so no two registrations, on any
@@ -132,6 +165,20 @@ mod tests {
         assert!(!MemberKey::new([8; 32]).verify("orders", "az-a-00000000000000aa", &secret));
         assert!(!key.verify("orders", "az-a-00000000000000aa", "not hex"));
         assert!(!key.verify("orders", "az-a-00000000000000aa", ""));
+    }
+
+    #[test]
+    fn during_a_rotation_both_keys_verify_and_only_the_new_one_signs() {
+        let old = MemberKey::new([7; 32]);
+        let old_secret = old.secret("orders", "m-1");
+        let rotating = MemberKey::new([9; 32]).rotating_from([7; 32]);
+        assert_eq!(rotating.verify_which("orders", "m-1", &old_secret), Verified::Previous);
+        let new_secret = rotating.secret("orders", "m-1");
+        assert_ne!(new_secret, old_secret);
+        assert_eq!(rotating.verify_which("orders", "m-1", &new_secret), Verified::Current);
+        assert_eq!(rotating.verify_which("orders", "m-2", &old_secret), Verified::No);
+        // After the rotation the old secret is refused.
+        assert!(!MemberKey::new([9; 32]).verify("orders", "m-1", &old_secret));
     }
 
     #[test]

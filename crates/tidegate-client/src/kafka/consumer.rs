@@ -587,6 +587,11 @@ async fn heartbeat_loop(
         let mut s = lock(&shared);
         match result {
             Ok(Ok(assigned)) if assigned.member_id == s.member_id => {
+                // The coordinators' member key is being rotated: the answer carries this
+                // member's secret under the new key, presented from the next heartbeat on.
+                if let Some(secret) = &assigned.member_secret {
+                    s.member_secret = secret.clone();
+                }
                 s.latest = Some(assigned);
                 s.last_ok = s.last_ok.max(sent);
                 s.last_error = None;
