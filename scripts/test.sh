@@ -120,6 +120,13 @@ echo "PostgreSQL at $POSTGRES_TEST_URL"
 echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy; benches once in test mode)"
 cargo test -j 2 --all-targets
 
+# The packages, from the binary the tests just ran (docs/src/install.md): the .deb installed with
+# dpkg -i, its units verified, started as the units start it, removed and purged; the container
+# image built with buildah (FROM scratch, no daemon), its config and contents checked and its
+# root filesystem run as its user.
+echo "== packages: the .deb and the container image (scripts/package.sh ci)"
+bash scripts/package.sh ci
+
 echo "== API contract: schemathesis against the real binary (scripts/schemathesis.sh)"
 bash scripts/schemathesis.sh
 
