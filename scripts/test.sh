@@ -118,6 +118,9 @@ export POSTGRES_TEST_URL
 echo "PostgreSQL at $POSTGRES_TEST_URL"
 
 echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy; benches once in test mode)"
+# The examples as binaries first: tests/pg_zero_loss.rs runs examples/zone_writer as the zones'
+# writers, and `cargo test` builds examples without putting them at target/debug/examples/.
+cargo build -j 2 --examples
 cargo test -j 2 --all-targets
 
 # The packages, from the binary the tests just ran (docs/src/install.md): the .deb installed with

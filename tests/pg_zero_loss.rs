@@ -62,7 +62,7 @@ fn writer_binary() -> PathBuf {
     let path = exe.parent().unwrap().parent().unwrap().join("examples/zone_writer");
     assert!(
         path.exists(),
-        "{} is missing: `cargo test --all-targets` builds it, or `cargo build --example zone_writer`",
+        "{} is missing: `cargo build --examples` puts it there (scripts/test.sh does, before `cargo test`)",
         path.display()
     );
     path
