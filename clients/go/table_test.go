@@ -220,7 +220,7 @@ func TestForwardOnceForwardsAMisroutedWriteOnceAndRefusesTheSecondHop(t *testing
 // Vectors computed by an independent Python transcription of the Rust first_choice.
 func TestFirstChoiceMatchesTheRustFunctionAndSpreads(t *testing.T) {
 	for _, c := range []struct {
-		id      string
+		id         string
 		n2, n3, n5 int
 	}{{"edge-0", 0, 0, 1}, {"edge-1", 0, 2, 1}, {"orders-az-a-7", 1, 2, 1}, {"anything", 0, 1, 2}, {"用户", 1, 0, 1}} {
 		if got := [3]int{FirstChoice(c.id, 2), FirstChoice(c.id, 3), FirstChoice(c.id, 5)}; got != [3]int{c.n2, c.n3, c.n5} {
