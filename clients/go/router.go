@@ -144,8 +144,18 @@ type Router struct {
 	acked    atomic.Uint64
 	mu       sync.Mutex // guards status and the log id of the held table
 	status   Status
-	writes   sync.RWMutex // write scopes hold it shared; an ack takes it exclusively
 	fallback string
+
+	// Write scopes open, by the table version current when each opened; the acker waits for
+	// every scope opened under an older version than the one it acknowledges.
+	scopeMu sync.Mutex
+	scopes  map[uint64]int
+	ended   *sync.Cond
+	// The newest version to acknowledge and the coordinator that sent it.
+	ackMu      sync.Mutex
+	ackVersion uint64
+	ackBase    string
+	ackWanted  chan struct{}
 
 	endpoints []string
 	identity  Identity
@@ -236,6 +246,7 @@ func Connect(urls string, identity Identity, opts Options) (*Router, error) {
 		done:      make(chan struct{}),
 		status:    Status{Origin: OriginNothing},
 	}
+	r.initScopes()
 	if opts.CachePath != "" {
 		if data, err := os.ReadFile(opts.CachePath); err == nil {
 			if t, err := DecodeTable(data); err == nil {
@@ -251,6 +262,7 @@ func Connect(urls string, identity Identity, opts Options) (*Router, error) {
 		}
 	}
 	go r.watchLoop()
+	go r.ackLoop()
 	return r, nil
 }
 
@@ -258,9 +270,16 @@ func Connect(urls string, identity Identity, opts Options) (*Router, error) {
 func Fixed(t *Table) *Router {
 	r := &Router{fallback: FallbackRandom, done: make(chan struct{}),
 		status: Status{Origin: OriginFixed, Version: t.Version, UpdatedAt: time.Now()}}
+	r.initScopes()
 	r.table.Store(t)
 	close(r.done)
 	return r
+}
+
+func (r *Router) initScopes() {
+	r.scopes = map[uint64]int{}
+	r.ended = sync.NewCond(&r.scopeMu)
+	r.ackWanted = make(chan struct{}, 1)
 }
 
 // Close stops the watcher and waits for it.
@@ -358,24 +377,49 @@ func (r *Router) CheckWriteIn(domain, user, localZone string, incoming uint64) (
 	return t.CheckWriteIn(domain, user, localZone, incoming)
 }
 
-// WriteScope is a write in flight: the Router acknowledges no newer table until End.
+// WriteScope is a write in flight: the Router acknowledges no table newer than the one
+// current when the scope opened until End.
 type WriteScope struct {
-	once sync.Once
-	r    *Router
+	once    sync.Once
+	r       *Router
+	version uint64
 }
 
 // WriteScope opens a write's scope: hold it from before CheckWrite until the write is
-// committed or refused. While any scope is open the Router applies newer tables (checks made
-// meanwhile use them) but does not acknowledge them, so when a move's freeze barrier sees every
-// subscriber acknowledge, no write judged with an older table is still being committed here.
-// Keep a scope to one write.
+// committed or refused. While it is open the Router applies newer tables (checks made meanwhile
+// use them) but does not acknowledge them, so when a move's freeze barrier sees every subscriber
+// acknowledge, no write judged with an older table is still being committed here. Scopes opened
+// later are not held up by it. Keep a scope to one write: an open one holds moves like a stuck
+// subscriber.
 func (r *Router) WriteScope() *WriteScope {
-	r.writes.RLock()
-	return &WriteScope{r: r}
+	r.scopeMu.Lock()
+	v := r.Version()
+	r.scopes[v]++
+	r.scopeMu.Unlock()
+	return &WriteScope{r: r, version: v}
 }
 
 // End closes the scope (idempotent).
-func (s *WriteScope) End() { s.once.Do(s.r.writes.RUnlock) }
+func (s *WriteScope) End() {
+	s.once.Do(func() {
+		s.r.scopeMu.Lock()
+		if s.r.scopes[s.version]--; s.r.scopes[s.version] == 0 {
+			delete(s.r.scopes, s.version)
+		}
+		s.r.ended.Broadcast()
+		s.r.scopeMu.Unlock()
+	})
+}
+
+// scopesBefore reports whether a write scope opened under a version older than v is open.
+func (r *Router) scopesBefore(v uint64) bool {
+	for opened := range r.scopes {
+		if opened < v {
+			return true
+		}
+	}
+	return false
+}
 
 // Untagged is the zone index of a request without a user ID, by the fallback: weighted by the
 // units each zone owns, or ErrUntagged under `reject`.
@@ -658,13 +702,49 @@ func (r *Router) apply(base string, data []byte) string {
 		}
 	}
 	if !r.opts.NoAck && r.opts.Token != "" {
-		// Wait for the writes judged with an older table to end: the table is already stored,
-		// so every write that starts now judges with it.
-		r.writes.Lock()
-		r.writes.Unlock() //nolint:staticcheck // a barrier, not a critical section
-		r.acknowledge(base, t.Version)
+		// The acker sends it once the writes judged with an older table have ended; the stream
+		// goes on meanwhile, so a newer table (a freeze) is applied even while a write is open.
+		r.ackMu.Lock()
+		r.ackVersion, r.ackBase = r.Version(), base
+		r.ackMu.Unlock()
+		select {
+		case r.ackWanted <- struct{}{}:
+		default:
+		}
 	}
 	return ""
+}
+
+// ackLoop acknowledges the newest applied version once no write scope opened under an older
+// version is open: the table is already stored, so every scope opened since judges with it.
+func (r *Router) ackLoop() {
+	stop := context.AfterFunc(r.ctx, func() {
+		r.scopeMu.Lock()
+		r.ended.Broadcast()
+		r.scopeMu.Unlock()
+	})
+	defer stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.ackWanted:
+		}
+		r.ackMu.Lock()
+		version, base := r.ackVersion, r.ackBase
+		r.ackMu.Unlock()
+		r.scopeMu.Lock()
+		for r.scopesBefore(version) && r.ctx.Err() == nil {
+			r.ended.Wait()
+		}
+		r.scopeMu.Unlock()
+		if r.ctx.Err() != nil {
+			return
+		}
+		if version > r.acked.Load() {
+			r.acknowledge(base, version)
+		}
+	}
 }
 
 func (r *Router) acknowledge(base string, version uint64) {
