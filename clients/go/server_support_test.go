@@ -207,8 +207,16 @@ func (s *server) version() uint64 { return num(s.ok("GET", "/v1/routing", nil)["
 
 // dial moves the dial and returns the new version and when the answer arrived.
 func (s *server) dial(percent int) (uint64, time.Time) {
-	out := s.ok("PUT", "/v1/dial", map[string]any{"blue_percent": percent, "expected_version": s.version(), "reason": "go client test"})
-	return num(out["version"]), time.Now()
+	v, _, answered := s.dialTimed(percent)
+	return v, answered
+}
+
+// dialTimed is dial, also returning when the PUT was sent.
+func (s *server) dialTimed(percent int) (uint64, time.Time, time.Time) {
+	expected := s.version()
+	sent := time.Now()
+	out := s.ok("PUT", "/v1/dial", map[string]any{"blue_percent": percent, "expected_version": expected, "reason": "go client test"})
+	return num(out["version"]), sent, time.Now()
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {

@@ -127,24 +127,29 @@ func TestFollowsTwentyDialMovesAndAcknowledgesEach(t *testing.T) {
 	if !waitUntil(10*time.Second, func() bool { return r.AckedVersion() >= 1 }) {
 		t.Fatalf("%v", r.Status())
 	}
-	var applied, acked []time.Duration
+	// From the PUT /v1/dial answer (as tests/client_router.rs measures) and from the request.
+	var applied, acked, appliedSent, ackedSent []time.Duration
 	for round := 0; round < 20; round++ {
-		version, answered := s.dial([]int{30, 60}[round%2])
+		version, sent, answered := s.dialTimed([]int{30, 60}[round%2])
 		deadline := answered.Add(5 * time.Second)
 		for r.Version() < version {
 			if time.Now().After(deadline) {
 				t.Fatalf("round %d: v%d not applied: %v", round, version, r.Status())
 			}
-			time.Sleep(100 * time.Microsecond)
+			time.Sleep(50 * time.Microsecond)
 		}
-		applied = append(applied, time.Since(answered))
+		appliedAt := time.Now()
 		for r.AckedVersion() < version {
 			if time.Now().After(deadline) {
 				t.Fatalf("round %d: v%d not acknowledged: %v", round, version, r.Status())
 			}
-			time.Sleep(100 * time.Microsecond)
+			time.Sleep(50 * time.Microsecond)
 		}
-		acked = append(acked, time.Since(answered))
+		ackedAt := time.Now()
+		applied = append(applied, max(0, appliedAt.Sub(answered)))
+		acked = append(acked, max(0, ackedAt.Sub(answered)))
+		appliedSent = append(appliedSent, appliedAt.Sub(sent))
+		ackedSent = append(ackedSent, ackedAt.Sub(sent))
 		conv := s.ok("GET", fmt.Sprintf("/v1/routing/convergence?version=%d", version), nil)
 		if num(conv["live"]) != 1 || num(conv["converged"]) != 1 || conv["complete"] != true {
 			t.Fatalf("round %d: %v", round, conv)
@@ -154,13 +159,16 @@ func TestFollowsTwentyDialMovesAndAcknowledgesEach(t *testing.T) {
 	if len(subs) != 1 || subs[0].(map[string]any)["subscriber_id"] != "go-follow" || subs[0].(map[string]any)["state"] != "current" {
 		t.Fatalf("%v", subs)
 	}
-	sortDurations(applied)
-	sortDurations(acked)
-	if p99 := percentile(acked, 0.99); p99 > time.Second {
+	for _, d := range [][]time.Duration{applied, acked, appliedSent, ackedSent} {
+		sortDurations(d)
+	}
+	if p99 := percentile(ackedSent, 0.99); p99 > time.Second {
 		t.Fatalf("ack p99 %v is beyond 1 s", p99)
 	}
-	t.Logf("FIGURE follow moves=%d applied_p50=%v applied_p99=%v acked_p50=%v acked_p99=%v max=%v",
-		len(applied), percentile(applied, 0.5), percentile(applied, 0.99), percentile(acked, 0.5), percentile(acked, 0.99), acked[len(acked)-1])
+	r2 := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	t.Logf("FIGURE follow moves=%d from_PUT_answer: applied p50=%v p99=%v, acked p50=%v p99=%v; from_PUT_sent: applied p50=%v p99=%v, acked p50=%v p99=%v max=%v",
+		len(applied), r2(percentile(applied, 0.5)), r2(percentile(applied, 0.99)), r2(percentile(acked, 0.5)), r2(percentile(acked, 0.99)),
+		r2(percentile(appliedSent, 0.5)), r2(percentile(appliedSent, 0.99)), r2(percentile(ackedSent, 0.5)), r2(percentile(ackedSent, 0.99)), r2(ackedSent[len(ackedSent)-1]))
 }
 
 // A Go client that stops acknowledging holds a drain step at the convergence gate; the pause
@@ -208,8 +216,10 @@ func TestAGoClientThatStopsAcknowledgingHoldsTheDrain(t *testing.T) {
 	if len(behind) != 1 || behind[0].(map[string]any)["subscriber_id"] != "stuck-go" {
 		t.Fatalf("%v", conv)
 	}
-	if healthy.AckedVersion() != s.version() || stuck.Version() != s.version() || stuck.AckedVersion() != 0 {
-		t.Fatalf("healthy acked v%d, stuck applied v%d acked v%d, server v%d", healthy.AckedVersion(), stuck.Version(), stuck.AckedVersion(), s.version())
+	current := s.version()
+	if !waitUntil(5*time.Second, func() bool { return healthy.AckedVersion() == current && stuck.Version() == current }) ||
+		stuck.AckedVersion() != 0 {
+		t.Fatalf("healthy acked v%d, stuck applied v%d acked v%d, server v%d", healthy.AckedVersion(), stuck.Version(), stuck.AckedVersion(), current)
 	}
 	t.Logf("FIGURE drain_held_by_stuck_client paused_after=%v steps_done=1", held.Round(time.Millisecond))
 }
@@ -245,8 +255,9 @@ func TestWriteChecksInTheStaleCalleeScenario(t *testing.T) {
 		t.Fatalf("%v", freshA.Status())
 	}
 	// The stale callee: started from a copy of the version-1 cache, its coordinator unreachable.
-	old, err := os.ReadFile(freshCache)
-	if err != nil {
+	// (The cache is written just after the table is applied.)
+	var old []byte
+	if !waitUntil(5*time.Second, func() bool { old, err = os.ReadFile(freshCache); return err == nil }) {
 		t.Fatal(err)
 	}
 	staleCache := dir + "/stale.json"
