@@ -160,6 +160,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		route := ForwardOnce(answer, req.Header.Get(HopHeader))
+		if route.Action != RouteWrite {
+			scope.End() // no write here: do not hold acknowledgements while forwarding
+		}
 		switch route.Action {
 		case RouteWrite:
 			next.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), answerKey, answer)))

@@ -537,10 +537,16 @@ func (r *Router) watchOnce(base string, backoff *time.Duration) ended {
 		return ended{err: fmt.Sprintf("cannot watch %s: %v", base, err)}
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	// Resume: the version we hold. The server sends nothing until something newer exists, and
-	// counts this as our acknowledgement of it.
-	if v := r.Version(); v > 0 && !r.opts.NoAck {
-		req.Header.Set("Last-Event-ID", strconv.FormatUint(v, 10))
+	// Resume: the server sends nothing until something newer exists, and counts this as our
+	// acknowledgement of it. So a registered subscriber names the version it acknowledged (not
+	// merely applied: a write scope may still hold that back), and gets the held table again
+	// otherwise, to acknowledge through the acker.
+	resume := r.Version()
+	if r.opts.Token != "" {
+		resume = r.acked.Load()
+	}
+	if resume > 0 && !r.opts.NoAck {
+		req.Header.Set("Last-Event-ID", strconv.FormatUint(resume, 10))
 	}
 	if r.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.opts.Token)

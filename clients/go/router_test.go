@@ -24,6 +24,7 @@ type fakeCoordinator struct {
 	acks    []uint64
 	watches int
 	auth    []string
+	resumes []string // the Last-Event-ID of every watch
 }
 
 func routingEvent(t *testing.T, table map[string]any) string {
@@ -46,11 +47,15 @@ func newFake(t *testing.T, hung bool, script func(conn int) []string) *fakeCoord
 		f.mu.Lock()
 		f.watches++
 		conn := f.watches
+		f.resumes = append(f.resumes, r.Header.Get("Last-Event-ID"))
 		f.mu.Unlock()
 		w.Header().Set("content-type", "text/event-stream")
 		w.WriteHeader(200)
 		flusher := w.(http.Flusher)
 		for _, e := range script(conn) {
+			if e == "close" {
+				return
+			}
 			if strings.HasPrefix(e, "sleep:") {
 				d, _ := time.ParseDuration(strings.TrimPrefix(e, "sleep:"))
 				time.Sleep(d)
@@ -197,11 +202,16 @@ func TestAStalledCoordinatorIsLeftWithinTheBound(t *testing.T) {
 	t.Logf("FIGURE stall_failover_ms=%d (bound 400)", left.Milliseconds())
 }
 
-// A write scope holds back the acknowledgement of a newer table, not the table itself; acks
-// carry the service token.
+// A write scope holds back the acknowledgement of a newer table, not the table itself (nor
+// the tables after it); a reconnect meanwhile resumes from the acknowledged version, not the
+// applied one (the server counts Last-Event-ID as an ack); acks carry the service token.
 func TestAnOpenWriteScopeHoldsBackTheAckNotTheTable(t *testing.T) {
-	fake := newFake(t, false, func(int) []string {
-		return []string{routingEvent(t, dialTable(1, 100, 50, nil)), "sleep:300ms", routingEvent(t, dialTable(2, 100, 60, nil))}
+	fake := newFake(t, false, func(conn int) []string {
+		if conn == 1 {
+			return []string{routingEvent(t, dialTable(1, 100, 50, nil)), "sleep:300ms", routingEvent(t, dialTable(2, 100, 60, nil)),
+				"sleep:100ms", routingEvent(t, dialTable(3, 100, 70, nil)), "sleep:100ms", "close"}
+		}
+		return []string{routingEvent(t, dialTable(3, 100, 70, nil))}
 	})
 	opts := fastOptions()
 	opts.Token = "svc-token"
@@ -214,25 +224,33 @@ func TestAnOpenWriteScopeHoldsBackTheAckNotTheTable(t *testing.T) {
 		t.Fatalf("%+v", r.Status())
 	}
 	scope := r.WriteScope()
-	if !r.WaitForVersion(2, 5*time.Second) {
+	if !r.WaitForVersion(3, 5*time.Second) {
 		t.Fatalf("%+v", r.Status())
 	}
-	if tag, _ := r.Tag("user-1"); tag.Version != 2 {
-		t.Fatalf("new checks use the new table: %+v", tag)
+	if tag, _ := r.Tag("user-1"); tag.Version != 3 {
+		t.Fatalf("new checks use the newest table: %+v", tag)
 	}
-	time.Sleep(300 * time.Millisecond)
+	later := r.WriteScope() // opened under version 3: holds nothing older
+	if !waitUntil(5*time.Second, func() bool { fake.mu.Lock(); defer fake.mu.Unlock(); return fake.watches >= 2 }) {
+		t.Fatalf("no reconnect: %+v", r.Status())
+	}
+	time.Sleep(200 * time.Millisecond)
 	if r.AckedVersion() != 1 {
 		t.Fatalf("acknowledged v%d while a write was in flight", r.AckedVersion())
 	}
 	scope.End()
 	scope.End()
-	if !waitUntil(5*time.Second, func() bool { return r.AckedVersion() == 2 }) {
+	if !waitUntil(5*time.Second, func() bool { return r.AckedVersion() == 3 }) {
 		t.Fatalf("%+v", r.Status())
 	}
+	later.End()
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
-	if fmt.Sprint(fake.acks) != "[1 2]" || fake.auth[0] != "Bearer svc-token" {
+	if fake.acks[0] != 1 || fake.acks[len(fake.acks)-1] != 3 || fake.auth[0] != "Bearer svc-token" {
 		t.Fatalf("acks %v, auth %v", fake.acks, fake.auth)
+	}
+	if fake.resumes[0] != "" || fake.resumes[1] != "1" {
+		t.Fatalf("Last-Event-ID of the watches: %q (the reconnect must name the acknowledged v1)", fake.resumes)
 	}
 }
 
