@@ -481,7 +481,10 @@ func TestKeepsTaggingFromTheDiskCacheWithEveryCoordinatorKilled(t *testing.T) {
 	}
 	defer r.Close()
 	version, _ := a.dial(20)
-	if !r.WaitForVersion(version, 10*time.Second) || r.Status().Coordinator != a.URL {
+	// Acknowledged too: a reconnect resumes from the acknowledged version, and b (at version 1)
+	// sends nothing to a client resuming from its own current version.
+	if !r.WaitForVersion(version, 10*time.Second) || !waitUntil(10*time.Second, func() bool { return r.AckedVersion() == version }) ||
+		r.Status().Coordinator != a.URL {
 		t.Fatalf("%v", r.Status())
 	}
 	users := make([]string, 2000)
