@@ -96,11 +96,29 @@ func startServer(t testing.TB, toml string) *server {
 
 func startServerAt(t testing.TB, dir, config string, port int) *server {
 	t.Helper()
+	s := &server{t: t, dir: dir, config: config}
+	s.launch([]string{"serve", "--address", "127.0.0.1", "--port", fmt.Sprint(port),
+		"--config", config, "--data-dir", filepath.Join(dir, "data")}, nil, "tidegate listening on ")
+	return s
+}
+
+// startEdge is a real `tidegate edge` on a free port, fed by coordinators.
+func startEdge(t testing.TB, config, coordinators string) *server {
+	t.Helper()
+	dir := t.TempDir()
+	s := &server{t: t, dir: dir, config: config}
+	s.launch([]string{"edge", "--address", "127.0.0.1", "--port", "0", "--coordinator", coordinators, "--config", config},
+		[]string{"TIDEGATE_EDGE__CACHE_PATH=" + filepath.Join(dir, "edge.json")}, "tidegate edge listening on ")
+	return s
+}
+
+func (s *server) launch(args, env []string, announce string) {
+	t := s.t
+	t.Helper()
 	bin := tidegateBin(t)
-	s := &server{t: t, dir: dir, config: config, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, "serve", "--address", "127.0.0.1", "--port", fmt.Sprint(port),
-		"--config", config, "--data-dir", filepath.Join(dir, "data"))
-	s.cmd.Env = cleanEnv()
+	s.exited = make(chan struct{})
+	s.cmd = exec.Command(bin, args...)
+	s.cmd.Env = cleanEnv(env...)
 	stdout, _ := s.cmd.StdoutPipe()
 	stderr, _ := s.cmd.StderrPipe()
 	if err := s.cmd.Start(); err != nil {
@@ -122,7 +140,7 @@ func startServerAt(t testing.TB, dir, config string, port int) *server {
 	go func() {
 		scanner := bufio.NewScanner(stdout)
 		for scanner.Scan() {
-			if url, ok := strings.CutPrefix(scanner.Text(), "tidegate listening on "); ok {
+			if url, ok := strings.CutPrefix(scanner.Text(), announce); ok {
 				found <- url
 			}
 		}
@@ -132,12 +150,11 @@ func startServerAt(t testing.TB, dir, config string, port int) *server {
 	select {
 	case s.URL = <-found:
 	case <-s.exited:
-		t.Fatalf("tidegate exited at start; stderr:\n%s", s.stderrText())
+		t.Fatalf("tidegate %s exited at start; stderr:\n%s", args[0], s.stderrText())
 	case <-time.After(30 * time.Second):
 		s.kill()
-		t.Fatalf("tidegate did not announce its port; stderr:\n%s", s.stderrText())
+		t.Fatalf("tidegate %s did not announce its port; stderr:\n%s", args[0], s.stderrText())
 	}
-	return s
 }
 
 func (s *server) stderrText() string {
