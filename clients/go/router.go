@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,10 +69,16 @@ type Options struct {
 	NoAck bool
 	// Fallback is what an untagged read gets: FallbackRandom (default) or FallbackReject.
 	Fallback string
-	// Transport, when set, is the HTTP transport (TLS settings, proxies); by default a
-	// transport with ConnectTimeout and no compression.
+	// CAFile: for https:// coordinators, trust only the certificates in this PEM file instead
+	// of the system's roots. Defaults to TIDEGATE_CA_FILE when that is set.
+	CAFile string
+	// Transport, when set, is the HTTP transport (and CAFile is not used); by default a
+	// transport with ConnectTimeout, CAFile and no compression.
 	Transport http.RoundTripper
 }
+
+// CAFileEnv names the environment variable CAFile defaults to.
+const CAFileEnv = "TIDEGATE_CA_FILE"
 
 // Fallbacks of an untagged request.
 const (
@@ -224,9 +232,25 @@ func Connect(urls string, identity Identity, opts Options) (*Router, error) {
 	if opts.Fallback != FallbackRandom && opts.Fallback != FallbackReject {
 		return nil, fmt.Errorf("invalid router option: Fallback `%s` (expected `random` or `reject`)", opts.Fallback)
 	}
+	if opts.CAFile == "" {
+		opts.CAFile = os.Getenv(CAFileEnv)
+	}
 	transport := opts.Transport
 	if transport == nil {
+		var tlsConfig *tls.Config
+		if opts.CAFile != "" {
+			pem, err := os.ReadFile(opts.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("cannot read the CA file %s: %v", opts.CAFile, err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("the CA file %s holds no PEM certificate", opts.CAFile)
+			}
+			tlsConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
 		transport = &http.Transport{
+			TLSClientConfig:     tlsConfig,
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
 			DisableCompression:  true,

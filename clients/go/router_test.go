@@ -2,6 +2,7 @@ package tidegate
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -289,5 +290,48 @@ func TestARestartFromTheCacheKeepsTheLogIDAndRefusesAnotherLogsTable(t *testing.
 	}
 	if now, _ := os.ReadFile(cache); string(now) != string(data) {
 		t.Fatal("the cache was overwritten")
+	}
+}
+
+// An https:// coordinator is trusted through Options.CAFile (TIDEGATE_CA_FILE by default), and
+// an unreadable or empty CA file fails Connect.
+func TestAnHTTPSCoordinatorIsTrustedThroughTheCAFile(t *testing.T) {
+	tlsFake := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("content-type", "text/event-stream")
+		io.WriteString(w, routingEvent(t, dialTable(4, 100, 50, nil)))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer tlsFake.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	cert := tlsFake.Certificate()
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOptions()
+	opts.CAFile = ca
+	r, err := Connect(tlsFake.URL, Identity{SubscriberID: "tls-1"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !r.WaitForVersion(4, 5*time.Second) {
+		t.Fatalf("%+v", r.Status())
+	}
+	// Without the CA file the certificate is not trusted.
+	untrusting, err := Connect(tlsFake.URL, Identity{SubscriberID: "tls-2"}, Options{StallTimeout: time.Second, CAFile: "/etc/ssl/certs/ca-certificates.crt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer untrusting.Close()
+	if !waitUntil(5*time.Second, func() bool { return strings.Contains(untrusting.Status().LastError, "certificate") }) || untrusting.Version() != 0 {
+		t.Fatalf("%+v", untrusting.Status())
+	}
+	os.WriteFile(filepath.Join(dir, "empty.pem"), []byte("nothing"), 0o600)
+	for _, bad := range []string{filepath.Join(dir, "missing.pem"), filepath.Join(dir, "empty.pem")} {
+		if _, err := Connect(tlsFake.URL, Identity{SubscriberID: "tls-3"}, Options{CAFile: bad}); err == nil || !strings.Contains(err.Error(), "CA file") {
+			t.Fatalf("%s: %v", bad, err)
+		}
 	}
 }
