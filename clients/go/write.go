@@ -1,0 +1,160 @@
+package tidegate
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The headers of tag propagation and of the write contract.
+const (
+	ColorHeader     = "x-tidegate-color"
+	VersionHeader   = "x-tidegate-version"
+	HopHeader       = "x-tidegate-hop"
+	SignatureHeader = "x-tidegate-signature"
+)
+
+// WriteRetryAfter is how long a write refused as frozen or behind waits before it retries
+// (WRITE_RETRY_AFTER_MS).
+const WriteRetryAfter = 250 * time.Millisecond
+
+// The four answers of the write check, in the order they are checked.
+const (
+	Behind    = "behind"
+	Frozen    = "frozen"
+	Misrouted = "misrouted"
+	Owned     = "owned"
+)
+
+// WriteAnswer is the answer of a write check, with what a response needs.
+type WriteAnswer struct {
+	// Check is Behind, Frozen, Misrouted or Owned.
+	Check string
+	// Version is the version of the local table that judged; Incoming the caller's (0: none).
+	Version  uint64
+	Incoming uint64
+	// Unit is the user's unit; for Frozen, the frozen unit.
+	Unit uint32
+	// OwnerZone and OwnerLane name the user's owner for Misrouted and Frozen (and the local
+	// zone for Owned); empty for Behind, where the local table cannot judge.
+	OwnerZone string
+	OwnerLane string
+}
+
+// IsOwned reports whether the write may go ahead here.
+func (a WriteAnswer) IsOwned() bool { return a.Check == Owned }
+
+// RetryAfter is how long a behind or frozen write should wait (0 for the others).
+func (a WriteAnswer) RetryAfter() time.Duration {
+	if a.Check == Behind || a.Check == Frozen {
+		return WriteRetryAfter
+	}
+	return 0
+}
+
+// Status is the HTTP status a service answers when it does not write: 421 for misrouted, 503
+// for behind and frozen, 0 for owned.
+func (a WriteAnswer) Status() int {
+	switch a.Check {
+	case Misrouted:
+		return 421
+	case Behind, Frozen:
+		return 503
+	}
+	return 0
+}
+
+// CheckWrite is the ownership check of a write of user by a service in localZone (a zone
+// name or lane) in the default domain, which the caller routed there at incoming (the
+// propagated x-tidegate-version; 0 when there is none). In order: a caller newer than the
+// table is Behind; a frozen unit is Frozen (never for a pinned user); another owner is
+// Misrouted; else Owned. The same function as tidegate-core's RoutingTable::check_write.
+func (t *Table) CheckWrite(user, localZone string, incoming uint64) (WriteAnswer, error) {
+	return t.CheckWriteIn("", user, localZone, incoming)
+}
+
+// CheckWriteIn is CheckWrite in a routing domain ("" or "default": the default domain).
+func (t *Table) CheckWriteIn(domain, user, localZone string, incoming uint64) (WriteAnswer, error) {
+	local, ok := t.ResolveZone(localZone)
+	if !ok {
+		return WriteAnswer{}, fmt.Errorf("the local zone `%s` is not a zone or lane of this table", localZone)
+	}
+	tag, err := t.TagIn(domain, user)
+	if err != nil {
+		return WriteAnswer{}, err
+	}
+	answer := WriteAnswer{Version: t.Version, Incoming: incoming, Unit: tag.Unit}
+	if incoming > t.Version {
+		answer.Check = Behind
+		return answer, nil
+	}
+	d := domain
+	if d == "" {
+		d = DefaultDomain
+	}
+	answer.OwnerZone, answer.OwnerLane = tag.Zone, tag.Lane
+	if set, frozen := t.frozen[d]; frozen && !tag.Pinned && set.Contains(tag.Unit) {
+		answer.Check = Frozen
+		return answer, nil
+	}
+	if tag.ZoneIndex != local {
+		answer.Check = Misrouted
+		return answer, nil
+	}
+	answer.Check = Owned
+	return answer, nil
+}
+
+// Route actions of a write (WriteRoute.Action).
+const (
+	RouteWrite   = "write"
+	RouteForward = "forward"
+	RouteRefuse  = "refuse"
+)
+
+// WriteRoute is what a write handler does with a request.
+type WriteRoute struct {
+	// Action is RouteWrite, RouteForward or RouteRefuse.
+	Action string
+	// For RouteForward: the owner, and the headers to add (the hop, the owner's colour, the
+	// deciding version).
+	Zone    string
+	Lane    string
+	Headers map[string]string
+	// For RouteRefuse: 421 or 503, how long to wait (503) and why.
+	Status     int
+	RetryAfter time.Duration
+	Detail     string
+}
+
+// ForwardOnce turns an answer and the request's x-tidegate-hop header into a route:
+// a misrouted write without a hop is forwarded to the owner with x-tidegate-hop: 1; a
+// misrouted write that already took its hop is refused with 421, so two stale services never
+// bounce a write between them; behind and frozen are 503 with a retry.
+func ForwardOnce(a WriteAnswer, hop string) WriteRoute {
+	hop = strings.TrimSpace(hop)
+	hopped := hop != "" && hop != "0"
+	switch a.Check {
+	case Owned:
+		return WriteRoute{Action: RouteWrite}
+	case Misrouted:
+		if !hopped {
+			return WriteRoute{Action: RouteForward, Zone: a.OwnerZone, Lane: a.OwnerLane, Headers: map[string]string{
+				HopHeader:     "1",
+				ColorHeader:   a.OwnerLane,
+				VersionHeader: strconv.FormatUint(a.Version, 10),
+			}}
+		}
+		return WriteRoute{Action: RouteRefuse, Status: 421, Detail: fmt.Sprintf(
+			"the user belongs to %s (%s) at routing version %d, and the write was already forwarded once",
+			a.OwnerZone, a.OwnerLane, a.Version)}
+	case Behind:
+		return WriteRoute{Action: RouteRefuse, Status: 503, RetryAfter: a.RetryAfter(), Detail: fmt.Sprintf(
+			"the caller routed at version %d, this service's table is at %d; retry once it catches up",
+			a.Incoming, a.Version)}
+	default: // Frozen
+		return WriteRoute{Action: RouteRefuse, Status: 503, RetryAfter: a.RetryAfter(), Detail: fmt.Sprintf(
+			"unit %d is frozen by a move in progress; retry shortly", a.Unit)}
+	}
+}
