@@ -117,6 +117,7 @@ fi
 export POSTGRES_TEST_URL
 echo "PostgreSQL at $POSTGRES_TEST_URL"
 
+CARGO_TARGET_DIR_RESOLVED="${CARGO_TARGET_DIR:-$PWD/target}"
 echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy; benches once in test mode)"
 # The examples as binaries first: tests/pg_zero_loss.rs runs examples/zone_writer as the zones'
 # writers, and `cargo test` builds examples without putting them at target/debug/examples/.
@@ -129,6 +130,11 @@ cargo test -j 2 --all-targets
 # root filesystem run as its user.
 echo "== packages: the .deb and the container image (scripts/package.sh ci)"
 bash scripts/package.sh ci
+
+# The client libraries in other languages against the binary the tests just ran
+# (docs/src/client-libraries.md): tags, dial follow and acks, the write check, the disk cache.
+echo "== the Go client (scripts/client-go.sh)"
+TIDEGATE_TEST_BIN="$CARGO_TARGET_DIR_RESOLVED/debug/tidegate" bash scripts/client-go.sh
 
 echo "== API contract: schemathesis against the real binary (scripts/schemathesis.sh)"
 bash scripts/schemathesis.sh
