@@ -7,7 +7,11 @@
 //! (its log id kept, the zones pinned) and one proposal per change, each expecting the version
 //! before it, under the command id `import-v<version>`; applying them decides each exactly as the
 //! file node did. It refuses a topic that already holds records: merging two histories is not a
-//! move.
+//! move. The records are appended with a window in flight, not one acknowledgement at a time.
+//!
+//! `log export` of a replica's configuration (`[store] kind = "kafka"`) backs up the command
+//! topic in the same form: its genesis and every change that took effect, so a backup is
+//! restored with `log import` into a fresh topic (docs/src/backup-restore.md).
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -18,7 +22,7 @@ use crate::core::ZoneId;
 use crate::core::Zones;
 use crate::mq::{KafkaCommandLog, KafkaLogReader, ensure_command_topic};
 use crate::store::{
-    AUDIT_IN_MEMORY, Applier, LOG_FILE, LogEntry, LogReader, SharedLog, decode_log, log_id_of,
+    AUDIT_IN_MEMORY, Applier, LOG_FILE, LogEntry, LogReader, Outcome, Step, decode_log, log_id_of,
     replay,
 };
 
@@ -68,10 +72,9 @@ pub fn import(config: &Path, file: Option<&PathBuf>) -> Result<(), String> {
         ));
     }
     let log = KafkaCommandLog::new(bootstrap, topic).map_err(|e| e.to_string())?;
-    for (n, record) in plan.records.iter().enumerate() {
-        log.append(record)
-            .map_err(|e| format!("record {} of {}: {e}", n + 1, plan.records.len()))?;
-    }
+    let started = std::time::Instant::now();
+    log.append_all(&plan.records, IMPORT_WINDOW).map_err(|e| e.to_string())?;
+    let appended = started.elapsed();
     // Read it back as a replica would, and check it reached the file node's state.
     let first = reader.read_after(0, Duration::from_secs(5)).map_err(|e| e.to_string())?;
     let Some((position, Ok(genesis))) = first.into_iter().next() else {
@@ -97,13 +100,88 @@ pub fn import(config: &Path, file: Option<&PathBuf>) -> Result<(), String> {
         ));
     }
     println!(
-        "imported {} entries into `{topic}`: log {}, version {}, state hash {:016x}",
+        "imported {} entries into `{topic}` in {:.1} s (checked by replay in {:.1} s): log {}, version {}, state hash {:016x}",
         plan.records.len(),
+        appended.as_secs_f64(),
+        started.elapsed().saturating_sub(appended).as_secs_f64(),
         applier.log_id,
         plan.version,
         plan.state_hash
     );
     Ok(())
+}
+
+/// Records in flight while importing (the idempotent producer keeps them in order).
+const IMPORT_WINDOW: usize = 2_000;
+
+/// Writes the decided history of a Kafka command topic to `out` in the file log's export form:
+/// its genesis record, then every proposal that took effect as the change it made (version,
+/// audit, from and to), in log order. Refused proposals, no-ops, duplicates and leases are not
+/// history and are left out, so `log import` of the result into an empty topic (a restore)
+/// replays to the same version, state hash and audit. The replicas may keep running: the export
+/// covers the topic up to its end when the export started.
+pub fn export_kafka(bootstrap: &str, topic: &str, out: &mut dyn Write) -> Result<usize, String> {
+    let mut reader = KafkaLogReader::new(bootstrap, topic).map_err(|e| e.to_string())?;
+    let end = reader.end().map_err(|e| e.to_string())?;
+    if end == 0 {
+        return Err(format!("command topic `{topic}` holds no record: nothing to export"));
+    }
+    let write = |out: &mut dyn Write, entry: &LogEntry| -> Result<(), String> {
+        let line = serde_json::to_string(entry).map_err(|e| e.to_string())?;
+        writeln!(out, "{line}").map_err(|e| format!("cannot write the export: {e}"))
+    };
+    let first = reader.read_after(0, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    let Some((position, Ok(genesis))) = first.into_iter().next() else {
+        return Err(format!("the first record of `{topic}` cannot be read as a genesis record"));
+    };
+    let mut applier = Applier::from_genesis(position, &genesis, 1)?;
+    write(out, &genesis)?;
+    let mut written = 1;
+    while applier.next_position < end {
+        let records = reader
+            .read_after(applier.next_position, Duration::from_secs(1))
+            .map_err(|e| e.to_string())?;
+        for (position, record) in &records {
+            if *position >= end {
+                break;
+            }
+            let record = match record {
+                Ok(entry) => entry,
+                Err(e) => {
+                    // A replica stops at an unreadable record (docs/src/upgrades.md); so does a
+                    // backup, rather than silently leaving history out.
+                    return Err(format!(
+                        "record at offset {position} of `{topic}` cannot be read ({e}); export with the release that wrote it"
+                    ));
+                }
+            };
+            let step = applier.apply(*position, Ok(record));
+            if step != Step::Changed {
+                continue;
+            }
+            let LogEntry::Proposal { id, expected_version, at_ms, by, reason, command } = record
+            else {
+                continue;
+            };
+            let Some(Outcome::Applied(applied)) = applier.outcome(id) else {
+                return Err(format!("record at offset {position}: applied without an outcome"));
+            };
+            let change = LogEntry::Change {
+                version: applied.version,
+                expected_version: *expected_version,
+                at_ms: *at_ms,
+                by: by.clone(),
+                reason: reason.clone(),
+                command: command.clone(),
+                from: applied.from.clone(),
+                to: applied.to.clone(),
+            };
+            write(out, &change)?;
+            written += 1;
+        }
+    }
+    out.flush().map_err(|e| format!("cannot write the export: {e}"))?;
+    Ok(written)
 }
 
 fn read_export(input: impl BufRead) -> Result<Vec<LogEntry>, String> {

@@ -125,8 +125,8 @@ pub enum Commands {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Move a single node's file log onto a Kafka command topic: `log export` writes it as JSON
-    /// lines, `log import` appends them to a fresh, empty topic.
+    /// Back up or move the command log: `log export` writes a file log or a Kafka topic's
+    /// history as JSON lines, `log import` appends them to a fresh, empty topic.
     Log {
         #[command(subcommand)]
         action: LogAction,
@@ -487,8 +487,9 @@ pub enum ZoneCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum LogAction {
-    /// Write the file log's whole history (genesis, then every change with its audit) to stdout
-    /// as JSON lines. Stop the node first, so no change lands after the export.
+    /// Write the log's whole history (genesis, then every change with its audit) to stdout as
+    /// JSON lines: the file log of `data_dir`, or, when --config names a Kafka store, the decided
+    /// history of its command topic (a backup that `log import` restores into a fresh topic).
     Export {
         /// The node's data directory (default: `data_dir` from --config).
         #[arg(long)]
@@ -678,10 +679,27 @@ fn serve(args: ServeArgs) -> Result<(), String> {
 }
 
 fn log_export(data_dir: Option<PathBuf>, config: Option<PathBuf>) -> Result<(), String> {
+    let explicit_dir = data_dir.is_some();
     let overrides = Overrides { data_dir, ..Overrides::default() };
     let config = Config::load(config.as_deref(), &overrides).map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    if let crate::config::StoreConfig::Kafka { bootstrap, topic, .. } = &config.store {
+        if explicit_dir {
+            return Err("--data-dir: the configuration's store is a Kafka topic, which `log export` reads instead; leave --data-dir out".into());
+        }
+        let count = log::export_kafka(bootstrap, topic, &mut std::io::stdout().lock())?;
+        eprintln!(
+            "tidegate: exported {count} entries from Kafka topic `{topic}` in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        return Ok(());
+    }
     let count = log::export(&config.data_dir, &mut std::io::stdout().lock())?;
-    eprintln!("tidegate: exported {count} entries from {}", config.data_dir.display());
+    eprintln!(
+        "tidegate: exported {count} entries from {} in {:.1} s",
+        config.data_dir.display(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
