@@ -108,8 +108,8 @@ public final class RoutingTable {
         JsonNode value;
         try {
             value = JSON.readTree(json);
-        } catch (Exception e) {
-            throw new DecodeException("not JSON: " + e.getMessage());
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            throw new DecodeException("not JSON: " + e.getOriginalMessage());
         }
         if (value == null || !value.isObject()) {
             throw new DecodeException("not a JSON object");
