@@ -35,12 +35,12 @@ class WriteCheckTest {
     void aStaleCalleeIsBehindAndAMisroutedWriteIsForwardedOnce(@TempDir Path dir) throws Exception {
         try (TidegateServer server = TidegateServer.start(dir.resolve("server"), TidegateServer.config("", CONFIG))) {
             Path freshCache = dir.resolve("fresh.json");
+            Path staleCache = dir.resolve("stale.json");
             Router.Options o = new Router.Options().token(TidegateServer.SERVICE_TOKEN).cachePath(freshCache);
             try (Router fresh = Router.connect(server.url, new Router.Identity("java-writer-fresh", "az-a", "service"), o)) {
                 long v0 = server.version();
                 assertTrue(fresh.waitForVersion(v0, Duration.ofSeconds(20)));
                 // A callee that missed the next version: it runs from a copy of the table at v0.
-                Path staleCache = dir.resolve("stale.json");
                 Files.copy(freshCache, staleCache);
                 Router.Options so = new Router.Options().token(TidegateServer.SERVICE_TOKEN).cachePath(staleCache);
                 try (Router stale = Router.connect("http://127.0.0.1:1", new Router.Identity("java-writer-stale", "az-a", "service"), so)) {
@@ -101,9 +101,8 @@ class WriteCheckTest {
                             + "second hop refused 421");
                 }
                 // The stale callee restarted against the coordinator catches up from its cache and owns the write.
-                Path staleCache = dir.resolve("stale.json");
-                Router.Options so = new Router.Options().token(TidegateServer.SERVICE_TOKEN).cachePath(staleCache);
-                try (Router caught = Router.connect(server.url, new Router.Identity("java-writer-stale", "az-a", "service"), so)) {
+                Router.Options co = new Router.Options().token(TidegateServer.SERVICE_TOKEN).cachePath(staleCache);
+                try (Router caught = Router.connect(server.url, new Router.Identity("java-writer-stale", "az-a", "service"), co)) {
                     long v1 = server.version();
                     assertTrue(caught.waitForVersion(v1, Duration.ofSeconds(10)));
                     String user = userInUnits(fresh.table(), 20, 20);
