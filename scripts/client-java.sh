@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds and tests the Java client library (clients/java, Maven) against the real tidegate
+# binary: tag agreement with POST /v1/tag on 100 000 users, following dial moves with acks,
+# convergence held by a non-acking client, the write check, the disk cache with the
+# coordinator killed, bad coordinator input, the OpenFeature provider, and the Kafka partitioner
+# against the Rust LaneProducer (through `tidegate demo` and its mock Kafka).
+#   TIDEGATE_TEST_BIN     the tidegate binary (default ${CARGO_TARGET_DIR:-target}/debug/tidegate);
+#                         the tests fail, not skip, when it is missing
+#   TIDEGATE_MAVEN_REPO   the local Maven repository (default ~/.cache/tidegate-maven); the first
+#                         run resolves from Maven Central, later runs are offline
+#   CLIENT_JAVA_TESTS     a surefire -Dtest filter (default: every test)
+# Prints the figures the tests measure (lines starting with [figures]).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+die() { echo "scripts/client-java.sh: $*" >&2; exit 1; }
+
+bin="${TIDEGATE_TEST_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/tidegate}"
+case "$bin" in /*) ;; *) bin="$root/$bin" ;; esac
+[ -x "$bin" ] || die "no tidegate binary at $bin (build it, or set TIDEGATE_TEST_BIN)"
+command -v javac >/dev/null && command -v mvn >/dev/null ||
+  die "javac and mvn are required (Debian: apt-get install default-jdk-headless maven)"
+repo="${TIDEGATE_MAVEN_REPO:-$HOME/.cache/tidegate-maven}"
+mkdir -p "$repo"
+stamp="$repo/.tidegate-client-java-$(sha256sum "$root/clients/java/pom.xml" | cut -c1-16)"
+offline=()
+[ -f "$stamp" ] && offline=(-o)
+
+started=$SECONDS
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+args=(-B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$repo" -f "$root/clients/java/pom.xml" test)
+[ -n "${CLIENT_JAVA_TESTS:-}" ] && args+=(-Dtest="$CLIENT_JAVA_TESTS")
+export TIDEGATE_TEST_BIN="$bin"
+export MAVEN_OPTS="${MAVEN_OPTS:--Xmx384m -XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
+if ! mvn -q "${args[@]}" >"$log" 2>&1; then
+  cat "$log" >&2
+  die "mvn test failed (TIDEGATE_TEST_BIN=$bin); the surefire reports are in clients/java/target/surefire-reports"
+fi
+touch "$stamp"
+grep '^\[figures\]' "$log" || true
+echo "client-java: passed in $((SECONDS - started)) s (${offline[*]:-online} Maven)" >&2
