@@ -52,8 +52,8 @@ class TagAgreementTest {
             ranker.put("expected_version", server.version()).put("reason", "t");
             server.ok("PUT", "/v1/channels/ranker-v3", ranker);
             ObjectNode searchMove = obj();
-            searchMove.putArray("moves").addObject().put("units", "80-99").put("zone", "az-c");
-            searchMove.put("domain", "search").put("expected_version", server.version()).put("reason", "t");
+            searchMove.putArray("moves").addObject().put("units", "80-99").put("zone", "az-c").put("domain", "search");
+            searchMove.put("expected_version", server.version()).put("reason", "t");
             server.ok("PUT", "/v1/units", searchMove);
             long version = server.version();
 
