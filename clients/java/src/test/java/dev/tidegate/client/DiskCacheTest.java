@@ -33,7 +33,8 @@ class DiskCacheTest {
             Router.Options o = new Router.Options().token(TidegateServer.SERVICE_TOKEN).cachePath(cache);
             try (Router router = Router.connect(url, new Router.Identity("java-cached", "az-a", "service"), o)) {
                 assertTrue(router.waitForVersion(version, Duration.ofSeconds(20)), router.status().toString());
-                assertTrue(Files.exists(cache));
+                // The table is stored before it is saved: wait for the file.
+                FakeCoordinatorTest.waitFor(() -> Files.exists(cache), Duration.ofSeconds(5), "the disk cache");
                 server.kill();
                 for (int i = 0; i < 10_000; i++) {
                     before.add(router.tag("user-" + i));
