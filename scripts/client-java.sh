@@ -9,6 +9,9 @@
 #   TIDEGATE_MAVEN_REPO   the local Maven repository (default ~/.cache/tidegate-maven); the first
 #                         run resolves from Maven Central, later runs are offline
 #   CLIENT_JAVA_TESTS     a surefire -Dtest filter (default: every test)
+#   TIDEGATE_KAFKA_PYTHON a Python with confluent-kafka, the independent reader of the Rust
+#                         producer's records in the partitioner test (default: a venv under
+#                         ~/.cache/tidegate-client-java, installed here once from PyPI)
 # Prints the figures the tests measure (lines starting with [figures]).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,6 +29,17 @@ offline=()
 [ -f "$stamp" ] && offline=(-o)
 
 started=$SECONDS
+# The partitioner test reads librdkafka's mock cluster with librdkafka (confluent-kafka): the Java
+# Kafka client cannot talk to the mock.
+if [ -z "${TIDEGATE_KAFKA_PYTHON:-}" ]; then
+  venv="$HOME/.cache/tidegate-client-java/venv"
+  if ! "$venv/bin/python" -c 'import confluent_kafka' 2>/dev/null; then
+    python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+    "$venv/bin/pip" install -q --disable-pip-version-check confluent-kafka==2.16.1 >&2 ||
+      die "pip install confluent-kafka==2.16.1 failed"
+  fi
+  export TIDEGATE_KAFKA_PYTHON="$venv/bin/python"
+fi
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 args=(-B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$repo" -f "$root/clients/java/pom.xml" test)
