@@ -40,6 +40,7 @@ class WriteCheckTest {
             try (Router fresh = Router.connect(server.url, new Router.Identity("java-writer-fresh", "az-a", "service"), o)) {
                 long v0 = server.version();
                 assertTrue(fresh.waitForVersion(v0, Duration.ofSeconds(20)));
+                FakeCoordinatorTest.waitFor(() -> Files.exists(freshCache), Duration.ofSeconds(5), "the disk cache");
                 // A callee that missed the next version: it runs from a copy of the table at v0.
                 Files.copy(freshCache, staleCache);
                 Router.Options so = new Router.Options().token(TidegateServer.SERVICE_TOKEN).cachePath(staleCache);
