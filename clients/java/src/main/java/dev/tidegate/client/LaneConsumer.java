@@ -52,6 +52,7 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
     private boolean gone;
     private Set<Integer> holding = new TreeSet<>();
     private String lastError;
+    private volatile java.util.function.Consumer<Set<Integer>> observer = held -> { };
 
     /**
      * Registers and starts heartbeating. {@code kafka} holds the consumer's properties
@@ -103,6 +104,14 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
     /** The partitions this member reads now. */
     public Set<Integer> partitions() {
         return new TreeSet<>(held);
+    }
+
+    /**
+     * Called with the partitions this member reads whenever they change: after a release (its
+     * offsets committed, before the coordinator can hear of it) and after an acquisition.
+     */
+    public void observePartitions(java.util.function.Consumer<Set<Integer>> observer) {
+        this.observer = observer;
     }
 
     public String lastError() {
@@ -234,6 +243,7 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
                 committed.clear();
                 delivered.clear();
                 consumer.assign(List.of());
+                observer.accept(Set.of());
                 synchronized (lock) {
                     holding = new TreeSet<>();
                 }
@@ -266,6 +276,7 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
                 processed.remove(p);
                 committed.remove(p);
             }
+            observer.accept(new TreeSet<>(held));
         }
         List<TopicPartition> tps = new ArrayList<>();
         for (int p : held) {
@@ -292,10 +303,22 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
                 }
                 held.add(tp.partition());
             }
+            observer.accept(new TreeSet<>(held));
         }
         synchronized (lock) {
             holding = new TreeSet<>(held);
         }
+    }
+
+    /**
+     * Stops heartbeating and reading without committing or leaving: what a crash looks like to
+     * the group (the partitions move on after the session timeout). For tests and drills.
+     */
+    public void abandon() {
+        stop = true;
+        heartbeats.interrupt();
+        observer.accept(Set.of());
+        consumer.close(Duration.ZERO);
     }
 
     /** Commits, releases everything and leaves the group, so the partitions move on at once. */
@@ -307,6 +330,7 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
             stop = true;
             heartbeats.interrupt();
             held.clear();
+            observer.accept(Set.of());
             consumer.assign(List.of());
             consumer.close(Duration.ofSeconds(5));
             String m;
