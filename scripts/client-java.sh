@@ -8,6 +8,9 @@
 #                         the tests fail, not skip, when it is missing
 #   TIDEGATE_MAVEN_REPO   the local Maven repository (default ~/.cache/tidegate-maven); the first
 #                         run resolves from Maven Central, later runs are offline
+#   TIDEGATE_TEST_KAFKA   bootstrap of a Kafka broker for the lane consumer test; when unset, a
+#                         broker is started with scripts/kafka.sh in its own run dir
+#                         (/tmp/tidegate-kafka-client-java) and stopped at the end
 #   CLIENT_JAVA_TESTS     a surefire -Dtest filter (default: every test)
 #   TIDEGATE_KAFKA_PYTHON a Python with confluent-kafka, the independent reader of the Rust
 #                         producer's records in the partitioner test (default: a venv under
@@ -41,7 +44,20 @@ if [ -z "${TIDEGATE_KAFKA_PYTHON:-}" ]; then
   export TIDEGATE_KAFKA_PYTHON="$venv/bin/python"
 fi
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+kafka_run=""
+cleanup() {
+  rm -f "$log"
+  if [ -n "$kafka_run" ]; then
+    KAFKA_RUN_DIR="$kafka_run" "$root/scripts/kafka.sh" stop >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+if [ -z "${TIDEGATE_TEST_KAFKA:-}" ]; then
+  kafka_run=/tmp/tidegate-kafka-client-java
+  TIDEGATE_TEST_KAFKA="$(KAFKA_RUN_DIR="$kafka_run" KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms128m -Xmx384m}" \
+    "$root/scripts/kafka.sh" start)" || die "scripts/kafka.sh start failed (see $kafka_run/logs)"
+  export TIDEGATE_TEST_KAFKA
+fi
 args=(-B -Dstyle.color=never "${offline[@]}" -Dmaven.repo.local="$repo" -f "$root/clients/java/pom.xml" test)
 [ -n "${CLIENT_JAVA_TESTS:-}" ] && args+=(-Dtest="$CLIENT_JAVA_TESTS")
 export TIDEGATE_TEST_BIN="$bin"
