@@ -186,7 +186,26 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
             }
             return ConsumerRecords.empty();
         }
-        ConsumerRecords<K, V> records = consumer.poll(timeout);
+        // Never read past this member's own session deadline (measured from when its last
+        // successful heartbeat left, so it ends before the coordinator's): records that arrive
+        // after it may be from partitions already handed to another member, and are dropped.
+        long deadline;
+        synchronized (lock) {
+            deadline = lastOk + sessionTimeoutNs;
+        }
+        long left = (deadline - System.nanoTime()) / 1_000_000L;
+        if (left <= 0) {
+            fence();
+            return ConsumerRecords.empty();
+        }
+        ConsumerRecords<K, V> records = consumer.poll(Duration.ofMillis(Math.min(timeout.toMillis(), left)));
+        synchronized (lock) {
+            deadline = lastOk + sessionTimeoutNs;
+        }
+        if (System.nanoTime() > deadline) {
+            fence();
+            return ConsumerRecords.empty();
+        }
         for (ConsumerRecord<K, V> r : records) {
             delivered.merge(r.partition(), r.offset() + 1, Math::max);
         }
@@ -236,18 +255,7 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
             }
         }
         if (isGone || stale) {
-            // Fenced: the partitions may be someone else's already; commit nothing.
-            if (!held.isEmpty()) {
-                held.clear();
-                processed.clear();
-                committed.clear();
-                delivered.clear();
-                consumer.assign(List.of());
-                observer.accept(Set.of());
-                synchronized (lock) {
-                    holding = new TreeSet<>();
-                }
-            }
+            fence();
             synchronized (lock) {
                 latest = null;
             }
@@ -319,6 +327,21 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
         heartbeats.interrupt();
         observer.accept(Set.of());
         consumer.close(Duration.ZERO);
+    }
+
+    /** Drops every partition without committing: they may be someone else's already. */
+    private void fence() {
+        if (!held.isEmpty()) {
+            held.clear();
+            processed.clear();
+            committed.clear();
+            delivered.clear();
+            consumer.assign(List.of());
+            observer.accept(Set.of());
+            synchronized (lock) {
+                holding = new TreeSet<>();
+            }
+        }
     }
 
     /** Commits, releases everything and leaves the group, so the partitions move on at once. */

@@ -40,13 +40,17 @@ class FakeCoordinatorTest {
                 return t;
             }));
             server.createContext("/v1/routing/watch", exchange -> {
-                exchange.getResponseHeaders().add("content-type", "text/event-stream");
-                exchange.sendResponseHeaders(200, 0);
-                try (OutputStream out = exchange.getResponseBody()) {
+                try {
+                    // Answer only once the test has queued what this connection sends, so the
+                    // client's error from the previous connection stays readable until then.
                     List<String> script = scripts.poll(30, TimeUnit.SECONDS);
                     if (script == null) {
+                        exchange.close();
                         return;
                     }
+                    exchange.getResponseHeaders().add("content-type", "text/event-stream");
+                    exchange.sendResponseHeaders(200, 0);
+                    try (OutputStream out = exchange.getResponseBody()) {
                     for (String frame : script) {
                         out.write(frame.getBytes(StandardCharsets.UTF_8));
                         out.flush();
@@ -57,6 +61,7 @@ class FakeCoordinatorTest {
                             out.write(": heartbeat\n\n".getBytes(StandardCharsets.UTF_8));
                             out.flush();
                         }
+                    }
                     }
                 } catch (Exception ignored) {
                     // The client went away.
