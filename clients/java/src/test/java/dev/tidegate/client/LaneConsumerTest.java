@@ -110,6 +110,10 @@ class LaneConsumerTest {
             LaneConsumer<String, String> cb = new LaneConsumer<>(server.url, TidegateServer.SERVICE_TOKEN, "java-group", "az-b",
                     topic, 8, "java-b", cp);
             Map<String, Set<Integer>> holds = new ConcurrentHashMap<>();
+            @SuppressWarnings("unchecked")
+            LaneConsumer<String, String>[] ca0 = new LaneConsumer[] {ca};
+            @SuppressWarnings("unchecked")
+            LaneConsumer<String, String>[] cb0 = new LaneConsumer[] {cb};
             for (var entry : Map.of("a", ca, "b", cb).entrySet()) {
                 String me = entry.getKey();
                 holds.put(me, Set.of());
@@ -119,7 +123,8 @@ class LaneConsumerTest {
                         for (int p : now) {
                             String prev = owner.putIfAbsent(p, me);
                             if (prev != null && !prev.equals(me)) {
-                                holdingOverlaps.add("partition " + p + " held by " + prev + " when " + me + " took it");
+                                holdingOverlaps.add("partition " + p + " held by " + prev + " when " + me + " took it (errors: a "
+                                        + ca0[0].lastError() + ", b " + cb0[0].lastError() + ")");
                             }
                         }
                         holds.put(me, new TreeSet<>(now));
