@@ -134,6 +134,7 @@ class LaneConsumerTest {
             AtomicBoolean aAlive = new AtomicBoolean(true);
             AtomicBoolean running = new AtomicBoolean(true);
             List<Thread> readers = new ArrayList<>();
+            Map<String, Thread> readerOf = new ConcurrentHashMap<>();
             for (var entry : Map.of("a", ca, "b", cb).entrySet()) {
                 LaneConsumer<String, String> c = entry.getValue();
                 boolean isA = entry.getKey().equals("a");
@@ -151,6 +152,10 @@ class LaneConsumerTest {
                                 }
                             }
                         }
+                        if (isA && running.get()) {
+                            // The crash, on the consumer's own thread (a KafkaConsumer is single-threaded).
+                            c.abandon();
+                        }
                     } catch (Exception e) {
                         if (running.get() && (!isA || aAlive.get())) {
                             violations.add(entry.getKey() + ": " + e);
@@ -159,6 +164,7 @@ class LaneConsumerTest {
                 });
                 t.setDaemon(true);
                 readers.add(t);
+                readerOf.put(entry.getKey(), t);
                 t.start();
             }
             producer.setDaemon(true);
@@ -177,8 +183,7 @@ class LaneConsumerTest {
                 // Crash az-a's consumer: no commit, no leave. Its partitions go to az-b within two session timeouts.
                 long t1 = System.nanoTime();
                 aAlive.set(false);
-                Thread.sleep(300); // the reader of a sees aAlive false and stops polling
-                ca.abandon();
+                readerOf.get("a").join(10_000);
                 waitFor(() -> holds.get("b").size() == 8, 6_000 + 2_000, "az-a's partitions to move to az-b: " + holds);
                 double moved = (System.nanoTime() - t1) / 1e9;
                 producing.set(false);
