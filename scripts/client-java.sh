@@ -67,5 +67,5 @@ if ! mvn -q "${args[@]}" >"$log" 2>&1; then
   die "mvn test failed (TIDEGATE_TEST_BIN=$bin); the surefire reports are in clients/java/target/surefire-reports"
 fi
 touch "$stamp"
-grep '^\[figures\]' "$log" || true
+grep -o '\[figures\].*' "$log" || true
 echo "client-java: passed in $((SECONDS - started)) s (${offline[*]:-online} Maven)" >&2
