@@ -1,0 +1,557 @@
+package dev.tidegate.client;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.HttpURLConnection;
+import java.net.Socket;
+import java.net.URI;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+/**
+ * A local copy of the routing table, kept current over the coordinators' watch stream, as the
+ * Rust {@code tidegate_client::Router}: failover over a comma-separated list of coordinators
+ * (starting at the one {@link #firstChoice} picks for the subscriber ID), a stall bound (8 s by
+ * default; a coordinator that sends neither an event nor a heartbeat within it is left),
+ * registration as a subscriber and an acknowledgement of every applied version (with a service
+ * token), a disk cache that keeps the table and its command log, and refusal of tables from
+ * another command log. Tagging and the write check are local and never block on the network.
+ */
+public final class Router implements AutoCloseable {
+    /** The default stall bound: the coordinators' default heartbeat (5 s) and 3 s of margin. */
+    public static final Duration DEFAULT_STALL_TIMEOUT = Duration.ofSeconds(8);
+    /** How long an acknowledgement may take (at most the stall bound). */
+    static final Duration ACK_TIMEOUT = Duration.ofSeconds(5);
+
+    /** Who this client is, as the coordinator's convergence view shows it. */
+    public record Identity(String subscriberId, String zone, String kind) {}
+
+    /** Settings; every field has the Rust client's default. */
+    public static final class Options {
+        /** A service token: sent on the watch and every ack. Without one the client only reads. */
+        public String token;
+        /** Where to keep the last known table (written atomically on every new version). */
+        public Path cachePath;
+        public Duration connectTimeout = Duration.ofSeconds(2);
+        /** The stall bound (raised to the coordinator's heartbeat plus a second if shorter). */
+        public Duration readTimeout = DEFAULT_STALL_TIMEOUT;
+        public Duration backoffMin = Duration.ofMillis(100);
+        public Duration backoffMax = Duration.ofSeconds(5);
+        /** Acknowledge applied versions (turn off only to simulate a stuck subscriber). */
+        public boolean acknowledge = true;
+
+        public Options token(String t) {
+            token = t;
+            return this;
+        }
+
+        public Options cachePath(Path p) {
+            cachePath = p;
+            return this;
+        }
+
+        public Options readTimeout(Duration d) {
+            readTimeout = d;
+            return this;
+        }
+
+        public Options acknowledge(boolean a) {
+            acknowledge = a;
+            return this;
+        }
+    }
+
+    /** Where the held table came from. */
+    public enum Origin { NONE, DISK_CACHE, COORDINATOR }
+
+    /** A snapshot of the client's health, as {@code Router::status} in Rust. */
+    public record Status(Long version, Origin origin, boolean connected, String coordinator,
+                         String lastError, boolean stalled, String refused, long reconnects,
+                         Instant lastHeard, Instant updatedAt, Long stallBoundMs,
+                         Long coordinatorHeartbeatMs) {
+        @Override
+        public String toString() {
+            StringBuilder s = new StringBuilder("serving ");
+            s.append(version == null ? "no table" : "version " + version).append(" from ");
+            s.append(switch (origin) {
+                case NONE -> "nothing";
+                case DISK_CACHE -> "the disk cache";
+                case COORDINATOR -> "the coordinator";
+            });
+            if (!connected) {
+                s.append("; coordinator unreachable");
+                if (stalled) {
+                    s.append("; coordinator stalled");
+                }
+                if (lastError != null) {
+                    s.append(" (").append(lastError).append(')');
+                }
+            }
+            if (refused != null) {
+                s.append("; refused: ").append(refused);
+            }
+            return s.toString();
+        }
+    }
+
+    private final List<String> endpoints;
+    private final Identity identity;
+    private final Options options;
+    private final AtomicReference<RoutingTable> table = new AtomicReference<>();
+    private final AtomicLong acked = new AtomicLong();
+    private final ReentrantReadWriteLock writes = new ReentrantReadWriteLock();
+    private final Object statusLock = new Object();
+    private final AtomicReference<Socket> socket = new AtomicReference<>();
+    private final Thread watcher;
+    private volatile boolean stop;
+    private volatile String logId;
+    // Status fields, under statusLock.
+    private Origin origin = Origin.NONE;
+    private boolean connected;
+    private String coordinator;
+    private String lastError;
+    private boolean stalled;
+    private String refused;
+    private long reconnects;
+    private Instant lastHeard;
+    private Instant updatedAt;
+    private Long stallBoundMs;
+    private Long heartbeatMs;
+
+    private Router(List<String> endpoints, Identity identity, Options options) {
+        this.endpoints = endpoints;
+        this.identity = identity;
+        this.options = options;
+        if (options.cachePath != null) {
+            RoutingTable cached = loadCache(options.cachePath);
+            if (cached != null) {
+                table.set(cached);
+                logId = cached.logId();
+                origin = Origin.DISK_CACHE;
+                try {
+                    updatedAt = Files.getLastModifiedTime(options.cachePath).toInstant();
+                } catch (IOException ignored) {
+                    updatedAt = null;
+                }
+            }
+        }
+        watcher = new Thread(this::watchLoop, "tidegate-router-" + identity.subscriberId());
+        watcher.setDaemon(true);
+    }
+
+    /**
+     * Starts following {@code urls} (one URL or several, comma-separated). Returns at once, with
+     * the disk cache's table if there is one; {@link #waitForVersion} waits for the first one.
+     */
+    public static Router connect(String urls, Identity identity, Options options) {
+        List<String> list = new ArrayList<>();
+        for (String u : urls.split(",")) {
+            String t = u.trim();
+            while (t.endsWith("/")) {
+                t = t.substring(0, t.length() - 1);
+            }
+            if (!t.isEmpty()) {
+                if (!t.startsWith("http://") && !t.startsWith("https://")) {
+                    throw new IllegalArgumentException("coordinator URL `" + t + "` is neither http:// nor https://");
+                }
+                list.add(t);
+            }
+        }
+        if (list.isEmpty()) {
+            throw new IllegalArgumentException("no coordinator URL in `" + urls + "`");
+        }
+        if (options.readTimeout.isZero() || options.readTimeout.isNegative()) {
+            throw new IllegalArgumentException("readTimeout (the stall bound) must be longer than zero");
+        }
+        Router r = new Router(List.copyOf(list), identity, options);
+        r.watcher.start();
+        return r;
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // What services call
+
+    /** The held table, or null before the first one (no coordinator reached, no cache). */
+    public RoutingTable table() {
+        return table.get();
+    }
+
+    private RoutingTable need() throws TagException {
+        RoutingTable t = table.get();
+        if (t == null) {
+            throw new TagException("no_table", "no routing table yet (coordinator unreachable and no disk cache)");
+        }
+        return t;
+    }
+
+    public Long version() {
+        RoutingTable t = table.get();
+        return t == null ? null : t.version();
+    }
+
+    /** The newest version acknowledged to a coordinator. */
+    public long ackedVersion() {
+        return acked.get();
+    }
+
+    /** The command log the held table came from, if known. */
+    public String logId() {
+        return logId;
+    }
+
+    /** Blocks until the table is at {@code version} or newer, or {@code timeout} passes. */
+    public boolean waitForVersion(long version, Duration timeout) throws InterruptedException {
+        long end = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            Long v = version();
+            if (v != null && v >= version) {
+                return true;
+            }
+            if (System.nanoTime() >= end) {
+                return false;
+            }
+            Thread.sleep(2);
+        }
+    }
+
+    public Tag tag(String userId) throws TagException {
+        return need().tag(userId, null, null);
+    }
+
+    /** The tag of a call of {@code service}: its release channel decides for the users it selects. */
+    public Tag tagForService(String userId, String service) throws TagException {
+        return need().tag(userId, service, null);
+    }
+
+    /** The tag in routing domain {@code domain}, for a call of {@code service} (null: none). */
+    public Tag tagInDomain(String userId, String domain, String service) throws TagException {
+        return need().tag(userId, service, domain);
+    }
+
+    /**
+     * The write check with the held table (see {@link RoutingTable#checkWrite}): {@code local} is
+     * this service's zone (name or lane), {@code incomingVersion} the propagated
+     * {@code x-tidegate-version} (null when none). Hold a {@link #writeScope()} around check and commit.
+     */
+    public RoutingTable.WriteAnswer checkWrite(String userId, String local, Long incomingVersion) throws TagException {
+        return need().checkWrite(null, userId, local, incomingVersion);
+    }
+
+    public RoutingTable.WriteAnswer checkWriteIn(String domain, String userId, String local, Long incomingVersion)
+            throws TagException {
+        return need().checkWrite(domain, userId, local, incomingVersion);
+    }
+
+    /** A write in flight: while one is open the Router applies newer tables but acknowledges none. */
+    public interface WriteScope extends AutoCloseable {
+        @Override
+        void close();
+    }
+
+    /** Opens a write scope: keep it from before the check until the write is committed or refused. */
+    public WriteScope writeScope() {
+        writes.readLock().lock();
+        return () -> writes.readLock().unlock();
+    }
+
+    public Status status() {
+        synchronized (statusLock) {
+            return new Status(version(), origin, connected, coordinator, lastError, stalled, refused,
+                    reconnects, lastHeard, updatedAt, stallBoundMs, heartbeatMs);
+        }
+    }
+
+    @Override
+    public void close() {
+        stop = true;
+        Socket s = socket.get();
+        if (s != null) {
+            try {
+                s.close();
+            } catch (IOException ignored) {
+                // Best effort: the thread also checks `stop`.
+            }
+        }
+        watcher.interrupt();
+        try {
+            watcher.join(5000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // The watch loop
+
+    /**
+     * Which of {@code count} coordinators a client tries first: FNV-1a of the subscriber ID with a
+     * final mix, modulo the count (the Rust {@code first_choice}), so clients spread over replicas.
+     */
+    public static int firstChoice(String subscriberId, int count) {
+        if (count <= 1) {
+            return 0;
+        }
+        long h = 0xcbf29ce484222325L;
+        for (byte b : subscriberId.getBytes(StandardCharsets.UTF_8)) {
+            h ^= (b & 0xff);
+            h *= 0x00000100000001b3L;
+        }
+        h ^= h >>> 33;
+        h *= 0xff51afd7ed558ccdL;
+        h ^= h >>> 33;
+        return (int) Long.remainderUnsigned(h, count);
+    }
+
+    private void watchLoop() {
+        long backoff = options.backoffMin.toMillis();
+        int next = firstChoice(identity.subscriberId(), endpoints.size());
+        int tried = 0;
+        while (!stop) {
+            String endpoint = endpoints.get(next % endpoints.size());
+            next++;
+            tried++;
+            synchronized (statusLock) {
+                coordinator = endpoint;
+            }
+            Ended ended = watchOnce(endpoint);
+            if (ended.opened) {
+                backoff = options.backoffMin.toMillis();
+            }
+            synchronized (statusLock) {
+                connected = false;
+                stalled = ended.stalled;
+                if (ended.error != null) {
+                    lastError = ended.error;
+                }
+                reconnects++;
+            }
+            if (ended.opened) {
+                tried = 1;
+            }
+            if (tried < endpoints.size()) {
+                continue;
+            }
+            tried = 0;
+            long jittered = (long) (backoff * ThreadLocalRandom.current().nextDouble());
+            sleepUnlessStopped(Math.max(10, jittered));
+            backoff = Math.min(backoff * 2, options.backoffMax.toMillis());
+        }
+    }
+
+    private void sleepUnlessStopped(long ms) {
+        long end = System.nanoTime() + ms * 1_000_000L;
+        while (!stop && System.nanoTime() < end) {
+            try {
+                Thread.sleep(Math.min(10, Math.max(1, (end - System.nanoTime()) / 1_000_000L)));
+            } catch (InterruptedException e) {
+                return;
+            }
+        }
+    }
+
+    private record Ended(boolean opened, boolean stalled, String error) {}
+
+    private Ended watchOnce(String base) {
+        String path = options.token != null
+                ? "/v1/routing/watch?subscriber_id=" + encode(identity.subscriberId()) + "&zone="
+                        + encode(identity.zone()) + "&kind=" + encode(identity.kind())
+                : "/v1/routing/watch";
+        List<String[]> headers = new ArrayList<>();
+        RoutingTable held = table.get();
+        if (held != null && options.acknowledge) {
+            // Resume at the version held: the server counts it as this client's acknowledgement.
+            headers.add(new String[] {"Last-Event-ID", Long.toString(held.version())});
+        }
+        if (options.token != null) {
+            headers.add(new String[] {"Authorization", "Bearer " + options.token});
+        }
+        long bound = options.readTimeout.toMillis();
+        SseConnection conn;
+        try {
+            conn = SseConnection.open(base, path, headers, (int) options.connectTimeout.toMillis(), bound, socket::set);
+        } catch (SseConnection.Silence e) {
+            return new Ended(false, true, base + " is stalled: it took the connection but did not answer the watch within " + bound + " ms");
+        } catch (IOException | RuntimeException e) {
+            return new Ended(false, false, "cannot watch " + base + ": " + e.getMessage());
+        }
+        try (conn) {
+            if (stop) {
+                return new Ended(true, false, null);
+            }
+            synchronized (statusLock) {
+                connected = true;
+                stalled = false;
+                lastError = null;
+                lastHeard = Instant.now();
+                heartbeatMs = conn.heartbeatMs();
+                stallBoundMs = conn.boundMs();
+            }
+            while (true) {
+                SseConnection.Item item;
+                try {
+                    item = conn.next();
+                } catch (SseConnection.Silence e) {
+                    return new Ended(true, true, base + " is stalled: neither an event nor a heartbeat within "
+                            + conn.boundMs() + " ms; moving to the next coordinator");
+                } catch (IOException | RuntimeException e) {
+                    return new Ended(true, false, stop ? null : "watch stream broke: " + e.getMessage());
+                }
+                if (item == null) {
+                    return new Ended(true, false, "the coordinator closed the watch stream");
+                }
+                synchronized (statusLock) {
+                    lastHeard = Instant.now();
+                }
+                if (item.isComment() || !"routing".equals(item.event())) {
+                    continue;
+                }
+                RoutingTable next;
+                try {
+                    next = RoutingTable.decode(item.data());
+                } catch (DecodeException e) {
+                    // Refused; the held table stays. Another coordinator may send a good one.
+                    return new Ended(true, false, "bad routing event from " + base + ": " + e.getMessage());
+                }
+                String why = arrival(table.get(), logId, next);
+                if (why != null) {
+                    String full = why + "; if the coordinators' log was replaced on purpose, "
+                            + (options.cachePath != null ? "remove the disk cache " + options.cachePath + " and " : "")
+                            + "restart the client to follow it";
+                    synchronized (statusLock) {
+                        lastError = full;
+                        refused = full;
+                    }
+                    continue;
+                }
+                RoutingTable current = table.get();
+                if (current == null || next.version() > current.version()) {
+                    logId = next.logId();
+                    table.set(next);
+                    synchronized (statusLock) {
+                        origin = Origin.COORDINATOR;
+                        updatedAt = Instant.now();
+                        refused = null;
+                    }
+                    if (options.cachePath != null) {
+                        try {
+                            saveCache(options.cachePath, item.data());
+                        } catch (IOException e) {
+                            synchronized (statusLock) {
+                                lastError = "cannot save " + options.cachePath + ": " + e.getMessage();
+                            }
+                        }
+                    }
+                }
+                if (options.acknowledge && options.token != null) {
+                    // Wait for writes judged with an older table: the new one is already stored.
+                    writes.writeLock().lock();
+                    writes.writeLock().unlock();
+                    acknowledge(base, table.get().version());
+                }
+            }
+        }
+    }
+
+    /** Null to take or keep the table; else why a table of another command log is refused. */
+    static String arrival(RoutingTable held, String heldLog, RoutingTable next) {
+        if (held == null) {
+            return null;
+        }
+        if (heldLog != null && next.logId() != null && !heldLog.equals(next.logId())) {
+            return "refused the table at version " + next.version() + " of command log " + next.logId()
+                    + ": the held table is at version " + held.version() + " of another log (" + heldLog + ")";
+        }
+        return null;
+    }
+
+    private void acknowledge(String base, long version) {
+        try {
+            URI uri = URI.create(base + "/v1/subscribers/" + encode(identity.subscriberId()) + "/ack");
+            HttpURLConnection c = (HttpURLConnection) uri.toURL().openConnection();
+            int timeout = (int) Math.min(ACK_TIMEOUT.toMillis(), options.readTimeout.toMillis());
+            c.setConnectTimeout(timeout);
+            c.setReadTimeout(timeout);
+            c.setRequestMethod("POST");
+            c.setDoOutput(true);
+            c.setRequestProperty("Content-Type", "application/json");
+            c.setRequestProperty("Authorization", "Bearer " + options.token);
+            var body = RoutingTable.JSON.createObjectNode();
+            body.put("version", version).put("zone", identity.zone()).put("kind", identity.kind());
+            try (OutputStream out = c.getOutputStream()) {
+                out.write(body.toString().getBytes(StandardCharsets.UTF_8));
+            }
+            int status = c.getResponseCode();
+            try (InputStream in = status < 400 ? c.getInputStream() : c.getErrorStream()) {
+                if (in != null) {
+                    in.readAllBytes();
+                }
+            }
+            if (status >= 200 && status < 300) {
+                acked.accumulateAndGet(version, Math::max);
+            } else {
+                synchronized (statusLock) {
+                    lastError = "ack of v" + version + " got HTTP " + status;
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            synchronized (statusLock) {
+                lastError = "ack of v" + version + " failed: " + e.getMessage();
+            }
+        }
+    }
+
+    static String encode(String text) {
+        StringBuilder out = new StringBuilder();
+        for (byte b : text.getBytes(StandardCharsets.UTF_8)) {
+            int c = b & 0xff;
+            if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+                    || c == '-' || c == '_' || c == '.' || c == '~') {
+                out.append((char) c);
+            } else {
+                out.append('%').append(String.format("%02X", c));
+            }
+        }
+        return out.toString();
+    }
+
+    /** The cached table (with the log id of its event), or null when absent or unreadable. */
+    static RoutingTable loadCache(Path path) {
+        try {
+            return RoutingTable.decode(Files.readString(path));
+        } catch (IOException | DecodeException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    /** Writes the event's data atomically: data fsynced, renamed over, directory fsynced. */
+    static void saveCache(Path path, String data) throws IOException {
+        Path tmp = path.resolveSibling(path.getFileName() + ".tmp");
+        try (FileChannel ch = FileChannel.open(tmp, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+                StandardOpenOption.TRUNCATE_EXISTING)) {
+            ch.write(java.nio.ByteBuffer.wrap(data.getBytes(StandardCharsets.UTF_8)));
+            ch.force(true);
+        }
+        Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        Path dir = path.toAbsolutePath().getParent();
+        if (dir != null) {
+            try (FileChannel d = FileChannel.open(dir, StandardOpenOption.READ)) {
+                d.force(true);
+            } catch (IOException ignored) {
+                // Some file systems do not let a directory be opened for fsync.
+            }
+        }
+    }
+}

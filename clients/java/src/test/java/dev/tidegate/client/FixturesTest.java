@@ -1,0 +1,113 @@
+package dev.tidegate.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Iterator;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The repository's golden vectors: unit hash, digits mode and the write check's answers. */
+class FixturesTest {
+    static final ObjectMapper JSON = new ObjectMapper();
+
+    static JsonNode fixture(String name) throws Exception {
+        Path path = Path.of(System.getProperty("user.dir")).resolve("../../tests/fixtures").resolve(name);
+        return JSON.readTree(Files.readString(path));
+    }
+
+    /** A two-zone dial-form table of {@code units} units, the first {@code blue} blue. */
+    static ObjectNode dialTable(long version, int units, int blue, String mode) {
+        ObjectNode t = JSON.createObjectNode();
+        t.put("version", version).put("units", units).put("blue_units", blue).put("unit_mode", mode);
+        t.putObject("colors").put("blue", "az-a").put("green", "az-b");
+        t.putObject("pins");
+        t.put("hash", RoutingTable.HASH_ALGORITHM);
+        return t;
+    }
+
+    @Test
+    void unitHashVectors() throws Exception {
+        int checked = 0;
+        for (JsonNode v : fixture("unit_hash_vectors.json").get("vectors")) {
+            String user = v.get("user_id").asText();
+            assertEquals(v.get("xxh3_64").asText(), Long.toUnsignedString(RoutingTable.hash(user)), user);
+            for (Iterator<Map.Entry<String, JsonNode>> it = v.get("units").fields(); it.hasNext(); ) {
+                Map.Entry<String, JsonNode> e = it.next();
+                int units = Integer.parseInt(e.getKey());
+                if (units < RoutingTable.MIN_UNITS) {
+                    continue;
+                }
+                RoutingTable table = RoutingTable.decode(dialTable(1, units, 0, "hash"));
+                assertEquals(e.getValue().asInt(), table.unitOf(user), user + " @ " + units);
+                checked++;
+            }
+        }
+        System.out.println("[figures] unit hash vectors: " + checked + " (user, units) pairs agree");
+    }
+
+    @Test
+    void digitsCases() throws Exception {
+        for (JsonNode c : fixture("digits_cases.json").get("cases")) {
+            ObjectNode t = dialTable(1, c.get("units").asInt(), 0, "digits");
+            t.put("digits_skip", c.get("skip").asInt());
+            RoutingTable table = RoutingTable.decode(t);
+            String user = c.get("user_id").asText();
+            if (c.has("unit")) {
+                assertEquals(c.get("unit").asInt(), table.unitOf(user), c.toString());
+            } else {
+                TagException e = assertThrows(TagException.class, () -> table.unitOf(user), c.toString());
+                assertEquals("invalid_user_id", e.code());
+            }
+        }
+    }
+
+    /** A user whose unit (of 100) satisfies {@code want}. */
+    static String userIn(RoutingTable t, java.util.function.IntPredicate want) throws Exception {
+        for (int i = 0; ; i++) {
+            String u = "user-" + i;
+            if (want.test(t.unitOf(u))) {
+                return u;
+            }
+        }
+    }
+
+    @Test
+    void writeChecks() throws Exception {
+        int n = 0;
+        for (JsonNode c : fixture("write_checks.json").get("cases")) {
+            int blue = c.get("blue_units").asInt();
+            ObjectNode t = dialTable(c.get("table_version").asLong(), 100, blue, "hash");
+            String frozenText = c.get("frozen").isNull() ? null : c.get("frozen").asText();
+            RoutingTable plain = RoutingTable.decode(t);
+            UnitSet frozen = frozenText == null ? UnitSet.EMPTY : UnitSet.parse(frozenText, 100);
+            String user = switch (c.get("user").asText()) {
+                case "blue" -> userIn(plain, u -> u < blue && !frozen.contains(u));
+                case "green" -> userIn(plain, u -> u >= blue && !frozen.contains(u));
+                default -> userIn(plain, frozen::contains);
+            };
+            if (frozenText != null) {
+                t.putObject("frozen").put("default", frozenText);
+            }
+            if (!c.get("pin").isNull()) {
+                ((ObjectNode) t.get("pins")).put(user, c.get("pin").asText());
+            }
+            RoutingTable table = RoutingTable.decode(t);
+            Long incoming = c.get("incoming").isNull() ? null : c.get("incoming").asLong();
+            RoutingTable.WriteAnswer a = table.checkWrite(null, user, c.get("local").asText(), incoming);
+            assertEquals(c.get("expect").asText(), a.check().wireName(), c.get("name").asText());
+            if (!c.get("owner").isNull()) {
+                assertEquals(c.get("owner").asText(), a.ownerLane(), c.get("name").asText());
+            }
+            n++;
+        }
+        assertTrue(n >= 14);
+        System.out.println("[figures] write check fixtures: " + n + " cases agree");
+    }
+}
