@@ -135,6 +135,9 @@ bash scripts/package.sh ci
 # (docs/src/client-libraries.md): tags, dial follow and acks, the write check, the disk cache.
 echo "== the Go client (scripts/client-go.sh)"
 TIDEGATE_TEST_BIN="$CARGO_TARGET_DIR_RESOLVED/debug/tidegate" bash scripts/client-go.sh
+echo "== the Java client (scripts/client-java.sh, on this script's Kafka broker)"
+TIDEGATE_TEST_BIN="$CARGO_TARGET_DIR_RESOLVED/debug/tidegate" TIDEGATE_TEST_KAFKA="$bootstrap" \
+  bash scripts/client-java.sh
 
 echo "== API contract: schemathesis against the real binary (scripts/schemathesis.sh)"
 bash scripts/schemathesis.sh
