@@ -97,6 +97,22 @@ impl Client {
         &self.bases[self.current.get()]
     }
 
+    /// A change: `body` with the routing version just read as its `expected_version` and
+    /// `reason`, sent as `method path` (every audited change carries both).
+    fn change(
+        &self,
+        method: &str,
+        path: &str,
+        mut body: Value,
+        reason: &str,
+    ) -> Result<Value, String> {
+        let current = self.call("GET", "/v1/routing", None)?;
+        let expected = current["version"].as_u64().ok_or("the server sent no version")?;
+        body["expected_version"] = json!(expected);
+        body["reason"] = json!(reason);
+        self.call(method, path, Some(body))
+    }
+
     /// Sends a request and returns the JSON body, or the server's error as a sentence. A
     /// coordinator that cannot be reached (refused, reset, timed out) is skipped for the next
     /// one, as the `Router` does; an HTTP answer, even 4xx or 5xx, is the answer.
@@ -295,14 +311,11 @@ pub fn units(
     args: &ClientArgs,
     method: &str,
     path: &str,
-    mut body: Value,
+    body: Value,
     reason: &str,
 ) -> Result<(), String> {
     let client = Client::new(args)?;
-    let current = client.call("GET", "/v1/routing", None)?;
-    body["expected_version"] = current["version"].clone();
-    body["reason"] = json!(reason);
-    let value = client.call(method, path, Some(body))?;
+    let value = client.change(method, path, body, reason)?;
     client.print(&value, |v| {
         let runs: Vec<String> = v["unit_map"]
             .as_array()
@@ -382,15 +395,11 @@ pub fn channel_change(
     args: &ClientArgs,
     method: &str,
     name: &str,
-    mut body: Value,
+    body: Value,
     reason: &str,
 ) -> Result<(), String> {
     let client = Client::new(args)?;
-    let current = client.call("GET", "/v1/routing", None)?;
-    body["expected_version"] = current["version"].clone();
-    body["reason"] = json!(reason);
-    let path = format!("/v1/channels/{name}");
-    let value = client.call(method, &path, Some(body))?;
+    let value = client.change(method, &format!("/v1/channels/{name}"), body, reason)?;
     client.print(&value, |v| match (method, v["dry_run"] == true) {
         ("DELETE", _) => format!("version {}: channel {name} deleted", v["version"]),
         (_, true) => format!("dry run, nothing changed: {}", channel_line(&v["channel"])),
@@ -405,10 +414,7 @@ pub fn automation(args: &ClientArgs, change: Option<(bool, &str)>) -> Result<(),
     let value = match change {
         None => client.call("GET", "/v1/automation", None)?,
         Some((stopped, reason)) => {
-            let current = client.call("GET", "/v1/routing", None)?;
-            let expected = current["version"].as_u64().ok_or("the server sent no version")?;
-            let body = json!({"stopped": stopped, "expected_version": expected, "reason": reason});
-            client.call("PUT", "/v1/automation", Some(body))?
+            client.change("PUT", "/v1/automation", json!({"stopped": stopped}), reason)?
         }
     };
     client.print(&value, |a| {
