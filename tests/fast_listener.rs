@@ -470,3 +470,83 @@ fn pipelined_requests_are_answered_in_order_on_one_connection() {
     assert!(answers.trim_end().ends_with('}'), "the last answer is whole: {answers}");
     assert!(answers.contains("\"user_id\":\"last\""), "{answers}");
 }
+
+/// What a watch stream sends within `wait`, opened with extra `headers` (whole lines) after
+/// `before` (whole requests) on the same connection.
+fn watch_for(base: &str, before: &str, query: &str, headers: &str, wait: Duration) -> String {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    write!(
+        socket,
+        "{before}GET /v1/routing/watch{query} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n{headers}\r\n"
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + wait;
+    let (mut seen, mut buf) = (Vec::new(), [0u8; 4096]);
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        socket.set_read_timeout(Some(left.max(Duration::from_millis(1)))).unwrap();
+        match socket.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+/// A watcher resuming with `Last-Event-ID` may name the command log its version belongs to
+/// (`log_id`). When that is another log (the coordinators were moved to a restored or new log
+/// whose version happens to be the same), the version says nothing: the current table is sent,
+/// so the client learns of the other log at once, and a registered subscriber is not counted as
+/// having applied anything. Alike on the main port, the fast port, and the fast port through
+/// hyper.
+#[test]
+fn a_resume_naming_another_log_gets_the_table_and_counts_as_no_acknowledgement() {
+    let both = start(&config_toml("[server]\nfast_port = 0"));
+    let (_, event) = first_event(&both.main, "", None);
+    let data: serde_json::Value =
+        serde_json::from_str(event.lines().find_map(|l| l.strip_prefix("data:")).unwrap()).unwrap();
+    let (version, own_log) = (data["version"].as_u64().unwrap(), data["log_id"].as_str().unwrap());
+    assert!(!own_log.is_empty());
+    let tag_first = "GET /v1/tag?user_id=u HTTP/1.1\r\nHost: x\r\n\r\n";
+    let resume = format!("Last-Event-ID: {version}\r\n");
+    let wait = Duration::from_millis(600);
+    for (name, base, before) in
+        [("main", &both.main, ""), ("fast", &both.fast, ""), ("hyper", &both.fast, tag_first)]
+    {
+        // Resuming at the current version: nothing new is sent, with or without our log named.
+        for query in [String::new(), format!("?log_id={own_log}")] {
+            let text = watch_for(base, before, &query, &resume, wait);
+            assert!(text.contains(" 200 "), "{name} {query}: {text}");
+            assert!(!text.contains("event:routing"), "{name} {query}: {text}");
+        }
+        // Naming another log: the table comes at once.
+        let text = watch_for(base, before, "?log_id=an-older-log", &resume, wait);
+        assert!(text.contains(&format!("id:{version}\n")), "{name}: {text}");
+        // A registered subscriber resuming from another log has applied nothing here; the
+        // control, resuming from ours, counts as applied.
+        let auth = format!("{resume}Authorization: Bearer {OPERATOR_TOKEN}\r\n");
+        for (id, log) in
+            [(format!("{name}-other"), "an-older-log"), (format!("{name}-own"), own_log)]
+        {
+            let query = format!("?subscriber_id={id}&zone=az-a&kind=test&log_id={log}");
+            let text = watch_for(base, before, &query, &auth, Duration::from_millis(200));
+            assert!(text.contains(" 200 "), "{name} {id}: {text}");
+        }
+        let mut listed = agent()
+            .get(&format!("{}/v1/subscribers", both.main))
+            .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
+            .call()
+            .unwrap();
+        let body: serde_json::Value = listed.body_mut().read_json().unwrap();
+        let applied = |id: String| {
+            body["subscribers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["subscriber_id"] == id.as_str())
+                .map(|s| s["applied_version"].as_u64().unwrap())
+        };
+        assert_eq!(applied(format!("{name}-other")), Some(0), "{name}: {body}");
+        assert_eq!(applied(format!("{name}-own")), Some(version), "{name}: {body}");
+    }
+}

@@ -19,7 +19,9 @@ use super::{App, iso8601, now_ms};
 use crate::client::sse::HEARTBEAT_HEADER;
 pub use crate::service::routing_frames::RoutingFrames;
 use crate::service::routing_frames::{Frame, HEARTBEAT};
-use crate::service::subscribers::{AckRequest, SubscriberError, Subscribers, ack_body};
+use crate::service::subscribers::{
+    AckRequest, SubscriberError, Subscribers, ack_body, resumed_version,
+};
 use crate::service::tag_answer::Failure;
 
 pub fn stage() -> AdHoc {
@@ -111,13 +113,14 @@ where
 /// `GET /v1/routing/watch`: the full table on connect (unless `Last-Event-ID` already names
 /// the current version), then every new version, plus heartbeat comments.
 #[allow(clippy::too_many_arguments)]
-#[get("/v1/routing/watch?<subscriber_id>&<zone>&<kind>")]
+#[get("/v1/routing/watch?<subscriber_id>&<zone>&<kind>&<log_id>")]
 fn watch(
     app: &State<App>,
     caller: Caller,
     subscriber_id: Option<&str>,
     zone: Option<&str>,
     kind: Option<&str>,
+    log_id: Option<&str>,
     last_event_id: LastEventId,
     mut shutdown: Shutdown,
 ) -> Result<EventFrames<impl Stream<Item = Frame> + Send + 'static>, ApiError> {
@@ -128,6 +131,7 @@ fn watch(
         Some(_) => Some(caller.require_writer(&app.config)?),
         None => None,
     };
+    let resumed = resumed_version(last_event_id.0, log_id, app.coordinator.log_id());
     let mut changes = app.coordinator.subscribe();
     let current = changes.borrow_and_update().clone();
     let subscribers = Arc::clone(&app.subscribers);
@@ -136,7 +140,7 @@ fn watch(
             let zone = zone.unwrap_or("unknown");
             let kind = kind.unwrap_or("unknown");
             let version = current.version();
-            subscribers.connect(id, &owner, zone, kind, last_event_id.0, version, now_ms())?;
+            subscribers.connect(id, &owner, zone, kind, resumed, version, now_ms())?;
             Some(id.to_owned())
         }
         _ => None,
@@ -145,7 +149,7 @@ fn watch(
     let heartbeat = Duration::from_millis(app.config.watch_heartbeat_ms);
     // A `Last-Event-ID` ahead of this server (a log restored from a backup, a new data
     // directory) names a table this server never had: send the current one.
-    let mut sent = last_event_id.0.filter(|v| *v <= current.version()).unwrap_or(0);
+    let mut sent = resumed.filter(|v| *v <= current.version()).unwrap_or(0);
     let frames = Arc::clone(&app.frames);
     let log_id = app.coordinator.log_id().to_owned();
     Ok(EventFrames(

@@ -19,7 +19,7 @@ use super::Tagger;
 use super::respond::{common, now_ms};
 use crate::service::bearer::{self, Bearer};
 use crate::service::routing_frames::{Frame, HEARTBEAT};
-use crate::service::subscribers::Subscribers;
+use crate::service::subscribers::{Subscribers, resumed_version};
 use crate::service::tag_answer::{Failure, query_param};
 
 /// A watch stream's body: the frames its task sends, as they come.
@@ -121,6 +121,8 @@ pub(super) fn open(
         Some(_) => Some(bearer.require_writer(&tagger.config)?),
         None => None,
     };
+    let their_log = query_param(query, "log_id");
+    let resumed = resumed_version(last_event_id, their_log.as_deref(), tagger.coordinator.log_id());
     let mut changes = tagger.coordinator.subscribe();
     let current = changes.borrow_and_update().clone();
     let id = match (subscriber_id, owner) {
@@ -128,13 +130,13 @@ pub(super) fn open(
             let zone = query_param(query, "zone").unwrap_or(Cow::Borrowed("unknown"));
             let kind = query_param(query, "kind").unwrap_or(Cow::Borrowed("unknown"));
             let version = current.version();
-            subscribers.connect(&id, &owner, &zone, &kind, last_event_id, version, now_ms())?;
+            subscribers.connect(&id, &owner, &zone, &kind, resumed, version, now_ms())?;
             Some(id.into_owned())
         }
         _ => None,
     };
     // A `Last-Event-ID` ahead of this server names a table it never had: send the current one.
-    let sent = last_event_id.filter(|v| *v <= current.version()).unwrap_or(0);
+    let sent = resumed.filter(|v| *v <= current.version()).unwrap_or(0);
     Ok(Opened {
         guard: StreamGuard { subscribers: Arc::clone(subscribers), id },
         changes,

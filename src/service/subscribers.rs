@@ -102,6 +102,22 @@ impl AckRequest {
     }
 }
 
+/// The version a reconnecting watcher holds, for the server whose command log is `our_log`:
+/// its `Last-Event-ID`, unless it names the log that version belongs to (`log_id` in the watch
+/// query) and that log is another one. Versions of two logs say nothing about each other, so such
+/// a watcher is sent the current table (which its client refuses, loudly) and is not counted as
+/// having applied anything here.
+pub fn resumed_version(
+    last_event_id: Option<u64>,
+    their_log: Option<&str>,
+    our_log: &str,
+) -> Option<u64> {
+    match their_log {
+        Some(theirs) if theirs != our_log => None,
+        _ => last_event_id,
+    }
+}
+
 /// The ack answer. `current` was read before the ack, so a concurrent ack of a newer version can
 /// leave `applied` above it: the lag is then 0, never a wrapped-around number.
 pub fn ack_body(id: &str, applied: u64, current: u64) -> serde_json::Value {

@@ -683,6 +683,37 @@ fn watch_loop(
                 .into(),
         ),
     };
+    // Acknowledgements go through their own thread, so the reader goes on applying tables (a
+    // freeze among them) while an acknowledgement waits for open write scopes.
+    let (to_acker, pending) = std::sync::mpsc::channel::<(u64, &Endpoint)>();
+    let acknowledging = options.acknowledge && options.token.is_some();
+    std::thread::scope(|scope| {
+        if acknowledging {
+            let agent = &agent;
+            scope.spawn(move || acknowledger(shared, agent, identity, options, pending));
+        }
+        // Dropping the sender when the loop ends stops the acknowledger.
+        let to_acker = to_acker;
+        follow(
+            shared,
+            endpoints,
+            tls_config.as_ref(),
+            identity,
+            options,
+            acknowledging.then_some(&to_acker),
+        );
+    });
+}
+
+/// Watches the coordinators in turn until the Router is dropped.
+fn follow<'e>(
+    shared: &Shared,
+    endpoints: &'e [Endpoint],
+    tls_config: Option<&Arc<rustls::ClientConfig>>,
+    identity: &Identity,
+    options: &RouterOptions,
+    to_acker: Option<&ToAcker<'e>>,
+) {
     let mut backoff = options.backoff_min;
     // Spread the first choice, then go round the list from there.
     let mut next = first_choice(&identity.subscriber_id, endpoints.len());
@@ -696,8 +727,8 @@ fn watch_loop(
         shared.status.lock().unwrap_or_else(PoisonError::into_inner).coordinator =
             Some(endpoint.base_url());
         // Only an https:// endpoint speaks TLS, even when another one in the list does.
-        let tls = if endpoint.tls { tls_config.as_ref() } else { None };
-        let ended = watch_once(shared, endpoint, tls, identity, options, &agent, &mut backoff);
+        let tls = if endpoint.tls { tls_config } else { None };
+        let ended = watch_once(shared, endpoint, tls, identity, options, &mut backoff, to_acker);
         {
             let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
             status.connected = false;
@@ -735,29 +766,44 @@ struct Ended {
 }
 
 /// One connection: open, apply events until the stream ends.
-fn watch_once(
+#[allow(clippy::too_many_arguments)]
+fn watch_once<'e>(
     shared: &Shared,
-    endpoint: &Endpoint,
+    endpoint: &'e Endpoint,
     tls: Option<&Arc<rustls::ClientConfig>>,
     identity: &Identity,
     options: &RouterOptions,
-    agent: &ureq::Agent,
     backoff: &mut Duration,
+    to_acker: Option<&ToAcker<'e>>,
 ) -> Ended {
-    let path = if options.token.is_some() {
-        format!(
-            "/v1/routing/watch?subscriber_id={}&zone={}&kind={}",
-            encode(&identity.subscriber_id),
-            encode(&identity.zone),
-            encode(&identity.kind)
-        )
-    } else {
+    let held_log = shared.log_id.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let mut query = Vec::new();
+    if options.token.is_some() {
+        query.push(format!("subscriber_id={}", encode(&identity.subscriber_id)));
+        query.push(format!("zone={}", encode(&identity.zone)));
+        query.push(format!("kind={}", encode(&identity.kind)));
+    }
+    // The log the resumed version belongs to: a coordinator on another log sends its current
+    // table (which `arrival` refuses, loudly) instead of nothing at an equal version.
+    if let Some(log_id) = &held_log {
+        query.push(format!("log_id={}", encode(log_id)));
+    }
+    let path = if query.is_empty() {
         "/v1/routing/watch".to_owned()
+    } else {
+        format!("/v1/routing/watch?{}", query.join("&"))
     };
     let mut headers = Vec::new();
-    // Resume: the version we hold. The server sends nothing until something newer exists, and
-    // counts this as our acknowledgement of it.
-    if let Some(version) = shared.table.load().as_ref().map(|t| t.version())
+    // Resume: the server sends nothing until something newer than `Last-Event-ID` exists, and
+    // a registered subscriber counts it as acknowledged. So a subscriber names the version it
+    // has *acknowledged* (a table applied while a write scope was open is not, yet), and a plain
+    // watcher the version it holds.
+    let resume = if options.token.is_some() {
+        Some(shared.acked.load(Ordering::SeqCst)).filter(|v| *v > 0)
+    } else {
+        shared.table.load().as_ref().map(|t| t.version())
+    };
+    if let Some(version) = resume
         && options.acknowledge
     {
         headers.push(("Last-Event-ID", version.to_string()));
@@ -805,6 +851,22 @@ fn watch_once(
     // The bound the server's heartbeat allows (the configured one, or longer).
     let bound = events.bound().unwrap_or(bound);
     *backoff = options.backoff_min;
+    read_events(shared, &mut events, &base, bound, options, to_acker.map(|tx| (tx, endpoint)))
+}
+
+/// Versions applied from a stream, to acknowledge to the coordinator that sent them.
+type ToAcker<'e> = std::sync::mpsc::Sender<(u64, &'e Endpoint)>;
+
+/// Applies the stream's routing events until it ends; hands each version to be acknowledged
+/// to the acknowledger (with the coordinator it came from).
+fn read_events<'e>(
+    shared: &Shared,
+    events: &mut sse::EventReader,
+    base: &str,
+    bound: Duration,
+    options: &RouterOptions,
+    to_acker: Option<(&ToAcker<'e>, &'e Endpoint)>,
+) -> Ended {
     let broke = |error: String| Ended { opened: true, stalled: false, error: Some(error) };
     loop {
         let item = match events.next_item() {
@@ -882,12 +944,40 @@ fn watch_once(
                 }
             }
         }
-        if options.acknowledge && options.token.is_some() {
-            // Wait for the writes judged with an older table (`Router::write_scope`) to end:
-            // the table is already stored, so every write that starts now judges with it.
-            drop(shared.writes.write().unwrap_or_else(PoisonError::into_inner));
-            acknowledge(shared, agent, endpoint, identity, options, version);
+        if let Some((to_acker, endpoint)) = to_acker {
+            let _ = to_acker.send((version, endpoint));
         }
+    }
+}
+
+/// Acknowledges the versions the reader applied, newest first: before each acknowledgement it
+/// waits for the writes judged with an older table (`Router::write_scope`) to end. The table is
+/// already stored when its version arrives here, so every write that starts after that judges
+/// with it, and once the exclusive lock is taken no write that started before is in flight.
+/// One per Router, for its lifetime: a stream that breaks while an acknowledgement waits does
+/// not hold the reconnect (the new stream resumes from the acknowledged version, so the
+/// coordinator sends the current table again, and that is acknowledged to it).
+fn acknowledger(
+    shared: &Shared,
+    agent: &ureq::Agent,
+    identity: &Identity,
+    options: &RouterOptions,
+    pending: std::sync::mpsc::Receiver<(u64, &Endpoint)>,
+) {
+    while let Ok((mut version, mut endpoint)) = pending.recv() {
+        let writes_done = shared.writes.write().unwrap_or_else(PoisonError::into_inner);
+        // Acknowledging the newest applied version covers the older ones; taken while no
+        // write is in flight, so versions applied while this waited are covered too.
+        while let Ok((newer, from)) = pending.try_recv() {
+            if newer >= version {
+                (version, endpoint) = (newer, from);
+            }
+        }
+        drop(writes_done);
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        acknowledge(shared, agent, endpoint, identity, options, version);
     }
 }
 
@@ -1125,14 +1215,23 @@ mod stall_tests {
         assert_eq!(std::fs::read_to_string(&cache).unwrap(), data, "the cache is not overwritten");
     }
 
-    /// A coordinator stand-in that sends `first`, then `later` after `after`, then heartbeats;
-    /// any other request (an acknowledgement) gets 200 and an empty body.
-    fn coordinator_sending_twice(first: String, later: String, after: Duration) -> String {
+    /// A coordinator stand-in: the first watch stream gets `events`, `gap` apart, then
+    /// heartbeats (or, with `close_first`, ends); later streams get only heartbeats. Any other
+    /// request (an acknowledgement) gets 200 and an empty body. Every request head is recorded.
+    fn coordinator_sending(
+        events: Vec<String>,
+        gap: Duration,
+        close_first: bool,
+    ) -> (String, Arc<Mutex<Vec<String>>>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&heads);
         std::thread::spawn(move || {
+            let streams = Arc::new(AtomicU64::new(0));
             for mut stream in listener.incoming().map_while(Result::ok) {
-                let (first, later) = (first.clone(), later.clone());
+                let (events, heads, streams) =
+                    (events.clone(), Arc::clone(&recorded), Arc::clone(&streams));
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
                     let (mut line, mut request) = (String::new(), String::new());
@@ -1140,6 +1239,7 @@ mod stall_tests {
                         request.push_str(&line);
                         line.clear();
                     }
+                    heads.lock().unwrap().push(request.clone());
                     if !request.starts_with("GET /v1/routing/watch") {
                         let _ = stream.write_all(
                             b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
@@ -1147,24 +1247,44 @@ mod stall_tests {
                         return;
                     }
                     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
-                    let _ = stream.write_all(format!("{head}{first}").as_bytes());
-                    std::thread::sleep(after);
-                    let _ = stream.write_all(later.as_bytes());
+                    let _ = stream.write_all(head.as_bytes());
+                    let first = streams.fetch_add(1, Ordering::SeqCst) == 0;
+                    if first {
+                        for (n, event) in events.iter().enumerate() {
+                            if n > 0 {
+                                std::thread::sleep(gap);
+                            }
+                            let _ = stream.write_all(event.as_bytes());
+                        }
+                        if close_first {
+                            std::thread::sleep(gap);
+                            let _ = stream.shutdown(std::net::Shutdown::Both);
+                            return;
+                        }
+                    }
                     while stream.write_all(b":heartbeat\n\n").is_ok() {
                         std::thread::sleep(Duration::from_millis(50));
                     }
                 });
             }
         });
-        url
+        (url, heads)
+    }
+
+    fn wait_acked(router: &Router, version: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while router.acked_version() < version && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        router.acked_version()
     }
 
     #[test]
-    fn an_open_write_scope_holds_back_the_acknowledgement_not_the_table() {
-        let url = coordinator_sending_twice(
-            routing_event(1, "log-1"),
-            routing_event(2, "log-1"),
+    fn an_open_write_scope_holds_back_the_acknowledgement_not_the_tables() {
+        let (url, heads) = coordinator_sending(
+            vec![routing_event(1, "log-1"), routing_event(2, "log-1"), routing_event(3, "log-1")],
             Duration::from_millis(300),
+            false,
         );
         let router = Router::connect(
             &url,
@@ -1173,23 +1293,69 @@ mod stall_tests {
         )
         .unwrap();
         assert!(router.wait_for_version(1, Duration::from_secs(5)), "{}", router.status());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while router.acked_version() < 1 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(router.acked_version(), 1);
-        // A write in flight, judged with version 1, while version 2 arrives.
+        assert_eq!(wait_acked(&router, 1), 1);
+        // A write in flight, judged with version 1, while versions 2 and 3 arrive: both are
+        // applied (the reader is not held by the scope; a freeze among them takes effect at
+        // once), neither is acknowledged.
         let scope = router.write_scope();
         assert!(router.wait_for_version(2, Duration::from_secs(5)), "{}", router.status());
         assert_eq!(router.tag("user-1").unwrap().version, 2, "new checks use the new table");
-        std::thread::sleep(Duration::from_millis(300));
+        assert!(router.wait_for_version(3, Duration::from_secs(5)), "{}", router.status());
+        std::thread::sleep(Duration::from_millis(200));
         assert_eq!(router.acked_version(), 1, "acknowledged while a write was in flight");
         drop(scope);
+        assert_eq!(wait_acked(&router, 3), 3, "{}", router.status());
+        let acks: Vec<String> = heads
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|h| h.starts_with("POST"))
+            .map(|h| h.lines().next().unwrap().to_owned())
+            .collect();
+        assert_eq!(acks.len(), 2, "1, then 3 (covering 2): {acks:?}");
+    }
+
+    #[test]
+    fn a_reconnect_resumes_from_the_acknowledged_version_of_its_log() {
+        let (url, heads) = coordinator_sending(
+            vec![routing_event(1, "log-1"), routing_event(2, "log-1")],
+            Duration::from_millis(300),
+            true,
+        );
+        let router = Router::connect(
+            &url,
+            identity("writer-2".into()),
+            RouterOptions { token: Some("t".into()), ..options(Duration::from_secs(2)) },
+        )
+        .unwrap();
+        assert_eq!(wait_acked(&router, 1), 1);
+        // Version 2 is applied while a write is in flight, then the stream breaks: the new
+        // stream must not tell the server (which counts `Last-Event-ID` as applied) that 2 is.
+        let scope = router.write_scope();
+        assert!(router.wait_for_version(2, Duration::from_secs(5)), "{}", router.status());
         let deadline = Instant::now() + Duration::from_secs(5);
-        while router.acked_version() < 2 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(router.acked_version(), 2, "{}", router.status());
+        let reopened = loop {
+            let watches: Vec<String> = heads
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|h| h.starts_with("GET /v1/routing/watch"))
+                .cloned()
+                .collect();
+            if watches.len() >= 2 || Instant::now() > deadline {
+                break watches;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(reopened.len() >= 2, "the client reconnected: {reopened:?}");
+        let second = reopened[1].to_ascii_lowercase();
+        assert!(second.contains("last-event-id: 1\r\n"), "resumes from the acked 1: {second}");
+        assert!(second.contains("&log_id=log-1"), "names its log: {second}");
+        assert_eq!(router.acked_version(), 1);
+        drop(scope);
+        // The first stream's acknowledger was gone with it; the version is acknowledged by
+        // the next event, so this only checks that nothing claimed it meanwhile.
+        assert_eq!(router.version(), Some(2));
     }
 
     #[test]
