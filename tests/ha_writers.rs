@@ -13,8 +13,8 @@
 //! own-answer check must catch those.
 //!
 //! `HA_WRITERS_CHANGES` (default 3 000: about a minute at the ~53 changes/s two cores decide;
-//! the proof ran 10 000, 190-350 s, which CI cannot afford) and `HA_WRITERS_WRITERS` (default 4) size the run. Four,
-//! not more: every version is one compare-and-set race, so more writers only add refused
+//! the proof ran 10 000, 190-350 s, which CI cannot afford) and `HA_WRITERS_WRITERS`
+//! (default 4) size the run. Four, not more: every version is one compare-and-set race, so more writers only add refused
 //! proposals (each an append and an apply on every replica), and on two cores eight writers made
 //! 32 changes/s against four's 53 (1 000 changes each).
 
