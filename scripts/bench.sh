@@ -12,7 +12,8 @@
 #
 # Rows:
 #   tag_rps      GET /v1/tag req/s, tidegate / bare hyper (same body size), wrk 64 connections,
-#                on the main (Rocket) port and on the fast tag listener ([server] fast_port)
+#                on the main port (the default dispatcher, docs/src/configuration.md) and on
+#                the fast tag listener ([server] fast_port)
 #   tag_p99_4c   p99 latency of GET /v1/tag at 4 connections, tidegate / bare hyper (both ports)
 #   batch        POST /v1/tag with 10 000 IDs: IDs/s / local Router::tag calls/s (one thread each),
 #                on both ports
@@ -103,7 +104,7 @@ role = "operator"
 [subscribers]
 max_per_caller = 100000
 
-# The tag path's own hyper listener, measured next to the Rocket port.
+# The tag path's own hyper listener, measured next to the main port (the default dispatcher).
 [server]
 fast_port = 0
 TOML
@@ -142,7 +143,7 @@ wrk_run() {
 [ "$(curl -s "$fast_url/v1/tag?user_id=user-1" | wc -c)" = "$body_bytes" ] \
   || { echo "bench.sh: the fast listener's body differs in size from the main port's" >&2; exit 1; }
 
-echo "tag: $rounds rounds of ${duration}s, body $body_bytes bytes, alternating Rocket, fast listener and bare hyper" >&2
+echo "tag: $rounds rounds of ${duration}s, body $body_bytes bytes, alternating main port, fast listener and bare hyper" >&2
 : >"$work/tag.txt"
 for round in $(seq 1 "$rounds"); do
   read -r tg_rps _ < <(wrk_run "$tg_url" 64)
@@ -151,7 +152,7 @@ for round in $(seq 1 "$rounds"); do
   read -r _ tg_p99 < <(wrk_run "$tg_url" 4)
   read -r _ fast_p99 < <(wrk_run "$fast_url" 4)
   read -r _ bare_p99 < <(wrk_run "$bare_url" 4)
-  echo "round $round: Rocket ${tg_rps} req/s, fast ${fast_rps} req/s, bare ${bare_rps} req/s; p99 at 4 conns ${tg_p99} / ${fast_p99} / ${bare_p99} ms" >&2
+  echo "round $round: main ${tg_rps} req/s, fast ${fast_rps} req/s, bare ${bare_rps} req/s; p99 at 4 conns ${tg_p99} / ${fast_p99} / ${bare_p99} ms" >&2
   echo "$tg_rps $bare_rps $tg_p99 $bare_p99 $fast_rps $fast_p99" >>"$work/tag.txt"
 done
 echo "batch: $rounds rounds of ${batch_seconds}s, POST /v1/tag with 10 000 IDs and local Router::tag, alternating (main port, then fast port)" >&2
@@ -188,7 +189,7 @@ cat "$work/watch.txt" >&2
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
-# On the fast listener three times: acks to the main (Rocket) port, acks to the fast port too,
+# On the fast listener three times: acks to the main port, acks to the fast port too,
 # and acks to the fast port pipelined (up to 32 written before their answers are read on each of
 # the 16 connections: closer to 10 000 separate clients acking at once than one round trip after
 # another on 16 shared connections).
@@ -227,14 +228,14 @@ echo "tidegate benchmarks: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo
 echo
 echo "| measure | ratio p50 (min-max) | target | subject / reference |"
 echo "|---|---|---|---|"
-echo "| GET /v1/tag req/s, tidegate (Rocket port) / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $1/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $1}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
+echo "| GET /v1/tag req/s, tidegate (main port, default config: the dispatcher) / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $1/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $1}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
 echo "| GET /v1/tag req/s, tidegate (fast port) / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $5/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $5}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
-echo "| GET /v1/tag p99 at 4 conns, tidegate (Rocket port) / bare hyper | $(awk '{print $3/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $3}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
+echo "| GET /v1/tag p99 at 4 conns, tidegate (main port, default config: the dispatcher) / bare hyper | $(awk '{print $3/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $3}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
 echo "| GET /v1/tag p99 at 4 conns, tidegate (fast port) / bare hyper | $(awk '{print $6/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $6}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
 # key=P50/MIN/MAX in FILE -> "P50 (MIN-MAX)"
 kv() { sed -n "s/^$2=//p" "$work/$1" | awk -F/ '{ if (NF == 3) printf "%s (%s-%s)", $1, $2, $3; else print }'; }
 kv1() { sed -n "s/^$2=//p" "$work/$1"; }
-echo "| POST /v1/tag with 10 000 IDs (Rocket port): IDs/s / local Router::tag calls/s | $(kv batch.txt batch_ratio_p50_min_max) | >= 0.3 | $(kv1 batch.txt batch_http_ids_per_s_p50) IDs/s / $(kv1 batch.txt batch_local_calls_per_s_p50) calls/s |"
+echo "| POST /v1/tag with 10 000 IDs (main port): IDs/s / local Router::tag calls/s | $(kv batch.txt batch_ratio_p50_min_max) | >= 0.3 | $(kv1 batch.txt batch_http_ids_per_s_p50) IDs/s / $(kv1 batch.txt batch_local_calls_per_s_p50) calls/s |"
 echo "| POST /v1/tag with 10 000 IDs (fast port): IDs/s / local Router::tag calls/s | $(kv batch-fast.txt batch_ratio_p50_min_max) | >= 0.3 | $(kv1 batch-fast.txt batch_http_ids_per_s_p50) IDs/s / $(kv1 batch-fast.txt batch_local_calls_per_s_p50) calls/s |"
 echo "| LaneProducer / plain FutureProducer, 200 000 x 100 B burst, random users, fresh topics | $(kv lanes.txt lanes_burst_ratio_p50_min_max) | >= 0.95 | $(kv1 lanes.txt lanes_burst_lane_msgs_per_s_p50) / $(kv1 lanes.txt lanes_burst_plain_msgs_per_s_p50) msg/s |"
 echo "| LaneProducer / plain FutureProducer, 100 000 x 100 B, 10 000 in flight, 1 000 users | $(kv lanes.txt lanes_window_ratio_p50_min_max) | >= 0.95 | $(kv1 lanes.txt lanes_window_lane_msgs_per_s_p50) / $(kv1 lanes.txt lanes_window_plain_msgs_per_s_p50) msg/s |"

@@ -507,6 +507,9 @@ pub struct ServerSettings {
     pub port: u16,
     /// A second port serving only `GET`/`POST /v1/tag` on hyper directly (off when absent).
     pub fast_port: Option<u16>,
+    /// The main port serves the tag path (tags, watch streams, acks) on hyper directly and hands
+    /// every other connection to Rocket (plain HTTP only: ignored with `[server.tls]`).
+    pub fast_path: bool,
     pub tls: Option<TlsSettings>,
     /// How long a new connection may take to send its first request's complete head.
     pub header_read_timeout: String,
@@ -596,6 +599,7 @@ impl Default for ServerSettings {
             address: "127.0.0.1".into(),
             port: 8080,
             fast_port: None,
+            fast_path: true,
             tls: None,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT.into(),
             idle_timeout: DEFAULT_IDLE_TIMEOUT.into(),
@@ -702,6 +706,9 @@ pub struct Config {
     /// `[server] fast_port`: the tag path's own plain-HTTP listener on `address` (`http_fast`);
     /// 0 takes any free port.
     pub fast_port: Option<u16>,
+    /// `[server] fast_path` without `[server.tls]`: the main port is the dispatcher of
+    /// `http_fast::dispatch` (Rocket listens on a loopback port of its own).
+    pub fast_path: bool,
     /// `[server] header_read_timeout`, `idle_timeout`, `max_connections`: the limits of the
     /// main and the fast port, which share one connection guard.
     pub connections: ConnectionLimits,
@@ -1206,6 +1213,7 @@ impl Config {
             declared_plans: s.plans.declared.clone(),
             tls: s.server.tls.clone(),
             fast_port: s.server.fast_port,
+            fast_path: s.server.fast_path && s.server.tls.is_none(),
             connections,
             client_ca_file: s.client.ca_file.clone(),
             flag_key,

@@ -269,26 +269,45 @@ pub fn serve(config: Config) -> Result<(), String> {
             },
         );
     }
-    let served = match config.fast_port {
-        None => http::run(app),
-        Some(port) => {
-            let tagger = http_fast::Tagger {
-                coordinator: Arc::clone(&coordinator),
-                config: Arc::clone(&config),
-                // After `App::new`, which installs the metrics recorder: the same counters.
-                counters: TagCounters::new(&coordinator.table()),
-                main_port: Arc::clone(&app.bound_port),
-                subscribers: Some(Arc::clone(&app.subscribers)),
-                frames: Arc::clone(&app.frames),
-                connections: Arc::clone(&app.connections),
-            };
-            let fast = http_fast::FastListener::bind(tagger, port)?;
-            if let Some(at) = fast.local_addr() {
-                // Tests and scripts read this line for the fast port (before Rocket's own line).
-                println!("tidegate fast tag listener at http://{at}");
-            }
-            http::run_alongside(app, fast.serve())
+    let tagger = |handoff| http_fast::Tagger {
+        coordinator: Arc::clone(&coordinator),
+        config: Arc::clone(&config),
+        // After `App::new`, which installs the metrics recorder: the same counters.
+        counters: TagCounters::new(&coordinator.table()),
+        main_port: Arc::clone(&app.bound_port),
+        subscribers: Some(Arc::clone(&app.subscribers)),
+        frames: Arc::clone(&app.frames),
+        connections: Arc::clone(&app.connections),
+        handoff,
+    };
+    let mut alongside: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> =
+        Vec::new();
+    // The main port as a dispatcher (the default without TLS): bound first, so that a port in
+    // use fails here naming `server.port`.
+    let main = if config.fast_path {
+        let (handoff, unbound) = http::dispatch::handoff();
+        let dispatcher = http_fast::dispatch::Dispatcher::bind(tagger(Some(handoff)), config.port)?;
+        let local = dispatcher.local_addr().map_err(|e| format!("server.port: {e}"))?;
+        alongside.push(Box::pin(dispatcher.serve()));
+        Some(unbound.at(local))
+    } else {
+        None
+    };
+    if let Some(port) = config.fast_port {
+        let fast = http_fast::FastListener::bind(tagger(None), port)?;
+        if let Some(at) = fast.local_addr() {
+            // Tests and scripts read this line for the fast port (before Rocket's own line).
+            println!("tidegate fast tag listener at http://{at}");
         }
+        alongside.push(Box::pin(fast.serve()));
+    }
+    let served = match main {
+        Some(listener) => http::dispatch::run(app, listener, alongside),
+        None => http::run_alongside(app, async move {
+            for task in alongside {
+                tokio::spawn(task);
+            }
+        }),
     };
     // Clean shutdown: the next start reads this snapshot and no log entry at all.
     if let Err(e) = coordinator.snapshot_now() {

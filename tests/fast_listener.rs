@@ -13,36 +13,59 @@ use std::time::Duration;
 use common::{OPERATOR_TOKEN, SERVICE_TOKEN, VIEWER_TOKEN, agent, config_toml};
 use tidegate::config::token_sha256_hex;
 
-/// A `tidegate serve` with a fast listener: its two base URLs.
+/// Two `tidegate serve` processes on one configuration: one whose main port is Rocket alone
+/// (`fast_path = false`) with a fast listener, and one with the default main port, the
+/// dispatcher (`http_fast::dispatch`). Their base URLs: `main` (Rocket), `fast` (the fast
+/// listener) and `dispatch`.
 struct Both {
-    child: Child,
+    children: Vec<Child>,
     main: String,
     fast: String,
+    dispatch: String,
     _dir: tempfile::TempDir,
 }
 
 impl Drop for Both {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
+/// `toml` must have a `[server]` table with `fast_port = 0`.
 fn start(toml: &str) -> Both {
+    assert!(toml.contains("[server]\nfast_port = 0"), "{toml}");
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("tidegate.toml");
+    let rocket = toml.replace("[server]\n", "[server]\nfast_path = false\n");
+    let (rocket_child, main, fast) = spawn(dir.path(), "rocket", &rocket);
+    let (dispatch_child, dispatch, _) = spawn(dir.path(), "dispatch", toml);
+    Both {
+        children: vec![rocket_child, dispatch_child],
+        main,
+        fast: fast.expect("the fast listener is announced"),
+        dispatch,
+        _dir: dir,
+    }
+}
+
+/// Starts a `tidegate serve` on `toml`; its main URL and its fast listener's, if it has one.
+fn spawn(dir: &std::path::Path, name: &str, toml: &str) -> (Child, String, Option<String>) {
+    let config = dir.join(format!("{name}.toml"));
     std::fs::write(&config, toml).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tidegate"))
         .args(["serve", "--address", "127.0.0.1", "--port", "0", "--config"])
         .arg(&config)
         .arg("--data-dir")
-        .arg(dir.path().join("data"))
+        .arg(dir.join(format!("data-{name}")))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("tidegate starts");
     let out = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
+    let wants_fast = toml.contains("fast_port");
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines().map_while(Result::ok) {
             if let Some(url) = line.strip_prefix("tidegate listening on ") {
@@ -53,12 +76,12 @@ fn start(toml: &str) -> Both {
         }
     });
     let (mut main, mut fast) = (None, None);
-    while main.is_none() || fast.is_none() {
+    while main.is_none() || (wants_fast && fast.is_none()) {
         let (which, url) =
-            rx.recv_timeout(Duration::from_secs(20)).expect("tidegate announces both listeners");
+            rx.recv_timeout(Duration::from_secs(20)).expect("tidegate announces its listeners");
         if which == "main" { main = Some(url) } else { fast = Some(url) }
     }
-    Both { child, main: main.unwrap(), fast: fast.unwrap(), _dir: dir }
+    (child, main.unwrap(), fast)
 }
 
 /// One request of the table: method, path and query, headers, body.
@@ -127,8 +150,9 @@ fn send(base: &str, case: &Case) -> Seen {
             }
             request.call()
         }
-        _ => {
-            let mut request = agent.post(&url);
+        method => {
+            let mut request =
+                if method == "PUT" { agent.put(&url) } else { agent.post(&url) };
             for (name, value) in &case.headers {
                 request = request.header(*name, value);
             }
@@ -157,6 +181,12 @@ fn same_answers(both: &Both, cases: &[Case]) -> Vec<u16> {
             let main = send(&both.main, case);
             let fast = send(&both.fast, case);
             assert_eq!(fast, main, "case `{}`: the fast listener answered differently", case.name);
+            let dispatch = send(&both.dispatch, case);
+            assert_eq!(
+                dispatch, main,
+                "case `{}`: the default main port answered differently from Rocket",
+                case.name
+            );
             main.status
         })
         .collect()
@@ -549,4 +579,122 @@ fn a_resume_naming_another_log_gets_the_table_and_counts_as_no_acknowledgement()
         assert_eq!(applied(format!("{name}-other")), Some(0), "{name}: {body}");
         assert_eq!(applied(format!("{name}-own")), Some(version), "{name}: {body}");
     }
+}
+
+/// The default main port hands what is not the tag path to Rocket: the same answers as Rocket
+/// alone, Rocket's own 404, refusals and media checks included.
+#[test]
+fn the_default_main_port_hands_the_rest_of_the_api_to_rocket() {
+    let both = start(&config_toml("[server]\nfast_port = 0"));
+    let put = |name: &'static str, path: &str, body: &str| Case {
+        name,
+        method: "PUT",
+        path: path.to_owned(),
+        headers: vec![("content-type", "application/json".into())],
+        body: Some(body.as_bytes().to_vec()),
+    };
+    let cases = vec![
+        get("health", "/healthz"),
+        get("no such path", "/v1/nothing-here"),
+        get("tag-like path", "/v1/tags"),
+        get("openapi", "/openapi.json"),
+        put("dial without a token", "/v1/dial", "{\"blue_percent\":10}"),
+        put("dial with a bad body", "/v1/dial", "{\"blue_percent\":").token(OPERATOR_TOKEN),
+        put("dial as a viewer", "/v1/dial", "{\"blue_percent\":10}").token(VIEWER_TOKEN),
+        put("PUT on the tag path", "/v1/tag", "{}"),
+    ];
+    for case in &cases {
+        let rocket = send(&both.main, case);
+        let dispatch = send(&both.dispatch, case);
+        assert_eq!(dispatch, rocket, "case `{}`", case.name);
+        eprintln!("{:>3} {}", rocket.status, case.name);
+    }
+}
+
+/// One kept-alive connection may mix the tag path and the rest: each answer is whole and in
+/// order, the others' through an in-memory pipe to Rocket.
+#[test]
+fn one_connection_may_mix_tags_and_the_rest_of_the_api() {
+    use std::io::{Read, Write};
+    let both = start(&config_toml("[server]\nfast_port = 0"));
+    let health = send(&both.dispatch, &get("health", "/healthz")).body;
+    let tag = send(&both.dispatch, &get("tag", "/v1/tag?user_id=u-1")).body;
+    let mut socket =
+        std::net::TcpStream::connect(both.dispatch.trim_start_matches("http://")).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answers = Vec::new();
+    for path in ["/v1/tag?user_id=u-1", "/healthz", "/v1/tag?user_id=u-1", "/healthz"] {
+        write!(socket, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let (mut seen, mut buf) = (Vec::new(), [0u8; 4096]);
+        let body = loop {
+            let n = socket.read(&mut buf).unwrap();
+            assert!(n > 0, "{path}: closed after {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_owned))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or_else(|| panic!("{path}: no content-length in {head}"));
+                if body.len() >= length {
+                    assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+                    break body[..length].to_owned();
+                }
+            }
+        };
+        answers.push(body);
+    }
+    assert_eq!(answers, [tag.clone(), health.clone(), tag, health]);
+}
+
+/// A request with a cookie goes to Rocket, which knows the UI's session: a signed-in operator's
+/// browser may read a tag where reads need a token. The fast listener, which knows no sessions,
+/// refuses the same request: that is what the dispatcher must not do.
+#[test]
+fn a_request_with_the_ui_session_cookie_is_rockets() {
+    let both = start(&config_toml(&format!(
+        "service_tokens_sha256 = [\"{}\"]\n[server]\nfast_port = 0",
+        token_sha256_hex(SERVICE_TOKEN)
+    )));
+    // The sign-in answers 303 with the session cookie: read that answer, do not follow it.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into();
+    let cookies = |response: &ureq::http::Response<ureq::Body>| -> Vec<String> {
+        response
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_owned())
+            .collect()
+    };
+    let mut form = agent.get(&format!("{}/ui/login", both.dispatch)).call().unwrap();
+    let jar = cookies(&form).join("; ");
+    let html = form.body_mut().read_to_string().unwrap();
+    let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap();
+    let signed_in = agent
+        .post(&format!("{}/ui/login", both.dispatch))
+        .header("cookie", &jar)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send(format!("name=alice&token={OPERATOR_TOKEN}&csrf={csrf}"))
+        .unwrap();
+    assert_eq!(signed_in.status().as_u16(), 303);
+    let session = cookies(&signed_in)
+        .into_iter()
+        .find(|c| c.starts_with("tg_session="))
+        .expect("a session cookie");
+    let read = |base: &str, cookie: Option<&str>| {
+        let mut request = agent.get(&format!("{base}/v1/tag?user_id=u-1"));
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        request.call().unwrap().status().as_u16()
+    };
+    assert_eq!(read(&both.dispatch, None), 401, "reads need a token here");
+    assert_eq!(read(&both.dispatch, Some(&session)), 200, "the session reads the tag");
+    assert_eq!(read(&both.fast, Some(&session)), 401, "the fast path knows no session");
 }

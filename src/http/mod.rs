@@ -7,6 +7,7 @@
 pub mod auth;
 mod channels;
 mod cluster;
+pub mod dispatch;
 mod drains;
 pub mod edge;
 pub mod error;
@@ -234,8 +235,14 @@ pub fn build(app: App) -> Rocket<Build> {
             figment.merge(("tls", rocket::config::TlsConfig::from_paths(&tls.certs, &tls.key)));
     }
     // The patched Rocket's serve() admits every connection through this guard (the fast port
-    // shares it): vendor/rocket/TIDEGATE-PATCH.md.
-    let guard: Arc<rocket::conn_guard::Guard> = Arc::clone(&app.connections);
+    // shares it): vendor/rocket/TIDEGATE-PATCH.md. Behind the dispatcher, whose guard admitted
+    // the connection already, Rocket has a guard of its own with the same limits: it times out
+    // the connections it serves when they idle, and counts them once.
+    let guard: Arc<rocket::conn_guard::Guard> = if config.fast_path {
+        crate::service::connections::guard(&config.connections, "server")
+    } else {
+        Arc::clone(&app.connections)
+    };
     rocket::custom(figment)
         .manage(guard)
         .manage(Arc::clone(&app.config))

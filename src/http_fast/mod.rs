@@ -13,6 +13,7 @@
 //!
 //! Architecture invariant: this module knows hyper, never Rocket; it builds no answer itself.
 
+pub mod dispatch;
 mod raw_watch;
 mod respond;
 mod watch;
@@ -47,6 +48,9 @@ pub struct Tagger {
     pub frames: Arc<RoutingFrames>,
     /// The connection guard shared with the main port.
     pub connections: Arc<Guard>,
+    /// On the main port (`dispatch`): where the requests that are not on the tag path go.
+    /// `None` on the separate fast port, which answers them 404.
+    pub handoff: Option<dispatch::Handoff>,
 }
 
 /// The bound fast listener, not yet serving.

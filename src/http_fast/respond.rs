@@ -31,6 +31,18 @@ pub(super) const COMMON: [(&str, &str); 5] = [
 pub type AnyBody = Either<Full<Bytes>, Events>;
 
 pub async fn answer(tagger: &Tagger, request: Request<Incoming>) -> Response<AnyBody> {
+    // On the main port (the dispatcher), whatever is not the tag path is Rocket's, as is a
+    // request with a cookie (the UI's session, which only Rocket knows).
+    if let Some(handoff) = &tagger.handoff
+        && (request.headers().contains_key(header::COOKIE)
+            || !super::dispatch::is_tag_path(request.method().as_str(), request.uri().path()))
+    {
+        return match super::dispatch::to_rocket(handoff, request).await {
+            Ok(response) => response,
+            Err(failure) => refused(failure),
+        }
+        .map(Either::Left);
+    }
     if request.method() == Method::GET && request.uri().path() == "/v1/routing/watch" {
         return match watch::watch(tagger, &request) {
             Ok(stream) => stream.map(Either::Right),

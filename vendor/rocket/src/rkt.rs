@@ -673,6 +673,22 @@ impl Rocket<Ignite> {
             .await
             .map(|rocket| rocket.into_ignite())
     }
+
+    // tidegate patch (vendor/rocket/TIDEGATE-PATCH.md): `_launch` over connections from
+    // `listener` instead of a socket Rocket binds itself. The configured address and port
+    // become the listener's, so liftoff fairings see where the connections come from.
+    async fn _launch_on<L>(self, listener: L) -> Result<Rocket<Ignite>, Error>
+        where L: crate::http::private::Listener + Send,
+              <L as crate::http::private::Listener>::Connection: Send + Unpin + 'static
+    {
+        let mut rocket = self.into_orbit();
+        if let Some(addr) = listener.local_addr() {
+            rocket.config.address = addr.ip();
+            rocket.config.port = addr.port();
+        }
+        rocket.fairings.handle_liftoff(&rocket).await;
+        rocket.http_server(listener).await.map(|rocket| rocket.into_ignite())
+    }
 }
 
 impl Rocket<Orbit> {
@@ -900,6 +916,22 @@ impl<P: Phase> Rocket<P> {
         match self.0.into_state() {
             State::Build(s) => Rocket::from(s).ignite().await?._launch().await,
             State::Ignite(s) => Rocket::from(s)._launch().await,
+            State::Orbit(s) => Ok(Rocket::from(s).into_ignite())
+        }
+    }
+
+    /// tidegate patch (vendor/rocket/TIDEGATE-PATCH.md): [`Rocket::launch`], serving the
+    /// connections `listener` yields instead of binding the configured address and port (which
+    /// become the listener's `local_addr`). tidegate's dispatcher accepts on the public port,
+    /// serves its fast path itself, and hands every other connection to Rocket through such a
+    /// listener. Shutdown, fairings and the connection guard work as with `launch`.
+    pub async fn launch_on<L>(self, listener: L) -> Result<Rocket<Ignite>, Error>
+        where L: crate::http::private::Listener + Send,
+              <L as crate::http::private::Listener>::Connection: Send + Unpin + 'static
+    {
+        match self.0.into_state() {
+            State::Build(s) => Rocket::from(s).ignite().await?._launch_on(listener).await,
+            State::Ignite(s) => Rocket::from(s)._launch_on(listener).await,
             State::Orbit(s) => Ok(Rocket::from(s).into_ignite())
         }
     }

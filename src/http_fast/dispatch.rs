@@ -1,0 +1,313 @@
+//! The main port as one dispatcher (`[server] fast_path`, the default without `[server.tls]`):
+//! it accepts every connection, reads the first request head from a peek, and serves the tag
+//! path (`GET`/`HEAD`/`POST /v1/tag`, `GET /v1/routing/watch`, `POST /v1/subscribers/<id>/ack`,
+//! without a cookie) on hyper here, as the fast listener does; every other connection is handed,
+//! untouched (nothing was read from it), to Rocket ([`Handed::Socket`]). A later request on a
+//! tag-path connection that is not on the tag path goes to Rocket over an in-memory pipe
+//! ([`to_rocket`]), so a client may mix both on one kept-alive connection.
+//!
+//! Why one port (issue 27): out of the box, services used the Rocket port, at 0.4-0.7x a bare
+//! hyper server, and the fast path needed a second port that every client had to know about.
+//!
+//! Architecture invariant: like the rest of `http_fast`, this module knows hyper and tokio,
+//! never Rocket; `http::dispatch` adapts [`Handed`] to Rocket's listener.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use super::Tagger;
+use crate::service::connections::{Admission, Ticket, refuse};
+use crate::service::tag_answer::Failure;
+
+/// Where connections for Rocket go.
+pub type Handoff = mpsc::UnboundedSender<Handed>;
+
+/// A connection handed to Rocket.
+pub enum Handed {
+    /// A client's socket, with nothing read from it yet. Its admission ticket lives as long as
+    /// the connection (Rocket's own guard times it out when idle; dropping it releases the slot).
+    Socket { stream: TcpStream, peer: Option<SocketAddr>, _ticket: Arc<Ticket> },
+    /// Rocket's end of a pipe carrying one request that arrived on a tag-path connection.
+    Pipe(DuplexStream),
+}
+
+impl Handed {
+    pub fn peer(&self) -> Option<SocketAddr> {
+        match self {
+            Handed::Socket { peer, .. } => *peer,
+            Handed::Pipe(_) => None,
+        }
+    }
+
+    pub fn set_nodelay(&self) -> io::Result<()> {
+        match self {
+            Handed::Socket { stream, .. } => stream.set_nodelay(true),
+            Handed::Pipe(_) => Ok(()),
+        }
+    }
+}
+
+impl AsyncRead for Handed {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Handed::Socket { stream, .. } => Pin::new(stream).poll_read(cx, buf),
+            Handed::Pipe(pipe) => Pin::new(pipe).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Handed {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Handed::Socket { stream, .. } => Pin::new(stream).poll_write(cx, buf),
+            Handed::Pipe(pipe) => Pin::new(pipe).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Handed::Socket { stream, .. } => Pin::new(stream).poll_write_vectored(cx, bufs),
+            Handed::Pipe(pipe) => Pin::new(pipe).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Handed::Socket { stream, .. } => stream.is_write_vectored(),
+            Handed::Pipe(pipe) => pipe.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Handed::Socket { stream, .. } => Pin::new(stream).poll_flush(cx),
+            Handed::Pipe(pipe) => Pin::new(pipe).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Handed::Socket { stream, .. } => Pin::new(stream).poll_shutdown(cx),
+            Handed::Pipe(pipe) => Pin::new(pipe).poll_shutdown(cx),
+        }
+    }
+}
+
+/// The bound public port, not yet serving.
+pub struct Dispatcher {
+    listener: StdListener,
+    tagger: Arc<Tagger>,
+}
+
+impl Dispatcher {
+    /// Binds `config.address:port` now (a port in use fails start-up naming `server.port`).
+    /// `tagger.handoff` must be set: it is where Rocket's connections go.
+    pub fn bind(tagger: Tagger, port: u16) -> Result<Dispatcher, String> {
+        assert!(tagger.handoff.is_some(), "a dispatcher needs somewhere to hand connections");
+        let at = SocketAddr::new(tagger.config.address, port);
+        let listener = StdListener::bind(at)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| format!("server.port: cannot listen on {at}: {e}"))?;
+        Ok(Dispatcher { listener, tagger: Arc::new(tagger) })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts connections until the runtime stops: each is admitted by the connection guard,
+    /// then served here or handed to Rocket by its first request.
+    pub async fn serve(self) {
+        let listener = match tokio::net::TcpListener::from_std(self.listener) {
+            Ok(listener) => listener,
+            Err(e) => {
+                tracing::error!("the main port cannot start: {e}");
+                return;
+            }
+        };
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                // Out of file descriptors and the like: wait a little instead of spinning.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let ticket = match self.tagger.connections.admit() {
+                Admission::Admitted(ticket) => Arc::new(ticket),
+                Admission::Refused => {
+                    tokio::spawn(refuse(stream));
+                    continue;
+                }
+            };
+            let tagger = Arc::clone(&self.tagger);
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = route(tagger, stream, peer, Arc::clone(&ticket)) => {}
+                    // Evicted, or no complete head within the header read timeout.
+                    _ = ticket.closing() => {}
+                }
+            });
+        }
+    }
+}
+
+/// Where a connection's first request goes.
+#[derive(Debug, PartialEq, Eq)]
+enum First {
+    TagPath,
+    Rocket,
+}
+
+async fn route(tagger: Arc<Tagger>, stream: TcpStream, peer: SocketAddr, ticket: Arc<Ticket>) {
+    match first_request(&stream).await {
+        None => {}
+        Some(First::TagPath) => {
+            let _ = stream.set_nodelay(true);
+            super::serve_connection(tagger, stream, ticket).await;
+        }
+        Some(First::Rocket) => {
+            // Rocket's guard takes over the timeouts; this ticket only holds the slot.
+            ticket.prove();
+            let handed = Handed::Socket { stream, peer: Some(peer), _ticket: ticket };
+            if let Some(handoff) = &tagger.handoff {
+                // Rocket has stopped when this fails: dropping the connection closes it.
+                let _ = handoff.send(handed);
+            }
+        }
+    }
+}
+
+/// Room for the first request's head; a longer head goes to Rocket.
+const PEEK: usize = 8192;
+
+/// Reads the first request head from peeks (nothing is consumed) and says where it goes;
+/// `None` when the connection ends before a head.
+async fn first_request(stream: &TcpStream) -> Option<First> {
+    let mut buf = vec![0u8; PEEK];
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let n = stream.peek(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut request = httparse::Request::new(&mut headers);
+        match request.parse(&buf[..n]) {
+            Ok(httparse::Status::Complete(_)) => return Some(classify(&request)),
+            // The head came in pieces: peek again once more has arrived. (A peek returns at once
+            // while unread bytes wait, so pause, a little longer each time; the guard closes a
+            // connection whose head never completes.)
+            Ok(httparse::Status::Partial) if n < PEEK => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            // Too long or not HTTP/1: Rocket answers it as it always did.
+            _ => return Some(First::Rocket),
+        }
+    }
+}
+
+/// The tag path, as the fast listener serves it; a request that carries a cookie (the UI's
+/// session) goes to Rocket, which is the one that knows sessions.
+fn classify(request: &httparse::Request<'_, '_>) -> First {
+    if request.version != Some(1)
+        || request.headers.iter().any(|h| h.name.eq_ignore_ascii_case("cookie"))
+    {
+        return First::Rocket;
+    }
+    let path = request.path.unwrap_or("");
+    let path = path.split_once('?').map_or(path, |(path, _)| path);
+    if is_tag_path(request.method.unwrap_or(""), path) { First::TagPath } else { First::Rocket }
+}
+
+/// The requests the fast path answers.
+pub fn is_tag_path(method: &str, path: &str) -> bool {
+    match method {
+        "GET" | "HEAD" => path == "/v1/tag" || (method == "GET" && path == "/v1/routing/watch"),
+        "POST" => {
+            path == "/v1/tag"
+                || path
+                    .strip_prefix("/v1/subscribers/")
+                    .and_then(|rest| rest.strip_suffix("/ack"))
+                    .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+        }
+        _ => false,
+    }
+}
+
+/// One request that arrived on a tag-path connection but is not on the tag path: sent to
+/// Rocket over an in-memory pipe, its answer read whole (no Rocket route streams but the watch,
+/// which is on the tag path).
+pub async fn to_rocket(
+    handoff: &Handoff,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Failure> {
+    let unavailable =
+        |why: String| Failure::new(503, "unavailable", format!("the API is not answering: {why}"));
+    let (ours, rockets) = tokio::io::duplex(64 * 1024);
+    handoff.send(Handed::Pipe(rockets)).map_err(|_| unavailable("it has stopped".into()))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(ours))
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    tokio::spawn(connection);
+    let response = sender.send_request(request).await.map_err(|e| unavailable(e.to_string()))?;
+    let (mut parts, body) = response.into_parts();
+    let body = body.collect().await.map_err(|e| unavailable(e.to_string()))?.to_bytes();
+    // The body is whole now: its length replaces any transfer coding of the pipe's answer.
+    parts.headers.remove(hyper::header::TRANSFER_ENCODING);
+    parts.headers.remove(hyper::header::CONNECTION);
+    Ok(Response::from_parts(parts, Full::new(body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_tag_path;
+
+    #[test]
+    fn the_tag_path_is_tags_watch_streams_and_acks() {
+        for (method, path, fast) in [
+            ("GET", "/v1/tag", true),
+            ("HEAD", "/v1/tag", true),
+            ("POST", "/v1/tag", true),
+            ("GET", "/v1/routing/watch", true),
+            ("HEAD", "/v1/routing/watch", false),
+            ("POST", "/v1/subscribers/gw-1/ack", true),
+            ("POST", "/v1/subscribers//ack", false),
+            ("POST", "/v1/subscribers/a/b/ack", false),
+            ("GET", "/v1/subscribers/gw-1/ack", false),
+            ("PUT", "/v1/tag", false),
+            ("GET", "/v1/routing", false),
+            ("GET", "/v1/tags", false),
+            ("GET", "/", false),
+        ] {
+            assert_eq!(is_tag_path(method, path), fast, "{method} {path}");
+        }
+    }
+}
