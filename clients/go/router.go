@@ -546,12 +546,22 @@ type item struct {
 }
 
 func (r *Router) watchOnce(base string, backoff *time.Duration) ended {
-	path := "/v1/routing/watch"
+	// One snapshot of the held table: the version resumed from and the log it belongs to.
+	held := r.table.Load()
+	q := url.Values{}
 	if r.opts.Token != "" {
-		q := url.Values{}
 		q.Set("subscriber_id", r.identity.SubscriberID)
 		q.Set("zone", r.identity.Zone)
 		q.Set("kind", r.identity.Kind)
+	}
+	// The log the resumed version belongs to: a coordinator on another log ignores
+	// Last-Event-ID and sends its current table (which apply refuses, loudly) instead of
+	// nothing while its version is not newer than ours.
+	if held != nil && held.LogID != "" {
+		q.Set("log_id", held.LogID)
+	}
+	path := "/v1/routing/watch"
+	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
@@ -561,11 +571,14 @@ func (r *Router) watchOnce(base string, backoff *time.Duration) ended {
 		return ended{err: fmt.Sprintf("cannot watch %s: %v", base, err)}
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	// Resume: the server sends nothing until something newer exists, and counts this as our
-	// acknowledgement of it. So a registered subscriber names the version it acknowledged (not
-	// merely applied: a write scope may still hold that back), and gets the held table again
-	// otherwise, to acknowledge through the acker.
-	resume := r.Version()
+	// Resume: a server on the log named by log_id sends nothing until something newer exists,
+	// and counts this as our acknowledgement of it. So a registered subscriber names the version
+	// it acknowledged (not merely applied: a write scope may still hold that back), and gets the
+	// held table again otherwise, to acknowledge through the acker.
+	var resume uint64
+	if held != nil {
+		resume = held.Version
+	}
 	if r.opts.Token != "" {
 		resume = r.acked.Load()
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,7 @@ type fakeCoordinator struct {
 	watches int
 	auth    []string
 	resumes []string // the Last-Event-ID of every watch
+	queries []string // the raw query of every watch
 }
 
 func routingEvent(t *testing.T, table map[string]any) string {
@@ -49,6 +51,7 @@ func newFake(t *testing.T, hung bool, script func(conn int) []string) *fakeCoord
 		f.watches++
 		conn := f.watches
 		f.resumes = append(f.resumes, r.Header.Get("Last-Event-ID"))
+		f.queries = append(f.queries, r.URL.RawQuery)
 		f.mu.Unlock()
 		w.Header().Set("content-type", "text/event-stream")
 		w.WriteHeader(200)
@@ -290,6 +293,71 @@ func TestARestartFromTheCacheKeepsTheLogIDAndRefusesAnotherLogsTable(t *testing.
 	}
 	if now, _ := os.ReadFile(cache); string(now) != string(data) {
 		t.Fatal("the cache was overwritten")
+	}
+}
+
+// The watch names the log of the held table (log_id, percent-encoded) beside Last-Event-ID, so
+// a coordinator of another log sends its table (to be refused) instead of nothing: a registered
+// subscriber on its reconnect, with the version it acknowledged; a plain watcher started from
+// the disk cache on its first watch, with the cache's version. No table, no log_id.
+func TestTheWatchQueryNamesTheLogOfTheHeldTable(t *testing.T) {
+	const odd = "log a/ü+&=%" // every character that needs escaping in a query value
+	fake := newFake(t, false, func(conn int) []string {
+		if conn == 1 {
+			return []string{routingEvent(t, dialTable(1, 100, 50, map[string]any{"log_id": odd})), "sleep:300ms", "close"}
+		}
+		return nil
+	})
+	opts := fastOptions()
+	opts.Token = "svc-token"
+	r, err := Connect(fake.URL, Identity{SubscriberID: "svc 1", Zone: "az-a", Kind: "service"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !waitUntil(5*time.Second, func() bool { fake.mu.Lock(); defer fake.mu.Unlock(); return fake.watches >= 2 }) {
+		t.Fatalf("no reconnect: %+v", r.Status())
+	}
+	fake.mu.Lock()
+	queries, resumes := append([]string(nil), fake.queries...), append([]string(nil), fake.resumes...)
+	fake.mu.Unlock()
+	parse := func(raw string) url.Values {
+		t.Helper()
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		return q
+	}
+	if first := parse(queries[0]); first.Has("log_id") || first.Get("subscriber_id") != "svc 1" || resumes[0] != "" {
+		t.Fatalf("the first watch holds no table: query %q, Last-Event-ID %q", queries[0], resumes[0])
+	}
+	again := parse(queries[1])
+	if again.Get("log_id") != odd || again.Get("subscriber_id") != "svc 1" || again.Get("zone") != "az-a" || again.Get("kind") != "service" ||
+		!strings.Contains(queries[1], "log_id=log+a%2F%C3%BC%2B%26%3D%25") || resumes[1] != "1" {
+		t.Fatalf("the reconnect: query %q, Last-Event-ID %q (want log_id %q and the acknowledged v1)", queries[1], resumes[1], odd)
+	}
+
+	// A plain watcher (no token) started from a disk cache names the cache's log at once.
+	cache := filepath.Join(t.TempDir(), "table.json")
+	if err := os.WriteFile(cache, mustJSON(t, dialTable(5, 100, 50, map[string]any{"log_id": "log-old"})), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	quiet := newFake(t, false, func(int) []string { return nil })
+	plainOpts := fastOptions()
+	plainOpts.CachePath = cache
+	plain, err := Connect(quiet.URL, Identity{SubscriberID: "edge-1"}, plainOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if !waitUntil(5*time.Second, func() bool { quiet.mu.Lock(); defer quiet.mu.Unlock(); return quiet.watches >= 1 }) {
+		t.Fatalf("no watch: %+v", plain.Status())
+	}
+	quiet.mu.Lock()
+	defer quiet.mu.Unlock()
+	if quiet.queries[0] != "log_id=log-old" || quiet.resumes[0] != "5" {
+		t.Fatalf("query %q, Last-Event-ID %q (want only log_id=log-old, and 5)", quiet.queries[0], quiet.resumes[0])
 	}
 }
 

@@ -546,3 +546,120 @@ func mustAtoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// A client holding a table of another command log at the very version the coordinator is at
+// learns of it at once: the watch names the held table's log (log_id), so the coordinator
+// ignores Last-Event-ID and sends its table instead of nothing, and the client refuses it
+// loudly, naming both logs, and acknowledges nothing. Three clusters at the same version: a
+// registered subscriber failing over from the first to the second, and a plain (anonymous)
+// watcher started from the first one's disk cache against the third, which allows anonymous
+// reads (no service tokens).
+func TestATableOfAnotherLogAtTheSameVersionIsRefusedAtOnce(t *testing.T) {
+	a := startServer(t, configTOML("", ""))
+	b := startServer(t, configTOML("", "")) // another cluster: another command log
+	c := startServer(t, fmt.Sprintf("[[operators]]\nname = \"alice\"\ntoken_sha256 = \"%s\"\nrole = \"operator\"\n", sha256Hex(operatorToken)))
+	va, _ := a.dial(20)
+	vb, _ := b.dial(20)
+	vc, _ := c.dial(20)
+	if va != vb || va != vc {
+		t.Fatalf("the clusters are at v%d, v%d and v%d: the test needs one version", va, vb, vc)
+	}
+	logOf := func(s *server) string {
+		t.Helper()
+		id, _ := s.ok("GET", "/v1/routing", nil)["log_id"].(string)
+		if id == "" {
+			t.Fatal("GET /v1/routing names no log_id")
+		}
+		return id
+	}
+	logB, logC := logOf(b), logOf(c)
+	id := ""
+	for n := 0; id == ""; n++ {
+		if FirstChoice(fmt.Sprintf("payments-%d", n), 2) == 0 {
+			id = fmt.Sprintf("payments-%d", n)
+		}
+	}
+	dir := t.TempDir()
+	cache := dir + "/tidegate.json"
+	opts := serviceOptions()
+	opts.CachePath = cache
+	r, err := Connect(a.URL+","+b.URL, Identity{SubscriberID: id, Zone: "az-a", Kind: "service"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Acknowledged: the failover resumes from va, b's current version too.
+	if !waitUntil(10*time.Second, func() bool { return r.AckedVersion() == va }) || r.Status().Coordinator != a.URL {
+		t.Fatalf("%v", r.Status())
+	}
+	logA := r.LogID()
+	if logA == "" || logA == logB || logA == logC || logB == logC {
+		t.Fatalf("log ids %q, %q and %q", logA, logB, logC)
+	}
+	refusedBy := func(router *Router, cachePath string, other *server, otherLog string) {
+		t.Helper()
+		s := router.Status()
+		for _, want := range []string{
+			fmt.Sprintf("refused the table at version %d of command log %s", va, otherLog),
+			fmt.Sprintf("the held table is at version %d of another log (%s)", va, logA),
+			"remove the disk cache " + cachePath,
+		} {
+			if !strings.Contains(s.Refused, want) || !strings.Contains(s.String(), want) {
+				t.Fatalf("the refusal does not say %q: %+v", want, s)
+			}
+		}
+		if router.Version() != va || router.LogID() != logA || s.Coordinator != other.URL || !s.Connected {
+			t.Fatalf("v%d of %s: %+v", router.Version(), router.LogID(), s)
+		}
+	}
+
+	a.kill()
+	killed := time.Now()
+	if !waitUntil(2*time.Second, func() bool { return r.Status().Refused != "" }) {
+		t.Fatalf("not refused within 2 s of the failover to the other log's coordinator at the same version: %+v", r.Status())
+	}
+	failover := time.Since(killed)
+	refusedBy(r, cache, b, logB)
+	// Nothing counts as applied on b: not the resumed version, not an ack.
+	time.Sleep(200 * time.Millisecond)
+	if r.AckedVersion() != va {
+		t.Fatalf("acked v%d", r.AckedVersion())
+	}
+	subs := b.ok("GET", "/v1/subscribers", nil)["subscribers"].([]any)
+	if len(subs) != 1 || subs[0].(map[string]any)["subscriber_id"] != id || num(subs[0].(map[string]any)["applied_version"]) != 0 {
+		t.Fatalf("b counts the client as having applied something: %v", subs)
+	}
+
+	// A plain watcher (no token) started from a's disk cache, against c.
+	data, err := os.ReadFile(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := dir + "/from-a.json"
+	if err := os.WriteFile(copied, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	plain, err := Connect(c.URL, Identity{SubscriberID: "edge-from-a"},
+		Options{CachePath: copied, StallTimeout: 3 * time.Second, BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if plain.Status().Origin != OriginDiskCache || plain.Version() != va || plain.LogID() != logA {
+		t.Fatalf("%+v", plain.Status())
+	}
+	if !waitUntil(2*time.Second, func() bool { return plain.Status().Refused != "" }) {
+		t.Fatalf("not refused within 2 s of starting from another log's cache at the coordinator's version: %+v", plain.Status())
+	}
+	fromCache := time.Since(started)
+	refusedBy(plain, copied, c, logC)
+	if plain.Status().Origin != OriginDiskCache {
+		t.Fatalf("%+v", plain.Status())
+	}
+	if now, _ := os.ReadFile(copied); string(now) != string(data) {
+		t.Fatal("the cache was overwritten with the other log's table")
+	}
+	t.Logf("FIGURE other_log_same_version v%d refused: failover_after=%v cache_start_after=%v",
+		va, failover.Round(time.Millisecond), fromCache.Round(time.Millisecond))
+}
