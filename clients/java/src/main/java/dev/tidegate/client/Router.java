@@ -16,6 +16,8 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
@@ -27,8 +29,11 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * (starting at the one {@link #firstChoice} picks for the subscriber ID), a stall bound (8 s by
  * default; a coordinator that sends neither an event nor a heartbeat within it is left),
  * registration as a subscriber and an acknowledgement of every applied version (with a service
- * token), a disk cache that keeps the table and its command log, and refusal of tables from
- * another command log. Tagging and the write check are local and never block on the network.
+ * token; sent by a thread of its own once the open write scopes end, so the stream reader never
+ * waits for them), a disk cache that keeps the table and its command log, and refusal of tables
+ * from another command log. A reconnect names the command log it holds ({@code log_id}) and resumes
+ * ({@code Last-Event-ID}) from the acknowledged version (a registered subscriber) or the held one
+ * (a plain watcher). Tagging and the write check are local and never block on the network.
  */
 public final class Router implements AutoCloseable {
     /** The default stall bound: the coordinators' default heartbeat (5 s) and 3 s of margin. */
@@ -116,6 +121,10 @@ public final class Router implements AutoCloseable {
     private final Object statusLock = new Object();
     private final AtomicReference<Socket> socket = new AtomicReference<>();
     private final Thread watcher;
+    /** Acknowledges what the watcher applied; null without a token or with acknowledge off. */
+    private final Thread acknowledger;
+    /** Versions applied from a stream, with the coordinator that sent them, for the acknowledger. */
+    private final BlockingQueue<Pending> pending = new LinkedBlockingQueue<>();
     private volatile boolean stop;
     private volatile String logId;
     // Status fields, under statusLock.
@@ -150,6 +159,12 @@ public final class Router implements AutoCloseable {
         }
         watcher = new Thread(this::watchLoop, "tidegate-router-" + identity.subscriberId());
         watcher.setDaemon(true);
+        if (options.acknowledge && options.token != null) {
+            acknowledger = new Thread(this::acknowledgeLoop, "tidegate-router-ack-" + identity.subscriberId());
+            acknowledger.setDaemon(true);
+        } else {
+            acknowledger = null;
+        }
     }
 
     /**
@@ -177,6 +192,9 @@ public final class Router implements AutoCloseable {
             throw new IllegalArgumentException("readTimeout (the stall bound) must be longer than zero");
         }
         Router r = new Router(List.copyOf(list), identity, options);
+        if (r.acknowledger != null) {
+            r.acknowledger.start();
+        }
         r.watcher.start();
         return r;
     }
@@ -255,7 +273,11 @@ public final class Router implements AutoCloseable {
         return need().checkWrite(domain, userId, local, incomingVersion);
     }
 
-    /** A write in flight: while one is open the Router applies newer tables but acknowledges none. */
+    /**
+     * A write in flight: while one is open the Router applies newer tables (the stream is read on)
+     * but acknowledges none; once the scopes open before a table was applied have closed, the
+     * newest applied version is acknowledged.
+     */
     public interface WriteScope extends AutoCloseable {
         @Override
         void close();
@@ -286,8 +308,14 @@ public final class Router implements AutoCloseable {
             }
         }
         watcher.interrupt();
+        if (acknowledger != null) {
+            acknowledger.interrupt();
+        }
         try {
             watcher.join(5000);
+            if (acknowledger != null) {
+                acknowledger.join(5000);
+            }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
@@ -365,15 +393,34 @@ public final class Router implements AutoCloseable {
     private record Ended(boolean opened, boolean stalled, String error) {}
 
     private Ended watchOnce(String base) {
-        String path = options.token != null
-                ? "/v1/routing/watch?subscriber_id=" + encode(identity.subscriberId()) + "&zone="
-                        + encode(identity.zone()) + "&kind=" + encode(identity.kind())
-                : "/v1/routing/watch";
+        String heldLog = logId;
+        List<String> query = new ArrayList<>();
+        if (options.token != null) {
+            query.add("subscriber_id=" + encode(identity.subscriberId()));
+            query.add("zone=" + encode(identity.zone()));
+            query.add("kind=" + encode(identity.kind()));
+        }
+        // The log the resumed version belongs to: a coordinator on another log sends its current
+        // table (which `arrival` refuses, loudly) instead of nothing at an equal version.
+        if (heldLog != null) {
+            query.add("log_id=" + encode(heldLog));
+        }
+        String path = query.isEmpty() ? "/v1/routing/watch" : "/v1/routing/watch?" + String.join("&", query);
         List<String[]> headers = new ArrayList<>();
-        RoutingTable held = table.get();
-        if (held != null && options.acknowledge) {
-            // Resume at the version held: the server counts it as this client's acknowledgement.
-            headers.add(new String[] {"Last-Event-ID", Long.toString(held.version())});
+        // Resume: the server sends nothing until something newer than Last-Event-ID exists, and a
+        // registered subscriber counts it as acknowledged. So a subscriber names the version it
+        // has acknowledged (a table applied while a write scope was open is not, yet), and a
+        // plain watcher the version it holds.
+        Long resume;
+        if (options.token != null) {
+            long a = acked.get();
+            resume = a > 0 ? a : null;
+        } else {
+            RoutingTable held = table.get();
+            resume = held == null ? null : held.version();
+        }
+        if (resume != null && options.acknowledge) {
+            headers.add(new String[] {"Last-Event-ID", Long.toString(resume)});
         }
         if (options.token != null) {
             headers.add(new String[] {"Authorization", "Bearer " + options.token});
@@ -455,11 +502,10 @@ public final class Router implements AutoCloseable {
                         }
                     }
                 }
-                if (options.acknowledge && options.token != null) {
-                    // Wait for writes judged with an older table: the new one is already stored.
-                    writes.writeLock().lock();
-                    writes.writeLock().unlock();
-                    acknowledge(base, table.get().version());
+                if (acknowledger != null) {
+                    // The acknowledger waits for the writes judged with an older table; the reader
+                    // goes on applying tables (a freeze among them) meanwhile.
+                    pending.add(new Pending(next.version(), base));
                 }
             }
         }
@@ -475,6 +521,44 @@ public final class Router implements AutoCloseable {
                     + ": the held table is at version " + held.version() + " of another log (" + heldLog + ")";
         }
         return null;
+    }
+
+    /** A version applied from the stream of coordinator {@code base}. */
+    private record Pending(long version, String base) {}
+
+    /**
+     * Acknowledges the versions the watcher applied, newest first: before each acknowledgement it
+     * waits for the writes judged with an older table ({@link #writeScope}) to end. The table is
+     * already stored when its version is queued, so every write that starts after that judges
+     * with it, and once the exclusive lock is taken no write that started before is in flight.
+     * The versions queued by then are drained under the lock and the newest is acknowledged, to
+     * the coordinator that sent it. One per Router, for its lifetime: a stream that breaks while
+     * an acknowledgement waits does not hold the reconnect (which resumes from the acknowledged
+     * version, so the coordinator sends the current table again).
+     */
+    private void acknowledgeLoop() {
+        while (!stop) {
+            Pending p;
+            try {
+                p = pending.take();
+                writes.writeLock().lockInterruptibly();
+            } catch (InterruptedException e) {
+                return;
+            }
+            try {
+                for (Pending newer; (newer = pending.poll()) != null; ) {
+                    if (newer.version() >= p.version()) {
+                        p = newer;
+                    }
+                }
+            } finally {
+                writes.writeLock().unlock();
+            }
+            if (stop) {
+                return;
+            }
+            acknowledge(p.base(), p.version());
+        }
     }
 
     private void acknowledge(String base, long version) {

@@ -13,9 +13,11 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -25,10 +27,20 @@ import org.junit.jupiter.api.Test;
  * kept; the silent one is left for the next coordinator within the stall bound.
  */
 class FakeCoordinatorTest {
-    /** A fake coordinator: each watch connection sends the next script of the queue, then holds. */
+    /**
+     * A fake coordinator: each watch connection sends the next script of the queue, then holds,
+     * sending what is put in {@code more} as it comes ({@link #END} ends the stream) and heartbeats.
+     * It records each watch request (path and query, then its Last-Event-ID) and answers acks
+     * ({@code POST /v1/subscribers/{id}/ack}) with 200, recording their versions.
+     */
     static final class Fake implements AutoCloseable {
+        /** Put in {@code more}: the open watch stream ends there. */
+        static final String END = "\0end";
         final HttpServer server;
         final BlockingQueue<List<String>> scripts = new LinkedBlockingQueue<>();
+        final BlockingQueue<String> more = new LinkedBlockingQueue<>();
+        final List<String> watches = new CopyOnWriteArrayList<>();
+        final List<Long> acks = new CopyOnWriteArrayList<>();
         final String url;
         volatile boolean heartbeats = true;
 
@@ -40,6 +52,8 @@ class FakeCoordinatorTest {
                 return t;
             }));
             server.createContext("/v1/routing/watch", exchange -> {
+                watches.add(exchange.getRequestURI() + " Last-Event-ID: "
+                        + exchange.getRequestHeaders().getFirst("Last-Event-ID"));
                 try {
                     // Answer only once the test has queued what this connection sends, so the
                     // client's error from the previous connection stays readable until then.
@@ -56,7 +70,14 @@ class FakeCoordinatorTest {
                         out.flush();
                     }
                     for (int i = 0; i < 600; i++) {
-                        Thread.sleep(50);
+                        String frame = more.poll(50, TimeUnit.MILLISECONDS);
+                        if (END.equals(frame)) {
+                            return;
+                        }
+                        if (frame != null) {
+                            out.write(frame.getBytes(StandardCharsets.UTF_8));
+                            out.flush();
+                        }
                         if (heartbeats) {
                             out.write(": heartbeat\n\n".getBytes(StandardCharsets.UTF_8));
                             out.flush();
@@ -65,6 +86,18 @@ class FakeCoordinatorTest {
                     }
                 } catch (Exception ignored) {
                     // The client went away.
+                }
+            });
+            server.createContext("/v1/subscribers/", exchange -> {
+                try (exchange) {
+                    byte[] body = exchange.getRequestBody().readAllBytes();
+                    if (exchange.getRequestMethod().equals("POST") && exchange.getRequestURI().getPath().endsWith("/ack")) {
+                        acks.add(RoutingTable.JSON.readTree(body).get("version").asLong());
+                    }
+                    byte[] answer = "{}".getBytes(StandardCharsets.UTF_8);
+                    exchange.getResponseHeaders().add("content-type", "application/json");
+                    exchange.sendResponseHeaders(200, answer.length);
+                    exchange.getResponseBody().write(answer);
                 }
             });
             server.start();
@@ -88,10 +121,15 @@ class FakeCoordinatorTest {
     }
 
     static void waitFor(BooleanSupplier cond, Duration timeout, String what) throws InterruptedException {
+        waitFor(cond, timeout, () -> what);
+    }
+
+    /** As above, with {@code what} told when the wait times out (a status as it is then). */
+    static void waitFor(BooleanSupplier cond, Duration timeout, Supplier<String> what) throws InterruptedException {
         long end = System.nanoTime() + timeout.toNanos();
         while (!cond.getAsBoolean()) {
             if (System.nanoTime() > end) {
-                throw new AssertionError("timed out waiting for " + what);
+                throw new AssertionError("timed out waiting for " + what.get());
             }
             Thread.sleep(5);
         }
