@@ -151,8 +151,7 @@ fn send(base: &str, case: &Case) -> Seen {
             request.call()
         }
         method => {
-            let mut request =
-                if method == "PUT" { agent.put(&url) } else { agent.post(&url) };
+            let mut request = if method == "PUT" { agent.put(&url) } else { agent.post(&url) };
             for (name, value) in &case.headers {
                 request = request.header(*name, value);
             }
@@ -634,7 +633,9 @@ fn one_connection_may_mix_tags_and_the_rest_of_the_api() {
             if let Some((head, body)) = text.split_once("\r\n\r\n") {
                 let length: usize = head
                     .lines()
-                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_owned))
+                    .find_map(|l| {
+                        l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_owned)
+                    })
                     .and_then(|v| v.trim().parse().ok())
                     .unwrap_or_else(|| panic!("{path}: no content-length in {head}"));
                 if body.len() >= length {

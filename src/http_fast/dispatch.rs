@@ -269,8 +269,10 @@ pub async fn to_rocket(
     handoff: &Handoff,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Failure> {
-    let unavailable =
-        |why: String| Failure::new(503, "unavailable", format!("the API is not answering: {why}"));
+    // Rocket runs in this process: it fails to answer only while it stops, or on a fault.
+    let unavailable = |why: String| {
+        Failure::new(500, "internal", format!("the API behind this port did not answer: {why}"))
+    };
     let (ours, rockets) = tokio::io::duplex(64 * 1024);
     handoff.send(Handed::Pipe(rockets)).map_err(|_| unavailable("it has stopped".into()))?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(ours))
