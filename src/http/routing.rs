@@ -163,7 +163,7 @@ async fn delete_pin(
 }
 
 /// A change request's `Idempotency-Key`, looked up in what this replica remembers.
-enum Keyed {
+pub(super) enum Keyed {
     /// The caller sent this key with this request before: its answer, again.
     Answered(Versioned),
     /// Submit, under the scoped key's command id (a drawn key without the header).
@@ -172,7 +172,7 @@ enum Keyed {
 
 /// Scopes the key to the caller and binds it to this request (method, path, `request`);
 /// refuses the key's reuse for another request (422 `idempotency_key_reused`).
-fn keyed(
+pub(super) fn keyed(
     app: &App,
     key: IdempotencyKey,
     by: &str,
@@ -195,23 +195,34 @@ async fn submit(
     reason: String,
     key: Scoped,
 ) -> Result<Versioned, ApiError> {
-    let id = key.command_id();
-    let submitted =
-        super::submit_with_id(app, command, Some(expected_version), by, reason, Some(id.clone()))
-            .await
-            .map_err(|mut e| {
-                // The client retries with its key, not the derived command id.
-                if let Some(named) = e.extra.get_mut("command_id") {
-                    *named = json!(key.key());
-                    e.detail = e.detail.replace(&id, key.key());
-                }
-                e
-            })?;
+    let submitted = submit_keyed(app, command, expected_version, by, reason, &key).await?;
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
     body["changed"] = json!(submitted.applied.is_some());
     let answer = Versioned::new(&body, submitted.table.version());
     app.idempotency.answered(&key, answer.body(), submitted.table.version());
     Ok(answer)
+}
+
+/// Submits `command` under `key`'s command id; an error that names the command id (an unknown
+/// outcome) names the client's key instead, which is what the client retries with.
+pub(super) async fn submit_keyed(
+    app: &App,
+    command: Command,
+    expected_version: u64,
+    by: String,
+    reason: String,
+    key: &Scoped,
+) -> Result<crate::service::coordinator::Submitted, ApiError> {
+    let id = key.command_id();
+    super::submit_with_id(app, command, Some(expected_version), by, reason, Some(id.clone()))
+        .await
+        .map_err(|mut e| {
+            if let Some(named) = e.extra.get_mut("command_id") {
+                *named = json!(key.key());
+                e.detail = e.detail.replace(&id, key.key());
+            }
+            e
+        })
 }
 
 #[derive(Serialize)]

@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
+use super::idempotency::{IdempotencyKey, Scoped};
+use super::routing::{Keyed, keyed, submit_keyed};
+use super::tag::Versioned;
 use super::{App, now_ms};
 use crate::core::{
     Command, DEFAULT_DOMAIN, RoutingTable, UnitMap, UnitMove, UnitSet, Verdict, ZoneClass, ZoneId,
@@ -212,7 +215,8 @@ async fn move_to(
     mut reason: String,
     force: bool,
     dry_run: bool,
-) -> Result<Json<Value>, ApiError> {
+    key: Option<Scoped>,
+) -> Result<Versioned, ApiError> {
     let (next, next_domains) =
         app.coordinator.state().moved_maps(&moves).map_err(ApiError::from)?;
     let moved = table.map().diff(&next).len()
@@ -244,7 +248,7 @@ async fn move_to(
         .and_then(|t| t.with_domains(next_domains))
         .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
         let preview_body = routing_body(&preview, app.coordinator.log_id());
-        return Ok(Json(json!({
+        let body = json!({
             "dry_run": true,
             "moves": moves_body,
             "moved_units": moved,
@@ -252,7 +256,8 @@ async fn move_to(
             "would_refuse": blocking.as_ref().map(Verdict::explain),
             "unit_map": preview_body["unit_map"].clone(),
             "domains": preview_body["domains"].clone(),
-        })));
+        });
+        return Ok(Versioned::new(&body, table.version()));
     }
     if let Some(verdict) = blocking {
         if !force {
@@ -260,15 +265,39 @@ async fn move_to(
         }
         reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
     }
-    let submitted =
-        super::submit(app, Command::MoveUnits { moves }, Some(expected_version), by, reason)
-            .await?;
+    let command = Command::MoveUnits { moves };
+    let submitted = match &key {
+        Some(key) => submit_keyed(app, command, expected_version, by, reason, key).await?,
+        None => super::submit(app, command, Some(expected_version), by, reason).await?,
+    };
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
     body["changed"] = json!(submitted.applied.is_some());
     body["moved_units"] = json!(if submitted.applied.is_some() { moved } else { 0 });
     body["moves"] = Value::Array(moves_body);
     body["projection"] = Value::Array(projection);
-    Ok(Json(body))
+    let answer = Versioned::new(&body, submitted.table.version());
+    if let Some(key) = &key {
+        app.idempotency.answered(key, answer.body(), submitted.table.version());
+    }
+    Ok(answer)
+}
+
+/// The `Idempotency-Key` of a map change (none for a dry run, which changes nothing): a
+/// replayed answer, or the scoped key to submit under.
+fn key_for(
+    app: &App,
+    key: IdempotencyKey,
+    by: &str,
+    request: &impl Serialize,
+    dry_run: bool,
+) -> Result<Result<Option<Scoped>, Versioned>, ApiError> {
+    if dry_run {
+        return Ok(Ok(None));
+    }
+    Ok(match keyed(app, key, by, request)? {
+        Keyed::Answered(answer) => Err(answer),
+        Keyed::Submit(key) => Ok(Some(key)),
+    })
 }
 
 /// `PUT /v1/units`: gives explicit unit sets to zones, all in one version.
@@ -276,13 +305,18 @@ async fn move_to(
 async fn put_units(
     app: &State<App>,
     caller: Caller,
+    key: IdempotencyKey,
     request: JsonBody<'_, UnitsRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    let key = match key_for(app, key, &by, &r, r.dry_run)? {
+        Ok(key) => key,
+        Err(answered) => return Ok(answered),
+    };
     let table = app.coordinator.table();
     let moves = parse_moves(&table, &r.moves)?;
-    move_to(app, table, moves, r.expected_version, by, r.reason, r.force, r.dry_run).await
+    move_to(app, table, moves, r.expected_version, by, r.reason, r.force, r.dry_run, key).await
 }
 
 #[derive(Deserialize, Serialize)]
@@ -308,10 +342,15 @@ struct EvacuateRequest {
 async fn evacuate_units(
     app: &State<App>,
     caller: Caller,
+    key: IdempotencyKey,
     request: JsonBody<'_, EvacuateRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Versioned, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    let key = match key_for(app, key, &by, &r, r.dry_run)? {
+        Ok(key) => key,
+        Err(answered) => return Ok(answered),
+    };
     let table = app.coordinator.table();
     let source = zone_named(&table, "zone", &r.zone)?;
     let receivers: Vec<ZoneId> = match &r.to {
@@ -389,7 +428,7 @@ async fn evacuate_units(
         }
     }
     let reason = format!("{} [evacuate {}]", r.reason, table.zone_of(source));
-    move_to(app, table, moves, r.expected_version, by, reason, r.force, r.dry_run).await
+    move_to(app, table, moves, r.expected_version, by, reason, r.force, r.dry_run, key).await
 }
 
 #[derive(Deserialize, Serialize)]
