@@ -29,7 +29,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::Tagger;
-use crate::service::connections::{Admission, Ticket, refuse};
+use crate::service::connections::Ticket;
 use crate::service::tag_answer::Failure;
 
 /// Where connections for Rocket go.
@@ -143,38 +143,7 @@ impl Dispatcher {
     /// Accepts connections until the runtime stops: each is admitted by the connection guard,
     /// then served here or handed to Rocket by its first request.
     pub async fn serve(self) {
-        let listener = match tokio::net::TcpListener::from_std(self.listener) {
-            Ok(listener) => listener,
-            Err(e) => {
-                tracing::error!("the main port cannot start: {e}");
-                return;
-            }
-        };
-        loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                // Out of file descriptors and the like: wait a little instead of spinning.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            let ticket = match self.tagger.connections.admit() {
-                Admission::Admitted(ticket) => Arc::new(ticket),
-                Admission::Refused => {
-                    tokio::spawn(refuse(stream));
-                    continue;
-                }
-            };
-            let tagger = Arc::clone(&self.tagger);
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = route(tagger, stream, peer, Arc::clone(&ticket)) => {}
-                    // Evicted, or no complete head within the header read timeout.
-                    _ = ticket.closing() => {}
-                }
-            });
-        }
+        super::accept_admitted(self.listener, self.tagger, "the main port", route).await;
     }
 }
 

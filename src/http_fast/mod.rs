@@ -77,42 +77,64 @@ impl FastListener {
     /// request is served by [`raw_watch`]; the others by hyper's HTTP/1.1 connection state
     /// machine, calling [`respond::answer`] for each request without spawning a task per request.
     pub async fn serve(self) {
-        let listener = match tokio::net::TcpListener::from_std(self.listener) {
-            Ok(listener) => listener,
-            Err(e) => {
-                tracing::error!("the fast tag listener cannot start: {e}");
-                return;
+        let what = "the fast tag listener";
+        accept_admitted(
+            self.listener,
+            self.tagger,
+            what,
+            |tagger, stream, _peer, ticket| async move {
+                let _ = stream.set_nodelay(true);
+                serve_connection(tagger, stream, ticket).await;
+            },
+        )
+        .await;
+    }
+}
+
+/// Accepts connections on `listener` until the runtime stops. Each is admitted by the guard
+/// the listeners share (at the limit the oldest unproven connection is evicted; refused with
+/// 503 when every connection is proven), then `serve`d on a task of its own, which is dropped
+/// (closing the connection) when the guard evicts it or its head does not complete within the
+/// header read timeout. The loop of the fast listener and of the main port's dispatcher.
+pub(crate) async fn accept_admitted<F, Fut>(
+    listener: StdListener,
+    tagger: Arc<Tagger>,
+    what: &str,
+    serve: F,
+) where
+    F: Fn(Arc<Tagger>, tokio::net::TcpStream, SocketAddr, Arc<Ticket>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::error!("{what} cannot start: {e}");
+            return;
+        }
+    };
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            // Out of file descriptors and the like: wait a little instead of spinning.
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
             }
         };
-        loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                // Out of file descriptors and the like: wait a little instead of spinning.
-                Err(_) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            // Admitted by the guard the main port shares (at the limit the oldest unproven
-            // connection is evicted), or refused with 503 when every connection is proven.
-            let ticket = match self.tagger.connections.admit() {
-                Admission::Admitted(ticket) => Arc::new(ticket),
-                Admission::Refused => {
-                    tokio::spawn(refuse(stream));
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let tagger = Arc::clone(&self.tagger);
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = serve_connection(tagger, stream, Arc::clone(&ticket)) => {}
-                    // Evicted, or no complete head within the header read timeout: dropping
-                    // the connection's future closes it.
-                    _ = ticket.closing() => {}
-                }
-            });
-        }
+        let ticket = match tagger.connections.admit() {
+            Admission::Admitted(ticket) => Arc::new(ticket),
+            Admission::Refused => {
+                tokio::spawn(refuse(stream));
+                continue;
+            }
+        };
+        let served = serve(Arc::clone(&tagger), stream, peer, Arc::clone(&ticket));
+        tokio::spawn(async move {
+            tokio::select! {
+                () = served => {}
+                _ = ticket.closing() => {}
+            }
+        });
     }
 }
 
