@@ -14,7 +14,12 @@
 #   tag_rps      GET /v1/tag req/s, tidegate / bare hyper (same body size), wrk 64 connections,
 #                on the main port (the default dispatcher, docs/src/configuration.md) and on
 #                the fast tag listener ([server] fast_port)
-#   tag_p99_4c   p99 latency of GET /v1/tag at 4 connections, tidegate / bare hyper (both ports)
+#   tag_p99_4c   p99 latency of GET /v1/tag at 4 connections (1 wrk thread), tidegate / bare
+#                hyper (both ports)
+#   tag_cpu      server CPU time per GET /v1/tag request (utime+stime of the server process over
+#                the 64-connection run / requests answered), tidegate / bare hyper (both ports)
+#   edge         `tidegate edge` (the default dispatcher, and Rocket alone) GET /v1/tag and the
+#                gateway check GET /v1/gate / bare hyper, wrk 64 connections
 #   batch        POST /v1/tag with 10 000 IDs: IDs/s / local Router::tag calls/s (one thread each),
 #                on both ports
 #   lanes        LaneProducer msgs/s / plain rdkafka FutureProducer msgs/s on the real broker
@@ -111,11 +116,13 @@ TOML
 if want tag; then
 start tidegate "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/data"
 tg_url="$url"
+tg_pid="$pid"
 fast_url="$(sed -n 's/^tidegate fast tag listener at //p' "$work/tidegate.out")"
 [ -n "$fast_url" ] || { echo "bench.sh: tidegate did not announce its fast tag listener" >&2; exit 1; }
 body_bytes="$(curl -s "$tg_url/v1/tag?user_id=user-1" | wc -c)"
 start bare "$bare" 0 "$body_bytes"
 bare_url="$url"
+bare_pid="$pid"
 
 cat >"$work/ids.lua" <<'LUA'
 -- Random user IDs (a fixed pseudo-random walk over a billion IDs, so every request misses caches).
@@ -126,34 +133,69 @@ request = function()
 end
 LUA
 
-# wrk_run URL CONNECTIONS -> "rps p99_ms"
+cat >"$work/gate.lua" <<'LUA'
+-- The gateway check as nginx's auth_request sends it: the user in a header.
+counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", "/v1/gate", { ["x-user-id"] = "user-" .. ((counter * 2654435761) % 1000000007) })
+end
+LUA
+
+hz="$(getconf CLK_TCK)"
+# CPU ticks (user + system) a process has used so far.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# wrk_run URL CONNECTIONS SERVER_PID [LUA] -> "rps p99_ms server_cpu_us_per_request"
+# At 4 connections or fewer, wrk runs one thread (two would share the 2 cores with the server's
+# workers and mostly measure the scheduler).
 wrk_run() {
-  local out="$work/wrk.txt"
-  wrk -t2 -c"$2" -d"${duration}s" --latency -s "$work/ids.lua" "$1/v1/tag" >"$out"
+  local out="$work/wrk.txt" threads=2 script="${4:-$work/ids.lua}" before after
+  [ "$2" -le 4 ] && threads=1
+  before="$(cpu_ticks "$3")"
+  wrk -t"$threads" -c"$2" -d"${duration}s" --latency -s "$script" "$1/v1/tag" >"$out"
+  after="$(cpu_ticks "$3")"
   local non2xx
   non2xx="$(awk '/Non-2xx/ {print $NF}' "$out")"
   [ -z "$non2xx" ] || { echo "bench.sh: $non2xx non-2xx answers from $1" >&2; cat "$out" >&2; exit 1; }
-  awk '
+  awk -v ticks="$((after - before))" -v hz="$hz" '
     function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    / requests in / { n = $1 }
     /^Requests\/sec/ { rps = $2 }
     $1 == "99%" { p99 = ms($2) }
-    END { printf "%s %s\n", rps, p99 }' "$out"
+    END { printf "%s %s %.2f\n", rps, p99, (n > 0 ? ticks * 1000000 / hz / n : 0) }' "$out"
 }
 
 [ "$(curl -s "$fast_url/v1/tag?user_id=user-1" | wc -c)" = "$body_bytes" ] \
   || { echo "bench.sh: the fast listener's body differs in size from the main port's" >&2; exit 1; }
 
-echo "tag: $rounds rounds of ${duration}s, body $body_bytes bytes, alternating main port, fast listener and bare hyper" >&2
+# Two edges on the coordinator: the default (the dispatcher, http_fast::edge) and Rocket alone.
+printf '[edge]\nfast_path = false\n' >"$work/edge-rocket.toml"
+: >"$work/edge.toml"
+for e in edge edge-rocket; do
+  TIDEGATE_EDGE__TOKEN="$token" TIDEGATE_EDGE__CACHE_PATH="$work/$e-cache.json" \
+    start "$e" "$tidegate" edge --coordinator "$tg_url" --address 127.0.0.1 --port 0 --config "$work/$e.toml"
+  printf -v "${e//-/_}_url" %s "$url"
+  printf -v "${e//-/_}_pid" %s "$pid"
+  for _ in $(seq 1 100); do curl -sf "$url/readyz" >/dev/null && break; sleep 0.1; done
+  curl -sf "$url/readyz" >/dev/null || { echo "bench.sh: $e is not ready" >&2; cat "$work/$e.err" >&2; exit 1; }
+done
+
+echo "tag: $rounds rounds of ${duration}s, body $body_bytes bytes, alternating main port, fast listener, bare hyper and the edges" >&2
 : >"$work/tag.txt"
 for round in $(seq 1 "$rounds"); do
-  read -r tg_rps _ < <(wrk_run "$tg_url" 64)
-  read -r fast_rps _ < <(wrk_run "$fast_url" 64)
-  read -r bare_rps _ < <(wrk_run "$bare_url" 64)
-  read -r _ tg_p99 < <(wrk_run "$tg_url" 4)
-  read -r _ fast_p99 < <(wrk_run "$fast_url" 4)
-  read -r _ bare_p99 < <(wrk_run "$bare_url" 4)
-  echo "round $round: main ${tg_rps} req/s, fast ${fast_rps} req/s, bare ${bare_rps} req/s; p99 at 4 conns ${tg_p99} / ${fast_p99} / ${bare_p99} ms" >&2
-  echo "$tg_rps $bare_rps $tg_p99 $bare_p99 $fast_rps $fast_p99" >>"$work/tag.txt"
+  read -r tg_rps _ tg_cpu < <(wrk_run "$tg_url" 64 "$tg_pid")
+  read -r fast_rps _ fast_cpu < <(wrk_run "$fast_url" 64 "$tg_pid")
+  read -r bare_rps _ bare_cpu < <(wrk_run "$bare_url" 64 "$bare_pid")
+  read -r edge_rps _ edge_cpu < <(wrk_run "$edge_url" 64 "$edge_pid")
+  read -r gate_rps _ gate_cpu < <(wrk_run "$edge_url" 64 "$edge_pid" "$work/gate.lua")
+  read -r edge_rocket_rps _ _ < <(wrk_run "$edge_rocket_url" 64 "$edge_rocket_pid")
+  read -r gate_rocket_rps _ _ < <(wrk_run "$edge_rocket_url" 64 "$edge_rocket_pid" "$work/gate.lua")
+  read -r _ tg_p99 _ < <(wrk_run "$tg_url" 4 "$tg_pid")
+  read -r _ fast_p99 _ < <(wrk_run "$fast_url" 4 "$tg_pid")
+  read -r _ bare_p99 _ < <(wrk_run "$bare_url" 4 "$bare_pid")
+  echo "round $round: main ${tg_rps} req/s, fast ${fast_rps} req/s, bare ${bare_rps} req/s; CPU per request ${tg_cpu} / ${fast_cpu} / ${bare_cpu} us; edge tag ${edge_rps}, gate ${gate_rps} req/s (${edge_cpu} / ${gate_cpu} us), Rocket-alone edge tag ${edge_rocket_rps}, gate ${gate_rocket_rps} req/s; p99 at 4 conns ${tg_p99} / ${fast_p99} / ${bare_p99} ms" >&2
+  echo "$tg_rps $bare_rps $tg_p99 $bare_p99 $fast_rps $fast_p99 $tg_cpu $fast_cpu $bare_cpu $edge_rps $gate_rps $edge_rocket_rps $gate_rocket_rps $edge_cpu $gate_cpu" >>"$work/tag.txt"
 done
 echo "batch: $rounds rounds of ${batch_seconds}s, POST /v1/tag with 10 000 IDs and local Router::tag, alternating (main port, then fast port)" >&2
 "$batch_bench" "$tg_url" "$rounds" "$batch_seconds" >"$work/batch.txt" 2>"$work/batch.err" \
@@ -230,6 +272,12 @@ echo "| measure | ratio p50 (min-max) | target | subject / reference |"
 echo "|---|---|---|---|"
 echo "| GET /v1/tag req/s, tidegate (main port, default config: the dispatcher) / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $1/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $1}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
 echo "| GET /v1/tag req/s, tidegate (fast port) / bare hyper, wrk 64 conns ${duration}s | $(awk '{print $5/$2}' "$work/tag.txt" | dist) | >= 0.6 | $(awk '{print $5}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
+echo "| server CPU per GET /v1/tag, tidegate (main port, the dispatcher) / bare hyper, 64 conns | $(awk '{print $7/$9}' "$work/tag.txt" | dist) | <= 1.1 | $(awk '{print $7}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $9}' "$work/tag.txt" | dist | cut -d' ' -f1) us |"
+echo "| server CPU per GET /v1/tag, tidegate (fast port) / bare hyper, 64 conns | $(awk '{print $8/$9}' "$work/tag.txt" | dist) | <= 1.1 | $(awk '{print $8}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $9}' "$work/tag.txt" | dist | cut -d' ' -f1) us |"
+echo "| tidegate edge GET /v1/tag req/s (default: the dispatcher) / bare hyper, wrk 64 conns | $(awk '{print $10/$2}' "$work/tag.txt" | dist) | >= 0.85 | $(awk '{print $10}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
+echo "| tidegate edge GET /v1/gate req/s (default: the dispatcher) / bare hyper, wrk 64 conns | $(awk '{print $11/$2}' "$work/tag.txt" | dist) | >= 0.85 | $(awk '{print $11}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
+echo "| tidegate edge on Rocket alone (fast_path = false): GET /v1/tag, GET /v1/gate req/s / bare hyper | $(awk '{print $12/$2}' "$work/tag.txt" | dist), $(awk '{print $13/$2}' "$work/tag.txt" | dist) | | $(awk '{print $12}' "$work/tag.txt" | dist | cut -d' ' -f1), $(awk '{print $13}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
+echo "| server CPU per request, tidegate edge (dispatcher) GET /v1/tag, GET /v1/gate / bare hyper | $(awk '{print $14/$9}' "$work/tag.txt" | dist), $(awk '{print $15/$9}' "$work/tag.txt" | dist) | <= 1.1 | $(awk '{print $14}' "$work/tag.txt" | dist | cut -d' ' -f1), $(awk '{print $15}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $9}' "$work/tag.txt" | dist | cut -d' ' -f1) us |"
 echo "| GET /v1/tag p99 at 4 conns, tidegate (main port, default config: the dispatcher) / bare hyper | $(awk '{print $3/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $3}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
 echo "| GET /v1/tag p99 at 4 conns, tidegate (fast port) / bare hyper | $(awk '{print $6/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $6}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
 # key=P50/MIN/MAX in FILE -> "P50 (MIN-MAX)"

@@ -212,6 +212,8 @@ pub struct EdgeSettings {
     /// 64 hex digits: the gateway check signs each tag with it (`x-tidegate-signature`), so
     /// services with the same key (`tidegate_client::resolve_signed`) trust only signed tags.
     pub tag_key: String,
+    /// The edge's port as a dispatcher (tags and the gateway check on hyper).
+    pub fast_path: bool,
 }
 
 impl Default for EdgeSettings {
@@ -232,6 +234,7 @@ impl Default for EdgeSettings {
             max_connections: None,
             coordinator_timeout: "8s".into(),
             tag_key: String::new(),
+            fast_path: true,
         }
     }
 }
@@ -759,6 +762,9 @@ pub struct EdgeConfig {
     pub coordinator_timeout: std::time::Duration,
     /// `edge.tag_key`: signs the gateway check's tags.
     pub tag_key: Option<crate::client::TagKey>,
+    /// `edge.fast_path`: the edge's port is a dispatcher that serves `/v1/tag` and `/v1/gate`
+    /// on hyper and hands the rest to Rocket (`http_fast::edge`); false: Rocket alone.
+    pub fast_path: bool,
 }
 
 /// A listener's connection limits (`service::connections` builds its guard from them).
@@ -1631,6 +1637,7 @@ fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, Config
         coordinator_timeout: coordinator_timeout(&e.coordinator_timeout)?,
         tag_key: secret_key("edge.tag_key", &e.tag_key)?
             .map(|k| crate::client::TagKey::new(&k.0).expect("32 bytes")),
+        fast_path: e.fast_path,
     })
 }
 

@@ -286,7 +286,9 @@ pub fn serve(config: Config) -> Result<(), String> {
     // use fails here naming `server.port`.
     let main = if config.fast_path {
         let (handoff, unbound) = http::dispatch::handoff();
-        let dispatcher = http_fast::dispatch::Dispatcher::bind(tagger(Some(handoff)), config.port)?;
+        let at = std::net::SocketAddr::new(config.address, config.port);
+        let dispatcher =
+            http_fast::dispatch::Dispatcher::bind(tagger(Some(handoff)), at, "server.port")?;
         let local = dispatcher.local_addr().map_err(|e| format!("server.port: {e}"))?;
         alongside.push(Box::pin(dispatcher.serve()));
         Some(unbound.at(local))
@@ -302,7 +304,7 @@ pub fn serve(config: Config) -> Result<(), String> {
         alongside.push(Box::pin(fast.serve()));
     }
     let served = match main {
-        Some(listener) => http::dispatch::run(app, listener, alongside),
+        Some(listener) => http::dispatch::launch(http::build(app), listener, alongside, "server"),
         None => http::run_alongside(app, async move {
             for task in alongside {
                 tokio::spawn(task);

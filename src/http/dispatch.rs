@@ -11,7 +11,9 @@ use std::task::{Context, Poll};
 use rocket::http::private::{Connection, Listener};
 use rocket::tokio::sync::mpsc;
 
-use super::{App, build, launch_error};
+use rocket::{Build, Rocket};
+
+use super::launch_error;
 use crate::http_fast::dispatch::{Handed, Handoff};
 
 /// The connections the dispatcher hands to Rocket; `local_addr` is the public port's.
@@ -63,14 +65,15 @@ impl Connection for Handed {
     }
 }
 
-/// Serves `app` through `listener` on Rocket's runtime until Ctrl-C or SIGTERM, with
-/// `dispatcher` (and any other listener in `alongside`) spawned on the same runtime first.
-pub fn run(
-    app: App,
+/// Serves `rocket` through `listener` on Rocket's runtime until Ctrl-C or SIGTERM, with the
+/// dispatcher (and any other listener in `alongside`) spawned on the same runtime first.
+/// `section` names the port's configuration section in errors (`server`, `edge`).
+pub fn launch(
+    rocket: Rocket<Build>,
     listener: HandedListener,
     alongside: Vec<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    section: &str,
 ) -> Result<(), String> {
-    let rocket = build(app);
     let at = listener.local.to_string();
     rocket::execute(async move {
         for task in alongside {
@@ -79,5 +82,5 @@ pub fn run(
         rocket.launch_on(listener).await
     })
     .map(|_| ())
-    .map_err(|e| launch_error(e, "server", &at))
+    .map_err(|e| launch_error(e, section, &at))
 }

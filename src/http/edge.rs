@@ -26,48 +26,19 @@ use super::error::{self, ApiError, json_error};
 use super::ofrep::{self, IfNoneMatch, Ofrep};
 use super::routing::routing_body;
 use super::tag::{self, BatchRequest, Tagged, Versioned};
-use crate::client::{Origin, Router, RouterStatus};
-use crate::config::Config;
+use crate::client::Origin;
 use crate::core::{RoutingTable, validate_user_id};
-use crate::service::connections::{self, Guard};
-use crate::service::tag_answer::{self, Failure};
-use crate::telemetry::{self, TagCounters};
+pub use crate::service::edge::EdgeApp;
+use crate::service::edge::{GATE_TOKEN_HEADER, GateAnswer, GateRequest, age_seconds, describe};
+use crate::telemetry;
 
-/// Everything the edge's handlers need, managed by Rocket.
-pub struct EdgeApp {
-    pub router: Arc<Router>,
-    pub config: Arc<Config>,
-    pub tag_counters: TagCounters,
-    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
-    /// The edge listener's connection guard (`[edge] max_connections` and timeouts).
-    pub connections: Arc<Guard>,
-}
-
-impl EdgeApp {
-    pub fn new(router: Arc<Router>, config: Arc<Config>) -> EdgeApp {
-        let metrics = telemetry::install();
-        let tag_counters = TagCounters::for_zones(&config.zones);
-        let connections = connections::guard(&config.edge.connections, "edge");
-        EdgeApp { router, config, tag_counters, metrics, connections }
-    }
-
-    /// The table being served, or 503 `no_table` saying why there is none.
-    fn table(&self) -> Result<Arc<RoutingTable>, ApiError> {
-        self.router.table().ok_or_else(|| {
-            ApiError::new(
-                Status::ServiceUnavailable,
-                "no_table",
-                format!(
-                    "the edge has no routing table yet: {}",
-                    describe(&self.router.status(), None)
-                ),
-            )
-        })
-    }
+/// The table being served, or 503 `no_table` saying why there is none.
+fn table(app: &EdgeApp) -> Result<Arc<RoutingTable>, ApiError> {
+    app.table().map_err(ApiError::from)
 }
 
 /// The Rocket instance of the edge, listening on `[edge] address` and `port`.
-pub fn build(app: EdgeApp) -> Rocket<Build> {
+pub fn build(app: Arc<EdgeApp>) -> Rocket<Build> {
     let config = Arc::clone(&app.config);
     let body_limit = ByteUnit::from(config.max_body_bytes);
     let figment = rocket::Config::figment()
@@ -78,8 +49,14 @@ pub fn build(app: EdgeApp) -> Rocket<Build> {
         .merge(("cli_colors", false))
         .merge(("ident", "tidegate-edge"))
         .merge(("secret_key", super::ui::secret_key(&config.ui).to_vec()));
-    // The patched Rocket's serve() admits every connection through this guard.
-    let guard: Arc<rocket::conn_guard::Guard> = Arc::clone(&app.connections);
+    // The patched Rocket's serve() admits every connection through this guard. Behind the
+    // dispatcher, whose guard admitted the connection already, Rocket has a guard of its own
+    // with the same limits (as the coordinator's main port does).
+    let guard: Arc<rocket::conn_guard::Guard> = if config.edge.fast_path {
+        crate::service::connections::guard(&config.edge.connections, "edge")
+    } else {
+        Arc::clone(&app.connections)
+    };
     rocket::custom(figment)
         .manage(guard)
         .manage(config)
@@ -119,16 +96,29 @@ pub fn build(app: EdgeApp) -> Rocket<Build> {
         }))
 }
 
-/// Serves `app` until Ctrl-C or SIGTERM.
+/// Serves `app` until Ctrl-C or SIGTERM: behind the dispatcher (`[edge] fast_path`, the
+/// default), which serves tags and the gateway check on hyper and hands the rest to Rocket, or
+/// on Rocket alone.
 pub fn run(app: EdgeApp) -> Result<(), String> {
-    let rocket = build(app);
-    let at = super::listen_address(&rocket);
-    rocket::execute(rocket.launch()).map(|_| ()).map_err(|e| super::launch_error(e, "edge", &at))
+    let app = Arc::new(app);
+    let rocket = build(Arc::clone(&app));
+    if !app.config.edge.fast_path {
+        let at = super::listen_address(&rocket);
+        return rocket::execute(rocket.launch())
+            .map(|_| ())
+            .map_err(|e| super::launch_error(e, "edge", &at));
+    }
+    let at = SocketAddr::new(app.config.edge.address, app.config.edge.port);
+    let (handoff, unbound) = super::dispatch::handoff();
+    let fast = crate::http_fast::edge::EdgeFast { app, handoff: Some(handoff) };
+    let dispatcher = crate::http_fast::dispatch::Dispatcher::bind(fast, at, "edge.port")?;
+    let local = dispatcher.local_addr().map_err(|e| format!("edge.port: {e}"))?;
+    super::dispatch::launch(rocket, unbound.at(local), vec![Box::pin(dispatcher.serve())], "edge")
 }
 
 #[get("/v1/tag")]
 fn tag_one(
-    app: &State<EdgeApp>,
+    app: &State<Arc<EdgeApp>>,
     caller: Caller,
     origin: &rocket::http::uri::Origin<'_>,
 ) -> Result<Tagged, ApiError> {
@@ -137,7 +127,7 @@ fn tag_one(
     let query = origin.query().map(|q| q.as_str());
     let domain = crate::service::tag_answer::domain_param(query)?;
     let service = crate::service::tag_answer::service_param(query)?;
-    let table = app.table()?;
+    let table = table(app)?;
     tag::tag_one_with(
         &table,
         app.config.fallback,
@@ -150,20 +140,20 @@ fn tag_one(
 
 #[post("/v1/tag", data = "<request>")]
 fn tag_batch(
-    app: &State<EdgeApp>,
+    app: &State<Arc<EdgeApp>>,
     caller: Caller,
     request: Result<Json<BatchRequest<'_>>, rocket::serde::json::Error<'_>>,
 ) -> Result<Versioned, ApiError> {
     caller.require_reader(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
-    let table = app.table()?;
+    let table = table(app)?;
     tag::tag_batch_with(&table, app.config.max_batch, &app.tag_counters, &request)
 }
 
 #[get("/v1/routing")]
-fn get_routing(app: &State<EdgeApp>, caller: Caller) -> Result<Versioned, ApiError> {
+fn get_routing(app: &State<Arc<EdgeApp>>, caller: Caller) -> Result<Versioned, ApiError> {
     caller.require_reader(&app.config)?;
-    let table = app.table()?;
+    let table = table(app)?;
     let log_id = app.router.log_id().unwrap_or_default();
     Ok(Versioned::new(&routing_body(&table, &log_id), table.version()))
 }
@@ -195,274 +185,75 @@ fn read_only_delete(path: PathBuf) -> ApiError {
     read_only(&path)
 }
 
-/// The user ID of a gateway check: the configured header, else the cookie, else the query
-/// parameter of this request or of the original request (`X-Original-URI`, which nginx's
-/// `auth_request` sets in the example because the subrequest has its own URI). A query
-/// parameter is decoded exactly as `/v1/tag` decodes `user_id`: not UTF-8 once decoded, or
-/// given twice, is refused (400 `invalid_user_id`) instead of tagging a mangled or first ID.
-/// The user of a gateway check and the routing domain the gateway asks about
-/// (`x-tidegate-domain`, set per location by the gateway; absent: the default domain).
-///
-/// The third field says whether the request is a write: its method (`X-Original-Method`, which
-/// the shipped nginx config sets, else the check's own method, which Envoy forwards) is not
-/// `GET`, `HEAD` or `OPTIONS`.
-/// The fourth is the service the location serves (`x-tidegate-service`, set per location like
-/// the domain; absent: the global rule): its release channel may decide.
-pub struct GateUser(Result<Option<String>, Failure>, Option<String>, bool, Option<String>);
+/// What a gateway check reads from its request (`service::edge::GateRequest`).
+pub struct Gate<'r>(GateRequest<'r>);
 
 #[rocket::async_trait]
-impl<'r> FromRequest<'r> for GateUser {
+impl<'r> FromRequest<'r> for Gate<'r> {
     type Error = std::convert::Infallible;
 
     async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
-        let edge = &request.rocket().state::<EdgeApp>().expect("EdgeApp is managed").config.edge;
-        let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-        let from_header = request.headers().get_one(&edge.user_header).and_then(nonempty);
-        let from_cookie =
-            || request.cookies().get(&edge.user_cookie).and_then(|c| nonempty(c.value()));
-        let from_query = || -> Result<Option<String>, Failure> {
-            let own = request.uri().query().map(|q| q.as_str());
-            let original = request
-                .headers()
-                .get_one("x-original-uri")
-                .and_then(|uri| uri.split_once('?').map(|(_, q)| q));
-            for query in [own, original].into_iter().flatten() {
-                let found = tag_answer::user_param(Some(query), &edge.user_query)?;
-                if let Some(user) = found.filter(|u| !u.is_empty()) {
-                    return Ok(Some(user.into_owned()));
-                }
-            }
-            Ok(None)
-        };
-        let user = match from_header.or_else(from_cookie) {
-            Some(user) => Ok(Some(user)),
-            None => from_query(),
-        };
-        let domain = request.headers().get_one("x-tidegate-domain").and_then(nonempty);
-        let method = request
-            .headers()
-            .get_one("x-original-method")
-            .map(str::trim)
-            .unwrap_or_else(|| request.method().as_str());
-        let write = !["GET", "HEAD", "OPTIONS"].iter().any(|m| m.eq_ignore_ascii_case(method));
-        let service = request.headers().get_one("x-tidegate-service").and_then(nonempty);
-        Outcome::Success(GateUser(user, domain, write, service))
+        let edge =
+            &request.rocket().state::<Arc<EdgeApp>>().expect("EdgeApp is managed").config.edge;
+        let headers = request.headers();
+        Outcome::Success(Gate(GateRequest {
+            gate_token: headers.get_one(GATE_TOKEN_HEADER),
+            authorization: headers.get_one("Authorization"),
+            user_header: headers.get_one(&edge.user_header),
+            cookies: headers.get("Cookie").collect(),
+            query: request.uri().query().map(|q| q.as_str()),
+            original_uri: headers.get_one("x-original-uri"),
+            domain: headers.get_one("x-tidegate-domain"),
+            service: headers.get_one("x-tidegate-service"),
+            method: request.method().as_str(),
+            original_method: headers.get_one("x-original-method"),
+        }))
     }
 }
 
 /// The gateway check's answer: 200, no body, the routing headers.
-pub struct GateAnswer {
-    color: std::borrow::Cow<'static, str>,
-    zone: String,
-    version: u64,
-    source: &'static str,
-    /// `x-tidegate-signature` of the tag for the user, with `[edge] tag_key`.
-    signature: Option<String>,
-    /// The release channel that decided (`x-tidegate-channel`), when one did.
-    channel: Option<String>,
-    /// The zone taking global writes (`x-tidegate-global-writer`, absent when none) and
-    /// whether global data is read-only (`x-tidegate-global-read-only`).
-    global_writer: Option<String>,
-    global_read_only: bool,
-}
+pub struct Gated(GateAnswer);
 
-impl<'r> Responder<'r, 'static> for GateAnswer {
+impl<'r> Responder<'r, 'static> for Gated {
     fn respond_to(self, _: &'r Request<'_>) -> response::Result<'static> {
         let mut response = Response::build();
-        response
-            .status(Status::Ok)
-            .header(Header::new("x-tidegate-color", self.color))
-            .header(Header::new("x-tidegate-zone", self.zone))
-            .header(Header::new("x-tidegate-version", self.version.to_string()))
-            .header(Header::new("x-tidegate-source", self.source));
-        if let Some(channel) = self.channel {
-            response.header(Header::new("x-tidegate-channel", channel));
+        response.status(Status::Ok);
+        for (name, value) in self.0.headers() {
+            response.header(Header::new(name, value));
         }
-        if let Some(signature) = self.signature {
-            response.header(Header::new(crate::client::SIGNATURE_HEADER, signature));
-        }
-        if let Some(zone) = self.global_writer {
-            response.header(Header::new("x-tidegate-global-writer", zone));
-        }
-        response.header(Header::new(
-            "x-tidegate-global-read-only",
-            if self.global_read_only { "true" } else { "false" },
-        ));
         response.sized_body(0, Cursor::new(Vec::new())).ok()
     }
 }
 
-/// The gateway check (nginx `auth_request`, Envoy HTTP `ext_authz`). `x-tidegate-source` says
-/// what decided: `unit`, `pin`, `channel` (for a location that names its service in
-/// `x-tidegate-service`; `x-tidegate-channel` then names the release channel), or `fallback` for
-/// a request without a user ID. With the
-/// `reject` fallback such a request gets 403 `missing_user_id` (the gateway refuses it).
+/// The gateway check (nginx `auth_request`, Envoy HTTP `ext_authz`): `service::edge::gate`.
 #[get("/v1/gate/<_..>")]
-fn gate(app: &State<EdgeApp>, caller: GateCaller, user: GateUser) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, user)
+fn gate(app: &State<Arc<EdgeApp>>, request: Gate<'_>) -> Result<Gated, ApiError> {
+    gate_check(app, &request)
 }
 
 // Envoy's HTTP ext_authz forwards the original method, with `path_prefix` before the path.
 #[post("/v1/gate/<_..>")]
-fn gate_post(
-    app: &State<EdgeApp>,
-    caller: GateCaller,
-    user: GateUser,
-) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, user)
+fn gate_post(app: &State<Arc<EdgeApp>>, request: Gate<'_>) -> Result<Gated, ApiError> {
+    gate_check(app, &request)
 }
 
 #[put("/v1/gate/<_..>")]
-fn gate_put(
-    app: &State<EdgeApp>,
-    caller: GateCaller,
-    user: GateUser,
-) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, user)
+fn gate_put(app: &State<Arc<EdgeApp>>, request: Gate<'_>) -> Result<Gated, ApiError> {
+    gate_check(app, &request)
 }
 
 #[delete("/v1/gate/<_..>")]
-fn gate_delete(
-    app: &State<EdgeApp>,
-    caller: GateCaller,
-    user: GateUser,
-) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, user)
+fn gate_delete(app: &State<Arc<EdgeApp>>, request: Gate<'_>) -> Result<Gated, ApiError> {
+    gate_check(app, &request)
 }
 
 #[patch("/v1/gate/<_..>")]
-fn gate_patch(
-    app: &State<EdgeApp>,
-    caller: GateCaller,
-    user: GateUser,
-) -> Result<GateAnswer, ApiError> {
-    gate_check(app, &caller, user)
+fn gate_patch(app: &State<Arc<EdgeApp>>, request: Gate<'_>) -> Result<Gated, ApiError> {
+    gate_check(app, &request)
 }
 
-/// The gateway's identity on `/v1/gate`: its token in its own header, [`GATE_TOKEN_HEADER`], or an
-/// `Authorization` header only when that holds a token tidegate knows. Any other `Authorization`
-/// is the application's own (the gateway forwards the user's request headers to the check) and
-/// is ignored: it used to be taken for a tidegate token and refused every such request with 401.
-pub struct GateCaller(Caller);
-
-/// The header a gateway sends its tidegate token in (nginx: `proxy_set_header`).
-pub const GATE_TOKEN_HEADER: &str = "x-tidegate-token";
-
-#[rocket::async_trait]
-impl<'r> FromRequest<'r> for GateCaller {
-    type Error = std::convert::Infallible;
-
-    async fn from_request(request: &'r Request<'_>) -> Outcome<Self, Self::Error> {
-        let config = &request.rocket().state::<EdgeApp>().expect("EdgeApp is managed").config;
-        let headers = request.headers();
-        let caller = match (headers.get_one(GATE_TOKEN_HEADER), headers.get_one("Authorization")) {
-            (Some(token), _) => Caller::identify(config, Some(&format!("Bearer {}", token.trim()))),
-            (None, Some(authorization)) => match Caller::identify(config, Some(authorization)) {
-                Caller::Rejected(_) => Caller::Anonymous,
-                known => known,
-            },
-            (None, None) => Caller::Anonymous,
-        };
-        Outcome::Success(GateCaller(caller))
-    }
-}
-
-fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<GateAnswer, ApiError> {
-    // A gateway whose token is wrong (rotated, mistyped) must not turn every user request into
-    // a refusal: `auth_request` reads 401 and 403 as "refuse this user". The gate answers 500
-    // instead, which nginx treats as "the check failed" and serves through its fallback, and
-    // counts it (alert TidegateGateCallerRefused) so the token gets fixed.
-    if let Err(refused) = caller.0.require_reader(&app.config) {
-        telemetry::count_gate_caller_refused();
-        return Err(ApiError::new(
-            Status::InternalServerError,
-            "gate_caller_refused",
-            format!(
-                "the gateway's token was refused ({}); send a service token in the {GATE_TOKEN_HEADER} header",
-                refused.detail
-            ),
-        ));
-    }
-    let table = app.table()?;
-    let map = crate::service::tag_answer::domain_map(&table, user.1.as_deref())?;
-    let write = user.2;
-    let domain = user.1.clone();
-    let service = user.3.clone();
-    tag_answer::check_service(service.as_deref()).map_err(ApiError::from)?;
-    let user = user.0.map_err(ApiError::from)?;
-    let mut channel = None;
-    let (color, source) = match &user {
-        Some(user_id) => {
-            validate_user_id(user_id)?;
-            let tag = match service.as_deref() {
-                None => table.tag_in(map, user_id)?,
-                Some(s) => match table.tag_service(domain.as_deref(), user_id, Some(s)) {
-                    Ok(found) => {
-                        let (tag, rule) = found.expect("domain_map found the domain");
-                        if let crate::core::Rule::Channel(name) = rule {
-                            channel = Some(name.to_owned());
-                        }
-                        tag
-                    }
-                    // A suspended channel whose fallback is `reject`: the gateway refuses the
-                    // user (403), as the channel's owner asked.
-                    Err(e @ crate::core::TagError::ChannelUnavailable(_)) => {
-                        return Err(ApiError::new(
-                            Status::Forbidden,
-                            "channel_unavailable",
-                            e.to_string(),
-                        ));
-                    }
-                    Err(e) => return Err(e.into()),
-                },
-            };
-            // A write of a user whose unit a move has frozen waits: 503 with Retry-After (and
-            // `x-tidegate-refusal: frozen` for gateways), while reads go on.
-            if write
-                && !tag.pinned
-                && table.frozen_in(domain.as_deref()).is_some_and(|set| set.contains(tag.unit.0))
-            {
-                telemetry::count_gate(table.lane(tag.color), "frozen");
-                return Err(frozen_write(tag.unit.0, table.version()));
-            }
-            let source = match (tag.pinned, &channel) {
-                (true, _) => "pin",
-                (false, Some(_)) => "channel",
-                (false, None) => "unit",
-            };
-            (tag.color, source)
-        }
-        None => {
-            // Writes take the write fallback (`reject` by default): a write never lands in a
-            // zone drawn at random, even while reads do.
-            let fallback = if write { app.config.write_fallback } else { app.config.fallback };
-            let color = table.untagged(fallback, rand::random::<f64>()).map_err(|e| {
-                let detail = if write {
-                    "a write without a user ID is refused (write_fallback is `reject`)".to_owned()
-                } else {
-                    e.to_string()
-                };
-                ApiError::new(Status::Forbidden, "missing_user_id", detail)
-            })?;
-            (color, "fallback")
-        }
-    };
-    app.tag_counters.count(color, 1);
-    telemetry::count_gate(table.lane(color), source);
-    let signature = match (&app.config.edge.tag_key, &user) {
-        (Some(key), Some(user_id)) => Some(key.sign(table.lane(color), table.version(), user_id)),
-        _ => None,
-    };
-    Ok(GateAnswer {
-        color: table.lane_static(color),
-        global_writer: table.global().zone.map(|z| table.zone_of(z).to_owned()),
-        global_read_only: table.global().read_only,
-        zone: table.zone_of(color).to_owned(),
-        version: table.version(),
-        source,
-        channel,
-        signature,
-    })
+fn gate_check(app: &EdgeApp, request: &Gate<'_>) -> Result<Gated, ApiError> {
+    crate::service::edge::gate(app, &request.0).map(Gated).map_err(ApiError::from)
 }
 
 /// The write check over HTTP, for services in any language that call their edge instead of
@@ -472,7 +263,7 @@ fn gate_check(app: &EdgeApp, caller: &GateCaller, user: GateUser) -> Result<Gate
 /// `behind` or `frozen` with `Retry-After`. The same function as `Router::check_write`.
 #[get("/v1/write-check?<user_id>&<zone>&<version>&<domain>")]
 fn write_check(
-    app: &State<EdgeApp>,
+    app: &State<Arc<EdgeApp>>,
     caller: Caller,
     user_id: Option<&str>,
     zone: Option<&str>,
@@ -480,7 +271,7 @@ fn write_check(
     domain: Option<&str>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
-    let table = app.table()?;
+    let table = table(app)?;
     let user_id = user_id.filter(|u| !u.is_empty()).ok_or_else(|| {
         ApiError::bad_request("missing_user_id", "a write check needs `user_id`".to_owned())
     })?;
@@ -549,22 +340,12 @@ fn write_check(
 }
 
 /// The refusal of a write whose unit is frozen by a move in progress.
-pub fn frozen_write(unit: u32, version: u64) -> ApiError {
-    let retry_ms = crate::core::WRITE_RETRY_AFTER_MS;
-    ApiError::new(
-        Status::ServiceUnavailable,
-        "frozen",
-        format!(
-            "the user's unit {unit} is frozen by a move in progress at routing version {version}; writes resume once every subscriber applied the switch, retry after {retry_ms} ms (reads go on)"
-        ),
-    )
-    .with("retry_after_seconds", retry_ms.div_ceil(1000).into())
-    .with("retry_after_ms", retry_ms.into())
-    .with("unit", unit.into())
+fn frozen_write(unit: u32, version: u64) -> ApiError {
+    crate::service::edge::frozen_write(unit, version).into()
 }
 
 #[post("/ofrep/v1/evaluate/flags/<key>", data = "<body>")]
-fn evaluate_flag(app: &State<EdgeApp>, caller: Caller, key: &str, body: String) -> Ofrep {
+fn evaluate_flag(app: &State<Arc<EdgeApp>>, caller: Caller, key: &str, body: String) -> Ofrep {
     if let Err(e) = caller.require_reader(&app.config) {
         return Ofrep::Refused(e);
     }
@@ -574,7 +355,7 @@ fn evaluate_flag(app: &State<EdgeApp>, caller: Caller, key: &str, body: String) 
 
 #[post("/ofrep/v1/evaluate/flags", data = "<body>")]
 fn evaluate_flags(
-    app: &State<EdgeApp>,
+    app: &State<Arc<EdgeApp>>,
     caller: Caller,
     if_none_match: IfNoneMatch,
     body: String,
@@ -592,30 +373,16 @@ fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
-/// A sentence for operators: what is served, from where, and whether the coordinator is reachable.
-fn describe(status: &RouterStatus, age: Option<f64>) -> String {
-    let mut text = status.to_string();
-    if let Some(age) = age {
-        text.push_str(&format!("; table received {age:.1}s ago"));
-    }
-    text
-}
-
-fn age_seconds(status: &RouterStatus) -> Option<f64> {
-    let at = status.updated_at?;
-    Some(SystemTime::now().duration_since(at).map(|d| d.as_secs_f64()).unwrap_or(0.0))
-}
-
 /// Ready once a table is served; says whether it came from a coordinator or the disk cache, how
 /// old it is, and whether a coordinator is reachable right now: `coordinator_state` is
 /// `connected`, `stalled` (the last one sent neither an event nor a heartbeat within
 /// `edge.coordinator_timeout`: the table may be stale while the edge moves on) or
 /// `unreachable`. `refused` names a table from another command log, refused.
 #[get("/readyz")]
-fn readyz(app: &State<EdgeApp>) -> Result<Json<Value>, ApiError> {
+fn readyz(app: &State<Arc<EdgeApp>>) -> Result<Json<Value>, ApiError> {
     let status = app.router.status();
     let age = age_seconds(&status);
-    let table = app.table()?;
+    let table = table(app)?;
     let source = match status.origin {
         Origin::Coordinator => "coordinator",
         Origin::DiskCache => "cache",
@@ -652,7 +419,7 @@ fn readyz(app: &State<EdgeApp>) -> Result<Json<Value>, ApiError> {
 }
 
 #[get("/metrics")]
-fn metrics(app: &State<EdgeApp>) -> (ContentType, String) {
+fn metrics(app: &State<Arc<EdgeApp>>) -> (ContentType, String) {
     let status = app.router.status();
     telemetry::publish_edge(status.connected, age_seconds(&status));
     if let Some(table) = app.router.table() {

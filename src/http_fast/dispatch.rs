@@ -28,7 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::Tagger;
+use super::Fast;
 use crate::service::connections::Ticket;
 use crate::service::tag_answer::Failure;
 
@@ -119,21 +119,20 @@ impl AsyncWrite for Handed {
 }
 
 /// The bound public port, not yet serving.
-pub struct Dispatcher {
+pub struct Dispatcher<A> {
     listener: StdListener,
-    tagger: Arc<Tagger>,
+    app: Arc<A>,
 }
 
-impl Dispatcher {
-    /// Binds `config.address:port` now (a port in use fails start-up naming `server.port`).
-    /// `tagger.handoff` must be set: it is where Rocket's connections go.
-    pub fn bind(tagger: Tagger, port: u16) -> Result<Dispatcher, String> {
-        assert!(tagger.handoff.is_some(), "a dispatcher needs somewhere to hand connections");
-        let at = SocketAddr::new(tagger.config.address, port);
+impl<A: Fast> Dispatcher<A> {
+    /// Binds `at` now (a port in use fails start-up naming `key`, the port's setting).
+    /// `app.handoff()` must be set: it is where Rocket's connections go.
+    pub fn bind(app: A, at: SocketAddr, key: &str) -> Result<Dispatcher<A>, String> {
+        assert!(app.handoff().is_some(), "a dispatcher needs somewhere to hand connections");
         let listener = StdListener::bind(at)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|e| format!("server.port: cannot listen on {at}: {e}"))?;
-        Ok(Dispatcher { listener, tagger: Arc::new(tagger) })
+            .map_err(|e| format!("{key}: cannot listen on {at}: {e}"))?;
+        Ok(Dispatcher { listener, app: Arc::new(app) })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -143,7 +142,7 @@ impl Dispatcher {
     /// Accepts connections until the runtime stops: each is admitted by the connection guard,
     /// then served here or handed to Rocket by its first request.
     pub async fn serve(self) {
-        super::accept_admitted(self.listener, self.tagger, "the main port", route).await;
+        super::accept_admitted(self.listener, self.app, "the main port", route).await;
     }
 }
 
@@ -154,18 +153,18 @@ enum First {
     Rocket,
 }
 
-async fn route(tagger: Arc<Tagger>, stream: TcpStream, peer: SocketAddr, ticket: Arc<Ticket>) {
-    match first_request(&stream).await {
+async fn route<A: Fast>(app: Arc<A>, stream: TcpStream, peer: SocketAddr, ticket: Arc<Ticket>) {
+    match first_request(&*app, &stream).await {
         None => {}
         Some(First::TagPath) => {
             let _ = stream.set_nodelay(true);
-            super::serve_connection(tagger, stream, ticket).await;
+            super::serve_connection(app, stream, ticket).await;
         }
         Some(First::Rocket) => {
             // Rocket's guard takes over the timeouts; this ticket only holds the slot.
             ticket.prove();
             let handed = Handed::Socket { stream, peer: Some(peer), _ticket: ticket };
-            if let Some(handoff) = &tagger.handoff {
+            if let Some(handoff) = app.handoff() {
                 // Rocket has stopped when this fails: dropping the connection closes it.
                 let _ = handoff.send(handed);
             }
@@ -178,7 +177,7 @@ const PEEK: usize = 8192;
 
 /// Reads the first request head from peeks (nothing is consumed) and says where it goes;
 /// `None` when the connection ends before a head.
-async fn first_request(stream: &TcpStream) -> Option<First> {
+async fn first_request(app: &impl Fast, stream: &TcpStream) -> Option<First> {
     let mut buf = vec![0u8; PEEK];
     let mut pause = Duration::from_millis(1);
     loop {
@@ -189,7 +188,7 @@ async fn first_request(stream: &TcpStream) -> Option<First> {
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut request = httparse::Request::new(&mut headers);
         match request.parse(&buf[..n]) {
-            Ok(httparse::Status::Complete(_)) => return Some(classify(&request)),
+            Ok(httparse::Status::Complete(_)) => return Some(classify(app, &request)),
             // The head came in pieces: peek again once more has arrived. (A peek returns at once
             // while unread bytes wait, so pause, a little longer each time; the guard closes a
             // connection whose head never completes.)
@@ -203,20 +202,22 @@ async fn first_request(stream: &TcpStream) -> Option<First> {
     }
 }
 
-/// The tag path, as the fast listener serves it; a request that carries a cookie (the UI's
-/// session) goes to Rocket, which is the one that knows sessions.
-fn classify(request: &httparse::Request<'_, '_>) -> First {
-    if request.version != Some(1)
-        || request.headers.iter().any(|h| h.name.eq_ignore_ascii_case("cookie"))
-    {
+/// What the app serves ([`Fast::serves`]), over HTTP/1.1; the rest goes to Rocket.
+fn classify(app: &impl Fast, request: &httparse::Request<'_, '_>) -> First {
+    if request.version != Some(1) {
         return First::Rocket;
     }
+    let cookie = request.headers.iter().any(|h| h.name.eq_ignore_ascii_case("cookie"));
     let path = request.path.unwrap_or("");
     let path = path.split_once('?').map_or(path, |(path, _)| path);
-    if is_tag_path(request.method.unwrap_or(""), path) { First::TagPath } else { First::Rocket }
+    if app.serves(request.method.unwrap_or(""), path, cookie) {
+        First::TagPath
+    } else {
+        First::Rocket
+    }
 }
 
-/// The requests the fast path answers.
+/// The requests the coordinator's fast path answers.
 pub fn is_tag_path(method: &str, path: &str) -> bool {
     match method {
         "GET" | "HEAD" => path == "/v1/tag" || (method == "GET" && path == "/v1/routing/watch"),

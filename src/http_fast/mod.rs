@@ -14,6 +14,7 @@
 //! Architecture invariant: this module knows hyper, never Rocket; it builds no answer itself.
 
 pub mod dispatch;
+pub mod edge;
 mod raw_watch;
 mod respond;
 mod watch;
@@ -23,8 +24,10 @@ use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU16;
 
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use crate::config::Config;
@@ -33,6 +36,33 @@ use crate::service::coordinator::Coordinator;
 use crate::service::routing_frames::RoutingFrames;
 use crate::service::subscribers::Subscribers;
 use crate::telemetry::TagCounters;
+use std::future::Future;
+
+/// A port served by hyper: the coordinator's tag path ([`Tagger`]) or the edge's
+/// ([`edge::EdgeFast`]). The accept loop, the connection and the dispatcher are generic over it.
+pub trait Fast: Send + Sync + Sized + 'static {
+    /// The port's connection guard.
+    fn connections(&self) -> &Arc<Guard>;
+    /// Where the requests this path does not serve go (the dispatcher's Rocket); `None` on a
+    /// listener of its own, which answers them itself.
+    fn handoff(&self) -> Option<&dispatch::Handoff>;
+    /// Whether a request with this method and path (and a `Cookie` header, or not) is served here.
+    fn serves(&self, method: &str, path: &str, cookie: bool) -> bool;
+    /// The answer to one request this path serves.
+    fn answer(
+        app: Arc<Self>,
+        request: Request<Incoming>,
+    ) -> impl Future<Output = Response<respond::AnyBody>> + Send;
+    /// A connection before hyper sees it: given back, or served here (`None`).
+    fn take(
+        app: &Arc<Self>,
+        stream: tokio::net::TcpStream,
+        ticket: &Ticket,
+    ) -> impl Future<Output = Option<tokio::net::TcpStream>> + Send {
+        let _ = (app, ticket);
+        std::future::ready(Some(stream))
+    }
+}
 
 /// What the handlers need: the table, the settings and the tag counters.
 pub struct Tagger {
@@ -51,6 +81,34 @@ pub struct Tagger {
     /// On the main port (`dispatch`): where the requests that are not on the tag path go.
     /// `None` on the separate fast port, which answers them 404.
     pub handoff: Option<dispatch::Handoff>,
+}
+
+impl Fast for Tagger {
+    fn connections(&self) -> &Arc<Guard> {
+        &self.connections
+    }
+
+    fn handoff(&self) -> Option<&dispatch::Handoff> {
+        self.handoff.as_ref()
+    }
+
+    /// The tag path; a request with a cookie (the UI's session, which only Rocket knows) is
+    /// Rocket's.
+    fn serves(&self, method: &str, path: &str, cookie: bool) -> bool {
+        !cookie && dispatch::is_tag_path(method, path)
+    }
+
+    async fn answer(app: Arc<Self>, request: Request<Incoming>) -> Response<respond::AnyBody> {
+        respond::answer(&app, request).await
+    }
+
+    async fn take(
+        app: &Arc<Self>,
+        stream: tokio::net::TcpStream,
+        ticket: &Ticket,
+    ) -> Option<tokio::net::TcpStream> {
+        raw_watch::take(app, stream, ticket).await
+    }
 }
 
 /// The bound fast listener, not yet serving.
@@ -96,13 +154,14 @@ impl FastListener {
 /// 503 when every connection is proven), then `serve`d on a task of its own, which is dropped
 /// (closing the connection) when the guard evicts it or its head does not complete within the
 /// header read timeout. The loop of the fast listener and of the main port's dispatcher.
-pub(crate) async fn accept_admitted<F, Fut>(
+pub(crate) async fn accept_admitted<A, F, Fut>(
     listener: StdListener,
-    tagger: Arc<Tagger>,
+    app: Arc<A>,
     what: &str,
     serve: F,
 ) where
-    F: Fn(Arc<Tagger>, tokio::net::TcpStream, SocketAddr, Arc<Ticket>) -> Fut,
+    A: Fast,
+    F: Fn(Arc<A>, tokio::net::TcpStream, SocketAddr, Arc<Ticket>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let listener = match tokio::net::TcpListener::from_std(listener) {
@@ -121,14 +180,14 @@ pub(crate) async fn accept_admitted<F, Fut>(
                 continue;
             }
         };
-        let ticket = match tagger.connections.admit() {
+        let ticket = match app.connections().admit() {
             Admission::Admitted(ticket) => Arc::new(ticket),
             Admission::Refused => {
                 tokio::spawn(refuse(stream));
                 continue;
             }
         };
-        let served = serve(Arc::clone(&tagger), stream, peer, Arc::clone(&ticket));
+        let served = serve(Arc::clone(&app), stream, peer, Arc::clone(&ticket));
         tokio::spawn(async move {
             tokio::select! {
                 () = served => {}
@@ -138,17 +197,34 @@ pub(crate) async fn accept_admitted<F, Fut>(
     }
 }
 
-/// One connection: a raw watch stream, or hyper's HTTP/1.1 state machine. A parsed request head
-/// proves `ticket`; hyper's header read timer, which starts whenever the connection is idle, is
-/// the idle timeout of a kept-alive connection.
-async fn serve_connection(tagger: Arc<Tagger>, stream: tokio::net::TcpStream, ticket: Arc<Ticket>) {
-    let Some(stream) = raw_watch::take(&tagger, stream, &ticket).await else { return };
-    let idle_timeout = tagger.connections.limits().idle_timeout;
+/// One connection: taken by the app (a raw watch stream), or hyper's HTTP/1.1 state machine.
+/// A parsed request head proves `ticket`; hyper's header read timer, which starts whenever the
+/// connection is idle, is the idle timeout of a kept-alive connection. On a dispatcher, a
+/// request the app does not serve goes to Rocket ([`dispatch::to_rocket`]).
+async fn serve_connection<A: Fast>(
+    app: Arc<A>,
+    stream: tokio::net::TcpStream,
+    ticket: Arc<Ticket>,
+) {
+    let Some(stream) = A::take(&app, stream, &ticket).await else { return };
+    let idle_timeout = app.connections().limits().idle_timeout;
     let proof = Arc::clone(&ticket);
-    let service = service_fn(move |request| {
+    let service = service_fn(move |request: Request<Incoming>| {
         proof.prove();
-        let tagger = Arc::clone(&tagger);
-        async move { Ok::<_, Infallible>(respond::answer(&tagger, request).await) }
+        let app = Arc::clone(&app);
+        async move {
+            if let Some(handoff) = app.handoff() {
+                let cookie = request.headers().contains_key(hyper::header::COOKIE);
+                if !app.serves(request.method().as_str(), request.uri().path(), cookie) {
+                    let answer = match dispatch::to_rocket(handoff, request).await {
+                        Ok(response) => response,
+                        Err(failure) => respond::refused(failure),
+                    };
+                    return Ok::<_, Infallible>(answer.map(http_body_util::Either::Left));
+                }
+            }
+            Ok::<_, Infallible>(A::answer(app, request).await)
+        }
     });
     // `pipeline_flush`: answers to pipelined requests (a gateway acknowledging for
     // many subscribers) leave in one write instead of one each.

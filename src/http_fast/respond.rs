@@ -12,6 +12,7 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use super::Tagger;
 use super::watch::{self, Events};
+use crate::config::Config;
 use crate::service::bearer::{self, Bearer};
 use crate::service::subscribers::{AckRequest, Subscribers, ack_body};
 use crate::service::tag_answer::{self, Answer, Failure};
@@ -31,18 +32,6 @@ pub(super) const COMMON: [(&str, &str); 5] = [
 pub type AnyBody = Either<Full<Bytes>, Events>;
 
 pub async fn answer(tagger: &Tagger, request: Request<Incoming>) -> Response<AnyBody> {
-    // On the main port (the dispatcher), whatever is not the tag path is Rocket's, as is a
-    // request with a cookie (the UI's session, which only Rocket knows).
-    if let Some(handoff) = &tagger.handoff
-        && (request.headers().contains_key(header::COOKIE)
-            || !super::dispatch::is_tag_path(request.method().as_str(), request.uri().path()))
-    {
-        return match super::dispatch::to_rocket(handoff, request).await {
-            Ok(response) => response,
-            Err(failure) => refused(failure),
-        }
-        .map(Either::Left);
-    }
     if request.method() == Method::GET && request.uri().path() == "/v1/routing/watch" {
         return match watch::watch(tagger, &request) {
             Ok(stream) => stream.map(Either::Right),
@@ -133,7 +122,7 @@ async fn ack(
 /// copied once, not gathered in hyper's chunks and then joined), at most `limit` bytes.
 /// The JSON media gate of a `/v1/` body, as Rocket's gates apply it (a request without a body
 /// need not declare one).
-fn json_media(headers: &HeaderMap) -> Result<(), Failure> {
+pub(super) fn json_media(headers: &HeaderMap) -> Result<(), Failure> {
     let has_body = headers.contains_key(header::TRANSFER_ENCODING)
         || headers
             .get(header::CONTENT_LENGTH)
@@ -143,7 +132,15 @@ fn json_media(headers: &HeaderMap) -> Result<(), Failure> {
 
 /// The whole body, under `limits.max_body_bytes`, read into a buffer sized by `Content-Length`.
 async fn read_body(tagger: &Tagger, request: Request<Incoming>) -> Result<Vec<u8>, Failure> {
-    let limit = usize::try_from(tagger.config.max_body_bytes).unwrap_or(usize::MAX);
+    read_body_under(&tagger.config, request).await
+}
+
+/// The whole body, under `limits.max_body_bytes` of `config`.
+pub(super) async fn read_body_under(
+    config: &Config,
+    request: Request<Incoming>,
+) -> Result<Vec<u8>, Failure> {
+    let limit = usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX);
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -180,13 +177,18 @@ fn reader(tagger: &Tagger, headers: &HeaderMap) -> Result<(), Failure> {
 
 /// Who the `Authorization` header names.
 pub(super) fn reader_of(tagger: &Tagger, headers: &HeaderMap) -> Result<Bearer, Failure> {
+    bearer_of(&tagger.config, headers)
+}
+
+/// Who the `Authorization` header names, under `config`'s tokens.
+pub(super) fn bearer_of(config: &Config, headers: &HeaderMap) -> Result<Bearer, Failure> {
     let authorization = match headers.get(header::AUTHORIZATION) {
         None => None,
         Some(value) => Some(value.to_str().map_err(|_| {
             bearer::unauthorized("the Authorization header must be `Bearer <token>`")
         })?),
     };
-    Ok(Bearer::identify(&tagger.config, authorization))
+    Ok(Bearer::identify(config, authorization))
 }
 
 /// Milliseconds since the Unix epoch (subscriber liveness).
@@ -226,9 +228,17 @@ fn not_found(tagger: &Tagger, method: &Method, path: &str) -> Failure {
 }
 
 fn ok(answer: Answer) -> Response<Full<Bytes>> {
+    ok_as(answer, SERVER)
+}
+
+/// The `server` header of the coordinator's answers (Rocket's `ident`).
+const SERVER: &str = "tidegate";
+
+/// A tag answer: the body, `x-tidegate-color` (single tags) and `x-tidegate-version`.
+pub(super) fn ok_as(answer: Answer, server: &'static str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(answer.body)));
     let headers = response.headers_mut();
-    common(headers);
+    common_as(headers, server);
     match answer.color {
         Some(std::borrow::Cow::Borrowed(color)) => {
             headers.insert("x-tidegate-color", HeaderValue::from_static(color));
@@ -251,18 +261,37 @@ fn ok_json(body: String) -> Response<Full<Bytes>> {
     response
 }
 
-fn refused(failure: Failure) -> Response<Full<Bytes>> {
+pub(super) fn refused(failure: Failure) -> Response<Full<Bytes>> {
+    refused_as(failure, SERVER)
+}
+
+/// An error answer, as `http::error::ApiError` renders it: the JSON body, `Retry-After` when the
+/// error says when to come back, and `x-tidegate-refusal: frozen` for a frozen write.
+pub(super) fn refused_as(failure: Failure, server: &'static str) -> Response<Full<Bytes>> {
     telemetry::count_api_error(failure.code);
     let body = serde_json::to_string(&failure.body()).unwrap_or_default();
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() =
         StatusCode::from_u16(failure.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    common(response.headers_mut());
+    let headers = response.headers_mut();
+    common_as(headers, server);
+    if let Some(seconds) = failure.extra.get("retry_after_seconds").and_then(|s| s.as_u64()) {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    if failure.code == "frozen" {
+        headers.insert("x-tidegate-refusal", HeaderValue::from_static("frozen"));
+    }
     response
 }
 
 pub(super) fn common(headers: &mut HeaderMap) {
+    common_as(headers, SERVER);
+}
+
+/// The headers every answer carries, with `server` naming the process.
+pub(super) fn common_as(headers: &mut HeaderMap, server: &'static str) {
     for (name, value) in COMMON {
         headers.insert(name, HeaderValue::from_static(value));
     }
+    headers.insert(header::SERVER, HeaderValue::from_static(server));
 }

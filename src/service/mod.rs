@@ -10,6 +10,7 @@ pub mod channel_expiry;
 pub mod connections;
 pub mod coordinator;
 pub mod drain_runner;
+pub mod edge;
 pub mod gate_view;
 pub mod health;
 pub mod lane_authority;

@@ -1,0 +1,179 @@
+//! `tidegate edge` on the fast path (`[edge] fast_path`, the default): its port is a dispatcher
+//! that serves `GET`/`HEAD`/`POST /v1/tag` and the gateway check (`/v1/gate`, any of the methods
+//! the Rocket routes take) on hyper, and hands everything else to the edge's Rocket. The answers
+//! are built by the same functions as the Rocket routes' (`service::tag_answer`,
+//! `service::edge::gate`), and `tests/edge_fast.rs` compares them byte for byte.
+//!
+//! Why: the edge is what gateways (nginx `auth_request`, one subrequest per user request) and
+//! services in other languages call, and Rocket's per-request cost was most of its CPU
+//! (issue 27: the edge at ~0.6x the coordinator's fast port).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::Fast;
+use super::dispatch::Handoff;
+use super::respond::{self, AnyBody, COMMON};
+use crate::service::connections::Guard;
+use crate::service::edge::{EdgeApp, GATE_TOKEN_HEADER, GateAnswer, GateRequest};
+use crate::service::tag_answer::{self, Answer, Failure};
+
+/// The edge's `server` header (Rocket's `ident` on the edge).
+const SERVER: &str = "tidegate-edge";
+
+/// The edge's state and where the rest of its API goes.
+pub struct EdgeFast {
+    pub app: Arc<EdgeApp>,
+    pub handoff: Option<Handoff>,
+}
+
+impl Fast for EdgeFast {
+    fn connections(&self) -> &Arc<Guard> {
+        &self.app.connections
+    }
+
+    fn handoff(&self) -> Option<&Handoff> {
+        self.handoff.as_ref()
+    }
+
+    /// The edge has no sessions: a cookie is the user's (the gate may read the user from it).
+    fn serves(&self, method: &str, path: &str, _cookie: bool) -> bool {
+        is_edge_path(method, path)
+    }
+
+    async fn answer(app: Arc<Self>, request: Request<Incoming>) -> Response<AnyBody> {
+        answer(&app.app, request).await.map(Either::Left)
+    }
+}
+
+/// The requests the edge's fast path answers: tags, and the gateway check under `/v1/gate` with
+/// the methods its Rocket routes take (`HEAD` and `OPTIONS` stay Rocket's).
+pub fn is_edge_path(method: &str, path: &str) -> bool {
+    match method {
+        "GET" | "HEAD" | "POST" if path == "/v1/tag" => true,
+        "GET" | "POST" | "PUT" | "DELETE" | "PATCH" => {
+            path == "/v1/gate" || path.starts_with("/v1/gate/")
+        }
+        _ => false,
+    }
+}
+
+async fn answer(app: &EdgeApp, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let result = match (request.method(), request.uri().path()) {
+        (&Method::GET | &Method::HEAD, "/v1/tag") => tag_one(app, &request).map(tagged),
+        (&Method::POST, "/v1/tag") => tag_batch(app, request).await.map(tagged),
+        _ => crate::service::edge::gate(app, &gate_request(app, &request)).map(gated),
+    };
+    result.unwrap_or_else(|failure| respond::refused_as(failure, SERVER))
+}
+
+fn tag_one(app: &EdgeApp, request: &Request<Incoming>) -> Result<Answer, Failure> {
+    respond::bearer_of(&app.config, request.headers())?.require_reader(&app.config)?;
+    let query = request.uri().query();
+    let user_id = tag_answer::user_id_param(query)?;
+    let domain = tag_answer::domain_param(query)?;
+    let service = tag_answer::service_param(query)?;
+    let table = app.table()?;
+    tag_answer::tag_one(
+        &table,
+        app.config.fallback,
+        &app.tag_counters,
+        user_id.as_deref(),
+        domain.as_deref(),
+        service.as_deref(),
+    )
+}
+
+async fn tag_batch(app: &EdgeApp, request: Request<Incoming>) -> Result<Answer, Failure> {
+    let headers = request.headers();
+    respond::json_media(headers)?;
+    respond::bearer_of(&app.config, headers)?.require_reader(&app.config)?;
+    let body = respond::read_body_under(&app.config, request).await?;
+    let text = std::str::from_utf8(&body).map_err(|e| tag_answer::unreadable_body(&e))?;
+    let batch = tag_answer::parse_batch(text)?;
+    let table = app.table()?;
+    tag_answer::tag_batch(&table, app.config.max_batch, &app.tag_counters, &batch)
+}
+
+fn tagged(answer: Answer) -> Response<Full<Bytes>> {
+    respond::ok_as(answer, SERVER)
+}
+
+/// What the gateway check reads, from hyper's request as the Rocket guard reads it from
+/// Rocket's: the first value of each header that is UTF-8 (Rocket drops the others).
+fn gate_request<'r>(app: &'r EdgeApp, request: &'r Request<Incoming>) -> GateRequest<'r> {
+    let headers = request.headers();
+    GateRequest {
+        gate_token: first(headers, GATE_TOKEN_HEADER),
+        authorization: first(headers, "authorization"),
+        user_header: first(headers, &app.config.edge.user_header),
+        cookies: headers
+            .get_all(hyper::header::COOKIE)
+            .iter()
+            .filter_map(|v| std::str::from_utf8(v.as_bytes()).ok())
+            .collect(),
+        query: request.uri().query(),
+        original_uri: first(headers, "x-original-uri"),
+        domain: first(headers, "x-tidegate-domain"),
+        service: first(headers, "x-tidegate-service"),
+        method: request.method().as_str(),
+        original_method: first(headers, "x-original-method"),
+    }
+}
+
+fn first<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get_all(name).iter().find_map(|v| std::str::from_utf8(v.as_bytes()).ok())
+}
+
+/// 200, no body, no content type, the routing headers.
+fn gated(answer: GateAnswer) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    for (name, value) in COMMON {
+        if name != "content-type" {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+    }
+    headers.insert(hyper::header::SERVER, HeaderValue::from_static(SERVER));
+    for (name, value) in answer.headers() {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_edge_path;
+
+    #[test]
+    fn the_edge_path_is_tags_and_the_gate() {
+        for (method, path, fast) in [
+            ("GET", "/v1/tag", true),
+            ("HEAD", "/v1/tag", true),
+            ("POST", "/v1/tag", true),
+            ("PUT", "/v1/tag", false),
+            ("GET", "/v1/gate", true),
+            ("GET", "/v1/gate/orders/1", true),
+            ("POST", "/v1/gate/x", true),
+            ("PUT", "/v1/gate/x", true),
+            ("DELETE", "/v1/gate/x", true),
+            ("PATCH", "/v1/gate/x", true),
+            ("HEAD", "/v1/gate/x", false),
+            ("OPTIONS", "/v1/gate/x", false),
+            ("GET", "/v1/gateway", false),
+            ("GET", "/v1/routing", false),
+            ("POST", "/ofrep/v1/evaluate/flags", false),
+            ("GET", "/readyz", false),
+        ] {
+            assert_eq!(is_edge_path(method, path), fast, "{method} {path}");
+        }
+    }
+}
