@@ -20,6 +20,9 @@
 #                the 64-connection run / requests answered), tidegate / bare hyper (both ports)
 #   edge         `tidegate edge` (the default dispatcher, and Rocket alone) GET /v1/tag and the
 #                gateway check GET /v1/gate / bare hyper, wrk 64 connections
+#   nginx        Debian's nginx with the shipped config/nginx/tidegate.conf (auth_request to the
+#                edge, then the colour's upstream, bare hyper standing for both clusters) / the
+#                same nginx proxying to bare hyper with no check, wrk 64 connections
 #   batch        POST /v1/tag with 10 000 IDs: IDs/s / local Router::tag calls/s (one thread each),
 #                on both ports
 #   lanes        LaneProducer msgs/s / plain rdkafka FutureProducer msgs/s on the real broker
@@ -181,7 +184,59 @@ for e in edge edge-rocket; do
   curl -sf "$url/readyz" >/dev/null || { echo "bench.sh: $e is not ready" >&2; cat "$work/$e.err" >&2; exit 1; }
 done
 
-echo "tag: $rounds rounds of ${duration}s, body $body_bytes bytes, alternating main port, fast listener, bare hyper and the edges" >&2
+# nginx in front of bare hyper: with the shipped gate config (auth_request to each edge) and with
+# no check at all, each its own nginx (2 workers, as many as cores).
+nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
+[ -x "$nginx_bin" ] || { apt-get install -y -qq nginx >/dev/null 2>&1; nginx_bin=/usr/sbin/nginx; }
+[ -x "$nginx_bin" ] || { echo "bench.sh: cannot install nginx" >&2; exit 1; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# start_nginx NAME SERVER_CONF -> sets $url (and the process joins the cleanup list)
+start_nginx() {
+  local dir="$work/nginx-$1"
+  mkdir -p "$dir/logs"
+  printf '%s\n' "$2" >"$dir/site.conf"
+  cat >"$dir/nginx.conf" <<NGINX
+worker_processes 2;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/cb; proxy_temp_path $dir/px; fastcgi_temp_path $dir/fc;
+  uwsgi_temp_path $dir/uw; scgi_temp_path $dir/sc;
+  include $dir/site.conf;
+}
+NGINX
+  "$nginx_bin" -p "$dir" -c "$dir/nginx.conf" -t 2>"$dir/test.err" || { cat "$dir/test.err" >&2; exit 1; }
+  "$nginx_bin" -p "$dir" -c "$dir/nginx.conf" >/dev/null 2>&1 &
+  pids+=("$!")
+  url="http://127.0.0.1:$(grep -v '^ *#' "$dir/site.conf" | grep -o 'listen 127.0.0.1:[0-9]*' | head -1 | cut -d: -f2)"
+  for _ in $(seq 1 100); do curl -s -o /dev/null "$url/" && break; sleep 0.1; done
+}
+bare_port="${bare_url##*:}"
+shipped_for() {
+  sed -e "s/127.0.0.1:8000/127.0.0.1:$(free_port)/" -e "s/127.0.0.1:8081/127.0.0.1:${1##*:}/" \
+    -e "s/127.0.0.1:9001/127.0.0.1:$bare_port/" -e "s/127.0.0.1:9002/127.0.0.1:$bare_port/" \
+    config/nginx/tidegate.conf
+}
+start_nginx gate "$(shipped_for "$edge_url")"; nginx_gate_url="$url"
+start_nginx gate-rocket "$(shipped_for "$edge_rocket_url")"; nginx_gate_rocket_url="$url"
+start_nginx noop "upstream bare { server 127.0.0.1:$bare_port; keepalive 32; }
+server { listen 127.0.0.1:$(free_port); location / { proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_pass http://bare; } }"
+nginx_noop_url="$url"
+cat >"$work/site.lua" <<'LUA'
+-- A user's request to the site behind nginx: the user in the header the edge reads.
+counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", "/shop/cart", { ["x-user-id"] = "user-" .. ((counter * 2654435761) % 1000000007) })
+end
+LUA
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'x-user-id: u1' "$nginx_gate_url/shop")" = 200 ] \
+  || { echo "bench.sh: nginx with the gate does not answer 200" >&2; cat "$work/nginx-gate/logs/error.log" >&2; exit 1; }
+
+echo "tag: $rounds rounds of ${duration}s, body $body_bytes bytes, alternating main port, fast listener, bare hyper, the edges and nginx" >&2
 : >"$work/tag.txt"
 for round in $(seq 1 "$rounds"); do
   read -r tg_rps _ tg_cpu < <(wrk_run "$tg_url" 64 "$tg_pid")
@@ -191,11 +246,14 @@ for round in $(seq 1 "$rounds"); do
   read -r gate_rps _ gate_cpu < <(wrk_run "$edge_url" 64 "$edge_pid" "$work/gate.lua")
   read -r edge_rocket_rps _ _ < <(wrk_run "$edge_rocket_url" 64 "$edge_rocket_pid")
   read -r gate_rocket_rps _ _ < <(wrk_run "$edge_rocket_url" 64 "$edge_rocket_pid" "$work/gate.lua")
+  read -r nginx_gate_rps _ _ < <(wrk_run "$nginx_gate_url" 64 "$edge_pid" "$work/site.lua")
+  read -r nginx_gate_rocket_rps _ _ < <(wrk_run "$nginx_gate_rocket_url" 64 "$edge_rocket_pid" "$work/site.lua")
+  read -r nginx_noop_rps _ _ < <(wrk_run "$nginx_noop_url" 64 "$bare_pid" "$work/site.lua")
   read -r _ tg_p99 _ < <(wrk_run "$tg_url" 4 "$tg_pid")
   read -r _ fast_p99 _ < <(wrk_run "$fast_url" 4 "$tg_pid")
   read -r _ bare_p99 _ < <(wrk_run "$bare_url" 4 "$bare_pid")
-  echo "round $round: main ${tg_rps} req/s, fast ${fast_rps} req/s, bare ${bare_rps} req/s; CPU per request ${tg_cpu} / ${fast_cpu} / ${bare_cpu} us; edge tag ${edge_rps}, gate ${gate_rps} req/s (${edge_cpu} / ${gate_cpu} us), Rocket-alone edge tag ${edge_rocket_rps}, gate ${gate_rocket_rps} req/s; p99 at 4 conns ${tg_p99} / ${fast_p99} / ${bare_p99} ms" >&2
-  echo "$tg_rps $bare_rps $tg_p99 $bare_p99 $fast_rps $fast_p99 $tg_cpu $fast_cpu $bare_cpu $edge_rps $gate_rps $edge_rocket_rps $gate_rocket_rps $edge_cpu $gate_cpu" >>"$work/tag.txt"
+  echo "round $round: main ${tg_rps} req/s, fast ${fast_rps} req/s, bare ${bare_rps} req/s; CPU per request ${tg_cpu} / ${fast_cpu} / ${bare_cpu} us; edge tag ${edge_rps}, gate ${gate_rps} req/s (${edge_cpu} / ${gate_cpu} us), Rocket-alone edge tag ${edge_rocket_rps}, gate ${gate_rocket_rps} req/s; nginx with the gate ${nginx_gate_rps} (Rocket-alone edge ${nginx_gate_rocket_rps}), no-op ${nginx_noop_rps} req/s; p99 at 4 conns ${tg_p99} / ${fast_p99} / ${bare_p99} ms" >&2
+  echo "$tg_rps $bare_rps $tg_p99 $bare_p99 $fast_rps $fast_p99 $tg_cpu $fast_cpu $bare_cpu $edge_rps $gate_rps $edge_rocket_rps $gate_rocket_rps $edge_cpu $gate_cpu $nginx_gate_rps $nginx_gate_rocket_rps $nginx_noop_rps" >>"$work/tag.txt"
 done
 echo "batch: $rounds rounds of ${batch_seconds}s, POST /v1/tag with 10 000 IDs and local Router::tag, alternating (main port, then fast port)" >&2
 "$batch_bench" "$tg_url" "$rounds" "$batch_seconds" >"$work/batch.txt" 2>"$work/batch.err" \
@@ -278,6 +336,8 @@ echo "| tidegate edge GET /v1/tag req/s (default: the dispatcher) / bare hyper, 
 echo "| tidegate edge GET /v1/gate req/s (default: the dispatcher) / bare hyper, wrk 64 conns | $(awk '{print $11/$2}' "$work/tag.txt" | dist) | >= 0.85 | $(awk '{print $11}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
 echo "| tidegate edge on Rocket alone (fast_path = false): GET /v1/tag, GET /v1/gate req/s / bare hyper | $(awk '{print $12/$2}' "$work/tag.txt" | dist), $(awk '{print $13/$2}' "$work/tag.txt" | dist) | | $(awk '{print $12}' "$work/tag.txt" | dist | cut -d' ' -f1), $(awk '{print $13}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
 echo "| server CPU per request, tidegate edge (dispatcher) GET /v1/tag, GET /v1/gate / bare hyper | $(awk '{print $14/$9}' "$work/tag.txt" | dist), $(awk '{print $15/$9}' "$work/tag.txt" | dist) | <= 1.1 | $(awk '{print $14}' "$work/tag.txt" | dist | cut -d' ' -f1), $(awk '{print $15}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $9}' "$work/tag.txt" | dist | cut -d' ' -f1) us |"
+echo "| nginx + auth_request to tidegate edge (shipped config) / nginx with a no-op upstream, wrk 64 conns | $(awk '{print $16/$18}' "$work/tag.txt" | dist) | >= 0.7 | $(awk '{print $16}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $18}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
+echo "| nginx + auth_request to a Rocket-alone edge (fast_path = false) / nginx with a no-op upstream | $(awk '{print $17/$18}' "$work/tag.txt" | dist) | | $(awk '{print $17}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $18}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
 echo "| GET /v1/tag p99 at 4 conns, tidegate (main port, default config: the dispatcher) / bare hyper | $(awk '{print $3/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $3}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
 echo "| GET /v1/tag p99 at 4 conns, tidegate (fast port) / bare hyper | $(awk '{print $6/$4}' "$work/tag.txt" | dist) | <= 1.2 | $(awk '{print $6}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/tag.txt" | dist | cut -d' ' -f1) ms |"
 # key=P50/MIN/MAX in FILE -> "P50 (MIN-MAX)"

@@ -443,6 +443,42 @@ impl TagCounters {
     }
 }
 
+/// What decided a gateway check (`source` of `tidegate_edge_gate_requests_total`).
+pub const GATE_SOURCES: [&str; 5] = ["unit", "pin", "channel", "fallback", "frozen"];
+
+/// Pre-registered `tidegate_edge_gate_requests_total` handles, by zone and source, so the gate
+/// (one call per user request behind nginx) does no registry lookup or label allocation.
+pub struct GateCounters {
+    /// Per zone index: its lane, and one counter per [`GATE_SOURCES`] entry.
+    zones: Vec<(String, [Counter; GATE_SOURCES.len()])>,
+}
+
+impl GateCounters {
+    pub fn for_zones(zones: &Zones) -> GateCounters {
+        let zones = zones
+            .ids()
+            .map(|color| {
+                let lane = zones.lane(color).to_owned();
+                let counters = GATE_SOURCES
+                    .map(|source| metrics::counter!(EDGE_GATE, "color" => lane.clone(), "source" => source));
+                (lane, counters)
+            })
+            .collect();
+        GateCounters { zones }
+    }
+
+    /// Counts one check of `lane` (zone `color` of the table) decided by `source`; a zone or
+    /// source not registered at start (a zone added since) goes through the registry.
+    #[inline]
+    pub fn count(&self, color: ZoneId, lane: &str, source: &'static str) {
+        let registered = self.zones.get(color.index()).filter(|(l, _)| l == lane);
+        match (registered, GATE_SOURCES.iter().position(|s| *s == source)) {
+            (Some((_, counters)), Some(i)) => counters[i].increment(1),
+            _ => count_gate(lane, source),
+        }
+    }
+}
+
 /// Updates every gauge that describes the state: the table, zone shares and the latest drain.
 pub fn publish_state(state: &State) {
     let table = state.table();

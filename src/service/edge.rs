@@ -11,13 +11,14 @@ use crate::core::{RoutingTable, Rule, TagError, validate_user_id};
 use crate::service::bearer::Bearer;
 use crate::service::connections::{self, Guard};
 use crate::service::tag_answer::{self, Failure};
-use crate::telemetry::{self, TagCounters};
+use crate::telemetry::{self, GateCounters, TagCounters};
 
 /// Everything the edge's handlers need.
 pub struct EdgeApp {
     pub router: Arc<Router>,
     pub config: Arc<Config>,
     pub tag_counters: TagCounters,
+    pub gate_counters: GateCounters,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// The edge listener's connection guard (`[edge] max_connections` and timeouts).
     pub connections: Arc<Guard>,
@@ -27,8 +28,9 @@ impl EdgeApp {
     pub fn new(router: Arc<Router>, config: Arc<Config>) -> EdgeApp {
         let metrics = telemetry::install();
         let tag_counters = TagCounters::for_zones(&config.zones);
+        let gate_counters = GateCounters::for_zones(&config.zones);
         let connections = connections::guard(&config.edge.connections, "edge");
-        EdgeApp { router, config, tag_counters, metrics, connections }
+        EdgeApp { router, config, tag_counters, gate_counters, metrics, connections }
     }
 
     /// The table being served, or 503 `no_table` saying why there is none.
@@ -247,7 +249,7 @@ pub fn gate(app: &EdgeApp, request: &GateRequest<'_>) -> Result<GateAnswer, Fail
                 && !tag.pinned
                 && table.frozen_in(domain).is_some_and(|set| set.contains(tag.unit.0))
             {
-                telemetry::count_gate(table.lane(tag.color), "frozen");
+                app.gate_counters.count(tag.color, table.lane(tag.color), "frozen");
                 return Err(frozen_write(tag.unit.0, table.version()));
             }
             let source = match (tag.pinned, &channel) {
@@ -273,7 +275,7 @@ pub fn gate(app: &EdgeApp, request: &GateRequest<'_>) -> Result<GateAnswer, Fail
         }
     };
     app.tag_counters.count(color, 1);
-    telemetry::count_gate(table.lane(color), source);
+    app.gate_counters.count(color, table.lane(color), source);
     let signature = match (&app.config.edge.tag_key, &user) {
         (Some(key), Some(user_id)) => Some(key.sign(table.lane(color), table.version(), user_id)),
         _ => None,
