@@ -272,3 +272,22 @@ fn the_python_reference_applies_release_channels_per_service_and_domain() {
         "reference and server agree on {checked} service tags (channels, domains, suspension)"
     );
 }
+
+/// The golden routing vectors (`tests/fixtures/routing_vectors.json`, checked by the Rust core,
+/// the Go client and the Java client) are what the reference says today: regenerated from
+/// `tests/fixtures/routing_base.json`, they are the committed file byte for byte.
+#[test]
+fn the_golden_routing_vectors_are_the_references_answers() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python())
+        .arg(root.join("scripts/routing_vectors.py"))
+        .arg(root.join("tests/fixtures/routing_base.json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let committed = std::fs::read(root.join("tests/fixtures/routing_vectors.json")).unwrap();
+    assert!(
+        out.stdout == committed,
+        "tests/fixtures/routing_vectors.json is not what scripts/routing_vectors.py writes today: regenerate it and review the diff"
+    );
+}

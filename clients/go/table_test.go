@@ -2,6 +2,7 @@ package tidegate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -373,4 +374,62 @@ func TestMalformedTablesAreRefusedWithAClearError(t *testing.T) {
 		}
 	}
 	t.Logf("FIGURE decode_refusals=%d", len(cases)+5)
+}
+
+// The golden vectors of the whole published rule (tests/fixtures/routing_vectors.json, written by
+// scripts/routing_vectors.py from scripts/reference_tag.py): three zones, a non-dial map, pins, a
+// second domain and release channels, as published and suspended; tests/routing_vectors.rs checks
+// the Rust core against the same rows.
+func TestRoutingVectorsMatchTheFixture(t *testing.T) {
+	var file struct {
+		Tables []struct {
+			Name  string          `json:"name"`
+			Table json.RawMessage `json:"table"`
+			Rows  [][]any         `json:"rows"`
+		} `json:"tables"`
+	}
+	fixture(t, "routing_vectors.json", &file)
+	str := func(v any) string { s, _ := v.(string); return s }
+	checked := map[string]int{}
+	for _, f := range file.Tables {
+		table, err := DecodeTable(f.Table)
+		if err != nil {
+			t.Fatalf("%s: decode: %v", f.Name, err)
+		}
+		for _, row := range f.Rows {
+			user, domain, service := str(row[0]), str(row[1]), str(row[2])
+			name := fmt.Sprintf("%s: user %q, domain %q, service %q", f.Name, user, domain, service)
+			got, err := table.TagForServiceIn(domain, user, service)
+			if want := str(row[8]); want != "" {
+				if want != "channel_unavailable" || !errors.Is(err, ErrChannelUnavailable) {
+					t.Fatalf("%s: want %s, got %+v, %v", name, want, got, err)
+				}
+				checked[want]++
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got.Lane != str(row[3]) || got.Zone != str(row[4]) || got.Pinned != row[6].(bool) || got.Reason != str(row[7]) {
+				t.Fatalf("%s: got %+v, want %v", name, got, row)
+			}
+			if unit, ok := row[5].(float64); ok && uint32(unit) != got.Unit {
+				t.Fatalf("%s: unit %d, want %v", name, got.Unit, unit)
+			}
+			checked[got.Reason]++
+		}
+	}
+	total := 0
+	for _, n := range checked {
+		total += n
+	}
+	for _, reason := range []string{"pin", "unit", "channel:orders-v2", "channel:billing-v3", "channel_unavailable"} {
+		if checked[reason] == 0 {
+			t.Fatalf("no row decided by %s: %v", reason, checked)
+		}
+	}
+	if total != 2080 {
+		t.Fatalf("%d rows, want 2080", total)
+	}
+	t.Logf("FIGURE routing_vectors=%d %v", total, checked)
 }

@@ -110,4 +110,45 @@ class FixturesTest {
         assertTrue(n >= 14);
         System.out.println("[figures] write check fixtures: " + n + " cases agree");
     }
+
+    /**
+     * The golden vectors of the whole published rule (tests/fixtures/routing_vectors.json, from
+     * scripts/reference_tag.py): three zones, a non-dial map, pins, a second domain and release
+     * channels, as published and suspended. The Rust core and the Go client check the same rows.
+     */
+    @Test
+    void routingVectors() throws Exception {
+        Map<String, Integer> checked = new java.util.TreeMap<>();
+        for (JsonNode f : fixture("routing_vectors.json").get("tables")) {
+            String name = f.get("name").asText();
+            RoutingTable table = RoutingTable.decode(f.get("table"));
+            for (JsonNode row : f.get("rows")) {
+                String user = row.get(0).asText();
+                String domain = row.get(1).isNull() ? null : row.get(1).asText();
+                String service = row.get(2).isNull() ? null : row.get(2).asText();
+                String what = name + ": user " + user + ", domain " + domain + ", service " + service;
+                if (!row.get(8).isNull()) {
+                    TagException e = assertThrows(TagException.class, () -> table.tag(user, service, domain), what);
+                    assertEquals(row.get(8).asText(), e.code(), what);
+                    checked.merge(e.code(), 1, Integer::sum);
+                    continue;
+                }
+                Tag tag = table.tag(user, service, domain);
+                assertEquals(row.get(3).asText(), tag.lane(), what);
+                assertEquals(row.get(4).asText(), tag.zone(), what);
+                if (!row.get(5).isNull()) {
+                    assertEquals(row.get(5).asInt(), tag.unit(), what);
+                }
+                assertEquals(row.get(6).asBoolean(), tag.pinned(), what);
+                assertEquals(row.get(7).asText(), tag.reason(), what);
+                checked.merge(tag.reason(), 1, Integer::sum);
+            }
+        }
+        int total = checked.values().stream().mapToInt(Integer::intValue).sum();
+        assertEquals(2080, total);
+        for (String reason : new String[] {"pin", "unit", "channel:orders-v2", "channel:billing-v3", "channel_unavailable"}) {
+            assertTrue(checked.getOrDefault(reason, 0) > 0, "no row decided by " + reason + ": " + checked);
+        }
+        System.out.println("[figures] routing vectors: " + total + " rows agree " + checked);
+    }
 }

@@ -1,0 +1,56 @@
+//! Golden vectors of the whole published rule (issues 22 and 24): `tests/fixtures/routing_vectors.json`,
+//! written by `scripts/routing_vectors.py` from `scripts/reference_tag.py` (no tidegate code), holds
+//! a published table with three zones, a non-dial unit map, pins to three lanes, a second domain and
+//! two release channels (`global` and `reject` fallbacks), as published and with both channels
+//! suspended, and 2 080 tags over users, domains and services. The table decodes as any client
+//! decodes it (`client::decode_table`) and the core's `tag_service` must give every row. The Go and
+//! Java clients check the same file.
+
+use serde_json::Value;
+use tidegate::core::{Rule, TagError};
+
+#[test]
+fn every_row_of_the_golden_routing_vectors_is_the_cores_answer() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/routing_vectors.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut checked = 0;
+    let mut reasons = std::collections::BTreeMap::<String, usize>::new();
+    for fixture in doc["tables"].as_array().unwrap() {
+        let name = fixture["name"].as_str().unwrap();
+        let table = tidegate::client::decode_table(&fixture["table"])
+            .unwrap_or_else(|e| panic!("{name}: the published table does not decode: {e}"));
+        for row in fixture["rows"].as_array().unwrap() {
+            let row = row.as_array().unwrap();
+            let user = row[0].as_str().unwrap();
+            let (domain, service) = (row[1].as_str(), row[2].as_str());
+            let case = format!("{name}: user {user:?}, domain {domain:?}, service {service:?}");
+            let got = table.tag_service(domain, user, service);
+            if let Some(error) = row[8].as_str() {
+                assert_eq!(error, "channel_unavailable", "{case}");
+                assert!(matches!(got, Err(TagError::ChannelUnavailable(_))), "{case}: {got:?}");
+                *reasons.entry(error.to_owned()).or_default() += 1;
+                checked += 1;
+                continue;
+            }
+            let (tag, rule) = got.unwrap_or_else(|e| panic!("{case}: {e}")).expect("domain exists");
+            assert_eq!(table.lane(tag.color), row[3].as_str().unwrap(), "{case}: lane");
+            assert_eq!(table.zone_of(tag.color), row[4].as_str().unwrap(), "{case}: zone");
+            if let Some(unit) = row[5].as_u64() {
+                assert_eq!(u64::from(tag.unit.0), unit, "{case}: unit");
+            }
+            assert_eq!(tag.pinned, row[6].as_bool().unwrap(), "{case}: pinned");
+            let reason = rule.describe();
+            assert_eq!(reason, row[7].as_str().unwrap(), "{case}: reason");
+            assert_eq!(matches!(rule, Rule::Pin), tag.pinned, "{case}");
+            *reasons.entry(reason.into_owned()).or_default() += 1;
+            checked += 1;
+        }
+    }
+    eprintln!("[figures] routing vectors: {checked} rows agree: {reasons:?}");
+    assert_eq!(checked, 2080);
+    // The file covers what it says it covers.
+    for reason in ["pin", "unit", "channel:orders-v2", "channel:billing-v3", "channel_unavailable"]
+    {
+        assert!(reasons.get(reason).is_some_and(|n| *n > 0), "no row decided by {reason}");
+    }
+}
