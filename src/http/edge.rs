@@ -110,7 +110,7 @@ pub fn run(app: EdgeApp) -> Result<(), String> {
     }
     let at = SocketAddr::new(app.config.edge.address, app.config.edge.port);
     let (handoff, unbound) = super::dispatch::handoff();
-    let fast = crate::http_fast::edge::EdgeFast { app, handoff: Some(handoff) };
+    let fast = crate::http_fast::edge::EdgeFast::new(app, Some(handoff));
     let dispatcher = crate::http_fast::dispatch::Dispatcher::bind(fast, at, "edge.port")?;
     let local = dispatcher.local_addr().map_err(|e| format!("edge.port: {e}"))?;
     super::dispatch::launch(rocket, unbound.at(local), vec![Box::pin(dispatcher.serve())], "edge")

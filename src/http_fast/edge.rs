@@ -8,12 +8,13 @@
 //! services in other languages call, and Rocket's per-request cost was most of its CPU
 //! (issue 27: the edge at ~0.6x the coordinator's fast port).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderValue};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::Fast;
@@ -28,9 +29,35 @@ const SERVER: &str = "tidegate-edge";
 
 /// The edge's state and where the rest of its API goes.
 pub struct EdgeFast {
-    pub app: Arc<EdgeApp>,
-    pub handoff: Option<Handoff>,
+    app: Arc<EdgeApp>,
+    handoff: Option<Handoff>,
+    /// `[edge] user_header`, parsed once.
+    user_header: HeaderName,
 }
+
+impl EdgeFast {
+    pub fn new(app: Arc<EdgeApp>, handoff: Option<Handoff>) -> EdgeFast {
+        // The configuration admits only lowercase letters, digits, `-` and `_`: a valid name.
+        let user_header = HeaderName::from_bytes(app.config.edge.user_header.as_bytes())
+            .unwrap_or(HeaderName::from_static("x-user-id"));
+        EdgeFast { app, handoff, user_header }
+    }
+}
+
+// The request headers the gate reads, and the answer's, named once (no parse per request).
+const GATE_TOKEN: HeaderName = HeaderName::from_static(GATE_TOKEN_HEADER);
+const ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
+const ORIGINAL_METHOD: HeaderName = HeaderName::from_static("x-original-method");
+const DOMAIN: HeaderName = HeaderName::from_static("x-tidegate-domain");
+const SERVICE: HeaderName = HeaderName::from_static("x-tidegate-service");
+const COLOR: HeaderName = HeaderName::from_static("x-tidegate-color");
+const ZONE: HeaderName = HeaderName::from_static("x-tidegate-zone");
+const VERSION: HeaderName = HeaderName::from_static("x-tidegate-version");
+const SOURCE: HeaderName = HeaderName::from_static("x-tidegate-source");
+const CHANNEL: HeaderName = HeaderName::from_static("x-tidegate-channel");
+const SIGNATURE: HeaderName = HeaderName::from_static(crate::client::SIGNATURE_HEADER);
+const GLOBAL_WRITER: HeaderName = HeaderName::from_static("x-tidegate-global-writer");
+const GLOBAL_READ_ONLY: HeaderName = HeaderName::from_static("x-tidegate-global-read-only");
 
 impl Fast for EdgeFast {
     fn connections(&self) -> &Arc<Guard> {
@@ -47,7 +74,7 @@ impl Fast for EdgeFast {
     }
 
     async fn answer(app: Arc<Self>, request: Request<Incoming>) -> Response<AnyBody> {
-        answer(&app.app, request).await.map(Either::Left)
+        answer(&app, request).await.map(Either::Left)
     }
 }
 
@@ -63,11 +90,12 @@ pub fn is_edge_path(method: &str, path: &str) -> bool {
     }
 }
 
-async fn answer(app: &EdgeApp, request: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(fast: &EdgeFast, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let app = &fast.app;
     let result = match (request.method(), request.uri().path()) {
         (&Method::GET | &Method::HEAD, "/v1/tag") => tag_one(app, &request).map(tagged),
         (&Method::POST, "/v1/tag") => tag_batch(app, request).await.map(tagged),
-        _ => crate::service::edge::gate(app, &gate_request(app, &request)).map(gated),
+        _ => crate::service::edge::gate(app, &gate_request(fast, &request)).map(gated),
     };
     result.unwrap_or_else(|failure| respond::refused_as(failure, SERVER))
 }
@@ -106,31 +134,32 @@ fn tagged(answer: Answer) -> Response<Full<Bytes>> {
 
 /// What the gateway check reads, from hyper's request as the Rocket guard reads it from
 /// Rocket's: the first value of each header that is UTF-8 (Rocket drops the others).
-fn gate_request<'r>(app: &'r EdgeApp, request: &'r Request<Incoming>) -> GateRequest<'r> {
+fn gate_request<'r>(fast: &EdgeFast, request: &'r Request<Incoming>) -> GateRequest<'r> {
     let headers = request.headers();
     GateRequest {
-        gate_token: first(headers, GATE_TOKEN_HEADER),
-        authorization: first(headers, "authorization"),
-        user_header: first(headers, &app.config.edge.user_header),
+        gate_token: first(headers, &GATE_TOKEN),
+        authorization: first(headers, &hyper::header::AUTHORIZATION),
+        user_header: first(headers, &fast.user_header),
         cookies: headers
             .get_all(hyper::header::COOKIE)
             .iter()
             .filter_map(|v| std::str::from_utf8(v.as_bytes()).ok())
             .collect(),
         query: request.uri().query(),
-        original_uri: first(headers, "x-original-uri"),
-        domain: first(headers, "x-tidegate-domain"),
-        service: first(headers, "x-tidegate-service"),
+        original_uri: first(headers, &ORIGINAL_URI),
+        domain: first(headers, &DOMAIN),
+        service: first(headers, &SERVICE),
         method: request.method().as_str(),
-        original_method: first(headers, "x-original-method"),
+        original_method: first(headers, &ORIGINAL_METHOD),
     }
 }
 
-fn first<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+fn first<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     headers.get_all(name).iter().find_map(|v| std::str::from_utf8(v.as_bytes()).ok())
 }
 
-/// 200, no body, no content type, the routing headers.
+/// 200, no body, no content type, the routing headers: those of `GateAnswer::headers`, which
+/// the Rocket route sends (`tests/edge_fast.rs` compares them), built without a string per header.
 fn gated(answer: GateAnswer) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = StatusCode::OK;
@@ -141,8 +170,23 @@ fn gated(answer: GateAnswer) -> Response<Full<Bytes>> {
         }
     }
     headers.insert(hyper::header::SERVER, HeaderValue::from_static(SERVER));
-    for (name, value) in answer.headers() {
-        if let Ok(value) = HeaderValue::from_str(&value) {
+    let text = |value: &str| HeaderValue::from_str(value).ok();
+    let color = match answer.color {
+        Cow::Borrowed(lane) => Some(HeaderValue::from_static(lane)),
+        Cow::Owned(lane) => text(&lane),
+    };
+    let flag = if answer.global_read_only { "true" } else { "false" };
+    for (name, value) in [
+        (COLOR, color),
+        (ZONE, text(&answer.zone)),
+        (VERSION, Some(HeaderValue::from(answer.version))),
+        (SOURCE, Some(HeaderValue::from_static(answer.source))),
+        (CHANNEL, answer.channel.as_deref().and_then(text)),
+        (SIGNATURE, answer.signature.as_deref().and_then(text)),
+        (GLOBAL_WRITER, answer.global_writer.as_deref().and_then(text)),
+        (GLOBAL_READ_ONLY, Some(HeaderValue::from_static(flag))),
+    ] {
+        if let Some(value) = value {
             headers.insert(name, value);
         }
     }
