@@ -19,7 +19,7 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use super::Fast;
 use super::dispatch::Handoff;
-use super::respond::{self, AnyBody, COMMON};
+use super::respond::{self, AnyBody};
 use crate::service::connections::Guard;
 use crate::service::edge::{EdgeApp, GATE_TOKEN_HEADER, GateAnswer, GateRequest};
 use crate::service::tag_answer::{self, Answer, Failure};
@@ -164,12 +164,7 @@ fn gated(answer: GateAnswer) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
-    for (name, value) in COMMON {
-        if name != "content-type" {
-            headers.insert(name, HeaderValue::from_static(value));
-        }
-    }
-    headers.insert(hyper::header::SERVER, HeaderValue::from_static(SERVER));
+    respond::common_without_body(headers, SERVER);
     let text = |value: &str| HeaderValue::from_str(value).ok();
     let color = match answer.color {
         Cow::Borrowed(lane) => Some(HeaderValue::from_static(lane)),

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::Tagger;
@@ -27,6 +27,17 @@ pub(super) const COMMON: [(&str, &str); 5] = [
     ("x-content-type-options", "nosniff"),
     ("x-frame-options", "SAMEORIGIN"),
 ];
+
+/// [`COMMON`] as typed headers, named and valued at compile time: inserting them parses nothing
+/// per answer (a `&str` name is parsed on every insert).
+const COMMON_HEADERS: [(HeaderName, HeaderValue); 4] = [
+    (HeaderName::from_static("content-type"), HeaderValue::from_static("application/json")),
+    (HeaderName::from_static("permissions-policy"), HeaderValue::from_static("interest-cohort=()")),
+    (HeaderName::from_static("x-content-type-options"), HeaderValue::from_static("nosniff")),
+    (HeaderName::from_static("x-frame-options"), HeaderValue::from_static("SAMEORIGIN")),
+];
+const COLOR: HeaderName = HeaderName::from_static("x-tidegate-color");
+const VERSION: HeaderName = HeaderName::from_static("x-tidegate-version");
 
 /// Every answer's body: a whole JSON body, or a watch stream's events.
 pub type AnyBody = Either<Full<Bytes>, Events>;
@@ -241,16 +252,16 @@ pub(super) fn ok_as(answer: Answer, server: &'static str) -> Response<Full<Bytes
     common_as(headers, server);
     match answer.color {
         Some(std::borrow::Cow::Borrowed(color)) => {
-            headers.insert("x-tidegate-color", HeaderValue::from_static(color));
+            headers.insert(COLOR, HeaderValue::from_static(color));
         }
         Some(std::borrow::Cow::Owned(lane)) => {
             if let Ok(value) = HeaderValue::from_str(&lane) {
-                headers.insert("x-tidegate-color", value);
+                headers.insert(COLOR, value);
             }
         }
         None => {}
     }
-    headers.insert("x-tidegate-version", HeaderValue::from(answer.version));
+    headers.insert(VERSION, HeaderValue::from(answer.version));
     response
 }
 
@@ -290,8 +301,30 @@ pub(super) fn common(headers: &mut HeaderMap) {
 
 /// The headers every answer carries, with `server` naming the process.
 pub(super) fn common_as(headers: &mut HeaderMap, server: &'static str) {
-    for (name, value) in COMMON {
-        headers.insert(name, HeaderValue::from_static(value));
+    for (name, value) in COMMON_HEADERS {
+        headers.insert(name, value);
     }
     headers.insert(header::SERVER, HeaderValue::from_static(server));
+}
+
+/// [`common_as`] without `content-type` (an answer with no body: the gate's).
+pub(super) fn common_without_body(headers: &mut HeaderMap, server: &'static str) {
+    for (name, value) in COMMON_HEADERS.into_iter().skip(1) {
+        headers.insert(name, value);
+    }
+    headers.insert(header::SERVER, HeaderValue::from_static(server));
+}
+
+#[cfg(test)]
+mod tests {
+    /// The typed common headers are [`super::COMMON`], which the raw watch writes by hand.
+    #[test]
+    fn the_typed_common_headers_are_the_common_list() {
+        let mut typed = hyper::header::HeaderMap::new();
+        super::common_as(&mut typed, "tidegate");
+        assert_eq!(typed.len(), super::COMMON.len());
+        for (name, value) in super::COMMON {
+            assert_eq!(typed.get(name).unwrap(), value, "{name}");
+        }
+    }
 }
