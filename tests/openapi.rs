@@ -123,7 +123,7 @@ fn every_mounted_api_route_is_in_the_document_and_the_document_names_no_other() 
 /// Every `ApiError` code written in `src/http` as `ApiError::new(status, "code", ..)`,
 /// `ApiError::bad_request("code", ..)` or a catcher arm `=> ("code", ..)`, and every `Failure`
 /// code of the framework-free answers both HTTP listeners render (`Failure::new(status, "code",
-/// ..)`, `Failure::bad_request("code", ..)`) in `src/service/{tag_answer,bearer,subscribers}.rs`
+/// ..)`, `Failure::bad_request("code", ..)`) in `src/service/{tag_answer,edge,bearer,subscribers}.rs`
 /// and `src/http_fast`.
 fn codes_in_source() -> BTreeSet<String> {
     fn literal_after(text: &str) -> Option<String> {

@@ -22,7 +22,7 @@ use super::dispatch::Handoff;
 use super::respond::{self, AnyBody};
 use crate::service::connections::Guard;
 use crate::service::edge::{EdgeApp, GATE_TOKEN_HEADER, GateAnswer, GateRequest};
-use crate::service::tag_answer::{self, Answer, Failure};
+use crate::service::tag_answer::Answer;
 
 /// The edge's `server` header (Rocket's `ident` on the edge).
 const SERVER: &str = "tidegate-edge";
@@ -93,39 +93,16 @@ pub fn is_edge_path(method: &str, path: &str) -> bool {
 async fn answer(fast: &EdgeFast, request: Request<Incoming>) -> Response<Full<Bytes>> {
     let app = &fast.app;
     let result = match (request.method(), request.uri().path()) {
-        (&Method::GET | &Method::HEAD, "/v1/tag") => tag_one(app, &request).map(tagged),
-        (&Method::POST, "/v1/tag") => tag_batch(app, request).await.map(tagged),
+        (&Method::GET | &Method::HEAD, "/v1/tag") => {
+            respond::tag_query(&app.config, &app.tag_counters, &request, || app.table()).map(tagged)
+        }
+        (&Method::POST, "/v1/tag") => {
+            let table = || app.table();
+            respond::tag_body(&app.config, &app.tag_counters, request, table).await.map(tagged)
+        }
         _ => crate::service::edge::gate(app, &gate_request(fast, &request)).map(gated),
     };
     result.unwrap_or_else(|failure| respond::refused_as(failure, SERVER))
-}
-
-fn tag_one(app: &EdgeApp, request: &Request<Incoming>) -> Result<Answer, Failure> {
-    respond::bearer_of(&app.config, request.headers())?.require_reader(&app.config)?;
-    let query = request.uri().query();
-    let user_id = tag_answer::user_id_param(query)?;
-    let domain = tag_answer::domain_param(query)?;
-    let service = tag_answer::service_param(query)?;
-    let table = app.table()?;
-    tag_answer::tag_one(
-        &table,
-        app.config.fallback,
-        &app.tag_counters,
-        user_id.as_deref(),
-        domain.as_deref(),
-        service.as_deref(),
-    )
-}
-
-async fn tag_batch(app: &EdgeApp, request: Request<Incoming>) -> Result<Answer, Failure> {
-    let headers = request.headers();
-    respond::json_media(headers)?;
-    respond::bearer_of(&app.config, headers)?.require_reader(&app.config)?;
-    let body = respond::read_body_under(&app.config, request).await?;
-    let text = std::str::from_utf8(&body).map_err(|e| tag_answer::unreadable_body(&e))?;
-    let batch = tag_answer::parse_batch(text)?;
-    let table = app.table()?;
-    tag_answer::tag_batch(&table, app.config.max_batch, &app.tag_counters, &batch)
 }
 
 fn tagged(answer: Answer) -> Response<Full<Bytes>> {

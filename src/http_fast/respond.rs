@@ -2,6 +2,7 @@
 //! `service::tag_answer` built.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -13,10 +14,11 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::Tagger;
 use super::watch::{self, Events};
 use crate::config::Config;
+use crate::core::RoutingTable;
 use crate::service::bearer::{self, Bearer};
 use crate::service::subscribers::{AckRequest, Subscribers, ack_body};
 use crate::service::tag_answer::{self, Answer, Failure};
-use crate::telemetry;
+use crate::telemetry::{self, TagCounters};
 
 /// The headers every answer carries besides its own: what Rocket's `ident` and Shield fairing add
 /// on the main port, so the two listeners answer alike.
@@ -73,31 +75,49 @@ pub async fn answer(tagger: &Tagger, request: Request<Incoming>) -> Response<Any
 }
 
 fn tag_one(tagger: &Tagger, request: &Request<Incoming>) -> Result<Answer, Failure> {
-    reader(tagger, request.headers())?;
-    let user_id = tag_answer::user_id_param(request.uri().query())?;
-    let domain = tag_answer::domain_param(request.uri().query())?;
-    let service = tag_answer::service_param(request.uri().query())?;
-    let table = tagger.coordinator.table();
-    tag_answer::tag_one(
-        &table,
-        tagger.config.fallback,
-        &tagger.counters,
-        user_id.as_deref(),
-        domain.as_deref(),
-        service.as_deref(),
-    )
+    tag_query(&tagger.config, &tagger.counters, request, || Ok(tagger.coordinator.table()))
 }
 
 async fn tag_batch(tagger: &Tagger, request: Request<Incoming>) -> Result<Answer, Failure> {
+    tag_body(&tagger.config, &tagger.counters, request, || Ok(tagger.coordinator.table())).await
+}
+
+/// `GET /v1/tag` on any fast path: the read gate (on the `Authorization` header only: the web
+/// UI's session cookie is for the UI, which never calls the tag path), the query's `user_id`, `domain` and `service`,
+/// then the tag over the table `table` gives (the coordinator's, or the edge's, which may have none).
+pub(super) fn tag_query(
+    config: &Config,
+    counters: &TagCounters,
+    request: &Request<Incoming>,
+    table: impl FnOnce() -> Result<Arc<RoutingTable>, Failure>,
+) -> Result<Answer, Failure> {
+    bearer_of(config, request.headers())?.require_reader(config)?;
+    let query = request.uri().query();
+    let user_id = tag_answer::user_id_param(query)?;
+    let domain = tag_answer::domain_param(query)?;
+    let service = tag_answer::service_param(query)?;
+    let table = table()?;
+    let (user_id, domain, service) = (user_id.as_deref(), domain.as_deref(), service.as_deref());
+    tag_answer::tag_one(&table, config.fallback, counters, user_id, domain, service)
+}
+
+/// `POST /v1/tag` on any fast path: the JSON media gate, the read gate, the body, then the batch
+/// over the table `table` gives.
+pub(super) async fn tag_body(
+    config: &Config,
+    counters: &TagCounters,
+    request: Request<Incoming>,
+    table: impl FnOnce() -> Result<Arc<RoutingTable>, Failure>,
+) -> Result<Answer, Failure> {
     let headers = request.headers();
     json_media(headers)?;
-    reader(tagger, headers)?;
-    let body = read_body(tagger, request).await?;
+    bearer_of(config, headers)?.require_reader(config)?;
+    let body = read_body_under(config, request).await?;
     // Rocket reports the UTF-8 error itself (wrapped in an I/O error that displays the same).
     let text = std::str::from_utf8(&body).map_err(|e| tag_answer::unreadable_body(&e))?;
     let batch = tag_answer::parse_batch(text)?;
-    let table = tagger.coordinator.table();
-    tag_answer::tag_batch(&table, tagger.config.max_batch, &tagger.counters, &batch)
+    let table = table()?;
+    tag_answer::tag_batch(&table, config.max_batch, counters, &batch)
 }
 
 /// The subscriber ID of `/v1/subscribers/<id>/ack`, percent-decoded as Rocket decodes a path
@@ -178,12 +198,6 @@ async fn collect(
         }
     }
     Ok(bytes)
-}
-
-/// The read gate, on the `Authorization` header only (the web UI's session cookie is for the UI;
-/// it never calls the tag path).
-fn reader(tagger: &Tagger, headers: &HeaderMap) -> Result<(), Failure> {
-    reader_of(tagger, headers)?.require_reader(&tagger.config)
 }
 
 /// Who the `Authorization` header names.
