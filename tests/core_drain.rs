@@ -38,6 +38,7 @@ fn plan(zone: &str, target_blue: u32, step: u32, guard: Guard) -> DrainPlan {
         mode: DrainMode::Maintenance,
         domain: None,
         freeze_ms: None,
+        receivers: None,
     }
 }
 

@@ -60,6 +60,7 @@ fn fixture_scenarios() {
             mode: DrainMode::parse(sc["mode"].as_str().unwrap()).unwrap(),
             domain: None,
             freeze_ms: None,
+            receivers: None,
         };
         let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
         let blue_units = sc["start_blue"].as_u64().unwrap() as u32;

@@ -42,6 +42,7 @@ fn lossless(target_blue: u32, step: u32, window_ms: u64) -> DrainPlan {
         mode: DrainMode::Maintenance,
         domain: None,
         freeze_ms: Some(window_ms),
+        receivers: None,
     }
 }
 

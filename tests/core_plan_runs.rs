@@ -227,6 +227,7 @@ fn fixture_scenarios() {
                             mode: tidegate::core::DrainMode::Maintenance,
                             domain: None,
                             freeze_ms: None,
+                            receivers: None,
                         };
                         Some(Command::StartDrain { plan: drain })
                     }

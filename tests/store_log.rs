@@ -241,6 +241,7 @@ fn drains_replay_to_the_same_state() {
             mode: tidegate::core::DrainMode::Maintenance,
             domain: None,
             freeze_ms: None,
+            receivers: None,
         };
         submit(&c, "alice", 10, Command::StartDrain { plan });
         submit(&c, "drain:1", 20, Command::DrainStep { drain: 1, blue_units: 40 });

@@ -101,6 +101,7 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                     },
                     domain: None,
                     freeze_ms: None,
+                    receivers: None,
                 },
             }
         }

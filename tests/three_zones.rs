@@ -538,3 +538,166 @@ fn a_retried_unit_move_or_evacuation_with_its_key_applies_once() {
     assert_eq!(after["version"].as_u64(), Some(version + 2));
     assert!(owners(&after).iter().all(|zone| zone != "az-c"), "az-c owns nothing");
 }
+
+/// A step-by-step drain of one zone among three on the real binary: az-c's units leave in
+/// slices of 10 to az-a and az-b, a failing receiver holds the drain (no unit moves while it
+/// does), the drain finishes once it recovers, only az-c's units changed owner, and the
+/// coordinator, the edge and a Router agree on every user afterwards. Bad receivers are refused
+/// with the field named.
+#[test]
+fn a_zone_drain_among_three_steps_out_guarded_by_every_receiver() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    let toml = config().replace(
+        "[health]\nwindow = \"2s\"",
+        "[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"",
+    );
+    assert!(toml.contains("tick = \"20ms\""), "the drain tick is set");
+    std::fs::write(&file, toml).unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let url = server.url.clone();
+    let start = routing(&url);
+    let (status, body) = put_units(
+        &url,
+        json!({"moves": [{"units": "60-99", "zone": "az-c"}], "expected_version": start["version"], "reason": "az-c takes 40 units"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let before = owners(&body);
+
+    // Outcomes every 100 ms: 50 requests per zone, az-b failing `errors` of them.
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    {
+        let (url, stop, errors) = (url.clone(), Arc::clone(&stop), Arc::clone(&errors));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let bad = errors.load(Ordering::SeqCst);
+                let batches = json!([
+                    {"zone": "az-a", "color": "green", "ok": 50},
+                    {"zone": "az-b", "color": "blue", "ok": 50 - bad, "error": bad},
+                    {"zone": "az-c", "color": "red", "ok": 50},
+                ]);
+                let _ = post_json(&format!("{url}/v1/outcomes"), OPERATOR_TOKEN, batches);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+
+    // Bad receivers: each a 400 naming the field.
+    let drain = |to: Value| {
+        post_json(
+            &format!("{url}/v1/drains"),
+            OPERATOR_TOKEN,
+            json!({"zone": "az-c", "target_percent": 0, "step_percent": 10, "interval": "300ms",
+                   "to": to, "guard": {"max_error_rate": 0.05, "min_requests": 10, "breaches": 1000},
+                   "reason": "az-c maintenance"}),
+        )
+    };
+    for (to, code, needle) in [
+        (json!(["az-q"]), "unknown_zone", "to[0]"),
+        (json!(["az-a", "az-c"]), "invalid_drain", "to[1]"),
+        (json!(["az-a", "az-a"]), "invalid_drain", "named twice"),
+    ] {
+        let (status, body) = drain(to.clone());
+        assert_eq!((status, body["error"].as_str()), (400, Some(code)), "{to}: {body}");
+        assert!(body["detail"].as_str().unwrap().contains(needle), "{to}: {body}");
+    }
+    assert_eq!(routing(&url)["version"], body["version"], "refusals change nothing");
+
+    // az-b fails before the drain starts: the first step holds on it.
+    errors.store(25, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(1200));
+    let (status, body) = drain(json!(["az-a", "az-b"]));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["receiving_zones"], json!(["az-a", "az-b"]), "{body}");
+    assert_eq!(
+        (body["from_percent"].as_f64(), body["target_percent"].as_f64()),
+        (Some(40.0), Some(0.0))
+    );
+    let id = body["id"].as_u64().unwrap();
+    let current = || get_json(&format!("{url}/v1/drains/{id}")).1;
+    let held = wait_for(Duration::from_secs(10), || {
+        let d = current();
+        d["hold_reason"].as_str().is_some_and(|r| r.contains("receiving zone az-b")).then_some(d)
+    });
+    assert_eq!(held["steps_done"], 0, "{held}");
+    std::thread::sleep(Duration::from_millis(900));
+    let units_c = |r: &Value| owners(r).iter().filter(|o| *o == "az-c").count();
+    assert_eq!(units_c(&routing(&url)), 40, "no unit moves while a receiver fails");
+
+    // az-b recovers: the drain steps az-c out, 10 units at a time, down to nothing.
+    errors.store(0, Ordering::SeqCst);
+    let mut seen = vec![40];
+    let done = wait_for(Duration::from_secs(30), || {
+        let n = units_c(&routing(&url));
+        if seen.last() != Some(&n) {
+            seen.push(n);
+        }
+        let d = current();
+        (d["state"] == "completed").then_some(d)
+    });
+    stop.store(true, Ordering::SeqCst);
+    println!("az-c's units as the drain ran: {seen:?}; {done}");
+    assert_eq!(done["steps_done"], 4, "{done}");
+    assert!(seen.windows(2).all(|w| w[0] > w[1] && w[0] - w[1] <= 10), "{seen:?}");
+    assert_eq!(seen.last(), Some(&0));
+    let after = owners(&routing(&url));
+    let mut to: BTreeMap<&str, usize> = BTreeMap::new();
+    for (unit, (b, a)) in before.iter().zip(&after).enumerate() {
+        if b == "az-c" {
+            *to.entry(a.as_str()).or_default() += 1;
+        } else {
+            assert_eq!(a, b, "unit {unit} was not az-c's and kept its owner");
+        }
+    }
+    println!("az-c's 40 units went to {to:?}");
+    assert_eq!(to.values().sum::<usize>(), 40);
+    assert!(
+        to.get("az-a").is_some_and(|n| *n > 0) && to.get("az-b").is_some_and(|n| *n > 0),
+        "{to:?}"
+    );
+
+    // The audit has the start and four steps, each naming its moves and the guard.
+    let (status, audit) = get_json(&format!("{url}/v1/audit?limit=50"));
+    assert_eq!(status, 200, "{audit}");
+    let steps: Vec<&str> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "drain_step")
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps.len(), 4, "{steps:?}");
+    assert!(
+        steps.iter().all(|r| r.contains("guard passed, moving units") && r.contains(" to az-")),
+        "{steps:?}"
+    );
+
+    // The CLI names the receivers.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["drain", "status", &id.to_string(), "--server", &url])
+        .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains(&format!("drain {id} of az-c to az-a, az-b (completed)")), "{out}");
+
+    let edge_config = dir.path().join("edge.toml");
+    std::fs::write(&edge_config, "").unwrap();
+    let edge = Edge::start(&edge_config, &url, &dir.path().join("edge-cache.json"), free_port());
+    let (_, counts) = agree(&url, &edge, &users());
+    assert!(!counts.contains_key("red"), "{counts:?}");
+}
+
+/// Polls `check` every 50 ms until it gives a value; panics after `timeout`.
+fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "gave up after {timeout:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -639,6 +639,13 @@ fn drain_line(d: &Value) -> String {
         }
         _ => d["zone"].as_str().unwrap_or("?").to_owned(),
     };
+    // A zone drain among three or more names its receivers.
+    let receivers: Vec<&str> = d["receiving_zones"]
+        .as_array()
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let zone =
+        if receivers.len() > 1 { format!("{zone} to {}", receivers.join(", ")) } else { zone };
     format!(
         "{kind} {} of {zone} ({}): [{}{}] {done}/{total} steps, {}% now, {}% -> {}% every {}",
         d["id"],
@@ -706,6 +713,9 @@ pub fn drain_start(args: &super::DrainStartArgs) -> Result<(), String> {
     }
     if let Some(window) = &args.freeze_window {
         body["freeze_window"] = json!(window);
+    }
+    if !args.receivers.is_empty() {
+        body["to"] = json!(args.receivers);
     }
     let value = client.call("POST", "/v1/drains", Some(body))?;
     client.print(&value, |d| format!("started {}", drain_line(d)));

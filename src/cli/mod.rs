@@ -453,6 +453,10 @@ pub struct DrainStartArgs {
     /// The freeze's maximum window with --freeze, e.g. 30s (past it the step aborts back).
     #[arg(long, requires = "freeze")]
     pub freeze_window: Option<String>,
+    /// On a table of three or more zones: the zones receiving the drained zone's units, e.g.
+    /// `az-a,az-b` (default: every other live zone, spread by free room).
+    #[arg(long, value_delimiter = ',')]
+    pub receivers: Vec<String>,
     #[arg(long)]
     pub reason: String,
     #[command(flatten)]

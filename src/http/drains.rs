@@ -344,11 +344,12 @@ pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
         "color": table.lane(drain.plan.color),
         "mode": drain.plan.mode.as_str(),
         "receiving_zone": table.zone_of(drain.receiving_color()),
+        "receiving_zones": drain.receiving_zones().iter().map(|z| table.zone_of(*z)).collect::<Vec<_>>(),
         "state": drain.state_name(),
         "direction": match drain.direction { crate::core::Direction::Forward => "forward", crate::core::Direction::Back => "back" },
         "from_percent": drain.zone_percent(drain.start_blue_units, units),
         "target_percent": drain.zone_percent(drain.plan.target_blue_units, units),
-        "current_percent": if drain.is_active() { json!(drain.zone_percent(table.blue_units_in(drain.plan.domain.as_deref()).unwrap_or(0), units)) } else { Value::Null },
+        "current_percent": if drain.is_active() { json!(drain.zone_percent(current_units(drain, table), units)) } else { Value::Null },
         "step_percent": f64::from(drain.plan.step_units) * 100.0 / f64::from(units),
         "interval": format_duration_ms(drain.plan.interval_ms),
         "interval_ms": drain.plan.interval_ms,
@@ -372,6 +373,17 @@ pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
         "finished_at": drain.finished_ms.map(iso8601),
         "freeze": freeze_body(drain),
     })
+}
+
+/// What a drain counts in the table now: the dial's blue units, or the drained zone's units on
+/// a zone drain among N.
+fn current_units(drain: &Drain, table: &RoutingTable) -> u32 {
+    let domain = drain.plan.domain.as_deref();
+    if drain.is_zone_drain() {
+        table.map_of(domain).map_or(0, |m| m.count(drain.plan.color))
+    } else {
+        table.blue_units_in(domain).unwrap_or(0)
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -400,6 +412,9 @@ struct DrainRequest {
     freeze: Option<bool>,
     /// The freeze's maximum window (`30s` by default, at most `10m`), with `freeze`.
     freeze_window: Option<String>,
+    /// On a table of three or more zones: the zones that receive the drained zone's units
+    /// (default: every other live zone), spread by free room.
+    to: Option<Vec<String>>,
     reason: String,
     expected_version: Option<u64>,
 }
@@ -415,6 +430,7 @@ fn plan_from(
     interval: Option<&str>,
     guard: &GuardRequest,
     mode: DrainMode,
+    to: Option<&[String]>,
 ) -> Result<DrainPlan, ApiError> {
     let config = &app.config.drain;
     let (default_step, default_interval, default_guard) = match mode {
@@ -425,24 +441,24 @@ fn plan_from(
         }
     };
     let invalid = |what: String| ApiError::bad_request("invalid_drain", what);
-    let color = app.config.zones.color_in(zone).ok_or_else(|| {
-        ApiError::bad_request(
-            "unknown_zone",
-            format!("zone `{zone}` is not one of {}", app.config.zones.names()),
-        )
-    })?;
+    let zones = table.zones();
+    let color =
+        zones.color_in(zone).or_else(|| app.config.zones.color_in(zone)).ok_or_else(|| {
+            ApiError::bad_request(
+                "unknown_zone",
+                format!("zone `{zone}` is not one of {}", zone_names(zones)),
+            )
+        })?;
     let units = table.units();
     let target = Share::from_percent(target_percent, units)
         .map_err(|e| invalid(format!("target_percent: {e}")))?;
-    if !table.zones().is_two() {
-        return Err(ApiError::new(
-            Status::Conflict,
-            "needs_two_zones",
-            "a drain steps the blue-green dial, which needs a two-zone table; with more zones, move unit sets with PUT /v1/units or evacuate with POST /v1/units/evacuate",
-        ));
-    }
-    let target_blue_units =
-        if color == ZoneId::BLUE { target.blue_units } else { units - target.blue_units };
+    let receivers = receivers_from(table, color, to)?;
+    let target_blue_units = match &receivers {
+        // A zone drain among N counts the drained zone's own units.
+        Some(_) => target.blue_units,
+        None if color == ZoneId::BLUE => target.blue_units,
+        None => units - target.blue_units,
+    };
     let step = Share::from_percent(step_percent.unwrap_or(default_step), units)
         .map_err(|e| invalid(format!("step_percent: {e}")))?;
     if step.blue_units == 0 {
@@ -492,7 +508,55 @@ fn plan_from(
         mode,
         domain: None,
         freeze_ms: None,
+        receivers,
     })
+}
+
+/// The zones a table lists, for an unknown-zone error: `az-a, az-b, az-c`.
+fn zone_names(zones: &crate::core::Zones) -> String {
+    zones.live().map(|z| zones.zone_of(z).to_owned()).collect::<Vec<_>>().join(", ")
+}
+
+/// A drain's receivers: `None` on a two-zone table (the dial gives the other zone every unit
+/// it moves; `to` may name that zone and nothing else), the named zones or every other live
+/// zone on a table of three or more.
+fn receivers_from(
+    table: &RoutingTable,
+    source: ZoneId,
+    to: Option<&[String]>,
+) -> Result<Option<Vec<ZoneId>>, ApiError> {
+    let zones = table.zones();
+    let mut named = Vec::new();
+    for (i, name) in to.unwrap_or_default().iter().enumerate() {
+        let zone = zones.color_in(name).ok_or_else(|| {
+            ApiError::bad_request(
+                "unknown_zone",
+                format!("to[{i}]: zone `{name}` is not one of {}", zone_names(zones)),
+            )
+        })?;
+        named.push(zone);
+    }
+    if zones.is_two() {
+        let other = crate::core::counterpart(source);
+        if let Some(i) = named.iter().position(|z| *z != other) {
+            return Err(ApiError::bad_request(
+                "invalid_drain",
+                format!(
+                    "to[{i}]: a two-zone drain moves users to `{}`, the other zone",
+                    zones.zone_of(other)
+                ),
+            ));
+        }
+        return Ok(None);
+    }
+    let receivers = if to.is_some() {
+        crate::core::Receivers::Named(named)
+    } else {
+        crate::core::Receivers::Spread
+    };
+    crate::core::receiving_zones(zones, source, &receivers, 1)
+        .map(Some)
+        .map_err(|e| ApiError::bad_request("invalid_drain", e.to_string()))
 }
 
 /// The freeze window of a loss-less drain from the request's `freeze` and `freeze_window`.
@@ -596,6 +660,7 @@ async fn post_drain(
         r.interval.as_deref(),
         &r.guard,
         mode,
+        r.to.as_deref(),
     )?;
     plan.domain = domain;
     plan.freeze_ms = freeze_from(r.freeze, r.freeze_window.as_deref())?;
@@ -732,6 +797,7 @@ async fn restore_zone(
         r.interval.as_deref(),
         &r.guard,
         DrainMode::Maintenance,
+        None,
     )?;
     start_drain(app, by, plan, r.reason, r.expected_version).await
 }

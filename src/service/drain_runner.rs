@@ -1,7 +1,8 @@
 //! The drain runner: the loop that reads the clock and zone health, and submits drain steps.
 //!
-//! All decisions are made by the pure `Drain::decide`; this loop only does I/O. It wakes every
-//! tick. When the active drain is due, it reads both zones' health (on a blocking thread, since the
+//! All decisions are made by the pure `Drain::decide` (`Drain::decide_zone` for a zone drain
+//! among N); this loop only does I/O. It wakes every
+//! tick. When the active drain is due, it reads its zones' health (on a blocking thread, since the
 //! Prometheus source does HTTP), asks the core what to do, and submits that through the coordinator
 //! like any other command. The command is logged and audited as `drain:<id>`. After a restart the
 //! loop picks up from the replayed state, so a step is never repeated or skipped.
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 use crate::core::{
     Audit, Command, CommandError, Direction, Drain, DrainAction, DrainMode, DrainStatus, Envelope,
-    FreezeBarrier, Inputs, MAX_REASON_BYTES, Reading, StepConvergence,
+    FreezeBarrier, Inputs, MAX_REASON_BYTES, Reading, ReceiverInputs, RoutingTable,
+    StepConvergence, UnitMove, ZoneDrainInputs,
 };
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError};
@@ -41,9 +43,8 @@ pub struct Runner {
 
 /// Runs until `shutdown` completes.
 pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
-    let Runner { coordinator, health, tick, now_ms, .. } = &runner;
-    let (coordinator, health, tick, now_ms) =
-        (Arc::clone(coordinator), Arc::clone(health), *tick, *now_ms);
+    let Runner { coordinator, tick, now_ms, .. } = &runner;
+    let (coordinator, tick, now_ms) = (Arc::clone(coordinator), *tick, *now_ms);
     tokio::pin!(shutdown);
     // Repeated identical "health unknown" holds are logged once; after that the loop only waits
     // out the interval (remembered here), so the log does not fill with copies of one sentence.
@@ -149,35 +150,12 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
             }
             continue;
         }
-        let receiving_zone = table.zone_of(drain.receiving_color()).to_owned();
-        let draining_zone = drain.plan.zone.clone();
-        let health_for_check = Arc::clone(&health);
-        let capacities = Arc::clone(&runner.capacities);
-        let zones = (draining_zone.clone(), receiving_zone.clone());
-        let table_arc = Arc::clone(&table_arc);
-        let forward = drain.direction == Direction::Forward;
-        let judged = drain.clone();
-        let readings = tokio::task::spawn_blocking(move || {
-            let h = health_for_check;
-            // Capacity is read only for forward steps: rollbacks are not judged.
-            let capacity =
-                forward.then(|| capacities.drain_inputs(&table_arc, &judged, now)).flatten();
-            (h.zone(&zones.0, now).reading, h.zone(&zones.1, now).reading, capacity)
-        })
-        .await;
-        let Ok((draining, receiving, capacity)) = readings else { continue };
-        let (convergence, not_waited) = step_convergence(&runner, &drain, now);
-        let inputs = Inputs {
-            blue_units: table.blue_units(),
-            now_ms: now,
-            receiving_zone: &receiving_zone,
-            draining: &draining,
-            receiving: &receiving,
-            convergence: &convergence,
-            backlog: None,
-            capacity: capacity.as_ref(),
+        let decided = if drain.is_zone_drain() {
+            decide_zone(&runner, &drain, &table_arc, now).await
+        } else {
+            decide_dial(&runner, &drain, &table_arc, now).await
         };
-        let Some(action) = drain.decide(&inputs) else {
+        let Some(Decision { action, capacity_note, source_note, not_waited }) = decided else {
             continue;
         };
         let command = match action {
@@ -185,6 +163,7 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
             DrainAction::Freeze { blue_units } => {
                 Command::DrainFreeze { drain: drain.id, blue_units }
             }
+            DrainAction::Move { moves, .. } => Command::ZoneDrainStep { drain: drain.id, moves },
             // Decided by `decide_freeze` above, never by `decide`.
             DrainAction::Switch { .. } | DrainAction::Unfreeze { .. } => continue,
             // Only a settling drain completes, and that case was handled above.
@@ -215,27 +194,28 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         };
         quiet_until.remove(&drain.id);
         let reason = match &command {
-            Command::DrainStep { blue_units, .. } | Command::DrainFreeze { blue_units, .. } => {
-                let verb = if matches!(command, Command::DrainFreeze { .. }) {
-                    "freezing the units of the move"
-                } else {
-                    "moving"
+            Command::DrainStep { .. }
+            | Command::DrainFreeze { .. }
+            | Command::ZoneDrainStep { .. } => {
+                let what = match &command {
+                    Command::DrainFreeze { blue_units, .. } => {
+                        format!("freezing the units of the move to {blue_units} blue units")
+                    }
+                    Command::DrainStep { blue_units, .. } => {
+                        format!("moving to {blue_units} blue units")
+                    }
+                    Command::ZoneDrainStep { moves, .. } => {
+                        format!("moving units {}", describe_moves(moves, table))
+                    }
+                    _ => String::new(),
                 };
                 let mut reason = format!(
-                    "step {} of {}: guard passed, {verb} to {blue_units} blue units",
+                    "step {} of {}: {}{what}",
                     drain.steps_done + 1,
-                    drain.steps_total()
+                    drain.steps_total(),
+                    if drain.direction == Direction::Forward { "guard passed, " } else { "" },
                 );
-                if let Some(c) = &capacity {
-                    let verdict = drain.capacity_verdict(table.blue_units(), *blue_units, c);
-                    reason.push_str(&format!("; capacity: {}", verdict.explain()));
-                }
-                if drain.direction == Direction::Forward
-                    && let Some(note) = drain.source_note(&draining)
-                {
-                    reason.push_str(&format!("; {note}"));
-                }
-                if let Some(note) = &not_waited {
+                for note in [capacity_note, source_note, not_waited].into_iter().flatten() {
                     reason.push_str(&format!("; {note}"));
                 }
                 reason
@@ -245,6 +225,138 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         };
         submit(&coordinator, state.version(), drain.id, now, command, reason).await;
     }
+}
+
+/// What the runner decided for a running drain, with the notes its step's audit reason carries.
+struct Decision {
+    action: DrainAction,
+    /// The receivers' capacity verdicts, on a forward step.
+    capacity_note: Option<String>,
+    /// An evacuation's word on the zone it empties (not judged).
+    source_note: Option<String>,
+    /// Whom the convergence gate did not wait for.
+    not_waited: Option<String>,
+}
+
+/// A two-zone drain: reads both zones' health (and capacity, for forward steps) on a blocking
+/// thread, since the Prometheus source does HTTP, and asks [`Drain::decide`].
+async fn decide_dial(
+    runner: &Runner,
+    drain: &Drain,
+    table: &Arc<RoutingTable>,
+    now: u64,
+) -> Option<Decision> {
+    let receiving_zone = table.zone_of(drain.receiving_color()).to_owned();
+    let health = Arc::clone(&runner.health);
+    let capacities = Arc::clone(&runner.capacities);
+    let zones = (drain.plan.zone.clone(), receiving_zone.clone());
+    let table_arc = Arc::clone(table);
+    let forward = drain.direction == Direction::Forward;
+    let judged = drain.clone();
+    let readings = tokio::task::spawn_blocking(move || {
+        // Capacity is read only for forward steps: rollbacks are not judged.
+        let capacity = forward.then(|| capacities.drain_inputs(&table_arc, &judged, now)).flatten();
+        (health.zone(&zones.0, now).reading, health.zone(&zones.1, now).reading, capacity)
+    })
+    .await;
+    let (draining, receiving, capacity) = readings.ok()?;
+    let (convergence, not_waited) = step_convergence(runner, drain, now);
+    let inputs = Inputs {
+        blue_units: table.blue_units(),
+        now_ms: now,
+        receiving_zone: &receiving_zone,
+        draining: &draining,
+        receiving: &receiving,
+        convergence: &convergence,
+        backlog: None,
+        capacity: capacity.as_ref(),
+    };
+    let action = drain.decide(&inputs)?;
+    let capacity_note = match (&action, &capacity) {
+        (DrainAction::Step { blue_units } | DrainAction::Freeze { blue_units }, Some(c)) => {
+            let verdict = drain.capacity_verdict(table.blue_units(), *blue_units, c);
+            Some(format!("capacity: {}", verdict.explain()))
+        }
+        _ => None,
+    };
+    let source_note = forward.then(|| drain.source_note(&draining)).flatten();
+    Some(Decision { action, capacity_note, source_note, not_waited })
+}
+
+/// A zone drain among N: reads the drained zone's and every receiver's health (and, for
+/// forward steps with capacities configured, their loads) on a blocking thread, and asks
+/// [`Drain::decide_zone`]. `table` is the drain's domain as the domain sees it (its map in the
+/// default place).
+async fn decide_zone(
+    runner: &Runner,
+    drain: &Drain,
+    table: &Arc<RoutingTable>,
+    now: u64,
+) -> Option<Decision> {
+    let receivers = drain.receiving_zones();
+    let names: Vec<String> = receivers.iter().map(|z| table.zone_of(*z).to_owned()).collect();
+    let health = Arc::clone(&runner.health);
+    let capacities = Arc::clone(&runner.capacities);
+    let forward = drain.direction == Direction::Forward;
+    let (source, read_names) = (drain.plan.zone.clone(), names.clone());
+    let readings = tokio::task::spawn_blocking(move || {
+        let loads = (forward && capacities.is_configured()).then(|| {
+            std::iter::once(&source)
+                .chain(&read_names)
+                .map(|zone| capacities.zone(zone, now))
+                .collect::<Vec<_>>()
+        });
+        let source_reading = health.zone(&source, now).reading;
+        let receiving: Vec<Reading> =
+            read_names.iter().map(|zone| health.zone(zone, now).reading).collect();
+        (source_reading, receiving, loads)
+    })
+    .await;
+    let (source_reading, receiving, loads) = readings.ok()?;
+    let inputs: Vec<ReceiverInputs<'_>> = receivers
+        .iter()
+        .zip(&names)
+        .zip(&receiving)
+        .enumerate()
+        .map(|(i, ((zone, name), reading))| ReceiverInputs {
+            zone: *zone,
+            name,
+            reading,
+            load: loads.as_ref().and_then(|l| l.get(i + 1)),
+        })
+        .collect();
+    let (convergence, not_waited) = step_convergence(runner, drain, now);
+    let action = drain.decide_zone(&ZoneDrainInputs {
+        map: table.map_of(None)?,
+        now_ms: now,
+        source_reading: &source_reading,
+        source_load: loads.as_ref().and_then(|l| l.first()),
+        receivers: &inputs,
+        convergence: &convergence,
+        headroom: runner.capacities.headroom(),
+    })?;
+    let capacity_note = match &action {
+        DrainAction::Move { verdicts, .. } if loads.is_some() => Some(format!(
+            "capacity: {}",
+            verdicts
+                .iter()
+                .map(|(zone, v)| format!("{}: {}", table.zone_of(*zone), v.explain()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+        _ => None,
+    };
+    let source_note = forward.then(|| drain.source_note(&source_reading)).flatten();
+    Some(Decision { action, capacity_note, source_note, not_waited })
+}
+
+/// A step's moves for its audit reason: `0-4 to az-a, 5-9 to az-b`.
+fn describe_moves(moves: &[UnitMove], table: &RoutingTable) -> String {
+    moves
+        .iter()
+        .map(|m| format!("{} to {}", m.units, table.zone_of(m.zone)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How far the drain's latest step has spread, and who it does not wait for.

@@ -120,10 +120,18 @@ pub enum WireCommand {
         /// A loss-less drain's freeze window (format level 4); absent: steps switch at once.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         freeze_ms: Option<u64>,
+        /// A zone drain among N: its receivers by lane (format level 7); absent: the dial.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receivers: Option<Vec<String>>,
     },
     DrainStep {
         drain: u64,
         blue_units: u32,
+    },
+    /// A zone drain among N moves a slice (format level 7).
+    ZoneDrainStep {
+        drain: u64,
+        moves: Vec<WireUnitMove>,
     },
     DrainFreeze {
         drain: u64,
@@ -266,6 +274,9 @@ pub struct WireDrainPlan {
     pub domain: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub freeze_ms: Option<u64>,
+    /// A zone drain among N: its receivers by lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receivers: Option<Vec<String>>,
 }
 
 /// One zone's error rate at a step boundary of a plan run.
@@ -293,6 +304,7 @@ impl WireDrainPlan {
             mode: plan.mode.as_str().to_owned(),
             domain: plan.domain.clone(),
             freeze_ms: plan.freeze_ms,
+            receivers: encode_receivers(plan, zones),
         }
     }
 
@@ -319,8 +331,33 @@ impl WireDrainPlan {
                 .ok_or_else(|| format!("unknown drain mode `{}`", self.mode))?,
             domain: self.domain.clone(),
             freeze_ms: self.freeze_ms,
+            receivers: decode_receivers(self.receivers.as_deref(), zones)?,
         })
     }
+}
+
+/// A zone drain's receivers by lane, as records and snapshots store them.
+pub fn encode_receivers(plan: &DrainPlan, zones: &Zones) -> Option<Vec<String>> {
+    plan.receivers.as_ref().map(|r| r.iter().map(|z| zones.lane(*z).to_owned()).collect())
+}
+
+/// The receivers of [`encode_receivers`], each lane resolved in `zones`.
+pub fn decode_receivers(
+    lanes: Option<&[String]>,
+    zones: &Zones,
+) -> Result<Option<Vec<ZoneId>>, String> {
+    lanes
+        .map(|lanes| {
+            lanes
+                .iter()
+                .map(|lane| {
+                    zones
+                        .by_lane(lane)
+                        .ok_or_else(|| format!("receivers: `{lane}` is not a lane of the table"))
+                })
+                .collect()
+        })
+        .transpose()
 }
 
 pub fn wire_samples(samples: &[ZoneSample]) -> Vec<WireZoneSample> {
@@ -744,9 +781,13 @@ impl WireCommand {
                 mode: (plan.mode != DrainMode::Maintenance).then(|| plan.mode.as_str().to_owned()),
                 domain: plan.domain.clone(),
                 freeze_ms: plan.freeze_ms,
+                receivers: plan.receivers.as_ref().map(|r| r.iter().map(&lane).collect()),
             },
             Command::DrainStep { drain, blue_units } => {
                 WireCommand::DrainStep { drain: *drain, blue_units: *blue_units }
+            }
+            Command::ZoneDrainStep { drain, moves } => {
+                WireCommand::ZoneDrainStep { drain: *drain, moves: wire_moves(moves, &lane) }
             }
             Command::DrainFreeze { drain, blue_units } => {
                 WireCommand::DrainFreeze { drain: *drain, blue_units: *blue_units }
@@ -816,16 +857,9 @@ impl WireCommand {
                     error: error.clone(),
                 }
             }
-            Command::MoveUnits { moves } => WireCommand::MoveUnits {
-                moves: moves
-                    .iter()
-                    .map(|m| WireUnitMove {
-                        units: m.units.to_string(),
-                        zone: lane(&m.zone),
-                        domain: m.domain.clone(),
-                    })
-                    .collect(),
-            },
+            Command::MoveUnits { moves } => {
+                WireCommand::MoveUnits { moves: wire_moves(moves, &lane) }
+            }
             Command::AddZone { spec } => WireCommand::AddZone { zone: WireZone::from(spec) },
             Command::RetireZone { zone } => WireCommand::RetireZone { zone: lane(zone) },
             Command::AddDomain { name } => WireCommand::AddDomain { name: name.clone() },
@@ -853,7 +887,7 @@ impl WireCommand {
             WireCommand::Pin { .. } => "pin",
             WireCommand::Unpin { .. } => "unpin",
             WireCommand::StartDrain { .. } => "drain_start",
-            WireCommand::DrainStep { .. } => "drain_step",
+            WireCommand::DrainStep { .. } | WireCommand::ZoneDrainStep { .. } => "drain_step",
             WireCommand::DrainFreeze { .. } => "drain_freeze",
             WireCommand::DrainUnfreeze { .. } => "drain_unfreeze",
             WireCommand::DrainHold { .. } => "drain_hold",
@@ -915,6 +949,7 @@ impl WireCommand {
                 mode,
                 domain,
                 freeze_ms,
+                receivers,
             } => Command::StartDrain {
                 plan: DrainPlan {
                     zone: zone.clone(),
@@ -939,6 +974,7 @@ impl WireCommand {
                     },
                     domain: domain.clone(),
                     freeze_ms: *freeze_ms,
+                    receivers: decode_receivers(receivers.as_deref(), zones)?,
                 },
             },
             WireCommand::DrainStep { drain, blue_units } => {
@@ -1011,16 +1047,10 @@ impl WireCommand {
                 }
             }
             WireCommand::MoveUnits { moves } => {
-                let mut out = Vec::with_capacity(moves.len());
-                for (i, m) in moves.iter().enumerate() {
-                    out.push(UnitMove {
-                        units: UnitSet::parse(&m.units, table.units())
-                            .map_err(|e| format!("moves[{i}].units: {e}"))?,
-                        zone: lane_of(&m.zone).map_err(|e| format!("moves[{i}].zone: {e}"))?,
-                        domain: m.domain.clone(),
-                    });
-                }
-                Command::MoveUnits { moves: out }
+                Command::MoveUnits { moves: core_moves(moves, table)? }
+            }
+            WireCommand::ZoneDrainStep { drain, moves } => {
+                Command::ZoneDrainStep { drain: *drain, moves: core_moves(moves, table)? }
             }
             WireCommand::AddZone { zone: z } => Command::AddZone { spec: z.to_spec()? },
             WireCommand::RetireZone { zone: lane } => Command::RetireZone { zone: lane_of(lane)? },
@@ -1037,6 +1067,35 @@ impl WireCommand {
             },
         })
     }
+}
+
+/// Unit moves as records store them: units as a set, zones by lane.
+fn wire_moves(moves: &[UnitMove], lane: &impl Fn(&ZoneId) -> String) -> Vec<WireUnitMove> {
+    moves
+        .iter()
+        .map(|m| WireUnitMove {
+            units: m.units.to_string(),
+            zone: lane(&m.zone),
+            domain: m.domain.clone(),
+        })
+        .collect()
+}
+
+/// The moves of [`wire_moves`], read against `table` (its units and lanes).
+fn core_moves(moves: &[WireUnitMove], table: &RoutingTable) -> Result<Vec<UnitMove>, String> {
+    let zones = table.zones();
+    let mut out = Vec::with_capacity(moves.len());
+    for (i, m) in moves.iter().enumerate() {
+        out.push(UnitMove {
+            units: UnitSet::parse(&m.units, table.units())
+                .map_err(|e| format!("moves[{i}].units: {e}"))?,
+            zone: zones.by_lane(&m.zone).ok_or_else(|| {
+                format!("moves[{i}].zone: `{}` is not a lane of the table", m.zone)
+            })?,
+            domain: m.domain.clone(),
+        });
+    }
+    Ok(out)
 }
 
 /// One move of a `move_units` record: a unit set (`25-49,60`) and the receiving lane.

@@ -553,6 +553,12 @@ struct WireDrain {
     /// A loss-less drain's freeze window (absent: steps switch at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     freeze_ms: Option<u64>,
+    /// A zone drain among N: its receivers by lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    receivers: Option<Vec<String>>,
+    /// A zone drain among N: the units the drained zone owned at its start (`0-24,60`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    start_units: Option<String>,
     /// The freeze of the step in progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     freeze: Option<WireStepFreeze>,
@@ -635,7 +641,7 @@ fn encode(
             read_only: table.global().read_only,
         }),
         pins: table.pins().iter().map(|(id, c)| (id.clone(), table.lane(*c).to_owned())).collect(),
-        drains: replayed.state.drains().map(wire_drain).collect(),
+        drains: replayed.state.drains().map(|d| wire_drain(d, table.zones())).collect(),
         next_drain_id: replayed.state.next_drain_id(),
         plans: replayed
             .state
@@ -837,11 +843,11 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
     })
 }
 
-fn wire_drain(d: &Drain) -> WireDrain {
+fn wire_drain(d: &Drain, zones: &Zones) -> WireDrain {
     WireDrain {
         id: d.id,
         zone: d.plan.zone.clone(),
-        color: d.plan.color.default_lane().into_owned(),
+        color: zones.lane(d.plan.color).to_owned(),
         target_blue_units: d.plan.target_blue_units,
         step_units: d.plan.step_units,
         interval_ms: d.plan.interval_ms,
@@ -870,6 +876,8 @@ fn wire_drain(d: &Drain) -> WireDrain {
         reason: d.reason.clone(),
         finished_ms: d.finished_ms,
         freeze_ms: d.plan.freeze_ms,
+        receivers: super::entry::encode_receivers(&d.plan, zones),
+        start_units: d.start_units.as_ref().map(ToString::to_string),
         freeze: d.freeze.as_ref().map(|f| WireStepFreeze {
             blue_units: f.blue_units,
             units: f.units.to_string(),
@@ -947,7 +955,15 @@ fn core_drain(w: WireDrain, zones: &Zones) -> Result<Drain, String> {
             mode: DrainMode::parse(&w.mode)
                 .ok_or_else(|| format!("unknown drain mode {}", w.mode))?,
             zone: w.zone,
-            color: zones.by_lane(&w.color).ok_or_else(|| format!("unknown lane `{}`", w.color))?,
+            // Snapshots written before zone drains named the colour by its default lane.
+            color: zones
+                .by_lane(&w.color)
+                .or(match w.color.as_str() {
+                    "blue" => Some(ZoneId::BLUE),
+                    "green" => Some(ZoneId::GREEN),
+                    _ => None,
+                })
+                .ok_or_else(|| format!("unknown lane `{}`", w.color))?,
             target_blue_units: w.target_blue_units,
             step_units: w.step_units,
             interval_ms: w.interval_ms,
@@ -959,8 +975,16 @@ fn core_drain(w: WireDrain, zones: &Zones) -> Result<Drain, String> {
             },
             domain: w.domain,
             freeze_ms: w.freeze_ms,
+            receivers: super::entry::decode_receivers(w.receivers.as_deref(), zones)
+                .map_err(|e| format!("drain {}: {e}", w.id))?,
         },
         start_blue_units: w.start_blue_units,
+        start_units: w
+            .start_units
+            .as_deref()
+            .map(|text| UnitSet::parse(text, u32::MAX))
+            .transpose()
+            .map_err(|e| format!("drain {}'s start units: {e}", w.id))?,
         status,
         direction,
         next_due_ms: w.next_due_ms,

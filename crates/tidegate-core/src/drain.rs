@@ -84,7 +84,8 @@ pub struct DrainPlan {
     /// The zone being drained (or restored) and the colour that runs in it.
     pub zone: String,
     pub color: ZoneId,
-    /// The blue-unit count the drain moves toward.
+    /// The blue-unit count the drain moves toward. On a zone drain among N (`receivers` set):
+    /// the units the drained zone keeps at the end (there is no dial to count in).
     pub target_blue_units: u32,
     /// Units moved per step (at least 1).
     pub step_units: u32,
@@ -100,6 +101,11 @@ pub struct DrainPlan {
     /// everywhere by then is aborted back (unfrozen without switching) and the drain pauses.
     /// `None`: steps switch at once.
     pub freeze_ms: Option<u64>,
+    /// `None`: a two-zone drain that steps the dial. `Some`: a zone drain among N that moves
+    /// the drained zone's units out in slices to these zones (named by the operator, or every
+    /// other live zone when the drain started), spread by their free room
+    /// ([`super::zone_drain`]).
+    pub receivers: Option<Vec<ZoneId>>,
 }
 
 /// The longest freeze window a drain accepts: ten minutes of refused writes is an outage, not
@@ -211,7 +217,12 @@ pub enum StepConvergence {
 pub struct Drain {
     pub id: u64,
     pub plan: DrainPlan,
+    /// The blue units when the drain started; on a zone drain among N, the drained zone's unit
+    /// count then.
     pub start_blue_units: u32,
+    /// A zone drain among N: the units the drained zone owned when the drain started, which a
+    /// rollback returns to it. `None` on a two-zone drain (its start is a dial position).
+    pub start_units: Option<super::unit_map::UnitSet>,
     pub status: DrainStatus,
     pub direction: Direction,
     /// When the next check (and step) is due, in ms since the epoch.
@@ -254,6 +265,12 @@ pub enum DrainAction {
     },
     /// A settling drain's zone has no backlog left: report it completed.
     Complete,
+    /// A zone drain among N moves a slice of units (forward: out of the drained zone to its
+    /// receivers; back: returned to it), with each receiver's capacity verdict on forward steps.
+    Move {
+        moves: Vec<super::command::UnitMove>,
+        verdicts: Vec<(ZoneId, Verdict)>,
+    },
     /// A loss-less step begins: freeze the units the step to `blue_units` moves.
     Freeze {
         blue_units: u32,
@@ -311,10 +328,26 @@ impl Drain {
         }
     }
 
-    /// The zone receiving the users this drain moves: the other lane (drains run on two-zone
-    /// tables only, `State::apply` refuses them elsewhere).
+    /// The zone receiving the users this drain moves: the other lane on a two-zone drain, the
+    /// first receiver on a zone drain among N (see [`Drain::receiving_zones`]).
     pub fn receiving_color(&self) -> ZoneId {
-        counterpart(self.plan.color)
+        match &self.plan.receivers {
+            Some(list) => list.first().copied().unwrap_or_else(|| counterpart(self.plan.color)),
+            None => counterpart(self.plan.color),
+        }
+    }
+
+    /// Every zone receiving the users this drain moves, in order.
+    pub fn receiving_zones(&self) -> Vec<ZoneId> {
+        match &self.plan.receivers {
+            Some(list) => list.clone(),
+            None => vec![counterpart(self.plan.color)],
+        }
+    }
+
+    /// Whether this is a zone drain among N (it moves unit slices, not a dial).
+    pub fn is_zone_drain(&self) -> bool {
+        self.plan.receivers.is_some()
     }
 
     /// Steps needed from the start to the target.
@@ -322,9 +355,10 @@ impl Drain {
         self.start_blue_units.abs_diff(self.plan.target_blue_units).div_ceil(self.plan.step_units)
     }
 
-    /// The zone's share in percent for a blue-unit count.
+    /// The zone's share in percent for a blue-unit count (on a zone drain among N, for the
+    /// drained zone's unit count).
     pub fn zone_percent(&self, blue_units: u32, units: u32) -> f64 {
-        if self.plan.color == ZoneId::BLUE {
+        if self.plan.color == ZoneId::BLUE || self.is_zone_drain() {
             percent_of(blue_units, units)
         } else {
             percent_of(units - blue_units, units)
@@ -399,26 +433,8 @@ impl Drain {
         if blue_units == target {
             return None;
         }
-        if self.direction == Direction::Forward
-            && let (
-                Some(step_version),
-                StepConvergence::Measured { version, fraction, required, timeout_ms, behind },
-            ) = (self.last_step_version, convergence)
-            && *version == step_version
-            && fraction < required
-        {
-            let waited = now_ms.saturating_sub(self.last_step_ms);
-            if waited < *timeout_ms {
-                return None;
-            }
-            return Some(DrainAction::Pause {
-                reason: format!(
-                    "version {step_version} reached only {:.0}% of subscribers (needs {:.0}%) after {} ms; behind: {behind}; resume to go on without them",
-                    fraction * 100.0,
-                    required * 100.0,
-                    waited
-                ),
-            });
+        if let Some(wait) = self.convergence_gate(now_ms, convergence) {
+            return wait;
         }
         if self.direction == Direction::Forward {
             let mut zones = vec![(receiving_zone, receiving, "receiving")];
@@ -448,6 +464,41 @@ impl Drain {
             return Some(DrainAction::Freeze { blue_units: next });
         }
         Some(DrainAction::Step { blue_units: next })
+    }
+
+    /// The convergence gate before a forward step: `None` lets the step go, `Some(None)` waits
+    /// (the previous step's version has not reached enough subscribers yet), `Some(Some(pause))`
+    /// pauses (it has not within the timeout). Rollback steps never wait.
+    pub(crate) fn convergence_gate(
+        &self,
+        now_ms: u64,
+        convergence: &StepConvergence,
+    ) -> Option<Option<DrainAction>> {
+        if self.direction != Direction::Forward {
+            return None;
+        }
+        let (
+            Some(step_version),
+            StepConvergence::Measured { version, fraction, required, timeout_ms, behind },
+        ) = (self.last_step_version, convergence)
+        else {
+            return None;
+        };
+        if *version != step_version || fraction >= required {
+            return None;
+        }
+        let waited = now_ms.saturating_sub(self.last_step_ms);
+        if waited < *timeout_ms {
+            return Some(None);
+        }
+        Some(Some(DrainAction::Pause {
+            reason: format!(
+                "version {step_version} reached only {:.0}% of subscribers (needs {:.0}%) after {} ms; behind: {behind}; resume to go on without them",
+                fraction * 100.0,
+                required * 100.0,
+                waited
+            ),
+        }))
     }
 
     /// The next command of a step's freeze at `now_ms`, given its barrier (whether every live

@@ -79,8 +79,8 @@ pub use zone::{
     validate_zone_name,
 };
 pub use zone_drain::{
-    ReceiverInputs, Receivers, StepInputs, ZoneDrainError, ZoneStep, decide_zone_step, free_room,
-    next_slice, receiving_zones, split_slice,
+    ReceiverInputs, Receivers, StepInputs, ZoneDrainError, ZoneDrainInputs, ZoneStep,
+    decide_zone_step, free_room, next_slice, receiving_zones, split_slice,
 };
 
 /// Bounds on a user ID, shared by the server, the client library and the CLI.

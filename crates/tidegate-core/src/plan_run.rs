@@ -300,6 +300,7 @@ impl PlanRun {
                             domain: domain.clone().filter(|d| d != super::DEFAULT_DOMAIN),
                             // Plan steps switch at once (loss-less plan steps are not built yet).
                             freeze_ms: None,
+                            receivers: None,
                         }
                     })
                 }

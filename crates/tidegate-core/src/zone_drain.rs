@@ -21,7 +21,10 @@
 
 use super::capacity::{Capacity, Gain, Verdict, ZoneLoad, judge_gains, spread_by_headroom};
 use super::command::UnitMove;
-use super::drain::{DrainMode, Guard, Reading, guard_hold};
+use super::drain::{
+    Direction, Drain, DrainAction, DrainMode, DrainStatus, Guard, Reading, StepConvergence,
+    guard_hold,
+};
 use super::unit_map::{UnitMap, UnitSet};
 use super::zone::{ZoneId, Zones};
 
@@ -224,4 +227,91 @@ pub fn decide_zone_step(inputs: &StepInputs<'_>) -> ZoneStep {
     }
     let zones: Vec<ZoneId> = inputs.receivers.iter().map(|r| r.zone).collect();
     ZoneStep::Move { moves: split_slice(&slice, &zones, &counts, inputs.domain), verdicts }
+}
+
+/// What the runner observed for a zone drain among N, for [`Drain::decide_zone`].
+#[derive(Clone, Debug)]
+pub struct ZoneDrainInputs<'a> {
+    /// The map of the drain's domain.
+    pub map: &'a UnitMap,
+    pub now_ms: u64,
+    pub source_reading: &'a Reading,
+    pub source_load: Option<&'a ZoneLoad>,
+    /// The drain's receivers in its order ([`Drain::receiving_zones`]).
+    pub receivers: &'a [ReceiverInputs<'a>],
+    pub convergence: &'a StepConvergence,
+    /// Fraction of a zone's capacity kept free (0..1).
+    pub headroom: f64,
+}
+
+impl Drain {
+    /// The units the next step of a zone drain among N moves, ascending; empty once it has
+    /// arrived where it is heading.
+    ///
+    /// Forward: the drained zone's lowest units, at most a step, never below the units it keeps
+    /// (the plan's target). Back: of the units the zone owned at the start and no longer owns,
+    /// the highest, at most a step: the reverse of the forward order, as the dial's rollback
+    /// returns the last users moved first.
+    pub fn zone_slice(&self, map: &UnitMap) -> Vec<u32> {
+        let source = self.plan.color;
+        match self.direction {
+            Direction::Forward => {
+                let have = map.count(source);
+                let take =
+                    have.saturating_sub(self.plan.target_blue_units).min(self.plan.step_units);
+                next_slice(map, source, take)
+            }
+            Direction::Back => {
+                let Some(start) = &self.start_units else { return Vec::new() };
+                let mut away: Vec<u32> = start.iter().filter(|u| map.owner(*u) != source).collect();
+                let keep = away.len().saturating_sub(self.plan.step_units as usize);
+                away.drain(..keep);
+                away
+            }
+        }
+    }
+
+    /// The next command of a zone drain among N at `now_ms`: a forward slice spread over the
+    /// receivers (guarded like [`decide_zone_step`]), a rollback slice returned to the drained
+    /// zone (never guarded, as [`Drain::decide`] explains), a hold or a convergence pause.
+    /// `None` when nothing is due. A settling drain is decided by [`Drain::decide`], on its
+    /// backlog alone.
+    pub fn decide_zone(&self, inputs: &ZoneDrainInputs<'_>) -> Option<DrainAction> {
+        if !self.is_due(inputs.now_ms) || self.status != DrainStatus::Running {
+            return None;
+        }
+        if self.freeze.is_some() {
+            return None;
+        }
+        let slice = self.zone_slice(inputs.map);
+        let units = UnitSet::from_sorted(&slice)?;
+        if let Some(wait) = self.convergence_gate(inputs.now_ms, inputs.convergence) {
+            return wait;
+        }
+        if self.direction == Direction::Back {
+            let back = UnitMove { units, zone: self.plan.color, domain: self.plan.domain.clone() };
+            return Some(DrainAction::Move { moves: vec![back], verdicts: Vec::new() });
+        }
+        let step = decide_zone_step(&StepInputs {
+            map: inputs.map,
+            domain: self.plan.domain.as_deref(),
+            source: self.plan.color,
+            source_name: &self.plan.zone,
+            source_reading: inputs.source_reading,
+            source_load: inputs.source_load,
+            receivers: inputs.receivers,
+            step_units: slice.len() as u32,
+            mode: self.plan.mode,
+            guard: &self.plan.guard,
+            consecutive_breaches: self.consecutive_breaches,
+            headroom: inputs.headroom,
+        });
+        match step {
+            ZoneStep::Arrived => None,
+            ZoneStep::Move { moves, verdicts } => Some(DrainAction::Move { moves, verdicts }),
+            ZoneStep::Hold { breach, zone, reason } => {
+                Some(DrainAction::Hold { breach, zone, reason })
+            }
+        }
+    }
 }

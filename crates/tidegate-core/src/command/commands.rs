@@ -34,6 +34,13 @@ pub enum Command {
         drain: u64,
         blue_units: u32,
     },
+    /// A zone drain among N moves its next slice of units: out of the drained zone to its
+    /// receivers (forward), or back to it (rollback). The split over the receivers depends on
+    /// their load when the runner decided, so the moves are part of the record.
+    ZoneDrainStep {
+        drain: u64,
+        moves: Vec<UnitMove>,
+    },
     /// A loss-less drain step begins: freeze the units the step to `blue_units` moves (their
     /// writes are refused until the unfreeze); the switch follows as a `DrainStep`.
     DrainFreeze {
@@ -188,16 +195,20 @@ pub struct UnitMove {
 /// The newest record format this release reads and writes. A command of a higher
 /// [`Command::format_level`] than some live replica supports must not be written: that replica
 /// would stop at it (ARCHITECTURE.md, "replicas, upgrades").
-pub const FORMAT_LEVEL: u32 = 6;
+pub const FORMAT_LEVEL: u32 = 7;
 
 impl Command {
     /// The record format a command needs every replica to read: 1 for the commands of the first
     /// replicated release, 2 for those added since (the automation switch, plan call-outs), 3
     /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone,
     /// a named domain's dial or drain), 4 for loss-less moves (a drain that freezes), 5 for a
-    /// plan whose dial or zone-move step names a domain, 6 for release channels.
+    /// plan whose dial or zone-move step names a domain, 6 for release channels, 7 for zone
+    /// drains among N.
     pub fn format_level(&self) -> u32 {
         match self {
+            Command::ZoneDrainStep { .. } => 7,
+            Command::StartDrain { plan } if plan.receivers.is_some() => 7,
+            Command::PlanStepStarted { drain: Some(plan), .. } if plan.receivers.is_some() => 7,
             Command::PutChannel { .. } | Command::DeleteChannel { .. } => 6,
             Command::PutPlan { plan } if plan.steps.iter().any(|s| s.named_domain().is_some()) => 5,
             // Loss-less moves: a frozen table and the phases of a step.
@@ -279,7 +290,7 @@ impl Command {
             Command::Pin { .. } => "pin",
             Command::Unpin { .. } => "unpin",
             Command::StartDrain { .. } => "drain_start",
-            Command::DrainStep { .. } => "drain_step",
+            Command::DrainStep { .. } | Command::ZoneDrainStep { .. } => "drain_step",
             Command::DrainFreeze { .. } => "drain_freeze",
             Command::DrainUnfreeze { .. } => "drain_unfreeze",
             Command::DrainHold { .. } => "drain_hold",

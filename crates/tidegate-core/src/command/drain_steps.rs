@@ -4,7 +4,7 @@
 
 use super::describe::describe_share_in;
 use super::drains::{arrive, finish_if_arrived};
-use super::{Change, CommandError, Outcome, State, changed};
+use super::{Change, CommandError, Outcome, State, UnitMove, changed};
 use crate::drain::{
     Direction, Drain, DrainStatus, FREEZES_KEPT, FreezeRecord, StepFreeze, step_toward,
 };
@@ -67,6 +67,87 @@ pub(super) fn step(c: &mut Change, id: u64, blue_units: u32) -> Outcome {
     let to = format!("{} ({})", describe_share_in(&c.table, domain.as_deref()), drain.state_name());
     c.next.insert_drain(drain);
     changed(from, to)
+}
+
+/// A zone drain among N moves its next slice: exactly the units [`Drain::zone_slice`] names,
+/// forward to the drain's receivers, back to the drained zone, all in the drain's domain.
+pub(super) fn zone_step(c: &mut Change, id: u64, moves: &[UnitMove]) -> Outcome {
+    let s = c.before;
+    let (at_ms, version) = (c.at_ms(), c.version());
+    let mut drain = s.running_drain(id, "step")?.clone();
+    let invalid = |why: String| Err(CommandError::InvalidDrain(why));
+    let Some(receivers) = drain.plan.receivers.clone() else {
+        return invalid(format!(
+            "drain {id} steps the blue-green dial (drain_step with blue units), not unit slices"
+        ));
+    };
+    let domain = drain.plan.domain.clone();
+    let map = s.domain_map(domain.as_deref())?;
+    let expected = drain.zone_slice(map);
+    if expected.is_empty() {
+        return invalid(format!("drain {id} has no unit left to move where it is heading"));
+    }
+    let mut got: Vec<u32> = moves.iter().flat_map(|m| m.units.iter()).collect();
+    got.sort_unstable();
+    if got != expected {
+        let show = |units: &[u32]| {
+            UnitSet::from_sorted(units).map_or_else(|| "none".to_owned(), |set| set.to_string())
+        };
+        return invalid(format!(
+            "drain {id}'s next step moves units {}, not {}",
+            show(&expected),
+            show(&got)
+        ));
+    }
+    let same_domain =
+        |d: &Option<String>| d.as_deref().filter(|d| *d != DEFAULT_DOMAIN) == domain.as_deref();
+    for (i, m) in moves.iter().enumerate() {
+        if !same_domain(&m.domain) {
+            return invalid(format!("moves[{i}]: drain {id} moves units of its own domain only"));
+        }
+        let allowed = match drain.direction {
+            Direction::Forward => receivers.contains(&m.zone),
+            Direction::Back => m.zone == drain.plan.color,
+        };
+        if !allowed {
+            return invalid(format!(
+                "moves[{i}]: drain {id} {} , not to `{}`",
+                match drain.direction {
+                    Direction::Forward => "gives units to its receivers only",
+                    Direction::Back => "returns units to the drained zone only",
+                },
+                s.table.zones.zone_of(m.zone)
+            ));
+        }
+    }
+    let from = describe_map_in(&s.table, domain.as_deref());
+    super::units::move_in_table(c, moves)?;
+    match drain.direction {
+        Direction::Forward => drain.steps_done += 1,
+        Direction::Back => drain.steps_done = drain.steps_done.saturating_sub(1),
+    }
+    drain.consecutive_breaches = 0;
+    drain.hold_reason = None;
+    drain.last_step_version = Some(version);
+    drain.last_step_ms = at_ms;
+    drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
+    let moved = c.table.map_of(domain.as_deref()).map(|m| drain.zone_slice(m).is_empty());
+    if moved == Some(true) {
+        arrive(&mut drain, c.table.units(), at_ms);
+    }
+    let to = format!("{} ({})", describe_map_in(&c.table, domain.as_deref()), drain.state_name());
+    c.next.insert_drain(drain);
+    changed(from, to)
+}
+
+/// One domain's map as runs with lanes, named when it is not the default domain.
+fn describe_map_in(table: &RoutingTable, domain: Option<&str>) -> String {
+    let runs = table.map_of(domain).map(UnitMap::runs).unwrap_or_default();
+    let units = crate::unit_map::describe_runs(&runs, |z| table.zones.lane(z).to_owned());
+    match domain.filter(|d| *d != DEFAULT_DOMAIN) {
+        Some(name) => format!("domain {name}: units {units}"),
+        None => format!("units {units}"),
+    }
 }
 
 pub(super) fn freeze(c: &mut Change, id: u64, blue_units: u32) -> Outcome {
@@ -160,6 +241,12 @@ fn next_step<'s>(
     drain: &Drain,
     blue_units: u32,
 ) -> Result<&'s UnitMap, CommandError> {
+    if drain.is_zone_drain() {
+        return Err(CommandError::InvalidDrain(format!(
+            "drain {} moves unit slices among N zones (zone_drain_step), not the dial",
+            drain.id
+        )));
+    }
     let map = s.domain_map(drain.plan.domain.as_deref())?;
     let now = map.count(ZoneId::BLUE);
     let target = drain.heading_for();

@@ -7,12 +7,15 @@ use super::{Change, CommandError, Outcome, changed};
 use crate::dial::percent_of;
 use crate::drain::{Direction, Drain, DrainMode, DrainPlan, DrainStatus, MAX_FREEZE_MS, OnBreach};
 use crate::table::RoutingTable;
+use crate::unit_map::UnitSet;
+use crate::zone_drain::{Receivers, receiving_zones};
 
 pub(super) fn start(c: &mut Change, plan: &DrainPlan) -> Outcome {
     c.before.no_active_drain()?;
     c.before.no_active_run()?;
     let units = c.before.table.units();
-    let to = describe_plan(begin(c, plan)?, units);
+    let zones = c.before.table.zones.clone();
+    let to = describe_plan(begin(c, plan)?, units, &zones);
     changed("no active drain", to)
 }
 
@@ -28,6 +31,10 @@ pub(super) fn begin<'c>(c: &'c mut Change, plan: &DrainPlan) -> Result<&'c Drain
         id,
         plan: plan.clone(),
         start_blue_units: drain_units(&s.table, plan),
+        start_units: plan.receivers.as_ref().and_then(|_| {
+            let map = s.table.map_of(plan.domain.as_deref())?;
+            UnitSet::from_sorted(&map.units_of(plan.color).collect::<Vec<_>>())
+        }),
         status: DrainStatus::Running,
         direction: Direction::Forward,
         next_due_ms: at_ms,
@@ -168,14 +175,22 @@ pub(super) fn run_again(drain: &mut Drain, table: &RoutingTable, at_ms: u64) {
 
 /// A drain already at its destination when resumed or rolled back arrives at once.
 pub(super) fn finish_if_arrived(drain: &mut Drain, table: &RoutingTable, at_ms: u64) {
-    if drain_units(table, &drain.plan) == drain.heading_for() {
+    let arrived = if drain.is_zone_drain() {
+        table.map_of(drain.plan.domain.as_deref()).is_some_and(|m| drain.zone_slice(m).is_empty())
+    } else {
+        drain_units(table, &drain.plan) == drain.heading_for()
+    };
+    if arrived {
         arrive(drain, table.units(), at_ms);
     }
 }
 
 /// Blue units in the domain a drain moves (a drain's domain exists: `validate_drain` checked
-/// it, and domains are never removed).
+/// it, and domains are never removed); on a zone drain among N, the drained zone's units.
 fn drain_units(table: &RoutingTable, plan: &DrainPlan) -> u32 {
+    if plan.receivers.is_some() {
+        return table.map_of(plan.domain.as_deref()).map_or(0, |m| m.count(plan.color));
+    }
     table.blue_units_in(plan.domain.as_deref()).unwrap_or_else(|| table.blue_units())
 }
 
@@ -203,7 +218,9 @@ pub(super) fn arrive(drain: &mut Drain, units: u32, at_ms: u64) {
 
 fn validate_drain(plan: &DrainPlan, table: &RoutingTable) -> Result<(), CommandError> {
     let invalid = |why: String| Err(CommandError::InvalidDrain(why));
-    if !table.zones.is_two() {
+    if let Some(receivers) = &plan.receivers {
+        validate_zone_drain(plan, receivers, table)?;
+    } else if !table.zones.is_two() {
         return Err(CommandError::NeedsTwoZones("a drain"));
     }
     if table.zones.color_in(&plan.zone) != Some(plan.color) || !table.zones.contains(plan.color) {
@@ -243,13 +260,54 @@ fn validate_drain(plan: &DrainPlan, table: &RoutingTable) -> Result<(), CommandE
     Ok(())
 }
 
-fn describe_plan(drain: &Drain, units: u32) -> String {
+/// A zone drain among N: on a table of more (or fewer) than two zones, with receivers that
+/// [`receiving_zones`] accepts, and no freeze (loss-less steps are built for the dial).
+fn validate_zone_drain(
+    plan: &DrainPlan,
+    receivers: &[crate::zone::ZoneId],
+    table: &RoutingTable,
+) -> Result<(), CommandError> {
+    let invalid = |why: String| Err(CommandError::InvalidDrain(why));
+    if table.zones.is_two() {
+        return invalid(
+            "a two-zone table drains by its blue-green dial; receivers are for tables of three or more zones"
+                .to_owned(),
+        );
+    }
+    let named = Receivers::Named(receivers.to_vec());
+    if let Err(e) = receiving_zones(&table.zones, plan.color, &named, plan.step_units.max(1)) {
+        return invalid(e.to_string());
+    }
+    if plan.freeze_ms.is_some() {
+        return invalid(
+            "freeze: loss-less steps are not built for zone drains among N yet; move unit sets with PUT /v1/units and freeze them with a drain on a two-zone table"
+                .to_owned(),
+        );
+    }
+    if let Some(map) = table.map_of(plan.domain.as_deref())
+        && plan.target_blue_units >= map.count(plan.color)
+    {
+        return invalid(format!(
+            "zone `{}` owns {} units: a drain to {} units moves none",
+            plan.zone,
+            map.count(plan.color),
+            plan.target_blue_units
+        ));
+    }
+    Ok(())
+}
+
+fn describe_plan(drain: &Drain, units: u32, zones: &crate::zone::Zones) -> String {
     let plan = &drain.plan;
     let kind = match plan.mode {
         DrainMode::Maintenance => "drain",
         DrainMode::Evacuate => "evacuation (drain)",
     };
-    let domain = plan.domain.as_deref().map(|d| format!(" in domain {d}")).unwrap_or_default();
+    let mut domain = plan.domain.as_deref().map(|d| format!(" in domain {d}")).unwrap_or_default();
+    if let Some(receivers) = &plan.receivers {
+        let names: Vec<&str> = receivers.iter().map(|z| zones.zone_of(*z)).collect();
+        domain.push_str(&format!(" to {}", names.join(", ")));
+    }
     format!(
         "{} {} of {}{domain}: {}% -> {}% in steps of {}% every {} ms (guard: error rate <= {}% with >= {} requests, {} breach(es) -> {})",
         kind,

@@ -111,6 +111,7 @@ fn dispatch(c: &mut Change, command: &Command) -> Outcome {
         C::Unpin { user_id } => pins::unpin(c, user_id),
         C::StartDrain { plan } => drains::start(c, plan),
         C::DrainStep { drain, blue_units } => drain_steps::step(c, *drain, *blue_units),
+        C::ZoneDrainStep { drain, moves } => drain_steps::zone_step(c, *drain, moves),
         C::DrainFreeze { drain, blue_units } => drain_steps::freeze(c, *drain, *blue_units),
         C::DrainUnfreeze { drain, aborted } => drain_steps::unfreeze(c, *drain, *aborted),
         C::DrainHold { drain, breach, reason } => drains::hold(c, *drain, *breach, reason),
