@@ -393,7 +393,7 @@ pub enum PlansCommand {
 #[derive(Subcommand, Debug)]
 pub enum DrainCommand {
     /// Start draining a zone toward a target share.
-    Start(DrainStartArgs),
+    Start(Box<DrainStartArgs>),
     /// Show the current (or a given) drain with a progress bar and the guard's readings.
     Status {
         /// Drain ID; the active drain by default.
