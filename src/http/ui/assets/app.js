@@ -1098,7 +1098,7 @@
       $('drain-title').textContent = 'Drain';
       const two = dialApplies(view.routing);
       const parts = [el('p', { id: 'no-drain' }, two ? 'No drain is active. The dial is free.'
-        : 'No drain is active. Drains move users between blue and green only: with ' + liveZones(view.routing).length + ' live zones, move unit ranges instead.')];
+        : 'No drain is active. With ' + liveZones(view.routing).length + ' live zones, move unit ranges instead, or drain a zone step by step from the CLI (tidegate drain start --receivers) or the API (POST /v1/drains with "to"); this page shows and controls such a drain.')];
       if (latest) {
         parts.push(el('p', { class: 'muted', id: 'latest-drain' }, 'Latest: ' + drainKind(latest).toLowerCase() + ' ' + text(latest.id) + ' of ' + text(latest.zone) + drainDomain(latest) + ', ',
           el('span', { class: 'badge state-' + latest.state }, DRAIN_TEXT[latest.state] || latest.state),
