@@ -33,7 +33,12 @@ impl Sim {
         sim.apply(
             1,
             "alice",
-            Command::StartPlanRun { plan: "p".into(), revision: 1, drill_hold_ms: None },
+            Command::StartPlanRun {
+                plan: "p".into(),
+                revision: 1,
+                drill_hold_ms: None,
+                restores_maps: false,
+            },
         )
         .unwrap();
         sim

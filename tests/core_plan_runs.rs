@@ -197,7 +197,12 @@ fn fixture_scenarios() {
         sim.apply(
             0,
             "alice",
-            Command::StartPlanRun { plan: wire.name.clone(), revision: 1, drill_hold_ms: drill },
+            Command::StartPlanRun {
+                plan: wire.name.clone(),
+                revision: 1,
+                drill_hold_ms: drill,
+                restores_maps: false,
+            },
         )
         .unwrap();
         let mut trail = Vec::new();
@@ -308,8 +313,12 @@ fn a_second_run_or_an_operator_drain_is_refused_while_a_run_is_active() {
     }))
     .unwrap();
     sim.apply(0, "alice", Command::PutPlan { plan: wire.to_plan(&zones).unwrap() }).unwrap();
-    let start =
-        |revision| Command::StartPlanRun { plan: "p".into(), revision, drill_hold_ms: None };
+    let start = |revision| Command::StartPlanRun {
+        plan: "p".into(),
+        revision,
+        drill_hold_ms: None,
+        restores_maps: false,
+    };
     let e = sim.apply(1, "alice", start(2)).unwrap_err();
     assert!(e.contains("revision 1, not the expected revision 2"), "{e}");
     sim.apply(1, "alice", start(1)).unwrap();

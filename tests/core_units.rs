@@ -263,3 +263,40 @@ proptest! {
         prop_assert_eq!(Command::SetBlueUnits { blue_units: 1, domain: None }.format_level(), 1);
     }
 }
+
+/// A plan run started with `restores_maps` keeps every domain's map and a drill of a plan with
+/// `move_units` steps is allowed; logged without it (as the release before wrote runs), the
+/// same drill is refused on replay, exactly as that release refused it.
+#[test]
+fn a_run_that_restores_maps_keeps_them_and_an_older_record_is_refused_as_before() {
+    use tidegate::core::{Plan, PlanMove, PlanStep};
+    let plan = Plan {
+        name: "give-az-c".into(),
+        preconditions: Vec::new(),
+        steps: vec![PlanStep::MoveUnits {
+            moves: vec![PlanMove {
+                units: UnitSet::parse("0-9", 100).unwrap(),
+                zone: "az-c".into(),
+                domain: None,
+            }],
+        }],
+        rto_ms: 60_000,
+        trigger: None,
+    };
+    let s = apply(&three(), Command::PutPlan { plan }).unwrap().unwrap();
+    let start = |restores_maps| Command::StartPlanRun {
+        plan: "give-az-c".into(),
+        revision: 1,
+        drill_hold_ms: Some(1000),
+        restores_maps,
+    };
+    let refused = apply(&s, start(false)).unwrap_err();
+    assert!(refused.contains("restores_maps"), "{refused}");
+    assert_eq!(start(false).format_level(), 1);
+    assert_eq!(start(true).format_level(), 7);
+    let s = apply(&s, start(true)).unwrap().unwrap();
+    let run = s.active_run().unwrap();
+    let maps = run.start_maps.as_ref().expect("the run keeps its start maps");
+    assert_eq!(maps.keys().collect::<Vec<_>>(), ["default"]);
+    assert_eq!(&maps["default"], s.table().map());
+}

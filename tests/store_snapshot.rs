@@ -136,6 +136,8 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
             plan: "az-b-failing".into(),
             revision: 1,
             drill_hold_ms: drill.then_some(1500),
+            // Drills keep the start maps: snapshots carry them too.
+            restores_maps: *drill,
         },
         Op::RunTick => {
             let Some(run) = state.active_run() else { return };

@@ -333,9 +333,9 @@ fn three_zones_move_evacuate_and_agree_everywhere() {
 }
 
 /// A plan with a `move_units` step: stored (format level 3), dry-run (described, capacity judged
-/// when it runs), refused as a drill, and run: the move lands in one version.
+/// when it runs), drilled (the map comes back exactly), and run: the move lands in one version.
 #[test]
-fn a_plan_moves_unit_sets_and_refuses_a_drill_it_could_not_restore() {
+fn a_plan_moves_unit_sets_and_a_drill_restores_the_map_it_started_from() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tidegate.toml");
     std::fs::write(&file, config()).unwrap();
@@ -361,13 +361,33 @@ fn a_plan_moves_unit_sets_and_refuses_a_drill_it_could_not_restore() {
         post_json(&format!("{url}/v1/plans/give-az-c/dry-run"), OPERATOR_TOKEN, json!({}));
     assert_eq!(status, 200, "{dry}");
     assert_eq!(dry["steps"][0]["description"], "move units 0-9 to az-c", "{dry}");
+    // A drill moves the units, holds, and gives the map it started from back exactly: the
+    // restore of a plan with unit moves is a map, not a dial position (format level 7). It
+    // waits for the zones getting units back (az-b here) to be healthy.
+    let stop = Arc::new(AtomicBool::new(false));
+    feed(
+        url.clone(),
+        &[("az-a", "green", 500), ("az-b", "blue", 500), ("az-c", "red", 500)],
+        Arc::clone(&stop),
+    );
+    let start = owners(&routing(&url));
     let (status, body) = post_json(
         &format!("{url}/v1/plans/give-az-c/drill"),
         OPERATOR_TOKEN,
         json!({"reason": "drill", "hold": "1s"}),
     );
-    assert_eq!(status / 100, 4, "{body}");
-    assert!(body["detail"].as_str().unwrap().contains("cannot be restored"), "{body}");
+    assert_eq!(status, 201, "{body}");
+    let run = body["id"].as_u64().or(body["run"]["id"].as_u64()).expect("the drill's run ID");
+    let mut seen_moved = false;
+    let report = wait_for(Duration::from_secs(20), || {
+        seen_moved |= routing(&url)["zones"][2]["units"] == 10;
+        let (_, r) = get_json(&format!("{url}/v1/plans/give-az-c/runs/{run}"));
+        (r["state"] == "completed").then_some(r)
+    });
+    assert!(seen_moved, "the drill moved az-c's units during its hold: {report}");
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(owners(&routing(&url)), start, "the drill restored the map: {report}");
+    assert_eq!(routing(&url)["zones"][2]["units"], 0);
     let (status, body) = post_json(
         &format!("{url}/v1/plans/give-az-c/run"),
         OPERATOR_TOKEN,

@@ -469,14 +469,26 @@ fn restore_health(
         std::cmp::Ordering::Less => Some(ZoneId::GREEN),
         std::cmp::Ordering::Equal => None,
     };
-    let mut gaining: Vec<ZoneId> =
-        gaining_in(run.start_blue_units, table.blue_units()).into_iter().collect();
-    for (domain, start) in &run.start_domain_blue_units {
-        if let Some(now_blue) = table.blue_units_in(Some(domain))
-            && let Some(zone) = gaining_in(*start, now_blue)
-            && !gaining.contains(&zone)
-        {
-            gaining.push(zone);
+    let mut gaining: Vec<ZoneId> = Vec::new();
+    if let Some(maps) = &run.start_maps {
+        // A map restore gives each unit back to its owner at the start.
+        for (domain, start) in maps {
+            let Some(now_map) = table.map_of(Some(domain)) else { continue };
+            for (unit, owner) in start.owners().iter().enumerate() {
+                if now_map.owner(unit as u32) != *owner && !gaining.contains(owner) {
+                    gaining.push(*owner);
+                }
+            }
+        }
+    } else {
+        gaining.extend(gaining_in(run.start_blue_units, table.blue_units()));
+        for (domain, start) in &run.start_domain_blue_units {
+            if let Some(now_blue) = table.blue_units_in(Some(domain))
+                && let Some(zone) = gaining_in(*start, now_blue)
+                && !gaining.contains(&zone)
+            {
+                gaining.push(zone);
+            }
         }
     }
     let guard = runner.evacuate.guard;

@@ -91,6 +91,8 @@ pub fn start(
             reviewed: revision,
         });
     }
+    let moves_units =
+        stored.plan.steps.iter().any(|s| matches!(s, crate::core::PlanStep::MoveUnits { .. }));
     if let Some(detail) = busy_reason(&state) {
         return Err(if state.active_run().is_some() {
             StartError::RunActive { detail }
@@ -117,6 +119,9 @@ pub fn start(
         plan: name.to_owned(),
         revision,
         drill_hold_ms: request.drill_hold_ms,
+        // Only a plan that moves unit sets needs its maps back (format level 7): other plans'
+        // runs stay readable by replicas of the release before.
+        restores_maps: moves_units,
     };
     const RETRIES: u32 = 3;
     let mut attempt = 0;

@@ -172,6 +172,9 @@ pub enum WireCommand {
         revision: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         drill_hold_ms: Option<u64>,
+        /// The run restores unit maps (format level 7); absent: dial positions only.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        restores_maps: bool,
     },
     PlanStepStarted {
         run: u64,
@@ -807,11 +810,14 @@ impl WireCommand {
                 WireCommand::PutPlan { plan: WirePlan::encode(plan, zones) }
             }
             Command::SetAutomation { stopped } => WireCommand::SetAutomation { stopped: *stopped },
-            Command::StartPlanRun { plan, revision, drill_hold_ms } => WireCommand::StartPlanRun {
-                plan: plan.clone(),
-                revision: *revision,
-                drill_hold_ms: *drill_hold_ms,
-            },
+            Command::StartPlanRun { plan, revision, drill_hold_ms, restores_maps } => {
+                WireCommand::StartPlanRun {
+                    plan: plan.clone(),
+                    revision: *revision,
+                    drill_hold_ms: *drill_hold_ms,
+                    restores_maps: *restores_maps,
+                }
+            }
             Command::PlanStepStarted { run, step, drain, samples } => {
                 WireCommand::PlanStepStarted {
                     run: *run,
@@ -996,11 +1002,14 @@ impl WireCommand {
             WireCommand::CompleteDrain { drain } => Command::CompleteDrain { drain: *drain },
             WireCommand::PutPlan { plan } => Command::PutPlan { plan: plan.to_plan(zones)? },
             WireCommand::SetAutomation { stopped } => Command::SetAutomation { stopped: *stopped },
-            WireCommand::StartPlanRun { plan, revision, drill_hold_ms } => Command::StartPlanRun {
-                plan: plan.clone(),
-                revision: *revision,
-                drill_hold_ms: *drill_hold_ms,
-            },
+            WireCommand::StartPlanRun { plan, revision, drill_hold_ms, restores_maps } => {
+                Command::StartPlanRun {
+                    plan: plan.clone(),
+                    revision: *revision,
+                    drill_hold_ms: *drill_hold_ms,
+                    restores_maps: *restores_maps,
+                }
+            }
             WireCommand::PlanStepStarted { run, step, drain, samples } => {
                 Command::PlanStepStarted {
                     run: *run,

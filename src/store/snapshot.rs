@@ -332,6 +332,9 @@ struct WireRun {
     /// Named domains' blue units at the start (absent when the plan names no domain).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     start_domain_blue_units: BTreeMap<String, u32>,
+    /// Every domain's map at the start, as runs, on a run that restores maps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    start_maps: Option<BTreeMap<String, WireRuns>>,
     status: String,
     step: usize,
     in_step: bool,
@@ -435,6 +438,9 @@ fn wire_run(r: &PlanRun, zones: &Zones) -> WireRun {
         drill_hold_ms: r.drill_hold_ms,
         start_blue_units: r.start_blue_units,
         start_domain_blue_units: r.start_domain_blue_units.clone(),
+        start_maps: r.start_maps.as_ref().map(|maps| {
+            maps.iter().map(|(name, map)| (name.clone(), wire_runs(map, zones))).collect()
+        }),
         status: r.status.as_str().to_owned(),
         step: r.step,
         in_step: r.in_step,
@@ -458,7 +464,24 @@ fn wire_run(r: &PlanRun, zones: &Zones) -> WireRun {
     }
 }
 
-fn core_run(w: WireRun, zones: &Zones) -> Result<PlanRun, String> {
+/// A unit map as runs with lanes, as the snapshot stores maps.
+fn wire_runs(map: &UnitMap, zones: &Zones) -> WireRuns {
+    map.runs().iter().map(|r| (r.first, r.last, zones.lane(r.zone).to_owned())).collect()
+}
+
+/// The map of [`wire_runs`], its lanes resolved in `zones`.
+fn core_runs(runs: &WireRuns, zones: &Zones, units: u32) -> Result<UnitMap, String> {
+    let runs = runs
+        .iter()
+        .map(|(first, last, lane)| {
+            let zone = zones.by_lane(lane).ok_or_else(|| format!("unknown lane `{lane}`"))?;
+            Ok(Run { first: *first, last: *last, zone })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    UnitMap::from_runs(&runs, units).map_err(|e| e.to_string())
+}
+
+fn core_run(w: WireRun, zones: &Zones, units: u32) -> Result<PlanRun, String> {
     let mut pins_before = Vec::new();
     for (user, color) in w.pins_before {
         let color = match color {
@@ -474,6 +497,18 @@ fn core_run(w: WireRun, zones: &Zones) -> Result<PlanRun, String> {
         drill_hold_ms: w.drill_hold_ms,
         start_blue_units: w.start_blue_units,
         start_domain_blue_units: w.start_domain_blue_units,
+        start_maps: w
+            .start_maps
+            .map(|maps| {
+                maps.into_iter()
+                    .map(|(name, runs)| {
+                        let map = core_runs(&runs, zones, units)
+                            .map_err(|e| format!("run {}'s start map of {name}: {e}", w.id))?;
+                        Ok((name, map))
+                    })
+                    .collect::<Result<BTreeMap<_, _>, String>>()
+            })
+            .transpose()?,
         status: RunStatus::parse(&w.status)
             .ok_or_else(|| format!("unknown plan run status {}", w.status))?,
         step: w.step,
@@ -792,8 +827,11 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let runs =
-        body.runs.into_iter().map(|r| core_run(r, zones)).collect::<Result<Vec<_>, String>>()?;
+    let runs = body
+        .runs
+        .into_iter()
+        .map(|r| core_run(r, zones, scheme.count()))
+        .collect::<Result<Vec<_>, String>>()?;
     let automation = body
         .automation
         .map(|a| crate::core::Automation {

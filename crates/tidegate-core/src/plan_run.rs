@@ -166,6 +166,10 @@ pub struct PlanRun {
     /// The blue units of each named domain a dial or zone-move step names, when the run
     /// started: what its restore gives back.
     pub start_domain_blue_units: BTreeMap<String, u32>,
+    /// Every domain's unit map when the run started (the default domain under its name), on
+    /// a run started with `restores_maps`: its restore gives these back exactly. `None`: the
+    /// restore moves dials back to `start_blue_units` and `start_domain_blue_units`.
+    pub start_maps: Option<BTreeMap<String, crate::unit_map::UnitMap>>,
     pub status: RunStatus,
     /// The current step (while `in_step`) or the next one.
     pub step: usize,

@@ -90,6 +90,11 @@ pub enum Command {
         plan: String,
         revision: u64,
         drill_hold_ms: Option<u64>,
+        /// The run keeps the unit maps it starts from, and its restore (a drill's, or a
+        /// rollback's) gives them back exactly: what a plan with `move_units` steps needs, since
+        /// a dial position cannot say where units given to a third zone came from (format level
+        /// 7; runs logged without it restore dial positions only, as they always did).
+        restores_maps: bool,
     },
     /// A run starts its next step (a zone move starts its drain here).
     PlanStepStarted {
@@ -203,10 +208,11 @@ impl Command {
     /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone,
     /// a named domain's dial or drain), 4 for loss-less moves (a drain that freezes), 5 for a
     /// plan whose dial or zone-move step names a domain, 6 for release channels, 7 for zone
-    /// drains among N.
+    /// drains among N and plan runs that restore unit maps.
     pub fn format_level(&self) -> u32 {
         match self {
             Command::ZoneDrainStep { .. } => 7,
+            Command::StartPlanRun { restores_maps: true, .. } => 7,
             Command::StartDrain { plan } if plan.receivers.is_some() => 7,
             Command::PlanStepStarted { drain: Some(plan), .. } if plan.receivers.is_some() => 7,
             Command::PutChannel { .. } | Command::DeleteChannel { .. } => 6,

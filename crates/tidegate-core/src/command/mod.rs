@@ -124,8 +124,8 @@ fn dispatch(c: &mut Change, command: &Command) -> Outcome {
         C::PutPlan { plan } => plans::put(c, plan),
         C::PutChannel { channel } => channels::put(c, channel),
         C::DeleteChannel { name, expired } => channels::delete(c, name, *expired),
-        C::StartPlanRun { plan, revision, drill_hold_ms } => {
-            runs::start(c, plan, *revision, *drill_hold_ms)
+        C::StartPlanRun { plan, revision, drill_hold_ms, restores_maps } => {
+            runs::start(c, plan, *revision, *drill_hold_ms, *restores_maps)
         }
         C::PlanStepStarted { run, step, drain, samples } => {
             run_steps::start(c, *run, *step, drain.as_ref(), samples)

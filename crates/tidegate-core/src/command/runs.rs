@@ -3,6 +3,7 @@
 //! after a rollback or a drill's hold). A run's steps are in `run_steps.rs`, its HTTP calls in
 //! `run_calls.rs`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::describe::describe_share;
@@ -11,6 +12,7 @@ use super::{Change, CommandError, Outcome, State};
 use crate::drain::{Drain, DrainStatus};
 use crate::plan::PlanStep;
 use crate::plan_run::{PlanRun, RunStatus, StepRecord};
+use crate::table::DEFAULT_DOMAIN;
 use crate::zone::ZoneId;
 
 /// Stores `run` in the next state and says the audit's words for it.
@@ -24,18 +26,30 @@ pub(super) fn start(
     plan: &str,
     revision: u64,
     drill_hold_ms: Option<u64>,
+    restores_maps: bool,
 ) -> Outcome {
     let s = c.before;
     s.no_active_run()?;
     s.no_active_drain()?;
     let stored = s.plans.get(plan).ok_or_else(|| CommandError::PlanNotFound(plan.to_owned()))?;
+    // A record of the release before map restores: its drills of such plans were refused,
+    // and a replay refuses them again.
     if drill_hold_ms.is_some()
+        && !restores_maps
         && stored.plan.steps.iter().any(|s| matches!(s, PlanStep::MoveUnits { .. }))
     {
         return Err(CommandError::InvalidPlan(
-            "a drill restores the table it started from, and a plan with move_units steps cannot be restored yet; run it, or drill a plan without them".into(),
+            "a drill restores the table it started from, and a plan with move_units steps restores only with restores_maps; run it, or drill a plan without them".into(),
         ));
     }
+    let start_maps = restores_maps.then(|| {
+        let mut maps = BTreeMap::new();
+        maps.insert(DEFAULT_DOMAIN.to_owned(), s.table.map.clone());
+        for (name, map) in s.table.domains.iter() {
+            maps.insert(name.clone(), map.clone());
+        }
+        maps
+    });
     if stored.revision != revision {
         return Err(CommandError::PlanRevisionChanged {
             name: plan.to_owned(),
@@ -56,6 +70,7 @@ pub(super) fn start(
             .filter_map(PlanStep::named_domain)
             .filter_map(|d| Some((d.to_owned(), s.table.blue_units_in(Some(d))?)))
             .collect(),
+        start_maps,
         status: RunStatus::Running,
         step: 0,
         in_step: false,
@@ -184,11 +199,19 @@ pub(super) fn restore(c: &mut Change, id: u64) -> Outcome {
     s.no_active_drain()?;
     let from = describe_share(&s.table);
     let table = &mut c.table;
-    table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, run.start_blue_units);
-    for (domain, blue) in &run.start_domain_blue_units {
-        if let Some(map) = table.map_of(Some(domain)) {
-            let restored = map.set_count(ZoneId::BLUE, ZoneId::GREEN, *blue);
-            table.set_map_of(Some(domain), restored);
+    if let Some(maps) = &run.start_maps {
+        // Every domain's map as it was: unit moves, zone moves and dials alike. Nothing else
+        // moved units meanwhile (unit moves, dials and drains are refused while a run is live).
+        for (domain, map) in maps {
+            table.set_map_of(Some(domain), map.clone());
+        }
+    } else {
+        table.map = table.map.set_count(ZoneId::BLUE, ZoneId::GREEN, run.start_blue_units);
+        for (domain, blue) in &run.start_domain_blue_units {
+            if let Some(map) = table.map_of(Some(domain)) {
+                let restored = map.set_count(ZoneId::BLUE, ZoneId::GREEN, *blue);
+                table.set_map_of(Some(domain), restored);
+            }
         }
     }
     let pins = Arc::make_mut(&mut table.pins);
