@@ -304,3 +304,109 @@ fn a_freeze_survives_kill_9_and_the_restarted_coordinator_finishes_the_step() {
     assert_eq!(actions.iter().filter(|a| *a == "drain_freeze").count(), 2, "{actions:?}");
     assert_eq!(actions.iter().filter(|a| *a == "drain_unfreeze").count(), 2, "{actions:?}");
 }
+
+/// The same three phases for a drain of one zone among three (issue 22 meets issue 23): each
+/// slice of az-c is frozen, switched to az-a and az-b once every live subscriber applied the
+/// freeze, and unfrozen once every one applied the switch; a stuck subscriber holds a slice
+/// frozen (the edge refuses only those users' writes) until the window aborts it back.
+#[test]
+fn a_lossless_drain_among_three_zones_freezes_each_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    let extra = format!(
+        "initial_blue_percent = 50\n{CONFIG}[edge]\ntoken = \"{OPERATOR_TOKEN}\"\n[zones.az-c]\nlane = \"red\"\n"
+    );
+    std::fs::write(&config, config_toml(&extra)).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let (stop, url) = (Arc::clone(&stop), url.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let body = json!([
+                    {"zone": "az-b", "color": "blue", "ok": 100},
+                    {"zone": "az-a", "color": "green", "ok": 100},
+                    {"zone": "az-c", "color": "red", "ok": 100}
+                ]);
+                let _ = post_json(&format!("{url}/v1/outcomes"), OPERATOR_TOKEN, body);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+    }
+    let (_, table) = get_json(&format!("{url}/v1/routing"));
+    let (status, body) = put_json(
+        &format!("{url}/v1/units"),
+        OPERATOR_TOKEN,
+        json!({"moves": [{"units": "60-99", "zone": "az-c"}], "expected_version": table["version"], "reason": "az-c"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let edge = Edge::start(&config, &url, &dir.path().join("edge.json"), 0);
+    let watcher = router(&url, "orders-1", true);
+    std::thread::sleep(Duration::from_millis(1200));
+    let start = |target: u32, window: &str| {
+        let (status, body) = post_json(
+            &format!("{url}/v1/drains"),
+            OPERATOR_TOKEN,
+            json!({
+                "zone": "az-c", "target_percent": target, "step_percent": 10, "interval": "200ms",
+                "to": ["az-a", "az-b"], "freeze": true, "freeze_window": window,
+                "guard": {"max_error_rate": 0.02, "min_requests": 10, "breaches": 2},
+                "reason": "loss-less az-c"
+            }),
+        );
+        assert_eq!(status, 201, "{body}");
+        body["id"].as_u64().unwrap()
+    };
+    let id = start(20, "20s");
+    let drain_of = |id: u64| get_json(&format!("{url}/v1/drains/{id}")).1;
+    wait_for("the drain to complete", Duration::from_secs(30), || {
+        drain_of(id)["state"] == "completed"
+    });
+    let (_, table) = get_json(&format!("{url}/v1/routing"));
+    assert_eq!(table["frozen"], json!({}), "nothing stays frozen: {table}");
+    assert_eq!(table["zones"][2]["units"], 20, "{table}");
+    let phases: Vec<String> =
+        drain_actions(&url).into_iter().filter(|a| a != "drain_start").collect();
+    assert_eq!(
+        phases,
+        [
+            "drain_freeze",
+            "drain_step",
+            "drain_unfreeze",
+            "drain_freeze",
+            "drain_step",
+            "drain_unfreeze"
+        ],
+        "two slices, three phases each"
+    );
+    let finished = drain_of(id)["freeze"]["finished"].clone();
+    println!("zone drain freezes: {finished}");
+    assert_eq!(finished.as_array().unwrap().len(), 2);
+
+    // A subscriber that never applies anything holds the next slice frozen.
+    let stuck = router(&url, "stuck-1", false);
+    let id = start(0, "3s");
+    wait_for("the freeze", Duration::from_secs(10), || {
+        drain_of(id)["freeze"]["current"]["phase"] == "freezing"
+    });
+    let held = drain_of(id);
+    let current = &held["freeze"]["current"];
+    assert_eq!(current["units"], "80-89", "az-c's lowest 10 units: {held}");
+    let moves = current["moves"].as_array().unwrap();
+    assert_eq!(moves.len(), 2, "{held}");
+    edge.wait_for_version(current["frozen_version"].as_u64().unwrap());
+    let (inside, outside) = users_in_and_out(&stuck, "80-89");
+    let (status, retry, refusal) = gate(&edge, "POST", &inside);
+    assert_eq!((status, retry.as_deref(), refusal.as_deref()), (503, Some("1"), Some("frozen")));
+    assert_eq!(gate(&edge, "GET", &inside).0, 200, "reads go on");
+    assert_eq!(gate(&edge, "POST", &outside).0, 200, "other users write");
+    wait_for("the freeze to abort", Duration::from_secs(15), || drain_of(id)["state"] == "paused");
+    let paused = drain_of(id);
+    assert!(paused["hold_reason"].as_str().unwrap().contains("stuck-1"), "{paused}");
+    let (_, table) = get_json(&format!("{url}/v1/routing"));
+    assert_eq!(table["zones"][2]["units"], 20, "no unit changed owner: {table}");
+    assert_eq!(table["frozen"], json!({}));
+    stop.store(true, Ordering::SeqCst);
+    drop((stuck, watcher));
+}

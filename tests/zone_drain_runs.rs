@@ -7,8 +7,9 @@ use std::path::Path;
 
 use tidegate::core::{
     Audit, Command, CommandError, Direction, Drain, DrainAction, DrainMode, DrainPlan, DrainStatus,
-    Envelope, Genesis, Guard, Inputs, OnBreach, Reading, ReceiverInputs, State, StepConvergence,
-    UnitMode, UnitMove, UnitScheme, UnitSet, ZoneClass, ZoneDrainInputs, ZoneId, ZoneSpec, Zones,
+    Envelope, FreezeBarrier, Genesis, Guard, Inputs, OnBreach, Reading, ReceiverInputs, State,
+    StepConvergence, UnitMode, UnitMove, UnitScheme, UnitSet, ZoneClass, ZoneDrainInputs, ZoneId,
+    ZoneSpec, Zones,
 };
 use tidegate::service::coordinator::{Boot, Coordinator, Started};
 use tidegate::store::{FileLog, Snapshots};
@@ -290,7 +291,7 @@ fn steps_and_starts_that_are_not_the_drains_own_are_refused() {
         Ok(_) => panic!("applied"),
     };
     // Starts: a receiver that is the source, a retired or unknown zone, nothing to move, a
-    // freeze, a dial drain on three zones.
+    // freeze window of 0, a dial drain on three zones.
     let mut self_receiver = plan(vec![C], 0, 10, OnBreach::Pause);
     assert!(
         refused(&s, Command::StartDrain { plan: self_receiver.clone() })
@@ -303,8 +304,8 @@ fn steps_and_starts_that_are_not_the_drains_own_are_refused() {
             .contains("moves none")
     );
     let mut frozen = plan(vec![A], 0, 10, OnBreach::Pause);
-    frozen.freeze_ms = Some(1000);
-    assert!(refused(&s, Command::StartDrain { plan: frozen }).contains("freeze"));
+    frozen.freeze_ms = Some(0);
+    assert!(refused(&s, Command::StartDrain { plan: frozen }).contains("freeze window"));
     let mut dial = plan(vec![A], 0, 10, OnBreach::Pause);
     dial.receivers = None;
     assert!(refused(&s, Command::StartDrain { plan: dial }).contains("two"));
@@ -415,6 +416,144 @@ fn a_zone_drain_replays_from_the_log_and_from_a_snapshot_exactly() {
         assert_eq!((drain.direction, drain.steps_done), (Direction::Back, 1));
         assert_eq!(drain.plan.receivers, Some(vec![A, B]));
         assert_eq!(units_of(&state, C), (70..100).collect::<Vec<_>>(), "60-69 are still out");
+        assert_eq!(&*resumed.coordinator.state(), &*state, "every {every}");
+    }
+}
+
+/// A loss-less step of a zone drain: freeze the slice (its users' writes are refused), switch
+/// exactly those moves once every live subscriber applied the freeze, unfreeze once every one
+/// applied the switch. A freeze not applied in its window aborts back: no unit changes owner.
+#[test]
+fn a_lossless_zone_drain_freezes_switches_and_unfreezes_each_slice() {
+    let s = three_zones();
+    let mut p = plan(vec![A, B], 20, 10, OnBreach::Pause);
+    p.freeze_ms = Some(5_000);
+    let mut s = apply(&s, 10, "alice", Command::StartDrain { plan: p }).unwrap();
+    let frozen = |s: &State| s.table().frozen().get("default").map(ToString::to_string);
+    let mv = |units: &str, zone| UnitMove {
+        units: UnitSet::parse(units, 100).unwrap(),
+        zone,
+        domain: None,
+    };
+    let mut now = 10;
+    for step in 0..2u32 {
+        let drain = s.active_drain().unwrap().clone();
+        let Some(DrainAction::FreezeMoves { moves }) = decide(&s, &drain, now, &OK, &OK) else {
+            panic!("step {step} freezes first")
+        };
+        // The switch without its freeze is refused.
+        let early =
+            apply(&s, now, "drain:1", Command::ZoneDrainStep { drain: 1, moves: moves.clone() });
+        assert!(early.unwrap_err().to_string().contains("freezes its units"));
+        s = apply(&s, now, "drain:1", Command::ZoneDrainFreeze { drain: 1, moves: moves.clone() })
+            .unwrap();
+        let slice = format!("{}-{}", 60 + step * 10, 69 + step * 10);
+        assert_eq!(frozen(&s).as_deref(), Some(slice.as_str()), "step {step}");
+        assert_eq!(units_of(&s, C).len(), 40 - step as usize * 10, "frozen, not moved yet");
+        let drain = s.active_drain().unwrap().clone();
+        let frozen_at = drain.freeze.as_ref().unwrap().frozen_version;
+        let behind =
+            FreezeBarrier { version: frozen_at, all_applied: false, behind: "edge-1".into() };
+        assert_eq!(drain.decide_freeze(now + 100, &behind), None, "a straggler holds the switch");
+        let applied =
+            FreezeBarrier { version: frozen_at, all_applied: true, behind: String::new() };
+        let Some(DrainAction::Move { moves: switch, .. }) =
+            drain.decide_freeze(now + 200, &applied)
+        else {
+            panic!("the switch")
+        };
+        assert_eq!(switch, moves, "the switch makes exactly the frozen moves");
+        // Other moves than the frozen ones are refused at the switch.
+        let other = vec![mv(&slice, A)];
+        if other != moves {
+            assert!(
+                apply(&s, now + 200, "drain:1", Command::ZoneDrainStep { drain: 1, moves: other })
+                    .is_err()
+            );
+        }
+        s = apply(&s, now + 200, "drain:1", Command::ZoneDrainStep { drain: 1, moves: switch })
+            .unwrap();
+        assert_eq!(units_of(&s, C).len(), 30 - step as usize * 10);
+        assert_eq!(
+            frozen(&s).as_deref(),
+            Some(slice.as_str()),
+            "still frozen until the switch is applied"
+        );
+        let drain = s.active_drain().unwrap().clone();
+        let switched = drain.freeze.as_ref().unwrap().switched.unwrap().0;
+        let applied = FreezeBarrier { version: switched, all_applied: true, behind: String::new() };
+        let Some(DrainAction::Unfreeze { aborted: false, .. }) =
+            drain.decide_freeze(now + 300, &applied)
+        else {
+            panic!("the unfreeze")
+        };
+        s = apply(&s, now + 300, "drain:1", Command::DrainUnfreeze { drain: 1, aborted: false })
+            .unwrap();
+        assert_eq!(frozen(&s), None);
+        now += 2_000;
+    }
+    // Two slices of 10 took az-c from 40 to its target of 20 units: completed.
+    assert_eq!(s.drains().next_back().unwrap().status, DrainStatus::Completed);
+    assert_eq!(s.drains().next_back().unwrap().freezes.len(), 2);
+
+    // A freeze a subscriber never applies aborts back after its window: nothing moved.
+    let s = three_zones();
+    let mut p = plan(vec![A], 0, 10, OnBreach::Pause);
+    p.freeze_ms = Some(1_000);
+    let s = apply(&s, 10, "alice", Command::StartDrain { plan: p }).unwrap();
+    let drain = s.active_drain().unwrap().clone();
+    let Some(DrainAction::FreezeMoves { moves }) = decide(&s, &drain, 10, &OK, &OK) else {
+        panic!()
+    };
+    let s = apply(&s, 10, "drain:1", Command::ZoneDrainFreeze { drain: 1, moves }).unwrap();
+    let drain = s.active_drain().unwrap().clone();
+    let version = drain.freeze.as_ref().unwrap().frozen_version;
+    let stuck = FreezeBarrier { version, all_applied: false, behind: "gw-7 (az-c, on v3)".into() };
+    let Some(DrainAction::Unfreeze { aborted: true, reason }) = drain.decide_freeze(1_010, &stuck)
+    else {
+        panic!("aborts at the window")
+    };
+    assert!(reason.contains("gw-7"), "{reason}");
+    let s =
+        apply(&s, 1_010, "drain:1", Command::DrainUnfreeze { drain: 1, aborted: true }).unwrap();
+    assert_eq!(frozen(&s), None);
+    assert_eq!(units_of(&s, C).len(), 40, "no unit changed owner");
+    assert_eq!(s.active_drain().unwrap().status, DrainStatus::Paused);
+}
+
+#[test]
+fn a_frozen_zone_drain_step_replays_from_a_snapshot_exactly() {
+    for every in [2, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let started = start(dir.path(), Some(every));
+            let c = &started.coordinator;
+            let moves = vec![UnitMove {
+                units: UnitSet::parse("60-99", 100).unwrap(),
+                zone: C,
+                domain: None,
+            }];
+            submit(c, 5, "alice", Command::MoveUnits { moves });
+            let mut p = plan(vec![A, B], 0, 10, OnBreach::Pause);
+            p.freeze_ms = Some(30_000);
+            submit(c, 10, "alice", Command::StartDrain { plan: p });
+            let state = c.state();
+            let drain = state.active_drain().unwrap().clone();
+            let Some(DrainAction::FreezeMoves { moves }) = decide(&state, &drain, 10, &OK, &OK)
+            else {
+                panic!("freeze")
+            };
+            submit(c, 10, "drain:1", Command::ZoneDrainFreeze { drain: 1, moves });
+        }
+        let full_dir = tempfile::tempdir().unwrap();
+        let log = tidegate::store::LOG_FILE;
+        std::fs::copy(dir.path().join(log), full_dir.path().join(log)).unwrap();
+        let full = start(full_dir.path(), None);
+        let resumed = start(dir.path(), Some(every));
+        assert!(resumed.from_snapshot && resumed.warnings.is_empty(), "{:?}", resumed.warnings);
+        let state = full.coordinator.state();
+        let freeze = state.active_drain().unwrap().freeze.clone().expect("mid-freeze");
+        assert_eq!(freeze.moves.as_ref().map(Vec::len), Some(2), "{freeze:?}");
         assert_eq!(&*resumed.coordinator.state(), &*state, "every {every}");
     }
 }

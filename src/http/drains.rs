@@ -371,7 +371,7 @@ pub fn drain_body(app: &App, drain: &Drain, table: &RoutingTable) -> Value {
         "started_at": iso8601(drain.started_ms),
         "reason": drain.reason,
         "finished_at": drain.finished_ms.map(iso8601),
-        "freeze": freeze_body(drain),
+        "freeze": freeze_body(drain, table),
     })
 }
 
@@ -582,13 +582,14 @@ fn freeze_from(freeze: Option<bool>, window: Option<&str>) -> Result<Option<u64>
 }
 
 /// A drain's freeze in progress and its finished freezes, for `GET /v1/drains`.
-fn freeze_body(drain: &Drain) -> Value {
+fn freeze_body(drain: &Drain, table: &RoutingTable) -> Value {
     let current = drain.freeze.as_ref().map(|f| {
         json!({
             "phase": if f.switched.is_some() { "switched" } else { "freezing" },
             "units": f.units.to_string(),
             "unit_count": f.units.len(),
             "blue_units": f.blue_units,
+            "moves": f.moves.as_ref().map(|moves| moves.iter().map(|m| json!({"units": m.units.to_string(), "zone": table.zone_of(m.zone)})).collect::<Vec<_>>()),
             "frozen_version": f.frozen_version,
             "frozen_at": iso8601(f.frozen_ms),
             "switched_version": f.switched.map(|(v, _)| v),

@@ -82,6 +82,15 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
                     );
                     (Command::DrainStep { drain: drain.id, blue_units }, reason)
                 }
+                Some(DrainAction::Move { moves, .. }) => {
+                    let reason = format!(
+                        "step {} of {}: every live subscriber applied the freeze (version {version}); moving units {}",
+                        drain.steps_done + 1,
+                        drain.steps_total(),
+                        describe_moves(&moves, table)
+                    );
+                    (Command::ZoneDrainStep { drain: drain.id, moves }, reason)
+                }
                 Some(DrainAction::Unfreeze { aborted, reason }) => {
                     if aborted {
                         telemetry::count_drain_hold(&drain.plan.zone, false);
@@ -164,6 +173,9 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
                 Command::DrainFreeze { drain: drain.id, blue_units }
             }
             DrainAction::Move { moves, .. } => Command::ZoneDrainStep { drain: drain.id, moves },
+            DrainAction::FreezeMoves { moves } => {
+                Command::ZoneDrainFreeze { drain: drain.id, moves }
+            }
             // Decided by `decide_freeze` above, never by `decide`.
             DrainAction::Switch { .. } | DrainAction::Unfreeze { .. } => continue,
             // Only a settling drain completes, and that case was handled above.
@@ -196,7 +208,8 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         let reason = match &command {
             Command::DrainStep { .. }
             | Command::DrainFreeze { .. }
-            | Command::ZoneDrainStep { .. } => {
+            | Command::ZoneDrainStep { .. }
+            | Command::ZoneDrainFreeze { .. } => {
                 let what = match &command {
                     Command::DrainFreeze { blue_units, .. } => {
                         format!("freezing the units of the move to {blue_units} blue units")
@@ -206,6 +219,9 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
                     }
                     Command::ZoneDrainStep { moves, .. } => {
                         format!("moving units {}", describe_moves(moves, table))
+                    }
+                    Command::ZoneDrainFreeze { moves, .. } => {
+                        format!("freezing the units of the move {}", describe_moves(moves, table))
                     }
                     _ => String::new(),
                 };

@@ -133,6 +133,11 @@ pub enum WireCommand {
         drain: u64,
         moves: Vec<WireUnitMove>,
     },
+    /// A loss-less zone drain freezes the slice it will move (format level 7).
+    ZoneDrainFreeze {
+        drain: u64,
+        moves: Vec<WireUnitMove>,
+    },
     DrainFreeze {
         drain: u64,
         blue_units: u32,
@@ -792,6 +797,9 @@ impl WireCommand {
             Command::ZoneDrainStep { drain, moves } => {
                 WireCommand::ZoneDrainStep { drain: *drain, moves: wire_moves(moves, &lane) }
             }
+            Command::ZoneDrainFreeze { drain, moves } => {
+                WireCommand::ZoneDrainFreeze { drain: *drain, moves: wire_moves(moves, &lane) }
+            }
             Command::DrainFreeze { drain, blue_units } => {
                 WireCommand::DrainFreeze { drain: *drain, blue_units: *blue_units }
             }
@@ -894,7 +902,7 @@ impl WireCommand {
             WireCommand::Unpin { .. } => "unpin",
             WireCommand::StartDrain { .. } => "drain_start",
             WireCommand::DrainStep { .. } | WireCommand::ZoneDrainStep { .. } => "drain_step",
-            WireCommand::DrainFreeze { .. } => "drain_freeze",
+            WireCommand::DrainFreeze { .. } | WireCommand::ZoneDrainFreeze { .. } => "drain_freeze",
             WireCommand::DrainUnfreeze { .. } => "drain_unfreeze",
             WireCommand::DrainHold { .. } => "drain_hold",
             WireCommand::PauseDrain { .. } => "drain_pause",
@@ -1061,6 +1069,9 @@ impl WireCommand {
             WireCommand::ZoneDrainStep { drain, moves } => {
                 Command::ZoneDrainStep { drain: *drain, moves: core_moves(moves, table)? }
             }
+            WireCommand::ZoneDrainFreeze { drain, moves } => {
+                Command::ZoneDrainFreeze { drain: *drain, moves: core_moves(moves, table)? }
+            }
             WireCommand::AddZone { zone: z } => Command::AddZone { spec: z.to_spec()? },
             WireCommand::RetireZone { zone: lane } => Command::RetireZone { zone: lane_of(lane)? },
             WireCommand::AddDomain { name } => Command::AddDomain { name: name.clone() },
@@ -1079,7 +1090,10 @@ impl WireCommand {
 }
 
 /// Unit moves as records store them: units as a set, zones by lane.
-fn wire_moves(moves: &[UnitMove], lane: &impl Fn(&ZoneId) -> String) -> Vec<WireUnitMove> {
+pub(crate) fn wire_moves(
+    moves: &[UnitMove],
+    lane: &impl Fn(&ZoneId) -> String,
+) -> Vec<WireUnitMove> {
     moves
         .iter()
         .map(|m| WireUnitMove {
@@ -1092,12 +1106,19 @@ fn wire_moves(moves: &[UnitMove], lane: &impl Fn(&ZoneId) -> String) -> Vec<Wire
 
 /// The moves of [`wire_moves`], read against `table` (its units and lanes).
 fn core_moves(moves: &[WireUnitMove], table: &RoutingTable) -> Result<Vec<UnitMove>, String> {
-    let zones = table.zones();
+    core_moves_in(moves, table.zones(), table.units())
+}
+
+/// [`core_moves`] against zones and a unit count.
+pub(crate) fn core_moves_in(
+    moves: &[WireUnitMove],
+    zones: &Zones,
+    units: u32,
+) -> Result<Vec<UnitMove>, String> {
     let mut out = Vec::with_capacity(moves.len());
     for (i, m) in moves.iter().enumerate() {
         out.push(UnitMove {
-            units: UnitSet::parse(&m.units, table.units())
-                .map_err(|e| format!("moves[{i}].units: {e}"))?,
+            units: UnitSet::parse(&m.units, units).map_err(|e| format!("moves[{i}].units: {e}"))?,
             zone: zones.by_lane(&m.zone).ok_or_else(|| {
                 format!("moves[{i}].zone: `{}` is not a lane of the table", m.zone)
             })?,

@@ -611,6 +611,9 @@ struct WireStepFreeze {
     frozen_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     switched: Option<(u64, u64)>,
+    /// A zone drain's step: the moves its switch makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    moves: Option<Vec<super::entry::WireUnitMove>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -922,6 +925,10 @@ fn wire_drain(d: &Drain, zones: &Zones) -> WireDrain {
             frozen_version: f.frozen_version,
             frozen_ms: f.frozen_ms,
             switched: f.switched,
+            moves: f
+                .moves
+                .as_ref()
+                .map(|m| super::entry::wire_moves(m, &|z: &ZoneId| zones.lane(*z).to_owned())),
         }),
         freezes: d
             .freezes
@@ -984,6 +991,12 @@ fn core_drain(w: WireDrain, zones: &Zones) -> Result<Drain, String> {
             frozen_version: f.frozen_version,
             frozen_ms: f.frozen_ms,
             switched: f.switched,
+            moves: f
+                .moves
+                .as_deref()
+                .map(|m| super::entry::core_moves_in(m, zones, u32::MAX))
+                .transpose()
+                .map_err(|e| format!("drain {}'s frozen moves: {e}", w.id))?,
         }),
         None => None,
     };

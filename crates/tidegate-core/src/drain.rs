@@ -130,6 +130,8 @@ pub struct StepFreeze {
     pub frozen_ms: u64,
     /// The version that switched them, and when, once switched.
     pub switched: Option<(u64, u64)>,
+    /// On a zone drain among N: the moves the switch makes (`blue_units` is then unused).
+    pub moves: Option<Vec<super::command::UnitMove>>,
 }
 
 /// A finished freeze, for the drain's report: how long the units' writes were refused, next
@@ -274,6 +276,11 @@ pub enum DrainAction {
     /// A loss-less step begins: freeze the units the step to `blue_units` moves.
     Freeze {
         blue_units: u32,
+    },
+    /// A loss-less step of a zone drain among N begins: freeze the units these moves give
+    /// away (the switch then makes exactly these moves).
+    FreezeMoves {
+        moves: Vec<super::command::UnitMove>,
     },
     /// Every live subscriber applied the freeze: switch the frozen units (a `DrainStep`).
     Switch {
@@ -523,7 +530,12 @@ impl Drain {
                     return None;
                 }
                 if barrier.all_applied {
-                    return Some(DrainAction::Switch { blue_units: freeze.blue_units });
+                    return Some(match &freeze.moves {
+                        Some(moves) => {
+                            DrainAction::Move { moves: moves.clone(), verdicts: Vec::new() }
+                        }
+                        None => DrainAction::Switch { blue_units: freeze.blue_units },
+                    });
                 }
                 (held >= window).then(|| DrainAction::Unfreeze {
                     aborted: true,

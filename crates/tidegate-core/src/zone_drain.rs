@@ -308,6 +308,11 @@ impl Drain {
         });
         match step {
             ZoneStep::Arrived => None,
+            // A loss-less step freezes the slice first; the switch follows on its barrier
+            // (`Drain::decide_freeze`), with the same moves.
+            ZoneStep::Move { moves, .. } if self.plan.freeze_ms.is_some() => {
+                Some(DrainAction::FreezeMoves { moves })
+            }
             ZoneStep::Move { moves, verdicts } => Some(DrainAction::Move { moves, verdicts }),
             ZoneStep::Hold { breach, zone, reason } => {
                 Some(DrainAction::Hold { breach, zone, reason })

@@ -41,6 +41,12 @@ pub enum Command {
         drain: u64,
         moves: Vec<UnitMove>,
     },
+    /// A loss-less step of a zone drain among N begins: freeze the units these moves give away;
+    /// the switch follows as a `ZoneDrainStep` with the same moves.
+    ZoneDrainFreeze {
+        drain: u64,
+        moves: Vec<UnitMove>,
+    },
     /// A loss-less drain step begins: freeze the units the step to `blue_units` moves (their
     /// writes are refused until the unfreeze); the switch follows as a `DrainStep`.
     DrainFreeze {
@@ -211,7 +217,7 @@ impl Command {
     /// drains among N and plan runs that restore unit maps.
     pub fn format_level(&self) -> u32 {
         match self {
-            Command::ZoneDrainStep { .. } => 7,
+            Command::ZoneDrainStep { .. } | Command::ZoneDrainFreeze { .. } => 7,
             Command::StartPlanRun { restores_maps: true, .. } => 7,
             Command::StartDrain { plan } if plan.receivers.is_some() => 7,
             Command::PlanStepStarted { drain: Some(plan), .. } if plan.receivers.is_some() => 7,
@@ -297,7 +303,7 @@ impl Command {
             Command::Unpin { .. } => "unpin",
             Command::StartDrain { .. } => "drain_start",
             Command::DrainStep { .. } | Command::ZoneDrainStep { .. } => "drain_step",
-            Command::DrainFreeze { .. } => "drain_freeze",
+            Command::DrainFreeze { .. } | Command::ZoneDrainFreeze { .. } => "drain_freeze",
             Command::DrainUnfreeze { .. } => "drain_unfreeze",
             Command::DrainHold { .. } => "drain_hold",
             Command::PauseDrain { .. } => "drain_pause",

@@ -70,56 +70,33 @@ pub(super) fn step(c: &mut Change, id: u64, blue_units: u32) -> Outcome {
 }
 
 /// A zone drain among N moves its next slice: exactly the units [`Drain::zone_slice`] names,
-/// forward to the drain's receivers, back to the drained zone, all in the drain's domain.
+/// forward to the drain's receivers, back to the drained zone, all in the drain's domain. A
+/// loss-less step switches only the moves its freeze named, once.
 pub(super) fn zone_step(c: &mut Change, id: u64, moves: &[UnitMove]) -> Outcome {
     let s = c.before;
     let (at_ms, version) = (c.at_ms(), c.version());
     let mut drain = s.running_drain(id, "step")?.clone();
-    let invalid = |why: String| Err(CommandError::InvalidDrain(why));
-    let Some(receivers) = drain.plan.receivers.clone() else {
-        return invalid(format!(
-            "drain {id} steps the blue-green dial (drain_step with blue units), not unit slices"
-        ));
-    };
+    check_zone_moves(s, &drain, moves)?;
+    let lossless = drain.direction == Direction::Forward && drain.plan.freeze_ms.is_some();
+    match &mut drain.freeze {
+        Some(f) if f.switched.is_none() && f.moves.as_deref() == Some(moves) => {
+            f.switched = Some((version, at_ms));
+        }
+        Some(f) => {
+            return Err(CommandError::InvalidDrain(format!(
+                "drain {id}'s step froze units {}; it switches exactly the moves it froze, once{}",
+                f.units,
+                if f.switched.is_some() { " (and has switched them)" } else { "" }
+            )));
+        }
+        None if lossless => {
+            return Err(CommandError::InvalidDrain(format!(
+                "drain {id} moves loss-lessly: a step freezes its units (drain_freeze) before it switches them"
+            )));
+        }
+        None => {}
+    }
     let domain = drain.plan.domain.clone();
-    let map = s.domain_map(domain.as_deref())?;
-    let expected = drain.zone_slice(map);
-    if expected.is_empty() {
-        return invalid(format!("drain {id} has no unit left to move where it is heading"));
-    }
-    let mut got: Vec<u32> = moves.iter().flat_map(|m| m.units.iter()).collect();
-    got.sort_unstable();
-    if got != expected {
-        let show = |units: &[u32]| {
-            UnitSet::from_sorted(units).map_or_else(|| "none".to_owned(), |set| set.to_string())
-        };
-        return invalid(format!(
-            "drain {id}'s next step moves units {}, not {}",
-            show(&expected),
-            show(&got)
-        ));
-    }
-    let same_domain =
-        |d: &Option<String>| d.as_deref().filter(|d| *d != DEFAULT_DOMAIN) == domain.as_deref();
-    for (i, m) in moves.iter().enumerate() {
-        if !same_domain(&m.domain) {
-            return invalid(format!("moves[{i}]: drain {id} moves units of its own domain only"));
-        }
-        let allowed = match drain.direction {
-            Direction::Forward => receivers.contains(&m.zone),
-            Direction::Back => m.zone == drain.plan.color,
-        };
-        if !allowed {
-            return invalid(format!(
-                "moves[{i}]: drain {id} {} , not to `{}`",
-                match drain.direction {
-                    Direction::Forward => "gives units to its receivers only",
-                    Direction::Back => "returns units to the drained zone only",
-                },
-                s.table.zones.zone_of(m.zone)
-            ));
-        }
-    }
     let from = describe_map_in(&s.table, domain.as_deref());
     super::units::move_in_table(c, moves)?;
     match drain.direction {
@@ -130,14 +107,105 @@ pub(super) fn zone_step(c: &mut Change, id: u64, moves: &[UnitMove]) -> Outcome 
     drain.hold_reason = None;
     drain.last_step_version = Some(version);
     drain.last_step_ms = at_ms;
-    drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
-    let moved = c.table.map_of(domain.as_deref()).map(|m| drain.zone_slice(m).is_empty());
-    if moved == Some(true) {
-        arrive(&mut drain, c.table.units(), at_ms);
+    if drain.freeze.is_some() {
+        // As the dial's loss-less step: the unfreeze is due once the switch is applied
+        // everywhere, and the drain arrives (or waits its interval) from there.
+        drain.next_due_ms = at_ms;
+        drain.hold_reason = Some(format!(
+            "switched; units stay frozen until every live subscriber applies version {version}"
+        ));
+    } else {
+        drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
+        let moved = c.table.map_of(domain.as_deref()).map(|m| drain.zone_slice(m).is_empty());
+        if moved == Some(true) {
+            arrive(&mut drain, c.table.units(), at_ms);
+        }
     }
     let to = format!("{} ({})", describe_map_in(&c.table, domain.as_deref()), drain.state_name());
     c.next.insert_drain(drain);
     changed(from, to)
+}
+
+/// A loss-less step of a zone drain among N begins: the units of its next slice refuse writes
+/// until the switch (the same moves, `ZoneDrainStep`) is applied everywhere.
+pub(super) fn zone_freeze(c: &mut Change, id: u64, moves: &[UnitMove]) -> Outcome {
+    let s = c.before;
+    let (at_ms, version) = (c.at_ms(), c.version());
+    let mut drain = s.running_drain(id, "freeze")?.clone();
+    if drain.plan.freeze_ms.is_none() || drain.direction != Direction::Forward {
+        return Err(CommandError::InvalidDrain(format!(
+            "drain {id} does not freeze its steps (only forward steps of a drain started with `freeze` do)"
+        )));
+    }
+    if let Some(f) = &drain.freeze {
+        return Err(CommandError::InvalidDrain(format!(
+            "drain {id} already froze units {} at version {}",
+            f.units, f.frozen_version
+        )));
+    }
+    let units = check_zone_moves(s, &drain, moves)?;
+    let domain = drain.plan.domain.clone();
+    c.table.set_frozen(domain.as_deref(), Some(units.clone()));
+    drain.consecutive_breaches = 0;
+    drain.next_due_ms = at_ms;
+    drain.hold_reason = Some(format!(
+        "frozen: units {units} refuse writes until every live subscriber applies version {version}"
+    ));
+    let from = describe_map_in(&s.table, domain.as_deref());
+    let to = format!("{from}; units {units} frozen for the step");
+    drain.freeze = Some(StepFreeze {
+        blue_units: 0,
+        units,
+        frozen_version: version,
+        frozen_ms: at_ms,
+        switched: None,
+        moves: Some(moves.to_vec()),
+    });
+    c.next.insert_drain(drain);
+    changed(from, to)
+}
+
+/// Checks that `moves` are a zone drain's next step: exactly its next slice, to its receivers
+/// (forward) or back to the drained zone, in its domain. Returns the slice.
+fn check_zone_moves(s: &State, drain: &Drain, moves: &[UnitMove]) -> Result<UnitSet, CommandError> {
+    let id = drain.id;
+    let invalid = |why: String| Err(CommandError::InvalidDrain(why));
+    let Some(receivers) = &drain.plan.receivers else {
+        return invalid(format!(
+            "drain {id} steps the blue-green dial (drain_step with blue units), not unit slices"
+        ));
+    };
+    let domain = drain.plan.domain.as_deref();
+    let expected = drain.zone_slice(s.domain_map(domain)?);
+    let Some(slice) = UnitSet::from_sorted(&expected) else {
+        return invalid(format!("drain {id} has no unit left to move where it is heading"));
+    };
+    let mut got: Vec<u32> = moves.iter().flat_map(|m| m.units.iter()).collect();
+    got.sort_unstable();
+    if got != expected {
+        let got = UnitSet::from_sorted(&got).map_or_else(|| "none".to_owned(), |g| g.to_string());
+        return invalid(format!("drain {id}'s next step moves units {slice}, not {got}"));
+    }
+    for (i, m) in moves.iter().enumerate() {
+        if m.domain.as_deref().filter(|d| *d != DEFAULT_DOMAIN) != domain {
+            return invalid(format!("moves[{i}]: drain {id} moves units of its own domain only"));
+        }
+        let allowed = match drain.direction {
+            Direction::Forward => receivers.contains(&m.zone),
+            Direction::Back => m.zone == drain.plan.color,
+        };
+        if !allowed {
+            return invalid(format!(
+                "moves[{i}]: drain {id} {}, not to `{}`",
+                match drain.direction {
+                    Direction::Forward => "gives units to its receivers only",
+                    Direction::Back => "returns units to the drained zone only",
+                },
+                s.table.zones.zone_of(m.zone)
+            ));
+        }
+    }
+    Ok(slice)
 }
 
 /// One domain's map as runs with lanes, named when it is not the default domain.
@@ -187,6 +255,7 @@ pub(super) fn freeze(c: &mut Change, id: u64, blue_units: u32) -> Outcome {
         frozen_version: version,
         frozen_ms: at_ms,
         switched: None,
+        moves: None,
     });
     c.next.insert_drain(drain);
     changed(from, to)

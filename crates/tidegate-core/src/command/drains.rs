@@ -261,7 +261,7 @@ fn validate_drain(plan: &DrainPlan, table: &RoutingTable) -> Result<(), CommandE
 }
 
 /// A zone drain among N: on a table of more (or fewer) than two zones, with receivers that
-/// [`receiving_zones`] accepts, and no freeze (loss-less steps are built for the dial).
+/// [`receiving_zones`] accepts.
 fn validate_zone_drain(
     plan: &DrainPlan,
     receivers: &[crate::zone::ZoneId],
@@ -277,12 +277,6 @@ fn validate_zone_drain(
     let named = Receivers::Named(receivers.to_vec());
     if let Err(e) = receiving_zones(&table.zones, plan.color, &named, plan.step_units.max(1)) {
         return invalid(e.to_string());
-    }
-    if plan.freeze_ms.is_some() {
-        return invalid(
-            "freeze: loss-less steps are not built for zone drains among N yet; move unit sets with PUT /v1/units and freeze them with a drain on a two-zone table"
-                .to_owned(),
-        );
     }
     if let Some(map) = table.map_of(plan.domain.as_deref())
         && plan.target_blue_units >= map.count(plan.color)

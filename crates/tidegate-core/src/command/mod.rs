@@ -112,6 +112,7 @@ fn dispatch(c: &mut Change, command: &Command) -> Outcome {
         C::StartDrain { plan } => drains::start(c, plan),
         C::DrainStep { drain, blue_units } => drain_steps::step(c, *drain, *blue_units),
         C::ZoneDrainStep { drain, moves } => drain_steps::zone_step(c, *drain, moves),
+        C::ZoneDrainFreeze { drain, moves } => drain_steps::zone_freeze(c, *drain, moves),
         C::DrainFreeze { drain, blue_units } => drain_steps::freeze(c, *drain, *blue_units),
         C::DrainUnfreeze { drain, aborted } => drain_steps::unfreeze(c, *drain, *aborted),
         C::DrainHold { drain, breach, reason } => drains::hold(c, *drain, *breach, reason),
