@@ -779,6 +779,15 @@ async fn restore_zone(
     let r = request.map_err(json_error)?.into_inner();
     let state = app.coordinator.state();
     let table = state.table();
+    if !table.zones().is_two() {
+        // A zone drain among N moves units out of a zone; giving a zone units back is a unit
+        // move (or a plan's restore), not a drain.
+        return Err(ApiError::new(
+            Status::Conflict,
+            "needs_two_zones",
+            "a restore steps the blue-green dial, which needs a two-zone table; with more zones, give the zone units with PUT /v1/units (a drill or rollback of a plan restores its starting map)",
+        ));
+    }
     let units = table.units();
     let target_percent = r.target_percent.unwrap_or_else(|| {
         state
