@@ -356,3 +356,53 @@ fn a_wrong_gateway_token_falls_back_and_the_applications_own_headers_are_its_own
         assert_eq!(body, tag["color"].as_str().unwrap(), "served by the tagged colour");
     }
 }
+
+/// A release channel through nginx: the shipped config names the service of `/orders` in the
+/// gate's subrequest, so a channel of `orders` moves those users' `/orders` requests to its zone
+/// while their `/payments` requests keep the global map's zone. Every user lands where
+/// `POST /v1/tag` says for that service.
+#[test]
+fn a_release_channel_moves_only_its_services_requests_through_nginx() {
+    let stack = stack("initial_blue_percent = 100\n");
+    let url = stack.coordinator_url();
+    let (_, routing) = get_json(&format!("{url}/v1/routing"));
+    let (status, body) = put_json(
+        &format!("{url}/v1/channels/orders-v2"),
+        OPERATOR_TOKEN,
+        json!({"services": ["orders"], "zone": "green", "percent": 10,
+               "expected_version": routing["version"], "reason": "release orders v2"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let version = body["version"].as_u64().or(routing["version"].as_u64().map(|v| v + 1)).unwrap();
+    stack.edge.as_ref().unwrap().wait_for_version(version);
+    let users: Vec<String> = (0..2_000).map(|_| random_user()).collect();
+    let body = json!({"user_ids": users, "service": "orders"});
+    let (status, answer) = post_json(&format!("{url}/v1/tag"), OPERATOR_TOKEN, body);
+    assert_eq!(status, 200, "{answer}");
+    let expected: Vec<String> = answer["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["color"].as_str().unwrap().to_owned())
+        .collect();
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut on_green = 0;
+    for (user, lane) in users.iter().zip(&expected) {
+        for path in ["/orders", "/orders/42?x=1", "/payments"] {
+            let response =
+                agent.get(&format!("{}{path}", stack.nginx.url())).header("x-user-id", user).call();
+            let mut response = response.expect("nginx answers");
+            assert_eq!(response.status().as_u16(), 200, "{user} {path}");
+            let served = response.body_mut().read_to_string().unwrap();
+            let want = if path == "/payments" { "blue" } else { lane.as_str() };
+            assert_eq!(
+                served, want,
+                "{user} on {path}: the gate must follow the rule for the path's service"
+            );
+        }
+        on_green += usize::from(lane == "green");
+    }
+    println!("{on_green} of {} users on the orders-v2 channel (green) for /orders", users.len());
+    assert!((100..=300).contains(&on_green), "about 10% of users: {on_green}");
+}
