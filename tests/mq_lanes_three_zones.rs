@@ -625,3 +625,98 @@ fn nine_partitions_are_three_thirds_of_three() {
     assert_eq!(per_zone.len(), 3, "{per_zone:?}");
     println!("nine partitions: {} messages read in their zones: {per_zone:?}", got.len());
 }
+
+/// A release channel on the lanes (issue 24): a producer of `orders` messages puts the users of
+/// `orders`'s channel in the channel zone's third, exactly where `POST /v1/tag` with
+/// `service: orders` sends their calls, while a producer without a service (or of another
+/// service) keeps every user in their map zone's third. A channel that is suspended with
+/// `reject` refuses its users' messages as it refuses their calls.
+#[test]
+fn a_release_channels_users_messages_go_to_the_channel_zones_third() {
+    let rt = kafka::runtime();
+    let coordinator = kafka::coordinator_with("3s", "150ms", "200ms", THIRD_ZONE);
+    let genesis = coordinator.table();
+    put_units(&coordinator, json!([{"units": "0-32", "zone": "az-c"}]), genesis.version());
+    let version = coordinator.table().version();
+    let (status, body) = put_json(
+        &format!("{}/v1/channels/orders-v2", coordinator.url),
+        OPERATOR_TOKEN,
+        json!({"services": ["orders"], "zone": "az-a", "percent": 20, "fallback": "reject",
+               "expected_version": version, "reason": "orders v2 in az-a", "force": true}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let table = Arc::new(ArcSwap::from_pointee(coordinator.table()));
+    let topic = kafka::unique("channel-lanes");
+    kafka::create_topic(&rt, &topic, PARTITIONS);
+    let with_service = |service: Option<&str>| {
+        let mut settings = ProducerSettings::new(&kafka::bootstrap(), &topic);
+        settings.service = service.map(str::to_owned);
+        LaneProducer::new(&settings, table.clone()).unwrap()
+    };
+    let (orders, plain, billing) =
+        (with_service(Some("orders")), with_service(None), with_service(Some("billing")));
+    let users: Vec<String> = users().into_iter().take(600).collect();
+    let tags = |service: Option<&str>| -> Vec<String> {
+        let mut body = json!({"user_ids": users});
+        if let Some(s) = service {
+            body["service"] = json!(s);
+        }
+        let (status, answer) =
+            post_json(&format!("{}/v1/tag", coordinator.url), OPERATOR_TOKEN, body);
+        assert_eq!(status, 200, "{answer}");
+        answer["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["zone"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (for_orders, global) = (tags(Some("orders")), tags(None));
+    let moved = for_orders.iter().zip(&global).filter(|(a, b)| a != b).count();
+    println!("{moved} of {} users are on orders-v2 in another zone than the map's", users.len());
+    assert!(moved > 30, "the channel moves some users: {moved}");
+    for (lanes, expected, name) in [
+        (&orders, &for_orders, "orders"),
+        (&plain, &global, "no service"),
+        (&billing, &global, "billing"),
+    ] {
+        for (user, zone) in users.iter().zip(expected) {
+            let route = lanes.route(user).unwrap();
+            assert!(
+                third(zone).contains(&route.partition),
+                "{name}: {user} goes to partition {}, not {zone}'s third",
+                route.partition
+            );
+        }
+    }
+    // Produced and read back from the broker: the same partitions.
+    let acks = produce(&rt, &orders, &users, 0..1);
+    for ((user, _, delivered), zone) in acks.iter().zip(&for_orders) {
+        assert!(
+            third(zone).contains(&delivered.route.partition),
+            "{user}: {:?} not in {zone}",
+            delivered.route
+        );
+    }
+    let logged = read_log(&topic);
+    assert_eq!(logged.len(), users.len());
+    for record in &logged {
+        let i = users.iter().position(|u| *u == record.key).unwrap();
+        assert!(third(&for_orders[i]).contains(&record.partition), "{}", record.key);
+    }
+    // Evacuating az-a suspends the channel; with `reject`, its users' orders messages are refused.
+    let (status, body) = post_json(
+        &format!("{}/v1/units/evacuate", coordinator.url),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-a", "expected_version": coordinator.table().version(), "reason": "az-a down", "force": true}),
+    );
+    assert_eq!(status, 200, "{body}");
+    table.store(Arc::new(coordinator.table()));
+    let channel_user =
+        users.iter().zip(for_orders.iter().zip(&global)).find(|(_, (a, b))| a != b).unwrap().0;
+    match orders.route(channel_user) {
+        Err(MqError::ChannelUnavailable(name)) => assert_eq!(name, "orders-v2"),
+        other => panic!("{channel_user}: {other:?}"),
+    }
+    assert!(plain.route(channel_user).is_ok(), "other topics keep routing the user");
+}

@@ -91,6 +91,10 @@ pub enum MqError {
         "topic `{topic}` was cut for {cut} zones when this producer started, and the table now routes to zone {zone}; restart the producer (and give the topic a multiple of the zone count in partitions)"
     )]
     ZonesChanged { topic: String, cut: u32, zone: u16 },
+    #[error(
+        "release channel `{0}` is suspended (its zone was evacuated) and its fallback is `reject`: its users' messages are refused like their calls"
+    )]
+    ChannelUnavailable(String),
 }
 
 impl From<rdkafka::error::KafkaError> for MqError {

@@ -22,7 +22,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use tidegate_core::{LaneConfig, ZoneId, validate_user_id};
+use tidegate_core::{LaneConfig, TagError, ZoneId, validate_user_id};
 
 use super::{
     MqError, ROUTE_HEADER, client_config, lane_produced_counters, partition_count, route_header,
@@ -46,6 +46,11 @@ pub struct ProducerSettings {
     /// Extra librdkafka properties, e.g. `("linger.ms", "10")`. Idempotence and `acks=all` are
     /// always on: a lane producer must not lose or reorder acknowledged messages.
     pub extra: Vec<(String, String)>,
+    /// The service whose calls this topic's messages are (e.g. `orders`), if it may have a
+    /// release channel: a channel's users' messages then go to the channel zone's range, as their
+    /// calls of that service go to that zone (pin > channel > map, in the default domain).
+    /// `None`: the map (and pins) alone.
+    pub service: Option<String>,
 }
 
 impl ProducerSettings {
@@ -54,6 +59,7 @@ impl ProducerSettings {
             bootstrap: bootstrap.to_owned(),
             topic: topic.to_owned(),
             extra: Vec::new(),
+            service: None,
         }
     }
 }
@@ -171,6 +177,7 @@ pub struct LaneProducer {
     rings: HalfRings,
     table: Arc<dyn TableSource>,
     produced: Vec<Counter>,
+    service: Option<String>,
 }
 
 impl LaneProducer {
@@ -199,6 +206,7 @@ impl LaneProducer {
             rings: HalfRings::new(lane),
             table,
             produced: lane_produced_counters(&settings.topic, &lanes),
+            service: settings.service.clone(),
         })
     }
 
@@ -214,7 +222,18 @@ impl LaneProducer {
     pub fn route(&self, user_id: &str) -> Result<Route, MqError> {
         validate_user_id(user_id)?;
         let table = self.table.current_table().ok_or(MqError::NoTable)?;
-        let color = table.tag(user_id)?.color;
+        let color = match self.service.as_deref() {
+            None => table.tag(user_id)?.color,
+            Some(service) => match table.tag_service(None, user_id, Some(service)) {
+                Ok(Some((tag, _))) => tag.color,
+                Ok(None) => table.tag(user_id)?.color,
+                Err(TagError::InvalidUserId(e)) => return Err(e.into()),
+                Err(TagError::ChannelUnavailable(channel)) => {
+                    return Err(MqError::ChannelUnavailable(channel));
+                }
+                Err(TagError::Untagged) => return Err(MqError::NoTable),
+            },
+        };
         let partition =
             self.rings.partition_checked(color, user_id).ok_or_else(|| MqError::ZonesChanged {
                 topic: self.topic.clone(),
