@@ -220,3 +220,98 @@ fn ofrep_is_read_api_and_follows_service_tokens() {
         assert_eq!(wrong.status(), Status::Unauthorized);
     }
 }
+
+/// A context naming its `service` gets that service's release channel (pin > channel > map), as
+/// `GET /v1/tag?service=` does: `TARGETING_MATCH` with `source: channel` and the channel's name;
+/// other services and contexts without one keep the map. The bulk ETag names the service. A
+/// suspended channel with `reject` answers 503 `GENERAL`; a bad service name is INVALID_CONTEXT.
+#[test]
+fn a_context_with_a_service_follows_its_release_channel() {
+    let (client, _dir) = client();
+    let operator = || bearer(OPERATOR_TOKEN);
+    let version = tag(&client, "x")["version"].as_u64().unwrap();
+    let put = client
+        .put("/v1/channels/orders-v2")
+        .header(ContentType::JSON)
+        .header(operator())
+        .body(
+            json!({"services": ["orders"], "zone": "green", "percent": 30, "fallback": "reject",
+                   "expected_version": version, "reason": "orders v2", "force": true})
+            .to_string(),
+        )
+        .dispatch();
+    assert_eq!(put.status(), Status::Ok, "{:?}", put.into_string());
+    let mut by_channel = 0;
+    for i in 0..300 {
+        let user = format!("user-{i}");
+        let expected: Value = client
+            .get(format!("/v1/tag?user_id={user}&service=orders"))
+            .dispatch()
+            .into_json()
+            .unwrap();
+        let body = json!({"context": {"targetingKey": user, "service": "orders"}}).to_string();
+        let value: Value = evaluate(&client, "tidegate-color", &body).into_json().unwrap();
+        assert_eq!(value["value"], expected["color"], "{user}: {value} vs {expected}");
+        let global = tag(&client, &user);
+        let plain = json!({"context": {"targetingKey": user, "service": "billing"}}).to_string();
+        let other: Value = evaluate(&client, "tidegate-color", &plain).into_json().unwrap();
+        assert_eq!(other["value"], global["color"], "{user}: billing follows the map");
+        assert_eq!(other["metadata"]["source"], "unit");
+        if expected["reason"] == "channel:orders-v2" {
+            by_channel += 1;
+            assert_eq!(value["reason"], "TARGETING_MATCH", "{value}");
+            assert_eq!(value["metadata"]["source"], "channel");
+            assert_eq!(value["metadata"]["channel"], "orders-v2");
+            assert_eq!(value["metadata"]["pinned"], false);
+        } else {
+            assert_eq!(value["reason"], "SPLIT", "{value}");
+            assert!(value["metadata"].get("channel").is_none(), "{value}");
+        }
+    }
+    assert!((50..=130).contains(&by_channel), "about 30% by the channel: {by_channel}");
+    // The bulk ETag names the service: the same user for another service is another answer.
+    let bulk = |service: &str| {
+        let body = json!({"context": {"targetingKey": "user-1", "service": service}}).to_string();
+        let response =
+            client.post("/ofrep/v1/evaluate/flags").header(ContentType::JSON).body(body).dispatch();
+        response.headers().get_one("ETag").unwrap().to_owned()
+    };
+    assert_ne!(bulk("orders"), bulk("billing"));
+    // Green gives up its last unit: the channel is suspended, and `reject` refuses its users.
+    let channel_user = (0..300)
+        .map(|i| format!("user-{i}"))
+        .find(|u| {
+            let t: Value = client
+                .get(format!("/v1/tag?user_id={u}&service=orders"))
+                .dispatch()
+                .into_json()
+                .unwrap();
+            t["reason"] == "channel:orders-v2"
+        })
+        .unwrap();
+    let version = tag(&client, "x")["version"].as_u64().unwrap();
+    let dial = client
+        .put("/v1/dial")
+        .header(ContentType::JSON)
+        .header(operator())
+        .body(json!({"blue_percent": 100, "expected_version": version, "reason": "green out", "force": true}).to_string())
+        .dispatch();
+    assert_eq!(dial.status(), Status::Ok, "{:?}", dial.into_string());
+    let body = json!({"context": {"targetingKey": channel_user, "service": "orders"}}).to_string();
+    let refused = ofrep_error(
+        evaluate(&client, "tidegate-color", &body),
+        Status::ServiceUnavailable,
+        "GENERAL",
+    );
+    assert!(refused["errorDetails"].as_str().unwrap().contains("orders-v2"), "{refused}");
+    let body = json!({"context": {"targetingKey": channel_user}}).to_string();
+    assert_eq!(
+        evaluate(&client, "tidegate-color", &body).status(),
+        Status::Ok,
+        "without a service: the map"
+    );
+    let body = json!({"context": {"targetingKey": "user-1", "service": "Orders!"}}).to_string();
+    ofrep_error(evaluate(&client, "tidegate-color", &body), Status::BadRequest, "INVALID_CONTEXT");
+    let body = json!({"context": {"targetingKey": "user-1", "service": 7}}).to_string();
+    ofrep_error(evaluate(&client, "tidegate-color", &body), Status::BadRequest, "INVALID_CONTEXT");
+}

@@ -394,6 +394,8 @@ impl OfrepError {
     pub fn from_flag(key: Option<&str>, e: &crate::core::FlagError) -> OfrepError {
         let status = match e {
             crate::core::FlagError::FlagNotFound(..) => Status::NotFound,
+            // Temporary, as `GET /v1/tag`'s 503 `channel_unavailable`.
+            crate::core::FlagError::ChannelUnavailable(_) => Status::ServiceUnavailable,
             _ => Status::BadRequest,
         };
         OfrepError { status, key: key.map(str::to_owned), code: e.code(), detail: e.to_string() }

@@ -18,8 +18,8 @@ use super::App;
 use super::auth::Caller;
 use super::error::{ApiError, OfrepError};
 use crate::core::{
-    Fallback, FlagEvaluation, FlagReason, RoutingTable, TargetingKey, evaluate_color_flag,
-    hash_user_id,
+    Fallback, FlagError, FlagEvaluation, FlagReason, RoutingTable, TargetingKey,
+    evaluate_color_flag, hash_user_id,
 };
 use crate::telemetry;
 
@@ -138,12 +138,20 @@ pub fn bulk(
         Ok(found) => found,
         Err(e) => return Ofrep::Failed(e),
     };
-    // A fallback answer is drawn at random: never cacheable.
+    // A fallback answer is drawn at random: never cacheable. The ETag names the service too:
+    // a channel makes the answer depend on it.
+    let service = service_of(&context).ok().flatten().unwrap_or("");
     let etag = match (targeting_key(&context), evaluation.reason) {
         (_, FlagReason::Default) => None,
-        (TargetingKey::Given(user_id), _) => {
+        (TargetingKey::Given(user_id), _) if service.is_empty() => {
             Some(format!("\"v{}-{:016x}\"", evaluation.version, hash_user_id(user_id)))
         }
+        (TargetingKey::Given(user_id), _) => Some(format!(
+            "\"v{}-{:016x}-{:016x}\"",
+            evaluation.version,
+            hash_user_id(user_id),
+            hash_user_id(service)
+        )),
         _ => None,
     };
     if let (Some(etag), Some(header)) = (&etag, if_none_match)
@@ -199,8 +207,22 @@ fn evaluate(
     fallback: Fallback,
 ) -> Result<FlagEvaluation, OfrepError> {
     let key = targeting_key(context);
-    evaluate_color_flag(table, flag_key, requested, key, fallback, rand::random::<f64>())
+    let service = service_of(context).map_err(|e| OfrepError::from_flag(Some(requested), &e))?;
+    evaluate_color_flag(table, flag_key, requested, key, service, fallback, rand::random::<f64>())
         .map_err(|e| OfrepError::from_flag(Some(requested), &e))
+}
+
+/// The service a context names (`"service": "orders"`), whose release channel may decide.
+fn service_of(context: &Map<String, Value>) -> Result<Option<&str>, FlagError> {
+    match context.get("service") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) if crate::core::valid_name(s) => Ok(Some(s)),
+        Some(Value::String(s)) => Err(FlagError::InvalidContext(format!(
+            "service: `{s}` is not a service name: 1-64 bytes of [a-z0-9_.-]"
+        ))),
+        Some(_) => Err(FlagError::InvalidContext("service must be a string".into())),
+    }
 }
 
 fn success(key: &str, table: Option<&RoutingTable>, evaluation: &FlagEvaluation) -> Value {
@@ -222,7 +244,19 @@ fn success(key: &str, table: Option<&RoutingTable>, evaluation: &FlagEvaluation)
     if let Some(unit) = evaluation.unit {
         metadata.insert("unit".into(), json!(unit.0));
     }
-    metadata.insert("pinned".into(), json!(evaluation.reason == FlagReason::TargetingMatch));
+    let pinned = evaluation.reason == FlagReason::TargetingMatch && evaluation.channel.is_none();
+    metadata.insert("pinned".into(), json!(pinned));
+    // Which rule decided, as the tag API's `reason` and the gate's `x-tidegate-source` say.
+    let source = match (&evaluation.channel, evaluation.reason) {
+        (Some(_), _) => "channel",
+        (None, FlagReason::TargetingMatch) => "pin",
+        (None, FlagReason::Split) => "unit",
+        (None, FlagReason::Default) => "fallback",
+    };
+    metadata.insert("source".into(), json!(source));
+    if let Some(channel) = &evaluation.channel {
+        metadata.insert("channel".into(), json!(channel));
+    }
     // A move in progress froze the user's unit: writes wait and retry, reads go on.
     if evaluation.write_frozen {
         metadata.insert("writeFrozen".into(), json!(true));

@@ -60,6 +60,8 @@ pub struct FlagEvaluation {
     /// The user's unit is frozen by a move in progress: writes must wait (OFREP metadata
     /// `writeFrozen`), reads go on.
     pub write_frozen: bool,
+    /// The release channel that decided, for a context that names its service.
+    pub channel: Option<String>,
 }
 
 /// OFREP's error codes, for the failures the pure evaluation can decide.
@@ -73,6 +75,10 @@ pub enum FlagError {
     TargetingKeyMissing,
     #[error("the evaluation context is invalid: {0}")]
     InvalidContext(String),
+    #[error(
+        "release channel `{0}` of the context's service is suspended (its zone was evacuated) and its fallback is `reject`"
+    )]
+    ChannelUnavailable(String),
 }
 
 impl FlagError {
@@ -82,17 +88,21 @@ impl FlagError {
             FlagError::FlagNotFound(..) => "FLAG_NOT_FOUND",
             FlagError::TargetingKeyMissing => "TARGETING_KEY_MISSING",
             FlagError::InvalidContext(_) => "INVALID_CONTEXT",
+            FlagError::ChannelUnavailable(_) => "GENERAL",
         }
     }
 }
 
-/// Evaluates flag `requested` for `key` against `table`. `draw` is a uniform sample in `[0, 1)`
-/// for the random fallback (the core draws no random numbers).
+/// Evaluates flag `requested` for `key` against `table`, for a call of `service` when the
+/// context names one (its release channel may decide: pin > channel > map, as `GET /v1/tag`).
+/// `draw` is a uniform sample in `[0, 1)` for the random fallback (the core draws no random
+/// numbers).
 pub fn evaluate_color_flag(
     table: &RoutingTable,
     flag_key: &str,
     requested: &str,
     key: TargetingKey<'_>,
+    service: Option<&str>,
     fallback: Fallback,
     draw: f64,
 ) -> Result<FlagEvaluation, FlagError> {
@@ -119,6 +129,7 @@ pub fn evaluate_color_flag(
                 unit: None,
                 version,
                 write_frozen: false,
+                channel: None,
             }),
             Err(_) => Err(FlagError::TargetingKeyMissing),
         },
@@ -126,15 +137,33 @@ pub fn evaluate_color_flag(
             let tag = super::validate_user_id(user_id)
                 .and_then(|()| table.tag_in(map, user_id))
                 .map_err(|e| FlagError::InvalidContext(format!("targetingKey: {e}")))?;
-            let reason = if tag.pinned { FlagReason::TargetingMatch } else { FlagReason::Split };
+            // A channel of the context's service takes precedence over the map (not a pin).
+            let (color, channel) = match service {
+                Some(service) => match table.tag_service(domain, user_id, Some(service)) {
+                    Ok(Some((t, super::Rule::Channel(name)))) => (t.color, Some(name.to_owned())),
+                    Ok(_) => (tag.color, None),
+                    Err(super::TagError::ChannelUnavailable(name)) => {
+                        return Err(FlagError::ChannelUnavailable(name));
+                    }
+                    Err(e) => return Err(FlagError::InvalidContext(format!("targetingKey: {e}"))),
+                },
+                None => (tag.color, None),
+            };
+            // A channel is a targeting rule, like a pin.
+            let reason = if tag.pinned || channel.is_some() {
+                FlagReason::TargetingMatch
+            } else {
+                FlagReason::Split
+            };
             let write_frozen =
                 !tag.pinned && table.frozen_in(domain).is_some_and(|set| set.contains(tag.unit.0));
             Ok(FlagEvaluation {
-                color: tag.color,
+                color,
                 reason,
                 unit: Some(tag.unit),
                 version,
                 write_frozen,
+                channel,
             })
         }
     }
