@@ -172,6 +172,41 @@ fn a_release_channel_moves_only_its_services_users_and_follows_evacuation_expiry
     let (status, one) = get_json(&format!("{}/v1/tag?user_id=user-1&service=orders", edge.url));
     assert_eq!((status, one["reason"].as_str()), (200, Some("channel:orders-v2")), "{one}");
 
+    // The write check knows the service: a channel user's `orders` writes are owned by az-a
+    // (the channel's zone), their `billing` writes by the map's zone, over HTTP at the edge and
+    // in a Router alike.
+    let moved_user = users
+        .iter()
+        .zip(orders.iter().zip(&global))
+        .find(|(_, (o, g))| o.1 == "channel:orders-v2" && o.0 != g.0)
+        .map(|(u, _)| u.clone())
+        .expect("a channel user the map puts in az-b");
+    let check = |service: &str, zone: &str| {
+        let path = format!(
+            "{}/v1/write-check?user_id={moved_user}&zone={zone}&service={service}",
+            edge.url
+        );
+        let (status, body) = get_json(&path);
+        (status, body["answer"].as_str().or(body["error"].as_str()).unwrap_or("").to_owned())
+    };
+    assert_eq!(check("orders", "az-a"), (200, "owned".to_owned()));
+    assert_eq!(check("orders", "az-b"), (421, "misrouted".to_owned()));
+    assert_eq!(check("billing", "az-b"), (200, "owned".to_owned()));
+    assert_eq!(check("billing", "az-a"), (421, "misrouted".to_owned()));
+    let (status, _) = get_json(&format!(
+        "{}/v1/write-check?user_id={moved_user}&zone=az-a&service=Bad!",
+        edge.url
+    ));
+    assert_eq!(status, 400, "a bad service name is refused");
+    let az_a = router.table().unwrap().zones().resolve("az-a").unwrap();
+    let answer = router.check_write_for(None, "orders", &moved_user, az_a, None).unwrap();
+    assert_eq!(answer.check, tidegate::core::WriteCheck::Owned);
+    let answer = router.check_write(&moved_user, az_a, None).unwrap();
+    assert!(
+        matches!(answer.check, tidegate::core::WriteCheck::Misrouted { .. }),
+        "the map's owner is az-b"
+    );
+
     // Emptying az-a (the dial at 100 % blue) suspends the channel in the same version: its
     // users get the global map (fallback `global`); the restore resumes it.
     dial(&url, 100);

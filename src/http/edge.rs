@@ -259,9 +259,11 @@ fn gate_check(app: &EdgeApp, request: &Gate<'_>) -> Result<Gated, ApiError> {
 /// The write check over HTTP, for services in any language that call their edge instead of
 /// embedding a Router: `GET /v1/write-check?user_id=&zone=&version=` (`zone`: the service's own
 /// zone, by name or lane; `version`: the propagated `x-tidegate-version`, when there is one;
-/// `domain`: a named routing domain). 200 `owned`; 421 `misrouted` naming the owner zone; 503
-/// `behind` or `frozen` with `Retry-After`. The same function as `Router::check_write`.
-#[get("/v1/write-check?<user_id>&<zone>&<version>&<domain>")]
+/// `domain`: a named routing domain; `service`: the service writing, whose release channel owns
+/// its users' writes of it). 200 `owned`; 421 `misrouted` naming the owner zone; 503 `behind`
+/// or `frozen` with `Retry-After`, or `channel_unavailable`. The same function as
+/// `Router::check_write` (`Router::check_write_for` with a service).
+#[get("/v1/write-check?<user_id>&<zone>&<version>&<domain>&<service>")]
 fn write_check(
     app: &State<Arc<EdgeApp>>,
     caller: Caller,
@@ -269,6 +271,7 @@ fn write_check(
     zone: Option<&str>,
     version: Option<&str>,
     domain: Option<&str>,
+    service: Option<&str>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     let table = table(app)?;
@@ -296,12 +299,15 @@ fn write_check(
         })?),
     };
     let domain = domain.filter(|d| !d.is_empty() && *d != crate::core::DEFAULT_DOMAIN);
-    let check = table.check_write(domain, user_id, local, incoming)?.ok_or_else(|| {
-        ApiError::bad_request(
-            "unknown_domain",
-            format!("`domain`: the table has no domain `{}`", domain.unwrap_or_default()),
-        )
-    })?;
+    let service = service.filter(|s| !s.is_empty());
+    crate::service::tag_answer::check_service(service).map_err(ApiError::from)?;
+    let check =
+        table.check_write_for(domain, service, user_id, local, incoming)?.ok_or_else(|| {
+            ApiError::bad_request(
+                "unknown_domain",
+                format!("`domain`: the table has no domain `{}`", domain.unwrap_or_default()),
+            )
+        })?;
     telemetry::count_write_check(check.as_str());
     let version = table.version();
     let retry_ms = crate::core::WRITE_RETRY_AFTER_MS;

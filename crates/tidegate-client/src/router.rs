@@ -516,6 +516,37 @@ impl Router {
         Ok(answer)
     }
 
+    /// [`Router::check_write_in`] of a write by `service`: a release channel of that service
+    /// that selects the user owns their writes of it, as it routes their calls (pin > channel >
+    /// map); [`ClientError::ChannelUnavailable`] while such a channel is suspended with
+    /// `reject`.
+    pub fn check_write_for(
+        &self,
+        domain: Option<&str>,
+        service: &str,
+        user_id: &str,
+        local: ZoneId,
+        incoming_version: Option<u64>,
+    ) -> Result<crate::write::WriteAnswer, ClientError> {
+        validate_user_id(user_id)?;
+        let table = self.table().ok_or(ClientError::NoTable)?;
+        let check =
+            match table.check_write_for(domain, Some(service), user_id, local, incoming_version) {
+                Ok(Some(check)) => check,
+                Ok(None) => {
+                    return Err(ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()));
+                }
+                Err(TagError::InvalidUserId(e)) => return Err(e.into()),
+                Err(TagError::ChannelUnavailable(name)) => {
+                    return Err(ClientError::ChannelUnavailable(name));
+                }
+                Err(TagError::Untagged) => return Err(ClientError::Untagged),
+            };
+        let answer = crate::write::WriteAnswer::new(&table, check);
+        crate::write::count(&answer);
+        Ok(answer)
+    }
+
     /// Opens a write's scope: hold it from before [`Router::check_write`] until the write is
     /// committed (or refused). While any scope is open the Router does not acknowledge a newer
     /// table (it still applies it: checks made meanwhile use it), so the coordinator's barrier

@@ -402,6 +402,41 @@ impl RoutingTable {
         Ok(Some(WriteCheck::Owned))
     }
 
+    /// [`RoutingTable::check_write`] of a write by `service` (`None`: as `check_write`): a
+    /// release channel of that service that selects the user owns their writes of it, as it
+    /// routes their calls (pin > channel > map). A map move's freeze does not touch a channel's
+    /// users (their owner for this service does not change with the map). A channel suspended
+    /// with `reject` is [`TagError::ChannelUnavailable`]: its users' writes have no owner.
+    pub fn check_write_for(
+        &self,
+        domain: Option<&str>,
+        service: Option<&str>,
+        user_id: &str,
+        local: ZoneId,
+        incoming: Option<u64>,
+    ) -> Result<Option<WriteCheck>, TagError> {
+        let by_channel = match service {
+            None => None,
+            Some(service) => match self.tag_service(domain, user_id, Some(service))? {
+                None => return Ok(None),
+                Some((tag, Rule::Channel(_))) => Some(tag.color),
+                Some(_) => None,
+            },
+        };
+        let Some(owner) = by_channel else {
+            return Ok(self.check_write(domain, user_id, local, incoming)?);
+        };
+        if let Some(incoming) = incoming
+            && incoming > self.version
+        {
+            return Ok(Some(WriteCheck::Behind { incoming, local: self.version }));
+        }
+        if owner != local {
+            return Ok(Some(WriteCheck::Misrouted { owner }));
+        }
+        Ok(Some(WriteCheck::Owned))
+    }
+
     /// The named domains beyond the default one, by name.
     pub fn domains(&self) -> &BTreeMap<String, UnitMap> {
         &self.domains
