@@ -60,6 +60,7 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
         preconditions: &results,
         backlog: [Some(0), Some(0)],
         busy: None,
+        channels: &[],
     };
     // Evacuating to 20 % moves 300 rps (fits: 800); the dial to 0 then adds the last 200: 1000
     // fits exactly; a maintenance drain of the sick zone would hold on its errors.
@@ -153,6 +154,7 @@ fn a_step_of_a_named_domain_moves_that_domains_dial_and_leaves_the_default_one()
         preconditions: &[("db".into(), Ok(true))],
         backlog: [Some(0), Some(0)],
         busy: None,
+        channels: &[],
     };
     let dial = |percent: f64, domain: Option<&str>| PlanStep::Dial {
         blue_percent: percent,
@@ -193,4 +195,68 @@ fn a_step_of_a_named_domain_moves_that_domains_dial_and_leaves_the_default_one()
     assert!(run.steps[0].description.ends_with(" in search"), "{}", run.steps[0].description);
     assert!(!run.steps[3].description.contains(" in "), "{}", run.steps[3].description);
     assert_eq!(run.expected_ms, 2_000, "search's drain: 3 steps of 10 %, 1 s apart");
+}
+
+/// The dry run says what each dial step does to release channels: emptying a channel's zone
+/// suspends it (with its fallback), giving the zone units back resumes it; a channel of another
+/// domain is untouched.
+#[test]
+fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
+    use tidegate::core::{ChannelFallback, ChannelSpec};
+    let zones = Zones::default();
+    let blue = load("az-b", 500.0, Capacity::Unchecked);
+    let green = load("az-a", 500.0, Capacity::Unchecked);
+    let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
+    let channel = |name: &str, zone: ZoneId, domain: Option<&str>, fallback| {
+        ChannelSpec {
+            name: name.into(),
+            domain: domain.map(str::to_owned),
+            services: vec!["orders".into()],
+            zone,
+            percent: Some(10.0),
+            units: None,
+            users: Vec::new(),
+            fallback,
+            expires_at_ms: None,
+        }
+        .resolve(100, 0)
+        .unwrap()
+    };
+    let channels = vec![
+        channel("orders-v2", ZoneId::GREEN, None, ChannelFallback::Reject),
+        channel("search-v2", ZoneId::GREEN, Some("search"), ChannelFallback::Global),
+    ];
+    let domains = std::collections::BTreeMap::from([("search".to_owned(), 50u32)]);
+    let inputs = DryRunInputs {
+        zones: &zones,
+        units: 100,
+        blue_units: 50,
+        domain_blue_units: &domains,
+        blue_load: &blue,
+        green_load: &green,
+        headroom: 0.0,
+        blue_health: &fine,
+        green_health: &fine,
+        maintenance: defaults(10, 1_000),
+        evacuate: defaults(50, 1_000),
+        preconditions: &[("db".into(), Ok(true))],
+        backlog: [Some(0), Some(0)],
+        busy: None,
+        channels: &channels,
+    };
+    let dial = |percent: f64| PlanStep::Dial { blue_percent: percent, domain: None };
+    let run = dry_run(&plan(vec![dial(80.0), dial(100.0), dial(60.0)], 60_000), &inputs);
+    let notes: Vec<&[String]> = run.steps.iter().map(|s| s.channels.as_slice()).collect();
+    assert!(notes[0].is_empty(), "az-a keeps units at 80% blue: {notes:?}");
+    assert_eq!(notes[1].len(), 1, "{notes:?}");
+    assert!(notes[1][0].starts_with("suspends channel orders-v2"), "{}", notes[1][0]);
+    assert!(notes[1][0].contains("az-a") && notes[1][0].contains("`reject`"), "{}", notes[1][0]);
+    assert_eq!(notes[2].len(), 1, "{notes:?}");
+    assert!(notes[2][0].starts_with("resumes channel orders-v2"), "{}", notes[2][0]);
+    // Control: the same steps in another domain leave the default domain's channel alone.
+    let in_search =
+        |percent: f64| PlanStep::Dial { blue_percent: percent, domain: Some("search".into()) };
+    let run = dry_run(&plan(vec![in_search(100.0)], 60_000), &inputs);
+    assert_eq!(run.steps[0].channels.len(), 1, "{:?}", run.steps[0].channels);
+    assert!(run.steps[0].channels[0].starts_with("suspends channel search-v2"));
 }

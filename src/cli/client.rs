@@ -973,6 +973,9 @@ pub fn plan_dry_run(args: &ClientArgs, name: &str) -> Result<(), String> {
                 num(&s["blue_percent_after"]),
                 num(&s["users_moved_percent"]),
             ));
+            for note in s["channels"].as_array().into_iter().flatten() {
+                out.push_str(&format!("\n     {}", note.as_str().unwrap_or("?")));
+            }
         }
         for h in d["holds"].as_array().into_iter().flatten() {
             out.push_str(&format!("\n  hold: {}", h.as_str().unwrap_or("?")));

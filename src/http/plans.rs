@@ -366,6 +366,7 @@ async fn post_dry_run(
         preconditions: &results,
         backlog,
         busy,
+        channels: &table.channels().values().cloned().collect::<Vec<_>>(),
     };
     let run = dry_run(&stored.plan, &inputs);
     let steps: Vec<Value> = run
@@ -382,6 +383,7 @@ async fn post_dry_run(
                 "expected_ms": s.expected_ms,
                 "capacity": verdict_body(&s.capacity),
                 "holds": s.holds,
+                "channels": s.channels,
             })
         })
         .collect();

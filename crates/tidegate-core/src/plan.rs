@@ -396,6 +396,9 @@ pub struct DryRunInputs<'a> {
     pub backlog: [Option<u64>; 2],
     /// Whether a drain or another run is active now (a run could not start).
     pub busy: Option<String>,
+    /// The table's release channels: a step that empties a channel's zone in its domain
+    /// suspends it (its users get its fallback), one that gives the zone units back resumes it.
+    pub channels: &'a [super::channel::Channel],
 }
 
 /// One step of the dry run.
@@ -415,6 +418,8 @@ pub struct DryRunStep {
     pub capacity: Verdict,
     pub expected_ms: u64,
     pub holds: Vec<String>,
+    /// What the step does to release channels: each it suspends or resumes, and why.
+    pub channels: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -436,6 +441,55 @@ impl DryRun {
     pub fn would_start(&self) -> bool {
         self.refusals.is_empty()
     }
+}
+
+/// The channels of `domain` a dial at `blue` of `units` suspends or resumes (a channel's zone
+/// that owns no unit of its domain suspends it, as `channel::settle` does after a command),
+/// updating `suspended`. Only blue and green are projected: the dry run's dial is two-zone.
+fn settle_channels(
+    channels: &[super::channel::Channel],
+    suspended: &mut BTreeMap<&str, bool>,
+    zones: &Zones,
+    domain: Option<&str>,
+    blue: u32,
+    units: u32,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let same_domain = |c: &super::channel::Channel| {
+        c.domain.as_deref().filter(|d| *d != super::table::DEFAULT_DOMAIN)
+            == domain.filter(|d| *d != super::table::DEFAULT_DOMAIN)
+    };
+    for channel in channels.iter().filter(|c| same_domain(c)) {
+        let owns = match channel.zone {
+            ZoneId::BLUE => blue > 0,
+            ZoneId::GREEN => blue < units,
+            _ => continue,
+        };
+        let Some(was) = suspended.get_mut(channel.name.as_str()) else { continue };
+        let lane = zones.zone_of(channel.zone);
+        if *was && owns {
+            *was = false;
+            notes.push(format!(
+                "resumes channel {}: its zone ({lane}) owns units again, its users go back to it",
+                channel.name
+            ));
+        } else if !*was && !owns {
+            *was = true;
+            let fallback = match channel.fallback {
+                super::channel::ChannelFallback::Global => {
+                    "its users get the map (fallback `global`)"
+                }
+                super::channel::ChannelFallback::Reject => {
+                    "its users' calls are refused (fallback `reject`)"
+                }
+            };
+            notes.push(format!(
+                "suspends channel {}: its zone ({lane}) owns no units after the step; {fallback}",
+                channel.name
+            ));
+        }
+    }
+    notes
 }
 
 /// What running `plan` now would do. Pure.
@@ -467,6 +521,8 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
     blues.insert(None, inputs.blue_units);
     let mut loads = [inputs.blue_load.clone(), inputs.green_load.clone()];
     let idx = |c: ZoneId| if c == ZoneId::BLUE { 0 } else { 1 };
+    let mut suspended: BTreeMap<&str, bool> =
+        inputs.channels.iter().map(|c| (c.name.as_str(), c.suspended)).collect();
     let mut steps = Vec::new();
     for (index, step) in plan.steps.iter().enumerate() {
         let domain = step.named_domain().map(str::to_owned);
@@ -611,6 +667,12 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             holds.push(format!("would hold: insufficient_capacity: {}", verdict.explain()));
         }
         blues.insert(domain.clone(), blue);
+        let channels = if matches!(step, PlanStep::MoveZone { .. } | PlanStep::Dial { .. }) {
+            let d = domain.as_deref();
+            settle_channels(inputs.channels, &mut suspended, inputs.zones, d, blue, units)
+        } else {
+            Vec::new()
+        };
         let description = match &domain {
             Some(d) if matches!(step, PlanStep::MoveZone { .. } | PlanStep::Dial { .. }) => {
                 format!("{description} in {d}")
@@ -627,6 +689,7 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             capacity: verdict,
             expected_ms,
             holds,
+            channels,
         });
     }
     let mut holds = refusals.clone();
