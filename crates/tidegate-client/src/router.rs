@@ -156,6 +156,18 @@ impl std::fmt::Display for RouterStatus {
     }
 }
 
+/// A tag's refusal as the client reports it (the one mapping `tag_for_service` and
+/// `check_write_for` share).
+impl From<TagError> for ClientError {
+    fn from(e: TagError) -> ClientError {
+        match e {
+            TagError::InvalidUserId(e) => ClientError::InvalidUserId(e),
+            TagError::ChannelUnavailable(name) => ClientError::ChannelUnavailable(name),
+            TagError::Untagged => ClientError::Untagged,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
     #[error("no routing table yet (coordinator unreachable and no disk cache)")]
@@ -449,17 +461,10 @@ impl Router {
         validate_user_id(user_id)?;
         let guard = self.shared.table.load();
         let table = guard.as_ref().ok_or(ClientError::NoTable)?;
-        let (tag, rule) = match table.tag_service(domain, user_id, Some(service)) {
-            Ok(Some(found)) => found,
-            Ok(None) => {
-                return Err(ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()));
-            }
-            Err(TagError::InvalidUserId(e)) => return Err(e.into()),
-            Err(TagError::ChannelUnavailable(name)) => {
-                return Err(ClientError::ChannelUnavailable(name));
-            }
-            Err(TagError::Untagged) => return Err(ClientError::Untagged),
-        };
+        let (tag, rule) = table
+            .tag_service(domain, user_id, Some(service))
+            .map_err(ClientError::from)?
+            .ok_or_else(|| ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()))?;
         let tag = Tag {
             color: tag.color,
             lane: table.lane_static(tag.color),
@@ -530,18 +535,9 @@ impl Router {
     ) -> Result<crate::write::WriteAnswer, ClientError> {
         validate_user_id(user_id)?;
         let table = self.table().ok_or(ClientError::NoTable)?;
-        let check =
-            match table.check_write_for(domain, Some(service), user_id, local, incoming_version) {
-                Ok(Some(check)) => check,
-                Ok(None) => {
-                    return Err(ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()));
-                }
-                Err(TagError::InvalidUserId(e)) => return Err(e.into()),
-                Err(TagError::ChannelUnavailable(name)) => {
-                    return Err(ClientError::ChannelUnavailable(name));
-                }
-                Err(TagError::Untagged) => return Err(ClientError::Untagged),
-            };
+        let check = table
+            .check_write_for(domain, Some(service), user_id, local, incoming_version)?
+            .ok_or_else(|| ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()))?;
         let answer = crate::write::WriteAnswer::new(&table, check);
         crate::write::count(&answer);
         Ok(answer)

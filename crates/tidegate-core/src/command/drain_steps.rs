@@ -42,26 +42,8 @@ pub(super) fn step(c: &mut Change, id: u64, blue_units: u32) -> Outcome {
     }
     let moved = map.set_count(ZoneId::BLUE, ZoneId::GREEN, blue_units);
     c.table.set_map_of(domain.as_deref(), moved);
-    match drain.direction {
-        Direction::Forward => drain.steps_done += 1,
-        Direction::Back => drain.steps_done = drain.steps_done.saturating_sub(1),
-    }
-    drain.consecutive_breaches = 0;
-    drain.hold_reason = None;
-    drain.last_step_version = Some(version);
-    drain.last_step_ms = at_ms;
-    if drain.freeze.is_some() {
-        // The unfreeze is due as soon as the switch is applied everywhere; the drain arrives
-        // (or waits its interval) from there.
-        drain.next_due_ms = at_ms;
-        drain.hold_reason = Some(format!(
-            "switched; units stay frozen until every live subscriber applies version {version}"
-        ));
-    } else {
-        drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
-        if blue_units == target {
-            arrive(&mut drain, s.table.units(), at_ms);
-        }
+    if record_step(&mut drain, at_ms, version) && blue_units == target {
+        arrive(&mut drain, s.table.units(), at_ms);
     }
     let from = describe_share_in(&s.table, domain.as_deref());
     let to = format!("{} ({})", describe_share_in(&c.table, domain.as_deref()), drain.state_name());
@@ -99,27 +81,10 @@ pub(super) fn zone_step(c: &mut Change, id: u64, moves: &[UnitMove]) -> Outcome 
     let domain = drain.plan.domain.clone();
     let from = describe_map_in(&s.table, domain.as_deref());
     super::units::move_in_table(c, moves)?;
-    match drain.direction {
-        Direction::Forward => drain.steps_done += 1,
-        Direction::Back => drain.steps_done = drain.steps_done.saturating_sub(1),
-    }
-    drain.consecutive_breaches = 0;
-    drain.hold_reason = None;
-    drain.last_step_version = Some(version);
-    drain.last_step_ms = at_ms;
-    if drain.freeze.is_some() {
-        // As the dial's loss-less step: the unfreeze is due once the switch is applied
-        // everywhere, and the drain arrives (or waits its interval) from there.
-        drain.next_due_ms = at_ms;
-        drain.hold_reason = Some(format!(
-            "switched; units stay frozen until every live subscriber applies version {version}"
-        ));
-    } else {
-        drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
-        let moved = c.table.map_of(domain.as_deref()).map(|m| drain.zone_slice(m).is_empty());
-        if moved == Some(true) {
-            arrive(&mut drain, c.table.units(), at_ms);
-        }
+    if record_step(&mut drain, at_ms, version)
+        && c.table.map_of(domain.as_deref()).is_some_and(|m| drain.zone_slice(m).is_empty())
+    {
+        arrive(&mut drain, c.table.units(), at_ms);
     }
     let to = format!("{} ({})", describe_map_in(&c.table, domain.as_deref()), drain.state_name());
     c.next.insert_drain(drain);
@@ -206,6 +171,30 @@ fn check_zone_moves(s: &State, drain: &Drain, moves: &[UnitMove]) -> Result<Unit
         }
     }
     Ok(slice)
+}
+
+/// A step (of the dial or of a zone drain) was applied at `version`: count it, clear the guard,
+/// and schedule the next decision. Returns whether the drain may arrive now: a loss-less step
+/// stays frozen until its unfreeze (due as soon as the switch is applied everywhere), and the
+/// drain arrives (or waits its interval) from there.
+fn record_step(drain: &mut Drain, at_ms: u64, version: u64) -> bool {
+    match drain.direction {
+        Direction::Forward => drain.steps_done += 1,
+        Direction::Back => drain.steps_done = drain.steps_done.saturating_sub(1),
+    }
+    drain.consecutive_breaches = 0;
+    drain.hold_reason = None;
+    drain.last_step_version = Some(version);
+    drain.last_step_ms = at_ms;
+    if drain.freeze.is_some() {
+        drain.next_due_ms = at_ms;
+        drain.hold_reason = Some(format!(
+            "switched; units stay frozen until every live subscriber applies version {version}"
+        ));
+        return false;
+    }
+    drain.next_due_ms = at_ms.saturating_add(drain.plan.interval_ms);
+    true
 }
 
 /// One domain's map as runs with lanes, named when it is not the default domain.
