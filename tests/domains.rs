@@ -477,9 +477,11 @@ fn a_named_domains_unit_move_is_judged_on_capacity_and_a_linked_one_on_the_sum()
     let started = std::time::Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tidegate.toml");
-    // az-b carries ~2000 rps on 50 units (40 rps a unit), az-a ~50 rps and may carry 1250: 20
-    // units of one domain (+800) fit, 20 units of each of two domains (+1600) do not.
-    let config = "initial_blue_percent = 50\n[health]\nwindow = \"1s\"\n[capacity]\nheadroom = 0.0\n[zones.az-a]\ncapacity_rps = 1250\n";
+    // az-b carries ~2000 rps on 50 units (40 rps a unit), az-a ~40 rps and may carry 1100: 20
+    // units of one domain (+800) fit, 20 units of each of two domains (+1600) do not. The feeder
+    // reaches only part of its 2000 rps on a busy machine (a CI run measured 73 %, which made
+    // 1250 fit): 1100 holds both verdicts from 69 % to 130 % of it.
+    let config = "initial_blue_percent = 50\n[health]\nwindow = \"1s\"\n[capacity]\nheadroom = 0.0\n[zones.az-a]\ncapacity_rps = 1100\n";
     std::fs::write(&file, config_toml(config)).unwrap();
     let server = Server::start(&file, &dir.path().join("data"));
     let url = server.url.clone();
@@ -504,6 +506,13 @@ fn a_named_domains_unit_move_is_judged_on_capacity_and_a_linked_one_on_the_sum()
         zones["zones"].as_array().unwrap().iter().all(|z| z["capacity"]["load_rps"].is_number())
     });
     assert!(loads_known, "{}", get_json(&format!("{url}/v1/zones")).1);
+    // Give the feeder's rate a full window to settle (best effort: a slow machine stays slow).
+    wait_until(Duration::from_secs(5), || {
+        let zones = get_json(&format!("{url}/v1/zones")).1;
+        zones["zones"].as_array().unwrap().iter().any(|z| {
+            z["zone"] == "az-b" && z["capacity"]["load_rps"].as_f64().is_some_and(|r| r >= 1600.0)
+        })
+    });
     let units = |moves: Value, dry_run: bool| {
         put_json(
             &format!("{url}/v1/units"),
