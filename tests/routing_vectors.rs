@@ -54,3 +54,88 @@ fn every_row_of_the_golden_routing_vectors_is_the_cores_answer() {
         assert!(reasons.get(reason).is_some_and(|n| *n > 0), "no row decided by {reason}");
     }
 }
+
+/// The write check of a write by a service on the same tables, as published and with units 0-49
+/// frozen in both domains: a release channel that selects the user owns their writes of that
+/// service (owned in its zone, misrouted elsewhere, never frozen: a map move does not change
+/// their owner), a suspended `reject` channel leaves them without an owner, a newer caller is
+/// behind, and every other write is the map's check. The Go and Java clients check the same rule
+/// on the same rows.
+#[test]
+fn a_services_write_check_follows_the_rows_channel_or_the_maps_check() {
+    use tidegate::core::WriteCheck;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/routing_vectors.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for fixture in doc["tables"].as_array().unwrap() {
+        for frozen in [false, true] {
+            let mut raw = fixture["table"].clone();
+            if frozen {
+                raw["frozen"] = serde_json::json!({"default": "0-49", "search": "0-49"});
+            }
+            let table = tidegate::client::decode_table(&raw).unwrap();
+            for row in fixture["rows"].as_array().unwrap() {
+                let row = row.as_array().unwrap();
+                let Some(service) = row[2].as_str() else { continue };
+                let (user, domain) = (row[0].as_str().unwrap(), row[1].as_str());
+                let case = format!("frozen {frozen}: user {user:?}, domain {domain:?}, {service}");
+                for zone in table.zones().ids() {
+                    let version = Some(table.version());
+                    let got = table.check_write_for(domain, Some(service), user, zone, version);
+                    if row[8].as_str().is_some() {
+                        assert!(
+                            matches!(got, Err(TagError::ChannelUnavailable(_))),
+                            "{case}: {got:?}"
+                        );
+                        *seen.entry("channel_unavailable".into()).or_default() += 1;
+                        continue;
+                    }
+                    let got = got.unwrap().unwrap();
+                    let reason = row[7].as_str().unwrap();
+                    if reason.starts_with("channel:") {
+                        let owned = table.zone_of(zone) == row[4].as_str().unwrap();
+                        match got {
+                            WriteCheck::Owned => assert!(owned, "{case}"),
+                            WriteCheck::Misrouted { owner } => {
+                                assert!(!owned, "{case}");
+                                assert_eq!(
+                                    table.zone_of(owner),
+                                    row[4].as_str().unwrap(),
+                                    "{case}"
+                                );
+                            }
+                            other => panic!("{case}: {other:?}"),
+                        }
+                        *seen.entry(format!("channel/{}", got.as_str())).or_default() += 1;
+                    } else {
+                        let by_map =
+                            table.check_write(domain, user, zone, version).unwrap().unwrap();
+                        assert_eq!(got, by_map, "{case}");
+                        let unit =
+                            table.tag_in(table.map_of(domain).unwrap(), user).unwrap().unit.0;
+                        let want_frozen = frozen && reason == "unit" && unit < 50;
+                        assert_eq!(matches!(got, WriteCheck::Frozen { .. }), want_frozen, "{case}");
+                        *seen.entry(format!("map/{}", got.as_str())).or_default() += 1;
+                    }
+                }
+                if row[8].is_null() {
+                    let newer = Some(table.version() + 1);
+                    let zone = table.zones().ids().next().unwrap();
+                    let got = table.check_write_for(domain, Some(service), user, zone, newer);
+                    assert!(matches!(got, Ok(Some(WriteCheck::Behind { .. }))), "{case}: {got:?}");
+                }
+            }
+        }
+    }
+    eprintln!("[figures] service write checks: {seen:?}");
+    for key in [
+        "channel/owned",
+        "channel/misrouted",
+        "map/owned",
+        "map/misrouted",
+        "map/frozen",
+        "channel_unavailable",
+    ] {
+        assert!(seen.get(key).is_some_and(|n| *n > 0), "no check answered {key}: {seen:?}");
+    }
+}

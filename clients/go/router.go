@@ -401,6 +401,16 @@ func (r *Router) CheckWriteIn(domain, user, localZone string, incoming uint64) (
 	return t.CheckWriteIn(domain, user, localZone, incoming)
 }
 
+// CheckWriteFor is the write check of a write by service with the current table (see
+// Table.CheckWriteFor): that service's release channel owns the writes of the users it selects.
+func (r *Router) CheckWriteFor(domain, service, user, localZone string, incoming uint64) (WriteAnswer, error) {
+	t, err := r.current()
+	if err != nil {
+		return WriteAnswer{}, err
+	}
+	return t.CheckWriteFor(domain, service, user, localZone, incoming)
+}
+
 // WriteScope is a write in flight: the Router acknowledges no table newer than the one
 // current when the scope opened until End.
 type WriteScope struct {

@@ -663,3 +663,61 @@ func TestATableOfAnotherLogAtTheSameVersionIsRefusedAtOnce(t *testing.T) {
 	t.Logf("FIGURE other_log_same_version v%d refused: failover_after=%v cache_start_after=%v",
 		va, failover.Round(time.Millisecond), fromCache.Round(time.Millisecond))
 }
+
+// The Go client's write check of a service's writes agrees with the edge's
+// GET /v1/write-check?service= on the real binary (three zones, a 20 % release channel of
+// `orders` to az-c): 300 users x {orders, billing} x every zone, answer and owner.
+func TestServiceWriteChecksAgreeWithTheEdge(t *testing.T) {
+	config := configTOML("", "[edge]\ntoken = \""+serviceToken+"\"\n[zones.az-c]\nlane = \"red\"\n")
+	s := startServer(t, config)
+	s.ok("PUT", "/v1/units", map[string]any{"moves": []map[string]any{{"units": "60-89", "zone": "az-c"}},
+		"expected_version": s.version(), "reason": "go client"})
+	s.ok("PUT", "/v1/channels/orders-v2", map[string]any{"services": []string{"orders"}, "zone": "az-c", "percent": 20,
+		"expected_version": s.version(), "reason": "go client"})
+	want := s.version()
+	edge := startEdge(t, s.config, s.URL)
+	r, err := Connect(s.URL, Identity{SubscriberID: "go-write-for", Zone: "az-a", Kind: "service"}, serviceOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !r.WaitForVersion(want, 10*time.Second) {
+		t.Fatalf("no table v%d: %v", want, r.Status())
+	}
+	if !waitUntil(10*time.Second, func() bool {
+		status, _ := edge.call("GET", fmt.Sprintf("/v1/write-check?user_id=user-0&zone=az-a&version=%d", want), nil)
+		return status != 503
+	}) {
+		t.Fatalf("the edge never reached v%d: %s", want, edge.stderrText())
+	}
+	counts := map[string]int{}
+	for i := 0; i < 300; i++ {
+		user := fmt.Sprintf("user-%d", i)
+		for _, service := range []string{"orders", "billing"} {
+			tag, _ := r.TagForService(user, service)
+			for _, zone := range []string{"az-a", "az-b", "az-c"} {
+				ours, err := r.CheckWriteFor("", service, user, zone, want)
+				if err != nil {
+					t.Fatalf("%s %s %s: %v", user, service, zone, err)
+				}
+				status, body := edge.call("GET", fmt.Sprintf("/v1/write-check?user_id=%s&zone=%s&service=%s&version=%d", user, zone, service, want), nil)
+				theirs, _ := body["answer"].(string)
+				owner, _ := body["owner_zone"].(string)
+				if theirs == "" {
+					theirs, _ = body["error"].(string)
+				}
+				if ours.Status() == 0 && status != 200 || ours.Status() != 0 && status != ours.Status() || theirs != ours.Check {
+					t.Fatalf("%s %s in %s: ours %+v, the edge's HTTP %d %v", user, service, zone, ours, status, body)
+				}
+				if ours.Check == Misrouted && (owner != ours.OwnerZone || owner != tag.Zone) {
+					t.Fatalf("%s %s in %s: owner ours %s (tag %s), the edge's %s", user, service, zone, ours.OwnerZone, tag.Zone, owner)
+				}
+				counts[service+"/"+tag.Reason+"/"+ours.Check]++
+			}
+		}
+	}
+	if counts["orders/channel:orders-v2/owned"] == 0 || counts["orders/channel:orders-v2/misrouted"] == 0 || counts["billing/unit/owned"] == 0 {
+		t.Fatalf("not every answer was exercised: %v", counts)
+	}
+	t.Logf("FIGURE service_write_checks_vs_edge %v", counts)
+}

@@ -433,3 +433,89 @@ func TestRoutingVectorsMatchTheFixture(t *testing.T) {
 	}
 	t.Logf("FIGURE routing_vectors=%d %v", total, checked)
 }
+
+// The write check of a write by a service on the routing vectors' tables, as published and with
+// units 0-49 frozen in both domains: a release channel that selects the user owns their writes of
+// that service (owned in its zone, misrouted elsewhere, never frozen: a map move does not change
+// their owner), a suspended `reject` channel leaves them without an owner, a newer caller is
+// behind, and every other write is the map's check. Rows of tests/fixtures/routing_vectors.json;
+// the same rule as tests/routing_vectors.rs and the Java FixturesTest.
+func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
+	var file struct {
+		Tables []struct {
+			Name  string          `json:"name"`
+			Table json.RawMessage `json:"table"`
+			Rows  [][]any         `json:"rows"`
+		} `json:"tables"`
+	}
+	fixture(t, "routing_vectors.json", &file)
+	str := func(v any) string { s, _ := v.(string); return s }
+	seen := map[string]int{}
+	for _, f := range file.Tables {
+		for _, frozen := range []bool{false, true} {
+			var raw map[string]any
+			if err := json.Unmarshal(f.Table, &raw); err != nil {
+				t.Fatal(err)
+			}
+			if frozen {
+				raw["frozen"] = map[string]any{"default": "0-49", "search": "0-49"}
+			}
+			body, _ := json.Marshal(raw)
+			table, err := DecodeTable(body)
+			if err != nil {
+				t.Fatalf("%s: %v", f.Name, err)
+			}
+			for _, row := range f.Rows {
+				user, domain, service := str(row[0]), str(row[1]), str(row[2])
+				if service == "" {
+					continue
+				}
+				name := fmt.Sprintf("%s (frozen %v): user %q, domain %q, service %q", f.Name, frozen, user, domain, service)
+				for _, z := range table.Zones {
+					got, err := table.CheckWriteFor(domain, service, user, z.Name, table.Version)
+					switch reason := str(row[7]); {
+					case str(row[8]) != "":
+						if !errors.Is(err, ErrChannelUnavailable) {
+							t.Fatalf("%s in %s: want channel_unavailable, got %+v, %v", name, z.Name, got, err)
+						}
+						seen["channel_unavailable"]++
+						continue
+					case err != nil:
+						t.Fatalf("%s in %s: %v", name, z.Name, err)
+					case strings.HasPrefix(reason, "channel:"):
+						want := Misrouted
+						if z.Name == str(row[4]) {
+							want = Owned
+						}
+						if got.Check != want || got.OwnerZone != str(row[4]) {
+							t.Fatalf("%s in %s: got %+v, want %s owner %s", name, z.Name, got, want, str(row[4]))
+						}
+						seen["channel/"+got.Check]++
+					default:
+						byMap, _ := table.CheckWriteIn(domain, user, z.Name, table.Version)
+						if got != byMap {
+							t.Fatalf("%s in %s: got %+v, the map's check %+v", name, z.Name, got, byMap)
+						}
+						unit, _ := table.UnitOf(user)
+						if wantFrozen := frozen && reason == "unit" && unit < 50; wantFrozen != (got.Check == Frozen) {
+							t.Fatalf("%s in %s: got %+v, frozen %v", name, z.Name, got, wantFrozen)
+						}
+						seen["map/"+got.Check]++
+					}
+				}
+				if str(row[8]) == "" {
+					got, err := table.CheckWriteFor(domain, service, user, table.Zones[0].Name, table.Version+1)
+					if err != nil || got.Check != Behind {
+						t.Fatalf("%s: a newer caller: %+v, %v", name, got, err)
+					}
+				}
+			}
+		}
+	}
+	for _, k := range []string{"channel/owned", "channel/misrouted", "map/owned", "map/misrouted", "map/frozen", "channel_unavailable"} {
+		if seen[k] == 0 {
+			t.Fatalf("no check answered %s: %v", k, seen)
+		}
+	}
+	t.Logf("FIGURE service_write_checks %v", seen)
+}

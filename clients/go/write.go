@@ -106,6 +106,41 @@ func (t *Table) CheckWriteIn(domain, user, localZone string, incoming uint64) (W
 	return answer, nil
 }
 
+// CheckWriteFor is CheckWriteIn of a write by service ("": as CheckWriteIn): a release channel
+// of that service that selects the user owns their writes of it, as it routes their calls (pin >
+// channel > map), and a map move's freeze does not touch them (their owner for this service does
+// not change with the map). A channel suspended with the `reject` fallback is an error wrapping
+// ErrChannelUnavailable: its users' writes have no owner. The same function as tidegate-core's
+// RoutingTable::check_write_for and the edge's GET /v1/write-check?service=.
+func (t *Table) CheckWriteFor(domain, service, user, localZone string, incoming uint64) (WriteAnswer, error) {
+	if service == "" {
+		return t.CheckWriteIn(domain, user, localZone, incoming)
+	}
+	local, ok := t.ResolveZone(localZone)
+	if !ok {
+		return WriteAnswer{}, fmt.Errorf("the local zone `%s` is not a zone or lane of this table", localZone)
+	}
+	tag, err := t.TagForServiceIn(domain, user, service)
+	if err != nil {
+		return WriteAnswer{}, err
+	}
+	if !strings.HasPrefix(tag.Reason, "channel:") {
+		return t.CheckWriteIn(domain, user, localZone, incoming)
+	}
+	answer := WriteAnswer{Version: t.Version, Incoming: incoming, Unit: tag.Unit}
+	if incoming > t.Version {
+		answer.Check = Behind
+		return answer, nil
+	}
+	answer.OwnerZone, answer.OwnerLane = tag.Zone, tag.Lane
+	if tag.ZoneIndex != local {
+		answer.Check = Misrouted
+		return answer, nil
+	}
+	answer.Check = Owned
+	return answer, nil
+}
+
 // Route actions of a write (WriteRoute.Action).
 const (
 	RouteWrite   = "write"

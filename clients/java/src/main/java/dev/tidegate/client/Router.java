@@ -274,6 +274,16 @@ public final class Router implements AutoCloseable {
     }
 
     /**
+     * The write check of a write by {@code service} in {@code domain} (null: the default domain)
+     * with the held table (see {@link RoutingTable#checkWriteFor}): that service's release channel
+     * owns the writes of the users it selects.
+     */
+    public RoutingTable.WriteAnswer checkWriteFor(String domain, String service, String userId, String local,
+            Long incomingVersion) throws TagException {
+        return need().checkWriteFor(domain, service, userId, local, incomingVersion);
+    }
+
+    /**
      * A write in flight: while one is open the Router applies newer tables (the stream is read on)
      * but acknowledges none; once the scopes open before a table was applied have closed, the
      * newest applied version is acknowledged.

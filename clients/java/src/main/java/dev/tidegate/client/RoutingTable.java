@@ -583,6 +583,39 @@ public final class RoutingTable {
         return new WriteAnswer(WriteCheck.OWNED, version, tag.zone(), tag.lane(), incoming, tag.unit());
     }
 
+    /**
+     * {@link #checkWrite} of a write by {@code service} (null: as checkWrite): a release channel of
+     * that service that selects the user owns their writes of it, as it routes their calls (pin &gt;
+     * channel &gt; map), and a map move's freeze does not touch them (their owner for this service
+     * does not change with the map). A channel suspended with the {@code reject} fallback throws
+     * {@code channel_unavailable}: its users' writes have no owner. The same function as
+     * {@code RoutingTable::check_write_for} and the edge's {@code GET /v1/write-check?service=}.
+     */
+    public WriteAnswer checkWriteFor(String domain, String service, String userId, String local, Long incomingVersion)
+            throws TagException {
+        if (service == null) {
+            return checkWrite(domain, userId, local, incomingVersion);
+        }
+        if (mapOf(domain) == null) {
+            throw new TagException("unknown_domain", "the table has no routing domain `" + domain + "`");
+        }
+        Integer localZone = zoneIndex(local);
+        if (localZone == null) {
+            throw new TagException("unknown_zone", "`" + local + "` is neither a zone nor a lane of the table");
+        }
+        Tag tag = tag(userId, service, domain);
+        if (!tag.reason().startsWith("channel:")) {
+            return checkWrite(domain, userId, local, incomingVersion);
+        }
+        if (incomingVersion != null && incomingVersion > version) {
+            return new WriteAnswer(WriteCheck.BEHIND, version, zones.get(0).name(), zones.get(0).lane(),
+                    incomingVersion, tag.unit());
+        }
+        long incoming = incomingVersion == null ? -1 : incomingVersion;
+        WriteCheck check = tag.zoneIndex() == localZone ? WriteCheck.OWNED : WriteCheck.MISROUTED;
+        return new WriteAnswer(check, version, tag.zone(), tag.lane(), incoming, tag.unit());
+    }
+
     /** The index of the zone named {@code nameOrLane} (its name or its lane), or null. */
     public Integer zoneIndex(String nameOrLane) {
         Integer byL = byLane.get(nameOrLane);

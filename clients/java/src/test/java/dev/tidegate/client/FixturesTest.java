@@ -151,4 +151,68 @@ class FixturesTest {
         }
         System.out.println("[figures] routing vectors: " + total + " rows agree " + checked);
     }
+
+    /**
+     * The write check of a write by a service on the routing vectors' tables, as published and
+     * with units 0-49 frozen in both domains: a release channel that selects the user owns their
+     * writes of that service (owned in its zone, misrouted elsewhere, never frozen), a suspended
+     * {@code reject} channel leaves them without an owner, a newer caller is behind, and every
+     * other write is the map's check. The same rule as tests/routing_vectors.rs and the Go client.
+     */
+    @Test
+    void serviceWriteChecks() throws Exception {
+        Map<String, Integer> seen = new java.util.TreeMap<>();
+        for (JsonNode f : fixture("routing_vectors.json").get("tables")) {
+            for (boolean frozen : new boolean[] {false, true}) {
+                ObjectNode raw = ((ObjectNode) f.get("table")).deepCopy();
+                if (frozen) {
+                    raw.putObject("frozen").put("default", "0-49").put("search", "0-49");
+                }
+                RoutingTable table = RoutingTable.decode(raw);
+                for (JsonNode row : f.get("rows")) {
+                    if (row.get(2).isNull()) {
+                        continue;
+                    }
+                    String user = row.get(0).asText();
+                    String domain = row.get(1).isNull() ? null : row.get(1).asText();
+                    String service = row.get(2).asText();
+                    String what = f.get("name").asText() + " (frozen " + frozen + "): user " + user + ", domain "
+                            + domain + ", service " + service;
+                    for (int z = 0; z < 3; z++) {
+                        String zone = raw.get("zones").get(z).get("name").asText();
+                        String in = what + " in " + zone;
+                        if (!row.get(8).isNull()) {
+                            TagException e = assertThrows(TagException.class,
+                                    () -> table.checkWriteFor(domain, service, user, zone, table.version()), in);
+                            assertEquals("channel_unavailable", e.code(), in);
+                            seen.merge("channel_unavailable", 1, Integer::sum);
+                            continue;
+                        }
+                        RoutingTable.WriteAnswer got = table.checkWriteFor(domain, service, user, zone, table.version());
+                        String reason = row.get(7).asText();
+                        if (reason.startsWith("channel:")) {
+                            WriteCheck want = zone.equals(row.get(4).asText()) ? WriteCheck.OWNED : WriteCheck.MISROUTED;
+                            assertEquals(want, got.check(), in);
+                            assertEquals(row.get(4).asText(), got.ownerZone(), in);
+                            seen.merge("channel/" + got.check().wireName(), 1, Integer::sum);
+                        } else {
+                            assertEquals(table.checkWrite(domain, user, zone, table.version()), got, in);
+                            boolean wantFrozen = frozen && reason.equals("unit") && table.unitOf(user) < 50;
+                            assertEquals(wantFrozen, got.check() == WriteCheck.FROZEN, in);
+                            seen.merge("map/" + got.check().wireName(), 1, Integer::sum);
+                        }
+                    }
+                    if (row.get(8).isNull()) {
+                        assertEquals(WriteCheck.BEHIND,
+                                table.checkWriteFor(domain, service, user, "az-a", table.version() + 1).check(), what);
+                    }
+                }
+            }
+        }
+        for (String k : new String[] {"channel/owned", "channel/misrouted", "map/owned", "map/misrouted", "map/frozen",
+                "channel_unavailable"}) {
+            assertTrue(seen.getOrDefault(k, 0) > 0, "no check answered " + k + ": " + seen);
+        }
+        System.out.println("[figures] service write checks: " + seen);
+    }
 }

@@ -66,6 +66,7 @@ class TagAgreementTest {
                 }
                 users.addAll(List.of("u-green", "ユーザー", "müller", "a/b?c=d", "😀"));
                 Map<String, Integer> lanes = new TreeMap<>();
+                Map<String, Integer> writeChecks = new TreeMap<>();
                 long started = System.nanoTime();
                 int checked = 0;
                 String[][] variants = {{null, null}, {"orders", null}, {"ranker", "search"}, {"orders", "search"}};
@@ -99,6 +100,17 @@ class TagAgreementTest {
                             if (theirs.has("reason") && service != null) {
                                 assertEquals(theirs.get("reason").asText(), ours.reason(), what);
                             }
+                            if (from == 0 && i < 2_000) {
+                                // The write check of this call's write owns exactly where the
+                                // server routes the call (the service's channel, a pin or the map).
+                                for (String zone : new String[] {"az-a", "az-b", "az-c"}) {
+                                    RoutingTable.WriteAnswer answer = router.checkWriteFor(domain, service, user, zone, version);
+                                    boolean owner = zone.equals(theirs.get("zone").asText());
+                                    assertEquals(owner ? WriteCheck.OWNED : WriteCheck.MISROUTED, answer.check(), what + " in " + zone);
+                                    assertEquals(theirs.get("zone").asText(), answer.ownerZone(), what + " in " + zone);
+                                    writeChecks.merge(answer.check().wireName(), 1, Integer::sum);
+                                }
+                            }
                             lanes.merge(v[0] + "/" + v[1] + ":" + ours.lane(), 1, Integer::sum);
                             checked++;
                         }
@@ -111,6 +123,9 @@ class TagAgreementTest {
                 }
                 perTagNs = (System.nanoTime() - t0) / (double) users.size();
                 assertTrue(lanes.keySet().stream().anyMatch(k -> k.endsWith(":red")), lanes.toString());
+                assertEquals(4 * 2_000 * 3, writeChecks.values().stream().mapToInt(Integer::intValue).sum(), writeChecks.toString());
+                System.out.printf("[figures] write checks of a service's writes: %s (2 000 users x 4 variants x 3 zones) own where "
+                        + "POST /v1/tag routes the call%n", writeChecks);
                 System.out.printf("[figures] tag agreement: %d tags agree with POST /v1/tag (100 005 users x 4 rule variants: global, "
                         + "channel orders-v2, domain search + channel ranker-v3, domain search without channel) on a 3-zone table at v%d; "
                         + "lanes %s; local tag %.0f ns/user (%.1f s total)%n",
