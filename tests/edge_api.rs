@@ -355,4 +355,50 @@ fn with_a_tag_key_the_gate_signs_each_tag_and_a_service_trusts_only_signed_tags(
     // The same signature for another user does not carry over either.
     let moved = resolve_signed(&router, |n| find(&signed, n), "bob", &key).unwrap();
     assert_eq!(moved.source, Source::Recomputed);
+
+    // A tag the gate decided for a service is signed for that service. A channel routes every
+    // `orders` call of alice to the other lane; her `orders` tag is trusted by `orders`' check
+    // only: replayed to `billing` (which the channel does not route) or to the global rule it
+    // is recomputed, and lands on the map's lane.
+    let (status, body) = put_json(
+        &format!("{}/v1/channels/orders-v2", coordinator.url),
+        OPERATOR_TOKEN,
+        json!({"services": ["orders"], "zone": other, "percent": 100,
+               "expected_version": version, "reason": "signed tags per service"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    edge.wait_for_version(version + 1);
+    let response = agent
+        .get(&gate)
+        .header("x-user-id", "alice")
+        .header("x-tidegate-service", "orders")
+        .call()
+        .unwrap();
+    let header = |name: &str| response.headers().get(name).unwrap().to_str().unwrap().to_owned();
+    let (lane, signature) = (header("x-tidegate-color"), header("x-tidegate-signature"));
+    let version_text = header("x-tidegate-version");
+    assert_eq!(lane, other, "the channel routes alice's orders calls");
+    let at: u64 = version_text.parse().unwrap();
+    assert!(key.verify_for(&lane, at, "alice", None, Some("orders"), &signature));
+    assert!(!key.verify(&lane, at, "alice", &signature), "not a global-rule signature");
+    let table =
+        tidegate::client::decode_table(&get_json(&format!("{}/v1/routing", coordinator.url)).1)
+            .unwrap();
+    let router = tidegate::client::Router::fixed(table);
+    let orders = [
+        ("x-tidegate-color", lane.as_str()),
+        ("x-tidegate-version", version_text.as_str()),
+        ("x-tidegate-signature", signature.as_str()),
+    ];
+    use tidegate::client::resolve_signed_for;
+    let got =
+        resolve_signed_for(&router, |n| find(&orders, n), "alice", &key, None, Some("orders"))
+            .unwrap();
+    assert_eq!((got.lane.as_str(), got.source), (other, Source::Propagated));
+    let replayed =
+        resolve_signed_for(&router, |n| find(&orders, n), "alice", &key, None, Some("billing"))
+            .unwrap();
+    assert_eq!((replayed.lane.as_str(), replayed.source), (color.as_str(), Source::Recomputed));
+    let global = resolve_signed(&router, |n| find(&orders, n), "alice", &key).unwrap();
+    assert_eq!((global.lane.as_str(), global.source), (color.as_str(), Source::Recomputed));
 }

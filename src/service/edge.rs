@@ -277,7 +277,9 @@ pub fn gate(app: &EdgeApp, request: &GateRequest<'_>) -> Result<GateAnswer, Fail
     app.tag_counters.count(color, 1);
     app.gate_counters.count(color, table.lane(color), source);
     let signature = match (&app.config.edge.tag_key, &user) {
-        (Some(key), Some(user_id)) => Some(key.sign(table.lane(color), table.version(), user_id)),
+        (Some(key), Some(user_id)) => {
+            Some(key.sign_for(table.lane(color), table.version(), user_id, domain, service))
+        }
         _ => None,
     };
     Ok(GateAnswer {

@@ -110,12 +110,28 @@ pub fn resolve_signed<'h>(
     user_id: &str,
     key: &TagKey,
 ) -> Result<Resolved, ClientError> {
+    resolve_signed_for(router, header, user_id, key, None, None)
+}
+
+/// [`resolve_signed`] for a call of `service` in `domain` (`None`: the global rule, the default
+/// domain): a propagated tag counts only when the gate signed it for that domain and service
+/// ([`TagKey::sign_for`]), so a tag decided for another service (whose release channel may
+/// route the user elsewhere) or another domain is not carried over; anything else is
+/// recomputed as `service`'s call in `domain` (pin > channel > map).
+pub fn resolve_signed_for<'h>(
+    router: &Router,
+    header: impl Fn(&str) -> Option<&'h str>,
+    user_id: &str,
+    key: &TagKey,
+    domain: Option<&str>,
+    service: Option<&str>,
+) -> Result<Resolved, ClientError> {
     let lane = header(COLOR_HEADER).map(str::trim);
     let color = lane.and_then(|lane| router.zone_of_lane(lane));
     let version = header(VERSION_HEADER).and_then(|v| v.trim().parse::<u64>().ok());
     if let (Some(lane), Some(color), Some(version), Some(signature)) =
         (lane, color, version, header(SIGNATURE_HEADER))
-        && key.verify(lane, version, user_id, signature)
+        && key.verify_for(lane, version, user_id, domain, service, signature)
     {
         return Ok(Resolved {
             color,
@@ -124,7 +140,11 @@ pub fn resolve_signed<'h>(
             source: Source::Propagated,
         });
     }
-    let tag = router.tag(user_id)?;
+    let tag = match (domain, service) {
+        (_, Some(service)) => router.tag_for_service(domain, service, user_id)?.0,
+        (Some(domain), None) => router.tag_in(domain, user_id)?,
+        (None, None) => router.tag(user_id)?,
+    };
     Ok(Resolved {
         color: tag.color,
         lane: tag.lane.into_owned(),

@@ -36,6 +36,7 @@ pub mod write;
 
 pub use headers::{
     COLOR_HEADER, Resolved, Source, VERSION_HEADER, headers_for, resolve, resolve_signed,
+    resolve_signed_for,
 };
 pub use router::{
     ClientError, DEFAULT_STALL_TIMEOUT, Identity, Misrouted, Origin, Router, RouterOptions,

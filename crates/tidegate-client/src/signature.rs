@@ -8,6 +8,13 @@
 //! version and the user ID, keyed with a secret the edges and the services share, truncated to
 //! 128 bits (32 hex digits). [`crate::resolve_signed`] trusts a propagated tag only when its
 //! signature checks for that user; anything else is recomputed from the user ID.
+//!
+//! A tag the gate decided for a service (`x-tidegate-service`, whose release channel may route
+//! the user elsewhere than the map) or in a named routing domain is signed over
+//! `tidegate tag v2`, the colour, the version, the user ID, the domain (`default` for the default
+//! one) and the service (empty for none), so it is trusted only by a check for that domain and
+//! service ([`crate::resolve_signed_for`]): the `orders` tag of a user in the `orders` channel
+//! cannot be replayed to `billing`, which the channel does not route.
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -37,14 +44,51 @@ impl TagKey {
 
     /// The signature of the lane `lane` at `version` for `user_id`, 32 lowercase hex digits.
     pub fn sign(&self, lane: &str, version: u64, user_id: &str) -> String {
-        let message = format!("tidegate tag v1\n{lane}\n{version}\n{user_id}");
+        self.sign_for(lane, version, user_id, None, None)
+    }
+
+    /// The signature of a tag decided in `domain` (`None` or `default`: the default domain) for
+    /// a call of `service` (`None`: the global rule): the `v1` message without either, else the
+    /// `v2` message that binds both.
+    pub fn sign_for(
+        &self,
+        lane: &str,
+        version: u64,
+        user_id: &str,
+        domain: Option<&str>,
+        service: Option<&str>,
+    ) -> String {
+        let domain = domain.filter(|d| !d.is_empty() && *d != tidegate_core::DEFAULT_DOMAIN);
+        let service = service.filter(|s| !s.is_empty());
+        let message = match (domain, service) {
+            (None, None) => format!("tidegate tag v1\n{lane}\n{version}\n{user_id}"),
+            (domain, service) => format!(
+                "tidegate tag v2\n{lane}\n{version}\n{user_id}\n{}\n{}",
+                domain.unwrap_or(tidegate_core::DEFAULT_DOMAIN),
+                service.unwrap_or_default()
+            ),
+        };
         let mac = hmac_sha256(&self.0, message.as_bytes());
         mac[..16].iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// Whether `signature` is this key's signature of the tag (in constant time).
     pub fn verify(&self, lane: &str, version: u64, user_id: &str, signature: &str) -> bool {
-        let expected = self.sign(lane, version, user_id);
+        self.verify_for(lane, version, user_id, None, None, signature)
+    }
+
+    /// [`TagKey::verify`] of a tag decided in `domain` for a call of `service`
+    /// ([`TagKey::sign_for`]).
+    pub fn verify_for(
+        &self,
+        lane: &str,
+        version: u64,
+        user_id: &str,
+        domain: Option<&str>,
+        service: Option<&str>,
+        signature: &str,
+    ) -> bool {
+        let expected = self.sign_for(lane, version, user_id, domain, service);
         let given = signature.trim().to_ascii_lowercase();
         given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
     }
@@ -89,5 +133,38 @@ mod tests {
         let other = TagKey::new(&[8u8; 32]).unwrap();
         assert!(!other.verify("green", 12, "user-42", &sig), "another key");
         assert_eq!(TagKey::new(b"short").unwrap_err(), ShortKey(5));
+    }
+
+    /// Vectors computed with Python's `hmac` over the documented messages (clients/go checks the
+    /// same ones).
+    #[test]
+    fn a_signature_for_a_service_or_domain_binds_them_too() {
+        let key = TagKey::new(&[7u8; 32]).unwrap();
+        assert_eq!(key.sign("green", 12, "user-42"), "840fec3d8b284aa1a80e0072e8003e10");
+        assert_eq!(
+            key.sign_for("green", 12, "user-42", Some("default"), None),
+            "840fec3d8b284aa1a80e0072e8003e10",
+            "the default domain without a service is the v1 message"
+        );
+        let orders = key.sign_for("green", 12, "user-42", None, Some("orders"));
+        assert_eq!(orders, "e8c33cc0294eb31db674b9c95a0f4ba9");
+        assert_eq!(
+            key.sign_for("red", 12, "user-42", Some("search"), None),
+            "1c6d2a3c053a213f185eb29fa50fb41c"
+        );
+        assert_eq!(
+            key.sign_for("red", 12, "user-42", Some("search"), Some("ranker")),
+            "30fe25b802e3c1ea92c6c2527bbe1d55"
+        );
+        assert!(key.verify_for("green", 12, "user-42", None, Some("orders"), &orders));
+        assert!(!key.verify("green", 12, "user-42", &orders), "not a global-rule tag");
+        assert!(
+            !key.verify_for("green", 12, "user-42", None, Some("billing"), &orders),
+            "not another service's"
+        );
+        assert!(
+            !key.verify_for("green", 12, "user-42", Some("search"), Some("orders"), &orders),
+            "not another domain's"
+        );
     }
 }
