@@ -1688,6 +1688,54 @@ async fn three_zones_show_three_cards_and_units_move_after_a_preview_and_a_typed
     shots_at_both_widths(&c, "26-three-zones-after-move", 2000).await;
     phone_shot(&c, "#zones-card", "26-three-zones-after-move-390-cards").await;
 
+    // A drain among three zones, started from the form: az-c's 25 units go to az-b only (the
+    // zone ticked), step by step, and az-a keeps its 50.
+    click(&c, "#drain-start").await;
+    wait_for(&c, "the drain form", "document.getElementById('drain-form')").await;
+    assert_eq!(js(&c, "return document.getElementById('f-to-field').hidden").await, json!(false));
+    let zones =
+        js(&c, "return [...document.querySelectorAll('#f-zone option')].map((o) => o.value)").await;
+    assert_eq!(zones, json!(["az-b", "az-a", "az-c"]));
+    let receivers = js(
+        &c,
+        "return [...document.querySelectorAll('#f-to-field input[name=to]')].map((i) => i.value)",
+    )
+    .await;
+    assert_eq!(receivers, json!(["az-b", "az-a", "az-c"]));
+    js(&c, "document.getElementById('f-zone').value = 'az-c'").await;
+    type_into(&c, "#f-interval", "200ms").await;
+    type_into(&c, "#f-reason", "browser test: drain az-c into az-b").await;
+    // Only the drained zone ticked: refused in the page, nothing sent.
+    click(&c, "#f-to-2").await;
+    click(&c, "#drain-submit").await;
+    wait_for(&c, "the receivers error", "!document.getElementById('e-to').hidden").await;
+    assert!(text(&c, "#e-to").await.starts_with("The zone being drained cannot receive"));
+    assert!(drains(&base).is_empty(), "nothing was sent");
+    click(&c, "#f-to-2").await;
+    click(&c, "#f-to-0").await;
+    js(&c, "window.scrollTo(0, 0)").await;
+    shots_at_both_widths(&c, "27-three-zones-drain-form", 1800).await;
+    click(&c, "#drain-submit").await;
+    wait_for(
+        &c,
+        "the overview with the zone drain",
+        "location.pathname === '/ui' && document.getElementById('drain-heading')",
+    )
+    .await;
+    let heading = text(&c, "#drain-heading").await;
+    assert!(heading.ends_with("az-c → az-b"), "{heading}");
+    let drain = drains(&base).remove(0);
+    assert_eq!(drain["zone"], "az-c", "{drain}");
+    assert_eq!(drain["receiving_zones"], json!(["az-b"]), "{drain}");
+    assert!(
+        wait_until(Duration::from_secs(30), || zone_units(&routing(&base)) == [50, 50, 0]),
+        "az-c's units went to az-b: {}",
+        routing(&base)
+    );
+    let steps = audit_by(&base, "drain_step");
+    assert!(steps.len() >= 2, "step by step: {steps:?}");
+    assert_eq!(audit_by(&base, "drain_start"), vec!["alice"]);
+
     c.close().await.unwrap();
     drop(outcomes);
     drop(driver);

@@ -418,10 +418,9 @@ fn drain_page(
                 if domain_error.is_empty() { " hidden" } else { "" }.to_owned(),
             ),
             ("mode", if evacuate { "evacuate" } else { "maintenance" }.to_owned()),
-            ("blue_zone", esc(app.config.zones.zone_of(ZoneId::BLUE))),
-            ("green_zone", esc(app.config.zones.zone_of(ZoneId::GREEN))),
-            ("blue_selected", selected(zone == Some(app.config.zones.zone_of(ZoneId::BLUE)))),
-            ("green_selected", selected(zone == Some(app.config.zones.zone_of(ZoneId::GREEN)))),
+            ("zone_options", drain_zone_options(&table, zone)),
+            ("to_options", receiver_options(&table)),
+            ("to_field_hidden", if table.zones().is_two() { " hidden" } else { "" }.to_owned()),
             ("step", unit_step(table.units())),
             ("default_step", trim_number(step)),
             ("default_interval", format_duration_ms(interval_ms)),
@@ -433,6 +432,39 @@ fn drain_page(
         ],
     );
     Reply::Page(layout(app, &user, "drain", title, &main))
+}
+
+/// The drain form's zones: every live zone of the table, by index, `zone` (a name) selected.
+fn drain_zone_options(table: &RoutingTable, zone: Option<&str>) -> String {
+    let zones = table.zones();
+    zones
+        .live()
+        .map(|id| {
+            let name = zones.zone_of(id);
+            format!(
+                "<option value=\"{n}\"{sel}>{n} ({lane})</option>",
+                n = esc(name),
+                lane = esc(zones.lane(id)),
+                sel = if zone == Some(name) { " selected" } else { "" }
+            )
+        })
+        .collect()
+}
+
+/// The drain form's receiving zones on a table of three or more: a checkbox per live zone.
+fn receiver_options(table: &RoutingTable) -> String {
+    let zones = table.zones();
+    zones
+        .live()
+        .enumerate()
+        .map(|(i, id)| {
+            format!(
+                "<label class=\"check\" for=\"f-to-{i}\"><input type=\"checkbox\" id=\"f-to-{i}\" name=\"to\" value=\"{n}\"> {n} ({lane})</label>",
+                n = esc(zones.zone_of(id)),
+                lane = esc(zones.lane(id)),
+            )
+        })
+        .collect()
 }
 
 #[get("/ui/audit?<limit>")]

@@ -1098,7 +1098,7 @@
       $('drain-title').textContent = 'Drain';
       const two = dialApplies(view.routing);
       const parts = [el('p', { id: 'no-drain' }, two ? 'No drain is active. The dial is free.'
-        : 'No drain is active. With ' + liveZones(view.routing).length + ' live zones, move unit ranges instead, or drain a zone step by step from the CLI (tidegate drain start --receivers) or the API (POST /v1/drains with "to"); this page shows and controls such a drain.')];
+        : 'No drain is active. With ' + liveZones(view.routing).length + ' live zones, move unit ranges instead, or start a drain that moves a zone\'s units to the zones you choose, step by step.')];
       if (latest) {
         parts.push(el('p', { class: 'muted', id: 'latest-drain' }, 'Latest: ' + drainKind(latest).toLowerCase() + ' ' + text(latest.id) + ' of ' + text(latest.zone) + drainDomain(latest) + ', ',
           el('span', { class: 'badge state-' + latest.state }, DRAIN_TEXT[latest.state] || latest.state),
@@ -1107,7 +1107,7 @@
       target.replaceChildren(...parts);
       if (CAN_CHANGE) {
         $('drain-actions').hidden = true;
-        $('drain-start-link').hidden = !two;
+        $('drain-start-link').hidden = false;
       }
       return;
     }
@@ -1121,7 +1121,7 @@
     $('drain-title').textContent = kind;
     target.replaceChildren(
       el('div', { class: 'zone-head' },
-        el('h3', { id: 'drain-heading', 'data-mode': d.mode, 'data-domain': d.domain || DEFAULT_DOMAIN }, kind + ' ' + text(d.id) + drainDomain(d) + ': ' + (kind === 'Restore' ? text(d.receiving_zone) + ' → ' + text(d.zone) : text(d.zone) + ' → ' + text(d.receiving_zone))),
+        el('h3', { id: 'drain-heading', 'data-mode': d.mode, 'data-domain': d.domain || DEFAULT_DOMAIN }, kind + ' ' + text(d.id) + drainDomain(d) + ': ' + (kind === 'Restore' ? text(d.receiving_zone) + ' → ' + text(d.zone) : text(d.zone) + ' → ' + text((d.receiving_zones && d.receiving_zones.length ? d.receiving_zones : [d.receiving_zone]).join(', ')))),
         held ? heldBadge(d.hold_reason, 'drain-state')
           : el('span', { class: 'badge state-' + d.state, id: 'drain-state' }, DRAIN_TEXT[d.state] || d.state)),
       el('div', { class: 'progress', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': d.steps_total, 'aria-valuenow': d.steps_done, 'aria-label': 'Drain progress' }, bar),
@@ -1721,6 +1721,7 @@
     min_requests: ['f-min-requests', 'e-min-requests'],
     breaches: ['f-breaches', 'e-breaches'],
     reason: ['f-reason', 'e-reason'],
+    to: ['f-to-0', 'e-to'],
   };
 
   function fieldError(name, text) {
@@ -1774,11 +1775,20 @@
       reason: v('f-reason'),
     };
     if (v('f-domain') && v('f-domain') !== DEFAULT_DOMAIN) request.domain = v('f-domain');
+    // Receiving zones (tables of three or more): the ticked ones other than the drained zone;
+    // none ticked leaves `to` out, and the coordinator spreads over every other live zone.
+    if (!$('f-to-field').hidden) {
+      const to = [...document.querySelectorAll('#f-to-field input[name="to"]:checked')].map((i) => i.value);
+      const receivers = to.filter((z) => z !== request.zone);
+      problems.to = to.length && !receivers.length ? 'The zone being drained cannot receive its own users: tick another zone, or none for every other live zone.' : null;
+      if (receivers.length) request.to = receivers;
+    }
     return { problems, request };
   }
 
   // Which field an API error is about, from its code or the detail's leading field name.
   function fieldOf(err) {
+    if ((err.detail || '').startsWith('to[')) return 'to';
     if (err.code === 'unknown_zone') return 'zone';
     if (err.code === 'unknown_domain') return 'domain';
     if (err.code === 'invalid_reason') return 'reason';
