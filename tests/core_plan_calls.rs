@@ -85,6 +85,7 @@ impl Sim {
             zones: table.zones(),
             units: table.units(),
             blue_units: table.blue_units(),
+            zone_units: 0,
             drain: None,
             maintenance: d,
             evacuate: d,

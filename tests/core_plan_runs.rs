@@ -129,6 +129,7 @@ fn tick(sim: &mut Sim, sc: &Value, t: &Value, now: u64, trail: &mut Vec<String>)
             zones: &zones,
             units: table.units(),
             blue_units: table.blue_units(),
+            zone_units: 0,
             drain: run.drain.and_then(|d| sim.state.drain(d)),
             maintenance: defaults(sc, "maintenance"),
             evacuate: defaults(sc, "evacuate"),

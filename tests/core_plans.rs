@@ -61,6 +61,7 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
         backlog: [Some(0), Some(0)],
         busy: None,
         channels: &[],
+        zone_units: &[],
     };
     // Evacuating to 20 % moves 300 rps (fits: 800); the dial to 0 then adds the last 200: 1000
     // fits exactly; a maintenance drain of the sick zone would hold on its errors.
@@ -155,6 +156,7 @@ fn a_step_of_a_named_domain_moves_that_domains_dial_and_leaves_the_default_one()
         backlog: [Some(0), Some(0)],
         busy: None,
         channels: &[],
+        zone_units: &[],
     };
     let dial = |percent: f64, domain: Option<&str>| PlanStep::Dial {
         blue_percent: percent,
@@ -243,6 +245,7 @@ fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
         backlog: [Some(0), Some(0)],
         busy: None,
         channels: &channels,
+        zone_units: &[],
     };
     let dial = |percent: f64| PlanStep::Dial { blue_percent: percent, domain: None };
     let run = dry_run(&plan(vec![dial(80.0), dial(100.0), dial(60.0)], 60_000), &inputs);

@@ -158,6 +158,7 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                 zones: table.zones(),
                 units: table.units(),
                 blue_units: table.blue_units(),
+                zone_units: 0,
                 drain: run.drain.and_then(|d| state.drain(d)),
                 maintenance: defaults,
                 evacuate: defaults,

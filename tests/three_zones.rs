@@ -402,6 +402,130 @@ fn a_plan_moves_unit_sets_and_a_drill_restores_the_map_it_started_from() {
     assert_eq!(owners(&routing(&url))[..10], vec!["az-c".to_owned(); 10][..]);
 }
 
+/// A plan's `drain` step among three zones is a zone drain (issue 22): the dry run says how many
+/// units go in how many steps; a drill moves az-c's 40 units out to both other zones a slice at a
+/// time and gives the map back unit for unit; a run empties az-c, moving only its units; a step
+/// that would give az-c units fails the run, saying `move_units` does that.
+#[test]
+fn a_plans_zone_move_among_three_zones_is_a_zone_drain_and_a_drill_restores_the_map() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    let toml = config().replace(
+        "[health]\nwindow = \"2s\"",
+        "[health]\nwindow = \"1s\"\n[drain]\ninterval = \"200ms\"\ntick = \"20ms\"",
+    );
+    assert!(toml.contains("interval = \"200ms\""), "the drain interval is set");
+    std::fs::write(&file, toml).unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let url = server.url.clone();
+    let (status, body) = put_units(
+        &url,
+        json!({"moves": [{"units": "60-99", "zone": "az-c"}], "expected_version": routing(&url)["version"], "reason": "az-c takes 40 units"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let start = owners(&body);
+    let stop = Arc::new(AtomicBool::new(false));
+    feed(
+        url.clone(),
+        &[("az-a", "green", 500), ("az-b", "blue", 500), ("az-c", "red", 500)],
+        Arc::clone(&stop),
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let put_plan = |name: &str, to_percent: u32| {
+        put_json(
+            &format!("{url}/v1/plans/{name}"),
+            OPERATOR_TOKEN,
+            json!({"steps": [{"type": "drain", "zone": "az-c", "to_percent": to_percent}],
+                   "rto": "5m", "expected_version": routing(&url)["version"], "reason": "az-c maintenance"}),
+        )
+    };
+    let (status, body) = put_plan("empty-az-c", 0);
+    assert_eq!(status, 200, "{body}");
+    let (status, dry) =
+        post_json(&format!("{url}/v1/plans/empty-az-c/dry-run"), OPERATOR_TOKEN, json!({}));
+    assert_eq!(status, 200, "{dry}");
+    let step = &dry["steps"][0];
+    assert!(
+        step["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("drain az-c to 0% among the other live zones: 40 unit(s) in 4 step(s)"),
+        "{dry}"
+    );
+    assert_eq!(step["users_moved_percent"], 40.0, "{dry}");
+
+    // The drill: slices out to both receivers, then the map comes back exactly.
+    let runs_of = |plan: &str, run: u64| get_json(&format!("{url}/v1/plans/{plan}/runs/{run}")).1;
+    let (status, body) = post_json(
+        &format!("{url}/v1/plans/empty-az-c/drill"),
+        OPERATOR_TOKEN,
+        json!({"reason": "drill", "hold": "1s"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let run = body["id"].as_u64().or(body["run"]["id"].as_u64()).expect("the drill's run ID");
+    let mut az_c_units = std::collections::BTreeSet::new();
+    let mut gained = [false, false];
+    let units_of = |r: &Value, z: usize| r["zones"][z]["units"].as_u64().unwrap();
+    let before = routing(&url);
+    let report = wait_for(Duration::from_secs(30), || {
+        let now = routing(&url);
+        az_c_units.insert(units_of(&now, 2));
+        gained[0] |= units_of(&now, 0) > units_of(&before, 0);
+        gained[1] |= units_of(&now, 1) > units_of(&before, 1);
+        let r = runs_of("empty-az-c", run);
+        (r["state"] == "completed").then_some(r)
+    });
+    assert!(az_c_units.contains(&0), "the drill emptied az-c: {az_c_units:?} {report}");
+    assert!(az_c_units.len() >= 3, "a slice at a time: {az_c_units:?}");
+    assert_eq!(gained, [true, true], "both other zones received units");
+    assert_eq!(owners(&routing(&url)), start, "the drill restored the map: {report}");
+
+    // The run: az-c ends empty, and only its units changed owner.
+    let (status, body) = post_json(
+        &format!("{url}/v1/plans/empty-az-c/run"),
+        OPERATOR_TOKEN,
+        json!({"reason": "az-c maintenance"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let run = body["id"].as_u64().or(body["run"]["id"].as_u64()).unwrap();
+    let report = wait_for(Duration::from_secs(30), || {
+        let r = runs_of("empty-az-c", run);
+        (r["state"] == "completed").then_some(r)
+    });
+    let after = owners(&routing(&url));
+    assert_eq!(routing(&url)["zones"][2]["units"], 0, "{report}");
+    for (unit, (was, now)) in start.iter().zip(&after).enumerate() {
+        if was != "az-c" {
+            assert_eq!(was, now, "unit {unit} was not az-c's and moved");
+        }
+    }
+    let drains: Vec<Value> =
+        get_json(&format!("{url}/v1/drains")).1["drains"].as_array().cloned().unwrap_or_default();
+    assert!(
+        drains.iter().any(|d| d["receiving_zones"] == json!(["az-b", "az-a"])
+            || d["receiving_zones"] == json!(["az-a", "az-b"])),
+        "the step's drain spread over both other zones: {drains:?}"
+    );
+
+    // Giving az-c units is not a zone drain: the run fails and says what does it.
+    let (status, body) = put_plan("fill-az-c", 30);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post_json(
+        &format!("{url}/v1/plans/fill-az-c/run"),
+        OPERATOR_TOKEN,
+        json!({"reason": "az-c back"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let run = body["id"].as_u64().or(body["run"]["id"].as_u64()).unwrap();
+    let report = wait_for(Duration::from_secs(10), || {
+        let r = runs_of("fill-az-c", run);
+        (r["state"] == "failed").then_some(r)
+    });
+    assert!(report.to_string().contains("a move_units step gives a zone more"), "{report}");
+    assert_eq!(routing(&url)["zones"][2]["units"], 0, "nothing moved");
+    stop.store(true, Ordering::SeqCst);
+}
+
 /// `(zone, index, lane, samples with a known error rate)` of each series of
 /// `GET /v1/zones/history`.
 fn history(url: &str) -> Vec<(String, u64, String, usize)> {

@@ -351,8 +351,10 @@ async fn post_dry_run(
     let busy = plan_start::busy_reason(&state);
     let domain_blue_units: std::collections::BTreeMap<String, u32> =
         table.domains().iter().map(|(name, map)| (name.clone(), map.count(ZoneId::BLUE))).collect();
+    let zone_units: Vec<u32> =
+        table.zones().ids().map(|z| table.map_of(None).map_or(0, |m| m.count(z))).collect();
     let inputs = DryRunInputs {
-        zones: &app.config.zones,
+        zones: table.zones(),
         units,
         blue_units: table.blue_units(),
         domain_blue_units: &domain_blue_units,
@@ -367,6 +369,7 @@ async fn post_dry_run(
         backlog,
         busy,
         channels: &table.channels().values().cloned().collect::<Vec<_>>(),
+        zone_units: &zone_units,
     };
     let run = dry_run(&stored.plan, &inputs);
     let steps: Vec<Value> = run

@@ -97,6 +97,14 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
     // (its map in the default place), as drains of that domain are.
     let view = step.as_ref().and_then(|s| table.view_of(s.named_domain()));
     let step_blue_units = view.as_ref().map_or(table.blue_units(), |v| v.blue_units());
+    // A zone move among three or more zones is a zone drain: what its zone owns in its domain.
+    let zone_units = match &step {
+        Some(s @ PlanStep::MoveZone { zone, .. }) => zones
+            .color_in(zone)
+            .and_then(|c| table.map_of(s.named_domain()).map(|m| m.count(c)))
+            .unwrap_or(0),
+        _ => 0,
+    };
     let mut dial_capacity = Verdict::Unchecked;
     let mut precondition = None;
     let mut backlog = None;
@@ -159,6 +167,7 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
         zones: &zones,
         units: table.units(),
         blue_units: step_blue_units,
+        zone_units,
         drain,
         maintenance: runner.maintenance,
         evacuate: runner.evacuate,

@@ -91,8 +91,14 @@ pub fn start(
             reviewed: revision,
         });
     }
-    let moves_units =
-        stored.plan.steps.iter().any(|s| matches!(s, crate::core::PlanStep::MoveUnits { .. }));
+    // A plan that moves unit sets, or moves a zone among three or more zones (a zone drain),
+    // needs its maps back on restore.
+    let among_n = !state.table().zones().is_two();
+    let moves_units = stored.plan.steps.iter().any(|s| match s {
+        crate::core::PlanStep::MoveUnits { .. } => true,
+        crate::core::PlanStep::MoveZone { .. } => among_n,
+        _ => false,
+    });
     if let Some(detail) = busy_reason(&state) {
         return Err(if state.active_run().is_some() {
             StartError::RunActive { detail }

@@ -399,6 +399,9 @@ pub struct DryRunInputs<'a> {
     /// The table's release channels: a step that empties a channel's zone in its domain
     /// suspends it (its users get its fallback), one that gives the zone units back resumes it.
     pub channels: &'a [super::channel::Channel],
+    /// The units each zone owns in the default domain, by zone index: what a zone move among
+    /// three or more zones (a zone drain) starts from. Unused on two zones.
+    pub zone_units: &'a [u32],
 }
 
 /// One step of the dry run.
@@ -570,7 +573,42 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             }
             *blue = to;
         };
+        // A zone move among three or more zones: the units it gives away (not a dial move).
+        let mut zone_moved: Option<u32> = None;
         let description = match step {
+            PlanStep::MoveZone { zone, to_percent, mode, .. } if !inputs.zones.is_two() => {
+                let defaults =
+                    if *mode == DrainMode::Evacuate { inputs.evacuate } else { inputs.maintenance };
+                let verb = if *mode == DrainMode::Evacuate { "evacuate" } else { "drain" };
+                let owned = inputs
+                    .zones
+                    .color_in(zone)
+                    .and_then(|c| inputs.zone_units.get(c.index()).copied())
+                    .unwrap_or(0);
+                let keep = Share::from_percent(*to_percent, units).map_or(owned, |s| s.blue_units);
+                if keep > owned {
+                    holds.push(format!(
+                        "would fail: {zone} owns {owned} units; among {} zones a zone move only gives units away (a move_units step gives a zone more)",
+                        inputs.zones.len()
+                    ));
+                }
+                let moved = owned.saturating_sub(keep);
+                let step_units = defaults.step_units.max(1);
+                let n = u64::from(moved.div_ceil(step_units));
+                expected_ms = n.saturating_sub(1) * defaults.interval_ms;
+                zone_moved = Some(moved);
+                if moved > 0 {
+                    holds.push(
+                        "a zone move among three or more zones is a zone drain: its receivers' health and capacity are judged when it runs (the dry run does not project them)"
+                            .to_owned(),
+                    );
+                }
+                format!(
+                    "{verb} {zone} to {to_percent}% among the other live zones: {moved} unit(s) in {n} step(s) of up to {}% every {} ms",
+                    percent_of(step_units, units),
+                    defaults.interval_ms
+                )
+            }
             PlanStep::MoveZone { zone, to_percent, mode, .. } => {
                 let color = inputs.zones.color_in(zone).unwrap_or(ZoneId::BLUE);
                 let share =
@@ -667,7 +705,11 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             holds.push(format!("would hold: insufficient_capacity: {}", verdict.explain()));
         }
         blues.insert(domain.clone(), blue);
-        let channels = if matches!(step, PlanStep::MoveZone { .. } | PlanStep::Dial { .. }) {
+        let channels = if zone_moved.is_some() {
+            // The channel arithmetic is the dial's (two zones); a zone drain's suspensions are
+            // the state's when it runs.
+            Vec::new()
+        } else if matches!(step, PlanStep::MoveZone { .. } | PlanStep::Dial { .. }) {
             let d = domain.as_deref();
             settle_channels(inputs.channels, &mut suspended, inputs.zones, d, blue, units)
         } else {
@@ -685,7 +727,7 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             description,
             blue_percent_before: percent_of(before, units),
             blue_percent_after: percent_of(blue, units),
-            users_moved_percent: percent_of(before.abs_diff(blue), units),
+            users_moved_percent: percent_of(zone_moved.unwrap_or(before.abs_diff(blue)), units),
             capacity: verdict,
             expected_ms,
             holds,

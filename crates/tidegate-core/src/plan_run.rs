@@ -21,6 +21,7 @@ use super::dial::Share;
 use super::drain::{Drain, DrainMode, DrainPlan, DrainStatus};
 use super::plan::{HttpCall, Plan, PlanStep, StepDefaults};
 use super::zone::{ZoneId, Zones};
+use super::zone_drain::Receivers;
 
 /// How long past its timeout a call's claim lasts: the claimer's time to log the result. After
 /// that the claim has expired (its caller died or lost the log) and another attempt may start.
@@ -201,6 +202,9 @@ pub struct RunReadings<'a> {
     pub units: u32,
     /// The blue units of the current step's domain (the default domain for steps without one).
     pub blue_units: u32,
+    /// For a `MoveZone` step on a table of three or more zones: the units its zone owns in the
+    /// step's domain (0 otherwise).
+    pub zone_units: u32,
     /// The drain the current step started, as the state has it now.
     pub drain: Option<&'a Drain>,
     /// How drains of each mode step (from the configuration).
@@ -285,6 +289,12 @@ impl PlanRun {
             _ => return None,
         }
         let step = self.plan.steps.get(self.step)?;
+        if !self.in_step
+            && let PlanStep::MoveZone { zone, to_percent, mode, domain } = step
+            && !r.zones.is_two()
+        {
+            return Some(self.start_zone_drain(r, zone, *to_percent, *mode, domain));
+        }
         if !self.in_step {
             let drain = match step {
                 PlanStep::MoveZone { zone, mode, domain, .. } => {
@@ -427,6 +437,66 @@ impl PlanRun {
             Some(_) => Some(self.switch_ms(0) <= self.plan.rto_ms),
             None if self.is_active() => None,
             None => Some(false),
+        }
+    }
+
+    /// Starts a `MoveZone` step on a table of three or more zones: a zone drain among N, as
+    /// `POST /v1/drains` starts one without `to`. The zone keeps `to_percent` of the units (its
+    /// lowest ones) and gives the rest, a step at a time, to every other live zone by free room.
+    /// A zone move there only gives units away (`move_units` gives a zone more), and needs a run
+    /// that keeps its unit maps ([`PlanRun::start_maps`]): its restore is a map, not a dial.
+    fn start_zone_drain(
+        &self,
+        r: &RunReadings<'_>,
+        zone: &str,
+        to_percent: f64,
+        mode: DrainMode,
+        domain: &Option<String>,
+    ) -> Decision {
+        let step = self.step;
+        let fail = |reason: String| Decision::Fail { reason };
+        let Some(color) = r.zones.color_in(zone) else {
+            return fail(format!("step {}: zone `{zone}` is not in the table", step + 1));
+        };
+        if self.start_maps.is_none() {
+            return fail(format!(
+                "step {}: a zone move among {} zones is a zone drain, and this run was started without its unit maps (a record of the release before); start it again",
+                step + 1,
+                r.zones.len()
+            ));
+        }
+        let keep = Share::from_percent(to_percent, r.units).map_or(r.zone_units, |s| s.blue_units);
+        if keep > r.zone_units {
+            return fail(format!(
+                "step {}: {zone} owns {} units and the step asks for {keep}; among {} zones a zone move only gives units away (a move_units step gives a zone more)",
+                step + 1,
+                r.zone_units,
+                r.zones.len()
+            ));
+        }
+        if keep == r.zone_units {
+            return Decision::StartStep { step, drain: None };
+        }
+        let receivers =
+            match super::zone_drain::receiving_zones(r.zones, color, &Receivers::Spread, 1) {
+                Ok(list) => list,
+                Err(e) => return fail(format!("step {}: {e}", step + 1)),
+            };
+        let d = if mode == DrainMode::Evacuate { r.evacuate } else { r.maintenance };
+        Decision::StartStep {
+            step,
+            drain: Some(DrainPlan {
+                zone: zone.to_owned(),
+                color,
+                target_blue_units: keep,
+                step_units: d.step_units.max(1),
+                interval_ms: d.interval_ms.max(1),
+                guard: d.guard,
+                mode,
+                domain: domain.clone().filter(|d| d != super::DEFAULT_DOMAIN),
+                freeze_ms: None,
+                receivers: Some(receivers),
+            }),
         }
     }
 
