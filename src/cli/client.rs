@@ -518,7 +518,7 @@ pub fn cluster_table(answered_by: &str, v: &Value) -> String {
         log["where"].as_str().unwrap_or("?"),
         log["state_hash"].as_str().unwrap_or("-"),
     );
-    let rows: Vec<[String; 7]> = v["replicas"]
+    let rows: Vec<[String; 8]> = v["replicas"]
         .as_array()
         .into_iter()
         .flatten()
@@ -531,14 +531,15 @@ pub fn cluster_table(answered_by: &str, v: &Value) -> String {
                 text("status").to_uppercase(),
                 num(&r["applied_version"]),
                 num(&r["behind"]),
+                num(&r["format"]),
                 text("last_seen"),
                 text("url"),
             ]
         })
         .collect();
-    let header =
-        ["REPLICA", "ZONE", "STATUS", "VERSION", "BEHIND", "LAST SEEN", "URL"].map(String::from);
-    let mut widths = [0; 7];
+    let header = ["REPLICA", "ZONE", "STATUS", "VERSION", "BEHIND", "FORMAT", "LAST SEEN", "URL"]
+        .map(String::from);
+    let mut widths = [0; 8];
     for row in std::iter::once(&header).chain(&rows) {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.len());

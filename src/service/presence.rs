@@ -159,6 +159,10 @@ pub struct ReplicaView {
     pub state_hash: Option<String>,
     /// The highest applied version any replica announced, minus this row's.
     pub behind: u64,
+    /// The newest record format it reads (`core::FORMAT_LEVEL` of its release; 1 from a release
+    /// that did not announce it): during a rolling upgrade, the rows still below this release's
+    /// level are the replicas left to upgrade.
+    pub format: u32,
     pub started_at_ms: Option<u64>,
     pub last_seen_ms: u64,
     /// `live` or `lost`.
@@ -191,6 +195,7 @@ pub fn view(
             applied_position: a.applied_position,
             state_hash: a.state_hash.clone(),
             behind: 0,
+            format: a.supports,
             started_at_ms: Some(a.started_at_ms),
             last_seen_ms: a.at_ms,
             status,
@@ -342,6 +347,7 @@ impl Presence {
             applied_position: log.next_position,
             state_hash: log.state_hash.map(|h| format!("{h:016x}")),
             behind: 0,
+            format: crate::core::FORMAT_LEVEL,
             started_at_ms: Some(self.started_at_ms),
             last_seen_ms: now_ms,
             status: "live",
@@ -521,6 +527,7 @@ mod tests {
             applied_position: Some(version),
             state_hash: None,
             behind: 0,
+            format: crate::core::FORMAT_LEVEL,
             started_at_ms: Some(0),
             last_seen_ms: 10_000,
             status: "live",
