@@ -4,6 +4,8 @@
 #   scripts/bench.sh            # full: 5 alternating rounds of 10 s, 1 000 000 log entries
 #   scripts/bench.sh --smoke    # a few seconds each, debug build (CI runs this so the script
 #                               # cannot rot; its ratios mean nothing)
+#   scripts/bench.sh --smoke-build  # only the smoke run's builds (scripts/test.sh makes them
+#                               # beside the test run, so the smoke run afterwards starts at once)
 #
 # Builds tidegate (release) and the bare hyper reference (benches/bare-hyper, its own workspace),
 # starts and stops every process it uses on 127.0.0.1, and prints ratios as p50 (min-max) over
@@ -34,7 +36,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 smoke=0
+build_only=0
 [ "${1:-}" = "--smoke" ] && smoke=1
+[ "${1:-}" = "--smoke-build" ] && smoke=1 && build_only=1
 if [ "$smoke" = 1 ]; then
   rounds=1; duration=2; entries=20000; watchers=200; batch_seconds=1; lanes_smoke=smoke
 else
@@ -67,6 +71,10 @@ cargo build "${profile_flag[@]}" -j 2 --manifest-path benches/bare-hyper/Cargo.t
 # The library benches share tidegate's target dir, so they reuse its compiled dependencies.
 cargo build "${profile_flag[@]}" -j 2 --manifest-path benches/tidegate-bench/Cargo.toml \
   --target-dir "$target" >&2
+if [ "$build_only" = 1 ]; then
+  echo "bench: built the smoke run's binaries" >&2
+  exit 0
+fi
 tidegate="$target/$profile_dir/tidegate"
 bare="$target/bare-hyper/$profile_dir/bare-hyper"
 batch_bench="$target/$profile_dir/batch"

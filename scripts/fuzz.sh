@@ -28,6 +28,13 @@ case "${FUZZ_PROFILE:-dev}" in
   *) echo "scripts/fuzz.sh: FUZZ_PROFILE must be dev or release, not ${FUZZ_PROFILE}" >&2; exit 1 ;;
 esac
 target_dir="${FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-../target}/fuzz}"
+# `fuzz.sh build` only builds every target (scripts/test.sh does it beside the test run, so the
+# runs afterwards start at once).
+if [[ "${1:-}" == "build" ]]; then
+  cargo +nightly fuzz build "$profile" --target-dir "$target_dir"
+  echo "fuzz: built log_decoder, config_loader, sse_parser"
+  exit 0
+fi
 for target in log_decoder config_loader sse_parser; do
   echo "== fuzz $target for ${seconds}s"
   mkdir -p "corpus/$target"

@@ -84,6 +84,11 @@ if [[ -z "${POSTGRES_RUN_DIR:-}" ]]; then
 fi
 stop_components() {
   local rc=$?
+  # Side builds still running when a step failed (see the cargo test step) stop too.
+  if [[ -n "${side_builds:-}" ]] && kill -0 "$side_builds" 2>/dev/null; then
+    pkill -TERM -P "$side_builds" 2>/dev/null || true
+    kill -TERM "$side_builds" 2>/dev/null || true
+  fi
   bash scripts/kafka.sh stop >/dev/null 2>&1 || true
   bash scripts/postgres.sh stop >/dev/null 2>&1 || true
   # The logs stay for a post-mortem when something failed.
@@ -118,11 +123,37 @@ export POSTGRES_TEST_URL
 echo "PostgreSQL at $POSTGRES_TEST_URL"
 
 CARGO_TARGET_DIR_RESOLVED="${CARGO_TARGET_DIR:-$PWD/target}"
-echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy; benches once in test mode)"
+echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy, a rolling upgrade; benches once in test mode)"
 # The examples as binaries first: tests/pg_zero_loss.rs runs examples/zone_writer as the zones'
 # writers, and `cargo test` builds examples without putting them at target/debug/examples/.
 cargo build -j 2 --examples
+cargo test -j 2 --all-targets --no-run
+# While the tests run (most of their time is waiting on real time: brokers, browsers, timeouts),
+# the builds that later steps need go on beside them at a lower priority, each in a target dir
+# that cargo test no longer locks: the previous release's binary for tests/rolling_upgrade.rs
+# (scripts/release-bin.sh; the test waits for it), the fuzz targets (nightly, instrumented) and
+# the benchmark smoke run's binaries. On a fresh machine that hides about 9 minutes of building.
+side_log="$(mktemp /tmp/tidegate-side-builds.XXXXXX)"
+TIDEGATE_RELEASE_BIN="$(bash scripts/release-bin.sh --path)" ||
+  { echo "scripts/test.sh: no previous release to build (see above); tests/rolling_upgrade.rs needs it" >&2; exit 1; }
+export TIDEGATE_RELEASE_BIN
+(
+  set -e
+  nice -n 10 bash scripts/release-bin.sh
+  FUZZ_TARGET_DIR="${FUZZ_TARGET_DIR:-$HOME/.cache/tidegate-fuzz-target}" nice -n 10 bash scripts/fuzz.sh build
+  nice -n 10 bash scripts/bench.sh --smoke-build
+) >"$side_log" 2>&1 &
+side_builds=$!
+echo "side builds (pid $side_builds, log $side_log): the previous release at $TIDEGATE_RELEASE_BIN, the fuzz targets, the benchmarks"
+side_started=$SECONDS
 cargo test -j 2 --all-targets
+if ! wait "$side_builds"; then
+  tail -n 60 "$side_log" >&2
+  echo "scripts/test.sh: a side build failed (the whole log: $side_log)" >&2
+  exit 1
+fi
+echo "side builds done $((SECONDS - side_started)) s after the tests started: $(grep -h 'built in\|^fuzz: built\|^bench: built' "$side_log" | tr '\n' ' ')"
+rm -f "$side_log"
 
 # The packages, from the binary the tests just ran (docs/src/install.md): the .deb installed with
 # dpkg -i, its units verified, started as the units start it, removed and purged; the container

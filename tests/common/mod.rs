@@ -90,7 +90,24 @@ impl Server {
         port: u16,
         env: &[(&str, &str)],
     ) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        Server::start_bin(
+            Path::new(env!("CARGO_BIN_EXE_tidegate")),
+            config_file,
+            data_dir,
+            port,
+            env,
+        )
+    }
+
+    /// Starts `bin`, another release's `tidegate` (a rolling upgrade's older replicas).
+    pub fn start_bin(
+        bin: &Path,
+        config_file: &Path,
+        data_dir: &Path,
+        port: u16,
+        env: &[(&str, &str)],
+    ) -> Server {
+        let mut child = Command::new(bin)
             .envs(env.iter().copied())
             .args(["serve", "--address", "127.0.0.1", "--port", &port.to_string()])
             .arg("--config")

@@ -73,7 +73,39 @@ impl Replicas {
         Replicas::start_with(bootstrap, topic, count, extra, false, "")
     }
 
+    /// [`Replicas::start`] running `bin`, another release's `tidegate` (see
+    /// [`Replicas::upgrade`]).
+    pub fn start_release(
+        bin: &Path,
+        bootstrap: &str,
+        topic: &str,
+        count: usize,
+        extra: &str,
+    ) -> Replicas {
+        Replicas::start_full(Some(bin), bootstrap, topic, count, extra, true, "")
+    }
+
     fn start_with(
+        bootstrap: &str,
+        topic: &str,
+        count: usize,
+        extra: &str,
+        allow_under_replicated: bool,
+        store_keys: &str,
+    ) -> Replicas {
+        Replicas::start_full(
+            None,
+            bootstrap,
+            topic,
+            count,
+            extra,
+            allow_under_replicated,
+            store_keys,
+        )
+    }
+
+    fn start_full(
+        bin: Option<&Path>,
         bootstrap: &str,
         topic: &str,
         count: usize,
@@ -92,7 +124,10 @@ impl Replicas {
         };
         for n in 1..=count {
             let file = replicas.write_config(bootstrap, topic, n, extra);
-            let server = Server::start(&file, &replicas.data_dir(n - 1));
+            let server = match bin {
+                Some(bin) => Server::start_bin(bin, &file, &replicas.data_dir(n - 1), 0, &[]),
+                None => Server::start(&file, &replicas.data_dir(n - 1)),
+            };
             replicas.urls.push(server.url.clone());
             replicas.configs.push(file);
             replicas.servers.push(Some(server));
@@ -144,6 +179,21 @@ impl Replicas {
         assert!(self.servers[i].is_none(), "replica {i} is still running");
         let port: u16 = self.urls[i].rsplit(':').next().unwrap().parse().unwrap();
         let server = Server::start_at(&self.configs[i], &self.data_dir(i), port);
+        self.servers[i] = Some(server);
+    }
+
+    /// One step of a rolling upgrade: stops replica `i` cleanly (SIGTERM, as a service manager
+    /// does) and starts `bin` (`None`: this build's binary) in its place, on its port, with its
+    /// configuration and data directory.
+    pub fn upgrade(&mut self, i: usize, bin: Option<&Path>) {
+        if let Some(server) = self.servers[i].take() {
+            server.terminate();
+        }
+        let port: u16 = self.urls[i].rsplit(':').next().unwrap().parse().unwrap();
+        let server = match bin {
+            Some(bin) => Server::start_bin(bin, &self.configs[i], &self.data_dir(i), port, &[]),
+            None => Server::start_at(&self.configs[i], &self.data_dir(i), port),
+        };
         self.servers[i] = Some(server);
     }
 

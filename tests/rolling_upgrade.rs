@@ -1,0 +1,261 @@
+//! The rolling upgrade of docs/src/upgrades.md, run as written (issue 26): three replicas of the
+//! previous release (a real binary built from this repository's history by
+//! `scripts/release-bin.sh`, which reads record formats up to 6) on one Kafka command topic, with
+//! writers sending dial and pin changes through all of them the whole time. One replica at a time
+//! is stopped (SIGTERM) and this build started in its place, on its port and data directory; the
+//! next waits until `GET /v1/cluster` shows every replica live with `behind: 0`.
+//!
+//! Checked along the way:
+//! - the mixed cluster refuses a change of the new format (a plan run that restores unit maps,
+//!   format 7) with 409 `format_not_supported` naming the old replicas, while dials and pins (format
+//!   1) go on;
+//! - the control: an old replica that is paused (SIGSTOP) past three announcement intervals is lost
+//!   to the gate, so the format-7 record is written; resumed, the old binary stops at that record
+//!   (`/readyz` 503 `store_unavailable`) instead of skipping it, and upgrading it lets it go on;
+//! - at the end the history checker proves the whole run: nothing acknowledged lost or applied
+//!   twice, every replica the same history, and the same state hash at every version sampled,
+//!   old binary or new;
+//! - the plan run, once every replica reads format 7, moves the units.
+//!
+//! `TIDEGATE_RELEASE_BIN` names the older binary (scripts/test.sh sets it from
+//! `scripts/release-bin.sh --path` and builds it beside the test run; the test waits for its
+//! `.built` marker); without it the test fails and says how to build one.
+
+mod common;
+mod ha_support;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::kafka;
+use common::{OPERATOR_TOKEN, get_json, post_json, put_json, wait_until};
+use ha_support::history::{self, Answer, Op};
+use ha_support::{
+    Replicas, Sampler, WriterOptions, Writers, agent, converge, decided_history, distribution,
+    try_get,
+};
+use serde_json::{Value, json};
+
+fn release_bin() -> PathBuf {
+    let bin = std::env::var_os("TIDEGATE_RELEASE_BIN").map(PathBuf::from).unwrap_or_else(|| {
+        panic!(
+            "TIDEGATE_RELEASE_BIN is not set: it names the previous release's binary; build it with \
+             `TIDEGATE_RELEASE_BIN=$(bash scripts/release-bin.sh) cargo test --test rolling_upgrade` \
+             (scripts/test.sh does)"
+        )
+    });
+    // scripts/test.sh builds it beside the test run: wait for it (or for why it failed).
+    let built = bin.with_extension("built");
+    let failed = bin.with_extension("failed");
+    let ready = wait_until(Duration::from_secs(900), || built.is_file() || failed.is_file());
+    if let Ok(why) = std::fs::read_to_string(&failed) {
+        panic!("the previous release's binary was not built: {why}");
+    }
+    assert!(
+        ready,
+        "the previous release's binary was not built within 15 minutes: {}",
+        bin.display()
+    );
+    assert!(bin.is_file(), "TIDEGATE_RELEASE_BIN={} is not a file", bin.display());
+    bin
+}
+
+/// `GET /v1/cluster` from `url`, if it answers.
+fn cluster(url: &str) -> Option<Value> {
+    let (status, body) = try_get(&agent(Duration::from_secs(2)), &format!("{url}/v1/cluster"))?;
+    (status == 200).then_some(body)
+}
+
+/// `(id, status, behind, format)` of each row of `GET /v1/cluster` from `url`.
+fn rows(url: &str) -> Vec<(String, String, u64, u64)> {
+    cluster(url)
+        .and_then(|c| c["replicas"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap_or("?").to_owned(),
+                r["status"].as_str().unwrap_or("?").to_owned(),
+                r["behind"].as_u64().unwrap_or(u64::MAX),
+                // The previous release does not show `format`: 0 here.
+                r["format"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// The upgrade's wait: `url` lists three live replicas, and has itself applied at least
+/// `version` (what the others had applied when it was stopped: it caught up with the log). Not
+/// `behind: 0` for every row: under steady writes the others' rows, from announcements every 2 s,
+/// trail by the changes made since their last one.
+fn settled(url: &str, version: u64) -> bool {
+    let rows = rows(url);
+    let own = cluster(url).and_then(|c| c["log"]["state_version"].as_u64()).unwrap_or(0);
+    rows.len() == 3 && rows.iter().all(|(_, status, ..)| status == "live") && own >= version
+}
+
+fn version(url: &str) -> u64 {
+    get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap()
+}
+
+#[test]
+fn a_rolling_upgrade_from_the_previous_release_loses_no_acknowledged_change() {
+    let started = Instant::now();
+    let old = release_bin();
+    let topic = kafka::unique("rolling-upgrade");
+    let mut replicas = Replicas::start_release(&old, &kafka::bootstrap(), &topic, 3, "");
+    let urls = replicas.urls.clone();
+    assert!(
+        wait_until(Duration::from_secs(30), || settled(&urls[0], 1)),
+        "the previous release's replicas never saw each other: {:?}",
+        rows(&urls[0])
+    );
+    let green = get_json(&format!("{}/v1/routing", urls[0])).1["colors"]["green"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The plan is stored at format 3, which every release reads; running it needs format 7 (a
+    // run of a plan with unit moves keeps the maps it started from, to restore them).
+    let (status, body) = put_json(
+        &format!("{}/v1/plans/give-green", urls[0]),
+        OPERATOR_TOKEN,
+        json!({"steps": [{"type": "move_units", "moves": [{"units": "0-9", "zone": green}]}],
+               "rto": "5m", "expected_version": version(&urls[0]), "reason": "rolling upgrade"}),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    let sampler = Sampler::start(urls.clone(), Duration::from_millis(100));
+    let options =
+        WriterOptions { pause_ms: (20, 60), ..WriterOptions::new(3, Duration::from_secs(10)) };
+    let writing = Writers::start_with(options, urls.clone());
+    assert!(wait_until(Duration::from_secs(20), || writing.changed() >= 30), "no writes");
+
+    let mut upgrade_took = Vec::new();
+    let mut run_id = None;
+    for i in 0..3 {
+        let t = Instant::now();
+        let others = (0..3).filter(|j| *j != i).map(|j| version(&urls[j])).max().unwrap();
+        replicas.upgrade(i, None);
+        assert!(
+            wait_until(Duration::from_secs(60), || settled(&urls[i], others)),
+            "r{} was not live with every replica caught up within 60 s: {:?}\n{}",
+            i + 1,
+            rows(&urls[i]),
+            (0..3)
+                .map(|j| format!(
+                    "r{}: /readyz {:?}\n{}",
+                    j + 1,
+                    get_json(&format!("{}/readyz", urls[j])),
+                    replicas.stderr(j).lines().rev().take(8).collect::<Vec<_>>().join("\n")
+                ))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        upgrade_took.push(t.elapsed());
+        let formats: Vec<u64> = rows(&urls[i]).iter().map(|r| r.3).collect();
+        let want: Vec<u64> = (0..3)
+            .map(|j| if j <= i { u64::from(tidegate::core::FORMAT_LEVEL) } else { 6 })
+            .collect();
+        assert_eq!(formats, want, "the cluster view names who is left to upgrade");
+        if i == 0 {
+            // Two old replicas live: the format-7 change is refused, naming them, and nothing
+            // is written; the writers' dials and pins go on meanwhile.
+            let before = writing.changed();
+            let (status, body) = post_json(
+                &format!("{}/v1/plans/give-green/run", urls[0]),
+                OPERATOR_TOKEN,
+                json!({"reason": "too early"}),
+            );
+            assert_eq!((status, body["error"].as_str()), (409, Some("format_not_supported")));
+            let detail = body["detail"].as_str().unwrap();
+            assert!(
+                detail.contains("r2 (reads format 6)") && detail.contains("r3 (reads format 6)"),
+                "{detail}"
+            );
+            assert!(
+                wait_until(Duration::from_secs(10), || writing.changed() >= before + 10),
+                "the writers stalled on the mixed cluster"
+            );
+        }
+        if i == 1 {
+            // The control: r3 (old) paused past three announcement intervals is lost to the
+            // gate, so the format-7 record is written.
+            replicas.signal(2, "-STOP");
+            assert!(
+                wait_until(Duration::from_secs(15), || rows(&urls[0])
+                    .iter()
+                    .any(|(id, status, ..)| id == "r3" && status == "lost")),
+                "r3 never counted as lost: {:?}",
+                rows(&urls[0])
+            );
+            let (status, body) = post_json(
+                &format!("{}/v1/plans/give-green/run", urls[0]),
+                OPERATOR_TOKEN,
+                json!({"reason": "r3 looks gone"}),
+            );
+            assert_eq!(status, 201, "{body}");
+            run_id = body["id"].as_u64().or(body["run"]["id"].as_u64());
+            // Resumed, the old binary stops at the record it cannot read, never skips it.
+            replicas.signal(2, "-CONT");
+            let mut ready = (0, Value::Null);
+            let stopped = wait_until(Duration::from_secs(20), || {
+                ready = get_json(&format!("{}/readyz", urls[2]));
+                ready.0 == 503 && ready.1["error"] == "store_unavailable"
+            });
+            assert!(stopped, "the old replica did not stop at the format-7 record: {ready:?}");
+            eprintln!(
+                "[figures] the old r3 at the format-7 record: /readyz {} {}",
+                ready.0, ready.1
+            );
+        }
+    }
+    assert!(run_id.is_some(), "the control's run started");
+    // Upgraded, r3 goes on from the record it stopped at: every replica agrees.
+    let log = writing.finish();
+    converge(&replicas, Duration::from_secs(30));
+    let samples = sampler.finish();
+    let histories: Vec<(String, Vec<history::Decided>)> = urls
+        .iter()
+        .enumerate()
+        .map(|(i, url)| (format!("r{}", i + 1), decided_history(url)))
+        .collect();
+    let ops: Vec<Op> = log.iter().map(|(op, _)| op.clone()).collect();
+    let report = history::check(&ops, &histories, &samples).unwrap_or_else(|errors| {
+        panic!("the history checker failed ({} problems):\n{}", errors.len(), errors.join("\n"))
+    });
+    assert!(report.acked >= 30, "{report:?}");
+    assert!(
+        report.hash_versions > 0,
+        "the replicas' state hashes were compared at some versions: {report:?}"
+    );
+    // The run, once written, completed, as r3 (the replica that had stopped at it) tells.
+    let run = run_id.unwrap();
+    let mut report_body = Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            report_body = get_json(&format!("{}/v1/plans/give-green/runs/{run}", urls[2])).1;
+            report_body["state"] == "completed"
+        }),
+        "the plan run did not complete: {report_body}"
+    );
+
+    // The longest time no write was acknowledged, with the upgrades in it.
+    let mut acked: Vec<Instant> = log
+        .iter()
+        .filter(|(op, _)| matches!(op.answer, Answer::Acked { .. }))
+        .map(|(_, t)| t.ended)
+        .collect();
+    acked.sort();
+    let gap = acked.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default();
+    let unknown = log.iter().filter(|(_, t)| t.hit_failure).count();
+    eprintln!(
+        "[figures] rolling upgrade of 3 replicas from {} to this build: {} ({report:?}); {} changes \
+         met a stopped replica and were retried; longest time without an acknowledged write {:.2} s; \
+         {:.1} s in all",
+        old.display(),
+        distribution("stop to live and caught up", &upgrade_took),
+        unknown,
+        gap.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}
