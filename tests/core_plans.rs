@@ -62,6 +62,8 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
         busy: None,
         channels: &[],
         zone_units: &[],
+        unit_map: None,
+        zone_loads: &[],
     };
     // Evacuating to 20 % moves 300 rps (fits: 800); the dial to 0 then adds the last 200: 1000
     // fits exactly; a maintenance drain of the sick zone would hold on its errors.
@@ -157,6 +159,8 @@ fn a_step_of_a_named_domain_moves_that_domains_dial_and_leaves_the_default_one()
         busy: None,
         channels: &[],
         zone_units: &[],
+        unit_map: None,
+        zone_loads: &[],
     };
     let dial = |percent: f64, domain: Option<&str>| PlanStep::Dial {
         blue_percent: percent,
@@ -246,6 +250,8 @@ fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
         busy: None,
         channels: &channels,
         zone_units: &[],
+        unit_map: None,
+        zone_loads: &[],
     };
     let dial = |percent: f64| PlanStep::Dial { blue_percent: percent, domain: None };
     let run = dry_run(&plan(vec![dial(80.0), dial(100.0), dial(60.0)], 60_000), &inputs);
@@ -262,4 +268,135 @@ fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
     let run = dry_run(&plan(vec![in_search(100.0)], 60_000), &inputs);
     assert_eq!(run.steps[0].channels.len(), 1, "{:?}", run.steps[0].channels);
     assert!(run.steps[0].channels[0].starts_with("suspends channel search-v2"));
+}
+
+/// A `move_units` step is projected per receiving zone on three zones, as `PUT /v1/units` judges
+/// a move, and a later step is judged against the load an earlier one moved there: units 0-9
+/// of az-b (50 units at 500 rps) add 100 rps to az-c (100 rps, 250 allowed) and fit; 10-19 then
+/// bring az-c to 300 rps and the step holds, naming az-c. Control: without per-zone loads the
+/// dry run says it does not project the move.
+#[test]
+fn unit_moves_are_projected_per_receiving_zone_and_carry_their_load() {
+    use tidegate::core::{PlanMove, UnitMap, UnitSet, ZoneClass, ZoneSpec};
+    let zones = Zones::from_specs(vec![
+        ZoneSpec::new("az-b", "blue", ZoneClass::Rzone),
+        ZoneSpec::new("az-a", "green", ZoneClass::Rzone),
+        ZoneSpec::new("az-c", "red", ZoneClass::Rzone),
+    ])
+    .unwrap();
+    // az-b 0-49, az-a 50-89, az-c 90-99.
+    let map = UnitMap::dial(100, 50).moved(&UnitSet::parse("90-99", 100).unwrap(), ZoneId(2));
+    let loads = vec![
+        load("az-b", 500.0, Capacity::Unchecked),
+        load("az-a", 400.0, Capacity::Rps(1000.0)),
+        load("az-c", 100.0, Capacity::Rps(250.0)),
+    ];
+    let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
+    let no_domains = std::collections::BTreeMap::new();
+    let inputs = DryRunInputs {
+        zones: &zones,
+        units: 100,
+        blue_units: 50,
+        domain_blue_units: &no_domains,
+        blue_load: &loads[0],
+        green_load: &loads[1],
+        headroom: 0.0,
+        blue_health: &fine,
+        green_health: &fine,
+        maintenance: defaults(10, 1_000),
+        evacuate: defaults(25, 1_000),
+        preconditions: &[("db".into(), Ok(true))],
+        backlog: [Some(0), Some(0)],
+        busy: None,
+        channels: &[],
+        zone_units: &[50, 40, 10],
+        unit_map: Some(&map),
+        zone_loads: &loads,
+    };
+    let give = |units: &str| PlanStep::MoveUnits {
+        moves: vec![PlanMove {
+            units: UnitSet::parse(units, 100).unwrap(),
+            zone: "az-c".into(),
+            domain: None,
+        }],
+    };
+    let run = dry_run(&plan(vec![give("0-9"), give("10-19")], 60_000), &inputs);
+    let projected = |i: usize| match &run.steps[i].capacity {
+        Verdict::Fits(p) | Verdict::Exceeds(p) => (p.zone.clone(), p.projected_rps),
+        other => panic!("step {i}: {other:?}"),
+    };
+    assert!(matches!(run.steps[0].capacity, Verdict::Fits(_)), "{:?}", run.steps[0]);
+    assert_eq!(projected(0), ("az-c".to_owned(), 200.0));
+    assert!(matches!(run.steps[1].capacity, Verdict::Exceeds(_)), "{:?}", run.steps[1]);
+    assert_eq!(projected(1), ("az-c".to_owned(), 300.0), "the first step's 100 rps carried");
+    assert!(
+        run.steps[1]
+            .holds
+            .iter()
+            .any(|h| h.contains("insufficient_capacity") && h.contains("az-c")),
+        "{:?}",
+        run.steps[1].holds
+    );
+    // Control: no per-zone loads, no projection.
+    let blind = DryRunInputs { unit_map: None, zone_loads: &[], ..inputs.clone() };
+    let run = dry_run(&plan(vec![give("0-9"), give("10-19")], 60_000), &blind);
+    assert!(matches!(run.steps[1].capacity, Verdict::Unchecked));
+    assert!(run.steps[1].holds.iter().any(|h| h.contains("does not project")));
+}
+
+/// A `drain` step among three zones is projected as the zone drain runs it: az-c's 40 units
+/// (400 rps) spread over az-b and az-a by free room. With 300 + 100 rps free they fit exactly;
+/// with 300 + 50 free the 400 rps cannot fit anywhere and the step holds on capacity.
+#[test]
+fn a_zone_drain_among_three_is_projected_by_free_room() {
+    use tidegate::core::{UnitMap, UnitSet, ZoneClass, ZoneSpec};
+    let zones = Zones::from_specs(vec![
+        ZoneSpec::new("az-b", "blue", ZoneClass::Rzone),
+        ZoneSpec::new("az-a", "green", ZoneClass::Rzone),
+        ZoneSpec::new("az-c", "red", ZoneClass::Rzone),
+    ])
+    .unwrap();
+    let map = UnitMap::dial(100, 30).moved(&UnitSet::parse("60-99", 100).unwrap(), ZoneId(2));
+    let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
+    let no_domains = std::collections::BTreeMap::new();
+    let project = |az_a_capacity: f64| {
+        let loads = vec![
+            load("az-b", 500.0, Capacity::Rps(800.0)),
+            load("az-a", 500.0, Capacity::Rps(az_a_capacity)),
+            load("az-c", 400.0, Capacity::Unchecked),
+        ];
+        let inputs = DryRunInputs {
+            zones: &zones,
+            units: 100,
+            blue_units: 30,
+            domain_blue_units: &no_domains,
+            blue_load: &loads[0],
+            green_load: &loads[1],
+            headroom: 0.0,
+            blue_health: &fine,
+            green_health: &fine,
+            maintenance: defaults(10, 1_000),
+            evacuate: defaults(25, 1_000),
+            preconditions: &[("db".into(), Ok(true))],
+            backlog: [Some(0), Some(0)],
+            busy: None,
+            channels: &[],
+            zone_units: &[30, 30, 40],
+            unit_map: Some(&map),
+            zone_loads: &loads,
+        };
+        let step = PlanStep::MoveZone {
+            zone: "az-c".into(),
+            to_percent: 0.0,
+            mode: DrainMode::Maintenance,
+            domain: None,
+        };
+        dry_run(&plan(vec![step], 60_000), &inputs).steps.remove(0)
+    };
+    let roomy = project(600.0);
+    assert!(matches!(roomy.capacity, Verdict::Fits(_)), "{roomy:?}");
+    assert_eq!(roomy.users_moved_percent, 40.0);
+    let tight = project(550.0);
+    assert!(matches!(tight.capacity, Verdict::Exceeds(_)), "{tight:?}");
+    assert!(tight.holds.iter().any(|h| h.contains("insufficient_capacity")), "{:?}", tight.holds);
 }

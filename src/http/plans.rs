@@ -320,6 +320,7 @@ async fn post_dry_run(
     let stored = state.plan(name).ok_or_else(|| not_found(name))?.clone();
     let table = state.table_arc();
     let zones = app.config.zones.clone();
+    let names: Vec<String> = table.zones().iter().map(|(_, z)| z.name.clone()).collect();
     let (health, capacities, preconditions, lanes) = (
         Arc::clone(&app.health),
         Arc::clone(&app.capacities),
@@ -341,11 +342,13 @@ async fn post_dry_run(
                 lanes.total_half_lag(ZoneId::BLUE, 0, now),
                 lanes.total_half_lag(ZoneId::GREEN, 0, now),
             ],
+            // Every zone's load and capacity, for the projection of `move_units` steps.
+            names.iter().map(|name| capacities.zone(name, now)).collect::<Vec<_>>(),
         )
     })
     .await
     .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
-    let (blue_load, green_load, blue_health, green_health, results, backlog) = readings;
+    let (blue_load, green_load, blue_health, green_health, results, backlog, zone_loads) = readings;
     let units = table.units();
     let (maintenance, evacuate) = step_defaults(app, units);
     let busy = plan_start::busy_reason(&state);
@@ -370,6 +373,8 @@ async fn post_dry_run(
         busy,
         channels: &table.channels().values().cloned().collect::<Vec<_>>(),
         zone_units: &zone_units,
+        unit_map: table.map_of(None),
+        zone_loads: &zone_loads,
     };
     let run = dry_run(&stored.plan, &inputs);
     let steps: Vec<Value> = run

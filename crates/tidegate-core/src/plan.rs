@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::capacity::{Verdict, ZoneLoad, judge};
+use super::capacity::{Gain, Verdict, ZoneLoad, judge, judge_gains};
 use super::dial::{Share, percent_of};
 use super::drain::{DrainMode, Guard, Reading, counterpart, step_toward};
 use super::plan_trigger::Trigger;
@@ -402,6 +402,179 @@ pub struct DryRunInputs<'a> {
     /// The units each zone owns in the default domain, by zone index: what a zone move among
     /// three or more zones (a zone drain) starts from. Unused on two zones.
     pub zone_units: &'a [u32],
+    /// The default domain's unit map now, and each zone's load and capacity by zone index: what
+    /// a `move_units` step's capacity projection starts from (`None` or a list shorter than the
+    /// zones: the dry run does not project unit moves).
+    pub unit_map: Option<&'a super::unit_map::UnitMap>,
+    pub zone_loads: &'a [ZoneLoad],
+}
+
+/// The dry run of a zone move among three or more zones (a zone drain).
+struct ZoneDrainDryRun {
+    description: String,
+    moved: u32,
+    expected_ms: u64,
+    verdict: Verdict,
+    holds: Vec<String>,
+}
+
+/// A `drain`/`evacuate` step on a table of three or more zones: the zone keeps `to_percent` of
+/// the units and gives the rest to every other live zone, a step at a time; projected by free
+/// room when every zone's load is known (`zone_loads` then carries the moved load on).
+fn dry_run_zone_drain(
+    zone: &str,
+    to_percent: f64,
+    mode: DrainMode,
+    inputs: &DryRunInputs<'_>,
+    zone_loads: &mut [ZoneLoad],
+) -> ZoneDrainDryRun {
+    let units = inputs.units;
+    let defaults = if mode == DrainMode::Evacuate { inputs.evacuate } else { inputs.maintenance };
+    let verb = if mode == DrainMode::Evacuate { "evacuate" } else { "drain" };
+    let source = inputs.zones.color_in(zone);
+    let owned = source.and_then(|c| inputs.zone_units.get(c.index()).copied()).unwrap_or(0);
+    let keep = Share::from_percent(to_percent, units).map_or(owned, |s| s.blue_units);
+    let mut holds = Vec::new();
+    if keep > owned {
+        holds.push(format!(
+            "would fail: {zone} owns {owned} units; among {} zones a zone move only gives units away (a move_units step gives a zone more)",
+            inputs.zones.len()
+        ));
+    }
+    let moved = owned.saturating_sub(keep);
+    let step_units = defaults.step_units.max(1);
+    let n = u64::from(moved.div_ceil(step_units));
+    let mut verdict = Verdict::Unchecked;
+    match source {
+        Some(source) if moved > 0 && zone_loads.len() >= inputs.zones.len() => {
+            verdict = project_zone_drain(
+                source,
+                moved,
+                inputs.zones,
+                inputs.zone_units,
+                zone_loads,
+                inputs.headroom,
+            );
+            holds.push(
+                "a zone move among three or more zones is a zone drain: its receivers' health is judged when it runs, and its split by free room is projected for the whole move"
+                    .to_owned(),
+            );
+        }
+        _ if moved > 0 => holds.push(
+            "a zone move among three or more zones is a zone drain: its receivers' health and capacity are judged when it runs (the dry run does not project them)"
+                .to_owned(),
+        ),
+        _ => {}
+    }
+    ZoneDrainDryRun {
+        description: format!(
+            "{verb} {zone} to {to_percent}% among the other live zones: {moved} unit(s) in {n} step(s) of up to {}% every {} ms",
+            percent_of(step_units, units),
+            defaults.interval_ms
+        ),
+        moved,
+        expected_ms: n.saturating_sub(1) * defaults.interval_ms,
+        verdict,
+        holds,
+    }
+}
+
+/// Projects a zone drain among N of `moved` units out of `source`: spread over every other live
+/// zone by free room (as its steps spread each slice), each receiver judged on the source's load
+/// per unit, the load carried over. The first blocking verdict, else the last one judged.
+fn project_zone_drain(
+    source: ZoneId,
+    moved: u32,
+    zones: &Zones,
+    zone_units: &[u32],
+    loads: &mut [ZoneLoad],
+    headroom: f64,
+) -> Verdict {
+    let receivers: Vec<ZoneId> = zones.live().filter(|z| *z != source).collect();
+    let room = |l: &ZoneLoad| match (&l.capacity, &l.load_rps) {
+        (super::capacity::Capacity::Rps(cap), Ok(load)) => Some(cap * (1.0 - headroom) - load),
+        _ => None,
+    };
+    let rooms: Vec<Option<f64>> = receivers.iter().map(|r| room(&loads[r.index()])).collect();
+    let shares = super::capacity::spread_by_headroom(moved, &rooms);
+    let before = loads.to_vec();
+    let owned = zone_units.get(source.index()).copied().unwrap_or(0);
+    let mut verdict = Verdict::Unchecked;
+    for (r, share) in receivers.iter().zip(shares) {
+        if share == 0 {
+            continue;
+        }
+        let gain =
+            Gain { moved_units: share, source_units: owned, source: &before[source.index()] };
+        let units = zone_units.get(r.index()).copied().unwrap_or(0);
+        let v = judge_gains(&[gain], units, &before[r.index()], headroom);
+        if !verdict.blocks() {
+            verdict = v;
+        }
+        if let (Ok(src), true) = (&before[source.index()].load_rps, owned > 0) {
+            let carried = src * f64::from(share) / f64::from(owned);
+            if let Ok(l) = &mut loads[source.index()].load_rps {
+                *l -= carried;
+            }
+            if let Ok(l) = &mut loads[r.index()].load_rps {
+                *l += carried;
+            }
+        }
+    }
+    verdict
+}
+
+/// Judges each zone that gains units from `now` to `next` on `loads` (by zone index), as
+/// `PUT /v1/units` judges a move (each source zone adds its load per unit times the units it
+/// gives), then carries the moved load over, so later steps are judged against it. Returns the
+/// first blocking verdict, else the last one judged.
+fn project_map_move(
+    now: &super::unit_map::UnitMap,
+    next: &super::unit_map::UnitMap,
+    loads: &mut [ZoneLoad],
+    headroom: f64,
+) -> Verdict {
+    let n = loads.len();
+    let mut moved = vec![vec![0u32; n]; n];
+    for unit in now.diff(next) {
+        let (s, r) = (now.owner(unit).index(), next.owner(unit).index());
+        if s < n && r < n {
+            moved[s][r] += 1;
+        }
+    }
+    let before = loads.to_vec();
+    let count = |z: usize| now.count(ZoneId(z as u16));
+    let mut verdict = Verdict::Unchecked;
+    for r in 0..n {
+        let gains: Vec<Gain<'_>> = (0..n)
+            .filter(|s| moved[*s][r] > 0)
+            .map(|s| Gain { moved_units: moved[s][r], source_units: count(s), source: &before[s] })
+            .collect();
+        if gains.is_empty() {
+            continue;
+        }
+        let v = judge_gains(&gains, count(r), &before[r], headroom);
+        if !verdict.blocks() {
+            verdict = v;
+        }
+    }
+    for s in 0..n {
+        for r in 0..n {
+            if moved[s][r] == 0 || count(s) == 0 {
+                continue;
+            }
+            if let (Ok(src), Ok(_)) = (&before[s].load_rps, &before[r].load_rps) {
+                let carried = src * f64::from(moved[s][r]) / f64::from(count(s));
+                if let Ok(l) = &mut loads[s].load_rps {
+                    *l -= carried;
+                }
+                if let Ok(l) = &mut loads[r].load_rps {
+                    *l += carried;
+                }
+            }
+        }
+    }
+    verdict
 }
 
 /// One step of the dry run.
@@ -523,6 +696,9 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
     let mut blues: BTreeMap<Option<String>, u32> = BTreeMap::new();
     blues.insert(None, inputs.blue_units);
     let mut loads = [inputs.blue_load.clone(), inputs.green_load.clone()];
+    // The default domain's map and every zone's load, as `move_units` steps move them.
+    let mut map = inputs.unit_map.cloned();
+    let mut zone_loads = inputs.zone_loads.to_vec();
     let idx = |c: ZoneId| if c == ZoneId::BLUE { 0 } else { 1 };
     let mut suspended: BTreeMap<&str, bool> =
         inputs.channels.iter().map(|c| (c.name.as_str(), c.suspended)).collect();
@@ -577,37 +753,16 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
         let mut zone_moved: Option<u32> = None;
         let description = match step {
             PlanStep::MoveZone { zone, to_percent, mode, .. } if !inputs.zones.is_two() => {
-                let defaults =
-                    if *mode == DrainMode::Evacuate { inputs.evacuate } else { inputs.maintenance };
-                let verb = if *mode == DrainMode::Evacuate { "evacuate" } else { "drain" };
-                let owned = inputs
-                    .zones
-                    .color_in(zone)
-                    .and_then(|c| inputs.zone_units.get(c.index()).copied())
-                    .unwrap_or(0);
-                let keep = Share::from_percent(*to_percent, units).map_or(owned, |s| s.blue_units);
-                if keep > owned {
-                    holds.push(format!(
-                        "would fail: {zone} owns {owned} units; among {} zones a zone move only gives units away (a move_units step gives a zone more)",
-                        inputs.zones.len()
-                    ));
+                let z = dry_run_zone_drain(zone, *to_percent, *mode, inputs, &mut zone_loads);
+                holds.extend(z.holds);
+                expected_ms = z.expected_ms;
+                zone_moved = Some(z.moved);
+                verdict = z.verdict;
+                // Which units went where is the run's: later unit moves are not projected.
+                if z.moved > 0 {
+                    map = None;
                 }
-                let moved = owned.saturating_sub(keep);
-                let step_units = defaults.step_units.max(1);
-                let n = u64::from(moved.div_ceil(step_units));
-                expected_ms = n.saturating_sub(1) * defaults.interval_ms;
-                zone_moved = Some(moved);
-                if moved > 0 {
-                    holds.push(
-                        "a zone move among three or more zones is a zone drain: its receivers' health and capacity are judged when it runs (the dry run does not project them)"
-                            .to_owned(),
-                    );
-                }
-                format!(
-                    "{verb} {zone} to {to_percent}% among the other live zones: {moved} unit(s) in {n} step(s) of up to {}% every {} ms",
-                    percent_of(step_units, units),
-                    defaults.interval_ms
-                )
+                z.description
             }
             PlanStep::MoveZone { zone, to_percent, mode, .. } => {
                 let color = inputs.zones.color_in(zone).unwrap_or(ZoneId::BLUE);
@@ -672,10 +827,30 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             }
             PlanStep::Unpin { user_id } => format!("unpin {user_id}"),
             PlanStep::MoveUnits { moves } => {
-                holds.push(
-                    "the capacity of a unit move is judged when the step runs (the dry run does not project it)"
-                        .to_owned(),
-                );
+                let in_default =
+                    |m: &&PlanMove| m.domain.as_deref().is_none_or(|d| d == super::DEFAULT_DOMAIN);
+                match map.as_mut() {
+                    Some(now) if zone_loads.len() >= inputs.zones.len() => {
+                        let mut next = now.clone();
+                        for m in moves.iter().filter(in_default) {
+                            if let Some(zone) = inputs.zones.color_in(&m.zone) {
+                                next = next.moved(&m.units, zone);
+                            }
+                        }
+                        verdict = project_map_move(now, &next, &mut zone_loads, inputs.headroom);
+                        *now = next;
+                        if moves.iter().any(|m| !in_default(&m)) {
+                            holds.push(
+                                "the moves of named domains are judged when the step runs (the dry run projects the default domain's)"
+                                    .to_owned(),
+                            );
+                        }
+                    }
+                    _ => holds.push(
+                        "the capacity of a unit move is judged when the step runs (the dry run does not project it)"
+                            .to_owned(),
+                    ),
+                }
                 describe_moves(moves)
             }
             PlanStep::WaitConsumed { zone } => {
@@ -705,6 +880,14 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             holds.push(format!("would hold: insufficient_capacity: {}", verdict.explain()));
         }
         blues.insert(domain.clone(), blue);
+        // A dial move of the default domain moves its map too (what later unit moves start from).
+        if domain.is_none()
+            && zone_moved.is_none()
+            && matches!(step, PlanStep::MoveZone { .. } | PlanStep::Dial { .. })
+            && let Some(m) = map.as_mut()
+        {
+            *m = m.set_count(ZoneId::BLUE, ZoneId::GREEN, blue);
+        }
         let channels = if zone_moved.is_some() {
             // The channel arithmetic is the dial's (two zones); a zone drain's suspensions are
             // the state's when it runs.
