@@ -787,6 +787,78 @@ async fn evacuate_on_the_overview_starts_an_evacuation_in_chromium() {
     drop(server);
 }
 
+/// Release channels show on the overview, to a viewer too (issue 24): each with its services,
+/// domain, zone, share, what it selects, fallback, expiry and state; when the dial empties its
+/// zone the row says it is suspended and what happens to its users.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_channels_show_on_the_overview_with_their_state_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    std::fs::write(&config_file, config_toml("")).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 1600).await.unwrap();
+    log_in(&c, &base, "victor", VIEWER_TOKEN).await;
+    wait_for(&c, "the no-channel sentence", "document.getElementById('no-channels')").await;
+    let start = routing(&base);
+    let green = start["colors"]["green"].as_str().unwrap().to_owned();
+    let (status, body) = put_json(
+        &format!("{base}/v1/channels/orders-v2"),
+        OPERATOR_TOKEN,
+        json!({"services": ["orders", "carts"], "zone": "green", "percent": 10, "users": ["alice"],
+               "fallback": "reject", "expected_version": start["version"], "reason": "browser test: orders 2.4"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let row = "#channels-table tr[data-channel=\"orders-v2\"]";
+    wait_for(&c, "the channel's row", &format!("document.querySelector('{row}')")).await;
+    let cells = js(
+        &c,
+        &format!("return [...document.querySelectorAll('{row} td')].map((td) => td.textContent)"),
+    )
+    .await;
+    let cells: Vec<String> =
+        cells.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+    assert_eq!(
+        [&cells[..5], &cells[6..]].concat(),
+        [
+            "orders-v2",
+            "carts, orders",
+            "default",
+            &format!("{green} (green)"),
+            "10 %",
+            "reject",
+            "never",
+            "✓ Active"
+        ]
+    );
+    assert!(
+        cells[5].starts_with("units ") && cells[5].ends_with(" + 1 named user"),
+        "{}",
+        cells[5]
+    );
+    shots_at_both_widths(&c, "28-release-channels", 1600).await;
+    // The dial empties green: the channel is suspended, and its fallback refuses its users.
+    let (status, body) = put_json(
+        &format!("{base}/v1/dial"),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 100, "expected_version": routing(&base)["version"], "reason": "browser test: all blue"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    wait_for(
+        &c,
+        "the suspended channel",
+        &format!(
+            "(document.querySelector('{row} td.channel-state') || {{textContent: ''}}).textContent === '❚❚ Suspended: its users are refused'"
+        ),
+    )
+    .await;
+    c.close().await.unwrap();
+    drop(driver);
+    drop(server);
+}
+
 /// Two coordinator replicas on one Kafka command log: the overview lists both; when the one
 /// serving the page is killed, the page says so and links the other's console, which works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -217,10 +217,38 @@
       return el('tr', { class: r.status === 'lost' ? 'replica-lost' : '', 'data-replica': text(r.id) },
         el('td', {}, text(r.id), r.self ? ' (this one)' : ''), el('td', {}, text(r.zone)), el('td', {}, status),
         el('td', { class: 'num' }, count(r.applied_version)), el('td', { class: 'num' }, count(r.behind)),
-        el('td', {}, clock(r.last_seen)), el('td', {}, link));
+        el('td', { class: 'num' }, count(r.format)), el('td', {}, clock(r.last_seen)), el('td', {}, link));
     });
     node.replaceChildren(el('div', { class: 'table-wrap' }, stacked(el('table', { class: 'replicas', id: 'replicas' },
-      el('thead', {}, el('tr', {}, ...['Replica', 'Zone', 'Status', 'Version', 'Behind', 'Last seen', 'Console'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('thead', {}, el('tr', {}, ...['Replica', 'Zone', 'Status', 'Version', 'Behind', 'Format', 'Last seen', 'Console'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, ...rows)))));
+  }
+
+  // The release channels of GET /v1/routing, every domain's: read-only (the CLI and the API
+  // change them).
+  function renderChannels() {
+    const node = $('channels');
+    if (!node || !view.routing) return;
+    const list = view.routing.channels || [];
+    if (!list.length) {
+      node.replaceChildren(el('p', { class: 'muted', id: 'no-channels' }, 'No release channel: every service follows the map.'));
+      return;
+    }
+    const until = (ms) => ms ? new Date(ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC' : 'never';
+    const rows = list.map((c) => {
+      const state = c.suspended
+        ? el('span', { class: 'state state-down' }, '❚❚ Suspended: ' + (c.fallback === 'reject' ? 'its users are refused' : 'its users follow the map'))
+        : el('span', { class: 'state state-active' }, '✓ Active');
+      const users = (c.users || []).length;
+      const who = [c.units ? 'units ' + c.units : '', users ? users + ' named user' + (users === 1 ? '' : 's') : ''].filter(Boolean).join(' + ');
+      return el('tr', { 'data-channel': text(c.name) },
+        el('td', {}, text(c.name)), el('td', {}, text((c.services || []).join(', '))), el('td', {}, text(c.domain)),
+        el('td', {}, text(c.zone) + ' (' + text(c.lane) + ')'), el('td', { class: 'num' }, pct(c.share_percent)),
+        el('td', {}, text(who)), el('td', {}, text(c.fallback)), el('td', {}, until(c.expires_at_ms)),
+        el('td', { class: 'channel-state' }, state));
+    });
+    node.replaceChildren(el('div', { class: 'table-wrap' }, stacked(el('table', { class: 'channels', id: 'channels-table' },
+      el('thead', {}, el('tr', {}, ...['Channel', 'Services', 'Domain', 'Zone', 'Share', 'Selects', 'Fallback', 'Expires', 'State'].map((h) => el('th', { scope: 'col' }, h)))),
       el('tbody', {}, ...rows)))));
   }
 
@@ -458,6 +486,7 @@
     renderLastChange();
     renderZones();
     renderDrain();
+    renderChannels();
     renderCluster();
   }
 
