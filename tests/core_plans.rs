@@ -61,7 +61,6 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
         backlog: [Some(0), Some(0)],
         busy: None,
         channels: &[],
-        zone_units: &[],
         unit_map: None,
         zone_loads: &[],
     };
@@ -158,7 +157,6 @@ fn a_step_of_a_named_domain_moves_that_domains_dial_and_leaves_the_default_one()
         backlog: [Some(0), Some(0)],
         busy: None,
         channels: &[],
-        zone_units: &[],
         unit_map: None,
         zone_loads: &[],
     };
@@ -249,7 +247,6 @@ fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
         backlog: [Some(0), Some(0)],
         busy: None,
         channels: &channels,
-        zone_units: &[],
         unit_map: None,
         zone_loads: &[],
     };
@@ -309,7 +306,6 @@ fn unit_moves_are_projected_per_receiving_zone_and_carry_their_load() {
         backlog: [Some(0), Some(0)],
         busy: None,
         channels: &[],
-        zone_units: &[50, 40, 10],
         unit_map: Some(&map),
         zone_loads: &loads,
     };
@@ -381,7 +377,6 @@ fn a_zone_drain_among_three_is_projected_by_free_room() {
             backlog: [Some(0), Some(0)],
             busy: None,
             channels: &[],
-            zone_units: &[30, 30, 40],
             unit_map: Some(&map),
             zone_loads: &loads,
         };

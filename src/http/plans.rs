@@ -354,8 +354,6 @@ async fn post_dry_run(
     let busy = plan_start::busy_reason(&state);
     let domain_blue_units: std::collections::BTreeMap<String, u32> =
         table.domains().iter().map(|(name, map)| (name.clone(), map.count(ZoneId::BLUE))).collect();
-    let zone_units: Vec<u32> =
-        table.zones().ids().map(|z| table.map_of(None).map_or(0, |m| m.count(z))).collect();
     let inputs = DryRunInputs {
         zones: table.zones(),
         units,
@@ -372,7 +370,6 @@ async fn post_dry_run(
         backlog,
         busy,
         channels: &table.channels().values().cloned().collect::<Vec<_>>(),
-        zone_units: &zone_units,
         unit_map: table.map_of(None),
         zone_loads: &zone_loads,
     };

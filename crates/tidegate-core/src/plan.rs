@@ -399,12 +399,9 @@ pub struct DryRunInputs<'a> {
     /// The table's release channels: a step that empties a channel's zone in its domain
     /// suspends it (its users get its fallback), one that gives the zone units back resumes it.
     pub channels: &'a [super::channel::Channel],
-    /// The units each zone owns in the default domain, by zone index: what a zone move among
-    /// three or more zones (a zone drain) starts from. Unused on two zones.
-    pub zone_units: &'a [u32],
     /// The default domain's unit map now, and each zone's load and capacity by zone index: what
-    /// a `move_units` step's capacity projection starts from (`None` or a list shorter than the
-    /// zones: the dry run does not project unit moves).
+    /// a `move_units` step's capacity projection and a zone move among three or more zones (a
+    /// zone drain) start from (`None` or a list shorter than the zones: neither is projected).
     pub unit_map: Option<&'a super::unit_map::UnitMap>,
     pub zone_loads: &'a [ZoneLoad],
 }
@@ -432,7 +429,7 @@ fn dry_run_zone_drain(
     let defaults = if mode == DrainMode::Evacuate { inputs.evacuate } else { inputs.maintenance };
     let verb = if mode == DrainMode::Evacuate { "evacuate" } else { "drain" };
     let source = inputs.zones.color_in(zone);
-    let owned = source.and_then(|c| inputs.zone_units.get(c.index()).copied()).unwrap_or(0);
+    let owned = source.zip(inputs.unit_map).map_or(0, |(c, map)| map.count(c));
     let keep = Share::from_percent(to_percent, units).map_or(owned, |s| s.blue_units);
     let mut holds = Vec::new();
     if keep > owned {
@@ -445,16 +442,10 @@ fn dry_run_zone_drain(
     let step_units = defaults.step_units.max(1);
     let n = u64::from(moved.div_ceil(step_units));
     let mut verdict = Verdict::Unchecked;
-    match source {
-        Some(source) if moved > 0 && zone_loads.len() >= inputs.zones.len() => {
-            verdict = project_zone_drain(
-                source,
-                moved,
-                inputs.zones,
-                inputs.zone_units,
-                zone_loads,
-                inputs.headroom,
-            );
+    match source.zip(inputs.unit_map) {
+        Some((source, map)) if moved > 0 && zone_loads.len() >= inputs.zones.len() => {
+            verdict =
+                project_zone_drain(source, moved, inputs.zones, map, zone_loads, inputs.headroom);
             holds.push(
                 "a zone move among three or more zones is a zone drain: its receivers' health is judged when it runs, and its split by free room is projected for the whole move"
                     .to_owned(),
@@ -480,13 +471,12 @@ fn dry_run_zone_drain(
 }
 
 /// Projects a zone drain among N of `moved` units out of `source`: spread over every other live
-/// zone by free room (as its steps spread each slice), each receiver judged on the source's load
-/// per unit, the load carried over. The first blocking verdict, else the last one judged.
+/// zone by free room (as its steps spread each slice), then judged and carried as any move.
 fn project_zone_drain(
     source: ZoneId,
     moved: u32,
     zones: &Zones,
-    zone_units: &[u32],
+    map: &super::unit_map::UnitMap,
     loads: &mut [ZoneLoad],
     headroom: f64,
 ) -> Verdict {
@@ -497,37 +487,14 @@ fn project_zone_drain(
     };
     let rooms: Vec<Option<f64>> = receivers.iter().map(|r| room(&loads[r.index()])).collect();
     let shares = super::capacity::spread_by_headroom(moved, &rooms);
-    let before = loads.to_vec();
-    let owned = zone_units.get(source.index()).copied().unwrap_or(0);
-    let mut verdict = Verdict::Unchecked;
+    let mut units = vec![vec![0u32; loads.len()]; loads.len()];
     for (r, share) in receivers.iter().zip(shares) {
-        if share == 0 {
-            continue;
-        }
-        let gain =
-            Gain { moved_units: share, source_units: owned, source: &before[source.index()] };
-        let units = zone_units.get(r.index()).copied().unwrap_or(0);
-        let v = judge_gains(&[gain], units, &before[r.index()], headroom);
-        if !verdict.blocks() {
-            verdict = v;
-        }
-        if let (Ok(src), true) = (&before[source.index()].load_rps, owned > 0) {
-            let carried = src * f64::from(share) / f64::from(owned);
-            if let Ok(l) = &mut loads[source.index()].load_rps {
-                *l -= carried;
-            }
-            if let Ok(l) = &mut loads[r.index()].load_rps {
-                *l += carried;
-            }
-        }
+        units[source.index()][r.index()] = share;
     }
-    verdict
+    project_moves(&units, map, loads, headroom)
 }
 
-/// Judges each zone that gains units from `now` to `next` on `loads` (by zone index), as
-/// `PUT /v1/units` judges a move (each source zone adds its load per unit times the units it
-/// gives), then carries the moved load over, so later steps are judged against it. Returns the
-/// first blocking verdict, else the last one judged.
+/// Projects the move from `now` to `next` (a `move_units` step).
 fn project_map_move(
     now: &super::unit_map::UnitMap,
     next: &super::unit_map::UnitMap,
@@ -535,13 +502,27 @@ fn project_map_move(
     headroom: f64,
 ) -> Verdict {
     let n = loads.len();
-    let mut moved = vec![vec![0u32; n]; n];
+    let mut units = vec![vec![0u32; n]; n];
     for unit in now.diff(next) {
         let (s, r) = (now.owner(unit).index(), next.owner(unit).index());
         if s < n && r < n {
-            moved[s][r] += 1;
+            units[s][r] += 1;
         }
     }
+    project_moves(&units, now, loads, headroom)
+}
+
+/// Judges each zone that gains units (`moved[source][receiver]`, zone indices, from the map
+/// `now`) on `loads`, as `PUT /v1/units` judges a move (each source zone adds its load per unit
+/// times the units it gives), then carries the moved load over where both loads are known, so
+/// later steps are judged against it. The first blocking verdict, else the last one judged.
+fn project_moves(
+    moved: &[Vec<u32>],
+    now: &super::unit_map::UnitMap,
+    loads: &mut [ZoneLoad],
+    headroom: f64,
+) -> Verdict {
+    let n = loads.len();
     let before = loads.to_vec();
     let count = |z: usize| now.count(ZoneId(z as u16));
     let mut verdict = Verdict::Unchecked;
