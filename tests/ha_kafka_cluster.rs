@@ -15,9 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::wait_until;
 use ha_support::cluster::kafka_sh;
-use ha_support::history::{self, Decided};
 use ha_support::{
-    Cluster, Replicas, Sampler, Writers, converge, decided_history, distribution, longest_ack_gap,
+    Cluster, Replicas, Sampler, Writers, check_run, converge, distribution, longest_ack_gap,
     resume_times,
 };
 
@@ -103,16 +102,7 @@ fn killing_the_leading_broker_loses_no_acknowledged_change_and_writes_resume() {
     let log = writing.finish();
     converge(&replicas, Duration::from_secs(30));
     let samples = sampler.finish();
-    let histories: Vec<(String, Vec<Decided>)> = replicas
-        .urls
-        .iter()
-        .enumerate()
-        .map(|(i, url)| (format!("r{}", i + 1), decided_history(url)))
-        .collect();
-    let ops: Vec<history::Op> = log.iter().map(|(op, _)| op.clone()).collect();
-    let report = history::check(&ops, &histories, &samples).unwrap_or_else(|errors| {
-        panic!("the history checker failed ({} problems):\n{}", errors.len(), errors.join("\n"))
-    });
+    let (_, report) = check_run(&replicas.urls, &log, &samples);
     let killed: Vec<Instant> = rounds.iter().map(|r| r.killed_at).collect();
     let resumed = resume_times(&killed, &log);
     assert_eq!(resumed.len(), rounds.len(), "a kill after which nothing was acknowledged");

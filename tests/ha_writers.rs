@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use common::kafka;
 use ha_support::history::{self, Answer, Op};
 use ha_support::{
-    Cluster, Replicas, Sampler, WriterOptions, Writers, converge, decided_history, distribution,
+    Cluster, Replicas, Sampler, WriterOptions, Writers, check_run, converge, distribution,
 };
 
 fn env_or(name: &str, default: usize) -> usize {
@@ -57,16 +57,8 @@ fn concurrent_writers_on_three_replicas_are_each_answered_with_their_own_change(
     assert!(done, "the writers made fewer than {changes} changes in 10 minutes");
     let version = converge(&replicas, Duration::from_secs(30));
     let samples = sampler.finish();
-    let histories: Vec<(String, Vec<history::Decided>)> = replicas
-        .urls
-        .iter()
-        .enumerate()
-        .map(|(i, url)| (format!("r{}", i + 1), decided_history(url)))
-        .collect();
+    let (histories, report) = check_run(&replicas.urls, &log, &samples);
     let ops: Vec<Op> = log.iter().map(|(op, _)| op.clone()).collect();
-    let report = history::check(&ops, &histories, &samples).unwrap_or_else(|errors| {
-        panic!("the history checker failed ({} problems):\n{}", errors.len(), errors.join("\n"))
-    });
     assert_eq!(report.versions, version, "{report:?}");
     assert!(report.acked >= changes, "{report:?}");
     assert!(report.refused > 0, "the writers never raced: {report:?}");

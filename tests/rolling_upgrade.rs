@@ -29,10 +29,9 @@ use std::time::{Duration, Instant};
 
 use common::kafka;
 use common::{OPERATOR_TOKEN, get_json, post_json, put_json, wait_until};
-use ha_support::history::{self, Answer, Op};
 use ha_support::{
-    Replicas, Sampler, WriterOptions, Writers, agent, converge, decided_history, distribution,
-    try_get,
+    Replicas, Sampler, WriterOptions, Writers, agent, check_run, converge, distribution,
+    longest_ack_gap, try_get,
 };
 use serde_json::{Value, json};
 
@@ -131,6 +130,7 @@ fn a_rolling_upgrade_from_the_previous_release_loses_no_acknowledged_change() {
     assert!(wait_until(Duration::from_secs(20), || writing.changed() >= 30), "no writes");
 
     let mut upgrade_took = Vec::new();
+    let upgrades_began = Instant::now();
     let mut run_id = None;
     for i in 0..3 {
         let t = Instant::now();
@@ -214,15 +214,7 @@ fn a_rolling_upgrade_from_the_previous_release_loses_no_acknowledged_change() {
     let log = writing.finish();
     converge(&replicas, Duration::from_secs(30));
     let samples = sampler.finish();
-    let histories: Vec<(String, Vec<history::Decided>)> = urls
-        .iter()
-        .enumerate()
-        .map(|(i, url)| (format!("r{}", i + 1), decided_history(url)))
-        .collect();
-    let ops: Vec<Op> = log.iter().map(|(op, _)| op.clone()).collect();
-    let report = history::check(&ops, &histories, &samples).unwrap_or_else(|errors| {
-        panic!("the history checker failed ({} problems):\n{}", errors.len(), errors.join("\n"))
-    });
+    let (_, report) = check_run(&urls, &log, &samples);
     assert!(report.acked >= 30, "{report:?}");
     assert!(
         report.hash_versions > 0,
@@ -239,14 +231,8 @@ fn a_rolling_upgrade_from_the_previous_release_loses_no_acknowledged_change() {
         "the plan run did not complete: {report_body}"
     );
 
-    // The longest time no write was acknowledged, with the upgrades in it.
-    let mut acked: Vec<Instant> = log
-        .iter()
-        .filter(|(op, _)| matches!(op.answer, Answer::Acked { .. }))
-        .map(|(_, t)| t.ended)
-        .collect();
-    acked.sort();
-    let gap = acked.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default();
+    // The longest time no write was acknowledged, from the first upgrade on.
+    let gap = longest_ack_gap(upgrades_began, None, &log);
     let unknown = log.iter().filter(|(_, t)| t.hit_failure).count();
     eprintln!(
         "[figures] rolling upgrade of 3 replicas from {} to this build: {} ({report:?}); {} changes \

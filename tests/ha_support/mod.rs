@@ -53,7 +53,7 @@ impl Replicas {
     /// configuration (e.g. `[drain]` timings).
     pub fn start(bootstrap: &str, topic: &str, count: usize, extra: &str) -> Replicas {
         // The single test broker holds one copy of each change: allowed for tests only.
-        Replicas::start_with(bootstrap, topic, count, extra, true, "")
+        Replicas::start_full(None, bootstrap, topic, count, extra, true, "")
     }
 
     /// [`Replicas::start`] with `store_keys` added to each replica's `[store.kafka]`.
@@ -64,13 +64,13 @@ impl Replicas {
         store_keys: &str,
         extra: &str,
     ) -> Replicas {
-        Replicas::start_with(bootstrap, topic, count, extra, true, store_keys)
+        Replicas::start_full(None, bootstrap, topic, count, extra, true, store_keys)
     }
 
     /// [`Replicas::start`] on a replicated cluster (`scripts/kafka.sh start-cluster`): the topic
     /// must keep acknowledged changes through a broker's loss, nothing is allowed.
     pub fn start_on_cluster(bootstrap: &str, topic: &str, count: usize, extra: &str) -> Replicas {
-        Replicas::start_with(bootstrap, topic, count, extra, false, "")
+        Replicas::start_full(None, bootstrap, topic, count, extra, false, "")
     }
 
     /// [`Replicas::start`] running `bin`, another release's `tidegate` (see
@@ -83,25 +83,6 @@ impl Replicas {
         extra: &str,
     ) -> Replicas {
         Replicas::start_full(Some(bin), bootstrap, topic, count, extra, true, "")
-    }
-
-    fn start_with(
-        bootstrap: &str,
-        topic: &str,
-        count: usize,
-        extra: &str,
-        allow_under_replicated: bool,
-        store_keys: &str,
-    ) -> Replicas {
-        Replicas::start_full(
-            None,
-            bootstrap,
-            topic,
-            count,
-            extra,
-            allow_under_replicated,
-            store_keys,
-        )
     }
 
     fn start_full(
@@ -556,6 +537,26 @@ pub fn converge(replicas: &Replicas, timeout: Duration) -> u64 {
     });
     assert!(ok, "replicas did not converge within {timeout:?}: {last:?}");
     last[0].unwrap()
+}
+
+/// The whole run checked: each replica's decided history (named `r1`, `r2`, ... in the order of
+/// `urls`, every one caught up) and the history checker's report on them, the writers' `log`
+/// and the `samples`. Panics with the checker's problems.
+pub fn check_run(
+    urls: &[String],
+    log: &WriterLog,
+    samples: &[Sample],
+) -> (Vec<(String, Vec<Decided>)>, history::Report) {
+    let histories: Vec<(String, Vec<Decided>)> = urls
+        .iter()
+        .enumerate()
+        .map(|(i, url)| (format!("r{}", i + 1), decided_history(url)))
+        .collect();
+    let ops: Vec<Op> = log.iter().map(|(op, _)| op.clone()).collect();
+    let report = history::check(&ops, &histories, samples).unwrap_or_else(|errors| {
+        panic!("the history checker failed ({} problems):\n{}", errors.len(), errors.join("\n"))
+    });
+    (histories, report)
 }
 
 /// A replica's decided history from `GET /v1/audit` (genesis left out), paged back to the
