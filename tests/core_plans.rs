@@ -267,6 +267,17 @@ fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
     assert!(run.steps[0].channels[0].starts_with("suspends channel search-v2"));
 }
 
+/// az-b (blue), az-a (green), az-c (red).
+fn three_zones() -> Zones {
+    use tidegate::core::{ZoneClass, ZoneSpec};
+    Zones::from_specs(vec![
+        ZoneSpec::new("az-b", "blue", ZoneClass::Rzone),
+        ZoneSpec::new("az-a", "green", ZoneClass::Rzone),
+        ZoneSpec::new("az-c", "red", ZoneClass::Rzone),
+    ])
+    .unwrap()
+}
+
 /// A `move_units` step is projected per receiving zone on three zones, as `PUT /v1/units` judges
 /// a move, and a later step is judged against the load an earlier one moved there: units 0-9
 /// of az-b (50 units at 500 rps) add 100 rps to az-c (100 rps, 250 allowed) and fit; 10-19 then
@@ -274,13 +285,8 @@ fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
 /// dry run says it does not project the move.
 #[test]
 fn unit_moves_are_projected_per_receiving_zone_and_carry_their_load() {
-    use tidegate::core::{PlanMove, UnitMap, UnitSet, ZoneClass, ZoneSpec};
-    let zones = Zones::from_specs(vec![
-        ZoneSpec::new("az-b", "blue", ZoneClass::Rzone),
-        ZoneSpec::new("az-a", "green", ZoneClass::Rzone),
-        ZoneSpec::new("az-c", "red", ZoneClass::Rzone),
-    ])
-    .unwrap();
+    use tidegate::core::{PlanMove, UnitMap, UnitSet};
+    let zones = three_zones();
     // az-b 0-49, az-a 50-89, az-c 90-99.
     let map = UnitMap::dial(100, 50).moved(&UnitSet::parse("90-99", 100).unwrap(), ZoneId(2));
     let loads = vec![
@@ -345,13 +351,8 @@ fn unit_moves_are_projected_per_receiving_zone_and_carry_their_load() {
 /// with 300 + 50 free the 400 rps cannot fit anywhere and the step holds on capacity.
 #[test]
 fn a_zone_drain_among_three_is_projected_by_free_room() {
-    use tidegate::core::{UnitMap, UnitSet, ZoneClass, ZoneSpec};
-    let zones = Zones::from_specs(vec![
-        ZoneSpec::new("az-b", "blue", ZoneClass::Rzone),
-        ZoneSpec::new("az-a", "green", ZoneClass::Rzone),
-        ZoneSpec::new("az-c", "red", ZoneClass::Rzone),
-    ])
-    .unwrap();
+    use tidegate::core::{UnitMap, UnitSet};
+    let zones = three_zones();
     let map = UnitMap::dial(100, 30).moved(&UnitSet::parse("60-99", 100).unwrap(), ZoneId(2));
     let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
     let no_domains = std::collections::BTreeMap::new();

@@ -380,15 +380,23 @@ func TestMalformedTablesAreRefusedWithAClearError(t *testing.T) {
 // scripts/routing_vectors.py from scripts/reference_tag.py): three zones, a non-dial map, pins, a
 // second domain and release channels, as published and suspended; tests/routing_vectors.rs checks
 // the Rust core against the same rows.
-func TestRoutingVectorsMatchTheFixture(t *testing.T) {
-	var file struct {
-		Tables []struct {
-			Name  string          `json:"name"`
-			Table json.RawMessage `json:"table"`
-			Rows  [][]any         `json:"rows"`
-		} `json:"tables"`
-	}
+// routingVectorsFile is tests/fixtures/routing_vectors.json: published tables and their rows.
+type routingVectorsFile struct {
+	Tables []struct {
+		Name  string          `json:"name"`
+		Table json.RawMessage `json:"table"`
+		Rows  [][]any         `json:"rows"`
+	} `json:"tables"`
+}
+
+func routingVectors(t *testing.T) routingVectorsFile {
+	var file routingVectorsFile
 	fixture(t, "routing_vectors.json", &file)
+	return file
+}
+
+func TestRoutingVectorsMatchTheFixture(t *testing.T) {
+	file := routingVectors(t)
 	str := func(v any) string { s, _ := v.(string); return s }
 	checked := map[string]int{}
 	for _, f := range file.Tables {
@@ -441,14 +449,7 @@ func TestRoutingVectorsMatchTheFixture(t *testing.T) {
 // behind, and every other write is the map's check. Rows of tests/fixtures/routing_vectors.json;
 // the same rule as tests/routing_vectors.rs and the Java FixturesTest.
 func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
-	var file struct {
-		Tables []struct {
-			Name  string          `json:"name"`
-			Table json.RawMessage `json:"table"`
-			Rows  [][]any         `json:"rows"`
-		} `json:"tables"`
-	}
-	fixture(t, "routing_vectors.json", &file)
+	file := routingVectors(t)
 	str := func(v any) string { s, _ := v.(string); return s }
 	seen := map[string]int{}
 	for _, f := range file.Tables {
