@@ -94,7 +94,7 @@ pub fn start(
     // A plan that moves unit sets, or moves a zone among three or more zones (a zone drain),
     // needs its maps back on restore.
     let among_n = !state.table().zones().is_two();
-    let moves_units = stored.plan.steps.iter().any(|s| match s {
+    let restores_maps = stored.plan.steps.iter().any(|s| match s {
         crate::core::PlanStep::MoveUnits { .. } => true,
         crate::core::PlanStep::MoveZone { .. } => among_n,
         _ => false,
@@ -125,9 +125,9 @@ pub fn start(
         plan: name.to_owned(),
         revision,
         drill_hold_ms: request.drill_hold_ms,
-        // Only a plan that moves unit sets needs its maps back (format level 7): other plans'
-        // runs stay readable by replicas of the release before.
-        restores_maps: moves_units,
+        // Only a plan that moves unit sets (or zones among three or more) needs its maps back
+        // (format level 7): other plans' runs stay readable by replicas of the release before.
+        restores_maps,
     };
     const RETRIES: u32 = 3;
     let mut attempt = 0;
