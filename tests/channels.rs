@@ -136,6 +136,41 @@ fn a_release_channel_moves_only_its_services_users_and_follows_evacuation_expiry
     let v = body["version"].as_u64().unwrap();
     edge.wait_for_version(v);
 
+    // Unit moves are judged on the routed map: the channel's blue units already send their load
+    // to az-a, so giving them to az-a in the map adds none. Control: as many other blue units add
+    // their share of az-b's load.
+    let channel_units =
+        tidegate::core::UnitSet::parse(body["channel"]["units"].as_str().unwrap(), 100).unwrap();
+    let in_channel: Vec<u32> = (0..50).filter(|u| channel_units.contains(*u)).collect();
+    let others: Vec<String> = (0..50)
+        .filter(|u| !channel_units.contains(*u))
+        .take(in_channel.len())
+        .map(|u| u.to_string())
+        .collect();
+    let preview = |units: String| {
+        let (status, body) = put_json(
+            &format!("{url}/v1/units"),
+            OPERATOR_TOKEN,
+            json!({"moves": [{"units": units, "zone": "az-a"}], "expected_version": version(&url),
+                   "reason": "projection", "dry_run": true}),
+        );
+        assert_eq!(status, 200, "{body}");
+        body["projection"].as_array().unwrap().clone()
+    };
+    let in_channel: Vec<String> = in_channel.iter().map(u32::to_string).collect();
+    assert!(!in_channel.is_empty());
+    let kept = preview(in_channel.join(","));
+    assert!(kept.is_empty(), "moving channel-kept units moves no load: {kept:?}");
+    let control = preview(others.join(","));
+    assert_eq!(control.len(), 1, "{control:?}");
+    assert_eq!(control[0]["zone"], "az-a", "{control:?}");
+    let projected = control[0]["projected_rps"].as_f64().unwrap();
+    println!(
+        "moving {} channel-kept units: no load; as many others: az-a to {projected} rps",
+        in_channel.len()
+    );
+    assert!(projected > 3_100.0, "{control:?}");
+
     // Only orders calls of the channel's users move, only to az-a (green), and only users the
     // global map gave to blue change their lane; billing and untagged-service calls keep the map.
     let orders = tags(&url, &users, Some("orders"));

@@ -396,3 +396,106 @@ fn a_zone_drain_among_three_is_projected_by_free_room() {
     assert!(matches!(tight.capacity, Verdict::Exceeds(_)), "{tight:?}");
     assert!(tight.holds.iter().any(|h| h.contains("insufficient_capacity")), "{:?}", tight.holds);
 }
+
+/// Channel load in projections: units a release channel keeps in its zone carry no load when
+/// the map moves them, so the source zone's load is spread over the units it really serves.
+/// On two zones: az-b serves 500 rps on 40 of its 50 units (channel `orders-v2` keeps 40-49 in
+/// az-a), so the dial to 30 % moves units 30-49 of which only 30-39 carry load: 125 rps, not 200.
+/// Among three zones: `move_units` 0-19 to az-c, with a channel keeping 0-9 in az-a. Each
+/// projection has its control: without the channel, the same step exceeds.
+#[test]
+fn projections_leave_channel_users_where_their_channel_keeps_them() {
+    use tidegate::core::{ChannelFallback, ChannelSpec, PlanMove, UnitMap, UnitSet};
+    let channel = |units: &str, zone: ZoneId| {
+        ChannelSpec {
+            name: "orders-v2".into(),
+            domain: None,
+            services: vec!["orders".into()],
+            zone,
+            percent: None,
+            units: Some(UnitSet::parse(units, 100).unwrap()),
+            users: Vec::new(),
+            fallback: ChannelFallback::Global,
+            expires_at_ms: None,
+        }
+        .resolve(100, 0)
+        .unwrap()
+    };
+    let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
+    let no_domains = std::collections::BTreeMap::new();
+    let projected = |v: &Verdict| match v {
+        Verdict::Fits(p) | Verdict::Exceeds(p) => (p.zone.clone(), p.projected_rps, v.blocks()),
+        other => panic!("{other:?}"),
+    };
+
+    // Two zones.
+    let zones = Zones::default();
+    let blue = load("az-b", 500.0, Capacity::Unchecked);
+    let green = load("az-a", 500.0, Capacity::Rps(650.0));
+    let map = UnitMap::dial(100, 50);
+    let dial = |channels: &[tidegate::core::Channel]| {
+        let inputs = DryRunInputs {
+            zones: &zones,
+            units: 100,
+            blue_units: 50,
+            domain_blue_units: &no_domains,
+            blue_load: &blue,
+            green_load: &green,
+            headroom: 0.0,
+            blue_health: &fine,
+            green_health: &fine,
+            maintenance: defaults(10, 1_000),
+            evacuate: defaults(25, 1_000),
+            preconditions: &[("db".into(), Ok(true))],
+            backlog: [Some(0), Some(0)],
+            busy: None,
+            channels,
+            unit_map: Some(&map),
+            zone_loads: &[],
+        };
+        let step = PlanStep::Dial { blue_percent: 30.0, domain: None };
+        dry_run(&plan(vec![step], 60_000), &inputs).steps.remove(0).capacity
+    };
+    assert_eq!(projected(&dial(&[channel("40-49", ZoneId::GREEN)])), ("az-a".into(), 625.0, false));
+    assert_eq!(projected(&dial(&[])), ("az-a".into(), 700.0, true), "control: no channel");
+
+    // Three zones: az-b 0-49, az-a 50-89, az-c 90-99 (100 rps of 250).
+    let zones = three_zones();
+    let map = UnitMap::dial(100, 50).moved(&UnitSet::parse("90-99", 100).unwrap(), ZoneId(2));
+    let loads = vec![
+        load("az-b", 500.0, Capacity::Unchecked),
+        load("az-a", 400.0, Capacity::Rps(1000.0)),
+        load("az-c", 100.0, Capacity::Rps(250.0)),
+    ];
+    let give = |channels: &[tidegate::core::Channel]| {
+        let inputs = DryRunInputs {
+            zones: &zones,
+            units: 100,
+            blue_units: 50,
+            domain_blue_units: &no_domains,
+            blue_load: &loads[0],
+            green_load: &loads[1],
+            headroom: 0.0,
+            blue_health: &fine,
+            green_health: &fine,
+            maintenance: defaults(10, 1_000),
+            evacuate: defaults(25, 1_000),
+            preconditions: &[("db".into(), Ok(true))],
+            backlog: [Some(0), Some(0)],
+            busy: None,
+            channels,
+            unit_map: Some(&map),
+            zone_loads: &loads,
+        };
+        let step = PlanStep::MoveUnits {
+            moves: vec![PlanMove {
+                units: UnitSet::parse("0-19", 100).unwrap(),
+                zone: "az-c".into(),
+                domain: None,
+            }],
+        };
+        dry_run(&plan(vec![step], 60_000), &inputs).steps.remove(0).capacity
+    };
+    assert_eq!(projected(&give(&[channel("0-9", ZoneId(1))])), ("az-c".into(), 225.0, false));
+    assert_eq!(projected(&give(&[])), ("az-c".into(), 300.0, true), "control: no channel");
+}

@@ -204,7 +204,7 @@ async fn put_channel(
             next_domains.insert(name.to_owned(), map.moved(&channel.units, channel.zone));
         }
     }
-    let (projection, blocking) = project(app, &table, &next, &next_domains).await?;
+    let (projection, blocking) = project(app, &table, &next, &next_domains, Some(name)).await?;
     let channel_json = channel_body(&table, &channel);
     if r.dry_run {
         return Ok(Json(json!({

@@ -153,24 +153,41 @@ fn unknown_domain(table: &RoutingTable, field: &str, name: &str) -> ApiError {
 /// The capacity verdicts of the default domain's map becoming `next` and each named domain's
 /// becoming its map in `next_domains` (a zone gaining units in several domains is judged on the
 /// sum), one object per receiving zone; the first blocking one.
+///
+/// Load follows the routed maps ([`crate::core::routed_map`]): units a release channel keeps in
+/// its zone carry no load when the map moves them. `except_channel` is left out of the "after"
+/// map: the channel a `PUT /v1/channels` replaces (`next` already holds its new units).
 pub(super) async fn project(
     app: &App,
     table: &std::sync::Arc<RoutingTable>,
     next: &UnitMap,
     next_domains: &std::collections::BTreeMap<String, UnitMap>,
+    except_channel: Option<&str>,
 ) -> Result<(Vec<Value>, Option<Verdict>), ApiError> {
     if !app.capacities.is_configured() {
         return Ok((Vec::new(), None));
     }
     let capacities = std::sync::Arc::clone(&app.capacities);
     let (t, n, d) = (std::sync::Arc::clone(table), next.clone(), next_domains.clone());
+    let except = except_channel.map(str::to_owned);
     let verdicts = rocket::tokio::task::spawn_blocking(move || {
-        let mut changes = vec![(t.map(), &n)];
+        let routed = |domain: &str, map: &UnitMap, skip: Option<&str>| {
+            let channels = t
+                .channels()
+                .values()
+                .filter(|c| c.domain_name() == domain && Some(c.name.as_str()) != skip);
+            crate::core::routed_map(map, channels)
+        };
+        let mut changes = vec![(
+            routed(DEFAULT_DOMAIN, t.map(), None),
+            routed(DEFAULT_DOMAIN, &n, except.as_deref()),
+        )];
         for (name, after) in &d {
             if let Some(before) = t.domains().get(name) {
-                changes.push((before, after));
+                changes.push((routed(name, before, None), routed(name, after, except.as_deref())));
             }
         }
+        let changes: Vec<(&UnitMap, &UnitMap)> = changes.iter().map(|(b, a)| (b, a)).collect();
         capacities.judge_maps(&t, &changes, now_ms())
     })
     .await
@@ -224,7 +241,7 @@ async fn move_to(
             .iter()
             .map(|(name, map)| table.domains().get(name).map_or(0, |m| m.diff(map).len()))
             .sum::<usize>();
-    let (projection, blocking) = project(app, &table, &next, &next_domains).await?;
+    let (projection, blocking) = project(app, &table, &next, &next_domains, None).await?;
     let moves_body: Vec<Value> = moves
         .iter()
         .map(|m| {

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::table::RoutingTable;
-use super::unit_map::UnitSet;
+use super::unit_map::{UnitMap, UnitSet};
 use super::zone::ZoneId;
 
 /// Most channels one table holds.
@@ -246,6 +246,25 @@ pub(crate) fn settle(before: &RoutingTable, after: &mut RoutingTable, mut to: St
         after.set_channel(&name, Some(c));
     }
     to
+}
+
+/// The map as a domain's load follows it: the units of each of `channels` go to the channel's
+/// zone while that zone owns units of `map` (a channel whose zone owns none is suspended, and its
+/// users follow the map). Capacity projections judge moves between two such maps, so units a
+/// channel keeps in its zone carry no load when the map moves them, and a channel that a move
+/// suspends or resumes carries its users' load with it.
+///
+/// The estimate is the one `PUT /v1/channels` admits a channel on: all of a channel's users' load
+/// follows the channel (it routes only its services' calls, and its listed user IDs are not
+/// counted). Pass the channels of the map's domain.
+pub fn routed_map<'a>(map: &UnitMap, channels: impl IntoIterator<Item = &'a Channel>) -> UnitMap {
+    let mut routed = map.clone();
+    for c in channels {
+        if !c.units.is_empty() && map.count(c.zone) > 0 {
+            routed = routed.moved(&c.units, c.zone);
+        }
+    }
+    routed
 }
 
 /// The channels whose expiry is at or before `now_ms`: the coordinator removes them with a logged

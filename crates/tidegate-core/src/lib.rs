@@ -31,8 +31,8 @@ pub use capacity::{
 };
 pub use channel::{
     Channel, ChannelError, ChannelFallback, ChannelSpec, MAX_CHANNEL_NAME_BYTES,
-    MAX_CHANNEL_SERVICES, MAX_CHANNEL_USERS, MAX_CHANNELS, expired_channels, share_count,
-    share_units, valid_name,
+    MAX_CHANNEL_SERVICES, MAX_CHANNEL_USERS, MAX_CHANNELS, expired_channels, routed_map,
+    share_count, share_units, valid_name,
 };
 pub use command::{
     Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, FORMAT_LEVEL, Genesis,

@@ -423,13 +423,14 @@ fn dry_run_zone_drain(
     to_percent: f64,
     mode: DrainMode,
     inputs: &DryRunInputs<'_>,
+    unit_map: Option<&super::unit_map::UnitMap>,
     zone_loads: &mut [ZoneLoad],
 ) -> ZoneDrainDryRun {
     let units = inputs.units;
     let defaults = if mode == DrainMode::Evacuate { inputs.evacuate } else { inputs.maintenance };
     let verb = if mode == DrainMode::Evacuate { "evacuate" } else { "drain" };
     let source = inputs.zones.color_in(zone);
-    let owned = source.zip(inputs.unit_map).map_or(0, |(c, map)| map.count(c));
+    let owned = source.zip(unit_map).map_or(0, |(c, map)| map.count(c));
     let keep = Share::from_percent(to_percent, units).map_or(owned, |s| s.blue_units);
     let mut holds = Vec::new();
     if keep > owned {
@@ -442,10 +443,25 @@ fn dry_run_zone_drain(
     let step_units = defaults.step_units.max(1);
     let n = u64::from(moved.div_ceil(step_units));
     let mut verdict = Verdict::Unchecked;
-    match source.zip(inputs.unit_map) {
+    match source.zip(unit_map) {
         Some((source, map)) if moved > 0 && zone_loads.len() >= inputs.zones.len() => {
-            verdict =
-                project_zone_drain(source, moved, inputs.zones, map, zone_loads, inputs.headroom);
+            // Load follows the routed map: the moved units a channel keeps elsewhere carry none
+            // (the drain's units are taken as a fair sample of the zone's), and a drain to zero
+            // suspends the channels into the zone, whose users then follow the map out.
+            let routed = routed_default(map, inputs.channels);
+            let stays = map.units_of(source).filter(|u| routed.owner(*u) == source).count();
+            let mut carried = (u64::from(moved) * stays as u64).div_ceil(u64::from(owned)) as u32;
+            if keep == 0 {
+                carried += routed.units_of(source).filter(|u| map.owner(*u) != source).count() as u32;
+            }
+            verdict = project_zone_drain(
+                source,
+                carried,
+                inputs.zones,
+                &routed,
+                zone_loads,
+                inputs.headroom,
+            );
             holds.push(
                 "a zone move among three or more zones is a zone drain: its receivers' health is judged when it runs, and its split by free room is projected for the whole move"
                     .to_owned(),
@@ -468,6 +484,19 @@ fn dry_run_zone_drain(
         verdict,
         holds,
     }
+}
+
+/// The default domain's map as its load follows it (see [`routed_map`]).
+///
+/// [`routed_map`]: super::channel::routed_map
+fn routed_default(
+    map: &super::unit_map::UnitMap,
+    channels: &[super::channel::Channel],
+) -> super::unit_map::UnitMap {
+    let default = |c: &&super::channel::Channel| {
+        c.domain.as_deref().is_none_or(|d| d == super::table::DEFAULT_DOMAIN)
+    };
+    super::channel::routed_map(map, channels.iter().filter(default))
 }
 
 /// Projects a zone drain among N of `moved` units out of `source`: spread over every other live
@@ -697,24 +726,40 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
         let mut verdict = Verdict::Unchecked;
         let mut expected_ms = 0;
         // Moves the dial from `blue` to `to` in one move, judging and carrying load.
-        let mut move_to = |blue: &mut u32, to: u32, verdict: &mut Verdict| {
+        // `base`: the default domain's map (a move of it is counted on the routed map, so units
+        // a release channel keeps in its zone carry no load).
+        let mut move_to = |blue: &mut u32,
+                           to: u32,
+                           verdict: &mut Verdict,
+                           base: Option<&super::unit_map::UnitMap>| {
             if to == *blue {
                 return;
             }
             let source = if to < *blue { ZoneId::BLUE } else { ZoneId::GREEN };
+            let receiver = counterpart(source);
             let zone_units = |c: ZoneId, b: u32| if c == ZoneId::BLUE { b } else { units - b };
-            let moved = blue.abs_diff(to);
-            let (s, r) = (idx(source), idx(counterpart(source)));
-            let v = judge(
-                moved,
-                zone_units(source, *blue),
-                zone_units(counterpart(source), *blue),
-                &loads[s],
-                &loads[r],
-                inputs.headroom,
-            );
+            let (moved, src_units, recv_units) = match base {
+                Some(m) => {
+                    let now = routed_default(
+                        &m.set_count(ZoneId::BLUE, ZoneId::GREEN, *blue),
+                        inputs.channels,
+                    );
+                    let next = routed_default(
+                        &m.set_count(ZoneId::BLUE, ZoneId::GREEN, to),
+                        inputs.channels,
+                    );
+                    let moved = now
+                        .diff(&next)
+                        .into_iter()
+                        .filter(|u| now.owner(*u) == source && next.owner(*u) == receiver)
+                        .count() as u32;
+                    (moved, now.count(source), now.count(receiver))
+                }
+                None => (blue.abs_diff(to), zone_units(source, *blue), zone_units(receiver, *blue)),
+            };
+            let (s, r) = (idx(source), idx(receiver));
+            let v = judge(moved, src_units, recv_units, &loads[s], &loads[r], inputs.headroom);
             if let (Ok(src), Ok(recv)) = (loads[s].load_rps.clone(), loads[r].load_rps.clone()) {
-                let src_units = zone_units(source, *blue);
                 let carried = if src_units == 0 {
                     0.0
                 } else {
@@ -732,9 +777,18 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
         };
         // A zone move among three or more zones: the units it gives away (not a dial move).
         let mut zone_moved: Option<u32> = None;
+        let base_map = if domain.is_none() && inputs.zones.is_two() { map.clone() } else { None };
+        let base = base_map.as_ref();
         let description = match step {
             PlanStep::MoveZone { zone, to_percent, mode, .. } if !inputs.zones.is_two() => {
-                let z = dry_run_zone_drain(zone, *to_percent, *mode, inputs, &mut zone_loads);
+                let z = dry_run_zone_drain(
+                    zone,
+                    *to_percent,
+                    *mode,
+                    inputs,
+                    map.as_ref(),
+                    &mut zone_loads,
+                );
                 holds.extend(z.holds);
                 expected_ms = z.expected_ms;
                 zone_moved = Some(z.moved);
@@ -785,7 +839,7 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
                 let mut n = 0u64;
                 while blue != target {
                     let next = step_toward(blue, target, defaults.step_units.max(1));
-                    move_to(&mut blue, next, &mut verdict);
+                    move_to(&mut blue, next, &mut verdict, base);
                     n += 1;
                 }
                 expected_ms = n.saturating_sub(1) * defaults.interval_ms;
@@ -800,7 +854,7 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             PlanStep::Dial { blue_percent, .. } => {
                 let to =
                     Share::from_percent(*blue_percent, units).map(|s| s.blue_units).unwrap_or(blue);
-                move_to(&mut blue, to, &mut verdict);
+                move_to(&mut blue, to, &mut verdict, base);
                 format!("set the dial to {blue_percent}% blue")
             }
             PlanStep::Pin { user_id, color } => {
@@ -818,7 +872,12 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
                                 next = next.moved(&m.units, zone);
                             }
                         }
-                        verdict = project_map_move(now, &next, &mut zone_loads, inputs.headroom);
+                        verdict = project_map_move(
+                            &routed_default(now, inputs.channels),
+                            &routed_default(&next, inputs.channels),
+                            &mut zone_loads,
+                            inputs.headroom,
+                        );
                         *now = next;
                         if moves.iter().any(|m| !in_default(&m)) {
                             holds.push(
