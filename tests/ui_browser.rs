@@ -859,6 +859,141 @@ async fn release_channels_show_on_the_overview_with_their_state_in_chromium() {
     drop(server);
 }
 
+/// Release channels are put, edited and deleted from the overview (issue 24). Put: a dry-run
+/// preview, the channel's name typed to confirm, the put at the previewed version; a bad service
+/// name is refused with the API's detail and the field marked. Edit fills the form, and widening
+/// the share keeps the users already in. Delete takes a reason and the typed name. A viewer gets
+/// none of the controls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_channels_are_put_edited_and_deleted_from_the_overview_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    std::fs::write(&config_file, config_toml("")).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let green = routing(&base)["colors"]["green"].as_str().unwrap().to_owned();
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 2400).await.unwrap();
+    log_in(&c, &base, "victor", VIEWER_TOKEN).await;
+    wait_for(&c, "the no-channel sentence", "document.getElementById('no-channels')").await;
+    assert_eq!(js(&c, "return !!document.getElementById('channel-form')").await, json!(false));
+    click(&c, "#logout").await;
+    wait_for(&c, "the logged-out login page", "document.getElementById('login-notice')").await;
+
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+    wait_for(
+        &c,
+        "the zones to choose from",
+        "document.querySelectorAll('#ch-zone option').length === 2",
+    )
+    .await;
+    type_into(&c, "#ch-name", "orders-v2").await;
+    type_into(&c, "#ch-services", "orders, Carts!").await;
+    js(
+        &c,
+        &format!(
+            "const s = document.getElementById('ch-zone'); s.value = {green:?}; s.dispatchEvent(new Event('change')); return s.value"
+        ),
+    )
+    .await;
+    type_into(&c, "#ch-percent", "10").await;
+    type_into(&c, "#ch-reason", "browser test: orders 2.4 canary").await;
+    click(&c, "#ch-review").await;
+    wait_for(&c, "the refusal", "!document.getElementById('ch-error').hidden").await;
+    let refusal = text(&c, "#ch-error").await;
+    assert!(refusal.contains("invalid_channel: services:"), "{refusal}");
+    assert_eq!(
+        js(&c, "return document.getElementById('ch-services').getAttribute('aria-invalid')").await,
+        json!("true")
+    );
+    assert_eq!(routing(&base)["channels"], json!([]), "a refused preview changes nothing");
+
+    type_into(&c, "#ch-services", "orders, carts").await;
+    click(&c, "#ch-review").await;
+    wait_for(&c, "the preview", "!document.getElementById('ch-confirm').hidden && document.getElementById('ch-preview-summary')")
+        .await;
+    let summary = text(&c, "#ch-preview-summary").await;
+    assert!(
+        summary.contains("10 % of users (units ")
+            && summary.contains(&format!("to {green} (green)")),
+        "{summary}"
+    );
+    assert_eq!(text(&c, "#ch-preview-fits").await, "✓ tidegate would put this channel now.");
+    assert_eq!(routing(&base)["channels"], json!([]), "a preview changes nothing");
+    assert_eq!(
+        js(&c, "return document.getElementById('ch-confirm-go').disabled").await,
+        json!(true)
+    );
+    type_into(&c, "#ch-confirm-name", "orders-v2").await;
+    click(&c, "#ch-confirm-go").await;
+    let row = "#channels-table tr[data-channel=\"orders-v2\"]";
+    wait_for(&c, "the channel's row", &format!("document.querySelector('{row}')")).await;
+    assert!(text(&c, "#ch-ok").await.starts_with("Done: channel orders-v2 put"));
+    let (status, put) = get_json(&format!("{base}/v1/channels/orders-v2"));
+    assert_eq!(status, 200, "{put}");
+    assert_eq!(
+        (put["share_percent"].as_f64(), put["zone"].as_str(), put["services"].clone()),
+        (Some(10.0), Some(green.as_str()), json!(["carts", "orders"]))
+    );
+    let first = tidegate::core::UnitSet::parse(put["units"].as_str().unwrap(), 100).unwrap();
+    assert_eq!(audit_by(&base, "channel_put"), vec!["alice"]);
+    shot(&c, "29-channel-put").await;
+
+    // Edit: the form holds the channel; widen it to 30 %.
+    click(&c, &format!("{row} button[data-edit-channel]")).await;
+    wait_for(
+        &c,
+        "the edit form",
+        "document.getElementById('channel-form-title').textContent === 'Edit orders-v2'",
+    )
+    .await;
+    assert_eq!(value_of(&c, "#ch-percent").await, json!("10"));
+    assert_eq!(value_of(&c, "#ch-services").await, json!("carts, orders"));
+    assert_eq!(value_of(&c, "#ch-zone").await, json!(green));
+    assert_eq!(js(&c, "return document.getElementById('ch-name').readOnly").await, json!(true));
+    type_into(&c, "#ch-percent", "30").await;
+    type_into(&c, "#ch-reason", "browser test: orders 2.4 to 30 %").await;
+    click(&c, "#ch-review").await;
+    wait_for(&c, "the edit preview", "!document.getElementById('ch-confirm').hidden && document.getElementById('ch-preview-was')")
+        .await;
+    assert!(text(&c, "#ch-preview-was").await.starts_with("It replaces: 10 % of users (units "));
+    type_into(&c, "#ch-confirm-name", "orders-v2").await;
+    click(&c, "#ch-confirm-go").await;
+    wait_for(
+        &c,
+        "the wider share",
+        &format!(
+            "(document.querySelector('{row} td.num') || {{textContent: ''}}).textContent === '30 %'"
+        ),
+    )
+    .await;
+    let wider = get_json(&format!("{base}/v1/channels/orders-v2")).1;
+    let wider = tidegate::core::UnitSet::parse(wider["units"].as_str().unwrap(), 100).unwrap();
+    assert_eq!(wider.len(), 30);
+    assert!(
+        first.iter().all(|u| wider.contains(u)),
+        "widening keeps the first 10 %: {first} in {wider}"
+    );
+    assert_eq!(audit_by(&base, "channel_put"), vec!["alice", "alice"]);
+
+    // Delete: a reason and the typed name.
+    click(&c, &format!("{row} button[data-delete-channel]")).await;
+    wait_for(&c, "the delete confirmation", "!document.getElementById('ch-delete').hidden").await;
+    type_into(&c, "#ch-delete-name", "orders-v2").await;
+    click(&c, "#ch-delete-go").await;
+    wait_for(&c, "the missing reason", "!document.getElementById('ch-delete-error').hidden").await;
+    assert!(get_json(&format!("{base}/v1/channels/orders-v2")).0 == 200, "no reason, no delete");
+    type_into(&c, "#ch-delete-reason", "browser test: orders 2.4 released").await;
+    click(&c, "#ch-delete-go").await;
+    wait_for(&c, "no channel left", "document.getElementById('no-channels')").await;
+    assert_eq!(get_json(&format!("{base}/v1/channels/orders-v2")).0, 404);
+    assert_eq!(audit_by(&base, "channel_delete"), vec!["alice"]);
+    c.close().await.unwrap();
+    drop(driver);
+    drop(server);
+}
+
 /// Two coordinator replicas on one Kafka command log: the overview lists both; when the one
 /// serving the page is killed, the page says so and links the other's console, which works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

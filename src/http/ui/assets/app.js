@@ -224,11 +224,12 @@
       el('tbody', {}, ...rows)))));
   }
 
-  // The release channels of GET /v1/routing, every domain's: read-only (the CLI and the API
-  // change them).
+  // The release channels of GET /v1/routing, every domain's. Operators get Edit and Delete on
+  // each row, and the form below the table (see "release channels" further down).
   function renderChannels() {
     const node = $('channels');
     if (!node || !view.routing) return;
+    if (CAN_CHANGE) syncChannelZones(view.routing);
     const list = view.routing.channels || [];
     if (!list.length) {
       node.replaceChildren(el('p', { class: 'muted', id: 'no-channels' }, 'No release channel: every service follows the map.'));
@@ -241,14 +242,22 @@
         : el('span', { class: 'state state-active' }, '✓ Active');
       const users = (c.users || []).length;
       const who = [c.units ? 'units ' + c.units : '', users ? users + ' named user' + (users === 1 ? '' : 's') : ''].filter(Boolean).join(' + ');
-      return el('tr', { 'data-channel': text(c.name) },
+      const cells = [
         el('td', {}, text(c.name)), el('td', {}, text((c.services || []).join(', '))), el('td', {}, text(c.domain)),
         el('td', {}, text(c.zone) + ' (' + text(c.lane) + ')'), el('td', { class: 'num' }, pct(c.share_percent)),
         el('td', {}, text(who)), el('td', {}, text(c.fallback)), el('td', {}, until(c.expires_at_ms)),
-        el('td', { class: 'channel-state' }, state));
+        el('td', { class: 'channel-state' }, state)];
+      if (CAN_CHANGE) {
+        cells.push(el('td', { class: 'channel-actions' },
+          el('button', { type: 'button', class: 'quiet', 'data-edit-channel': text(c.name) }, 'Edit'), ' ',
+          el('button', { type: 'button', class: 'quiet', 'data-delete-channel': text(c.name) }, 'Delete…')));
+      }
+      return el('tr', { 'data-channel': text(c.name) }, ...cells);
     });
+    const heads = ['Channel', 'Services', 'Domain', 'Zone', 'Share', 'Selects', 'Fallback', 'Expires', 'State'];
+    if (CAN_CHANGE) heads.push('Change');
     node.replaceChildren(el('div', { class: 'table-wrap' }, stacked(el('table', { class: 'channels', id: 'channels-table' },
-      el('thead', {}, el('tr', {}, ...['Channel', 'Services', 'Domain', 'Zone', 'Share', 'Selects', 'Fallback', 'Expires', 'State'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('thead', {}, el('tr', {}, ...heads.map((h) => el('th', { scope: 'col' }, h)))),
       el('tbody', {}, ...rows)))));
   }
 
@@ -1254,6 +1263,318 @@
     return { update, matches: () => !!o.expected() && $(o.field).value === o.expected() };
   }
 
+  // ---- release channels ------------------------------------------------------------------
+
+  // "New channel" / "Edit <name>": PUT /v1/channels/{name} with dry_run first (the resolved
+  // channel, each receiving zone's projected load, whether tidegate would refuse it), then the
+  // channel's name typed to confirm, then the put at the previewed version. "Delete…" on a row:
+  // a reason and the name typed, then DELETE at the version the page shows. A new channel goes
+  // into the domain the page shows; an edited one stays in its own.
+  const channelView = {
+    editing: null, // the channel being edited (its GET /v1/routing row), or null for a new one
+    confirm: null, // {name, body, version} while the preview and confirmation are open
+    deleting: null, // {name, version} while the delete confirmation is open
+    reviewing: false,
+    sending: false,
+    zones: null,
+    typed: null,
+    typedDelete: null,
+  };
+
+  function syncChannelZones(r) {
+    const select = $('ch-zone');
+    if (!select) return;
+    const live = liveZones(r);
+    const key = live.map((z) => z.name + '/' + z.lane).join(',');
+    if (key === channelView.zones) return;
+    channelView.zones = key;
+    const chosen = select.value;
+    select.replaceChildren(...live.map((z) => el('option', { value: z.name }, z.name + ' (' + z.lane + ')')));
+    if (live.some((z) => z.name === chosen)) select.value = chosen;
+  }
+
+  const CHANNEL_FIELDS = {
+    name: 'ch-name', services: 'ch-services', zone: 'ch-zone', domain: 'ch-name', percent: 'ch-percent', units: 'ch-units',
+    users: 'ch-users', fallback: 'ch-fallback', expires_in: 'ch-expires', expires_at_ms: 'ch-expires',
+  };
+
+  // An API refusal with its detail; the field it names (`services: …`) is marked.
+  function channelRefusal(err) {
+    if (!(err instanceof ApiError) || err.status < 400 || err.status === 401 || err.status === 403) return explain(err);
+    const detail = String(err.detail || '');
+    const field = detail.split(/[:[ ]/, 1)[0];
+    if (CHANNEL_FIELDS[field]) $(CHANNEL_FIELDS[field]).setAttribute('aria-invalid', 'true');
+    if (/`percent` or by `units`/.test(detail)) $('ch-percent').setAttribute('aria-invalid', 'true');
+    return err.code + ': ' + detail + (detail.endsWith('.') ? '' : '.');
+  }
+
+  function list(value) { return value.split(/[\s,]+/).map((v) => v.trim()).filter(Boolean); }
+
+  // The request body the form describes (without version and reason), or an error sentence.
+  function channelBody() {
+    const name = $('ch-name').value.trim();
+    const services = list($('ch-services').value);
+    const percent = $('ch-percent').value.trim();
+    const units = $('ch-units').value.trim();
+    const users = list($('ch-users').value);
+    if (!name) return { error: 'Name the channel.', field: 'ch-name' };
+    if (!services.length) return { error: 'Name the services whose calls it routes.', field: 'ch-services' };
+    if (!percent && !units && !users.length) return { error: 'Say which users it selects: a share, units, or named users.', field: 'ch-percent' };
+    const body = { services, zone: $('ch-zone').value, users, fallback: $('ch-fallback').value };
+    if (percent) body.percent = Number(percent);
+    if (units) body.units = units;
+    const expires = $('ch-expires').value.trim();
+    if (expires) body.expires_in = expires;
+    const domain = channelView.editing ? channelView.editing.domain : domainView.selected;
+    if (domain && domain !== DEFAULT_DOMAIN) body.domain = domain;
+    return { name, body };
+  }
+
+  function closeChannelConfirm() {
+    channelView.confirm = null;
+    $('ch-confirm').hidden = true;
+    $('ch-review').disabled = channelView.reviewing;
+    show($('ch-confirm-error'), '');
+    $('ch-confirm-name').value = '';
+  }
+
+  function clearChannelForm() {
+    channelView.editing = null;
+    closeChannelConfirm();
+    for (const id of ['ch-name', 'ch-services', 'ch-percent', 'ch-units', 'ch-users', 'ch-expires', 'ch-reason']) {
+      $(id).value = '';
+      $(id).removeAttribute('aria-invalid');
+    }
+    $('ch-fallback').value = 'global';
+    $('ch-name').readOnly = false;
+    $('ch-clear').hidden = true;
+    $('channel-form-title').textContent = 'New channel';
+    show($('ch-error'), '');
+  }
+
+  // Fills the form with a channel: its share, its named users, and the time left to its expiry
+  // (rounded up to the minute). A share puts the same units back (they are chosen in an order
+  // fixed by the name); a channel made of explicit units shows them in the preview's "replaces"
+  // line, so the operator sees if the share would pick others.
+  function editChannel(name) {
+    const c = ((view.routing && view.routing.channels) || []).find((ch) => ch.name === name);
+    if (!c) return;
+    clearChannelForm();
+    channelView.editing = c;
+    $('ch-name').value = c.name;
+    $('ch-name').readOnly = true;
+    $('ch-services').value = (c.services || []).join(', ');
+    syncChannelZones(view.routing);
+    $('ch-zone').value = c.zone;
+    if (c.units) $('ch-percent').value = Number(c.share_percent);
+    $('ch-users').value = (c.users || []).join(', ');
+    $('ch-fallback').value = c.fallback || 'global';
+    const left = c.expires_at_ms ? c.expires_at_ms - serverNow() : 0;
+    $('ch-expires').value = left > 0 ? Math.ceil(left / 60000) + 'm' : '';
+    $('channel-form-title').textContent = 'Edit ' + c.name + (c.domain && c.domain !== DEFAULT_DOMAIN ? ' (domain ' + c.domain + ')' : '');
+    $('ch-clear').hidden = false;
+    $('ch-reason').focus();
+    $('channel-form').scrollIntoView({ block: 'nearest' });
+  }
+
+  async function reviewChannel() {
+    show($('ch-ok'), '');
+    show($('ch-error'), '');
+    const r = view.routing;
+    if (!r || channelView.reviewing || channelView.sending) return;
+    const made = channelBody();
+    if (made.error) {
+      $(made.field).setAttribute('aria-invalid', 'true');
+      show($('ch-error'), made.error);
+      $(made.field).focus();
+      return;
+    }
+    const reason = $('ch-reason').value.trim();
+    if (!reason) {
+      $('ch-reason').setAttribute('aria-invalid', 'true');
+      show($('ch-error'), 'Give a reason: it goes into the audit log with your name.');
+      $('ch-reason').focus();
+      return;
+    }
+    closeChannelConfirm();
+    const version = r.version;
+    const body = Object.assign({}, made.body, { expected_version: version, reason });
+    channelView.reviewing = true;
+    $('ch-review').disabled = true;
+    let dry;
+    try {
+      dry = await api('PUT', '/v1/channels/' + encodeURIComponent(made.name), Object.assign({ dry_run: true }, body));
+    } catch (err) {
+      show($('ch-error'), 'The dry run was refused: ' + channelRefusal(err));
+      return;
+    } finally {
+      channelView.reviewing = false;
+      $('ch-review').disabled = false;
+    }
+    channelView.confirm = { name: made.name, body, version };
+    renderChannelPreview(dry, made.name);
+    $('ch-confirm-title').textContent = (channelView.editing ? 'Confirm the change of ' : 'Confirm the new channel ') + made.name;
+    $('ch-confirm-expected').textContent = made.name;
+    $('ch-confirm').hidden = false;
+    $('ch-review').disabled = true;
+    channelView.typed.update();
+    $('ch-confirm-name').focus();
+  }
+
+  // The dry run: what the channel will select and where, what it replaces, each receiving
+  // zone's projected load, and whether tidegate would refuse it now.
+  function renderChannelPreview(dry, name) {
+    const c = dry.channel || {};
+    const users = (c.users || []).length;
+    const who = [c.units ? pct(c.share_percent) + ' of users (units ' + c.units + ')' : '', users ? users + ' named user' + (users === 1 ? '' : 's') : ''].filter(Boolean).join(' and ');
+    const was = channelView.editing;
+    const parts = [
+      el('p', { class: 'summary', id: 'ch-preview-summary' },
+        el('strong', {}, name), ' will send the ', text((c.services || []).join(', ')), ' calls of ', el('strong', { id: 'ch-preview-who' }, who),
+        ' to ', el('strong', {}, text(c.zone) + ' (' + text(c.lane) + ')'), ' in domain ' + text(c.domain) + '; while suspended its users ' +
+        (c.fallback === 'reject' ? 'are refused' : 'follow the map') + '; ' +
+        (c.expires_at_ms ? 'it expires at ' + new Date(c.expires_at_ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC.' : 'it does not expire.')),
+    ];
+    if (was) {
+      parts.push(el('p', { class: 'hint', id: 'ch-preview-was' }, 'It replaces: ' + pct(was.share_percent) + ' of users' +
+        (was.units ? ' (units ' + was.units + ')' : '') + ' to ' + was.zone + '. A share only grows or shrinks at its edge: users in both stay.'));
+    }
+    const rows = (dry.projection || []).map((p) => el('tr', { 'data-zone': text(p.zone) }, el('td', {}, text(p.zone)),
+      capacityCell({ zone: p.zone, verdict: p.verdict, projected_rps: p.projected_rps, allowed_rps: p.allowed_rps, detail: p.explain })));
+    if (rows.length) {
+      parts.push(el('div', { class: 'table-wrap' }, stacked(el('table', { id: 'ch-preview-zones' },
+        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Receiving zone'), el('th', { scope: 'col' }, 'Projected load vs capacity'))),
+        el('tbody', {}, rows)))));
+    }
+    const refuse = dry.would_refuse;
+    parts.push(refuse
+      ? el('p', { class: 'warning', id: 'ch-preview-refuse', role: 'alert' }, 'tidegate would refuse this channel now: ' + refuse +
+        (refuse.endsWith('.') ? '' : '.') + ' Confirming sends it anyway and shows the refusal; select fewer users or choose another zone.')
+      : el('p', { class: 'ok', id: 'ch-preview-fits' }, '✓ tidegate would put this channel now.'));
+    $('ch-preview').replaceChildren(...parts);
+  }
+
+  async function applyChannel() {
+    const c = channelView.confirm;
+    if (!c || channelView.sending || !channelView.typed.matches()) return;
+    channelView.sending = true;
+    channelView.typed.update();
+    show($('ch-confirm-error'), '');
+    try {
+      const result = await api('PUT', '/v1/channels/' + encodeURIComponent(c.name), c.body);
+      clearChannelForm();
+      show($('ch-ok'), result.changed
+        ? 'Done: channel ' + c.name + ' put (routing version ' + result.version + ').'
+        : 'Nothing changed: channel ' + c.name + ' was already so.');
+      await poll(true);
+    } catch (err) {
+      if (err.code === 'version_conflict') {
+        closeChannelConfirm();
+        await poll(true);
+        show($('ch-error'), 'Not applied: someone else changed the routing while you were deciding (you previewed version ' + c.version +
+          '; it is now version ' + (err.body.current_version || (view.routing && view.routing.version)) + '). Preview the channel again.');
+      } else {
+        show($('ch-confirm-error'), 'Not applied: ' + channelRefusal(err));
+      }
+    } finally {
+      channelView.sending = false;
+      if (channelView.confirm) channelView.typed.update();
+    }
+  }
+
+  function closeChannelDelete() {
+    channelView.deleting = null;
+    $('ch-delete').hidden = true;
+    $('ch-delete-name').value = '';
+    $('ch-delete-reason').value = '';
+    show($('ch-delete-error'), '');
+  }
+
+  function askDeleteChannel(name) {
+    const c = ((view.routing && view.routing.channels) || []).find((ch) => ch.name === name);
+    if (!c) return;
+    closeChannelDelete();
+    channelView.deleting = { name, version: view.routing.version };
+    $('ch-delete-title').textContent = 'Delete the channel ' + name;
+    $('ch-delete-summary').textContent = 'Its users’ ' + (c.services || []).join(', ') + ' calls go back to the map (' +
+      pct(c.share_percent) + ' of users now sent to ' + c.zone + ' by it), in one routing version.';
+    $('ch-delete-expected').textContent = name;
+    $('ch-delete').hidden = false;
+    channelView.typedDelete.update();
+    $('ch-delete-reason').focus();
+  }
+
+  async function applyDeleteChannel() {
+    const d = channelView.deleting;
+    if (!d || channelView.sending || !channelView.typedDelete.matches()) return;
+    const reason = $('ch-delete-reason').value.trim();
+    if (!reason) {
+      $('ch-delete-reason').setAttribute('aria-invalid', 'true');
+      show($('ch-delete-error'), 'Give a reason: it goes into the audit log with your name.');
+      return;
+    }
+    channelView.sending = true;
+    channelView.typedDelete.update();
+    try {
+      const result = await api('DELETE', '/v1/channels/' + encodeURIComponent(d.name), { expected_version: d.version, reason });
+      closeChannelDelete();
+      if (channelView.editing && channelView.editing.name === d.name) clearChannelForm();
+      show($('ch-ok'), 'Done: channel ' + d.name + ' deleted (routing version ' + result.version + ').');
+      await poll(true);
+    } catch (err) {
+      if (err.code === 'version_conflict') {
+        closeChannelDelete();
+        await poll(true);
+        show($('ch-error'), 'Not deleted: someone else changed the routing while you were deciding. Look at the channel again.');
+      } else {
+        show($('ch-delete-error'), 'Not deleted: ' + explain(err));
+      }
+    } finally {
+      channelView.sending = false;
+      if (channelView.deleting) channelView.typedDelete.update();
+    }
+  }
+
+  function wireChannels() {
+    if (!$('channel-form')) return;
+    $('channel-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      reviewChannel();
+    });
+    // A preview is for what it was made with: editing any field closes it.
+    for (const id of ['ch-name', 'ch-services', 'ch-zone', 'ch-percent', 'ch-units', 'ch-users', 'ch-fallback', 'ch-expires']) {
+      $(id).addEventListener(id === 'ch-zone' || id === 'ch-fallback' ? 'change' : 'input', () => {
+        $(id).removeAttribute('aria-invalid');
+        if (id === 'ch-percent' || id === 'ch-units') for (const f of ['ch-percent', 'ch-units']) $(f).removeAttribute('aria-invalid');
+        show($('ch-error'), '');
+        if (channelView.confirm) closeChannelConfirm();
+      });
+    }
+    clearOnInput('ch-reason', 'ch-error');
+    $('ch-clear').addEventListener('click', clearChannelForm);
+    channelView.typed = typedConfirm({
+      field: 'ch-confirm-name', go: 'ch-confirm-go', error: 'ch-confirm-error', cancel: 'ch-confirm-cancel',
+      expected: () => channelView.confirm && channelView.confirm.name,
+      busy: () => channelView.sending,
+      send: applyChannel,
+      close: closeChannelConfirm,
+    });
+    channelView.typedDelete = typedConfirm({
+      field: 'ch-delete-name', go: 'ch-delete-go', error: 'ch-delete-error', cancel: 'ch-delete-cancel',
+      expected: () => channelView.deleting && channelView.deleting.name,
+      busy: () => channelView.sending,
+      send: applyDeleteChannel,
+      close: closeChannelDelete,
+    });
+    clearOnInput('ch-delete-reason', 'ch-delete-error');
+    $('channels').addEventListener('click', (event) => {
+      const edit = event.target.closest('button[data-edit-channel]');
+      if (edit) editChannel(edit.dataset.editChannel);
+      const del = event.target.closest('button[data-delete-channel]');
+      if (del) askDeleteChannel(del.dataset.deleteChannel);
+    });
+  }
+
   // ---- moving units ------------------------------------------------------------------------
 
   // "Move units": unit ranges, a receiving zone and a reason; PUT /v1/units with dry_run first
@@ -1510,6 +1831,7 @@
       wireDrainActions();
       wireRestore();
       wireUnits();
+      wireChannels();
     }
     const q = new URLSearchParams(location.search);
     const started = q.get('started');
