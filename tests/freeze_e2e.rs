@@ -410,3 +410,154 @@ fn a_lossless_drain_among_three_zones_freezes_each_slice() {
     stop.store(true, Ordering::SeqCst);
     drop((stuck, watcher));
 }
+
+/// `(status, x-tidegate-refusal)` of a gate check for `user` with `method`, for a call of
+/// `service`.
+fn gate_for(edge: &Edge, method: &str, user: &str, service: &str) -> (u16, Option<String>) {
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let response = agent
+        .get(&format!("{}/v1/gate/orders", edge.url))
+        .header("x-user-id", user)
+        .header("x-original-method", method)
+        .header("x-tidegate-service", service)
+        .header("x-tidegate-token", OPERATOR_TOKEN)
+        .call()
+        .expect("gate answered");
+    let refusal = response
+        .headers()
+        .get("x-tidegate-refusal")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (response.status().as_u16(), refusal)
+}
+
+/// The audit records signed `by`, oldest first: `(action, reason)`.
+fn audit_of(url: &str, by: &str) -> Vec<(String, String)> {
+    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
+    audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .filter(|e| e["by"] == by)
+        .map(|e| {
+            (e["action"].as_str().unwrap().to_owned(), e["reason"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// A loss-less channel change (issue 24 on the rules of issue 23), on the real binary with a real
+/// edge and Routers subscribed. Widening `orders-v2` from units 40-44 to 40-49 (green) freezes
+/// exactly the `orders` writes of units 45-49, which blue owns by the map: the Router and the
+/// edge gate answer `frozen`, while those users' `billing` writes and every other user's go on.
+/// The change switches once every live subscriber has the freeze and unfreezes once every one
+/// has the switch: three audited phases. A subscriber that never applies the freeze holds the
+/// change until its window, and the change is undone with the channel as it was, naming it.
+#[test]
+fn a_loss_less_channel_change_freezes_only_its_writes_and_a_stuck_subscriber_undoes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let edge = Edge::start(&config, &url, &dir.path().join("edge.json"), 0);
+    edge.wait_for_version(1);
+    let watcher = router(&url, "orders-1", true);
+    let put = |units: &str, freeze: Option<&str>| {
+        let version = get_json(&format!("{url}/v1/routing")).1["version"].clone();
+        let mut body = json!({"services": ["orders"], "zone": "green", "units": units,
+                              "expected_version": version, "reason": "orders 2.4 release"});
+        if let Some(window) = freeze {
+            body["freeze"] = json!(true);
+            body["freeze_window"] = json!(window);
+        }
+        put_json(&format!("{url}/v1/channels/orders-v2"), OPERATOR_TOKEN, body)
+    };
+    let (status, body) = put("40-44", None);
+    assert_eq!(status, 200, "{body}");
+    let (moving, other) = users_in_and_out(&watcher, "45-49");
+    let blue = tidegate::core::ZoneId::BLUE;
+    let green = tidegate::core::ZoneId(1);
+    let check = |r: &Router, user: &str, service: &str, zone| {
+        r.check_write_for(None, service, user, zone, None).unwrap().check.as_str()
+    };
+    assert_eq!(check(&watcher, &moving, "orders", blue), "owned", "blue owns 45-49 by the map");
+
+    // The dry run says what the change would freeze.
+    let version = get_json(&format!("{url}/v1/routing")).1["version"].clone();
+    let (status, dry) = put_json(
+        &format!("{url}/v1/channels/orders-v2"),
+        OPERATOR_TOKEN,
+        json!({"services": ["orders"], "zone": "green", "units": "40-49", "freeze": true,
+               "expected_version": version, "reason": "preview", "dry_run": true}),
+    );
+    assert_eq!(status, 200, "{dry}");
+    assert_eq!(
+        (dry["freeze"]["units"].as_str(), &dry["freeze"]["services"]),
+        (Some("45-49"), &json!(["orders"]))
+    );
+
+    // Loss-less, every subscriber applying: freeze, switch, unfreeze.
+    let started = Instant::now();
+    let (status, body) = put("40-49", Some("10s"));
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        (body["change"]["phase"].as_str(), body["change"]["units"].as_str()),
+        (Some("freezing"), Some("45-49")),
+        "{body}"
+    );
+    wait_for("the change to end", Duration::from_secs(10), || {
+        get_json(&format!("{url}/v1/channels")).1["change"].is_null()
+    });
+    println!("a channel change with 2 live subscribers took {} ms", started.elapsed().as_millis());
+    let (_, channel) = get_json(&format!("{url}/v1/channels/orders-v2"));
+    assert_eq!(channel["units"], "40-49", "{channel}");
+    let phases = audit_of(&url, "channels");
+    let actions: Vec<&str> = phases.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(actions, ["channel_switch", "channel_unfreeze"], "{phases:?}");
+    assert!(phases[0].1.contains("every live subscriber (2 of 2)"), "{phases:?}");
+    let (_, table) = get_json(&format!("{url}/v1/routing"));
+    assert!(table["channel_freeze"].is_null(), "{table}");
+    assert!(watcher.wait_for_version(table["version"].as_u64().unwrap(), Duration::from_secs(5)));
+    assert_eq!(check(&watcher, &moving, "orders", green), "owned");
+    assert_eq!(check(&watcher, &moving, "orders", blue), "misrouted");
+
+    // A subscriber that never applies the freeze: narrowing back to 40-44 holds in `freezing`.
+    let stuck = router(&url, "stuck-1", false);
+    let (status, body) = put("40-44", Some("3s"));
+    assert_eq!(status, 202, "{body}");
+    let frozen_at = Instant::now();
+    let frozen_version = body["change"]["frozen_version"].as_u64().unwrap();
+    edge.wait_for_version(frozen_version);
+    assert!(watcher.wait_for_version(frozen_version, Duration::from_secs(5)));
+    // Frozen: the moving user's orders writes, at the Router and the edge gate, in either zone;
+    // their reads, their billing writes and other users' writes go on.
+    assert_eq!(check(&watcher, &moving, "orders", green), "frozen");
+    assert_eq!(check(&watcher, &moving, "orders", blue), "frozen");
+    assert_eq!(check(&watcher, &moving, "billing", blue), "owned");
+    assert_eq!(check(&watcher, &other, "orders", watcher.tag(&other).unwrap().color), "owned");
+    assert_eq!(gate_for(&edge, "POST", &moving, "orders"), (503, Some("frozen".into())));
+    assert_eq!(gate_for(&edge, "GET", &moving, "orders").0, 200);
+    assert_eq!(gate_for(&edge, "POST", &moving, "billing").0, 200);
+    assert_eq!(gate_for(&edge, "POST", &other, "orders").0, 200);
+    // The channel takes no other change meanwhile.
+    let (status, body) = put("40-41", None);
+    assert_eq!((status, body["error"].as_str()), (409, Some("channel_changing")), "{body}");
+    assert_eq!(get_json(&format!("{url}/v1/channels")).1["change"]["phase"], "freezing");
+    wait_for("the freeze to be undone at its window", Duration::from_secs(15), || {
+        get_json(&format!("{url}/v1/channels")).1["change"].is_null()
+    });
+    let held = frozen_at.elapsed();
+    println!("a stuck subscriber held the channel freeze {} ms (window 3 s)", held.as_millis());
+    assert!(held >= Duration::from_millis(2500), "undone early");
+    let (action, reason) = audit_of(&url, "channels").pop().unwrap();
+    assert_eq!(action, "channel_unfreeze");
+    assert!(reason.contains("stuck-1") && reason.contains("the channel is unchanged"), "{reason}");
+    let (_, channel) = get_json(&format!("{url}/v1/channels/orders-v2"));
+    assert_eq!(channel["units"], "40-49", "the channel is as it was: {channel}");
+    let version = get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    edge.wait_for_version(version);
+    assert_eq!(gate_for(&edge, "POST", &moving, "orders").0, 200, "writes resume");
+    drop(stuck);
+    drop(watcher);
+}

@@ -49,6 +49,28 @@ enum Op {
     RunTick,
     /// Pause, resume, abort or roll back the run.
     RunControl(u8),
+    /// Put release channel `orders-v2` at once, with units `0..n` (green).
+    ChannelPut(u32),
+    /// Start a loss-less change of it: to units `0..n`, or with 0 its deletion.
+    ChannelFreeze(u32),
+    /// The change's next phase: its switch, or (true) its unfreeze (aborted when unswitched).
+    ChannelPhase(bool),
+}
+
+fn channel(n: u32) -> tidegate::core::Channel {
+    tidegate::core::ChannelSpec {
+        name: "orders-v2".into(),
+        domain: None,
+        services: vec!["orders".into()],
+        zone: ZoneId::GREEN,
+        percent: None,
+        units: Some(tidegate::core::UnitSet::parse(&format!("0-{}", n.max(1) - 1), 100).unwrap()),
+        users: vec!["alice".into()],
+        fallback: tidegate::core::ChannelFallback::Global,
+        expires_at_ms: None,
+    }
+    .resolve(100, 0)
+    .unwrap()
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -68,6 +90,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<bool>().prop_map(Op::RunStart),
         4 => Just(Op::RunTick),
         1 => (0u8..4).prop_map(Op::RunControl),
+        1 => (1u32..=60).prop_map(Op::ChannelPut),
+        1 => (0u32..=60).prop_map(Op::ChannelFreeze),
+        2 => any::<bool>().prop_map(Op::ChannelPhase),
     ]
 }
 
@@ -211,6 +236,20 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                 1 => Command::ResumePlanRun { run },
                 2 => Command::AbortPlanRun { run },
                 _ => Command::RollbackPlanRun { run },
+            }
+        }
+        Op::ChannelPut(n) => Command::PutChannel { channel: channel(*n) },
+        Op::ChannelFreeze(n) => Command::FreezeChannel {
+            name: "orders-v2".into(),
+            next: (*n > 0).then(|| channel(*n)),
+            window_ms: 5_000,
+        },
+        Op::ChannelPhase(end) => {
+            let name = "orders-v2".to_owned();
+            match state.channel_change().map(|c| c.switched.is_some()) {
+                Some(false) if !end => Command::SwitchChannel { name },
+                Some(switched) => Command::UnfreezeChannel { name, aborted: !switched },
+                None => Command::SwitchChannel { name },
             }
         }
     };

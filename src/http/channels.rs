@@ -9,6 +9,7 @@
 
 use rocket::fairing::AdHoc;
 use rocket::http::Status;
+use rocket::response::status::Custom;
 use rocket::serde::json::Json;
 use rocket::{State, delete, get, put, routes};
 use serde::{Deserialize, Serialize};
@@ -33,6 +34,13 @@ pub fn stage() -> AdHoc {
                     rocket::tokio::spawn(crate::service::channel_expiry::run(
                         std::sync::Arc::clone(&app.coordinator),
                         std::time::Duration::from_secs(1),
+                        now_ms,
+                        rocket.shutdown(),
+                    ));
+                    rocket::tokio::spawn(crate::service::channel_changes::run(
+                        std::sync::Arc::clone(&app.coordinator),
+                        std::sync::Arc::clone(&app.subscribers),
+                        std::time::Duration::from_millis(100),
                         now_ms,
                         rocket.shutdown(),
                     ));
@@ -78,6 +86,13 @@ struct PutRequest {
     /// Answer the resolved channel and the capacity projection without changing anything.
     #[serde(default)]
     dry_run: bool,
+    /// Loss-less: freeze the writes the change moves, switch once every live subscriber has
+    /// the freeze, unfreeze once every one has the switch (default: off, the change is at once).
+    #[serde(default)]
+    freeze: Option<bool>,
+    /// The freeze's maximum window (`30s` by default, at most `10m`), with `freeze`.
+    #[serde(default)]
+    freeze_window: Option<String>,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -85,6 +100,35 @@ struct PutRequest {
 struct DeleteRequest {
     expected_version: u64,
     reason: String,
+    /// Loss-less, as for a put.
+    #[serde(default)]
+    freeze: Option<bool>,
+    #[serde(default)]
+    freeze_window: Option<String>,
+}
+
+/// The channel change in progress (`null` between changes): its phase, what it freezes and
+/// since when, for `GET /v1/channels` and the answer of a loss-less put or delete.
+fn change_body(app: &App) -> Value {
+    let state = app.coordinator.state();
+    let (Some(change), Some(freeze)) = (state.channel_change(), state.table().channel_freeze())
+    else {
+        return Value::Null;
+    };
+    json!({
+        "channel": change.name,
+        "phase": if change.switched.is_some() { "switched" } else { "freezing" },
+        "action": if change.next.is_some() { "put" } else { "delete" },
+        "services": freeze.services,
+        "units": freeze.units.to_string(),
+        "unit_count": freeze.units.len(),
+        "users": freeze.users,
+        "frozen_version": change.frozen_version,
+        "frozen_at_ms": change.frozen_ms,
+        "window_ms": change.window_ms,
+        "switched_version": change.switched.map(|(v, _)| v),
+        "switched_at_ms": change.switched.map(|(_, ms)| ms),
+    })
 }
 
 fn not_found(name: &str) -> ApiError {
@@ -96,7 +140,11 @@ fn not_found(name: &str) -> ApiError {
 fn get_channels(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     let table = app.coordinator.table();
-    Ok(Json(json!({ "version": table.version(), "channels": channels_body(&table) })))
+    Ok(Json(json!({
+        "version": table.version(),
+        "channels": channels_body(&table),
+        "change": change_body(app),
+    })))
 }
 
 /// `GET /v1/channels/{name}`.
@@ -117,9 +165,11 @@ async fn put_channel(
     caller: Caller,
     name: &str,
     request: JsonBody<'_, PutRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Custom<Json<Value>>, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    let window =
+        super::drains::freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_channel")?;
     if !valid_name(name) {
         return Err(ApiError::bad_request(
             "invalid_channel",
@@ -207,12 +257,22 @@ async fn put_channel(
     let (projection, blocking) = project(app, &table, &next, &next_domains, Some(name)).await?;
     let channel_json = channel_body(&table, &channel);
     if r.dry_run {
-        return Ok(Json(json!({
-            "dry_run": true,
-            "channel": channel_json,
-            "projection": projection,
-            "would_refuse": blocking.as_ref().map(crate::core::Verdict::explain),
-        })));
+        let freeze = window.map(|_| {
+            let before = table.channels().get(name);
+            let map = table.map_of(domain.as_deref()).unwrap_or(table.map());
+            let f = crate::core::change_freeze(map, name, before, Some(&channel));
+            json!({"services": f.services, "units": f.units.to_string(), "unit_count": f.units.len(), "users": f.users})
+        });
+        return Ok(Custom(
+            Status::Ok,
+            Json(json!({
+                "dry_run": true,
+                "channel": channel_json,
+                "projection": projection,
+                "would_refuse": blocking.as_ref().map(crate::core::Verdict::explain),
+                "freeze": freeze,
+            })),
+        ));
     }
     let mut reason = r.reason;
     if let Some(verdict) = blocking {
@@ -221,17 +281,49 @@ async fn put_channel(
         }
         reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
     }
+    if let Some(window_ms) = window {
+        let command =
+            Command::FreezeChannel { name: name.to_owned(), next: Some(channel), window_ms };
+        return freeze_answer(app, command, r.expected_version, by, reason, projection).await;
+    }
     let submitted =
         super::submit(app, Command::PutChannel { channel }, Some(r.expected_version), by, reason)
             .await?;
     let after = &submitted.table;
     let stored = after.channels().get(name).map(|c| channel_body(after, c));
-    Ok(Json(json!({
-        "version": after.version(),
-        "changed": submitted.applied.is_some(),
-        "channel": stored,
-        "projection": projection,
-    })))
+    Ok(Custom(
+        Status::Ok,
+        Json(json!({
+            "version": after.version(),
+            "changed": submitted.applied.is_some(),
+            "channel": stored,
+            "projection": projection,
+        })),
+    ))
+}
+
+/// Submits the freeze of a loss-less put or delete: 202 with the change in progress (the
+/// switch and the unfreeze follow as every live subscriber applies each), or 200 `changed:
+/// false` when the channel is already so.
+async fn freeze_answer(
+    app: &App,
+    command: Command,
+    expected_version: u64,
+    by: String,
+    reason: String,
+    projection: Vec<Value>,
+) -> Result<Custom<Json<Value>>, ApiError> {
+    let submitted = super::submit(app, command, Some(expected_version), by, reason).await?;
+    let changed = submitted.applied.is_some();
+    Ok(Custom(
+        if changed { Status::Accepted } else { Status::Ok },
+        Json(json!({
+            "version": submitted.table.version(),
+            "changed": changed,
+            "change": if changed { change_body(app) } else { Value::Null },
+            "projection": projection,
+        })),
+    ))
 }
 
 /// `DELETE /v1/channels/{name}`: removes a channel; its users go back to the global map.
@@ -241,14 +333,23 @@ async fn delete_channel(
     caller: Caller,
     name: &str,
     request: JsonBody<'_, DeleteRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Custom<Json<Value>>, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    let window =
+        super::drains::freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_channel")?;
+    if let Some(window_ms) = window {
+        let command = Command::FreezeChannel { name: name.to_owned(), next: None, window_ms };
+        return freeze_answer(app, command, r.expected_version, by, r.reason, Vec::new()).await;
+    }
     let command = Command::DeleteChannel { name: name.to_owned(), expired: false };
     let submitted = super::submit(app, command, Some(r.expected_version), by, r.reason).await?;
-    Ok(Json(json!({
-        "version": submitted.table.version(),
-        "changed": submitted.applied.is_some(),
-        "deleted": name,
-    })))
+    Ok(Custom(
+        Status::Ok,
+        Json(json!({
+            "version": submitted.table.version(),
+            "changed": submitted.applied.is_some(),
+            "deleted": name,
+        })),
+    ))
 }

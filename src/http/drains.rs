@@ -559,14 +559,20 @@ fn receivers_from(
         .map_err(|e| ApiError::bad_request("invalid_drain", e.to_string()))
 }
 
-/// The freeze window of a loss-less drain from the request's `freeze` and `freeze_window`.
-fn freeze_from(freeze: Option<bool>, window: Option<&str>) -> Result<Option<u64>, ApiError> {
-    let invalid = |what: String| ApiError::bad_request("invalid_drain", what);
+/// The freeze window of a loss-less drain (or channel change: `code` is the error's) from the
+/// request's `freeze` and `freeze_window`.
+pub(super) fn freeze_from(
+    freeze: Option<bool>,
+    window: Option<&str>,
+    code: &'static str,
+) -> Result<Option<u64>, ApiError> {
+    let invalid = |what: String| ApiError::bad_request(code, what);
     match (freeze.unwrap_or(false), window) {
         (false, None) => Ok(None),
-        (false, Some(_)) => {
-            Err(invalid("freeze_window: set `freeze: true` to freeze the drain's steps".into()))
-        }
+        (false, Some(_)) => Err(invalid(
+            "freeze_window: set `freeze: true` to freeze (a drain's steps, a channel's change)"
+                .into(),
+        )),
         (true, None) => Ok(Some(crate::core::DEFAULT_FREEZE_MS)),
         (true, Some(text)) => {
             let ms = parse_duration_ms(text).map_err(|e| invalid(format!("freeze_window: {e}")))?;
@@ -664,7 +670,7 @@ async fn post_drain(
         r.to.as_deref(),
     )?;
     plan.domain = domain;
-    plan.freeze_ms = freeze_from(r.freeze, r.freeze_window.as_deref())?;
+    plan.freeze_ms = freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_drain")?;
     start_drain(app, by, plan, r.reason, r.expected_version).await
 }
 

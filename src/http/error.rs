@@ -190,6 +190,10 @@ impl From<CommandError> for ApiError {
                 crate::core::ChannelError::Overlap { .. } => {
                     ApiError::new(Status::Conflict, "channel_overlap", detail)
                 }
+                crate::core::ChannelError::Changing(_)
+                | crate::core::ChannelError::ChangePhase(..) => {
+                    ApiError::new(Status::Conflict, "channel_changing", detail)
+                }
                 crate::core::ChannelError::TooMany => {
                     ApiError::new(Status::Conflict, "too_many_channels", detail)
                 }

@@ -417,7 +417,7 @@ fn freeze_barrier(runner: &Runner, drain: &Drain, version: u64, now: u64) -> Fre
 }
 
 /// The first five subscribers of a list, with their zone and applied version.
-fn name_some(list: &[Behind]) -> String {
+pub(crate) fn name_some(list: &[Behind]) -> String {
     let mut names: Vec<String> = list
         .iter()
         .take(5)

@@ -243,12 +243,10 @@ pub fn gate(app: &EdgeApp, request: &GateRequest<'_>) -> Result<GateAnswer, Fail
                     Err(e) => return Err(e.into()),
                 },
             };
-            // A write of a user whose unit a move has frozen waits: 503 with Retry-After (and
+            // A write that a move has frozen waits (a map move's frozen unit, or a channel
+            // change's freeze of this service): 503 with Retry-After (and
             // `x-tidegate-refusal: frozen` for gateways), while reads go on.
-            if write
-                && !tag.pinned
-                && table.frozen_in(domain).is_some_and(|set| set.contains(tag.unit.0))
-            {
+            if write && table.write_frozen(domain, service, user_id, &tag, channel.is_some()) {
                 app.gate_counters.count(tag.color, table.lane(tag.color), "frozen");
                 return Err(frozen_write(tag.unit.0, table.version()));
             }

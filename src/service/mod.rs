@@ -6,6 +6,7 @@
 
 pub mod bearer;
 pub mod capacity;
+pub mod channel_changes;
 pub mod channel_expiry;
 pub mod connections;
 pub mod coordinator;

@@ -53,6 +53,17 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
             .iter()
             .map(|(domain, units)| (domain.clone(), json!(units.to_string())))
             .collect::<serde_json::Map<String, Value>>(),
+        // The freeze of a loss-less channel change in progress (null between changes): writes
+        // of its `services` in its `domain` by users of its `units` or listed in its `users`
+        // get "busy, retry" from every write check, whichever rule routes them (not a pinned
+        // user's).
+        "channel_freeze": table.channel_freeze().map(|f| json!({
+            "channel": f.channel,
+            "domain": f.domain.as_deref().unwrap_or(crate::core::DEFAULT_DOMAIN),
+            "services": f.services,
+            "units": f.units.to_string(),
+            "users": f.users,
+        })),
     })
 }
 

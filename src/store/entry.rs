@@ -261,6 +261,21 @@ pub enum WireCommand {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         expired: bool,
     },
+    FreezeChannel {
+        name: String,
+        /// The channel after the change (absent: it is deleted).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next: Option<WireChannel>,
+        window_ms: u64,
+    },
+    SwitchChannel {
+        name: String,
+    },
+    UnfreezeChannel {
+        name: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        aborted: bool,
+    },
 }
 
 /// A drain plan as a plan step starts it.
@@ -883,6 +898,15 @@ impl WireCommand {
             Command::DeleteChannel { name, expired } => {
                 WireCommand::DeleteChannel { name: name.clone(), expired: *expired }
             }
+            Command::FreezeChannel { name, next, window_ms } => WireCommand::FreezeChannel {
+                name: name.clone(),
+                next: next.as_ref().map(|c| WireChannel::encode(c, &lane)),
+                window_ms: *window_ms,
+            },
+            Command::SwitchChannel { name } => WireCommand::SwitchChannel { name: name.clone() },
+            Command::UnfreezeChannel { name, aborted } => {
+                WireCommand::UnfreezeChannel { name: name.clone(), aborted: *aborted }
+            }
             Command::SetGlobalWriter { zone, read_only } => WireCommand::SetGlobalWriter {
                 zone: zone.as_ref().map(lane),
                 read_only: *read_only,
@@ -933,6 +957,9 @@ impl WireCommand {
             WireCommand::PutChannel { .. } => "channel_put",
             WireCommand::DeleteChannel { expired: false, .. } => "channel_delete",
             WireCommand::DeleteChannel { expired: true, .. } => "channel_expire",
+            WireCommand::FreezeChannel { .. } => "channel_freeze",
+            WireCommand::SwitchChannel { .. } => "channel_switch",
+            WireCommand::UnfreezeChannel { .. } => "channel_unfreeze",
         }
     }
 
@@ -1080,6 +1107,15 @@ impl WireCommand {
             }
             WireCommand::DeleteChannel { name, expired } => {
                 Command::DeleteChannel { name: name.clone(), expired: *expired }
+            }
+            WireCommand::FreezeChannel { name, next, window_ms } => Command::FreezeChannel {
+                name: name.clone(),
+                next: next.as_ref().map(|c| c.decode(zones, table.units())).transpose()?,
+                window_ms: *window_ms,
+            },
+            WireCommand::SwitchChannel { name } => Command::SwitchChannel { name: name.clone() },
+            WireCommand::UnfreezeChannel { name, aborted } => {
+                Command::UnfreezeChannel { name: name.clone(), aborted: *aborted }
             }
             WireCommand::SetGlobalWriter { zone: lane, read_only } => Command::SetGlobalWriter {
                 zone: lane.as_deref().map(lane_of).transpose()?,

@@ -171,6 +171,9 @@ struct Body {
     /// Release channels (absent without channels, so older releases read such snapshots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     channels: Option<Vec<WireChannel>>,
+    /// The loss-less channel change in progress and its freeze (absent between changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    channel_change: Option<WireChannelChange>,
     pins: BTreeMap<String, String>,
     drains: Vec<WireDrain>,
     next_drain_id: u64,
@@ -203,6 +206,28 @@ struct WireGlobalWriter {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     zone: Option<String>,
     read_only: bool,
+}
+
+/// A channel change in progress: the change as the state holds it and the freeze the table
+/// publishes.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireChannelChange {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    next: Option<WireChannel>,
+    frozen_version: u64,
+    frozen_ms: u64,
+    window_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    switched: Option<(u64, u64)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    domain: Option<String>,
+    services: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    units: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    users: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -674,6 +699,23 @@ fn encode(
             let lane = |z: &ZoneId| table.lane(*z).to_owned();
             table.channels().values().map(|c| WireChannel::encode(c, &lane)).collect()
         }),
+        channel_change: replayed.state.channel_change().zip(table.channel_freeze()).map(
+            |(change, freeze)| {
+                let lane = |z: &ZoneId| table.lane(*z).to_owned();
+                WireChannelChange {
+                    name: change.name.clone(),
+                    next: change.next.as_ref().map(|c| WireChannel::encode(c, &lane)),
+                    frozen_version: change.frozen_version,
+                    frozen_ms: change.frozen_ms,
+                    window_ms: change.window_ms,
+                    switched: change.switched,
+                    domain: freeze.domain.clone(),
+                    services: freeze.services.clone(),
+                    units: freeze.units.to_string(),
+                    users: freeze.users.iter().cloned().collect(),
+                }
+            },
+        ),
         global_writer: (table.global() != GlobalWriter::default()).then(|| WireGlobalWriter {
             zone: table.global().zone.map(|z| table.lane(z).to_owned()),
             read_only: table.global().read_only,
@@ -792,10 +834,36 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
     for c in body.channels.iter().flatten() {
         channels.insert(c.name.clone(), c.decode(&zones, scheme.count())?);
     }
+    let mut channel_change = None;
+    let mut channel_freeze = None;
+    if let Some(w) = &body.channel_change {
+        let units = if w.units.is_empty() {
+            UnitSet::default()
+        } else {
+            UnitSet::parse(&w.units, scheme.count())
+                .map_err(|e| format!("channel change {}: frozen units: {e}", w.name))?
+        };
+        channel_freeze = Some(crate::core::ChannelFreeze {
+            channel: w.name.clone(),
+            domain: w.domain.clone(),
+            services: w.services.clone(),
+            units,
+            users: w.users.iter().cloned().collect(),
+        });
+        channel_change = Some(crate::core::ChannelChange {
+            name: w.name.clone(),
+            next: w.next.as_ref().map(|c| c.decode(&zones, scheme.count())).transpose()?,
+            frozen_version: w.frozen_version,
+            frozen_ms: w.frozen_ms,
+            window_ms: w.window_ms,
+            switched: w.switched,
+        });
+    }
     let table = RoutingTable::from_map(body.version, scheme, map, pins, zones.clone(), global)
         .and_then(|t| t.with_domains(domains))
         .and_then(|t| t.with_frozen(frozen))
         .and_then(|t| t.with_channels(channels))
+        .and_then(|t| t.with_channel_freeze(channel_freeze))
         .map_err(|e| e.to_string())?;
     let zones = &zones;
     let drains = body
@@ -853,7 +921,8 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
         runs,
         body.next_run_id,
         automation,
-    );
+    )
+    .with_channel_change(channel_change);
     let state_hash = body.state_hash.ok_or("predates state digests")?;
     let shared = match body.shared {
         None => None,

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use tidegate_core::{
-    Channel, ChannelFallback, GlobalWriter, RoutingTable, Run, UnitMap, UnitMode, UnitScheme,
-    UnitSet, ZoneClass, ZoneSpec, Zones,
+    Channel, ChannelFallback, ChannelFreeze, GlobalWriter, RoutingTable, Run, UnitMap, UnitMode,
+    UnitScheme, UnitSet, ZoneClass, ZoneSpec, Zones,
 };
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -115,11 +115,53 @@ pub fn decode_table(value: &Value) -> Result<RoutingTable, DecodeError> {
             channels.insert(channel.name.clone(), channel);
         }
     }
+    // The freeze of a loss-less channel change in progress (null or absent between changes,
+    // and from coordinators before loss-less channel changes).
+    let channel_freeze = match value.get("channel_freeze") {
+        None | Some(Value::Null) => None,
+        Some(f) => Some(
+            decode_channel_freeze(f, units_count)
+                .map_err(|e| DecodeError(format!("`channel_freeze`: {}", e.0)))?,
+        ),
+    };
     RoutingTable::from_map(version, scheme, map, pins, zones, global)
         .and_then(|t| t.with_domains(domains))
         .and_then(|t| t.with_frozen(frozen))
         .and_then(|t| t.with_channels(channels))
+        .and_then(|t| t.with_channel_freeze(channel_freeze))
         .map_err(|e| DecodeError(e.to_string()))
+}
+
+/// `channel_freeze`: the channel, its domain, the services, units and listed users it freezes.
+fn decode_channel_freeze(f: &Value, units: u32) -> Result<ChannelFreeze, DecodeError> {
+    let strings = |key: &str| -> Result<Vec<String>, DecodeError> {
+        f.get(key)
+            .and_then(Value::as_array)
+            .ok_or_else(|| DecodeError(format!("`{key}` is not a list")))?
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| DecodeError(format!("`{key}` holds a non-string")))
+            })
+            .collect()
+    };
+    let set = text(f, "units")?;
+    let mut services = strings("services")?;
+    services.sort();
+    Ok(ChannelFreeze {
+        channel: text(f, "channel")?.to_owned(),
+        domain: Some(text(f, "domain")?)
+            .filter(|d| *d != tidegate_core::DEFAULT_DOMAIN)
+            .map(str::to_owned),
+        services,
+        units: if set.is_empty() {
+            UnitSet::default()
+        } else {
+            UnitSet::parse(set, units).map_err(|e| DecodeError(format!("`units`: {e}")))?
+        },
+        users: strings("users")?.into_iter().collect(),
+    })
 }
 
 /// One release channel of `channels`: name, domain, services, the receiving lane, its users as a

@@ -126,6 +126,14 @@ pub enum ChannelError {
     TooMany,
     #[error("there is no channel `{0}`")]
     NotFound(String),
+    #[error(
+        "channel `{0}` is being changed loss-lessly (freeze, switch, unfreeze); wait for the change to end"
+    )]
+    Changing(String),
+    #[error("channel `{0}`'s change cannot {1}")]
+    ChangePhase(String, &'static str),
+    #[error("freeze_window: must be from 1 ms to {max} ms, got {0}", max = crate::drain::MAX_FREEZE_MS)]
+    FreezeWindow(u64),
     #[error("domain: there is no routing domain `{0}`")]
     UnknownDomain(String),
     #[error("zone: the table has no zone {0}")]

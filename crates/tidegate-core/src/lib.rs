@@ -10,6 +10,7 @@
 mod automation;
 mod capacity;
 mod channel;
+mod channel_change;
 mod command;
 mod dial;
 mod drain;
@@ -34,6 +35,7 @@ pub use channel::{
     MAX_CHANNEL_SERVICES, MAX_CHANNEL_USERS, MAX_CHANNELS, expired_channels, routed_map,
     share_count, share_units, valid_name,
 };
+pub use channel_change::{ChannelChange, ChannelFreeze, ChannelStep, change_freeze};
 pub use command::{
     Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, FORMAT_LEVEL, Genesis,
     MAX_PINS, MAX_REASON_BYTES, State, UnitMove,

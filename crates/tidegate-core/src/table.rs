@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::channel::{Channel, ChannelError, ChannelFallback};
+use super::channel_change::ChannelFreeze;
 use super::dial::Share;
 use super::unit::{Unit, UnitError, UnitScheme};
 use super::unit_map::{UnitMap, UnitSet};
@@ -82,6 +83,8 @@ pub struct RoutingTable {
     pub(crate) frozen: Arc<BTreeMap<String, UnitSet>>,
     /// Release channels by name: overlays of one service's calls (see `channel`).
     pub(crate) channels: Arc<BTreeMap<String, Channel>>,
+    /// The freeze of a channel change in progress (see `channel_change`).
+    pub(crate) channel_freeze: Option<Arc<ChannelFreeze>>,
 }
 
 /// How long a write refused as frozen or behind is told to wait before it retries: a freeze
@@ -200,6 +203,7 @@ impl RoutingTable {
             global,
             domains: Arc::new(BTreeMap::new()),
             frozen: Arc::new(BTreeMap::new()),
+            channel_freeze: None,
             channels: Arc::new(BTreeMap::new()),
         })
     }
@@ -256,6 +260,37 @@ impl RoutingTable {
         }
         self.channels = Arc::new(channels);
         Ok(self)
+    }
+
+    /// The same table with the freeze of a channel change in progress (a snapshot's or a
+    /// published table's), checked against its domains and units.
+    pub fn with_channel_freeze(
+        mut self,
+        freeze: Option<ChannelFreeze>,
+    ) -> Result<RoutingTable, TableError> {
+        if let Some(f) = &freeze {
+            let problem =
+                |problem: String| TableError::Channel { channel: f.channel.clone(), problem };
+            if self.map_of(f.domain.as_deref()).is_none() {
+                return Err(problem(format!(
+                    "its freeze names domain `{}`, which the table does not have",
+                    f.domain.as_deref().unwrap_or(DEFAULT_DOMAIN)
+                )));
+            }
+            if let Some(unit) = f.units.iter().find(|u| *u >= self.units()) {
+                return Err(problem(format!(
+                    "its freeze names unit {unit}, outside the table's {} units",
+                    self.units()
+                )));
+            }
+        }
+        self.channel_freeze = freeze.map(Arc::new);
+        Ok(self)
+    }
+
+    /// The freeze of the channel change in progress, if there is one.
+    pub fn channel_freeze(&self) -> Option<&ChannelFreeze> {
+        self.channel_freeze.as_deref()
     }
 
     /// Why `channel` cannot sit in this table beside `others` (its own entry there is skipped).
@@ -405,7 +440,9 @@ impl RoutingTable {
     /// [`RoutingTable::check_write`] of a write by `service` (`None`: as `check_write`): a
     /// release channel of that service that selects the user owns their writes of it, as it
     /// routes their calls (pin > channel > map). A map move's freeze does not touch a channel's
-    /// users (their owner for this service does not change with the map). A channel suspended
+    /// users (their owner for this service does not change with the map). The freeze of a
+    /// channel change in progress does ([`ChannelFreeze::covers`]): after `Behind`, those writes
+    /// are `Frozen`, whichever rule routes them now (a pinned user never is). A channel suspended
     /// with `reject` is [`TagError::ChannelUnavailable`]: its users' writes have no owner.
     pub fn check_write_for(
         &self,
@@ -415,26 +452,53 @@ impl RoutingTable {
         local: ZoneId,
         incoming: Option<u64>,
     ) -> Result<Option<WriteCheck>, TagError> {
-        let by_channel = match service {
-            None => None,
-            Some(service) => match self.tag_service(domain, user_id, Some(service))? {
-                None => return Ok(None),
-                Some((tag, Rule::Channel(_))) => Some(tag.color),
-                Some(_) => None,
-            },
-        };
-        let Some(owner) = by_channel else {
+        let Some(service) = service else {
             return Ok(self.check_write(domain, user_id, local, incoming)?);
         };
+        let Some((tag, rule)) = self.tag_service(domain, user_id, Some(service))? else {
+            return Ok(None);
+        };
+        let by_channel = matches!(rule, Rule::Channel(_));
+        let frozen = self.write_frozen(domain, Some(service), user_id, &tag, by_channel);
+        if !by_channel && !frozen {
+            return Ok(self.check_write(domain, user_id, local, incoming)?);
+        }
+        let owner = tag.color;
         if let Some(incoming) = incoming
             && incoming > self.version
         {
             return Ok(Some(WriteCheck::Behind { incoming, local: self.version }));
         }
+        if frozen {
+            return Ok(Some(WriteCheck::Frozen { owner, unit: tag.unit.0 }));
+        }
         if owner != local {
             return Ok(Some(WriteCheck::Misrouted { owner }));
         }
         Ok(Some(WriteCheck::Owned))
+    }
+
+    /// Whether a write by the user of `tag` (routed by a channel: `by_channel`) of `service` in
+    /// `domain` is frozen: never a pinned user's; a channel change's freeze covers the writes
+    /// of its services ([`ChannelFreeze::covers`]); a map move's frozen units cover the writes
+    /// the map routes, not a channel's users'. The write checks and the edge gate ask this.
+    pub fn write_frozen(
+        &self,
+        domain: Option<&str>,
+        service: Option<&str>,
+        user_id: &str,
+        tag: &Tag,
+        by_channel: bool,
+    ) -> bool {
+        if tag.pinned {
+            return false;
+        }
+        if let (Some(s), Some(f)) = (service, &self.channel_freeze)
+            && f.covers(domain, s, user_id, tag.unit.0)
+        {
+            return true;
+        }
+        !by_channel && self.frozen_in(domain).is_some_and(|set| set.contains(tag.unit.0))
     }
 
     /// The named domains beyond the default one, by name.

@@ -53,6 +53,23 @@ pub enum Command {
         drain: u64,
         blue_units: u32,
     },
+    /// A loss-less channel change begins: freeze the writes whose owner putting `next` (or, with
+    /// `None`, deleting the channel) moves; the switch follows once every live subscriber has
+    /// the freeze (`SwitchChannel`), the unfreeze once every one has the switch.
+    FreezeChannel {
+        name: String,
+        next: Option<Channel>,
+        window_ms: u64,
+    },
+    /// The channel change in progress switches: the channel is put (or deleted).
+    SwitchChannel {
+        name: String,
+    },
+    /// The channel change in progress ends: after its switch, or `aborted` back without it.
+    UnfreezeChannel {
+        name: String,
+        aborted: bool,
+    },
     /// The freeze of a drain step ends: after its switch, or `aborted` back without switching
     /// (the freeze was not applied everywhere in time; the drain pauses).
     DrainUnfreeze {
@@ -206,7 +223,7 @@ pub struct UnitMove {
 /// The newest record format this release reads and writes. A command of a higher
 /// [`Command::format_level`] than some live replica supports must not be written: that replica
 /// would stop at it (ARCHITECTURE.md, "replicas, upgrades").
-pub const FORMAT_LEVEL: u32 = 7;
+pub const FORMAT_LEVEL: u32 = 8;
 
 impl Command {
     /// The record format a command needs every replica to read: 1 for the commands of the first
@@ -214,9 +231,12 @@ impl Command {
     /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone,
     /// a named domain's dial or drain), 4 for loss-less moves (a drain that freezes), 5 for a
     /// plan whose dial or zone-move step names a domain, 6 for release channels, 7 for zone
-    /// drains among N and plan runs that restore unit maps.
+    /// drains among N and plan runs that restore unit maps, 8 for loss-less channel changes.
     pub fn format_level(&self) -> u32 {
         match self {
+            Command::FreezeChannel { .. }
+            | Command::SwitchChannel { .. }
+            | Command::UnfreezeChannel { .. } => 8,
             Command::ZoneDrainStep { .. } | Command::ZoneDrainFreeze { .. } => 7,
             Command::StartPlanRun { restores_maps: true, .. } => 7,
             Command::StartDrain { plan } if plan.receivers.is_some() => 7,
@@ -292,6 +312,9 @@ impl Command {
         "domain_add",
         "channel_put",
         "channel_delete",
+        "channel_freeze",
+        "channel_switch",
+        "channel_unfreeze",
         "channel_expire",
     ];
 
@@ -332,6 +355,9 @@ impl Command {
             Command::SetGlobalWriter { .. } => "global_writer",
             Command::AddDomain { .. } => "domain_add",
             Command::PutChannel { .. } => "channel_put",
+            Command::FreezeChannel { .. } => "channel_freeze",
+            Command::SwitchChannel { .. } => "channel_switch",
+            Command::UnfreezeChannel { .. } => "channel_unfreeze",
             Command::DeleteChannel { expired: false, .. } => "channel_delete",
             Command::DeleteChannel { expired: true, .. } => "channel_expire",
         }

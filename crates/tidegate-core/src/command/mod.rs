@@ -125,6 +125,11 @@ fn dispatch(c: &mut Change, command: &Command) -> Outcome {
         C::PutPlan { plan } => plans::put(c, plan),
         C::PutChannel { channel } => channels::put(c, channel),
         C::DeleteChannel { name, expired } => channels::delete(c, name, *expired),
+        C::FreezeChannel { name, next, window_ms } => {
+            channels::freeze(c, name, next.as_ref(), *window_ms)
+        }
+        C::SwitchChannel { name } => channels::switch(c, name),
+        C::UnfreezeChannel { name, aborted } => channels::unfreeze(c, name, *aborted),
         C::StartPlanRun { plan, revision, drill_hold_ms, restores_maps } => {
             runs::start(c, plan, *revision, *drill_hold_ms, *restores_maps)
         }

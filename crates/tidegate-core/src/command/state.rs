@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::{CommandError, Genesis};
 use crate::automation::Automation;
+use crate::channel_change::ChannelChange;
 use crate::dial::{DialError, Share};
 use crate::drain::{Drain, DrainStatus};
 use crate::plan::StoredPlan;
@@ -30,6 +31,8 @@ pub struct State {
     pub(super) runs: Arc<BTreeMap<u64, PlanRun>>,
     pub(super) next_run_id: u64,
     pub(super) automation: Automation,
+    /// The loss-less change of a release channel in progress (at most one).
+    pub(super) channel_change: Option<Arc<ChannelChange>>,
 }
 
 impl State {
@@ -47,6 +50,7 @@ impl State {
                 domains: Arc::new(BTreeMap::new()),
                 frozen: Arc::new(BTreeMap::new()),
                 channels: Arc::new(BTreeMap::new()),
+                channel_freeze: None,
             }),
             drains: Arc::new(BTreeMap::new()),
             next_drain_id: 1,
@@ -54,6 +58,7 @@ impl State {
             runs: Arc::new(BTreeMap::new()),
             next_run_id: 1,
             automation: Automation::default(),
+            channel_change: None,
         })
     }
 
@@ -102,6 +107,7 @@ impl State {
         automation: Automation,
     ) -> State {
         State {
+            channel_change: None,
             table: Arc::new(table),
             drains: Arc::new(drains.into_iter().map(|d| (d.id, d)).collect()),
             next_drain_id,
@@ -110,6 +116,17 @@ impl State {
             next_run_id,
             automation,
         }
+    }
+
+    /// The restored state with the channel change a snapshot holds (see [`State::restore`]).
+    pub fn with_channel_change(mut self, change: Option<ChannelChange>) -> State {
+        self.channel_change = change.map(Arc::new);
+        self
+    }
+
+    /// The loss-less channel change in progress, if there is one.
+    pub fn channel_change(&self) -> Option<&ChannelChange> {
+        self.channel_change.as_deref()
     }
 
     /// Automatic failover's stop switch and arming time.

@@ -1,0 +1,195 @@
+//! Loss-less channel changes (pure): a put or delete of a release channel as three logged
+//! phases, the same rule as a loss-less drain step. Freeze the writes whose owner the change
+//! moves, switch once every live subscriber applied the freeze, unfreeze once every live
+//! subscriber applied the switch.
+//!
+//! What is frozen is computed from the diff ([`change_freeze`]): the writes of the channel's
+//! services (before and after the change) by the users whose owner for one of those services
+//! differs between the two definitions. They are selected by unit, plus the user IDs either
+//! definition lists. A map move's freeze is per unit and leaves channel users alone. A channel
+//! change's freeze is per service, so other services' writes of the same users go on.
+//!
+//! Architecture invariant: at most one channel change is in progress in the whole table, and
+//! while it is, the channel it changes takes no other put or delete (expiry included). The
+//! freeze is part of the routing table ([`RoutingTable::channel_freeze`]), published to every
+//! subscriber with the map, so a Router that has the freeze refuses those writes with `frozen`
+//! before the switch exists anywhere.
+//!
+//! [`RoutingTable::channel_freeze`]: crate::RoutingTable::channel_freeze
+
+use std::collections::BTreeSet;
+
+use super::channel::{Channel, ChannelFallback};
+use super::drain::FreezeBarrier;
+use super::unit_map::{UnitMap, UnitSet};
+use super::zone::ZoneId;
+
+/// The freeze of a channel change in progress, as the table publishes it: writes of
+/// `services` in `domain` by users of `units` or listed in `users` answer `frozen`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelFreeze {
+    /// The channel being changed.
+    pub channel: String,
+    /// The routing domain (`None`: the default domain).
+    pub domain: Option<String>,
+    /// Sorted: the channel's services before and after the change.
+    pub services: Vec<String>,
+    pub units: UnitSet,
+    pub users: BTreeSet<String>,
+}
+
+impl ChannelFreeze {
+    /// Whether a write of `service` by `user_id` (of `unit`) in `domain` is frozen.
+    pub fn covers(&self, domain: Option<&str>, service: &str, user_id: &str, unit: u32) -> bool {
+        let domain = domain.unwrap_or(super::table::DEFAULT_DOMAIN);
+        let own = self.domain.as_deref().unwrap_or(super::table::DEFAULT_DOMAIN);
+        domain == own
+            && self.services.binary_search_by(|s| s.as_str().cmp(service)).is_ok()
+            && (self.units.contains(unit) || self.users.contains(user_id))
+    }
+
+    /// True when the change moves nobody.
+    pub fn is_empty(&self) -> bool {
+        self.units.is_empty() && self.users.is_empty()
+    }
+}
+
+/// Where a channel definition sends one service's calls of one user: the map's owner, a zone,
+/// or nowhere (a suspended `reject` channel).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Map,
+    Zone(ZoneId),
+    Refused,
+}
+
+fn route(channel: Option<&Channel>, service: &str, selected: impl Fn(&Channel) -> bool) -> Route {
+    match channel {
+        Some(c) if c.serves(service) && selected(c) => match (c.suspended, c.fallback) {
+            (false, _) => Route::Zone(c.zone),
+            (true, ChannelFallback::Global) => Route::Map,
+            (true, ChannelFallback::Reject) => Route::Refused,
+        },
+        _ => Route::Map,
+    }
+}
+
+/// What a change of one channel from `before` to `after` (`None`: absent) freezes on `map` (the
+/// channel's domain's map): every unit where some service of either definition routes
+/// differently, and every listed user of either definition whose route differs (their unit is
+/// not known here, so "the map" counts as a route of its own).
+pub fn change_freeze(
+    map: &UnitMap,
+    name: &str,
+    before: Option<&Channel>,
+    after: Option<&Channel>,
+) -> ChannelFreeze {
+    let mut services: Vec<String> =
+        before.iter().chain(after.iter()).flat_map(|c| c.services.iter().cloned()).collect();
+    services.sort();
+    services.dedup();
+    let resolve = |r: Route, unit: u32| match r {
+        Route::Map => Route::Zone(map.owner(unit)),
+        other => other,
+    };
+    let mut units = Vec::new();
+    for unit in 0..map.units() {
+        let moves = services.iter().any(|s| {
+            let b = route(before, s, |c| c.units.contains(unit));
+            let a = route(after, s, |c| c.units.contains(unit));
+            resolve(b, unit) != resolve(a, unit)
+        });
+        if moves {
+            units.push(unit);
+        }
+    }
+    let listed: BTreeSet<&String> =
+        before.iter().chain(after.iter()).flat_map(|c| c.users.iter()).collect();
+    let users = listed
+        .into_iter()
+        .filter(|user| {
+            services.iter().any(|s| {
+                route(before, s, |c| c.users.contains(*user))
+                    != route(after, s, |c| c.users.contains(*user))
+            })
+        })
+        .cloned()
+        .collect();
+    ChannelFreeze {
+        channel: name.to_owned(),
+        domain: before.or(after).and_then(|c| c.domain.clone()),
+        services,
+        units: UnitSet::from_sorted(&units).unwrap_or_default(),
+        users,
+    }
+}
+
+/// A channel change in progress, in the replicated state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelChange {
+    pub name: String,
+    /// The channel after the change (`None`: it is deleted).
+    pub next: Option<Channel>,
+    /// The version that froze the writes, and when.
+    pub frozen_version: u64,
+    pub frozen_ms: u64,
+    /// The freeze's maximum window: a freeze not applied everywhere by then is undone without
+    /// switching; a switch not applied everywhere by then is unfrozen anyway (see
+    /// [`ChannelChange::decide`]).
+    pub window_ms: u64,
+    /// The version that switched the channel, and when, once switched.
+    pub switched: Option<(u64, u64)>,
+}
+
+/// What a channel change in progress does next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChannelStep {
+    /// Every live subscriber applied the freeze: put (or delete) the channel.
+    Switch,
+    /// End the freeze: after the switch, or `aborted` back without switching.
+    Unfreeze { aborted: bool, reason: String },
+}
+
+impl ChannelChange {
+    /// The version the change's barrier waits for: the freeze's until it switched, then the
+    /// switch's.
+    pub fn barrier_version(&self) -> u64 {
+        self.switched.map_or(self.frozen_version, |(v, _)| v)
+    }
+
+    /// The next phase at `now_ms`, given the barrier (whether every live subscriber runs the
+    /// version it waits for). The reasoning is a drain step's ([`crate::Drain::decide_freeze`]):
+    /// the switch waits for every live subscriber, never a fraction; past the window, an
+    /// unswitched freeze is undone (nothing moved), and a switched one is unfrozen (every
+    /// subscriber applied the freeze, so a late one still refuses these writes).
+    pub fn decide(&self, now_ms: u64, barrier: &FreezeBarrier) -> Option<ChannelStep> {
+        if barrier.version != self.barrier_version() {
+            return None;
+        }
+        let held = now_ms.saturating_sub(self.frozen_ms);
+        let name = &self.name;
+        match self.switched {
+            None if barrier.all_applied => Some(ChannelStep::Switch),
+            None => (held >= self.window_ms).then(|| ChannelStep::Unfreeze {
+                aborted: true,
+                reason: format!(
+                    "the freeze of channel {name} (version {}) was not applied by every live subscriber within {} ms; behind: {}; unfrozen without switching, the channel is unchanged",
+                    self.frozen_version, self.window_ms, barrier.behind
+                ),
+            }),
+            Some((v, _)) if barrier.all_applied => Some(ChannelStep::Unfreeze {
+                aborted: false,
+                reason: format!(
+                    "every live subscriber applied the switch of channel {name} (version {v}); its writes resume"
+                ),
+            }),
+            Some((v, _)) => (held >= self.window_ms).then(|| ChannelStep::Unfreeze {
+                aborted: false,
+                reason: format!(
+                    "the switch of channel {name} (version {v}) is not applied by every live subscriber after {held} ms; behind: {} (they applied the freeze, so they refuse these writes until they catch up); its writes resume",
+                    barrier.behind
+                ),
+            }),
+        }
+    }
+}
