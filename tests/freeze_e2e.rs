@@ -540,6 +540,20 @@ fn a_loss_less_channel_change_freezes_only_its_writes_and_a_stuck_subscriber_und
     assert_eq!(gate_for(&edge, "GET", &moving, "orders").0, 200);
     assert_eq!(gate_for(&edge, "POST", &moving, "billing").0, 200);
     assert_eq!(gate_for(&edge, "POST", &other, "orders").0, 200);
+    // OFREP says so in its metadata, for the service's context only.
+    let ofrep = |user: &str, service: &str| {
+        let body = json!({"context": {"targetingKey": user, "service": service}});
+        let (status, v) = post_json(
+            &format!("{url}/ofrep/v1/evaluate/flags/tidegate-color"),
+            OPERATOR_TOKEN,
+            body,
+        );
+        assert_eq!(status, 200, "{v}");
+        v["metadata"]["writeFrozen"].as_bool().unwrap_or(false)
+    };
+    assert!(ofrep(&moving, "orders"), "OFREP: the moving user's orders writes are frozen");
+    assert!(!ofrep(&moving, "billing"));
+    assert!(!ofrep(&other, "orders"));
     // The channel takes no other change meanwhile.
     let (status, body) = put("40-41", None);
     assert_eq!((status, body["error"].as_str()), (409, Some("channel_changing")), "{body}");

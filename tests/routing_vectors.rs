@@ -55,12 +55,21 @@ fn every_row_of_the_golden_routing_vectors_is_the_cores_answer() {
     }
 }
 
+/// The freeze of a channel change that the write-check variants add to each table: `orders` and
+/// `billing` writes in the default domain of units 0-49 and of `alice`. Go and Java use the same.
+static CHANNEL_FREEZE: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    serde_json::json!({"channel": "orders-v2", "domain": "default", "services": ["billing", "orders"],
+                       "units": "0-49", "users": ["alice"]})
+});
+
 /// The write check of a write by a service on the same tables, as published and with units 0-49
 /// frozen in both domains: a release channel that selects the user owns their writes of that
 /// service (owned in its zone, misrouted elsewhere, never frozen: a map move does not change
 /// their owner), a suspended `reject` channel leaves them without an owner, a newer caller is
-/// behind, and every other write is the map's check. The Go and Java clients check the same rule
-/// on the same rows.
+/// behind, and every other write is the map's check. With a channel change's freeze
+/// ([`CHANNEL_FREEZE`]) instead, the writes it covers are frozen, whichever rule routes them,
+/// with the row's zone as owner, and every other write is answered as published. The Go and
+/// Java clients check the same rule on the same rows.
 #[test]
 fn a_services_write_check_follows_the_rows_channel_or_the_maps_check() {
     use tidegate::core::WriteCheck;
@@ -68,17 +77,30 @@ fn a_services_write_check_follows_the_rows_channel_or_the_maps_check() {
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut seen = std::collections::BTreeMap::<String, usize>::new();
     for fixture in doc["tables"].as_array().unwrap() {
-        for frozen in [false, true] {
+        for variant in ["published", "frozen", "channel freeze"] {
+            let frozen = variant == "frozen";
             let mut raw = fixture["table"].clone();
             if frozen {
                 raw["frozen"] = serde_json::json!({"default": "0-49", "search": "0-49"});
+            }
+            if variant == "channel freeze" {
+                raw["channel_freeze"] = CHANNEL_FREEZE.clone();
             }
             let table = tidegate::client::decode_table(&raw).unwrap();
             for row in fixture["rows"].as_array().unwrap() {
                 let row = row.as_array().unwrap();
                 let Some(service) = row[2].as_str() else { continue };
                 let (user, domain) = (row[0].as_str().unwrap(), row[1].as_str());
-                let case = format!("frozen {frozen}: user {user:?}, domain {domain:?}, {service}");
+                let case = format!("{variant}: user {user:?}, domain {domain:?}, {service}");
+                let unit = table.tag_in(table.map_of(domain).unwrap(), user).unwrap().unit.0;
+                let reason = row[7].as_str().unwrap_or("");
+                // The channel freeze covers orders and billing writes in the default domain of
+                // units 0-49 and of `alice` (pinned: never frozen).
+                let covered = variant == "channel freeze"
+                    && domain.is_none()
+                    && ["orders", "billing"].contains(&service)
+                    && reason != "pin"
+                    && (unit < 50 || user == "alice");
                 for zone in table.zones().ids() {
                     let version = Some(table.version());
                     let got = table.check_write_for(domain, Some(service), user, zone, version);
@@ -91,7 +113,17 @@ fn a_services_write_check_follows_the_rows_channel_or_the_maps_check() {
                         continue;
                     }
                     let got = got.unwrap().unwrap();
-                    let reason = row[7].as_str().unwrap();
+                    if covered {
+                        match got {
+                            WriteCheck::Frozen { owner, .. } => {
+                                assert_eq!(table.zone_of(owner), row[4].as_str().unwrap(), "{case}")
+                            }
+                            other => panic!("{case}: {other:?}"),
+                        }
+                        let rule = if reason.starts_with("channel:") { "channel" } else { "map" };
+                        *seen.entry(format!("channel freeze/{rule}")).or_default() += 1;
+                        continue;
+                    }
                     if reason.starts_with("channel:") {
                         let owned = table.zone_of(zone) == row[4].as_str().unwrap();
                         match got {
@@ -111,8 +143,6 @@ fn a_services_write_check_follows_the_rows_channel_or_the_maps_check() {
                         let by_map =
                             table.check_write(domain, user, zone, version).unwrap().unwrap();
                         assert_eq!(got, by_map, "{case}");
-                        let unit =
-                            table.tag_in(table.map_of(domain).unwrap(), user).unwrap().unit.0;
                         let want_frozen = frozen && reason == "unit" && unit < 50;
                         assert_eq!(matches!(got, WriteCheck::Frozen { .. }), want_frozen, "{case}");
                         *seen.entry(format!("map/{}", got.as_str())).or_default() += 1;
@@ -135,6 +165,8 @@ fn a_services_write_check_follows_the_rows_channel_or_the_maps_check() {
         "map/misrouted",
         "map/frozen",
         "channel_unavailable",
+        "channel freeze/channel",
+        "channel freeze/map",
     ] {
         assert!(seen.get(key).is_some_and(|n| *n > 0), "no check answered {key}: {seen:?}");
     }

@@ -179,6 +179,32 @@ type Channel struct {
 	Suspended   bool
 }
 
+// ChannelFreeze is the freeze of a loss-less channel change in progress: writes of Services in
+// Domain by users of Units or listed in Users are Frozen, whichever rule routes them (never a
+// pinned user's).
+type ChannelFreeze struct {
+	Channel  string
+	Domain   string // DefaultDomain for the default domain
+	Services []string
+	Units    UnitSet
+	Users    map[string]bool
+}
+
+func (f *ChannelFreeze) covers(domain, service, user string, unit uint32) bool {
+	if domain == "" {
+		domain = DefaultDomain
+	}
+	if f == nil || domain != f.Domain {
+		return false
+	}
+	for _, s := range f.Services {
+		if s == service {
+			return f.Units.Contains(unit) || f.Users[user]
+		}
+	}
+	return false
+}
+
 func (c *Channel) serves(service string) bool {
 	for _, s := range c.Services {
 		if s == service {
@@ -208,8 +234,13 @@ type Table struct {
 	pins     map[string]int
 	frozen   map[string]UnitSet
 	channels []*Channel // by name
-	raw      []byte
+	// The freeze of a channel change in progress (nil between changes).
+	channelFreeze *ChannelFreeze
+	raw           []byte
 }
+
+// ChannelFreeze gives the freeze of the loss-less channel change in progress, or nil.
+func (t *Table) ChannelFreeze() *ChannelFreeze { return t.channelFreeze }
 
 // Raw is the JSON the table was decoded from (what the disk cache keeps).
 func (t *Table) Raw() []byte { return t.raw }
@@ -724,7 +755,76 @@ func DecodeTable(data []byte) (*Table, error) {
 			}
 		}
 	}
+	if v, ok := o["channel_freeze"]; ok && !isNull(v) {
+		f, err := t.decodeChannelFreeze(v)
+		if err != nil {
+			return nil, decodeErr("`channel_freeze`: %s", err.(*DecodeError).Msg)
+		}
+		t.channelFreeze = f
+	}
 	return t, nil
+}
+
+// stringList is the list of strings at key (nil when absent or null).
+func stringList(c obj, key string) ([]string, error) {
+	v, ok := c[key]
+	if !ok || isNull(v) {
+		return nil, nil
+	}
+	var list []json.RawMessage
+	if bytes.TrimSpace(v)[0] != '[' || json.Unmarshal(v, &list) != nil {
+		return nil, decodeErr("`%s` is not a list", key)
+	}
+	out := make([]string, 0, len(list))
+	for _, item := range list {
+		s, ok := asString(item)
+		if !ok {
+			return nil, decodeErr("`%s` holds a non-string", key)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (t *Table) decodeChannelFreeze(raw json.RawMessage) (*ChannelFreeze, error) {
+	c, err := parseObject(raw, "a channel freeze")
+	if err != nil {
+		return nil, err
+	}
+	name, err := c.text("channel")
+	if err != nil {
+		return nil, err
+	}
+	domain, err := c.text("domain")
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := t.mapOf(domain); !ok {
+		return nil, decodeErr("the routing table has no domain `%s`", domain)
+	}
+	services, err := stringList(c, "services")
+	if err != nil {
+		return nil, err
+	}
+	set, err := c.text("units")
+	if err != nil {
+		return nil, err
+	}
+	f := &ChannelFreeze{Channel: name, Domain: domain, Services: services}
+	if set != "" {
+		if f.Units, err = ParseUnitSet(set, t.Units); err != nil {
+			return nil, decodeErr("`units`: %v", err)
+		}
+	}
+	users, err := stringList(c, "users")
+	if err != nil {
+		return nil, err
+	}
+	f.Users = make(map[string]bool, len(users))
+	for _, u := range users {
+		f.Users[u] = true
+	}
+	return f, nil
 }
 
 func (t *Table) decodeChannel(raw json.RawMessage) (*Channel, error) {
@@ -732,25 +832,7 @@ func (t *Table) decodeChannel(raw json.RawMessage) (*Channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	strs := func(key string) ([]string, error) {
-		v, ok := c[key]
-		if !ok || isNull(v) {
-			return nil, nil
-		}
-		var list []json.RawMessage
-		if bytes.TrimSpace(v)[0] != '[' || json.Unmarshal(v, &list) != nil {
-			return nil, decodeErr("`%s` is not a list", key)
-		}
-		out := make([]string, 0, len(list))
-		for _, item := range list {
-			s, ok := asString(item)
-			if !ok {
-				return nil, decodeErr("`%s` holds a non-string", key)
-			}
-			out = append(out, s)
-		}
-		return out, nil
-	}
+	strs := func(key string) ([]string, error) { return stringList(c, key) }
 	services, err := strs("services")
 	if err != nil {
 		return nil, err

@@ -446,20 +446,28 @@ func TestRoutingVectorsMatchTheFixture(t *testing.T) {
 // units 0-49 frozen in both domains: a release channel that selects the user owns their writes of
 // that service (owned in its zone, misrouted elsewhere, never frozen: a map move does not change
 // their owner), a suspended `reject` channel leaves them without an owner, a newer caller is
-// behind, and every other write is the map's check. Rows of tests/fixtures/routing_vectors.json;
+// behind, and every other write is the map's check; with a channel change's freeze instead, the
+// writes it covers are frozen, whichever rule routes them. Rows of tests/fixtures/routing_vectors.json;
 // the same rule as tests/routing_vectors.rs and the Java FixturesTest.
 func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 	file := routingVectors(t)
 	str := func(v any) string { s, _ := v.(string); return s }
 	seen := map[string]int{}
 	for _, f := range file.Tables {
-		for _, frozen := range []bool{false, true} {
+		for _, variant := range []string{"published", "frozen", "channel freeze"} {
+			frozen := variant == "frozen"
 			var raw map[string]any
 			if err := json.Unmarshal(f.Table, &raw); err != nil {
 				t.Fatal(err)
 			}
 			if frozen {
 				raw["frozen"] = map[string]any{"default": "0-49", "search": "0-49"}
+			}
+			if variant == "channel freeze" {
+				// As tests/routing_vectors.rs: orders and billing writes in the default domain
+				// of units 0-49 and of alice (pinned: never frozen).
+				raw["channel_freeze"] = map[string]any{"channel": "orders-v2", "domain": "default",
+					"services": []string{"billing", "orders"}, "units": "0-49", "users": []string{"alice"}}
 			}
 			body, _ := json.Marshal(raw)
 			table, err := DecodeTable(body)
@@ -471,10 +479,14 @@ func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 				if service == "" {
 					continue
 				}
-				name := fmt.Sprintf("%s (frozen %v): user %q, domain %q, service %q", f.Name, frozen, user, domain, service)
+				name := fmt.Sprintf("%s (%s): user %q, domain %q, service %q", f.Name, variant, user, domain, service)
+				unit, _ := table.UnitOf(user)
+				reason := str(row[7])
+				covered := variant == "channel freeze" && domain == "" && (service == "orders" || service == "billing") &&
+					reason != "pin" && (unit < 50 || user == "alice")
 				for _, z := range table.Zones {
 					got, err := table.CheckWriteFor(domain, service, user, z.Name, table.Version)
-					switch reason := str(row[7]); {
+					switch {
 					case str(row[8]) != "":
 						if !errors.Is(err, ErrChannelUnavailable) {
 							t.Fatalf("%s in %s: want channel_unavailable, got %+v, %v", name, z.Name, got, err)
@@ -483,6 +495,15 @@ func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 						continue
 					case err != nil:
 						t.Fatalf("%s in %s: %v", name, z.Name, err)
+					case covered:
+						if got.Check != Frozen || got.OwnerZone != str(row[4]) {
+							t.Fatalf("%s in %s: got %+v, want frozen owner %s", name, z.Name, got, str(row[4]))
+						}
+						rule := "map"
+						if strings.HasPrefix(reason, "channel:") {
+							rule = "channel"
+						}
+						seen["channel freeze/"+rule]++
 					case strings.HasPrefix(reason, "channel:"):
 						want := Misrouted
 						if z.Name == str(row[4]) {
@@ -497,7 +518,6 @@ func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 						if got != byMap {
 							t.Fatalf("%s in %s: got %+v, the map's check %+v", name, z.Name, got, byMap)
 						}
-						unit, _ := table.UnitOf(user)
 						if wantFrozen := frozen && reason == "unit" && unit < 50; wantFrozen != (got.Check == Frozen) {
 							t.Fatalf("%s in %s: got %+v, frozen %v", name, z.Name, got, wantFrozen)
 						}
@@ -513,7 +533,8 @@ func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"channel/owned", "channel/misrouted", "map/owned", "map/misrouted", "map/frozen", "channel_unavailable"} {
+	for _, k := range []string{"channel/owned", "channel/misrouted", "map/owned", "map/misrouted", "map/frozen", "channel_unavailable",
+		"channel freeze/channel", "channel freeze/map"} {
 		if seen[k] == 0 {
 			t.Fatalf("no check answered %s: %v", k, seen)
 		}

@@ -109,7 +109,9 @@ func (t *Table) CheckWriteIn(domain, user, localZone string, incoming uint64) (W
 // CheckWriteFor is CheckWriteIn of a write by service ("": as CheckWriteIn): a release channel
 // of that service that selects the user owns their writes of it, as it routes their calls (pin >
 // channel > map), and a map move's freeze does not touch them (their owner for this service does
-// not change with the map). A channel suspended with the `reject` fallback is an error wrapping
+// not change with the map). The freeze of a channel change in progress (ChannelFreeze) does: it
+// makes the writes of its services Frozen, after Behind, whichever rule routes them (never a
+// pinned user's). A channel suspended with the `reject` fallback is an error wrapping
 // ErrChannelUnavailable: its users' writes have no owner. The same function as tidegate-core's
 // RoutingTable::check_write_for and the edge's GET /v1/write-check?service=.
 func (t *Table) CheckWriteFor(domain, service, user, localZone string, incoming uint64) (WriteAnswer, error) {
@@ -124,7 +126,9 @@ func (t *Table) CheckWriteFor(domain, service, user, localZone string, incoming 
 	if err != nil {
 		return WriteAnswer{}, err
 	}
-	if !strings.HasPrefix(tag.Reason, "channel:") {
+	byChannel := strings.HasPrefix(tag.Reason, "channel:")
+	frozen := !tag.Pinned && t.channelFreeze.covers(domain, service, user, tag.Unit)
+	if !byChannel && !frozen {
 		return t.CheckWriteIn(domain, user, localZone, incoming)
 	}
 	answer := WriteAnswer{Version: t.Version, Incoming: incoming, Unit: tag.Unit}
@@ -133,6 +137,10 @@ func (t *Table) CheckWriteFor(domain, service, user, localZone string, incoming 
 		return answer, nil
 	}
 	answer.OwnerZone, answer.OwnerLane = tag.Zone, tag.Lane
+	if frozen {
+		answer.Check = Frozen
+		return answer, nil
+	}
 	if tag.ZoneIndex != local {
 		answer.Check = Misrouted
 		return answer, nil

@@ -155,8 +155,9 @@ pub fn evaluate_color_flag(
             } else {
                 FlagReason::Split
             };
+            // The write checks' rule: a map move's freeze, or a channel change's of the service.
             let write_frozen =
-                !tag.pinned && table.frozen_in(domain).is_some_and(|set| set.contains(tag.unit.0));
+                table.write_frozen(domain, service, user_id, &tag, channel.is_some());
             Ok(FlagEvaluation {
                 color,
                 reason,

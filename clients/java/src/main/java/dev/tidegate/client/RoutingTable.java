@@ -48,6 +48,20 @@ public final class RoutingTable {
 
     private final long version;
     private final String logId;
+    /**
+     * The freeze of a loss-less channel change in progress: writes of {@code services} in
+     * {@code domain} by users of {@code units} or listed in {@code users} are frozen, whichever rule
+     * routes them (never a pinned user's).
+     */
+    public record ChannelFreeze(String channel, String domain, List<String> services, UnitSet units,
+                                Set<String> users) {
+        boolean covers(String inDomain, String service, String userId, int unit) {
+            String d = inDomain == null ? DEFAULT_DOMAIN : inDomain;
+            return d.equals(domain) && services.contains(service)
+                    && (units.contains(unit) || users.contains(userId));
+        }
+    }
+
     private final int units;
     private final boolean digits;
     private final int digitsSkip;
@@ -59,6 +73,7 @@ public final class RoutingTable {
     private final Map<String, Integer> pins;
     private final Map<String, UnitSet> frozen;
     private final List<Channel> channels;
+    private final ChannelFreeze channelFreeze;
     private final Integer globalWriterZone;
     private final boolean globalReadOnly;
     private final String raw;
@@ -77,6 +92,7 @@ public final class RoutingTable {
         this.pins = Map.copyOf(b.pins);
         this.frozen = Map.copyOf(b.frozen);
         this.channels = List.copyOf(b.channels);
+        this.channelFreeze = b.channelFreeze;
         this.globalWriterZone = b.globalWriterZone;
         this.globalReadOnly = b.globalReadOnly;
         this.raw = b.raw;
@@ -95,6 +111,7 @@ public final class RoutingTable {
         Map<String, Integer> pins = new HashMap<>();
         Map<String, UnitSet> frozen = new HashMap<>();
         List<Channel> channels = new ArrayList<>();
+        ChannelFreeze channelFreeze;
         Integer globalWriterZone;
         boolean globalReadOnly;
         String raw;
@@ -277,6 +294,14 @@ public final class RoutingTable {
                 throw new DecodeException("channel `" + c.name() + "` names unknown domain `" + c.domain() + "`");
             }
         }
+        JsonNode freeze = value.get("channel_freeze");
+        if (freeze != null && !freeze.isNull()) {
+            try {
+                b.channelFreeze = decodeChannelFreeze(freeze, b);
+            } catch (DecodeException ex) {
+                throw new DecodeException("`channel_freeze`: " + strip(ex));
+            }
+        }
         return new RoutingTable(b);
     }
 
@@ -404,6 +429,25 @@ public final class RoutingTable {
                 new HashSet<>(strings(c, "users")), fallback,
                 expires != null && expires.canConvertToLong() && expires.isIntegralNumber() ? expires.asLong() : null,
                 suspended != null && suspended.isBoolean() && suspended.asBoolean());
+    }
+
+    private static ChannelFreeze decodeChannelFreeze(JsonNode f, Builder b) throws DecodeException {
+        if (!f.isObject()) {
+            throw new DecodeException("not an object");
+        }
+        String domain = text(f, "domain");
+        if (!DEFAULT_DOMAIN.equals(domain) && !b.domains.containsKey(domain)) {
+            throw new DecodeException("the table has no domain `" + domain + "`");
+        }
+        String set = text(f, "units");
+        UnitSet units;
+        try {
+            units = set.isEmpty() ? UnitSet.EMPTY : UnitSet.parse(set, b.units);
+        } catch (DecodeException e) {
+            throw new DecodeException("`units`: " + strip(e));
+        }
+        return new ChannelFreeze(text(f, "channel"), domain, List.copyOf(strings(f, "services")), units,
+                Set.copyOf(strings(f, "users")));
     }
 
     private static List<String> strings(JsonNode c, String key) throws DecodeException {
@@ -587,7 +631,9 @@ public final class RoutingTable {
      * {@link #checkWrite} of a write by {@code service} (null: as checkWrite): a release channel of
      * that service that selects the user owns their writes of it, as it routes their calls (pin &gt;
      * channel &gt; map), and a map move's freeze does not touch them (their owner for this service
-     * does not change with the map). A channel suspended with the {@code reject} fallback throws
+     * does not change with the map). The freeze of a channel change in progress
+     * ({@link #channelFreeze}) does: the writes of its services it covers are frozen, after behind,
+     * whichever rule routes them (never a pinned user's). A channel suspended with the {@code reject} fallback throws
      * {@code channel_unavailable}: its users' writes have no owner. The same function as
      * {@code RoutingTable::check_write_for} and the edge's {@code GET /v1/write-check?service=}.
      */
@@ -604,7 +650,10 @@ public final class RoutingTable {
             throw new TagException("unknown_zone", "`" + local + "` is neither a zone nor a lane of the table");
         }
         Tag tag = tag(userId, service, domain);
-        if (!tag.reason().startsWith("channel:")) {
+        boolean byChannel = tag.reason().startsWith("channel:");
+        boolean frozenByChange = !tag.pinned() && channelFreeze != null
+                && channelFreeze.covers(domain, service, userId, tag.unit());
+        if (!byChannel && !frozenByChange) {
             return checkWrite(domain, userId, local, incomingVersion);
         }
         if (incomingVersion != null && incomingVersion > version) {
@@ -612,6 +661,9 @@ public final class RoutingTable {
                     incomingVersion, tag.unit());
         }
         long incoming = incomingVersion == null ? -1 : incomingVersion;
+        if (frozenByChange) {
+            return new WriteAnswer(WriteCheck.FROZEN, version, tag.zone(), tag.lane(), incoming, tag.unit());
+        }
         WriteCheck check = tag.zoneIndex() == localZone ? WriteCheck.OWNED : WriteCheck.MISROUTED;
         return new WriteAnswer(check, version, tag.zone(), tag.lane(), incoming, tag.unit());
     }
@@ -669,6 +721,11 @@ public final class RoutingTable {
 
     public List<Channel> channels() {
         return channels;
+    }
+
+    /** The freeze of the loss-less channel change in progress, or null between changes. */
+    public ChannelFreeze channelFreeze() {
+        return channelFreeze;
     }
 
     public Map<String, UnitSet> frozen() {

@@ -157,16 +157,27 @@ class FixturesTest {
      * with units 0-49 frozen in both domains: a release channel that selects the user owns their
      * writes of that service (owned in its zone, misrouted elsewhere, never frozen), a suspended
      * {@code reject} channel leaves them without an owner, a newer caller is behind, and every
-     * other write is the map's check. The same rule as tests/routing_vectors.rs and the Go client.
+     * other write is the map's check; with a channel change's freeze instead, the writes it covers
+     * are frozen, whichever rule routes them. The same rule as tests/routing_vectors.rs and the Go
+     * client.
      */
     @Test
     void serviceWriteChecks() throws Exception {
         Map<String, Integer> seen = new java.util.TreeMap<>();
         for (JsonNode f : fixture("routing_vectors.json").get("tables")) {
-            for (boolean frozen : new boolean[] {false, true}) {
+            for (String variant : new String[] {"published", "frozen", "channel freeze"}) {
+                boolean frozen = variant.equals("frozen");
                 ObjectNode raw = ((ObjectNode) f.get("table")).deepCopy();
                 if (frozen) {
                     raw.putObject("frozen").put("default", "0-49").put("search", "0-49");
+                }
+                if (variant.equals("channel freeze")) {
+                    // As tests/routing_vectors.rs: orders and billing writes in the default domain
+                    // of units 0-49 and of alice (pinned: never frozen).
+                    ObjectNode cf = raw.putObject("channel_freeze");
+                    cf.put("channel", "orders-v2").put("domain", "default").put("units", "0-49");
+                    cf.putArray("services").add("billing").add("orders");
+                    cf.putArray("users").add("alice");
                 }
                 RoutingTable table = RoutingTable.decode(raw);
                 for (JsonNode row : f.get("rows")) {
@@ -176,8 +187,12 @@ class FixturesTest {
                     String user = row.get(0).asText();
                     String domain = row.get(1).isNull() ? null : row.get(1).asText();
                     String service = row.get(2).asText();
-                    String what = f.get("name").asText() + " (frozen " + frozen + "): user " + user + ", domain "
+                    String what = f.get("name").asText() + " (" + variant + "): user " + user + ", domain "
                             + domain + ", service " + service;
+                    String reason = row.get(7).asText();
+                    boolean covered = variant.equals("channel freeze") && domain == null
+                            && (service.equals("orders") || service.equals("billing")) && !reason.equals("pin")
+                            && (table.unitOf(user) < 50 || user.equals("alice"));
                     for (int z = 0; z < 3; z++) {
                         String zone = raw.get("zones").get(z).get("name").asText();
                         String in = what + " in " + zone;
@@ -189,8 +204,12 @@ class FixturesTest {
                             continue;
                         }
                         RoutingTable.WriteAnswer got = table.checkWriteFor(domain, service, user, zone, table.version());
-                        String reason = row.get(7).asText();
-                        if (reason.startsWith("channel:")) {
+                        if (covered) {
+                            assertEquals(WriteCheck.FROZEN, got.check(), in);
+                            assertEquals(row.get(4).asText(), got.ownerZone(), in);
+                            seen.merge("channel freeze/" + (reason.startsWith("channel:") ? "channel" : "map"), 1,
+                                    Integer::sum);
+                        } else if (reason.startsWith("channel:")) {
                             WriteCheck want = zone.equals(row.get(4).asText()) ? WriteCheck.OWNED : WriteCheck.MISROUTED;
                             assertEquals(want, got.check(), in);
                             assertEquals(row.get(4).asText(), got.ownerZone(), in);
@@ -210,7 +229,7 @@ class FixturesTest {
             }
         }
         for (String k : new String[] {"channel/owned", "channel/misrouted", "map/owned", "map/misrouted", "map/frozen",
-                "channel_unavailable"}) {
+                "channel_unavailable", "channel freeze/channel", "channel freeze/map"}) {
             assertTrue(seen.getOrDefault(k, 0) > 0, "no check answered " + k + ": " + seen);
         }
         System.out.println("[figures] service write checks: " + seen);
