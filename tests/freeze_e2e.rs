@@ -573,5 +573,21 @@ fn a_loss_less_channel_change_freezes_only_its_writes_and_a_stuck_subscriber_und
     edge.wait_for_version(version);
     assert_eq!(gate_for(&edge, "POST", &moving, "orders").0, 200, "writes resume");
     drop(stuck);
+
+    // The CLI: a loss-less delete says what it froze, waits for the change to end (the dropped
+    // stuck subscriber stops counting a few seconds after it left) and says how it ended.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["channels", "delete", "orders-v2", "--reason", "orders 2.4 released", "--freeze"])
+        .args(["--freeze-window", "20s"])
+        .env("TIDEGATE_URL", &url)
+        .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(said.contains("channel orders-v2 delete in progress (freezing): writes of orders frozen for units 40-49"), "{said}");
+    assert!(said.contains("channel orders-v2's writes unfrozen after"), "{said}");
+    assert_eq!(get_json(&format!("{url}/v1/channels/orders-v2")).0, 404);
+    println!("{said}");
     drop(watcher);
 }

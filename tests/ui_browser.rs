@@ -954,12 +954,49 @@ async fn release_channels_are_put_edited_and_deleted_from_the_overview_in_chromi
     assert_eq!(js(&c, "return document.getElementById('ch-name').readOnly").await, json!(true));
     type_into(&c, "#ch-percent", "30").await;
     type_into(&c, "#ch-reason", "browser test: orders 2.4 to 30 %").await;
+    // Loss-less, with a subscriber that does not acknowledge: the card says what is frozen until
+    // it leaves (it stops counting a few seconds after), then the change switches.
+    let url = base.clone();
+    let stuck = tokio::task::spawn_blocking(move || {
+        let identity = tidegate::client::Identity {
+            subscriber_id: "stuck-1".into(),
+            zone: "az-b".into(),
+            kind: "service".into(),
+        };
+        let options = tidegate::client::RouterOptions {
+            token: Some(OPERATOR_TOKEN.into()),
+            acknowledge: false,
+            ..Default::default()
+        };
+        let router = tidegate::client::Router::connect(&url, identity, options).unwrap();
+        assert!(router.wait_for_version(1, Duration::from_secs(10)));
+        router
+    })
+    .await
+    .unwrap();
+    click(&c, "#ch-freeze").await;
     click(&c, "#ch-review").await;
     wait_for(&c, "the edit preview", "!document.getElementById('ch-confirm').hidden && document.getElementById('ch-preview-was')")
         .await;
     assert!(text(&c, "#ch-preview-was").await.starts_with("It replaces: 10 % of users (units "));
+    let freeze = text(&c, "#ch-preview-freeze").await;
+    assert!(
+        freeze.starts_with("Loss-less: the writes of carts, orders by users of units "),
+        "{freeze}"
+    );
     type_into(&c, "#ch-confirm-name", "orders-v2").await;
     click(&c, "#ch-confirm-go").await;
+    wait_for(&c, "the freeze notice", "!document.getElementById('channel-change').hidden").await;
+    let notice = text(&c, "#channel-change").await;
+    assert!(
+        notice.starts_with(
+            "❄ Changing orders-v2 loss-lessly: writes of carts, orders are frozen for units "
+        ),
+        "{notice}"
+    );
+    assert!(text(&c, "#ch-ok").await.starts_with("Freezing: channel orders-v2"));
+    shot(&c, "30-channel-freezing").await;
+    tokio::task::spawn_blocking(move || drop(stuck)).await.unwrap();
     wait_for(
         &c,
         "the wider share",
@@ -968,6 +1005,8 @@ async fn release_channels_are_put_edited_and_deleted_from_the_overview_in_chromi
         ),
     )
     .await;
+    wait_for(&c, "the notice gone", "document.getElementById('channel-change').hidden").await;
+    assert_eq!(audit_by(&base, "channel_unfreeze"), vec!["channels"], "the runner unfroze it");
     let wider = get_json(&format!("{base}/v1/channels/orders-v2")).1;
     let wider = tidegate::core::UnitSet::parse(wider["units"].as_str().unwrap(), 100).unwrap();
     assert_eq!(wider.len(), 30);
@@ -975,7 +1014,8 @@ async fn release_channels_are_put_edited_and_deleted_from_the_overview_in_chromi
         first.iter().all(|u| wider.contains(u)),
         "widening keeps the first 10 %: {first} in {wider}"
     );
-    assert_eq!(audit_by(&base, "channel_put"), vec!["alice", "alice"]);
+    assert_eq!(audit_by(&base, "channel_put"), vec!["alice"]);
+    assert_eq!(audit_by(&base, "channel_freeze"), vec!["alice"], "the loss-less change is hers");
 
     // Delete: a reason and the typed name.
     click(&c, &format!("{row} button[data-delete-channel]")).await;

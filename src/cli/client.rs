@@ -383,8 +383,11 @@ pub fn channels_list(args: &ClientArgs) -> Result<(), String> {
     let client = Client::new(args)?;
     let value = client.call("GET", "/v1/channels", None)?;
     client.print(&value, |v| {
-        let lines: Vec<String> =
+        let mut lines: Vec<String> =
             v["channels"].as_array().into_iter().flatten().map(channel_line).collect();
+        if v["change"].is_object() {
+            lines.push(change_line(&v["change"]));
+        }
         if lines.is_empty() { "no release channels".to_owned() } else { lines.join("\n") }
     });
     Ok(())
@@ -400,11 +403,83 @@ pub fn channel_change(
 ) -> Result<(), String> {
     let client = Client::new(args)?;
     let value = client.change(method, &format!("/v1/channels/{name}"), body, reason)?;
+    if value["change"].is_object() {
+        return channel_change_wait(&client, name, &value);
+    }
     client.print(&value, |v| match (method, v["dry_run"] == true) {
         ("DELETE", _) => format!("version {}: channel {name} deleted", v["version"]),
-        (_, true) => format!("dry run, nothing changed: {}", channel_line(&v["channel"])),
+        (_, true) => {
+            let mut line = format!("dry run, nothing changed: {}", channel_line(&v["channel"]));
+            if let Some(f) = v["freeze"].as_object() {
+                line.push_str(&format!(
+                    "\nloss-less: would freeze the writes of {} for units {} and {} listed user(s)",
+                    strings(&f["services"]).join(","),
+                    f["units"].as_str().filter(|u| !u.is_empty()).unwrap_or("none"),
+                    f["users"].as_array().map_or(0, Vec::len)
+                ));
+            }
+            line
+        }
         _ => format!("version {}: {}", v["version"], channel_line(&v["channel"])),
     });
+    Ok(())
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array().into_iter().flatten().filter_map(Value::as_str).collect()
+}
+
+/// A change in progress, in one line: what it freezes and its phase.
+fn change_line(c: &Value) -> String {
+    format!(
+        "channel {} {} in progress ({}): writes of {} frozen for units {} and {} listed user(s) since version {}",
+        c["channel"].as_str().unwrap_or("?"),
+        c["action"].as_str().unwrap_or("change"),
+        c["phase"].as_str().unwrap_or("?"),
+        strings(&c["services"]).join(","),
+        c["units"].as_str().filter(|u| !u.is_empty()).unwrap_or("none"),
+        c["users"].as_array().map_or(0, Vec::len),
+        c["frozen_version"]
+    )
+}
+
+/// A loss-less put or delete: says what froze, waits for the change to end (the switch and the
+/// unfreeze, or its undoing at the window) and says how it ended, from the audit.
+fn channel_change_wait(client: &Client, name: &str, started: &Value) -> Result<(), String> {
+    if !client.json {
+        println!("version {}: {}", started["version"], change_line(&started["change"]));
+    }
+    let window = started["change"]["window_ms"].as_u64().unwrap_or(30_000);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(window + 30_000);
+    loop {
+        let list = client.call("GET", "/v1/channels", None)?;
+        if list["change"]["channel"].as_str() != Some(name) {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "channel {name}'s change is still in progress: {}",
+                change_line(&list["change"])
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let audit = client.call("GET", "/v1/audit?limit=20", None)?;
+    let ended = audit["entries"].as_array().into_iter().flatten().find(|e| {
+        e["action"] == "channel_unfreeze" && e["to"].as_str().is_some_and(|t| t.contains(name))
+    });
+    let end = ended.cloned().unwrap_or(Value::Null);
+    client.print(&end, |e| {
+        format!(
+            "version {}: {} ({})",
+            e["version"],
+            e["to"].as_str().unwrap_or("the change ended"),
+            e["reason"].as_str().unwrap_or("")
+        )
+    });
+    if end["to"].as_str().is_some_and(|t| t.contains("without switching")) {
+        return Err(format!("channel {name} is unchanged: its freeze was undone"));
+    }
     Ok(())
 }
 

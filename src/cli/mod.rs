@@ -296,6 +296,8 @@ pub enum ChannelsCommand {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
+        freeze: FreezeArgs,
+        #[command(flatten)]
         client: ClientArgs,
     },
     /// Remove channel NAME: its users go back to the global map.
@@ -304,8 +306,34 @@ pub enum ChannelsCommand {
         #[arg(long)]
         reason: String,
         #[command(flatten)]
+        freeze: FreezeArgs,
+        #[command(flatten)]
         client: ClientArgs,
     },
+}
+
+/// A loss-less channel change: freeze, switch, unfreeze.
+#[derive(clap::Args, Debug)]
+pub struct FreezeArgs {
+    /// Loss-less: freeze the writes the change moves, switch once every live subscriber has the
+    /// freeze, unfreeze once every one has the switch; waits for the change to end.
+    #[arg(long)]
+    pub freeze: bool,
+    /// The freeze's maximum window (`30s` by default, at most `10m`).
+    #[arg(long, requires = "freeze")]
+    pub freeze_window: Option<String>,
+}
+
+impl FreezeArgs {
+    /// Adds `freeze` and `freeze_window` to a request body.
+    fn add_to(&self, body: &mut serde_json::Value) {
+        if self.freeze {
+            body["freeze"] = serde_json::json!(true);
+        }
+        if let Some(w) = &self.freeze_window {
+            body["freeze_window"] = serde_json::json!(w);
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -580,6 +608,7 @@ pub fn run(cli: Cli) -> ExitCode {
                     reason,
                     dry_run,
                     force,
+                    freeze,
                     client,
                 },
         } => {
@@ -587,6 +616,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 "services": services, "zone": zone, "users": users,
                 "dry_run": dry_run, "force": force,
             });
+            freeze.add_to(&mut body);
             for (key, value) in [
                 ("units", units.map(serde_json::Value::from)),
                 ("percent", percent.map(serde_json::Value::from)),
@@ -600,8 +630,10 @@ pub fn run(cli: Cli) -> ExitCode {
             }
             client::channel_change(&client, "PUT", &name, body, &reason)
         }
-        Commands::Channels { action: ChannelsCommand::Delete { name, reason, client } } => {
-            client::channel_change(&client, "DELETE", &name, serde_json::json!({}), &reason)
+        Commands::Channels { action: ChannelsCommand::Delete { name, reason, freeze, client } } => {
+            let mut body = serde_json::json!({});
+            freeze.add_to(&mut body);
+            client::channel_change(&client, "DELETE", &name, body, &reason)
         }
         Commands::Dial { action: DialAction::Get { client } } => client::dial_get(&client),
         Commands::Dial {

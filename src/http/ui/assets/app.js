@@ -230,6 +230,12 @@
     const node = $('channels');
     if (!node || !view.routing) return;
     if (CAN_CHANGE) syncChannelZones(view.routing);
+    const freeze = view.routing.channel_freeze;
+    show($('channel-change'), freeze
+      ? '❄ Changing ' + freeze.channel + ' loss-lessly: writes of ' + (freeze.services || []).join(', ') + ' are frozen for units ' +
+        (freeze.units || 'none') + ((freeze.users || []).length ? ' and ' + freeze.users.length + ' listed user(s)' : '') +
+        ' until every live subscriber has the change (reads go on).'
+      : '');
     const list = view.routing.channels || [];
     if (!list.length) {
       node.replaceChildren(el('p', { class: 'muted', id: 'no-channels' }, 'No release channel: every service follows the map.'));
@@ -1325,6 +1331,7 @@
     if (units) body.units = units;
     const expires = $('ch-expires').value.trim();
     if (expires) body.expires_in = expires;
+    if ($('ch-freeze').checked) body.freeze = true;
     const domain = channelView.editing ? channelView.editing.domain : domainView.selected;
     if (domain && domain !== DEFAULT_DOMAIN) body.domain = domain;
     return { name, body };
@@ -1346,6 +1353,7 @@
       $(id).removeAttribute('aria-invalid');
     }
     $('ch-fallback').value = 'global';
+    $('ch-freeze').checked = false;
     $('ch-name').readOnly = false;
     $('ch-clear').hidden = true;
     $('channel-form-title').textContent = 'New channel';
@@ -1446,6 +1454,12 @@
         el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Receiving zone'), el('th', { scope: 'col' }, 'Projected load vs capacity'))),
         el('tbody', {}, rows)))));
     }
+    if (dry.freeze) {
+      const f = dry.freeze;
+      parts.push(el('p', { class: 'hint', id: 'ch-preview-freeze' }, 'Loss-less: the writes of ' + (f.services || []).join(', ') +
+        ' by users of ' + (f.units ? 'units ' + f.units : 'no unit') + ((f.users || []).length ? ' and ' + f.users.length + ' listed user(s)' : '') +
+        ' wait (503, retry) from the freeze until every live subscriber has the switch; reads go on.'));
+    }
     const refuse = dry.would_refuse;
     parts.push(refuse
       ? el('p', { class: 'warning', id: 'ch-preview-refuse', role: 'alert' }, 'tidegate would refuse this channel now: ' + refuse +
@@ -1463,9 +1477,11 @@
     try {
       const result = await api('PUT', '/v1/channels/' + encodeURIComponent(c.name), c.body);
       clearChannelForm();
-      show($('ch-ok'), result.changed
-        ? 'Done: channel ' + c.name + ' put (routing version ' + result.version + ').'
-        : 'Nothing changed: channel ' + c.name + ' was already so.');
+      show($('ch-ok'), !result.changed
+        ? 'Nothing changed: channel ' + c.name + ' was already so.'
+        : result.change
+          ? 'Freezing: channel ' + c.name + '’s moving writes are frozen (routing version ' + result.version + '); it switches once every live subscriber has the freeze.'
+          : 'Done: channel ' + c.name + ' put (routing version ' + result.version + ').');
       await poll(true);
     } catch (err) {
       if (err.code === 'version_conflict') {
@@ -1487,6 +1503,7 @@
     $('ch-delete').hidden = true;
     $('ch-delete-name').value = '';
     $('ch-delete-reason').value = '';
+    $('ch-delete-freeze').checked = false;
     show($('ch-delete-error'), '');
   }
 
@@ -1516,10 +1533,14 @@
     channelView.sending = true;
     channelView.typedDelete.update();
     try {
-      const result = await api('DELETE', '/v1/channels/' + encodeURIComponent(d.name), { expected_version: d.version, reason });
+      const body = { expected_version: d.version, reason };
+      if ($('ch-delete-freeze').checked) body.freeze = true;
+      const result = await api('DELETE', '/v1/channels/' + encodeURIComponent(d.name), body);
       closeChannelDelete();
       if (channelView.editing && channelView.editing.name === d.name) clearChannelForm();
-      show($('ch-ok'), 'Done: channel ' + d.name + ' deleted (routing version ' + result.version + ').');
+      show($('ch-ok'), result.change
+        ? 'Freezing: channel ' + d.name + '’s users’ writes are frozen (routing version ' + result.version + '); it is deleted once every live subscriber has the freeze.'
+        : 'Done: channel ' + d.name + ' deleted (routing version ' + result.version + ').');
       await poll(true);
     } catch (err) {
       if (err.code === 'version_conflict') {
@@ -1542,8 +1563,8 @@
       reviewChannel();
     });
     // A preview is for what it was made with: editing any field closes it.
-    for (const id of ['ch-name', 'ch-services', 'ch-zone', 'ch-percent', 'ch-units', 'ch-users', 'ch-fallback', 'ch-expires']) {
-      $(id).addEventListener(id === 'ch-zone' || id === 'ch-fallback' ? 'change' : 'input', () => {
+    for (const id of ['ch-name', 'ch-services', 'ch-zone', 'ch-percent', 'ch-units', 'ch-users', 'ch-fallback', 'ch-expires', 'ch-freeze']) {
+      $(id).addEventListener(['ch-zone', 'ch-fallback', 'ch-freeze'].includes(id) ? 'change' : 'input', () => {
         $(id).removeAttribute('aria-invalid');
         if (id === 'ch-percent' || id === 'ch-units') for (const f of ['ch-percent', 'ch-units']) $(f).removeAttribute('aria-invalid');
         show($('ch-error'), '');
