@@ -301,3 +301,87 @@ fn write_check_fixture_table() {
     }
     assert!(checked >= 10, "only {checked} cases");
 }
+
+/// A loss-less unit move (`PUT /v1/units` or `PUT /v1/dial` with `freeze`): `FreezeUnits`
+/// freezes exactly the units that change owner, nothing else changes a map meanwhile, the switch
+/// makes the moves as `MoveUnits` would, the unfreeze thaws them; undone before the switch, no
+/// unit changed owner.
+#[test]
+fn a_loss_less_unit_move_freezes_the_units_it_moves_and_holds_every_other_map_change() {
+    use tidegate::core::{StagedStep, UnitMove};
+    let s = state(50);
+    let moves = vec![UnitMove {
+        units: UnitSet::parse("40-59", 100).unwrap(),
+        zone: ZoneId::GREEN,
+        domain: None,
+    }];
+    let frozen_state =
+        apply(&s, 1_000, Command::FreezeUnits { moves: moves.clone(), window_ms: 5_000 }).unwrap();
+    assert_eq!(frozen(&frozen_state).as_deref(), Some("40-49"), "50-59 are green already");
+    assert_eq!(frozen_state.table().blue_units(), 50, "nothing moved yet");
+    let change = frozen_state.units_change().unwrap().clone();
+    assert_eq!(change.phases.frozen_version, frozen_state.version());
+    // Every other map change waits for it.
+    for command in [
+        Command::SetBlueUnits { blue_units: 30, domain: None },
+        Command::MoveUnits { moves: moves.clone() },
+        Command::FreezeUnits { moves: moves.clone(), window_ms: 5_000 },
+        Command::StartDrain { plan: lossless(30, 10, 5_000) },
+    ] {
+        let e = apply(&frozen_state, 1_100, command).unwrap_err();
+        assert!(matches!(e, CommandError::UnitsChanging), "{e}");
+    }
+    // Write checks answer frozen for 40-49 only.
+    let t = frozen_state.table();
+    let user_in = |set: &str| {
+        let set = UnitSet::parse(set, 100).unwrap();
+        (0..10_000)
+            .map(|i| format!("user-{i}"))
+            .find(|u| set.contains(t.tag_in(t.map(), u).unwrap().unit.0))
+            .unwrap()
+    };
+    let moving = user_in("40-49");
+    let staying = user_in("0-39");
+    assert!(matches!(
+        t.check_write(None, &moving, ZoneId::BLUE, None),
+        Ok(Some(WriteCheck::Frozen { .. }))
+    ));
+    assert_eq!(t.check_write(None, &staying, ZoneId::BLUE, None), Ok(Some(WriteCheck::Owned)));
+    // The barrier's rule: switch once every live subscriber has the freeze.
+    let all = FreezeBarrier {
+        version: change.phases.frozen_version,
+        all_applied: true,
+        behind: String::new(),
+    };
+    assert_eq!(change.decide(1_200, &all), Some(StagedStep::Switch));
+    let switched = apply(&frozen_state, 1_200, Command::SwitchUnits).unwrap();
+    assert_eq!(switched.table().blue_units(), 40);
+    assert_eq!(frozen(&switched).as_deref(), Some("40-49"), "still frozen after the switch");
+    let done = apply(&switched, 1_400, Command::UnfreezeUnits { aborted: false }).unwrap();
+    assert_eq!(frozen(&done), None);
+    assert!(done.units_change().is_none());
+    assert_eq!(done.table().blue_units(), 40);
+    // Undone at the window: the maps are as they were.
+    let behind = FreezeBarrier {
+        version: change.phases.frozen_version,
+        all_applied: false,
+        behind: "stuck-1 (az-a, on v1)".into(),
+    };
+    assert_eq!(change.decide(5_999, &behind), None);
+    let Some(StagedStep::Unfreeze { aborted: true, reason }) = change.decide(6_000, &behind) else {
+        panic!("the window passed")
+    };
+    assert!(reason.contains("stuck-1") && reason.contains("no unit changed owner"), "{reason}");
+    let undone = apply(&frozen_state, 6_000, Command::UnfreezeUnits { aborted: true }).unwrap();
+    assert_eq!(undone.table().map(), s.table().map());
+    assert_eq!(frozen(&undone), None);
+    assert!(apply(&switched, 1_300, Command::UnfreezeUnits { aborted: true }).is_err());
+    // Moves that change nothing freeze nothing.
+    let green = vec![UnitMove {
+        units: UnitSet::parse("60-69", 100).unwrap(),
+        zone: ZoneId::GREEN,
+        domain: None,
+    }];
+    let same = apply(&s, 1_000, Command::FreezeUnits { moves: green, window_ms: 5_000 }).unwrap();
+    assert_eq!(same.version(), s.version(), "no version spent");
+}

@@ -591,3 +591,101 @@ fn a_loss_less_channel_change_freezes_only_its_writes_and_a_stuck_subscriber_und
     println!("{said}");
     drop(watcher);
 }
+
+/// Loss-less dial and unit moves (issue 23): `PUT /v1/dial` and `PUT /v1/units` with `freeze`
+/// freeze exactly the units that change owner, move them once every live subscriber has the
+/// freeze and unfreeze once every one has the move: three audited phases. Nothing else changes a
+/// map meanwhile (409 `units_changing`), and a subscriber that never applies the freeze holds it
+/// until the window, when it is undone with no unit moved, naming the subscriber.
+#[test]
+fn loss_less_dial_and_unit_moves_freeze_what_they_move_and_a_stuck_subscriber_undoes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let edge = Edge::start(&config, &url, &dir.path().join("edge.json"), 0);
+    edge.wait_for_version(1);
+    let watcher = router(&url, "orders-1", true);
+    let version = || get_json(&format!("{url}/v1/routing")).1["version"].clone();
+    let changes = || get_json(&format!("{url}/v1/changes")).1;
+
+    // The dial, loss-lessly: 50 -> 40 % blue freezes units 40-49, then moves them.
+    let started = Instant::now();
+    let (status, body) = put_json(
+        &format!("{url}/v1/dial"),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 40, "freeze": true, "freeze_window": "10s",
+               "expected_version": version(), "reason": "loss-less dial"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["change"]["frozen"], json!({"default": "40-49"}), "{body}");
+    assert_eq!(body["blue_units"], 50, "nothing moved at the freeze");
+    wait_for("the dial move to end", Duration::from_secs(10), || changes()["units"].is_null());
+    println!(
+        "a loss-less dial move with 2 live subscribers took {} ms",
+        started.elapsed().as_millis()
+    );
+    let (_, table) = get_json(&format!("{url}/v1/routing"));
+    assert_eq!((table["blue_units"].as_u64(), &table["frozen"]), (Some(40), &json!({})));
+    let actions: Vec<String> = audit_of(&url, "units").into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["units_switch", "units_unfreeze"]);
+    let (moving, _) = users_in_and_out(&watcher, "40-49");
+    assert!(watcher.wait_for_version(table["version"].as_u64().unwrap(), Duration::from_secs(5)));
+    let green = tidegate::core::ZoneId(1);
+    assert_eq!(watcher.check_write(&moving, green, None).unwrap().check.as_str(), "owned");
+
+    // A unit move held by a subscriber that never applies the freeze: undone at its window.
+    let stuck = router(&url, "stuck-1", false);
+    let (status, body) = put_json(
+        &format!("{url}/v1/units"),
+        OPERATOR_TOKEN,
+        json!({"moves": [{"units": "0-9", "zone": "green"}], "freeze": true, "freeze_window": "3s",
+               "expected_version": version(), "reason": "held by a stuck subscriber"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let frozen_at = Instant::now();
+    assert_eq!(
+        (body["moved_units"].as_u64(), &body["change"]["frozen"]),
+        (Some(0), &json!({"default": "0-9"}))
+    );
+    let frozen_version = body["change"]["frozen_version"].as_u64().unwrap();
+    edge.wait_for_version(frozen_version);
+    let (inside, outside) = users_in_and_out(&watcher, "0-9");
+    assert_eq!(gate(&edge, "POST", &inside).2.as_deref(), Some("frozen"));
+    assert_eq!(gate(&edge, "GET", &inside).0, 200);
+    assert_eq!(gate(&edge, "POST", &outside).0, 200);
+    let (status, body) = put_json(
+        &format!("{url}/v1/dial"),
+        OPERATOR_TOKEN,
+        json!({"blue_percent": 30, "expected_version": version(), "reason": "too early"}),
+    );
+    assert_eq!((status, body["error"].as_str()), (409, Some("units_changing")), "{body}");
+    wait_for("the move to be undone", Duration::from_secs(15), || changes()["units"].is_null());
+    let held = frozen_at.elapsed();
+    println!("a stuck subscriber held the unit move {} ms (window 3 s)", held.as_millis());
+    assert!(held >= Duration::from_millis(2500));
+    let (action, reason) = audit_of(&url, "units").pop().unwrap();
+    assert_eq!(action, "units_unfreeze");
+    assert!(reason.contains("stuck-1") && reason.contains("no unit changed owner"), "{reason}");
+    let (_, table) = get_json(&format!("{url}/v1/routing"));
+    assert_eq!((table["blue_units"].as_u64(), &table["frozen"]), (Some(40), &json!({})), "{table}");
+    edge.wait_for_version(table["version"].as_u64().unwrap());
+    assert_eq!(gate(&edge, "POST", &inside).0, 200, "writes resume");
+    drop(stuck);
+
+    // The CLI: a loss-less dial move says what it froze, waits, and says how it ended.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["dial", "set", "30", "--reason", "loss-less from the CLI", "--freeze"])
+        .args(["--freeze-window", "20s"])
+        .env("TIDEGATE_URL", &url)
+        .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(said.contains("units 30-39 in default frozen for a loss-less move"), "{said}");
+    assert!(said.contains("the moved units unfrozen after"), "{said}");
+    assert_eq!(get_json(&format!("{url}/v1/routing")).1["blue_units"], 30);
+    println!("{said}");
+    drop(watcher);
+}

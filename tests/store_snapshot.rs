@@ -55,6 +55,10 @@ enum Op {
     ChannelFreeze(u32),
     /// The change's next phase: its switch, or (true) its unfreeze (aborted when unswitched).
     ChannelPhase(bool),
+    /// Start a loss-less move of units `n..n+10` to green.
+    UnitsFreeze(u32),
+    /// The unit move's next phase, as for a channel change.
+    UnitsPhase(bool),
 }
 
 fn channel(n: u32) -> tidegate::core::Channel {
@@ -93,6 +97,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1u32..=60).prop_map(Op::ChannelPut),
         1 => (0u32..=60).prop_map(Op::ChannelFreeze),
         2 => any::<bool>().prop_map(Op::ChannelPhase),
+        1 => (0u32..90).prop_map(Op::UnitsFreeze),
+        2 => any::<bool>().prop_map(Op::UnitsPhase),
     ]
 }
 
@@ -246,12 +252,25 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
         },
         Op::ChannelPhase(end) => {
             let name = "orders-v2".to_owned();
-            match state.channel_change().map(|c| c.switched.is_some()) {
+            match state.channel_change().map(|c| c.phases.switched.is_some()) {
                 Some(false) if !end => Command::SwitchChannel { name },
                 Some(switched) => Command::UnfreezeChannel { name, aborted: !switched },
                 None => Command::SwitchChannel { name },
             }
         }
+        Op::UnitsFreeze(n) => Command::FreezeUnits {
+            moves: vec![tidegate::core::UnitMove {
+                units: tidegate::core::UnitSet::parse(&format!("{n}-{}", n + 9), 100).unwrap(),
+                zone: ZoneId::GREEN,
+                domain: None,
+            }],
+            window_ms: 5_000,
+        },
+        Op::UnitsPhase(end) => match state.units_change().map(|c| c.phases.switched.is_some()) {
+            Some(false) if !end => Command::SwitchUnits,
+            Some(switched) => Command::UnfreezeUnits { aborted: !switched },
+            None => Command::SwitchUnits,
+        },
     };
     let audit = Audit { by: "prop".into(), at_ms, reason: format!("op at {at_ms}") };
     let _ = c.submit(&Envelope { expected_version: state.version(), command, audit });

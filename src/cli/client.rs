@@ -258,14 +258,17 @@ pub fn dial_get(args: &ClientArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub fn dial_set(
-    args: &ClientArgs,
-    percent: f64,
-    reason: &str,
-    expected_version: Option<u64>,
-    force: bool,
-    domain: Option<&str>,
-) -> Result<(), String> {
+/// `tidegate dial set`: where to, at which version, how; `extra` adds fields (the freeze).
+pub struct DialAsk<'a> {
+    pub percent: f64,
+    pub expected_version: Option<u64>,
+    pub force: bool,
+    pub domain: Option<&'a str>,
+    pub extra: Value,
+}
+
+pub fn dial_set(args: &ClientArgs, ask: DialAsk<'_>, reason: &str) -> Result<(), String> {
+    let DialAsk { percent, expected_version, force, domain, extra } = ask;
     let client = Client::new(args)?;
     let before = client.call("GET", "/v1/routing", None)?;
     let expected = match expected_version {
@@ -276,6 +279,20 @@ pub fn dial_set(
         json!({ "blue_percent": percent, "expected_version": expected, "reason": reason });
     if force {
         body["force"] = json!(true);
+    }
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        body[k] = v.clone();
+    }
+    if body["freeze"] == true {
+        if let Some(name) = domain.filter(|d| *d != "default") {
+            body["domain"] = json!(name);
+        }
+        let value = client.call("PUT", "/v1/dial", Some(body))?;
+        if value["change"].is_object() {
+            return units_change_wait(&client, &value);
+        }
+        client.print(&value, |after| format!("unchanged: {}", split_summary(after)));
+        return Ok(());
     }
     if let Some(name) = domain.filter(|d| *d != "default") {
         body["domain"] = json!(name);
@@ -316,6 +333,9 @@ pub fn units(
 ) -> Result<(), String> {
     let client = Client::new(args)?;
     let value = client.change(method, path, body, reason)?;
+    if value["change"].is_object() {
+        return units_change_wait(&client, &value);
+    }
     client.print(&value, |v| {
         let runs: Vec<String> = v["unit_map"]
             .as_array()
@@ -441,6 +461,53 @@ fn change_line(c: &Value) -> String {
         c["users"].as_array().map_or(0, Vec::len),
         c["frozen_version"]
     )
+}
+
+/// A loss-less unit (or dial) move: says what froze, waits for the move to end (the switch and
+/// the unfreeze, or its undoing at the window) and says how it ended, from the audit.
+fn units_change_wait(client: &Client, started: &Value) -> Result<(), String> {
+    let change = &started["change"];
+    if !client.json {
+        let frozen: Vec<String> = change["frozen"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(domain, units)| format!("{} in {domain}", units.as_str().unwrap_or("?")))
+            .collect();
+        println!(
+            "version {}: units {} frozen for a loss-less move; it moves once every live subscriber has the freeze",
+            started["version"],
+            frozen.join(", ")
+        );
+    }
+    let window = change["window_ms"].as_u64().unwrap_or(30_000);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(window + 30_000);
+    while !client.call("GET", "/v1/changes", None)?["units"].is_null() {
+        if std::time::Instant::now() > deadline {
+            return Err("the unit move is still in progress; see GET /v1/changes".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let audit = client.call("GET", "/v1/audit?limit=20", None)?;
+    let end = audit["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["action"] == "units_unfreeze")
+        .cloned()
+        .unwrap_or(Value::Null);
+    client.print(&end, |e| {
+        format!(
+            "version {}: {} ({})",
+            e["version"],
+            e["to"].as_str().unwrap_or("the move ended"),
+            e["reason"].as_str().unwrap_or("")
+        )
+    });
+    if end["to"].as_str().is_some_and(|t| t.contains("without switching")) {
+        return Err("no unit moved: the freeze was undone".into());
+    }
+    Ok(())
 }
 
 /// A loss-less put or delete: says what froze, waits for the change to end (the switch and the

@@ -238,6 +238,8 @@ pub enum UnitsCommand {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
+        freeze: FreezeArgs,
+        #[command(flatten)]
         client: ClientArgs,
     },
     /// Move every unit of ZONE to the other live zones, split by their free capacity.
@@ -357,6 +359,8 @@ pub enum DialAction {
         /// The routing domain whose dial moves (default: the default domain).
         #[arg(long)]
         domain: Option<String>,
+        #[command(flatten)]
+        freeze: FreezeArgs,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -575,13 +579,15 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Commands::Tag { user_id, client } => client::tag(&client, &user_id),
         Commands::Units {
-            action: UnitsCommand::Move { units, zone, reason, domain, dry_run, force, client },
+            action:
+                UnitsCommand::Move { units, zone, reason, domain, dry_run, force, freeze, client },
         } => {
             let mut m = serde_json::json!({"units": units, "zone": zone});
             if let Some(d) = domain {
                 m["domain"] = serde_json::json!(d);
             }
-            let body = serde_json::json!({"moves": [m], "dry_run": dry_run, "force": force});
+            let mut body = serde_json::json!({"moves": [m], "dry_run": dry_run, "force": force});
+            freeze.add_to(&mut body);
             client::units(&client, "PUT", "/v1/units", body, &reason)
         }
         Commands::Units {
@@ -637,9 +643,19 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Commands::Dial { action: DialAction::Get { client } } => client::dial_get(&client),
         Commands::Dial {
-            action: DialAction::Set { percent, reason, expected_version, force, domain, client },
+            action:
+                DialAction::Set { percent, reason, expected_version, force, domain, freeze, client },
         } => {
-            client::dial_set(&client, percent, &reason, expected_version, force, domain.as_deref())
+            let mut extra = serde_json::json!({});
+            freeze.add_to(&mut extra);
+            let ask = client::DialAsk {
+                percent,
+                expected_version,
+                force,
+                domain: domain.as_deref(),
+                extra,
+            };
+            client::dial_set(&client, ask, &reason)
         }
         Commands::Pin { user_id, color, reason, client } => {
             client::pin(&client, &user_id, Some(&color), &reason)

@@ -37,10 +37,10 @@ pub fn stage() -> AdHoc {
                         now_ms,
                         rocket.shutdown(),
                     ));
-                    rocket::tokio::spawn(crate::service::channel_changes::run(
+                    rocket::tokio::spawn(crate::service::staged_changes::run(
                         std::sync::Arc::clone(&app.coordinator),
                         std::sync::Arc::clone(&app.subscribers),
-                        std::time::Duration::from_millis(100),
+                        std::time::Duration::from_millis(50),
                         now_ms,
                         rocket.shutdown(),
                     ));
@@ -110,24 +110,28 @@ struct DeleteRequest {
 /// The channel change in progress (`null` between changes): its phase, what it freezes and
 /// since when, for `GET /v1/channels` and the answer of a loss-less put or delete.
 fn change_body(app: &App) -> Value {
-    let state = app.coordinator.state();
+    change_body_of(&app.coordinator.state())
+}
+
+/// [`change_body`] of a state.
+pub(super) fn change_body_of(state: &crate::core::State) -> Value {
     let (Some(change), Some(freeze)) = (state.channel_change(), state.table().channel_freeze())
     else {
         return Value::Null;
     };
     json!({
         "channel": change.name,
-        "phase": if change.switched.is_some() { "switched" } else { "freezing" },
+        "phase": if change.phases.switched.is_some() { "switched" } else { "freezing" },
         "action": if change.next.is_some() { "put" } else { "delete" },
         "services": freeze.services,
         "units": freeze.units.to_string(),
         "unit_count": freeze.units.len(),
         "users": freeze.users,
-        "frozen_version": change.frozen_version,
-        "frozen_at_ms": change.frozen_ms,
-        "window_ms": change.window_ms,
-        "switched_version": change.switched.map(|(v, _)| v),
-        "switched_at_ms": change.switched.map(|(_, ms)| ms),
+        "frozen_version": change.phases.frozen_version,
+        "frozen_at_ms": change.phases.frozen_ms,
+        "window_ms": change.phases.window_ms,
+        "switched_version": change.phases.switched.map(|(v, _)| v),
+        "switched_at_ms": change.phases.switched.map(|(_, ms)| ms),
     })
 }
 

@@ -186,6 +186,10 @@ impl From<CommandError> for ApiError {
             CommandError::MissingActor => {
                 ApiError::new(Status::InternalServerError, "internal", detail)
             }
+            CommandError::UnitsChanging | CommandError::UnitsPhase(_) => {
+                ApiError::new(Status::Conflict, "units_changing", detail)
+            }
+            CommandError::FreezeWindow(_) => ApiError::bad_request("invalid_units", detail),
             CommandError::Channel(c) => match c {
                 crate::core::ChannelError::Overlap { .. } => {
                     ApiError::new(Status::Conflict, "channel_overlap", detail)

@@ -44,6 +44,14 @@ struct DialRequest {
     /// Move even when the receiving zone's capacity says no (audited in the reason).
     #[serde(default)]
     force: bool,
+    /// Loss-less: freeze the units the move gives away, move them once every live subscriber
+    /// has the freeze, unfreeze once every one has the move (a unit move of exactly the units
+    /// the dial moves; default: off).
+    #[serde(default)]
+    freeze: Option<bool>,
+    /// The freeze's maximum window (`30s` by default, at most `10m`), with `freeze`.
+    #[serde(default)]
+    freeze_window: Option<String>,
 }
 
 #[put("/v1/dial", data = "<request>")]
@@ -52,11 +60,16 @@ async fn put_dial(
     caller: Caller,
     key: IdempotencyKey,
     request: JsonBody<'_, DialRequest>,
-) -> Result<Versioned, ApiError> {
+) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
+    let window = super::drains::freeze_from(
+        request.freeze,
+        request.freeze_window.as_deref(),
+        "invalid_dial",
+    )?;
     let key = match keyed(app, key, &by, &request)? {
-        Keyed::Answered(answer) => return Ok(answer),
+        Keyed::Answered(answer) => return Ok((Status::Ok, answer)),
         Keyed::Submit(key) => key,
     };
     if !app.coordinator.table().zones().is_two() {
@@ -96,8 +109,38 @@ async fn put_dial(
             reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
         }
     }
-    let command = Command::SetBlueUnits { blue_units: share.blue_units, domain };
-    submit(app, command, request.expected_version, by, reason, key).await
+    let Some(window_ms) = window else {
+        let command = Command::SetBlueUnits { blue_units: share.blue_units, domain };
+        return Ok((
+            Status::Ok,
+            submit(app, command, request.expected_version, by, reason, key).await?,
+        ));
+    };
+    // Loss-less: the dial's move as a unit move of exactly the units it gives away.
+    let table = app.coordinator.table();
+    let map = table.map_of(domain.as_deref()).ok_or_else(|| {
+        ApiError::new(Status::InternalServerError, "internal", "the domain vanished")
+    })?;
+    let next = map.set_count(ZoneId::BLUE, ZoneId::GREEN, share.blue_units);
+    let units = crate::core::UnitSet::from_sorted(&map.diff(&next)).unwrap_or_default();
+    let zone =
+        if share.blue_units < map.count(ZoneId::BLUE) { ZoneId::GREEN } else { ZoneId::BLUE };
+    if units.is_empty() {
+        let command = Command::SetBlueUnits { blue_units: share.blue_units, domain };
+        return Ok((
+            Status::Ok,
+            submit(app, command, request.expected_version, by, reason, key).await?,
+        ));
+    }
+    let moves = vec![crate::core::UnitMove { units, zone, domain }];
+    let command = Command::FreezeUnits { moves, window_ms };
+    let submitted = submit_keyed(app, command, request.expected_version, by, reason, &key).await?;
+    let mut body = routing_body(&submitted.table, app.coordinator.log_id());
+    body["changed"] = json!(submitted.applied.is_some());
+    body["change"] = super::units::units_change_body(&app.coordinator.state());
+    let answer = Versioned::new(&body, submitted.table.version());
+    app.idempotency.answered(&key, answer.body(), submitted.table.version());
+    Ok((Status::Accepted, answer))
 }
 
 #[derive(Deserialize, Serialize)]

@@ -9,7 +9,7 @@
 use rocket::fairing::AdHoc;
 use rocket::http::Status;
 use rocket::serde::json::Json;
-use rocket::{State, post, put, routes};
+use rocket::{State, get, post, put, routes};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -33,6 +33,7 @@ pub fn stage() -> AdHoc {
             "/",
             routes![
                 put_units,
+                get_changes,
                 evacuate_units,
                 post_zone,
                 retire_zone,
@@ -66,6 +67,13 @@ struct UnitsRequest {
     /// Answer the projection and the resulting map without changing anything.
     #[serde(default)]
     dry_run: bool,
+    /// Loss-less: freeze the units that change owner, move them once every live subscriber has
+    /// the freeze, unfreeze once every one has the move (default: off, the move is at once).
+    #[serde(default)]
+    freeze: Option<bool>,
+    /// The freeze's maximum window (`30s` by default, at most `10m`), with `freeze`.
+    #[serde(default)]
+    freeze_window: Option<String>,
 }
 
 /// A zone of `table` by name or lane; 400 `unknown_zone` naming `field` otherwise.
@@ -222,18 +230,25 @@ pub(super) async fn project(
 
 /// Judges, previews or submits a map change: the common tail of `PUT /v1/units` and the
 /// evacuation.
-#[allow(clippy::too_many_arguments)]
+/// How a map change is asked for: the version it expects, who and why, and how.
+struct MoveAsk {
+    expected_version: u64,
+    by: String,
+    reason: String,
+    force: bool,
+    dry_run: bool,
+    key: Option<Scoped>,
+    /// Loss-less (`freeze`): the freeze's window; the answer is 202 with the move in progress.
+    window: Option<u64>,
+}
+
 async fn move_to(
     app: &State<App>,
     table: std::sync::Arc<RoutingTable>,
     moves: Vec<UnitMove>,
-    expected_version: u64,
-    by: String,
-    mut reason: String,
-    force: bool,
-    dry_run: bool,
-    key: Option<Scoped>,
-) -> Result<Versioned, ApiError> {
+    ask: MoveAsk,
+) -> Result<(Status, Versioned), ApiError> {
+    let MoveAsk { expected_version, by, mut reason, force, dry_run, key, window } = ask;
     let (next, next_domains) =
         app.coordinator.state().moved_maps(&moves).map_err(ApiError::from)?;
     let moved = table.map().diff(&next).len()
@@ -254,6 +269,7 @@ async fn move_to(
         })
         .collect();
     if dry_run {
+        let freeze = window.map(|_| frozen_preview(&table, &next, &next_domains));
         let preview = RoutingTable::from_map(
             table.version(),
             *table.scheme(),
@@ -273,8 +289,9 @@ async fn move_to(
             "would_refuse": blocking.as_ref().map(Verdict::explain),
             "unit_map": preview_body["unit_map"].clone(),
             "domains": preview_body["domains"].clone(),
+            "freeze": freeze,
         });
-        return Ok(Versioned::new(&body, table.version()));
+        return Ok((Status::Ok, Versioned::new(&body, table.version())));
     }
     if let Some(verdict) = blocking {
         if !force {
@@ -282,21 +299,76 @@ async fn move_to(
         }
         reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
     }
-    let command = Command::MoveUnits { moves };
+    let command = match window {
+        Some(window_ms) => Command::FreezeUnits { moves, window_ms },
+        None => Command::MoveUnits { moves },
+    };
     let submitted = match &key {
         Some(key) => submit_keyed(app, command, expected_version, by, reason, key).await?,
         None => super::submit(app, command, Some(expected_version), by, reason).await?,
     };
+    let changed = submitted.applied.is_some();
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
-    body["changed"] = json!(submitted.applied.is_some());
-    body["moved_units"] = json!(if submitted.applied.is_some() { moved } else { 0 });
+    body["changed"] = json!(changed);
+    // A loss-less move has frozen its units; it moves them once every subscriber has the freeze.
+    let freezing = changed && window.is_some();
+    body["moved_units"] = json!(if changed && !freezing { moved } else { 0 });
     body["moves"] = Value::Array(moves_body);
     body["projection"] = Value::Array(projection);
+    if window.is_some() {
+        body["change"] = units_change_body(&app.coordinator.state());
+    }
     let answer = Versioned::new(&body, submitted.table.version());
     if let Some(key) = &key {
         app.idempotency.answered(key, answer.body(), submitted.table.version());
     }
-    Ok(answer)
+    Ok((if freezing { Status::Accepted } else { Status::Ok }, answer))
+}
+
+/// What a loss-less move from `table`'s maps to `next` would freeze, by domain.
+fn frozen_preview(
+    table: &RoutingTable,
+    next: &UnitMap,
+    next_domains: &std::collections::BTreeMap<String, UnitMap>,
+) -> Value {
+    let set = |a: &UnitMap, b: &UnitMap| {
+        crate::core::UnitSet::from_sorted(&a.diff(b)).unwrap_or_default().to_string()
+    };
+    let mut out = serde_json::Map::new();
+    out.insert(DEFAULT_DOMAIN.into(), json!(set(table.map(), next)));
+    for (name, after) in next_domains {
+        if let Some(before) = table.domains().get(name) {
+            out.insert(name.clone(), json!(set(before, after)));
+        }
+    }
+    out.retain(|_, v| v.as_str().is_some_and(|s| !s.is_empty()));
+    Value::Object(out)
+}
+
+/// The loss-less unit move in progress (`null` between moves): its phase, moves and frozen
+/// units, for `GET /v1/changes` and the answer of a loss-less move.
+pub(super) fn units_change_body(state: &crate::core::State) -> Value {
+    let Some(change) = state.units_change() else { return Value::Null };
+    let table = state.table();
+    json!({
+        "phase": if change.phases.switched.is_some() { "switched" } else { "freezing" },
+        "moves": change.moves.iter().map(|m| json!({
+            "units": m.units.to_string(),
+            "zone": table.zone_of(m.zone),
+            "lane": table.lane(m.zone),
+            "domain": m.domain.as_deref().unwrap_or(DEFAULT_DOMAIN),
+        })).collect::<Vec<_>>(),
+        "frozen": table
+            .frozen()
+            .iter()
+            .map(|(domain, units)| (domain.clone(), json!(units.to_string())))
+            .collect::<serde_json::Map<String, Value>>(),
+        "frozen_version": change.phases.frozen_version,
+        "frozen_at_ms": change.phases.frozen_ms,
+        "window_ms": change.phases.window_ms,
+        "switched_version": change.phases.switched.map(|(v, _)| v),
+        "switched_at_ms": change.phases.switched.map(|(_, ms)| ms),
+    })
 }
 
 /// The `Idempotency-Key` of a map change (none for a dry run, which changes nothing): a
@@ -324,16 +396,39 @@ async fn put_units(
     caller: Caller,
     key: IdempotencyKey,
     request: JsonBody<'_, UnitsRequest>,
-) -> Result<Versioned, ApiError> {
+) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    let window = super::drains::freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_units")?;
     let key = match key_for(app, key, &by, &r, r.dry_run)? {
         Ok(key) => key,
-        Err(answered) => return Ok(answered),
+        Err(answered) => return Ok((Status::Ok, answered)),
     };
     let table = app.coordinator.table();
     let moves = parse_moves(&table, &r.moves)?;
-    move_to(app, table, moves, r.expected_version, by, r.reason, r.force, r.dry_run, key).await
+    let ask = MoveAsk {
+        expected_version: r.expected_version,
+        by,
+        reason: r.reason,
+        force: r.force,
+        dry_run: r.dry_run,
+        key,
+        window,
+    };
+    move_to(app, table, moves, ask).await
+}
+
+/// `GET /v1/changes`: the loss-less changes in progress, a unit move's and a channel's (each
+/// `null` when none runs).
+#[get("/v1/changes")]
+fn get_changes(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    caller.require_reader(&app.config)?;
+    let state = app.coordinator.state();
+    Ok(Json(json!({
+        "version": state.version(),
+        "units": units_change_body(&state),
+        "channel": super::channels::change_body_of(&state),
+    })))
 }
 
 #[derive(Deserialize, Serialize)]
@@ -361,12 +456,12 @@ async fn evacuate_units(
     caller: Caller,
     key: IdempotencyKey,
     request: JsonBody<'_, EvacuateRequest>,
-) -> Result<Versioned, ApiError> {
+) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
     let key = match key_for(app, key, &by, &r, r.dry_run)? {
         Ok(key) => key,
-        Err(answered) => return Ok(answered),
+        Err(answered) => return Ok((Status::Ok, answered)),
     };
     let table = app.coordinator.table();
     let source = zone_named(&table, "zone", &r.zone)?;
@@ -445,7 +540,16 @@ async fn evacuate_units(
         }
     }
     let reason = format!("{} [evacuate {}]", r.reason, table.zone_of(source));
-    move_to(app, table, moves, r.expected_version, by, reason, r.force, r.dry_run, key).await
+    let ask = MoveAsk {
+        expected_version: r.expected_version,
+        by,
+        reason,
+        force: r.force,
+        dry_run: r.dry_run,
+        key,
+        window: None,
+    };
+    move_to(app, table, moves, ask).await
 }
 
 #[derive(Deserialize, Serialize)]

@@ -6,7 +6,6 @@
 
 pub mod bearer;
 pub mod capacity;
-pub mod channel_changes;
 pub mod channel_expiry;
 pub mod connections;
 pub mod coordinator;
@@ -25,6 +24,7 @@ pub mod plan_trigger;
 pub mod preconditions;
 pub mod presence;
 pub mod routing_frames;
+pub mod staged_changes;
 pub mod subscribers;
 pub mod table_source;
 pub mod tag_answer;

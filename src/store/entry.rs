@@ -276,6 +276,15 @@ pub enum WireCommand {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         aborted: bool,
     },
+    FreezeUnits {
+        moves: Vec<WireUnitMove>,
+        window_ms: u64,
+    },
+    SwitchUnits {},
+    UnfreezeUnits {
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        aborted: bool,
+    },
 }
 
 /// A drain plan as a plan step starts it.
@@ -889,6 +898,11 @@ impl WireCommand {
             Command::MoveUnits { moves } => {
                 WireCommand::MoveUnits { moves: wire_moves(moves, &lane) }
             }
+            Command::FreezeUnits { moves, window_ms } => {
+                WireCommand::FreezeUnits { moves: wire_moves(moves, &lane), window_ms: *window_ms }
+            }
+            Command::SwitchUnits => WireCommand::SwitchUnits {},
+            Command::UnfreezeUnits { aborted } => WireCommand::UnfreezeUnits { aborted: *aborted },
             Command::AddZone { spec } => WireCommand::AddZone { zone: WireZone::from(spec) },
             Command::RetireZone { zone } => WireCommand::RetireZone { zone: lane(zone) },
             Command::AddDomain { name } => WireCommand::AddDomain { name: name.clone() },
@@ -950,6 +964,9 @@ impl WireCommand {
             WireCommand::PlanCallStarted { .. } => "plan_call_start",
             WireCommand::PlanCallDone { .. } => "plan_call_done",
             WireCommand::MoveUnits { .. } => "units_move",
+            WireCommand::FreezeUnits { .. } => "units_freeze",
+            WireCommand::SwitchUnits {} => "units_switch",
+            WireCommand::UnfreezeUnits { .. } => "units_unfreeze",
             WireCommand::AddZone { .. } => "zone_add",
             WireCommand::RetireZone { .. } => "zone_retire",
             WireCommand::SetGlobalWriter { .. } => "global_writer",
@@ -1093,6 +1110,11 @@ impl WireCommand {
             WireCommand::MoveUnits { moves } => {
                 Command::MoveUnits { moves: core_moves(moves, table)? }
             }
+            WireCommand::FreezeUnits { moves, window_ms } => {
+                Command::FreezeUnits { moves: core_moves(moves, table)?, window_ms: *window_ms }
+            }
+            WireCommand::SwitchUnits {} => Command::SwitchUnits,
+            WireCommand::UnfreezeUnits { aborted } => Command::UnfreezeUnits { aborted: *aborted },
             WireCommand::ZoneDrainStep { drain, moves } => {
                 Command::ZoneDrainStep { drain: *drain, moves: core_moves(moves, table)? }
             }
@@ -1360,6 +1382,12 @@ mod tests {
             r#"{"type":"put_channel","channel":{"name":"c","services":["orders"],"zone":"green","units":"0-9","fallback":"global"}}"#.into(),
             r#"{"type":"delete_channel","name":"c"}"#.into(),
             r#"{"type":"delete_channel","name":"c","expired":true}"#.into(),
+            r#"{"type":"freeze_channel","name":"c","next":{"name":"c","services":["orders"],"zone":"green","units":"0-9","fallback":"global"},"window_ms":5000}"#.into(),
+            r#"{"type":"switch_channel","name":"c"}"#.into(),
+            r#"{"type":"unfreeze_channel","name":"c","aborted":true}"#.into(),
+            r#"{"type":"freeze_units","moves":[{"units":"1-3","zone":"green"}],"window_ms":5000}"#.into(),
+            r#"{"type":"switch_units"}"#.into(),
+            r#"{"type":"unfreeze_units"}"#.into(),
         ];
         let mut seen = std::collections::BTreeSet::new();
         for json in &commands {

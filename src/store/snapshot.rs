@@ -174,6 +174,9 @@ struct Body {
     /// The loss-less channel change in progress and its freeze (absent between changes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     channel_change: Option<WireChannelChange>,
+    /// The loss-less unit move in progress (absent between moves; its units are `frozen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    units_change: Option<WireUnitsChange>,
     pins: BTreeMap<String, String>,
     drains: Vec<WireDrain>,
     next_drain_id: u64,
@@ -228,6 +231,18 @@ struct WireChannelChange {
     units: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     users: Vec<String>,
+}
+
+/// A loss-less unit move in progress: its moves and its phases.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireUnitsChange {
+    moves: Vec<super::entry::WireUnitMove>,
+    frozen_version: u64,
+    frozen_ms: u64,
+    window_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    switched: Option<(u64, u64)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -705,10 +720,10 @@ fn encode(
                 WireChannelChange {
                     name: change.name.clone(),
                     next: change.next.as_ref().map(|c| WireChannel::encode(c, &lane)),
-                    frozen_version: change.frozen_version,
-                    frozen_ms: change.frozen_ms,
-                    window_ms: change.window_ms,
-                    switched: change.switched,
+                    frozen_version: change.phases.frozen_version,
+                    frozen_ms: change.phases.frozen_ms,
+                    window_ms: change.phases.window_ms,
+                    switched: change.phases.switched,
                     domain: freeze.domain.clone(),
                     services: freeze.services.clone(),
                     units: freeze.units.to_string(),
@@ -716,6 +731,16 @@ fn encode(
                 }
             },
         ),
+        units_change: replayed.state.units_change().map(|change| {
+            let lane = |z: &ZoneId| table.lane(*z).to_owned();
+            WireUnitsChange {
+                moves: super::entry::wire_moves(&change.moves, &lane),
+                frozen_version: change.phases.frozen_version,
+                frozen_ms: change.phases.frozen_ms,
+                window_ms: change.phases.window_ms,
+                switched: change.phases.switched,
+            }
+        }),
         global_writer: (table.global() != GlobalWriter::default()).then(|| WireGlobalWriter {
             zone: table.global().zone.map(|z| table.lane(z).to_owned()),
             read_only: table.global().read_only,
@@ -853,12 +878,27 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
         channel_change = Some(crate::core::ChannelChange {
             name: w.name.clone(),
             next: w.next.as_ref().map(|c| c.decode(&zones, scheme.count())).transpose()?,
-            frozen_version: w.frozen_version,
-            frozen_ms: w.frozen_ms,
-            window_ms: w.window_ms,
-            switched: w.switched,
+            phases: crate::core::Phases {
+                frozen_version: w.frozen_version,
+                frozen_ms: w.frozen_ms,
+                window_ms: w.window_ms,
+                switched: w.switched,
+            },
         });
     }
+    let units_change = match &body.units_change {
+        None => None,
+        Some(w) => Some(crate::core::UnitsChange {
+            moves: super::entry::core_moves_in(&w.moves, &zones, scheme.count())
+                .map_err(|e| format!("the unit move in progress: {e}"))?,
+            phases: crate::core::Phases {
+                frozen_version: w.frozen_version,
+                frozen_ms: w.frozen_ms,
+                window_ms: w.window_ms,
+                switched: w.switched,
+            },
+        }),
+    };
     let table = RoutingTable::from_map(body.version, scheme, map, pins, zones.clone(), global)
         .and_then(|t| t.with_domains(domains))
         .and_then(|t| t.with_frozen(frozen))
@@ -922,7 +962,8 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
         body.next_run_id,
         automation,
     )
-    .with_channel_change(channel_change);
+    .with_channel_change(channel_change)
+    .with_units_change(units_change);
     let state_hash = body.state_hash.ok_or("predates state digests")?;
     let shared = match body.shared {
         None => None,

@@ -16,11 +16,14 @@
 //! before the switch exists anywhere.
 //!
 //! [`RoutingTable::channel_freeze`]: crate::RoutingTable::channel_freeze
+//!
+//! The phases themselves are [`Phases`], shared with loss-less unit moves.
 
 use std::collections::BTreeSet;
 
 use super::channel::{Channel, ChannelFallback};
 use super::drain::FreezeBarrier;
+use super::staged::{Phases, StagedStep};
 use super::unit_map::{UnitMap, UnitSet};
 use super::zone::ZoneId;
 
@@ -130,66 +133,17 @@ pub struct ChannelChange {
     pub name: String,
     /// The channel after the change (`None`: it is deleted).
     pub next: Option<Channel>,
-    /// The version that froze the writes, and when.
-    pub frozen_version: u64,
-    pub frozen_ms: u64,
-    /// The freeze's maximum window: a freeze not applied everywhere by then is undone without
-    /// switching; a switch not applied everywhere by then is unfrozen anyway (see
-    /// [`ChannelChange::decide`]).
-    pub window_ms: u64,
-    /// The version that switched the channel, and when, once switched.
-    pub switched: Option<(u64, u64)>,
-}
-
-/// What a channel change in progress does next.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ChannelStep {
-    /// Every live subscriber applied the freeze: put (or delete) the channel.
-    Switch,
-    /// End the freeze: after the switch, or `aborted` back without switching.
-    Unfreeze { aborted: bool, reason: String },
+    pub phases: Phases,
 }
 
 impl ChannelChange {
-    /// The version the change's barrier waits for: the freeze's until it switched, then the
-    /// switch's.
-    pub fn barrier_version(&self) -> u64 {
-        self.switched.map_or(self.frozen_version, |(v, _)| v)
-    }
-
-    /// The next phase at `now_ms`, given the barrier (whether every live subscriber runs the
-    /// version it waits for). The reasoning is a drain step's ([`crate::Drain::decide_freeze`]):
-    /// the switch waits for every live subscriber, never a fraction; past the window, an
-    /// unswitched freeze is undone (nothing moved), and a switched one is unfrozen (every
-    /// subscriber applied the freeze, so a late one still refuses these writes).
-    pub fn decide(&self, now_ms: u64, barrier: &FreezeBarrier) -> Option<ChannelStep> {
-        if barrier.version != self.barrier_version() {
-            return None;
-        }
-        let held = now_ms.saturating_sub(self.frozen_ms);
-        let name = &self.name;
-        match self.switched {
-            None if barrier.all_applied => Some(ChannelStep::Switch),
-            None => (held >= self.window_ms).then(|| ChannelStep::Unfreeze {
-                aborted: true,
-                reason: format!(
-                    "the freeze of channel {name} (version {}) was not applied by every live subscriber within {} ms; behind: {}; unfrozen without switching, the channel is unchanged",
-                    self.frozen_version, self.window_ms, barrier.behind
-                ),
-            }),
-            Some((v, _)) if barrier.all_applied => Some(ChannelStep::Unfreeze {
-                aborted: false,
-                reason: format!(
-                    "every live subscriber applied the switch of channel {name} (version {v}); its writes resume"
-                ),
-            }),
-            Some((v, _)) => (held >= self.window_ms).then(|| ChannelStep::Unfreeze {
-                aborted: false,
-                reason: format!(
-                    "the switch of channel {name} (version {v}) is not applied by every live subscriber after {held} ms; behind: {} (they applied the freeze, so they refuse these writes until they catch up); its writes resume",
-                    barrier.behind
-                ),
-            }),
-        }
+    /// The next phase at `now_ms`, given the barrier (see [`Phases::decide`]).
+    pub fn decide(&self, now_ms: u64, barrier: &FreezeBarrier) -> Option<StagedStep> {
+        self.phases.decide(
+            now_ms,
+            barrier,
+            &format!("channel {}", self.name),
+            "the channel is unchanged",
+        )
     }
 }

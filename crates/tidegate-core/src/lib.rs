@@ -19,6 +19,7 @@ mod lanes;
 mod plan;
 mod plan_run;
 mod plan_trigger;
+mod staged;
 mod table;
 mod unit;
 mod unit_map;
@@ -35,7 +36,7 @@ pub use channel::{
     MAX_CHANNEL_SERVICES, MAX_CHANNEL_USERS, MAX_CHANNELS, expired_channels, routed_map,
     share_count, share_units, valid_name,
 };
-pub use channel_change::{ChannelChange, ChannelFreeze, ChannelStep, change_freeze};
+pub use channel_change::{ChannelChange, ChannelFreeze, change_freeze};
 pub use command::{
     Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, FORMAT_LEVEL, Genesis,
     MAX_PINS, MAX_REASON_BYTES, State, UnitMove,
@@ -66,6 +67,7 @@ pub use plan_trigger::{
     REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, Trigger, TriggerDecision, TriggerInputs,
     decide as decide_trigger, trigger_zone, validate_trigger,
 };
+pub use staged::{Phases, StagedStep, UnitsChange};
 pub use table::{
     DEFAULT_DOMAIN, Fallback, GlobalWriter, MAX_DOMAINS, RoutingTable, Rule, TableError, Tag,
     TagError, WRITE_RETRY_AFTER_MS, WriteCheck,

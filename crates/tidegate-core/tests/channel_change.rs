@@ -2,8 +2,8 @@
 //! three phases through `State::apply`, the write check during each, and the barrier's rule.
 
 use tidegate_core::{
-    Audit, Channel, ChannelFallback, ChannelSpec, ChannelStep, Command, Envelope, FreezeBarrier,
-    Genesis, State, UnitMap, UnitMode, UnitScheme, UnitSet, WriteCheck, ZoneClass, ZoneId,
+    Audit, Channel, ChannelFallback, ChannelSpec, Command, Envelope, FreezeBarrier, Genesis,
+    StagedStep, State, UnitMap, UnitMode, UnitScheme, UnitSet, WriteCheck, ZoneClass, ZoneId,
     ZoneSpec, Zones, change_freeze,
 };
 
@@ -158,7 +158,7 @@ fn freeze_switch_unfreeze_through_the_state_and_the_write_check_in_each_phase() 
     )
     .unwrap();
     let change = frozen.channel_change().unwrap().clone();
-    assert_eq!((change.frozen_version, change.switched), (frozen.version(), None));
+    assert_eq!((change.phases.frozen_version, change.phases.switched), (frozen.version(), None));
     assert_eq!(frozen.table().channel_freeze().unwrap().units.to_string(), "45-49");
     // Freezing: the moving user's orders writes are frozen in either zone; their billing writes
     // and the kept user's orders writes are judged as before.
@@ -259,10 +259,12 @@ fn the_barrier_switches_on_every_subscriber_and_gives_up_at_the_window() {
     let change = |switched: Option<(u64, u64)>| tidegate_core::ChannelChange {
         name: "orders-v2".into(),
         next: None,
-        frozen_version: 7,
-        frozen_ms: 1_000,
-        window_ms: 5_000,
-        switched,
+        phases: tidegate_core::Phases {
+            frozen_version: 7,
+            frozen_ms: 1_000,
+            window_ms: 5_000,
+            switched,
+        },
     };
     let barrier = |version, all_applied| FreezeBarrier {
         version,
@@ -271,11 +273,11 @@ fn the_barrier_switches_on_every_subscriber_and_gives_up_at_the_window() {
     };
     let freezing = change(None);
     let switched = change(Some((8, 1_200)));
-    assert_eq!(freezing.decide(1_100, &barrier(7, true)), Some(ChannelStep::Switch));
+    assert_eq!(freezing.decide(1_100, &barrier(7, true)), Some(StagedStep::Switch));
     assert_eq!(freezing.decide(5_999, &barrier(7, false)), None, "inside the window: wait");
     assert_eq!(freezing.decide(1_100, &barrier(6, true)), None, "a barrier on another version");
     match freezing.decide(6_000, &barrier(7, false)) {
-        Some(ChannelStep::Unfreeze { aborted: true, reason }) => {
+        Some(StagedStep::Unfreeze { aborted: true, reason }) => {
             assert!(
                 reason.contains("edge-1 (az-a, on v6)") && reason.contains("unchanged"),
                 "{reason}"
@@ -285,12 +287,12 @@ fn the_barrier_switches_on_every_subscriber_and_gives_up_at_the_window() {
     }
     assert!(matches!(
         switched.decide(1_300, &barrier(8, true)),
-        Some(ChannelStep::Unfreeze { aborted: false, .. })
+        Some(StagedStep::Unfreeze { aborted: false, .. })
     ));
     assert_eq!(switched.decide(1_300, &barrier(8, false)), None);
     assert_eq!(switched.decide(9_000, &barrier(7, true)), None, "the freeze's barrier is past");
     assert!(matches!(
         switched.decide(6_000, &barrier(8, false)),
-        Some(ChannelStep::Unfreeze { aborted: false, .. })
+        Some(StagedStep::Unfreeze { aborted: false, .. })
     ));
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::{Change, Outcome, changed};
 use crate::channel::{self, Channel, ChannelError};
 use crate::channel_change::{ChannelChange, change_freeze};
+use crate::staged::Phases;
 
 /// A channel being changed loss-lessly takes no other put or delete.
 fn not_changing(c: &Change, name: &str) -> Result<(), ChannelError> {
@@ -94,10 +95,7 @@ pub(super) fn freeze(
     c.next.channel_change = Some(Arc::new(ChannelChange {
         name: name.to_owned(),
         next: next.cloned(),
-        frozen_version: version,
-        frozen_ms: c.at_ms(),
-        window_ms,
-        switched: None,
+        phases: Phases { frozen_version: version, frozen_ms: c.at_ms(), window_ms, switched: None },
     }));
     changed(from, format!("{to} (loss-less: {what})"))
 }
@@ -116,8 +114,8 @@ fn change_of<'a>(
 
 /// `SwitchChannel`: puts (or deletes) the channel; its writes stay frozen until the unfreeze.
 pub(super) fn switch(c: &mut Change, name: &str) -> Outcome {
-    let change = change_of(c, name, "switch: it is not freezing")?.clone();
-    if change.switched.is_some() {
+    let mut change = change_of(c, name, "switch: it is not freezing")?.clone();
+    if change.phases.switched.is_some() {
         return Err(ChannelError::ChangePhase(name.to_owned(), "switch twice").into());
     }
     let words = match &change.next {
@@ -127,8 +125,8 @@ pub(super) fn switch(c: &mut Change, name: &str) -> Outcome {
     let (from, to) =
         words.unwrap_or_else(|| (format!("channel {name}"), format!("channel {name}")));
     let version = c.version();
-    c.next.channel_change =
-        Some(Arc::new(ChannelChange { switched: Some((version, c.at_ms())), ..change }));
+    change.phases.switched = Some((version, c.at_ms()));
+    c.next.channel_change = Some(Arc::new(change));
     changed(
         from,
         format!(
@@ -140,17 +138,17 @@ pub(super) fn switch(c: &mut Change, name: &str) -> Outcome {
 /// `UnfreezeChannel`: ends the change, after its switch or (`aborted`) without it.
 pub(super) fn unfreeze(c: &mut Change, name: &str, aborted: bool) -> Outcome {
     let change = change_of(c, name, "unfreeze: it is not in progress")?.clone();
-    if aborted != change.switched.is_none() {
+    if aborted != change.phases.switched.is_none() {
         let why = if aborted { "abort: it has switched" } else { "unfreeze: it has not switched" };
         return Err(ChannelError::ChangePhase(name.to_owned(), why).into());
     }
     c.table.channel_freeze = None;
     c.next.channel_change = None;
-    let window = c.at_ms().saturating_sub(change.frozen_ms);
-    let to = match change.switched {
+    let window = c.at_ms().saturating_sub(change.phases.frozen_ms);
+    let to = match change.phases.switched {
         Some((_, at)) => format!(
             "channel {name}'s writes unfrozen after {window} ms (switched {} ms after the freeze)",
-            at.saturating_sub(change.frozen_ms)
+            at.saturating_sub(change.phases.frozen_ms)
         ),
         None => format!(
             "channel {name}'s freeze undone after {window} ms without switching: the channel is unchanged"

@@ -70,6 +70,19 @@ pub enum Command {
         name: String,
         aborted: bool,
     },
+    /// A loss-less unit move begins (`PUT /v1/units` or `PUT /v1/dial` with `freeze`): freeze
+    /// the units these moves give to another zone; `SwitchUnits` follows once every live
+    /// subscriber has the freeze, `UnfreezeUnits` once every one has the switch.
+    FreezeUnits {
+        moves: Vec<UnitMove>,
+        window_ms: u64,
+    },
+    /// The unit move in progress switches: its moves are made, as `MoveUnits` makes them.
+    SwitchUnits,
+    /// The unit move in progress ends: after its switch, or `aborted` back without it.
+    UnfreezeUnits {
+        aborted: bool,
+    },
     /// The freeze of a drain step ends: after its switch, or `aborted` back without switching
     /// (the freeze was not applied everywhere in time; the drain pauses).
     DrainUnfreeze {
@@ -231,12 +244,16 @@ impl Command {
     /// for the N-zone model (unit moves, zone lifecycle, the global writer, a pin to a third zone,
     /// a named domain's dial or drain), 4 for loss-less moves (a drain that freezes), 5 for a
     /// plan whose dial or zone-move step names a domain, 6 for release channels, 7 for zone
-    /// drains among N and plan runs that restore unit maps, 8 for loss-less channel changes.
+    /// drains among N and plan runs that restore unit maps, 8 for loss-less channel changes and
+    /// unit moves.
     pub fn format_level(&self) -> u32 {
         match self {
             Command::FreezeChannel { .. }
             | Command::SwitchChannel { .. }
-            | Command::UnfreezeChannel { .. } => 8,
+            | Command::UnfreezeChannel { .. }
+            | Command::FreezeUnits { .. }
+            | Command::SwitchUnits
+            | Command::UnfreezeUnits { .. } => 8,
             Command::ZoneDrainStep { .. } | Command::ZoneDrainFreeze { .. } => 7,
             Command::StartPlanRun { restores_maps: true, .. } => 7,
             Command::StartDrain { plan } if plan.receivers.is_some() => 7,
@@ -315,6 +332,9 @@ impl Command {
         "channel_freeze",
         "channel_switch",
         "channel_unfreeze",
+        "units_freeze",
+        "units_switch",
+        "units_unfreeze",
         "channel_expire",
     ];
 
@@ -358,6 +378,9 @@ impl Command {
             Command::FreezeChannel { .. } => "channel_freeze",
             Command::SwitchChannel { .. } => "channel_switch",
             Command::UnfreezeChannel { .. } => "channel_unfreeze",
+            Command::FreezeUnits { .. } => "units_freeze",
+            Command::SwitchUnits => "units_switch",
+            Command::UnfreezeUnits { .. } => "units_unfreeze",
             Command::DeleteChannel { expired: false, .. } => "channel_delete",
             Command::DeleteChannel { expired: true, .. } => "channel_expire",
         }

@@ -10,6 +10,7 @@ use crate::zone::ZoneId;
 pub(super) fn set(c: &mut Change, blue_units: u32, domain: Option<&str>) -> Outcome {
     let s = c.before;
     s.no_running_drain()?;
+    s.no_units_change()?;
     if !s.table.zones.is_two() {
         return Err(CommandError::NeedsTwoZones("the dial"));
     }

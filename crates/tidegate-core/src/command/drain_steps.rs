@@ -14,6 +14,7 @@ use crate::zone::ZoneId;
 
 pub(super) fn step(c: &mut Change, id: u64, blue_units: u32) -> Outcome {
     let s = c.before;
+    s.no_units_change()?;
     let (at_ms, version) = (c.at_ms(), c.version());
     let mut drain = s.running_drain(id, "step")?.clone();
     let target = drain.heading_for();
@@ -56,6 +57,7 @@ pub(super) fn step(c: &mut Change, id: u64, blue_units: u32) -> Outcome {
 /// loss-less step switches only the moves its freeze named, once.
 pub(super) fn zone_step(c: &mut Change, id: u64, moves: &[UnitMove]) -> Outcome {
     let s = c.before;
+    s.no_units_change()?;
     let (at_ms, version) = (c.at_ms(), c.version());
     let mut drain = s.running_drain(id, "step")?.clone();
     check_zone_moves(s, &drain, moves)?;
@@ -95,6 +97,7 @@ pub(super) fn zone_step(c: &mut Change, id: u64, moves: &[UnitMove]) -> Outcome 
 /// until the switch (the same moves, `ZoneDrainStep`) is applied everywhere.
 pub(super) fn zone_freeze(c: &mut Change, id: u64, moves: &[UnitMove]) -> Outcome {
     let s = c.before;
+    s.no_units_change()?;
     let (at_ms, version) = (c.at_ms(), c.version());
     let mut drain = s.running_drain(id, "freeze")?.clone();
     if drain.plan.freeze_ms.is_none() || drain.direction != Direction::Forward {
@@ -209,6 +212,7 @@ fn describe_map_in(table: &RoutingTable, domain: Option<&str>) -> String {
 
 pub(super) fn freeze(c: &mut Change, id: u64, blue_units: u32) -> Outcome {
     let s = c.before;
+    s.no_units_change()?;
     let (at_ms, version) = (c.at_ms(), c.version());
     let mut drain = s.running_drain(id, "freeze")?.clone();
     if drain.plan.freeze_ms.is_none() || drain.direction != Direction::Forward {
@@ -330,7 +334,9 @@ fn record_freeze(drain: &mut Drain, freeze: &StepFreeze, at_ms: u64, note: Optio
     }
 }
 
-/// Architecture invariant: units are frozen only while a running drain holds their freeze. A
+/// Architecture invariant: units are frozen only while a running drain or a loss-less unit move
+/// holds their freeze (the two never overlap: a unit move freezes only with no running drain,
+/// and no drain steps or starts while it runs). A
 /// command that pauses, aborts, rolls back or otherwise stops a drain in the middle of a freeze
 /// (an operator's, or a plan run's) thaws its units here, in the same version, and the drain's
 /// report says which command ended it; no path leaves units frozen with nobody to thaw them.
@@ -353,6 +359,10 @@ pub(super) fn thaw_orphans(next: &mut State, table: &mut RoutingTable, at_ms: u6
             record_freeze(&mut drain, &freeze, at_ms, Some(note));
         }
         next.insert_drain(drain);
+    }
+    if next.units_change.is_some() {
+        // A loss-less unit move holds every frozen unit until its own unfreeze.
+        return;
     }
     let held: Vec<String> = next
         .drains

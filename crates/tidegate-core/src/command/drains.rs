@@ -13,6 +13,7 @@ use crate::zone_drain::{Receivers, receiving_zones};
 pub(super) fn start(c: &mut Change, plan: &DrainPlan) -> Outcome {
     c.before.no_active_drain()?;
     c.before.no_active_run()?;
+    c.before.no_units_change()?;
     let units = c.before.table.units();
     let zones = c.before.table.zones.clone();
     let to = describe_plan(begin(c, plan)?, units, &zones);

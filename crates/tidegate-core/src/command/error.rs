@@ -70,4 +70,12 @@ pub enum CommandError {
     CallAttemptMismatch { id: u64, expected: u32, got: u32 },
     #[error(transparent)]
     Channel(#[from] crate::channel::ChannelError),
+    #[error(
+        "a loss-less unit move is in progress (freeze, switch, unfreeze); the maps change again once it ends"
+    )]
+    UnitsChanging,
+    #[error("the loss-less unit move cannot {0}")]
+    UnitsPhase(&'static str),
+    #[error("freeze_window: must be from 1 ms to {max} ms, got {0}", max = crate::drain::MAX_FREEZE_MS)]
+    FreezeWindow(u64),
 }

@@ -30,6 +30,7 @@ pub(super) fn start(
 ) -> Outcome {
     let s = c.before;
     s.no_active_run()?;
+    s.no_units_change()?;
     s.no_active_drain()?;
     let stored = s.plans.get(plan).ok_or_else(|| CommandError::PlanNotFound(plan.to_owned()))?;
     // A record of the release before map restores: its drills of such plans were refused,

@@ -11,6 +11,7 @@ use crate::dial::{DialError, Share};
 use crate::drain::{Drain, DrainStatus};
 use crate::plan::StoredPlan;
 use crate::plan_run::{FINISHED_RUNS_KEPT, PlanRun, RunStatus};
+use crate::staged::UnitsChange;
 use crate::table::{GlobalWriter, RoutingTable};
 use crate::unit_map::UnitMap;
 use crate::zone::{ZoneError, ZoneId, ZoneSpec, Zones};
@@ -33,6 +34,8 @@ pub struct State {
     pub(super) automation: Automation,
     /// The loss-less change of a release channel in progress (at most one).
     pub(super) channel_change: Option<Arc<ChannelChange>>,
+    /// The loss-less unit move in progress (at most one).
+    pub(super) units_change: Option<Arc<UnitsChange>>,
 }
 
 impl State {
@@ -59,6 +62,7 @@ impl State {
             next_run_id: 1,
             automation: Automation::default(),
             channel_change: None,
+            units_change: None,
         })
     }
 
@@ -108,6 +112,7 @@ impl State {
     ) -> State {
         State {
             channel_change: None,
+            units_change: None,
             table: Arc::new(table),
             drains: Arc::new(drains.into_iter().map(|d| (d.id, d)).collect()),
             next_drain_id,
@@ -122,6 +127,26 @@ impl State {
     pub fn with_channel_change(mut self, change: Option<ChannelChange>) -> State {
         self.channel_change = change.map(Arc::new);
         self
+    }
+
+    /// The loss-less unit move in progress, if there is one.
+    pub fn units_change(&self) -> Option<&UnitsChange> {
+        self.units_change.as_deref()
+    }
+
+    /// The restored state with the unit move a snapshot holds (see [`State::restore`]).
+    pub fn with_units_change(mut self, change: Option<UnitsChange>) -> State {
+        self.units_change = change.map(Arc::new);
+        self
+    }
+
+    /// Refuses changing a map while a loss-less unit move holds its freeze: the switch makes
+    /// exactly the moves the freeze named, on the maps the freeze saw.
+    pub(super) fn no_units_change(&self) -> Result<(), CommandError> {
+        match self.units_change {
+            Some(_) => Err(CommandError::UnitsChanging),
+            None => Ok(()),
+        }
     }
 
     /// The loss-less channel change in progress, if there is one.

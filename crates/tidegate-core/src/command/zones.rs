@@ -28,6 +28,7 @@ pub(super) fn add(c: &mut Change, spec: &ZoneSpec) -> Outcome {
 /// Retires a zone: refused while it owns units (in any domain) or pins, or takes global writes.
 pub(super) fn retire(c: &mut Change, zone: ZoneId) -> Outcome {
     let s = c.before;
+    s.no_units_change()?;
     let spec = s.live_zone(zone)?;
     let busy = |what: String| Err(CommandError::ZoneBusy { zone: spec.name.clone(), what });
     let owned =

@@ -1,0 +1,96 @@
+//! Staged changes (pure): a change made loss-lessly in three logged phases: freeze the writes
+//! it moves, switch once every live subscriber applied the freeze, unfreeze once every live
+//! subscriber applied the switch. A channel change ([`crate::ChannelChange`]) and a unit move
+//! ([`UnitsChange`]: `PUT /v1/units` or `PUT /v1/dial` with `freeze`) share these phases and
+//! their rule, [`Phases::decide`]; a drain step's freeze follows the same rule in
+//! `Drain::decide_freeze`.
+
+use super::command::UnitMove;
+use super::drain::FreezeBarrier;
+
+/// Where a staged change is: frozen at a version (and when), switched at a version once it is,
+/// and the window that bounds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Phases {
+    /// The version that froze the writes, and when.
+    pub frozen_version: u64,
+    pub frozen_ms: u64,
+    /// The freeze's maximum window: a freeze not applied everywhere by then is undone without
+    /// switching; a switch not applied everywhere by then is unfrozen anyway.
+    pub window_ms: u64,
+    /// The version that switched the change, and when, once switched.
+    pub switched: Option<(u64, u64)>,
+}
+
+/// What a staged change does next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StagedStep {
+    /// Every live subscriber applied the freeze: make the change.
+    Switch,
+    /// End the freeze: after the switch, or `aborted` back without switching.
+    Unfreeze { aborted: bool, reason: String },
+}
+
+impl Phases {
+    /// The version the barrier waits for: the freeze's until it switched, then the switch's.
+    pub fn barrier_version(&self) -> u64 {
+        self.switched.map_or(self.frozen_version, |(v, _)| v)
+    }
+
+    /// The next phase at `now_ms`, given the barrier (whether every live subscriber runs the
+    /// version it waits for) of the change called `what`; `unchanged` says what an undone change
+    /// leaves. The reasoning is a drain step's ([`crate::Drain::decide_freeze`]): the switch
+    /// waits for every live subscriber, never a fraction; past the window, an unswitched freeze
+    /// is undone (nothing moved), and a switched one is unfrozen (every subscriber applied the
+    /// freeze, so a late one still refuses these writes).
+    pub fn decide(
+        &self,
+        now_ms: u64,
+        barrier: &FreezeBarrier,
+        what: &str,
+        unchanged: &str,
+    ) -> Option<StagedStep> {
+        if barrier.version != self.barrier_version() {
+            return None;
+        }
+        let held = now_ms.saturating_sub(self.frozen_ms);
+        match self.switched {
+            None if barrier.all_applied => Some(StagedStep::Switch),
+            None => (held >= self.window_ms).then(|| StagedStep::Unfreeze {
+                aborted: true,
+                reason: format!(
+                    "the freeze of {what} (version {}) was not applied by every live subscriber within {} ms; behind: {}; unfrozen without switching, {unchanged}",
+                    self.frozen_version, self.window_ms, barrier.behind
+                ),
+            }),
+            Some((v, _)) if barrier.all_applied => Some(StagedStep::Unfreeze {
+                aborted: false,
+                reason: format!(
+                    "every live subscriber applied the switch of {what} (version {v}); its writes resume"
+                ),
+            }),
+            Some((v, _)) => (held >= self.window_ms).then(|| StagedStep::Unfreeze {
+                aborted: false,
+                reason: format!(
+                    "the switch of {what} (version {v}) is not applied by every live subscriber after {held} ms; behind: {} (they applied the freeze, so they refuse these writes until they catch up); its writes resume",
+                    barrier.behind
+                ),
+            }),
+        }
+    }
+}
+
+/// A loss-less unit move in progress, in the replicated state: its moves (switched as one
+/// `MoveUnits` would make them) and its phases. Its frozen units are the table's `frozen`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnitsChange {
+    pub moves: Vec<UnitMove>,
+    pub phases: Phases,
+}
+
+impl UnitsChange {
+    /// The next phase at `now_ms`, given the barrier (see [`Phases::decide`]).
+    pub fn decide(&self, now_ms: u64, barrier: &FreezeBarrier) -> Option<StagedStep> {
+        self.phases.decide(now_ms, barrier, "the unit move", "no unit changed owner")
+    }
+}
