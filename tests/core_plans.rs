@@ -32,6 +32,7 @@ fn plan(steps: Vec<PlanStep>, rto_ms: u64) -> Plan {
         steps,
         rto_ms,
         trigger: None,
+        freeze_ms: None,
     }
 }
 

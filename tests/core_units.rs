@@ -282,6 +282,7 @@ fn a_run_that_restores_maps_keeps_them_and_an_older_record_is_refused_as_before(
         }],
         rto_ms: 60_000,
         trigger: None,
+        freeze_ms: None,
     };
     let s = apply(&three(), Command::PutPlan { plan }).unwrap().unwrap();
     let start = |restores_maps| Command::StartPlanRun {

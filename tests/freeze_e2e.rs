@@ -689,3 +689,59 @@ fn loss_less_dial_and_unit_moves_freeze_what_they_move_and_a_stuck_subscriber_un
     println!("{said}");
     drop(watcher);
 }
+
+/// A plan's zone moves are loss-less when the plan says so (`freeze_window`, issue 23): its
+/// drain step runs as a drain started with `freeze`, every step freeze -> switch -> unfreeze;
+/// the dry run says so, and the plan shows its window.
+#[test]
+fn a_plans_drain_step_freezes_each_step_when_the_plan_has_a_freeze_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    let extra = format!("{CONFIG}interval = \"200ms\"\n[edge]\ntoken = \"{OPERATOR_TOKEN}\"\n");
+    std::fs::write(&config, config_toml(&extra)).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let _feeder = Feeder::start(&url);
+    let watcher = router(&url, "orders-1", true);
+    std::thread::sleep(Duration::from_millis(1200)); // one health window of outcomes
+    let version = get_json(&format!("{url}/v1/routing")).1["version"].clone();
+    let plan = json!({
+        "expected_version": version, "reason": "maintenance of az-b, loss-less",
+        "rto": "5m", "freeze_window": "10s",
+        "steps": [{"type": "drain", "zone": "az-b", "to_percent": 30}]
+    });
+    let (status, stored) =
+        put_json(&format!("{url}/v1/plans/az-b-maintenance"), OPERATOR_TOKEN, plan);
+    assert_eq!(status, 200, "{stored}");
+    let (_, shown) = get_json(&format!("{url}/v1/plans/az-b-maintenance"));
+    assert_eq!(shown["freeze_window"], "10s", "{shown}");
+    let (status, dry) =
+        post_json(&format!("{url}/v1/plans/az-b-maintenance/dry-run"), OPERATOR_TOKEN, json!({}));
+    assert_eq!(status, 200, "{dry}");
+    let said = dry["steps"][0]["description"].as_str().unwrap();
+    assert!(said.contains("loss-less: each step freezes its units"), "{said}");
+    let (status, body) = post_json(
+        &format!("{url}/v1/plans/az-b-maintenance/run"),
+        OPERATOR_TOKEN,
+        json!({"reason": "rack maintenance"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let run = body["id"].as_u64().unwrap();
+    wait_for("the run to complete", Duration::from_secs(30), || {
+        get_json(&format!("{url}/v1/plans/az-b-maintenance/runs/{run}")).1["state"] == "completed"
+    });
+    let (_, table) = get_json(&format!("{url}/v1/routing"));
+    assert_eq!((table["blue_units"].as_u64(), &table["frozen"]), (Some(30), &json!({})));
+    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
+    let phases: Vec<&str> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .filter_map(|e| e["action"].as_str())
+        .filter(|a| ["drain_freeze", "drain_step", "drain_unfreeze"].contains(a))
+        .collect();
+    let step = ["drain_freeze", "drain_step", "drain_unfreeze"];
+    assert_eq!(phases, [step, step].concat(), "50 -> 40 -> 30, each step in three phases");
+    drop(watcher);
+}

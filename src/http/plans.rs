@@ -131,6 +131,7 @@ fn plan_body(stored: &StoredPlan, state: &CoreState) -> Value {
         "revision": stored.revision,
         "rto": format_duration_ms(stored.plan.rto_ms),
         "rto_ms": stored.plan.rto_ms,
+        "freeze_window": stored.plan.freeze_ms.map(format_duration_ms),
         "preconditions": wire.preconditions,
         "steps": wire.steps,
         "trigger": stored.plan.trigger.as_ref().map(|t| json!({
@@ -167,6 +168,10 @@ struct PlanRequest {
     /// At most one automatic run per this, e.g. `30m`; required with a trigger.
     #[serde(default)]
     cooldown: Option<String>,
+    /// Loss-less zone moves: each drain or evacuate step freezes its units for at most this
+    /// window (`30s`); absent: at once.
+    #[serde(default)]
+    freeze_window: Option<String>,
 }
 
 #[put("/v1/plans/<name>", data = "<request>")]
@@ -200,6 +205,7 @@ async fn put_plan(
         steps: r.steps,
         trigger: r.trigger,
         cooldown: r.cooldown,
+        freeze_window: r.freeze_window,
     };
     let zones = app.coordinator.state().table().zones().clone();
     let plan = plan_config::to_plan(name, body, &zones).map_err(invalid)?;

@@ -32,6 +32,10 @@ pub struct PlanBody {
     /// At most one automatic run per this, e.g. `30m`; required with a trigger.
     #[serde(default)]
     pub cooldown: Option<String>,
+    /// Loss-less zone moves: each drain or evacuate step freezes its units for at most this
+    /// window (e.g. `30s`), as a drain started with `freeze` does. Absent: at once.
+    #[serde(default)]
+    pub freeze_window: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -56,12 +60,18 @@ pub const DEFAULT_CONSUMERS_GONE_FOR_MS: u64 = 30_000;
 pub fn to_plan(name: &str, body: PlanBody, zones: &Zones) -> Result<Plan, String> {
     let rto_ms = parse_duration_ms(&body.rto).map_err(|e| format!("rto: {e}"))?;
     let trigger = wire_trigger(body.trigger, body.cooldown.as_deref())?;
+    let freeze_ms = body
+        .freeze_window
+        .as_deref()
+        .map(|w| parse_duration_ms(w).map_err(|e| format!("freeze_window: {e}")))
+        .transpose()?;
     let wire = WirePlan {
         name: name.to_owned(),
         preconditions: body.preconditions,
         steps: body.steps,
         rto_ms,
         trigger,
+        freeze_ms,
     };
     wire.to_plan(zones)
 }

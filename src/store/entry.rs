@@ -426,6 +426,9 @@ pub struct WirePlan {
     /// The opt-in automatic trigger; absent in plans stored before triggers existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<WireTrigger>,
+    /// Loss-less zone moves: the freeze window of each drain step (absent: at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze_ms: Option<u64>,
 }
 
 /// A plan's automatic trigger in the log.
@@ -621,6 +624,7 @@ impl WirePlan {
                 lane_consumers_gone_for_ms: t.lane_consumers_gone_for_ms,
                 cooldown_ms: t.cooldown_ms,
             }),
+            freeze_ms: plan.freeze_ms,
         }
     }
 
@@ -699,7 +703,22 @@ impl WirePlan {
             lane_consumers_gone_for_ms: t.lane_consumers_gone_for_ms,
             cooldown_ms: t.cooldown_ms,
         });
-        Ok(Plan { name: self.name.clone(), preconditions, steps, rto_ms: self.rto_ms, trigger })
+        if let Some(ms) = self.freeze_ms
+            && !(100..=crate::core::MAX_FREEZE_MS).contains(&ms)
+        {
+            return Err(format!(
+                "freeze_window: must be from 100ms to {}",
+                crate::duration::format_duration_ms(crate::core::MAX_FREEZE_MS)
+            ));
+        }
+        Ok(Plan {
+            name: self.name.clone(),
+            preconditions,
+            steps,
+            rto_ms: self.rto_ms,
+            trigger,
+            freeze_ms: self.freeze_ms,
+        })
     }
 }
 

@@ -250,6 +250,10 @@ pub struct Plan {
     pub rto_ms: u64,
     /// The opt-in automatic trigger, if any (`core::plan_trigger`).
     pub trigger: Option<Trigger>,
+    /// Loss-less zone moves: each step of the plan's drain and evacuate steps freezes its units
+    /// for at most this window, switches once every live subscriber has the freeze, and
+    /// unfreezes once every one has the switch (`None`: the steps switch at once).
+    pub freeze_ms: Option<u64>,
 }
 
 /// A stored plan: the plan plus who stored which revision, when and why.
@@ -938,12 +942,17 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
         } else {
             Vec::new()
         };
-        let description = match &domain {
+        let mut description = match &domain {
             Some(d) if matches!(step, PlanStep::MoveZone { .. } | PlanStep::Dial { .. }) => {
                 format!("{description} in {d}")
             }
             _ => description,
         };
+        if let (PlanStep::MoveZone { .. }, Some(window)) = (step, plan.freeze_ms) {
+            description.push_str(&format!(
+                "; loss-less: each step freezes its units until every live subscriber has it (at most {window} ms)"
+            ));
+        }
         steps.push(DryRunStep {
             index,
             domain,

@@ -312,8 +312,8 @@ impl PlanRun {
                             guard: d.guard,
                             mode: *mode,
                             domain: domain.clone().filter(|d| d != super::DEFAULT_DOMAIN),
-                            // Plan steps switch at once (loss-less plan steps are not built yet).
-                            freeze_ms: None,
+                            // Loss-less when the plan says so (its `freeze_window`).
+                            freeze_ms: self.plan.freeze_ms,
                             receivers: None,
                         }
                     })
@@ -494,7 +494,7 @@ impl PlanRun {
                 guard: d.guard,
                 mode,
                 domain: domain.clone().filter(|d| d != super::DEFAULT_DOMAIN),
-                freeze_ms: None,
+                freeze_ms: self.plan.freeze_ms,
                 receivers: Some(receivers),
             }),
         }

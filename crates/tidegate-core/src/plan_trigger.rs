@@ -241,6 +241,7 @@ mod tests {
             }],
             rto_ms: 300_000,
             trigger: Some(trigger),
+            freeze_ms: None,
         }
     }
 

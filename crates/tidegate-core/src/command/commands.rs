@@ -248,6 +248,7 @@ impl Command {
     /// unit moves.
     pub fn format_level(&self) -> u32 {
         match self {
+            Command::PutPlan { plan } if plan.freeze_ms.is_some() => 8,
             Command::FreezeChannel { .. }
             | Command::SwitchChannel { .. }
             | Command::UnfreezeChannel { .. }
