@@ -955,7 +955,8 @@ fn read_events<'e>(
             Arrival::Keep => {}
             Arrival::Take => {
                 *shared.log_id.lock().unwrap_or_else(PoisonError::into_inner) = log_id;
-                shared.table.store(Some(Arc::new(table)));
+                // The status first: whoever sees the new table's version then sees where it
+                // came from (the other order let a reader see the version with the old origin).
                 {
                     let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
                     status.origin = Origin::Coordinator;
@@ -963,6 +964,7 @@ fn read_events<'e>(
                     status.updated_at = Some(SystemTime::now());
                     status.refused = None;
                 }
+                shared.table.store(Some(Arc::new(table)));
                 if let Some(path) = &options.cache_path
                     && let Err(e) = save_cache(path, &event.data)
                 {
