@@ -1034,6 +1034,91 @@ async fn release_channels_are_put_edited_and_deleted_from_the_overview_in_chromi
     drop(server);
 }
 
+/// Loss-less dial and unit moves from the overview (issue 23): with "Loss-less" ticked the dial
+/// freezes the users it moves, the card says which units are frozen while a subscriber that
+/// does not acknowledge holds the move, and the dial moves once it leaves; a unit move does the
+/// same. Each is audited as the operator's `units_freeze`, with the runner's switch and
+/// unfreeze.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loss_less_dial_and_unit_moves_from_the_overview_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    std::fs::write(&config_file, config_toml("")).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let base = server.url.clone();
+    let driver = Driver::start();
+    let c = browser(&driver, &dir.path().join("chromium-profile")).await;
+    c.set_window_size(1280, 2400).await.unwrap();
+    log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
+    let url = base.clone();
+    let stuck = tokio::task::spawn_blocking(move || {
+        let identity = tidegate::client::Identity {
+            subscriber_id: "stuck-1".into(),
+            zone: "az-b".into(),
+            kind: "service".into(),
+        };
+        let options = tidegate::client::RouterOptions {
+            token: Some(OPERATOR_TOKEN.into()),
+            acknowledge: false,
+            ..Default::default()
+        };
+        let router = tidegate::client::Router::connect(&url, identity, options).unwrap();
+        assert!(router.wait_for_version(1, Duration::from_secs(10)));
+        router
+    })
+    .await
+    .unwrap();
+
+    type_into(&c, "#dial-number", "40").await;
+    click(&c, "#dial-review").await;
+    wait_for(&c, "the confirm step", "!document.getElementById('dial-confirm').hidden").await;
+    click(&c, "#dial-freeze").await;
+    type_into(&c, "#dial-reason", "browser test: loss-less dial").await;
+    click(&c, "#dial-apply").await;
+    wait_for(&c, "the dial's answer", "!document.getElementById('dial-ok').hidden").await;
+    let said = text(&c, "#dial-ok").await;
+    assert!(
+        said.starts_with(
+            "Freezing: the users the dial moves have their writes frozen (units 40-49"
+        ),
+        "{said}"
+    );
+    wait_for(&c, "the frozen notice", "!document.getElementById('dial-frozen').hidden").await;
+    assert!(
+        text(&c, "#dial-frozen").await.starts_with("❄ Units 40-49 are frozen by a loss-less move")
+    );
+    assert_eq!(routing(&base)["blue_units"], 50, "held by the stuck subscriber");
+    shot(&c, "31-dial-freezing").await;
+    tokio::task::spawn_blocking(move || drop(stuck)).await.unwrap();
+    wait_for(
+        &c,
+        "the dial at 40 %",
+        "document.getElementById('blue-percent').textContent === '40 %'",
+    )
+    .await;
+    wait_for(&c, "the notice gone", "document.getElementById('dial-frozen').hidden").await;
+    assert_eq!(audit_by(&base, "units_freeze"), vec!["alice"]);
+    assert_eq!(audit_by(&base, "units_unfreeze"), vec!["units"]);
+
+    // A unit move, loss-less: nobody holds it now.
+    preview_move(&c, "0-4", "az-a", "browser test: loss-less unit move").await;
+    wait_for(&c, "the move's preview", "!document.getElementById('units-confirm').hidden").await;
+    click(&c, "#units-freeze").await;
+    type_into(&c, "#units-confirm-name", "az-a").await;
+    click(&c, "#units-confirm-go").await;
+    wait_for(&c, "the move's answer", "!document.getElementById('units-ok').hidden").await;
+    assert!(text(&c, "#units-ok").await.starts_with("Freezing: units 0-4 are frozen"));
+    let moved = wait_until(Duration::from_secs(10), || {
+        let t = routing(&base);
+        t["frozen"] == json!({}) && t["blue_units"] == 35
+    });
+    assert!(moved, "the move switched and unfroze: {}", routing(&base));
+    assert_eq!(audit_by(&base, "units_freeze"), vec!["alice", "alice"]);
+    c.close().await.unwrap();
+    drop(driver);
+    drop(server);
+}
+
 /// Two coordinator replicas on one Kafka command log: the overview lists both; when the one
 /// serving the page is killed, the page says so and links the other's console, which works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

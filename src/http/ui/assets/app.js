@@ -499,10 +499,28 @@
     syncDomains(routing);
     renderDial();
     renderLastChange();
+    renderFrozen();
     renderZones();
     renderDrain();
     renderChannels();
     renderCluster();
+  }
+
+  // Frozen units by domain, in words: `40-49` or `40-49 (default), 0-9 (search)`.
+  function frozenWords(frozen) {
+    const entries = Object.entries(frozen || {});
+    if (entries.length === 1) return text(entries[0][1]);
+    return entries.map(([d, units]) => text(units) + ' (' + d + ')').join(', ');
+  }
+
+  // Units frozen by a loss-less move in progress (a dial or unit move, a drain step).
+  function renderFrozen() {
+    const node = $('dial-frozen');
+    if (!node || !view.routing) return;
+    const frozen = view.routing.frozen || {};
+    show(node, Object.keys(frozen).length
+      ? '❄ Units ' + frozenWords(frozen) + ' are frozen by a loss-less move: their users’ writes wait until every live subscriber has the move (reads go on).'
+      : '');
   }
 
   // Who made the newest change, when, and why: the first question in an incident.
@@ -793,11 +811,17 @@
       const payload = { blue_percent: c.target, expected_version: c.version, reason };
       if (c.domain !== DEFAULT_DOMAIN) payload.domain = c.domain;
       if (force) payload.force = true;
+      const lossless = $('dial-freeze').checked;
+      if (lossless) payload.freeze = true;
       const result = await api('PUT', '/v1/dial', payload);
       $('dial-reason').value = '';
+      $('dial-freeze').checked = false;
       closeConfirm(false);
       const now = domainTable(result, c.domain);
-      show($('dial-ok'), 'Done: the ' + (c.typed ? c.domain + ' ' : '') + 'dial is at ' + pct(now.blue_percent) + ' blue (routing version ' + result.version + ')' + (force ? ', forced past the capacity check.' : '.'));
+      show($('dial-ok'), result.change
+        ? 'Freezing: the users the dial moves have their writes frozen (units ' + frozenWords(result.change.frozen) + ', routing version ' + result.version +
+          '); the dial moves to ' + pct(c.target) + ' once every live subscriber has the freeze.'
+        : 'Done: the ' + (c.typed ? c.domain + ' ' : '') + 'dial is at ' + pct(now.blue_percent) + ' blue (routing version ' + result.version + ')' + (force ? ', forced past the capacity check.' : '.'));
       await poll(true);
     } catch (err) {
       if (err.code === 'version_conflict') {
@@ -1765,12 +1789,18 @@
     unitsView.typed.update();
     show($('units-confirm-error'), '');
     try {
-      const result = await api('PUT', '/v1/units', { moves: c.moves, expected_version: c.version, reason });
+      const body = { moves: c.moves, expected_version: c.version, reason };
+      if ($('units-freeze').checked) body.freeze = true;
+      const result = await api('PUT', '/v1/units', body);
       closeUnitsConfirm();
       $('units-ranges').value = '';
       $('units-reason').value = '';
-      show($('units-ok'), 'Done: ' + count(result.moved_units) + (result.moved_units === 1 ? ' unit' : ' units') + (c.many ? ' of ' + domainWords(c.domain) : '') +
-        ' moved to ' + c.zone + ' (routing version ' + result.version + ').');
+      $('units-freeze').checked = false;
+      show($('units-ok'), result.change
+        ? 'Freezing: units ' + frozenWords(result.change.frozen) + ' are frozen (routing version ' + result.version + '); they move to ' + c.zone +
+          ' once every live subscriber has the freeze.'
+        : 'Done: ' + count(result.moved_units) + (result.moved_units === 1 ? ' unit' : ' units') + (c.many ? ' of ' + domainWords(c.domain) : '') +
+          ' moved to ' + c.zone + ' (routing version ' + result.version + ').');
       await poll(true);
     } catch (err) {
       if (err.code === 'version_conflict') {
