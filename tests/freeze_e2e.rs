@@ -687,6 +687,19 @@ fn loss_less_dial_and_unit_moves_freeze_what_they_move_and_a_stuck_subscriber_un
     assert!(said.contains("the moved units unfrozen after"), "{said}");
     assert_eq!(get_json(&format!("{url}/v1/routing")).1["blue_units"], 30);
     println!("{said}");
+
+    // An evacuation chooses: speed first by default, loss-less with `freeze`.
+    let (status, body) = post_json(
+        &format!("{url}/v1/units/evacuate"),
+        OPERATOR_TOKEN,
+        json!({"zone": "az-b", "freeze": true, "expected_version": version(),
+               "reason": "evacuate az-b loss-lessly"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["change"]["frozen"], json!({"default": "0-29"}), "{body}");
+    wait_for("the evacuation to end", Duration::from_secs(10), || changes()["units"].is_null());
+    let (_, table) = get_json(&format!("{url}/v1/routing"));
+    assert_eq!((table["blue_units"].as_u64(), &table["frozen"]), (Some(0), &json!({})));
     drop(watcher);
 }
 

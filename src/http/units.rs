@@ -445,6 +445,11 @@ struct EvacuateRequest {
     force: bool,
     #[serde(default)]
     dry_run: bool,
+    /// Loss-less: freeze the zone's units first (default: off; an evacuation is speed first).
+    #[serde(default)]
+    freeze: Option<bool>,
+    #[serde(default)]
+    freeze_window: Option<String>,
 }
 
 /// `POST /v1/units/evacuate`: moves every unit of one zone to the others in one version, split
@@ -459,6 +464,7 @@ async fn evacuate_units(
 ) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    let window = super::drains::freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_units")?;
     let key = match key_for(app, key, &by, &r, r.dry_run)? {
         Ok(key) => key,
         Err(answered) => return Ok((Status::Ok, answered)),
@@ -547,7 +553,7 @@ async fn evacuate_units(
         force: r.force,
         dry_run: r.dry_run,
         key,
-        window: None,
+        window,
     };
     move_to(app, table, moves, ask).await
 }
