@@ -64,6 +64,7 @@ fn later_steps_are_judged_against_the_load_earlier_steps_moved() {
         channels: &[],
         unit_map: None,
         zone_loads: &[],
+        domain_maps: &std::collections::BTreeMap::new(),
     };
     // Evacuating to 20 % moves 300 rps (fits: 800); the dial to 0 then adds the last 200: 1000
     // fits exactly; a maintenance drain of the sick zone would hold on its errors.
@@ -160,6 +161,7 @@ fn a_step_of_a_named_domain_moves_that_domains_dial_and_leaves_the_default_one()
         channels: &[],
         unit_map: None,
         zone_loads: &[],
+        domain_maps: &std::collections::BTreeMap::new(),
     };
     let dial = |percent: f64, domain: Option<&str>| PlanStep::Dial {
         blue_percent: percent,
@@ -250,6 +252,7 @@ fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
         channels: &channels,
         unit_map: None,
         zone_loads: &[],
+        domain_maps: &std::collections::BTreeMap::new(),
     };
     let dial = |percent: f64| PlanStep::Dial { blue_percent: percent, domain: None };
     let run = dry_run(&plan(vec![dial(80.0), dial(100.0), dial(60.0)], 60_000), &inputs);
@@ -315,6 +318,7 @@ fn unit_moves_are_projected_per_receiving_zone_and_carry_their_load() {
         channels: &[],
         unit_map: Some(&map),
         zone_loads: &loads,
+        domain_maps: &std::collections::BTreeMap::new(),
     };
     let give = |units: &str| PlanStep::MoveUnits {
         moves: vec![PlanMove {
@@ -381,6 +385,7 @@ fn a_zone_drain_among_three_is_projected_by_free_room() {
             channels: &[],
             unit_map: Some(&map),
             zone_loads: &loads,
+            domain_maps: &std::collections::BTreeMap::new(),
         };
         let step = PlanStep::MoveZone {
             zone: "az-c".into(),
@@ -453,6 +458,7 @@ fn projections_leave_channel_users_where_their_channel_keeps_them() {
             channels,
             unit_map: Some(&map),
             zone_loads: &[],
+            domain_maps: &std::collections::BTreeMap::new(),
         };
         let step = PlanStep::Dial { blue_percent: 30.0, domain: None };
         dry_run(&plan(vec![step], 60_000), &inputs).steps.remove(0).capacity
@@ -487,6 +493,7 @@ fn projections_leave_channel_users_where_their_channel_keeps_them() {
             channels,
             unit_map: Some(&map),
             zone_loads: &loads,
+            domain_maps: &std::collections::BTreeMap::new(),
         };
         let step = PlanStep::MoveUnits {
             moves: vec![PlanMove {
@@ -499,4 +506,75 @@ fn projections_leave_channel_users_where_their_channel_keeps_them() {
     };
     assert_eq!(projected(&give(&[channel("0-9", ZoneId(1))])), ("az-c".into(), 225.0, false));
     assert_eq!(projected(&give(&[])), ("az-c".into(), 300.0, true), "control: no channel");
+}
+
+/// A `move_units` step's moves in a named domain are projected on that domain's map, as
+/// `PUT /v1/units` judges them: the source zone's load per unit of that domain. In `search`,
+/// az-b owns 30 units for its 500 rps, so 0-9 to az-c adds about 167 rps (az-c 267 of 250). In
+/// the default domain the same units would add 100 (az-b owns 50 there). Control: without the
+/// domain's map the step is judged when it runs.
+#[test]
+fn unit_moves_in_a_named_domain_are_projected_on_that_domains_map() {
+    use tidegate::core::{PlanMove, UnitMap, UnitSet};
+    let zones = three_zones();
+    let az_c = |m: UnitMap| m.moved(&UnitSet::parse("90-99", 100).unwrap(), ZoneId(2));
+    let map = az_c(UnitMap::dial(100, 50));
+    let search =
+        std::collections::BTreeMap::from([("search".to_owned(), az_c(UnitMap::dial(100, 30)))]);
+    let loads = vec![
+        load("az-b", 500.0, Capacity::Unchecked),
+        load("az-a", 400.0, Capacity::Rps(1000.0)),
+        load("az-c", 100.0, Capacity::Rps(250.0)),
+    ];
+    let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
+    let no_domains = std::collections::BTreeMap::new();
+    let run = |domain_maps: &std::collections::BTreeMap<String, UnitMap>, domain: Option<&str>| {
+        let inputs = DryRunInputs {
+            zones: &zones,
+            units: 100,
+            blue_units: 50,
+            domain_blue_units: &no_domains,
+            blue_load: &loads[0],
+            green_load: &loads[1],
+            headroom: 0.0,
+            blue_health: &fine,
+            green_health: &fine,
+            maintenance: defaults(10, 1_000),
+            evacuate: defaults(25, 1_000),
+            preconditions: &[("db".into(), Ok(true))],
+            backlog: [Some(0), Some(0)],
+            busy: None,
+            channels: &[],
+            unit_map: Some(&map),
+            zone_loads: &loads,
+            domain_maps,
+        };
+        let step = PlanStep::MoveUnits {
+            moves: vec![PlanMove {
+                units: UnitSet::parse("0-9", 100).unwrap(),
+                zone: "az-c".into(),
+                domain: domain.map(str::to_owned),
+            }],
+        };
+        dry_run(&plan(vec![step], 60_000), &inputs).steps.remove(0)
+    };
+    let step = run(&search, Some("search"));
+    match &step.capacity {
+        Verdict::Exceeds(p) => {
+            assert_eq!(p.zone, "az-c");
+            assert!((p.projected_rps - (100.0 + 500.0 * 10.0 / 30.0)).abs() < 0.01, "{p:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(step.holds.iter().any(|h| h.contains("insufficient_capacity")), "{:?}", step.holds);
+    // The same units of the default domain: 100 rps, it fits.
+    assert!(matches!(run(&search, None).capacity, Verdict::Fits(_)));
+    // Control: the domain's map unknown.
+    let blind = run(&std::collections::BTreeMap::new(), Some("search"));
+    assert!(matches!(blind.capacity, Verdict::Unchecked), "{blind:?}");
+    assert!(
+        blind.holds.iter().any(|h| h.contains("judged when the step runs")),
+        "{:?}",
+        blind.holds
+    );
 }

@@ -378,6 +378,7 @@ async fn post_dry_run(
         channels: &table.channels().values().cloned().collect::<Vec<_>>(),
         unit_map: table.map_of(None),
         zone_loads: &zone_loads,
+        domain_maps: table.domains(),
     };
     let run = dry_run(&stored.plan, &inputs);
     let steps: Vec<Value> = run

@@ -408,6 +408,9 @@ pub struct DryRunInputs<'a> {
     /// zone drain) start from (`None` or a list shorter than the zones: neither is projected).
     pub unit_map: Option<&'a super::unit_map::UnitMap>,
     pub zone_loads: &'a [ZoneLoad],
+    /// The named domains' unit maps now: what a `move_units` step's moves in those domains are
+    /// projected from (a domain missing here: its moves are judged when the step runs).
+    pub domain_maps: &'a BTreeMap<String, super::unit_map::UnitMap>,
 }
 
 /// The dry run of a zone move among three or more zones (a zone drain).
@@ -497,10 +500,18 @@ fn routed_default(
     map: &super::unit_map::UnitMap,
     channels: &[super::channel::Channel],
 ) -> super::unit_map::UnitMap {
-    let default = |c: &&super::channel::Channel| {
-        c.domain.as_deref().is_none_or(|d| d == super::table::DEFAULT_DOMAIN)
-    };
-    super::channel::routed_map(map, channels.iter().filter(default))
+    routed_in(map, channels, super::table::DEFAULT_DOMAIN)
+}
+
+/// `domain`'s map as its load follows it: with its own channels (see [`routed_map`]).
+///
+/// [`routed_map`]: super::channel::routed_map
+fn routed_in(
+    map: &super::unit_map::UnitMap,
+    channels: &[super::channel::Channel],
+    domain: &str,
+) -> super::unit_map::UnitMap {
+    super::channel::routed_map(map, channels.iter().filter(|c| c.domain_name() == domain))
 }
 
 /// Projects a zone drain among N of `moved` units out of `source`: spread over every other live
@@ -712,6 +723,8 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
     let mut loads = [inputs.blue_load.clone(), inputs.green_load.clone()];
     // The default domain's map and every zone's load, as `move_units` steps move them.
     let mut map = inputs.unit_map.cloned();
+    // The named domains' maps, as `move_units` steps and their dials move them.
+    let mut named = inputs.domain_maps.clone();
     let mut zone_loads = inputs.zone_loads.to_vec();
     let idx = |c: ZoneId| if c == ZoneId::BLUE { 0 } else { 1 };
     let mut suspended: BTreeMap<&str, bool> =
@@ -883,11 +896,38 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
                             inputs.headroom,
                         );
                         *now = next;
-                        if moves.iter().any(|m| !in_default(&m)) {
-                            holds.push(
-                                "the moves of named domains are judged when the step runs (the dry run projects the default domain's)"
-                                    .to_owned(),
+                        // Each named domain's moves, projected on the load the moves before
+                        // them carried (a zone gaining in several domains is judged on the sum,
+                        // as PUT /v1/units judges it).
+                        let mut domains: Vec<&str> = moves
+                            .iter()
+                            .filter(|m| !in_default(m))
+                            .filter_map(|m| m.domain.as_deref())
+                            .collect();
+                        domains.dedup();
+                        for d in domains {
+                            let Some(now_d) = named.get_mut(d) else {
+                                holds.push(format!(
+                                    "the moves of domain {d} are judged when the step runs (the dry run does not know its map)"
+                                ));
+                                continue;
+                            };
+                            let mut next_d = now_d.clone();
+                            for m in moves.iter().filter(|m| m.domain.as_deref() == Some(d)) {
+                                if let Some(zone) = inputs.zones.color_in(&m.zone) {
+                                    next_d = next_d.moved(&m.units, zone);
+                                }
+                            }
+                            let v = project_map_move(
+                                &routed_in(now_d, inputs.channels, d),
+                                &routed_in(&next_d, inputs.channels, d),
+                                &mut zone_loads,
+                                inputs.headroom,
                             );
+                            if !verdict.blocks() && !matches!(v, Verdict::Unchecked) {
+                                verdict = v;
+                            }
+                            *now_d = next_d;
                         }
                     }
                     _ => holds.push(
@@ -924,13 +964,16 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             holds.push(format!("would hold: insufficient_capacity: {}", verdict.explain()));
         }
         blues.insert(domain.clone(), blue);
-        // A dial move of the default domain moves its map too (what later unit moves start from).
-        if domain.is_none()
-            && zone_moved.is_none()
-            && matches!(step, PlanStep::MoveZone { .. } | PlanStep::Dial { .. })
-            && let Some(m) = map.as_mut()
+        // A dial move moves its domain's map too (what later unit moves start from).
+        if zone_moved.is_none() && matches!(step, PlanStep::MoveZone { .. } | PlanStep::Dial { .. })
         {
-            *m = m.set_count(ZoneId::BLUE, ZoneId::GREEN, blue);
+            let m = match domain.as_deref() {
+                None => map.as_mut(),
+                Some(d) => named.get_mut(d),
+            };
+            if let Some(m) = m {
+                *m = m.set_count(ZoneId::BLUE, ZoneId::GREEN, blue);
+            }
         }
         let channels = if zone_moved.is_some() {
             // The channel arithmetic is the dial's (two zones); a zone drain's suspensions are
