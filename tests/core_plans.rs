@@ -578,3 +578,67 @@ fn unit_moves_in_a_named_domain_are_projected_on_that_domains_map() {
         blind.holds
     );
 }
+
+/// A zone move among three zones in a named domain is projected on that domain's map: in
+/// `search` az-c owns 40 units, so draining it to 20 % moves 20 of them (200 rps of its 400);
+/// the default domain's az-c owns 10, where the same step would fail (control).
+#[test]
+fn a_zone_move_in_a_named_domain_is_projected_on_that_domains_map() {
+    use tidegate::core::{UnitMap, UnitSet};
+    let zones = three_zones();
+    let az_c = |m: UnitMap, units: &str| m.moved(&UnitSet::parse(units, 100).unwrap(), ZoneId(2));
+    let map = az_c(UnitMap::dial(100, 50), "90-99");
+    let search = std::collections::BTreeMap::from([(
+        "search".to_owned(),
+        az_c(UnitMap::dial(100, 30), "60-99"),
+    )]);
+    let loads = vec![
+        load("az-b", 500.0, Capacity::Rps(800.0)),
+        load("az-a", 500.0, Capacity::Rps(800.0)),
+        load("az-c", 400.0, Capacity::Unchecked),
+    ];
+    let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
+    let no_domains = std::collections::BTreeMap::new();
+    let inputs = DryRunInputs {
+        zones: &zones,
+        units: 100,
+        blue_units: 50,
+        domain_blue_units: &no_domains,
+        blue_load: &loads[0],
+        green_load: &loads[1],
+        headroom: 0.0,
+        blue_health: &fine,
+        green_health: &fine,
+        maintenance: defaults(10, 1_000),
+        evacuate: defaults(25, 1_000),
+        preconditions: &[("db".into(), Ok(true))],
+        backlog: [Some(0), Some(0)],
+        busy: None,
+        channels: &[],
+        unit_map: Some(&map),
+        zone_loads: &loads,
+        domain_maps: &search,
+    };
+    let step = |domain: Option<&str>| {
+        let step = PlanStep::MoveZone {
+            zone: "az-c".into(),
+            to_percent: 20.0,
+            mode: DrainMode::Maintenance,
+            domain: domain.map(str::to_owned),
+        };
+        dry_run(&plan(vec![step], 60_000), &inputs).steps.remove(0)
+    };
+    let in_search = step(Some("search"));
+    assert_eq!(in_search.users_moved_percent, 20.0, "{in_search:?}");
+    match &in_search.capacity {
+        Verdict::Fits(p) => assert!(p.projected_rps <= 800.0, "{p:?}"),
+        other => panic!("{other:?}"),
+    }
+    let in_default = step(None);
+    assert_eq!(in_default.users_moved_percent, 0.0, "{in_default:?}");
+    assert!(
+        in_default.holds.iter().any(|h| h.starts_with("would fail: az-c owns 10 units")),
+        "{:?}",
+        in_default.holds
+    );
+}

@@ -430,6 +430,7 @@ fn dry_run_zone_drain(
     to_percent: f64,
     mode: DrainMode,
     inputs: &DryRunInputs<'_>,
+    domain: &str,
     unit_map: Option<&super::unit_map::UnitMap>,
     zone_loads: &mut [ZoneLoad],
 ) -> ZoneDrainDryRun {
@@ -455,7 +456,7 @@ fn dry_run_zone_drain(
             // Load follows the routed map: the moved units a channel keeps elsewhere carry none
             // (the drain's units are taken as a fair sample of the zone's), and a drain to zero
             // suspends the channels into the zone, whose users then follow the map out.
-            let routed = routed_default(map, inputs.channels);
+            let routed = routed_in(map, inputs.channels, domain);
             let stays = map.units_of(source).filter(|u| routed.owner(*u) == source).count();
             let mut carried = (u64::from(moved) * stays as u64).div_ceil(u64::from(owned)) as u32;
             if keep == 0 {
@@ -798,21 +799,35 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
         let base = base_map.as_ref();
         let description = match step {
             PlanStep::MoveZone { zone, to_percent, mode, .. } if !inputs.zones.is_two() => {
+                // The zone move of the step's domain, on that domain's map.
+                let (name, domain_map) = match domain.as_deref() {
+                    None | Some(super::table::DEFAULT_DOMAIN) => {
+                        (super::table::DEFAULT_DOMAIN, map.as_ref())
+                    }
+                    Some(d) => (d, named.get(d)),
+                };
                 let z = dry_run_zone_drain(
                     zone,
                     *to_percent,
                     *mode,
                     inputs,
-                    map.as_ref(),
+                    name,
+                    domain_map,
                     &mut zone_loads,
                 );
                 holds.extend(z.holds);
                 expected_ms = z.expected_ms;
                 zone_moved = Some(z.moved);
                 verdict = z.verdict;
-                // Which units went where is the run's: later unit moves are not projected.
+                // Which units went where is the run's: later unit moves of that domain are not
+                // projected.
                 if z.moved > 0 {
-                    map = None;
+                    match domain.as_deref() {
+                        None | Some(super::table::DEFAULT_DOMAIN) => map = None,
+                        Some(d) => {
+                            named.remove(d);
+                        }
+                    }
                 }
                 z.description
             }
