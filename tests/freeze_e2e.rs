@@ -432,6 +432,21 @@ fn gate_for(edge: &Edge, method: &str, user: &str, service: &str) -> (u16, Optio
     (response.status().as_u16(), refusal)
 }
 
+/// Runs the CLI against `url` as the operator with a 20 s freeze window; asserts it succeeded
+/// and returns what it printed.
+fn cli_ok(url: &str, args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(args)
+        .args(["--freeze-window", "20s"])
+        .env("TIDEGATE_URL", url)
+        .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    said
+}
+
 /// The audit records signed `by`, oldest first: `(action, reason)`.
 fn audit_of(url: &str, by: &str) -> Vec<(String, String)> {
     let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
@@ -576,15 +591,10 @@ fn a_loss_less_channel_change_freezes_only_its_writes_and_a_stuck_subscriber_und
 
     // The CLI: a loss-less delete says what it froze, waits for the change to end (the dropped
     // stuck subscriber stops counting a few seconds after it left) and says how it ended.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
-        .args(["channels", "delete", "orders-v2", "--reason", "orders 2.4 released", "--freeze"])
-        .args(["--freeze-window", "20s"])
-        .env("TIDEGATE_URL", &url)
-        .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    let said = cli_ok(
+        &url,
+        &["channels", "delete", "orders-v2", "--reason", "orders 2.4 released", "--freeze"],
+    );
     assert!(said.contains("channel orders-v2 delete in progress (freezing): writes of orders frozen for units 40-49"), "{said}");
     assert!(said.contains("channel orders-v2's writes unfrozen after"), "{said}");
     assert_eq!(get_json(&format!("{url}/v1/channels/orders-v2")).0, 404);
@@ -674,15 +684,8 @@ fn loss_less_dial_and_unit_moves_freeze_what_they_move_and_a_stuck_subscriber_un
     drop(stuck);
 
     // The CLI: a loss-less dial move says what it froze, waits, and says how it ended.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
-        .args(["dial", "set", "30", "--reason", "loss-less from the CLI", "--freeze"])
-        .args(["--freeze-window", "20s"])
-        .env("TIDEGATE_URL", &url)
-        .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    let said =
+        cli_ok(&url, &["dial", "set", "30", "--reason", "loss-less from the CLI", "--freeze"]);
     assert!(said.contains("units 30-39 in default frozen for a loss-less move"), "{said}");
     assert!(said.contains("the moved units unfrozen after"), "{said}");
     assert_eq!(get_json(&format!("{url}/v1/routing")).1["blue_units"], 30);

@@ -956,24 +956,7 @@ async fn release_channels_are_put_edited_and_deleted_from_the_overview_in_chromi
     type_into(&c, "#ch-reason", "browser test: orders 2.4 to 30 %").await;
     // Loss-less, with a subscriber that does not acknowledge: the card says what is frozen until
     // it leaves (it stops counting a few seconds after), then the change switches.
-    let url = base.clone();
-    let stuck = tokio::task::spawn_blocking(move || {
-        let identity = tidegate::client::Identity {
-            subscriber_id: "stuck-1".into(),
-            zone: "az-b".into(),
-            kind: "service".into(),
-        };
-        let options = tidegate::client::RouterOptions {
-            token: Some(OPERATOR_TOKEN.into()),
-            acknowledge: false,
-            ..Default::default()
-        };
-        let router = tidegate::client::Router::connect(&url, identity, options).unwrap();
-        assert!(router.wait_for_version(1, Duration::from_secs(10)));
-        router
-    })
-    .await
-    .unwrap();
+    let stuck = stuck_router(&base).await;
     click(&c, "#ch-freeze").await;
     click(&c, "#ch-review").await;
     wait_for(&c, "the edit preview", "!document.getElementById('ch-confirm').hidden && document.getElementById('ch-preview-was')")
@@ -1050,24 +1033,7 @@ async fn loss_less_dial_and_unit_moves_from_the_overview_in_chromium() {
     let c = browser(&driver, &dir.path().join("chromium-profile")).await;
     c.set_window_size(1280, 2400).await.unwrap();
     log_in(&c, &base, "alice", OPERATOR_TOKEN).await;
-    let url = base.clone();
-    let stuck = tokio::task::spawn_blocking(move || {
-        let identity = tidegate::client::Identity {
-            subscriber_id: "stuck-1".into(),
-            zone: "az-b".into(),
-            kind: "service".into(),
-        };
-        let options = tidegate::client::RouterOptions {
-            token: Some(OPERATOR_TOKEN.into()),
-            acknowledge: false,
-            ..Default::default()
-        };
-        let router = tidegate::client::Router::connect(&url, identity, options).unwrap();
-        assert!(router.wait_for_version(1, Duration::from_secs(10)));
-        router
-    })
-    .await
-    .unwrap();
+    let stuck = stuck_router(&base).await;
 
     type_into(&c, "#dial-number", "40").await;
     click(&c, "#dial-review").await;
@@ -2076,6 +2042,29 @@ async fn three_zones_show_three_cards_and_units_move_after_a_preview_and_a_typed
         started.elapsed().as_secs_f64()
     );
     drop(server);
+}
+
+/// A Router subscribed to `base` that never acknowledges a table: it holds every freeze
+/// barrier until it is dropped (then it stops counting a few seconds later).
+async fn stuck_router(base: &str) -> tidegate::client::Router {
+    let url = base.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let identity = tidegate::client::Identity {
+            subscriber_id: "stuck-1".into(),
+            zone: "az-b".into(),
+            kind: "service".into(),
+        };
+        let options = tidegate::client::RouterOptions {
+            token: Some(OPERATOR_TOKEN.into()),
+            acknowledge: false,
+            ..Default::default()
+        };
+        let router = tidegate::client::Router::connect(&url, identity, options).unwrap();
+        assert!(router.wait_for_version(1, Duration::from_secs(10)));
+        router
+    })
+    .await
+    .unwrap()
 }
 
 /// The selected routing domain's value of a select or input.
