@@ -18,7 +18,9 @@ use crate::config::{
 };
 use crate::core::ZoneId;
 use crate::http::{self, App, now_ms};
-use crate::mq::{ConsumerSettings, LaneConsumer, LaneProducer, MockKafka, ProducerSettings};
+use crate::mq::{
+    ConsumerSettings, LaneConsumer, LaneProducer, MockKafka, MqError, ProducerSettings,
+};
 use crate::service::coordinator::Coordinator;
 use crate::service::health::Health;
 use crate::service::lane_membership::Lanes;
@@ -235,6 +237,8 @@ async fn produce(producer: Arc<LaneProducer>, rate: u32, counts: Arc<Counts>) {
                     counts.produced[p.route().color.index().min(1)].fetch_add(1, Ordering::Relaxed);
                     inflight.push_back(p);
                 }
+                // A unit frozen by a loss-less move: this simulated user writes again later.
+                Err(MqError::Frozen { .. }) => {}
                 Err(e) => eprintln!("tidegate demo: produce: {e}"),
             }
         }

@@ -53,7 +53,7 @@ pub const LANE_ASSIGNED: &str = "tidegate_lane_assigned_partitions";
 pub const LANE_GENERATION: &str = "tidegate_lane_generation";
 pub const LANE_LAG_ERRORS: &str = "tidegate_lane_lag_read_errors_total";
 // Counted by the lane producer and consumer (`tidegate_client::kafka`), named by the client.
-pub use crate::client::metrics::{LANE_CONSUMED, LANE_PRODUCED};
+pub use crate::client::metrics::{LANE_CONSUMED, LANE_HANDOVERS, LANE_PRODUCED};
 pub const EDGE_CONNECTED: &str = "tidegate_edge_coordinator_connected";
 pub const EDGE_TABLE_AGE: &str = "tidegate_edge_table_age_seconds";
 pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
@@ -268,6 +268,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         LANE_CONSUMED,
         "Messages handed to a lane consumer's application, by group, topic and zone.",
+    ),
+    (
+        "counter",
+        LANE_HANDOVERS,
+        "Lane consumer handovers at a new routing version, by group, topic, zone and outcome (released, timed_out).",
     ),
 ];
 

@@ -24,9 +24,9 @@ pub use mock::MockKafka;
 pub use presence::{KafkaPresence, presence_topic};
 
 pub use crate::client::kafka::{
-    COLOR_HEADER, ConsumerSettings, Delivered, HalfRings, LaneConsumer, LaneMessage, LaneProducer,
-    MqError, Pending, ProducerSettings, ROUTE_HEADER, Route, TEXT_ROUTE_HEADER, VERSION_HEADER,
-    partition_count, route_header,
+    COLOR_HEADER, ConsumerSettings, Delivered, HalfRings, Handover, LaneConsumer, LaneMessage,
+    LaneProducer, MqError, Pending, ProducerSettings, ROUTE_HEADER, Route, TEXT_ROUTE_HEADER,
+    VERSION_HEADER, partition_count, route_header,
 };
 
 use std::time::Duration;

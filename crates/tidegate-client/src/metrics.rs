@@ -10,3 +10,6 @@ pub const LANE_PRODUCED: &str = "tidegate_lane_produced_total";
 /// Messages handed to a lane consumer's application, by group, topic and zone (the `kafka`
 /// feature).
 pub const LANE_CONSUMED: &str = "tidegate_lane_consumed_total";
+/// Handovers a lane consumer made, by group, topic, zone and outcome (`released` once every
+/// other partition had passed the version, `timed_out` after the consumer's `handover` bound).
+pub const LANE_HANDOVERS: &str = "tidegate_lane_handovers_total";

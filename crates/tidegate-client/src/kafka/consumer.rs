@@ -20,6 +20,22 @@
 //! committing, because its partitions may already have been handed over: its uncommitted
 //! messages are read again by the next owner (at-least-once for uncommitted work only).
 //!
+//! Per-user order across a move (the handover). When the table moves a user to another zone,
+//! their next messages go to another partition, read by another consumer, while the old one may
+//! still be working through the user's earlier messages. So the first message of a partition at
+//! a routing version newer than any before it is held back: the consumer notes the high
+//! watermark of every other partition of the topic, commits the held partition up to that
+//! message with the marker `tgv=<version>` in the commit's metadata ("everything before the
+//! committed offset is processed, and the message there is at this version or newer"), and hands
+//! the message out only once every other partition has either processed up to its noted
+//! watermark or committed a marker at least as new. The lane producer waits for its earlier
+//! messages to be acknowledged before it produces the first one at a new version, so every
+//! earlier message of the user is below those watermarks or before that marker. Partitions this
+//! consumer reads itself are judged from its own offsets; the others from the group's commits
+//! (all zones commit to the same Kafka group). A handover waits at most
+//! [`ConsumerSettings::handover`] (a zone whose consumers are all gone cannot answer), then goes
+//! on and counts `outcome="timed_out"`. See docs/src/mq-lanes.md for what it guarantees.
+//!
 //! With coordinator replicas (`coordinator` is a comma-separated list), membership calls go to
 //! the lane authority and fail over to the next replica (`crate::lanes`). Heartbeats carry
 //! the zone, topic and partition count, so a replica that became the authority adopts this
@@ -40,8 +56,8 @@ use tokio::task::JoinHandle;
 use tidegate_core::{LaneConfig, ZoneId};
 
 use super::{
-    MqError, QUERY_TIMEOUT, client_config, lane_consumed_counter, lane_shape, partition_count,
-    route_header,
+    MqError, QUERY_TIMEOUT, client_config, handover_counter, lane_consumed_counter, lane_shape,
+    partition_count, route_header,
 };
 use crate::lanes::{Assigned, LaneClient, LaneClientError, Reads};
 
@@ -110,6 +126,11 @@ pub struct ConsumerSettings {
     /// random bits, so every registration, also after a restart, gets a new ID.
     pub member_name: Option<String>,
     pub commit_interval: Duration,
+    /// Per-user order across moves (the module documentation): the longest a partition's first
+    /// message at a new routing version waits for the other partitions to pass that version.
+    /// `None` turns the handover off: messages are handed out as they arrive, and a moved
+    /// user's new messages may be processed before their old ones. Default 30 s.
+    pub handover: Option<Duration>,
     /// Extra librdkafka properties for the Kafka consumer.
     pub extra: Vec<(String, String)>,
 }
@@ -126,6 +147,7 @@ impl ConsumerSettings {
             zone: zone.to_owned(),
             member_name: None,
             commit_interval: Duration::from_secs(1),
+            handover: Some(Duration::from_secs(30)),
             extra: Vec::new(),
         }
     }
@@ -168,6 +190,58 @@ struct Held {
     /// Offset to commit: one past the last processed message.
     processed: Option<i64>,
     committed: Option<i64>,
+    /// The newest routing version this partition's reading has reached (the handover marker
+    /// committed with its offsets); 0 before any.
+    passed: u64,
+    committed_passed: u64,
+}
+
+/// A partition held back at its first message of a new routing version.
+struct Pause {
+    message: LaneMessage,
+    version: u64,
+    since: Instant,
+    /// Every other partition's (low, high) watermarks after the message was read: the user's
+    /// earlier messages are all below them. Taken by a probe (`LaneConsumer::spawn_probe`).
+    snapshot: Option<BTreeMap<u32, (i64, i64)>>,
+    /// The handover is decided (and counted); the message goes out once the partition is
+    /// fetching again.
+    released: bool,
+}
+
+/// One finished handover, as [`LaneConsumer::observe_handovers`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handover {
+    pub partition: u32,
+    /// The routing version the partition moved to.
+    pub version: u64,
+    /// How long its first message at that version was held.
+    pub waited: Duration,
+    /// The wait reached [`ConsumerSettings::handover`] before every other partition had passed.
+    pub timed_out: bool,
+}
+
+/// What a handover probe found (see `LaneConsumer::spawn_probe`).
+struct Probe {
+    /// The pauses (partition, version) the watermarks were taken for.
+    for_pauses: Vec<(u32, u64)>,
+    /// Every partition's (low, high) watermarks, when asked for.
+    marks: Option<BTreeMap<u32, (i64, i64)>>,
+    /// The group's committed offset and marker of each partition other members read.
+    commits: BTreeMap<u32, (Option<i64>, u64)>,
+}
+
+/// How often a held partition asks the group's committed offsets whether it may go on.
+const HANDOVER_POLL: Duration = Duration::from_millis(20);
+
+/// The commit metadata of a partition whose reading has reached `version`.
+fn marker(version: u64) -> String {
+    format!("tgv={version}")
+}
+
+/// The version in a commit's metadata (0 when it carries none: a consumer before handovers).
+fn parse_marker(metadata: &str) -> u64 {
+    metadata.strip_prefix("tgv=").and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 pub struct LaneConsumer {
@@ -185,7 +259,15 @@ pub struct LaneConsumer {
     lane: LaneConfig,
     /// Told every change of the partitions this consumer reads (tests check handovers with it).
     observer: Option<PartitionObserver>,
+    paused: BTreeMap<u32, Pause>,
+    next_peer_check: Instant,
+    probe: Option<JoinHandle<Result<Probe, rdkafka::error::KafkaError>>>,
+    peer_commits: Option<BTreeMap<u32, (Option<i64>, u64)>>,
+    handovers: [Counter; 2],
+    handover_observer: Option<HandoverObserver>,
 }
+
+type HandoverObserver = Box<dyn Fn(&Handover) + Send + Sync>;
 
 /// See [`LaneConsumer::observe_partitions`].
 type PartitionObserver = Box<dyn Fn(&BTreeSet<u32>) + Send + Sync>;
@@ -250,6 +332,8 @@ impl LaneConsumer {
             Arc::clone(&shared),
             heartbeat,
         ));
+        let settings_labels =
+            (settings.group.clone(), settings.topic.clone(), settings.zone.clone());
         Ok(LaneConsumer {
             consumed: lane_consumed_counter(&settings.group, &settings.topic, &settings.zone),
             settings,
@@ -264,7 +348,19 @@ impl LaneConsumer {
             poll_slice: heartbeat.min(Duration::from_millis(100)),
             lane,
             observer: None,
+            paused: BTreeMap::new(),
+            next_peer_check: Instant::now(),
+            probe: None,
+            peer_commits: None,
+            handovers: ["released", "timed_out"]
+                .map(|outcome| handover_counter(&settings_labels, outcome)),
+            handover_observer: None,
         })
+    }
+
+    /// Calls `observer` after every handover (see the module documentation).
+    pub fn observe_handovers(&mut self, observer: impl Fn(&Handover) + Send + Sync + 'static) {
+        self.handover_observer = Some(Box::new(observer));
     }
 
     /// Calls `observer` with the partitions this consumer reads whenever they change: after a
@@ -317,8 +413,14 @@ impl LaneConsumer {
             if self.last_commit.elapsed() >= self.settings.commit_interval {
                 self.commit().await?;
             }
+            if let Some(out) = self.release_handovers().await? {
+                self.delivered = Some((out.partition, out.offset));
+                self.consumed.increment(1);
+                return Ok(out);
+            }
+            let slice = if self.paused.is_empty() { self.poll_slice } else { HANDOVER_POLL };
             let consumer = Arc::clone(&self.consumer);
-            let received = tokio::time::timeout(self.poll_slice, consumer.recv()).await;
+            let received = tokio::time::timeout(slice, consumer.recv()).await;
             let message = match received {
                 Err(_) => continue,
                 // Transport errors (a broker restarting, a leader moving) are reported here
@@ -336,8 +438,15 @@ impl LaneConsumer {
 
     /// Filters what librdkafka hands over: partitions no longer held and offsets already handed
     /// out (after a re-assignment librdkafka may fetch a few again) are dropped.
+    ///
+    /// The first message of a partition at a routing version newer than any it reached is held
+    /// back (the handover): the partition pauses and the message waits in `paused`.
     fn accept(&mut self, m: &BorrowedMessage<'_>) -> Option<LaneMessage> {
         let partition = u32::try_from(m.partition()).ok()?;
+        if self.paused.contains_key(&partition) {
+            // Fetched before the pause took effect: read again once it is released.
+            return None;
+        }
         let held = self.held.get_mut(&partition)?;
         if m.topic() != self.settings.topic || m.offset() < held.next {
             return None;
@@ -347,14 +456,176 @@ impl LaneConsumer {
             Some(headers) => route_header::read(headers.iter().map(|h| (h.key, h.value))),
             None => (None, None),
         };
-        Some(LaneMessage {
+        let message = LaneMessage {
             partition,
             offset: m.offset(),
             key: m.key().map(<[u8]>::to_vec),
             payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
             color,
             routing_version,
+        };
+        if let (Some(_), Some(version)) = (self.settings.handover, routing_version)
+            && version > held.passed
+        {
+            // Everything before this message is processed (the previous one was marked when
+            // `next` was called again), and the reading has reached `version` here.
+            held.processed = Some(held.processed.map_or(m.offset(), |p| p.max(m.offset())));
+            held.passed = version;
+            self.paused.insert(
+                partition,
+                Pause { message, version, since: Instant::now(), snapshot: None, released: false },
+            );
+            self.pause_fetching();
+            return None;
+        }
+        Some(message)
+    }
+
+    /// Stops librdkafka fetching the held-back partitions (a re-assignment resumes them).
+    fn pause_fetching(&self) {
+        if self.paused.is_empty() {
+            return;
+        }
+        let mut tpl = TopicPartitionList::new();
+        for p in self.paused.keys() {
+            tpl.add_partition(&self.settings.topic, *p as i32);
+        }
+        // A failed pause only costs fetching: `accept` drops what arrives for them.
+        let _ = self.consumer.pause(&tpl);
+    }
+
+    /// Hands out a held-back message once every other partition has passed its version (or the
+    /// handover bound is reached). Publishes the held partitions' markers, and asks Kafka for
+    /// watermarks and the group's commits in a background probe whose answer waits in `self`:
+    /// `next` may be cancelled at any await (callers bound it with a timeout), and neither a
+    /// held message nor a probe's progress may depend on one call surviving.
+    async fn release_handovers(&mut self) -> Result<Option<LaneMessage>, MqError> {
+        if self.paused.is_empty() {
+            return Ok(None);
+        }
+        let held_back: Vec<u32> = self.paused.keys().copied().collect();
+        self.commit_partitions(&held_back).await?;
+        self.take_probe().await;
+        let unsnapped = self.paused.values().any(|pause| pause.snapshot.is_none());
+        if self.probe.is_none() && (unsnapped || Instant::now() >= self.next_peer_check) {
+            self.next_peer_check = Instant::now() + HANDOVER_POLL;
+            self.spawn_probe(unsnapped);
+        }
+        let limit = self.settings.handover.unwrap_or(Duration::ZERO);
+        let ready = self.paused.iter().find_map(|(p, pause)| {
+            if pause.released {
+                return None;
+            }
+            let timed_out = pause.since.elapsed() >= limit;
+            let passed = match (&pause.snapshot, &self.peer_commits) {
+                (Some(snapshot), Some(commits)) => snapshot.iter().all(|(q, (low, high))| {
+                    let (offset, passed) = match self.held.get(q) {
+                        Some(h) => (h.processed, h.passed),
+                        None => commits.get(q).copied().unwrap_or((None, 0)),
+                    };
+                    offset.unwrap_or(*low) >= *high || passed >= pause.version
+                }),
+                _ => false,
+            };
+            (passed || timed_out).then_some((*p, passed))
+        });
+        if let Some((p, passed)) = ready
+            && let Some(pause) = self.paused.get_mut(&p)
+        {
+            pause.released = true;
+            let waited = pause.since.elapsed();
+            self.handovers[usize::from(!passed)].increment(1);
+            if let Some(observer) = &self.handover_observer {
+                observer(&Handover {
+                    partition: p,
+                    version: pause.version,
+                    waited,
+                    timed_out: !passed,
+                });
+            }
+        }
+        let Some(p) = self.paused.iter().find(|(_, pause)| pause.released).map(|(p, _)| *p) else {
+            return Ok(None);
+        };
+        // Fetch the partition again right after the held message, and only it: re-assigning
+        // everything would drop every partition's prefetched messages at each handover. The
+        // message stays held until the seek is done (a cancelled `next` repeats it; both
+        // calls are idempotent), so no await comes between taking it and handing it out.
+        let next = self.held.get(&p).map_or(0, |h| h.next);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&self.settings.topic, p as i32);
+        self.consumer.resume(&tpl)?;
+        let consumer = Arc::clone(&self.consumer);
+        let topic = self.settings.topic.clone();
+        retrying("seek", move || {
+            consumer.seek(&topic, p as i32, Offset::Offset(next), Duration::from_secs(5))
         })
+        .await?;
+        let pause = self.paused.remove(&p).expect("found above");
+        Ok(Some(pause.message))
+    }
+
+    /// Starts a probe: every partition's watermarks when a pause still needs its snapshot (they
+    /// are taken after its message was read, which is what makes them a bound), and the group's
+    /// commits of the partitions other members read.
+    fn spawn_probe(&mut self, watermarks: bool) {
+        let partitions = self.lane.partitions();
+        let for_pauses: Vec<(u32, u64)> = self
+            .paused
+            .iter()
+            .filter(|(_, pause)| pause.snapshot.is_none())
+            .map(|(p, pause)| (*p, pause.version))
+            .collect();
+        let foreign: Vec<u32> = (0..partitions).filter(|q| !self.held.contains_key(q)).collect();
+        let consumer = Arc::clone(&self.consumer);
+        let topic = self.settings.topic.clone();
+        self.probe = Some(tokio::task::spawn_blocking(move || {
+            let mut marks = BTreeMap::new();
+            if watermarks {
+                for q in 0..partitions {
+                    marks.insert(q, consumer.fetch_watermarks(&topic, q as i32, QUERY_TIMEOUT)?);
+                }
+            }
+            let mut commits = BTreeMap::new();
+            if !foreign.is_empty() {
+                let mut tpl = TopicPartitionList::new();
+                for q in &foreign {
+                    tpl.add_partition(&topic, *q as i32);
+                }
+                let committed = consumer.committed_offsets(tpl, QUERY_TIMEOUT)?;
+                for q in foreign {
+                    let found = committed.find_partition(&topic, q as i32);
+                    let offset = found.as_ref().and_then(|e| match e.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    });
+                    let passed = found.as_ref().map_or(0, |e| parse_marker(e.metadata()));
+                    commits.insert(q, (offset, passed));
+                }
+            }
+            Ok(Probe { for_pauses, marks: watermarks.then_some(marks), commits })
+        }));
+    }
+
+    /// Applies a finished probe's answer (a failed one is simply asked again).
+    async fn take_probe(&mut self) {
+        if !self.probe.as_ref().is_some_and(|probe| probe.is_finished()) {
+            return;
+        }
+        let Some(handle) = self.probe.take() else { return };
+        let Ok(Ok(probe)) = handle.await else { return };
+        if let Some(marks) = &probe.marks {
+            for (p, version) in &probe.for_pauses {
+                if let Some(pause) = self.paused.get_mut(p)
+                    && pause.version == *version
+                    && pause.snapshot.is_none()
+                {
+                    let others = marks.iter().filter(|(q, _)| *q != p);
+                    pause.snapshot = Some(others.map(|(q, m)| (*q, *m)).collect());
+                }
+            }
+        }
+        self.peer_commits = Some(probe.commits);
     }
 
     fn mark_processed(&mut self) {
@@ -381,10 +652,15 @@ impl LaneConsumer {
         for p in partitions {
             let Some(held) = self.held.get(p) else { continue };
             if let Some(offset) = held.processed
-                && held.committed != Some(offset)
+                && (held.committed != Some(offset) || held.committed_passed != held.passed)
             {
                 tpl.add_partition_offset(&self.settings.topic, *p as i32, Offset::Offset(offset))?;
-                to_commit.push((*p, offset));
+                if held.passed > 0
+                    && let Some(mut element) = tpl.find_partition(&self.settings.topic, *p as i32)
+                {
+                    element.set_metadata(marker(held.passed));
+                }
+                to_commit.push((*p, offset, held.passed));
             }
         }
         if to_commit.is_empty() {
@@ -401,9 +677,10 @@ impl LaneConsumer {
         }
         let consumer = Arc::clone(&self.consumer);
         retrying("commit", move || consumer.commit(&tpl, CommitMode::Sync)).await?;
-        for (p, offset) in to_commit {
+        for (p, offset, passed) in to_commit {
             if let Some(held) = self.held.get_mut(&p) {
                 held.committed = Some(offset);
+                held.committed_passed = passed;
             }
         }
         Ok(())
@@ -427,6 +704,7 @@ impl LaneConsumer {
             // could move their offsets backwards. Drop everything uncommitted.
             if !self.held.is_empty() {
                 self.held.clear();
+                self.paused.clear();
                 self.delivered = None;
                 self.consumer.unassign()?;
                 self.tell_observer();
@@ -459,6 +737,8 @@ impl LaneConsumer {
             self.commit_partitions(&revoked).await?;
             for p in &revoked {
                 self.held.remove(p);
+                // Its held-back message is not processed: the next owner reads it again.
+                self.paused.remove(p);
             }
             self.tell_observer();
         }
@@ -473,16 +753,22 @@ impl LaneConsumer {
             })
             .await?;
             for p in &added {
-                let offset =
-                    committed.find_partition(&self.settings.topic, *p as i32).and_then(|e| match e
-                        .offset()
-                    {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    });
+                let found = committed.find_partition(&self.settings.topic, *p as i32);
+                let offset = found.as_ref().and_then(|e| match e.offset() {
+                    Offset::Offset(o) => Some(o),
+                    _ => None,
+                });
+                // The previous owner's marker: the version its reading had reached.
+                let passed = found.as_ref().map_or(0, |e| parse_marker(e.metadata()));
                 self.held.insert(
                     *p,
-                    Held { next: offset.unwrap_or(0), processed: offset, committed: offset },
+                    Held {
+                        next: offset.unwrap_or(0),
+                        processed: offset,
+                        committed: offset,
+                        passed,
+                        committed_passed: passed,
+                    },
                 );
             }
             self.tell_observer();
@@ -501,6 +787,17 @@ impl LaneConsumer {
             tpl.add_partition_offset(&self.settings.topic, *p as i32, offset)?;
         }
         self.consumer.assign(&tpl)?;
+        // librdkafka keeps an application's pause across `assign` (also of a partition that
+        // was revoked and granted again): resume every partition by name, then pause the
+        // held-back ones.
+        let mut running = TopicPartitionList::new();
+        for p in self.held.keys().filter(|p| !self.paused.contains_key(p)) {
+            running.add_partition(&self.settings.topic, *p as i32);
+        }
+        if running.count() > 0 {
+            self.consumer.resume(&running)?;
+        }
+        self.pause_fetching();
         Ok(())
     }
 
@@ -508,6 +805,7 @@ impl LaneConsumer {
     pub async fn close(mut self) -> Result<(), MqError> {
         self.commit().await?;
         self.held.clear();
+        self.paused.clear();
         self.tell_observer();
         self.consumer.unassign()?;
         self.heartbeats.abort();
@@ -605,6 +903,21 @@ async fn heartbeat_loop(
             }
             Ok(Err(e)) => s.last_error = Some(e.to_string()),
             Err(e) => s.last_error = Some(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_round_trip_and_old_metadata_reads_as_none() {
+        for version in [1, 12, 300, u64::MAX] {
+            assert_eq!(parse_marker(&marker(version)), version);
+        }
+        for old in ["", "something else", "tgv=", "tgv=x", "tgv=-1"] {
+            assert_eq!(parse_marker(old), 0, "{old:?}");
         }
     }
 }

@@ -35,7 +35,7 @@ mod consumer;
 mod producer;
 pub mod route_header;
 
-pub use consumer::{ConsumerSettings, LaneConsumer, LaneMessage};
+pub use consumer::{ConsumerSettings, Handover, LaneConsumer, LaneMessage};
 pub use producer::{Delivered, HalfRings, LaneProducer, Pending, ProducerSettings, Route};
 
 use std::time::Duration;
@@ -46,7 +46,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use tidegate_core::{LaneConfig, LaneError};
 
 use crate::lanes::LaneClientError;
-use crate::metrics::{LANE_CONSUMED, LANE_PRODUCED};
+use crate::metrics::{LANE_CONSUMED, LANE_HANDOVERS, LANE_PRODUCED};
 
 /// The header the lane producer writes: the colour a message was produced for and the routing
 /// table version the producer tagged the user with, as a colour byte and a varint (see
@@ -95,6 +95,10 @@ pub enum MqError {
         "release channel `{0}` is suspended (its zone was evacuated) and its fallback is `reject`: its users' messages are refused like their calls"
     )]
     ChannelUnavailable(String),
+    #[error(
+        "unit {unit} is frozen by a move in progress: its users' messages wait until the move switches or aborts; retry shortly"
+    )]
+    Frozen { unit: u32 },
 }
 
 impl From<rdkafka::error::KafkaError> for MqError {
@@ -157,6 +161,20 @@ fn lane_consumed_counter(group: &str, topic: &str, zone: &str) -> Counter {
         "group" => group.to_owned(),
         "topic" => topic.to_owned(),
         "zone" => zone.to_owned()
+    )
+}
+
+/// A lane consumer's count of handovers with `outcome` (`released` or `timed_out`).
+fn handover_counter(
+    (group, topic, zone): &(String, String, String),
+    outcome: &'static str,
+) -> Counter {
+    metrics::counter!(
+        LANE_HANDOVERS,
+        "group" => group.clone(),
+        "topic" => topic.clone(),
+        "zone" => zone.clone(),
+        "outcome" => outcome
     )
 }
 

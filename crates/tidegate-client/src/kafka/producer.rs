@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use tidegate_core::{LaneConfig, TagError, ZoneId, validate_user_id};
+use tidegate_core::{LaneConfig, Rule, TagError, ZoneId, validate_user_id};
 
 use super::{
     MqError, ROUTE_HEADER, client_config, lane_produced_counters, partition_count, route_header,
@@ -178,7 +178,14 @@ pub struct LaneProducer {
     table: Arc<dyn TableSource>,
     produced: Vec<Counter>,
     service: Option<String>,
+    /// The newest table version a message was handed to librdkafka at. Enqueues hold it for
+    /// reading; moving it to a newer version takes it for writing and flushes first, so no
+    /// message at an older version is still in flight once one at the newer version is sent.
+    produced_at: RwLock<u64>,
 }
+
+/// How long the flush at a version change may wait for earlier messages' acknowledgements.
+const VERSION_FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl LaneProducer {
     /// Connects, reads the topic's partition count (blocking, up to 10 s) and refuses a topic
@@ -207,6 +214,7 @@ impl LaneProducer {
             table,
             produced: lane_produced_counters(&settings.topic, &lanes),
             service: settings.service.clone(),
+            produced_at: RwLock::new(0),
         })
     }
 
@@ -219,14 +227,16 @@ impl LaneProducer {
     }
 
     /// The colour and partition a user's message goes to now. Pure apart from reading the table.
+    /// A user whose unit is frozen by a move in progress is [`MqError::Frozen`].
     pub fn route(&self, user_id: &str) -> Result<Route, MqError> {
         validate_user_id(user_id)?;
         let table = self.table.current_table().ok_or(MqError::NoTable)?;
-        let color = match self.service.as_deref() {
-            None => table.tag(user_id)?.color,
+        let service = self.service.as_deref();
+        let (tag, by_channel) = match service {
+            None => (table.tag(user_id)?, false),
             Some(service) => match table.tag_service(None, user_id, Some(service)) {
-                Ok(Some((tag, _))) => tag.color,
-                Ok(None) => table.tag(user_id)?.color,
+                Ok(Some((tag, rule))) => (tag, matches!(rule, Rule::Channel(_))),
+                Ok(None) => (table.tag(user_id)?, false),
                 Err(TagError::InvalidUserId(e)) => return Err(e.into()),
                 Err(TagError::ChannelUnavailable(channel)) => {
                     return Err(MqError::ChannelUnavailable(channel));
@@ -234,6 +244,13 @@ impl LaneProducer {
                 Err(TagError::Untagged) => return Err(MqError::NoTable),
             },
         };
+        // Between moves nothing is frozen, and this is two emptiness checks.
+        if (!table.frozen().is_empty() || table.channel_freeze().is_some())
+            && table.write_frozen(None, service, user_id, &tag, by_channel)
+        {
+            return Err(MqError::Frozen { unit: tag.unit.0 });
+        }
+        let color = tag.color;
         let partition =
             self.rings.partition_checked(color, user_id).ok_or_else(|| MqError::ZonesChanged {
                 topic: self.topic.clone(),
@@ -251,8 +268,34 @@ impl LaneProducer {
     /// Hands the message to librdkafka and returns at once; the returned future resolves when
     /// Kafka acknowledged it (or gave up). Fails with [`MqError::QueueFull`] when librdkafka's
     /// queue is full: await some earlier deliveries first.
+    ///
+    /// The first message at a newer table version first waits (blocking, up to 10 s) until
+    /// every earlier message is acknowledged, which is what lets consumers keep each user's
+    /// order across a move; a failed wait is [`MqError::Kafka`] and the next call tries again.
     pub fn enqueue(&self, user_id: &str, payload: &[u8]) -> Result<Pending, MqError> {
-        let route = self.route(user_id)?;
+        loop {
+            let produced_at = self.produced_at.read().unwrap_or_else(|p| p.into_inner());
+            let route = self.route(user_id)?;
+            if route.version <= *produced_at {
+                return self.send_routed(user_id, payload, route);
+            }
+            drop(produced_at);
+            let mut produced_at = self.produced_at.write().unwrap_or_else(|p| p.into_inner());
+            if route.version > *produced_at {
+                self.producer.flush(VERSION_FLUSH_TIMEOUT).map_err(|e| {
+                    MqError::Kafka(format!(
+                        "waiting for earlier messages before the first at version {}: {e}",
+                        route.version
+                    ))
+                })?;
+                *produced_at = route.version;
+            }
+            drop(produced_at);
+        }
+    }
+
+    /// Hands a routed message to librdkafka (the caller holds `produced_at` for reading).
+    fn send_routed(&self, user_id: &str, payload: &[u8], route: Route) -> Result<Pending, MqError> {
         // One header, `tg`: a colour byte and a varint, written on the stack (no formatting, no
         // String, no allocation of ours). librdkafka copies it into a header list of its own
         // (three small mallocs: the list, its slot array, the header; freed on its thread once
@@ -278,12 +321,14 @@ impl LaneProducer {
     }
 
     /// Sends one message and waits for Kafka's acknowledgement. When librdkafka's queue is full
-    /// it waits for room instead of failing.
+    /// it waits for room instead of failing, and while the user's unit is frozen by a move it
+    /// waits for the thaw (a freeze is bounded by its window: it ends switched or aborted).
     pub async fn send(&self, user_id: &str, payload: &[u8]) -> Result<Delivered, MqError> {
         loop {
             match self.enqueue(user_id, payload) {
                 Ok(pending) => return pending.await,
                 Err(MqError::QueueFull) => tokio::time::sleep(Duration::from_millis(5)).await,
+                Err(MqError::Frozen { .. }) => tokio::time::sleep(Duration::from_millis(10)).await,
                 Err(e) => return Err(e),
             }
         }
