@@ -761,3 +761,88 @@ fn a_plans_drain_step_freezes_each_step_when_the_plan_has_a_freeze_window() {
     assert_eq!(phases, [step, step].concat(), "50 -> 40 -> 30, each step in three phases");
     drop(watcher);
 }
+
+/// A staged unit move and a staged channel change survive `kill -9` of the coordinator in
+/// `freezing`: the restarted coordinator replays the freeze from the log (nothing switched, the
+/// same units frozen), waits for the previous subscribers to reconnect, is held by the stuck one
+/// when it is back, and once it is gone switches and unfreezes each once. The audit shows one
+/// switch and one unfreeze per change.
+#[test]
+fn staged_unit_and_channel_changes_survive_kill_9_in_freezing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let data = dir.path().join("data");
+    let server = Server::start(&config, &data);
+    let url = server.url.clone();
+    let version = |url: &str| get_json(&format!("{url}/v1/routing")).1["version"].clone();
+    let stuck = router(&url, "stuck-1", false);
+
+    // A unit move held in `freezing` by a subscriber that never applies it.
+    let (status, body) = put_json(
+        &format!("{url}/v1/units"),
+        OPERATOR_TOKEN,
+        json!({"moves": [{"units": "0-9", "zone": "green"}], "freeze": true, "freeze_window": "60s",
+               "expected_version": version(&url), "reason": "move 0-9 loss-lessly"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let (_, before) = get_json(&format!("{url}/v1/routing"));
+    assert_eq!(
+        (before["frozen"].clone(), before["blue_units"].clone()),
+        (json!({"default": "0-9"}), json!(50))
+    );
+    let port = server.port();
+    server.kill9();
+    let server = Server::start_at(&config, &data, port);
+    let (_, replayed) = get_json(&format!("{}/v1/routing", server.url));
+    assert_eq!(replayed["frozen"], before["frozen"], "the freeze was not replayed: {replayed}");
+    assert_eq!(replayed["blue_units"], 50, "a unit switched before its freeze converged");
+    // Nobody is connected to the new process at first, yet the barrier does not pass: a
+    // replayed freeze waits for the previous subscribers to reconnect (10 s). The stuck Router
+    // comes back, still never applies, and holds the change past that grace until it is gone.
+    std::thread::sleep(Duration::from_secs(12));
+    let (_, held) = get_json(&format!("{}/v1/routing", server.url));
+    assert_eq!((held["blue_units"].as_u64(), &held["frozen"]), (Some(50), &before["frozen"]));
+    let (_, subscribers) = get_json(&format!("{}/v1/subscribers", server.url));
+    assert!(subscribers.to_string().contains("stuck-1"), "stuck-1 is not back: {subscribers}");
+    drop(stuck);
+    wait_for("the unit move to end after the restart", Duration::from_secs(30), || {
+        get_json(&format!("{}/v1/changes", server.url)).1["units"].is_null()
+    });
+    let (_, table) = get_json(&format!("{}/v1/routing", server.url));
+    assert_eq!((table["blue_units"].as_u64(), &table["frozen"]), (Some(40), &json!({})), "{table}");
+    let actions: Vec<String> = audit_of(&server.url, "units").into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["units_switch", "units_unfreeze"], "each phase once");
+
+    // A channel change held the same way.
+    let url = server.url.clone();
+    let stuck = router(&url, "stuck-2", false);
+    let (status, body) = put_json(
+        &format!("{url}/v1/channels/orders-v2"),
+        OPERATOR_TOKEN,
+        json!({"services": ["orders"], "zone": "blue", "units": "40-44", "freeze": true,
+               "freeze_window": "60s", "expected_version": version(&url),
+               "reason": "orders 2.4 to blue loss-lessly"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let (_, before) = get_json(&format!("{url}/v1/routing"));
+    assert!(!before["channel_freeze"].is_null(), "{before}");
+    let port = server.port();
+    server.kill9();
+    let server = Server::start_at(&config, &data, port);
+    let url = server.url.clone();
+    let (_, replayed) = get_json(&format!("{url}/v1/routing"));
+    assert_eq!(replayed["channel_freeze"], before["channel_freeze"], "{replayed}");
+    assert!(
+        get_json(&format!("{url}/v1/channels/orders-v2")).0 == 404,
+        "the channel switched before its freeze converged"
+    );
+    drop(stuck);
+    wait_for("the channel change to end after the restart", Duration::from_secs(30), || {
+        get_json(&format!("{url}/v1/channels")).1["change"].is_null()
+    });
+    let (status, channel) = get_json(&format!("{url}/v1/channels/orders-v2"));
+    assert_eq!((status, channel["units"].as_str()), (200, Some("40-44")), "{channel}");
+    assert!(get_json(&format!("{url}/v1/routing")).1["channel_freeze"].is_null());
+    let actions: Vec<String> = audit_of(&url, "channels").into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["channel_switch", "channel_unfreeze"], "each phase once");
+}

@@ -117,6 +117,9 @@ impl App {
             config.subscriber_stale_after_ms,
             config.subscriber_max_per_caller,
         ));
+        // A freeze replayed from the log waits for the previous process's subscribers to come
+        // back before its barrier can pass (`Subscribers::reconnect_grace_left`).
+        subscribers.note_start(coordinator.state().version(), now_ms());
         let lag_source = config.lanes.kafka_bootstrap.as_ref().map(|bootstrap| {
             Arc::new(crate::mq::KafkaLag::new(bootstrap))
                 as Arc<dyn crate::service::lane_membership::LagSource>

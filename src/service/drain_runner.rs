@@ -413,7 +413,24 @@ fn freeze_barrier(runner: &Runner, drain: &Drain, version: u64, now: u64) -> Fre
     let excluded_zone =
         (drain.plan.mode == DrainMode::Evacuate).then_some(drain.plan.zone.as_str());
     let c = runner.subscribers.convergence_excluding(version, now, excluded_zone);
-    FreezeBarrier { version, all_applied: c.converged >= c.live, behind: name_some(&c.behind) }
+    barrier_after_restart(
+        FreezeBarrier { version, all_applied: c.converged >= c.live, behind: name_some(&c.behind) },
+        runner.subscribers.reconnect_grace_left(version, now),
+    )
+}
+
+/// A freeze barrier held while subscribers may still be reconnecting after a restart
+/// (`Subscribers::reconnect_grace_left`), saying so where the stragglers' names go.
+pub(crate) fn barrier_after_restart(barrier: FreezeBarrier, grace_left_ms: u64) -> FreezeBarrier {
+    if grace_left_ms == 0 {
+        return barrier;
+    }
+    let behind = format!(
+        "subscribers reconnecting after a restart ({grace_left_ms} ms left){}{}",
+        if barrier.behind.is_empty() { "" } else { "; " },
+        barrier.behind
+    );
+    FreezeBarrier { all_applied: false, behind, ..barrier }
 }
 
 /// The first five subscribers of a list, with their zone and applied version.

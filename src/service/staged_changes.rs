@@ -81,11 +81,14 @@ async fn advance(
 ) {
     let version = staged.phases.barrier_version();
     let c = subscribers.convergence_excluding(version, now, None);
-    let barrier = FreezeBarrier {
-        version,
-        all_applied: c.converged >= c.live,
-        behind: crate::service::drain_runner::name_some(&c.behind),
-    };
+    let barrier = crate::service::drain_runner::barrier_after_restart(
+        FreezeBarrier {
+            version,
+            all_applied: c.converged >= c.live,
+            behind: crate::service::drain_runner::name_some(&c.behind),
+        },
+        subscribers.reconnect_grace_left(version, now),
+    );
     let Some(step) = decide(&barrier) else { return };
     let what = &staged.what;
     let (command, reason) = match step {

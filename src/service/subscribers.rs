@@ -221,7 +221,15 @@ pub struct Subscribers {
     inner: Mutex<Inner>,
     /// When an ack or a connect last recomputed the gauges (a scan of every subscriber).
     published_ms: AtomicU64,
+    /// The version this process replayed up to and when it started (`note_start`): see
+    /// [`Subscribers::reconnect_grace_left`].
+    replayed_version: AtomicU64,
+    started_ms: AtomicU64,
 }
+
+/// How long after a start a barrier on a replayed version waits for subscribers to reconnect:
+/// twice a Router's longest reconnect backoff (5 s), and never more than `stale_after`.
+pub const RECONNECT_GRACE_MS: u64 = 10_000;
 
 fn check_id(id: &str) -> Result<(), SubscriberError> {
     let ok = !id.is_empty()
@@ -244,7 +252,31 @@ impl Subscribers {
             max_per_caller,
             inner: Mutex::new(Inner::default()),
             published_ms: AtomicU64::new(0),
+            replayed_version: AtomicU64::new(0),
+            started_ms: AtomicU64::new(0),
         }
+    }
+
+    /// Records that this process started at `now_ms` with the log replayed up to `version`.
+    pub fn note_start(&self, version: u64, now_ms: u64) {
+        self.replayed_version.store(version, Ordering::Relaxed);
+        self.started_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// How much longer a barrier on `version` must wait for subscribers to reconnect after a
+    /// restart (0: none). Who is live is in memory: right after a restart nobody is, and a
+    /// barrier that waits for "every live subscriber" would pass at once, switching a freeze
+    /// (replayed from the log) that subscribers of the previous process never applied. So a
+    /// barrier on a version this process replayed rather than made waits until subscribers had
+    /// the time to come back ([`RECONNECT_GRACE_MS`], capped by `stale_after`). Changes started
+    /// after the start are not held: their barrier counts whoever is connected then, as always.
+    pub fn reconnect_grace_left(&self, version: u64, now_ms: u64) -> u64 {
+        let started = self.started_ms.load(Ordering::Relaxed);
+        if started == 0 || version > self.replayed_version.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let grace = RECONNECT_GRACE_MS.min(self.stale_after_ms);
+        (started + grace).saturating_sub(now_ms)
     }
 
     /// Checks that `owner` may use `id`, registering it if it is new (and there is room).
@@ -583,6 +615,21 @@ impl Subscribers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_barrier_on_a_replayed_version_waits_for_reconnects_and_a_new_one_does_not() {
+        let subscribers = Subscribers::new(30_000, 100);
+        assert_eq!(subscribers.reconnect_grace_left(5, 1_000), 0, "before note_start: no grace");
+        subscribers.note_start(7, 1_000_000);
+        assert_eq!(subscribers.reconnect_grace_left(7, 1_000_000), RECONNECT_GRACE_MS);
+        assert_eq!(subscribers.reconnect_grace_left(3, 1_004_000), RECONNECT_GRACE_MS - 4_000);
+        assert_eq!(subscribers.reconnect_grace_left(7, 1_000_000 + RECONNECT_GRACE_MS), 0);
+        assert_eq!(subscribers.reconnect_grace_left(8, 1_000_000), 0, "made after the start");
+        // Never longer than the liveness window.
+        let short = Subscribers::new(2_000, 100);
+        short.note_start(7, 1_000_000);
+        assert_eq!(short.reconnect_grace_left(7, 1_000_500), 1_500);
+    }
 
     #[test]
     fn a_replica_without_watchers_waits_for_a_stuck_gateway_on_another_replica() {
