@@ -194,6 +194,9 @@ struct Held {
     /// committed with its offsets); 0 before any.
     passed: u64,
     committed_passed: u64,
+    /// Granted with a previous owner's marker: the message at this (committed) offset may be
+    /// the one it was holding back, so it is held again whatever its version.
+    recheck: Option<i64>,
 }
 
 /// A partition held back at its first message of a new routing version.
@@ -422,7 +425,15 @@ impl LaneConsumer {
             let consumer = Arc::clone(&self.consumer);
             let received = tokio::time::timeout(slice, consumer.recv()).await;
             let message = match received {
-                Err(_) => continue,
+                // Nothing arrived for a poll slice: caught up. Commit what is processed now
+                // rather than at the next interval, so the other zones' handovers (which wait
+                // for this partition's commits) and the lag readings see it at once.
+                Err(_) => {
+                    if self.held.values().any(|h| h.processed != h.committed) {
+                        self.commit().await?;
+                    }
+                    continue;
+                }
                 // Transport errors (a broker restarting, a leader moving) are reported here
                 // while librdkafka retries by itself; the assignment stays as it is.
                 Ok(Err(_)) => continue,
@@ -464,8 +475,14 @@ impl LaneConsumer {
             color,
             routing_version,
         };
+        // A message at the offset a previous owner committed with its marker may be the one it
+        // held back and never released: judge it again.
+        let recheck = held.recheck == Some(m.offset());
+        if held.recheck.is_some_and(|at| m.offset() >= at) {
+            held.recheck = None;
+        }
         if let (Some(_), Some(version)) = (self.settings.handover, routing_version)
-            && version > held.passed
+            && (version > held.passed || (recheck && version >= held.passed))
         {
             // Everything before this message is processed (the previous one was marked when
             // `next` was called again), and the reading has reached `version` here.
@@ -768,6 +785,7 @@ impl LaneConsumer {
                         committed: offset,
                         passed,
                         committed_passed: passed,
+                        recheck: offset.filter(|_| passed > 0),
                     },
                 );
             }
