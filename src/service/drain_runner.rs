@@ -413,23 +413,18 @@ fn freeze_barrier(runner: &Runner, drain: &Drain, version: u64, now: u64) -> Fre
     let excluded_zone =
         (drain.plan.mode == DrainMode::Evacuate).then_some(drain.plan.zone.as_str());
     let c = runner.subscribers.convergence_excluding(version, now, excluded_zone);
-    barrier_after_restart(
+    held_barrier(
         FreezeBarrier { version, all_applied: c.converged >= c.live, behind: name_some(&c.behind) },
-        runner.subscribers.reconnect_grace_left(version, now),
+        runner.subscribers.freeze_hold(version, now),
     )
 }
 
-/// A freeze barrier held while subscribers may still be reconnecting after a restart
-/// (`Subscribers::reconnect_grace_left`), saying so where the stragglers' names go.
-pub(crate) fn barrier_after_restart(barrier: FreezeBarrier, grace_left_ms: u64) -> FreezeBarrier {
-    if grace_left_ms == 0 {
-        return barrier;
-    }
-    let behind = format!(
-        "subscribers reconnecting after a restart ({grace_left_ms} ms left){}{}",
-        if barrier.behind.is_empty() { "" } else { "; " },
-        barrier.behind
-    );
+/// A freeze barrier held for `hold` (`Subscribers::freeze_hold`: subscribers reconnecting, a
+/// peer's report older than the freeze), saying so where the stragglers' names go.
+pub(crate) fn held_barrier(barrier: FreezeBarrier, hold: Option<String>) -> FreezeBarrier {
+    let Some(hold) = hold else { return barrier };
+    let behind =
+        format!("{hold}{}{}", if barrier.behind.is_empty() { "" } else { "; " }, barrier.behind);
     FreezeBarrier { all_applied: false, behind, ..barrier }
 }
 

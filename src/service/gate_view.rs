@@ -61,14 +61,24 @@ pub struct GateInputs {
 
 impl GateInputs {
     /// This replica's report at `now_ms`.
-    pub fn report(&self, log_id: &str, replica: &str, now_ms: u64) -> GateReport {
+    /// `table_version` is the version this replica has applied (its subscribers' summary is
+    /// as of that version).
+    pub fn report(
+        &self,
+        log_id: &str,
+        replica: &str,
+        table_version: u64,
+        now_ms: u64,
+    ) -> GateReport {
+        let mut subscribers = self.subscribers.summary(now_ms);
+        subscribers.table_version = table_version;
         GateReport {
             gates: FORMAT,
             log_id: log_id.to_owned(),
             replica: replica.to_owned(),
             at_ms: now_ms,
             outcomes: self.health.local_windows(now_ms),
-            subscribers: self.subscribers.summary(now_ms),
+            subscribers,
             lanes: self.lanes.summary(now_ms),
         }
     }
@@ -159,7 +169,7 @@ mod tests {
         };
         let (a, b) = (mk(), mk());
         a.health.record("az-a", ZoneId::GREEN, 5, 5, 1_000).unwrap();
-        let payload = serde_json::to_vec(&a.report("log", "r1", 1_000)).unwrap();
+        let payload = serde_json::to_vec(&a.report("log", "r1", 1, 1_000)).unwrap();
         assert!(b.receive(&payload, "other-log", "r2"));
         assert!(matches!(b.health.recent("az-a", 1_000), Reading::Unknown { .. }));
         assert!(b.receive(&payload, "log", "r1"), "its own report");

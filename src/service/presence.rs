@@ -321,7 +321,12 @@ impl Presence {
     fn gate_report(&self, now_ms: u64) -> Option<GateReport> {
         let gates = self.gates.as_ref()?;
         let id = &self.node.as_ref()?.id;
-        Some(gates.report(self.coordinator.log_id(), id, now_ms))
+        Some(gates.report(
+            self.coordinator.log_id(),
+            id,
+            self.coordinator.state().version(),
+            now_ms,
+        ))
     }
 
     /// The server is listening at `url`: announce that, unless `[node] url` named one.

@@ -81,13 +81,13 @@ async fn advance(
 ) {
     let version = staged.phases.barrier_version();
     let c = subscribers.convergence_excluding(version, now, None);
-    let barrier = crate::service::drain_runner::barrier_after_restart(
+    let barrier = crate::service::drain_runner::held_barrier(
         FreezeBarrier {
             version,
             all_applied: c.converged >= c.live,
             behind: crate::service::drain_runner::name_some(&c.behind),
         },
-        subscribers.reconnect_grace_left(version, now),
+        subscribers.freeze_hold(version, now),
     );
     let Some(step) = decide(&barrier) else { return };
     let what = &staged.what;

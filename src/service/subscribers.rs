@@ -184,6 +184,9 @@ struct Inner {
     commit_times: VecDeque<(u64, u64)>,
     /// What the other replicas' subscribers have applied (`service::gate_view`), by replica.
     peers: BTreeMap<String, (u64, Summary)>,
+    /// When a replica with live subscribers was last heard of no more (its report expired):
+    /// they are reconnecting elsewhere (see [`Subscribers::reconnect_grace_left`]).
+    peer_lost_ms: u64,
 }
 
 /// Most subscribers a summary names (the furthest behind first); the rest are only counted.
@@ -199,6 +202,11 @@ pub struct Summary {
     /// The furthest behind live subscribers (at most [`SUMMARY_NAMES`]), with since when each
     /// lacks the version after the one it applied (the reporting replica's clock).
     pub behind: Vec<SummaryBehind>,
+    /// The table version the reporting replica had applied when it made the summary (0 from a
+    /// replica before this field): a freeze barrier counts a peer's subscribers only from a
+    /// summary made at or after the freeze, see [`Subscribers::freeze_hold`].
+    #[serde(default)]
+    pub table_version: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -270,13 +278,60 @@ impl Subscribers {
     /// barrier on a version this process replayed rather than made waits until subscribers had
     /// the time to come back ([`RECONNECT_GRACE_MS`], capped by `stale_after`). Changes started
     /// after the start are not held: their barrier counts whoever is connected then, as always.
+    ///
+    /// The same holds when another replica with live subscribers goes silent (its report
+    /// expires, `gate_view::PEER_FRESH_MS`): its subscribers are reconnecting to the others, and
+    /// until they are back no barrier counts them, so every barrier waits the same grace from
+    /// then (found by [`Subscribers::convergence_excluding`], which the barriers call first).
+    /// Why a freeze barrier on `version` must not pass yet even if every counted subscriber
+    /// applied it, or `None`: subscribers may still be reconnecting
+    /// ([`Subscribers::reconnect_grace_left`]), this replica started less than
+    /// `gate_view::PEER_FRESH_MS` ago (it may not have heard every peer yet), or a live peer has
+    /// not reported since it applied `version`. A peer's report is a summary of its subscribers as of when it made it, sent
+    /// every `gate_view::GATES_EVERY`; one made before the freeze may lack a subscriber that
+    /// connected to it just before (found on three replicas: a unit move switched within 200 ms
+    /// while the only stuck subscriber sat on another replica). Call after
+    /// [`Subscribers::convergence_excluding`], which expires silent peers.
+    pub fn freeze_hold(&self, version: u64, now_ms: u64) -> Option<String> {
+        let grace = self.reconnect_grace_left(version, now_ms);
+        if grace > 0 {
+            return Some(format!("subscribers reconnecting ({grace} ms left)"));
+        }
+        // Right after a start this replica has not heard the others' reports yet, and a peer it
+        // has not heard of cannot be found stale below: wait until it could have.
+        let fresh = crate::service::gate_view::PEER_FRESH_MS;
+        let started = self.started_ms.load(Ordering::Relaxed);
+        if started > 0 && now_ms < started + fresh {
+            let left = started + fresh - now_ms;
+            return Some(format!(
+                "hearing from the other replicas after the start ({left} ms left)"
+            ));
+        }
+        let inner = self.lock();
+        let stale: Vec<&str> = inner
+            .peers
+            .iter()
+            .filter(|(_, (_, summary))| summary.table_version < version)
+            .map(|(replica, _)| replica.as_str())
+            .collect();
+        (!stale.is_empty()).then(|| {
+            format!(
+                "replica {} has not reported its subscribers since version {version}",
+                stale.join(", ")
+            )
+        })
+    }
+
     pub fn reconnect_grace_left(&self, version: u64, now_ms: u64) -> u64 {
+        let grace = RECONNECT_GRACE_MS.min(self.stale_after_ms);
+        let peer_lost = self.lock().peer_lost_ms;
+        let after_peer =
+            if peer_lost == 0 { 0 } else { (peer_lost + grace).saturating_sub(now_ms) };
         let started = self.started_ms.load(Ordering::Relaxed);
         if started == 0 || version > self.replayed_version.load(Ordering::Relaxed) {
-            return 0;
+            return after_peer;
         }
-        let grace = RECONNECT_GRACE_MS.min(self.stale_after_ms);
-        (started + grace).saturating_sub(now_ms)
+        after_peer.max((started + grace).saturating_sub(now_ms))
     }
 
     /// Checks that `owner` may use `id`, registering it if it is new (and there is room).
@@ -471,7 +526,11 @@ impl Subscribers {
                 missing_since_ms: Self::missing_since(&inner, s),
             })
             .collect();
-        Summary { counts: counts.into_iter().map(|((z, v), n)| (z, v, n)).collect(), behind }
+        Summary {
+            counts: counts.into_iter().map(|((z, v), n)| (z, v, n)).collect(),
+            behind,
+            table_version: 0,
+        }
     }
 
     /// Takes in another replica's summary sent at `at_ms` (replacing its older ones).
@@ -539,6 +598,12 @@ impl Subscribers {
             if skip { excluded.push(entry) } else { behind.push(entry) }
         }
         let fresh = crate::service::gate_view::PEER_FRESH_MS;
+        let lost = inner.peers.values().any(|(at, summary)| {
+            now_ms.saturating_sub(*at) > fresh && summary.counts.iter().any(|(_, _, n)| *n > 0)
+        });
+        if lost {
+            inner.peer_lost_ms = now_ms;
+        }
         inner.peers.retain(|_, (at, _)| now_ms.saturating_sub(*at) <= fresh);
         let local: std::collections::BTreeSet<String> = inner
             .subscribers
@@ -625,6 +690,28 @@ mod tests {
         assert_eq!(subscribers.reconnect_grace_left(3, 1_004_000), RECONNECT_GRACE_MS - 4_000);
         assert_eq!(subscribers.reconnect_grace_left(7, 1_000_000 + RECONNECT_GRACE_MS), 0);
         assert_eq!(subscribers.reconnect_grace_left(8, 1_000_000), 0, "made after the start");
+        // A change made after the start still waits until the other replicas could be heard.
+        assert!(subscribers.freeze_hold(8, 1_000_500).unwrap().contains("hearing"));
+        let heard = 1_000_000 + crate::service::gate_view::PEER_FRESH_MS;
+        assert_eq!(subscribers.freeze_hold(8, heard), None);
+        // A replica whose subscribers were counted goes silent: every barrier waits the grace.
+        let here = Subscribers::new(30_000, 100);
+        let summary =
+            Summary { counts: vec![("az-a".into(), 9, 3)], behind: Vec::new(), table_version: 8 };
+        here.receive_peer("r2", 2_000_000, summary.clone());
+        let fresh = crate::service::gate_view::PEER_FRESH_MS;
+        assert_eq!(here.convergence_excluding(9, 2_000_000, None).live, 3);
+        assert_eq!(here.reconnect_grace_left(9, 2_000_000), 0);
+        // Its summary was made before version 9: it may lack a subscriber, so it holds.
+        let hold = here.freeze_hold(9, 2_000_000).expect("a summary older than the freeze holds");
+        assert!(hold.contains("r2") && hold.contains("version 9"), "{hold}");
+        here.receive_peer("r2", 2_000_000, Summary { table_version: 9, ..summary });
+        assert_eq!(here.freeze_hold(9, 2_000_000), None);
+        let gone = 2_000_001 + fresh;
+        assert_eq!(here.convergence_excluding(9, gone, None).live, 0, "its report expired");
+        assert_eq!(here.reconnect_grace_left(9, gone), RECONNECT_GRACE_MS);
+        assert!(here.freeze_hold(9, gone).unwrap().contains("reconnecting"));
+        assert_eq!(here.reconnect_grace_left(9, gone + RECONNECT_GRACE_MS), 0);
         // Never longer than the liveness window.
         let short = Subscribers::new(2_000, 100);
         short.note_start(7, 1_000_000);
