@@ -97,16 +97,7 @@ fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
 
 /// The drain's audited actions, oldest first.
 fn drain_actions(url: &str) -> Vec<String> {
-    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
-    audit["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .filter(|e| e["by"] == "drain:1")
-        .map(|e| e["action"].as_str().unwrap().to_owned())
-        .filter(|a| a != "drain_hold")
-        .collect()
+    audit_by(url, "drain:1").into_iter().map(|(a, _)| a).filter(|a| a != "drain_hold").collect()
 }
 
 /// `(status, Retry-After, x-tidegate-refusal)` of a gate check for `user` with `method`.
@@ -447,21 +438,6 @@ fn cli_ok(url: &str, args: &[&str]) -> String {
     said
 }
 
-/// The audit records signed `by`, oldest first: `(action, reason)`.
-fn audit_of(url: &str, by: &str) -> Vec<(String, String)> {
-    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
-    audit["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .filter(|e| e["by"] == by)
-        .map(|e| {
-            (e["action"].as_str().unwrap().to_owned(), e["reason"].as_str().unwrap().to_owned())
-        })
-        .collect()
-}
-
 /// A loss-less channel change (issue 24 on the rules of issue 23), on the real binary with a real
 /// edge and Routers subscribed. Widening `orders-v2` from units 40-44 to 40-49 (green) freezes
 /// exactly the `orders` writes of units 45-49, which blue owns by the map: the Router and the
@@ -527,7 +503,7 @@ fn a_loss_less_channel_change_freezes_only_its_writes_and_a_stuck_subscriber_und
     println!("a channel change with 2 live subscribers took {} ms", started.elapsed().as_millis());
     let (_, channel) = get_json(&format!("{url}/v1/channels/orders-v2"));
     assert_eq!(channel["units"], "40-49", "{channel}");
-    let phases = audit_of(&url, "channels");
+    let phases = audit_by(&url, "channels");
     let actions: Vec<&str> = phases.iter().map(|(a, _)| a.as_str()).collect();
     assert_eq!(actions, ["channel_switch", "channel_unfreeze"], "{phases:?}");
     assert!(phases[0].1.contains("every live subscriber (2 of 2)"), "{phases:?}");
@@ -579,7 +555,7 @@ fn a_loss_less_channel_change_freezes_only_its_writes_and_a_stuck_subscriber_und
     let held = frozen_at.elapsed();
     println!("a stuck subscriber held the channel freeze {} ms (window 3 s)", held.as_millis());
     assert!(held >= Duration::from_millis(2500), "undone early");
-    let (action, reason) = audit_of(&url, "channels").pop().unwrap();
+    let (action, reason) = audit_by(&url, "channels").pop().unwrap();
     assert_eq!(action, "channel_unfreeze");
     assert!(reason.contains("stuck-1") && reason.contains("the channel is unchanged"), "{reason}");
     let (_, channel) = get_json(&format!("{url}/v1/channels/orders-v2"));
@@ -637,7 +613,7 @@ fn loss_less_dial_and_unit_moves_freeze_what_they_move_and_a_stuck_subscriber_un
     );
     let (_, table) = get_json(&format!("{url}/v1/routing"));
     assert_eq!((table["blue_units"].as_u64(), &table["frozen"]), (Some(40), &json!({})));
-    let actions: Vec<String> = audit_of(&url, "units").into_iter().map(|(a, _)| a).collect();
+    let actions: Vec<String> = audit_by(&url, "units").into_iter().map(|(a, _)| a).collect();
     assert_eq!(actions, ["units_switch", "units_unfreeze"]);
     let (moving, _) = users_in_and_out(&watcher, "40-49");
     assert!(watcher.wait_for_version(table["version"].as_u64().unwrap(), Duration::from_secs(5)));
@@ -674,7 +650,7 @@ fn loss_less_dial_and_unit_moves_freeze_what_they_move_and_a_stuck_subscriber_un
     let held = frozen_at.elapsed();
     println!("a stuck subscriber held the unit move {} ms (window 3 s)", held.as_millis());
     assert!(held >= Duration::from_millis(2500));
-    let (action, reason) = audit_of(&url, "units").pop().unwrap();
+    let (action, reason) = audit_by(&url, "units").pop().unwrap();
     assert_eq!(action, "units_unfreeze");
     assert!(reason.contains("stuck-1") && reason.contains("no unit changed owner"), "{reason}");
     let (_, table) = get_json(&format!("{url}/v1/routing"));
@@ -810,7 +786,7 @@ fn staged_unit_and_channel_changes_survive_kill_9_in_freezing() {
     });
     let (_, table) = get_json(&format!("{}/v1/routing", server.url));
     assert_eq!((table["blue_units"].as_u64(), &table["frozen"]), (Some(40), &json!({})), "{table}");
-    let actions: Vec<String> = audit_of(&server.url, "units").into_iter().map(|(a, _)| a).collect();
+    let actions: Vec<String> = audit_by(&server.url, "units").into_iter().map(|(a, _)| a).collect();
     assert_eq!(actions, ["units_switch", "units_unfreeze"], "each phase once");
 
     // A channel change held the same way.
@@ -843,6 +819,6 @@ fn staged_unit_and_channel_changes_survive_kill_9_in_freezing() {
     let (status, channel) = get_json(&format!("{url}/v1/channels/orders-v2"));
     assert_eq!((status, channel["units"].as_str()), (200, Some("40-44")), "{channel}");
     assert!(get_json(&format!("{url}/v1/routing")).1["channel_freeze"].is_null());
-    let actions: Vec<String> = audit_of(&url, "channels").into_iter().map(|(a, _)| a).collect();
+    let actions: Vec<String> = audit_by(&url, "channels").into_iter().map(|(a, _)| a).collect();
     assert_eq!(actions, ["channel_switch", "channel_unfreeze"], "each phase once");
 }

@@ -21,19 +21,6 @@ fn routing(url: &str) -> serde_json::Value {
     get_json(&format!("{url}/v1/routing")).1
 }
 
-/// The audited actions signed `by`, oldest first.
-fn actions_by(url: &str, by: &str) -> Vec<String> {
-    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
-    audit["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .filter(|e| e["by"] == by)
-        .map(|e| e["action"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[test]
 fn a_unit_move_in_freezing_survives_kill_9_of_its_replica_and_its_stuck_subscriber_holds_it() {
     let topic = kafka::unique("ha-freeze");
@@ -100,7 +87,9 @@ fn a_unit_move_in_freezing_survives_kill_9_of_its_replica_and_its_stuck_subscrib
             routing(url)
         );
     }
-    assert_eq!(actions_by(&urls[1], "units"), ["units_switch", "units_unfreeze"]);
+    let actions: Vec<String> =
+        common::audit_by(&urls[1], "units").into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["units_switch", "units_unfreeze"]);
     // The killed replica replays the same table.
     replicas.restart(0);
     let expected = routing(&urls[1])["version"].clone();

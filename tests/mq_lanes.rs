@@ -25,21 +25,6 @@ fn users(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("user-{i:04}")).collect()
 }
 
-/// Waits until every member's holding equals its assignment and together they cover all
-/// partitions: the group has settled.
-fn settled(coordinator: &kafka::Coordinator, group: &str, partitions: u64) -> bool {
-    let v = coordinator.group(group);
-    let Some(members) = v["members"].as_array() else { return false };
-    let mut covered = 0;
-    for m in members {
-        if m["holding"] != m["assignment"] || !m["pending"].as_array().unwrap().is_empty() {
-            return false;
-        }
-        covered += m["assignment"].as_array().unwrap().len() as u64;
-    }
-    covered == partitions
-}
-
 fn blue_half(partition: u32, partitions: u32) -> bool {
     partition < partitions / 2
 }
@@ -57,7 +42,7 @@ fn ten_thousand_messages_from_a_thousand_users_follow_the_user_split() {
     let consumers = [("az-b", "b1"), ("az-a", "a1")]
         .map(|(zone, id)| TestConsumer::start(&rt, &lane, zone, id, Duration::ZERO, sink.clone()));
     assert!(
-        wait_until(Duration::from_secs(20), || settled(&coordinator, &group, 8)),
+        wait_until(Duration::from_secs(20), || coordinator.settled(&group, 8)),
         "the group did not settle: {}",
         coordinator.group(&group)
     );
@@ -298,7 +283,7 @@ fn draining_az_b_lets_its_consumers_finish_the_backlog_then_hands_over() {
             })
             .collect();
     assert!(
-        wait_until(Duration::from_secs(20), || settled(&coordinator, &group, 8)),
+        wait_until(Duration::from_secs(20), || coordinator.settled(&group, 8)),
         "the group did not settle: {}",
         coordinator.group(&group)
     );
@@ -471,7 +456,7 @@ fn when_az_b_goes_down_az_a_takes_the_blue_half_and_nothing_is_lost() {
             })
             .collect();
     assert!(
-        wait_until(Duration::from_secs(20), || settled(&coordinator, &group, 8)),
+        wait_until(Duration::from_secs(20), || coordinator.settled(&group, 8)),
         "the group did not settle: {}",
         coordinator.group(&group)
     );

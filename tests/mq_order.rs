@@ -47,19 +47,6 @@ struct Outcome {
     flushes: Vec<Duration>,
 }
 
-fn settled(coordinator: &kafka::Coordinator, group: &str, partitions: u64) -> bool {
-    let v = coordinator.group(group);
-    let Some(members) = v["members"].as_array() else { return false };
-    let mut covered = 0;
-    for m in members {
-        if m["holding"] != m["assignment"] || !m["pending"].as_array().unwrap().is_empty() {
-            return false;
-        }
-        covered += m["assignment"].as_array().unwrap().len() as u64;
-    }
-    covered == partitions
-}
-
 fn plain_producer() -> FutureProducer {
     ClientConfig::new()
         .set("bootstrap.servers", kafka::bootstrap())
@@ -191,7 +178,7 @@ fn run(handover: bool) -> Outcome {
         })
         .collect();
     assert!(
-        wait_until(Duration::from_secs(20), || settled(&coordinator, &group, 8)),
+        wait_until(Duration::from_secs(20), || coordinator.settled(&group, 8)),
         "the group did not settle: {}",
         coordinator.group(&group)
     );

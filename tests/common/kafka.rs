@@ -131,6 +131,21 @@ impl Coordinator {
         get_json(&format!("{}/v1/lanes/{group}", self.url)).1
     }
 
+    /// Whether every member's holding equals its assignment and together they cover all
+    /// `partitions`: the group has settled.
+    pub fn settled(&self, group: &str, partitions: u64) -> bool {
+        let v = self.group(group);
+        let Some(members) = v["members"].as_array() else { return false };
+        let mut covered = 0;
+        for m in members {
+            if m["holding"] != m["assignment"] || !m["pending"].as_array().unwrap().is_empty() {
+                return false;
+            }
+            covered += m["assignment"].as_array().unwrap().len() as u64;
+        }
+        covered == partitions
+    }
+
     pub fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
         let mut response = agent()
             .post(&format!("{}{path}", self.url))

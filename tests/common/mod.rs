@@ -341,3 +341,18 @@ impl Drop for Prometheus {
             .output();
     }
 }
+
+/// The audit entries signed `by`, oldest first, as `(action, reason)`.
+pub fn audit_by(url: &str, by: &str) -> Vec<(String, String)> {
+    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
+    audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .filter(|e| e["by"] == by)
+        .map(|e| {
+            (e["action"].as_str().unwrap().to_owned(), e["reason"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
