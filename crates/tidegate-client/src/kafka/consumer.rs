@@ -247,6 +247,17 @@ fn parse_marker(metadata: &str) -> u64 {
     metadata.strip_prefix("tgv=").and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
+/// A partition's committed offset (`None` where the group never committed) and handover marker
+/// in an answer to `committed_offsets`.
+fn committed_at(committed: &TopicPartitionList, topic: &str, partition: u32) -> (Option<i64>, u64) {
+    let found = committed.find_partition(topic, partition as i32);
+    let offset = found.as_ref().and_then(|e| match e.offset() {
+        Offset::Offset(o) => Some(o),
+        _ => None,
+    });
+    (offset, found.as_ref().map_or(0, |e| parse_marker(e.metadata())))
+}
+
 pub struct LaneConsumer {
     settings: ConsumerSettings,
     consumer: Arc<StreamConsumer>,
@@ -526,7 +537,7 @@ impl LaneConsumer {
         let unsnapped = self.paused.values().any(|pause| pause.snapshot.is_none());
         if self.probe.is_none() && (unsnapped || Instant::now() >= self.next_peer_check) {
             self.next_peer_check = Instant::now() + HANDOVER_POLL;
-            self.spawn_probe(unsnapped);
+            self.spawn_probe();
         }
         let limit = self.settings.handover.unwrap_or(Duration::ZERO);
         let ready = self.paused.iter().find_map(|(p, pause)| {
@@ -585,7 +596,7 @@ impl LaneConsumer {
     /// Starts a probe: every partition's watermarks when a pause still needs its snapshot (they
     /// are taken after its message was read, which is what makes them a bound), and the group's
     /// commits of the partitions other members read.
-    fn spawn_probe(&mut self, watermarks: bool) {
+    fn spawn_probe(&mut self) {
         let partitions = self.lane.partitions();
         let for_pauses: Vec<(u32, u64)> = self
             .paused
@@ -593,6 +604,7 @@ impl LaneConsumer {
             .filter(|(_, pause)| pause.snapshot.is_none())
             .map(|(p, pause)| (*p, pause.version))
             .collect();
+        let watermarks = !for_pauses.is_empty();
         let foreign: Vec<u32> = (0..partitions).filter(|q| !self.held.contains_key(q)).collect();
         let consumer = Arc::clone(&self.consumer);
         let topic = self.settings.topic.clone();
@@ -611,13 +623,7 @@ impl LaneConsumer {
                 }
                 let committed = consumer.committed_offsets(tpl, QUERY_TIMEOUT)?;
                 for q in foreign {
-                    let found = committed.find_partition(&topic, q as i32);
-                    let offset = found.as_ref().and_then(|e| match e.offset() {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    });
-                    let passed = found.as_ref().map_or(0, |e| parse_marker(e.metadata()));
-                    commits.insert(q, (offset, passed));
+                    commits.insert(q, committed_at(&committed, &topic, q));
                 }
             }
             Ok(Probe { for_pauses, marks: watermarks.then_some(marks), commits })
@@ -770,13 +776,8 @@ impl LaneConsumer {
             })
             .await?;
             for p in &added {
-                let found = committed.find_partition(&self.settings.topic, *p as i32);
-                let offset = found.as_ref().and_then(|e| match e.offset() {
-                    Offset::Offset(o) => Some(o),
-                    _ => None,
-                });
-                // The previous owner's marker: the version its reading had reached.
-                let passed = found.as_ref().map_or(0, |e| parse_marker(e.metadata()));
+                // With the previous owner's marker: the version its reading had reached.
+                let (offset, passed) = committed_at(&committed, &self.settings.topic, *p);
                 self.held.insert(
                     *p,
                     Held {
