@@ -77,7 +77,7 @@ fn local_tags_equal_the_servers_for_100_000_random_ids() {
             let local = router.tag(id).unwrap();
             assert_eq!(&*local.lane, server_tag["color"], "{id:?}");
             assert_eq!(u64::from(local.unit), server_tag["unit"].as_u64().unwrap(), "{id:?}");
-            assert_eq!(local.zone, server_tag["zone"], "{id:?}");
+            assert_eq!(server_tag["zone"], *local.zone, "{id:?}");
             assert_eq!(local.pinned, server_tag["pinned"].as_bool().unwrap(), "{id:?}");
             assert_eq!(local.version, body["version"].as_u64().unwrap());
             blue += usize::from(local.color == tidegate::core::ZoneId::BLUE);

@@ -319,7 +319,7 @@ impl Driver {
                 Some((zone, version)) => (zone, version, true),
                 None => {
                     let tag = self.gateways[rng.below(2) as usize].tag(user).unwrap();
-                    (tag.zone, tag.version, false)
+                    (tag.zone.into_owned(), tag.version, false)
                 }
             };
             let mut call = agent

@@ -82,11 +82,12 @@ impl Default for RouterOptions {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tag {
     pub color: ZoneId,
-    /// The lane (colour) users and headers see: `blue`, `green` (borrowed: every table has
-    /// them, so the two-zone tag allocates nothing more), or a further zone's lane.
+    /// The lane (colour) users and headers see: `blue`, `green`, or a further zone's lane
+    /// (borrowed, like `zone`: a tag allocates nothing).
     pub lane: std::borrow::Cow<'static, str>,
     pub unit: u32,
-    pub zone: String,
+    /// The zone's name (`az-a`), borrowed from the names every table interns.
+    pub zone: std::borrow::Cow<'static, str>,
     pub version: u64,
     pub pinned: bool,
 }
@@ -421,7 +422,7 @@ impl Router {
             color: tag.color,
             lane: table.lane_static(tag.color),
             unit: tag.unit.0,
-            zone: table.zone_of(tag.color).to_owned(),
+            zone: table.zone_static(tag.color),
             version: table.version(),
             pinned: tag.pinned,
         })
@@ -441,7 +442,7 @@ impl Router {
             color: tag.color,
             lane: table.lane_static(tag.color),
             unit: tag.unit.0,
-            zone: table.zone_of(tag.color).to_owned(),
+            zone: table.zone_static(tag.color),
             version: table.version(),
             pinned: tag.pinned,
         })
@@ -469,7 +470,7 @@ impl Router {
             color: tag.color,
             lane: table.lane_static(tag.color),
             unit: tag.unit.0,
-            zone: table.zone_of(tag.color).to_owned(),
+            zone: table.zone_static(tag.color),
             version: table.version(),
             pinned: tag.pinned,
         };

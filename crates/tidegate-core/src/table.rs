@@ -589,13 +589,20 @@ impl RoutingTable {
         self.zones.zone_of(zone)
     }
 
+    /// [`RoutingTable::zone_of`] for answers that outlive the table (see [`Zones::zone_static`]).
+    #[inline]
+    pub fn zone_static(&self, zone: ZoneId) -> std::borrow::Cow<'static, str> {
+        self.zones.zone_static(zone)
+    }
+
     /// The lane (colour) of a zone of this table.
     pub fn lane(&self, zone: ZoneId) -> &str {
         self.zones.lane(zone)
     }
 
-    /// [`RoutingTable::lane`] for answers that outlive the table: borrowed for blue and green
-    /// (indices 0 and 1 of every table), so the two-zone hot paths allocate nothing.
+    /// [`RoutingTable::lane`] for answers that outlive the table: borrowed, for blue and green
+    /// (indices 0 and 1 of every table) from constants, else from the interned lanes
+    /// ([`Zones::lane_static`]), so tagging allocates nothing.
     #[inline]
     pub fn lane_static(&self, zone: ZoneId) -> std::borrow::Cow<'static, str> {
         // Indexed, not matched: which of blue and green a user gets is random, so a branch on
@@ -604,7 +611,7 @@ impl RoutingTable {
         const FIRST_TWO: [&str; 2] = ["blue", "green"];
         match FIRST_TWO.get(zone.index()) {
             Some(lane) => std::borrow::Cow::Borrowed(lane),
-            None => self.lane(zone).to_owned().into(),
+            None => self.zones.lane_static(zone),
         }
     }
 

@@ -115,6 +115,31 @@ pub enum ZoneError {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Zones {
     list: Arc<Vec<ZoneSpec>>,
+    /// Each zone's name and lane, interned ([`intern`]): what a tag answer borrows instead of
+    /// allocating. Follows from `list`.
+    interned: Arc<[(Option<&'static str>, Option<&'static str>)]>,
+}
+
+/// Distinct zone names interned per process at most: a table lists at most [`MAX_ZONES`] and
+/// zones are added rarely, so this is never reached in practice; past it, names are copied.
+const MAX_INTERNED: usize = 4096;
+
+/// `name` as a `&'static str` shared by every table that names the zone (leaked once per
+/// distinct name, at most [`MAX_INTERNED`]); `None` past the bound.
+fn intern(name: &str) -> Option<&'static str> {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&known) = names.get(name) {
+        return Some(known);
+    }
+    if names.len() >= MAX_INTERNED {
+        return None;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    Some(leaked)
 }
 
 /// Checks a zone or lane name: 1 to 64 characters of `[A-Za-z0-9._-]` (the labels Prometheus
@@ -127,14 +152,17 @@ pub fn validate_zone_name(name: &str) -> Result<(), ZoneError> {
 }
 
 impl Zones {
+    fn of(list: Vec<ZoneSpec>) -> Zones {
+        let interned = list.iter().map(|z| (intern(&z.name), intern(&z.lane))).collect();
+        Zones { list: Arc::new(list), interned }
+    }
+
     /// The two-zone list: `blue` in `blue_zone`, `green` in `green_zone`.
     pub fn two(blue_zone: &str, green_zone: &str) -> Zones {
-        Zones {
-            list: Arc::new(vec![
-                ZoneSpec::new(blue_zone, "blue", ZoneClass::Rzone),
-                ZoneSpec::new(green_zone, "green", ZoneClass::Rzone),
-            ]),
-        }
+        Zones::of(vec![
+            ZoneSpec::new(blue_zone, "blue", ZoneClass::Rzone),
+            ZoneSpec::new(green_zone, "green", ZoneClass::Rzone),
+        ])
     }
 
     /// A list from its entries: the first two are the `blue` and `green` lanes; names and lanes
@@ -146,12 +174,12 @@ impl Zones {
         if specs.len() > MAX_ZONES {
             return Err(ZoneError::TooMany);
         }
-        let mut zones = Zones { list: Arc::new(Vec::with_capacity(specs.len())) };
+        let mut zones = Zones::of(Vec::with_capacity(specs.len()));
         for spec in specs {
             zones.check_new(&spec)?;
             Arc::make_mut(&mut zones.list).push(spec);
         }
-        Ok(zones)
+        Ok(Zones::of(Arc::unwrap_or_clone(zones.list)))
     }
 
     /// Why `spec` cannot join this list, if it cannot.
@@ -175,14 +203,14 @@ impl Zones {
         let id = ZoneId(self.list.len() as u16);
         let mut list = (*self.list).clone();
         list.push(spec);
-        Ok((Zones { list: Arc::new(list) }, id))
+        Ok((Zones::of(list), id))
     }
 
     /// The list with `zone` retired.
     pub fn retiring(&self, zone: ZoneId) -> Zones {
         let mut list = (*self.list).clone();
         list[zone.index()].retired = true;
-        Zones { list: Arc::new(list) }
+        Zones::of(list)
     }
 
     /// The list with the names of the first two zones replaced (a file log's zones are
@@ -191,7 +219,7 @@ impl Zones {
         let mut list = (*self.list).clone();
         list[0].name = blue_zone.to_owned();
         list[1].name = green_zone.to_owned();
-        Zones { list: Arc::new(list) }
+        Zones::of(list)
     }
 
     pub fn len(&self) -> usize {
@@ -229,6 +257,25 @@ impl Zones {
     /// list or from a log it was built from.
     pub fn zone_of(&self, zone: ZoneId) -> &str {
         &self.list[zone.index()].name
+    }
+
+    /// [`Zones::zone_of`] for answers that outlive the list: borrowed from the process's
+    /// interned names, so a tag answer allocates nothing for it.
+    #[inline]
+    pub fn zone_static(&self, zone: ZoneId) -> std::borrow::Cow<'static, str> {
+        match self.interned[zone.index()].0 {
+            Some(name) => std::borrow::Cow::Borrowed(name),
+            None => std::borrow::Cow::Owned(self.zone_of(zone).to_owned()),
+        }
+    }
+
+    /// [`Zones::lane`] for answers that outlive the list (see [`Zones::zone_static`]).
+    #[inline]
+    pub fn lane_static(&self, zone: ZoneId) -> std::borrow::Cow<'static, str> {
+        match self.interned[zone.index()].1 {
+            Some(lane) => std::borrow::Cow::Borrowed(lane),
+            None => std::borrow::Cow::Owned(self.lane(zone).to_owned()),
+        }
     }
 
     /// The zone's lane (`blue`).
@@ -283,6 +330,27 @@ impl Default for Zones {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zone_names_are_interned_once_per_name() {
+        let a = Zones::two("az-intern-b", "az-intern-a");
+        let (b, c) = a.with(ZoneSpec::new("az-intern-c", "red", ZoneClass::Rzone)).unwrap();
+        let std::borrow::Cow::Borrowed(first) = a.zone_static(ZoneId::GREEN) else {
+            panic!("an interned name is borrowed")
+        };
+        let std::borrow::Cow::Borrowed(second) = b.zone_static(ZoneId::GREEN) else {
+            panic!("an interned name is borrowed")
+        };
+        // Two lists naming one zone share its one copy.
+        assert!(std::ptr::eq(first, second));
+        assert_eq!(first, "az-intern-a");
+        assert_eq!(b.zone_static(c), "az-intern-c");
+        assert!(matches!(b.lane_static(c), std::borrow::Cow::Borrowed("red")));
+        let renamed = b.renamed_colors("az-intern-x", "az-intern-y");
+        assert_eq!(renamed.zone_static(ZoneId::BLUE), "az-intern-x");
+        assert_eq!(renamed.zone_static(c), "az-intern-c");
+        assert_eq!(renamed.retiring(c).zone_static(c), "az-intern-c");
+    }
 
     #[test]
     fn names_and_lanes_are_unique_and_checked() {
