@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, StoreConfig};
-use crate::core::ZoneId;
 use crate::http::{self, App, now_ms};
 use crate::http_fast;
 use crate::mq::{KafkaCommandLog, KafkaLogReader, KafkaPresence, ensure_command_topic};
@@ -192,13 +191,19 @@ pub fn serve(config: Config) -> Result<(), String> {
     let config = Arc::new(config);
     let coordinator = open_coordinator(&config).map_err(|e| e.to_string())?;
     let table = coordinator.table();
+    // Every live zone's share, from the table (with three zones, green is not `100 - blue`).
+    let shares: Vec<String> = table
+        .zones()
+        .live()
+        .map(|z| {
+            let percent = f64::from(table.units_of(z)) * 100.0 / f64::from(table.units());
+            format!("{percent}% {} in {}", table.lane(z), table.zone_of(z))
+        })
+        .collect();
     tracing::info!(
-        "routing version {} ({}% blue in {}, {}% green in {}); log: {}",
+        "routing version {} ({}); log: {}",
         table.version(),
-        table.blue_percent(),
-        config.zones.zone_of(ZoneId::BLUE),
-        100.0 - table.blue_percent(),
-        config.zones.zone_of(ZoneId::GREEN),
+        shares.join(", "),
         coordinator.log_description()
     );
     if config.operators.is_empty() {

@@ -845,3 +845,106 @@ fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A zone's settings are configuration: the order that needs no restart after the zone is added
+/// is to configure `[zones.<zone>]` on every replica first (a rolling restart), then add the
+/// zone with `POST /v1/zones`: its capacity counts from the version that adds it. The control,
+/// a zone added without configuration, is not judged on capacity at all, so the same move that
+/// the configured zone refuses is accepted there. A zone just added owns nothing and has no
+/// traffic to report, so its load is judged 0, not unknown (it was unknown, and every first
+/// move to a new site needed `force`).
+#[test]
+fn a_zone_configured_before_it_is_added_is_judged_on_its_capacity_at_once() {
+    let started = std::time::Instant::now();
+    let two_zones = config_toml(
+        r#"
+initial_blue_percent = 50
+[health]
+window = "2s"
+[capacity]
+headroom = 0.0
+[zones.az-a]
+capacity_rps = 4000
+[zones.az-b]
+capacity_rps = 4000
+"#,
+    );
+    let configured = format!("{two_zones}\n[zones.az-d]\nlane = \"teal\"\ncapacity_rps = 100\n");
+    let loads = &[("az-b", "blue", 300), ("az-a", "green", 300)];
+    // Adds az-d and moves 40 units to it (about 240 rps of the 600 fed): the answer's status,
+    // error and az-d's capacity as `GET /v1/zones` reports it right after the add.
+    let add_then_move = |url: &str| -> (u16, Value, Value) {
+        let version = routing(url)["version"].as_u64().unwrap();
+        let (status, body) = post_json(
+            &format!("{url}/v1/zones"),
+            OPERATOR_TOKEN,
+            json!({"name": "az-d", "lane": "teal", "expected_version": version, "reason": "new site"}),
+        );
+        assert_eq!(status, 200, "{body}");
+        let (_, zones) = get_json(&format!("{url}/v1/zones"));
+        let az_d = zones["zones"].as_array().unwrap().iter().find(|z| z["zone"] == "az-d").cloned();
+        let capacity = az_d.map(|z| z["capacity"]["capacity_rps"].clone()).unwrap_or(Value::Null);
+        let loaded = wait_until(Duration::from_secs(10), || {
+            let (_, zones) = get_json(&format!("{url}/v1/zones"));
+            zones["zones"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .take(2)
+                .all(|z| z["capacity"]["load_rps"].is_number())
+        });
+        assert!(loaded, "both zones report load: {}", get_json(&format!("{url}/v1/zones")).1);
+        let (status, body) = put_units(
+            url,
+            json!({"moves": [{"units": "0-39", "zone": "az-d"}], "expected_version": version + 1,
+                   "reason": "give az-d its units"}),
+        );
+        (status, body, capacity)
+    };
+    let v = |url: &str| routing(url)["version"].clone();
+
+    // Configured first: the log starts with two zones, then every replica restarts with az-d's
+    // settings (it is not in the log yet, so it is not a zone yet), then the zone is added.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    let data = dir.path().join("data");
+    std::fs::write(&file, &two_zones).unwrap();
+    drop(Server::start(&file, &data));
+    std::fs::write(&file, &configured).unwrap();
+    let server = Server::start(&file, &data);
+    let zones = routing(&server.url)["zones"].as_array().unwrap().len();
+    assert_eq!(zones, 2, "a configured zone joins an existing log only by the logged command");
+    let stop = Arc::new(AtomicBool::new(false));
+    feed(server.url.clone(), loads, Arc::clone(&stop));
+    let (status, body, capacity) = add_then_move(&server.url);
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(capacity, json!(100.0), "az-d's configured capacity counts at once");
+    assert_eq!((status, body["error"].as_str()), (409, Some("insufficient_capacity")), "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.contains("az-d") && !detail.contains("unknown"), "{body}");
+    println!("configured first, 40 units: {status} {detail}");
+    // Ten units (about 60 rps) fit in its 100 rps, with no force.
+    let (status, body) = put_units(
+        &server.url,
+        json!({"moves": [{"units": "0-9", "zone": "az-d"}], "expected_version": v(&server.url),
+               "reason": "give az-d ten units"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["moved_units"], 10, "{body}");
+    std::thread::sleep(Duration::from_millis(300));
+    drop(server);
+
+    // Control: added without configuration, az-d has no capacity, and the same move goes.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    std::fs::write(&file, &two_zones).unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let stop = Arc::new(AtomicBool::new(false));
+    feed(server.url.clone(), loads, Arc::clone(&stop));
+    let (status, body, capacity) = add_then_move(&server.url);
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(capacity, Value::Null, "an unconfigured zone has no capacity");
+    assert_eq!(status, 200, "{body}");
+    std::thread::sleep(Duration::from_millis(300));
+    eprintln!("configured-zone test: {:.1} s", started.elapsed().as_secs_f64());
+}

@@ -319,7 +319,7 @@ impl Capacities {
                 })
                 .collect();
             let units = table.units_of(receiver);
-            let receiving = self.receiving_load(name, units, now_ms);
+            let receiving = idle_is_zero(table, receiver, self.receiving_load(name, units, now_ms));
             out.push((
                 receiver,
                 crate::core::judge_gains(&gains, units, &receiving, self.config.headroom),
@@ -335,7 +335,8 @@ impl Capacities {
         if !self.config.zones.contains_key(name) {
             return None;
         }
-        let load = self.receiving_load(name, table.units_of(zone), now_ms);
+        let load =
+            idle_is_zero(table, zone, self.receiving_load(name, table.units_of(zone), now_ms));
         match (&load.capacity, &load.load_rps) {
             (crate::core::Capacity::Rps(cap), Ok(now)) => {
                 Some(cap * (1.0 - self.config.headroom) - now)
@@ -343,6 +344,20 @@ impl Capacities {
             _ => None,
         }
     }
+}
+
+/// A zone that nothing routes to ([`RoutingTable::routes_nothing_to`]) and that reports no
+/// load carries none: a site just added has no users to report outcomes for, and judging its
+/// first units as "load unknown" meant every first move to it needed `force`.
+fn idle_is_zero(table: &RoutingTable, zone: ZoneId, mut load: ZoneLoad) -> ZoneLoad {
+    if load.load_rps.is_err() && table.routes_nothing_to(zone) {
+        load.load_note = Some(format!(
+            "{} owns no units, pins or channels and reports no outcomes: judged at 0 rps",
+            load.zone
+        ));
+        load.load_rps = Ok(0.0);
+    }
+    load
 }
 
 /// The units a colour serves in the table.

@@ -636,6 +636,17 @@ impl RoutingTable {
         self.map.count(zone)
     }
 
+    /// True when nothing routes users or writes to `zone`: no units in any domain, no pins, no
+    /// release channel, not the global writer. Such a zone carries no load by construction (a
+    /// zone just added has no traffic to report, so its measured load is unknown, not zero).
+    pub fn routes_nothing_to(&self, zone: ZoneId) -> bool {
+        self.map.count(zone) == 0
+            && self.domains.values().all(|m| m.count(zone) == 0)
+            && !self.pins.values().any(|z| *z == zone)
+            && !self.channels.values().any(|c| c.zone == zone)
+            && self.global.zone != Some(zone)
+    }
+
     pub fn pins(&self) -> &BTreeMap<String, ZoneId> {
         &self.pins
     }
