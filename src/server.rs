@@ -206,6 +206,12 @@ pub fn serve(config: Config) -> Result<(), String> {
         shares.join(", "),
         coordinator.log_description()
     );
+    if config.subscriber_stale_after_ms < crate::service::subscribers::RECONNECT_GRACE_MS {
+        tracing::warn!(
+            stale_after_ms = config.subscriber_stale_after_ms,
+            "subscribers.stale_after is below 10s: it caps the grace a loss-less change waits for the subscribers of a replica that went silent, and a Router notices a silent replica only after its stall bound (8s by default), so a switch may come while such a subscriber still holds the table from before the freeze (docs/src/drains.md)"
+        );
+    }
     if config.operators.is_empty() {
         tracing::info!(
             "no operators configured, so changes are refused; run `tidegate token new --name NAME`"

@@ -4,6 +4,12 @@
 //! freeze, keeps the move in `freezing` on every surviving replica past the reconnect grace; once
 //! it is gone the survivors switch and unfreeze once each, and the killed replica replays the
 //! same table when it comes back.
+//!
+//! And a replica that goes silent without dying (`SIGSTOP`: its sockets stay open, it says
+//! nothing): its writer, a Router that acknowledges every version, still holds the table from
+//! before the freeze until its stall bound moves it to another replica. The peer-silent grace
+//! keeps the switch back until it has; with the grace cut short (the control), the writer's
+//! check accepts writes for the old owner after the coordinators switched the units.
 
 mod common;
 mod ha_support;
@@ -14,6 +20,7 @@ use common::{OPERATOR_TOKEN, get_json, kafka, put_json, wait_until};
 use ha_support::Replicas;
 use serde_json::json;
 use tidegate::client::{Identity, Router, RouterOptions};
+use tidegate::core::ZoneId;
 
 const CONFIG: &str = "[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"\n";
 
@@ -99,4 +106,86 @@ fn a_unit_move_in_freezing_survives_kill_9_of_its_replica_and_its_stuck_subscrib
     );
     let table = routing(&urls[0]);
     assert_eq!((table["blue_units"].as_u64(), &table["frozen"]), (Some(40), &json!({})));
+}
+
+/// One `SIGSTOP` run: a writer Router (acknowledging, stall bound 8 s), the replica it streams
+/// from stopped, then a loss-less move of units 0-9 (blue az-b to green az-a) taken by another.
+/// Returns (the dual-owner window in ms: how long the mover had switched while the writer's
+/// write check still said az-b owns a moved user, the switch's time after the stop in ms).
+fn silent_replica_run(extra: &str) -> (u64, u64) {
+    let topic = kafka::unique("ha-freeze-stop");
+    // A 1 s heartbeat in both runs, so the runs differ in the grace alone.
+    let config = format!("{CONFIG}[subscribers]\nheartbeat = \"1s\"\n{extra}");
+    let replicas = Replicas::start(&kafka::bootstrap(), &topic, 3, &config);
+    let urls = replicas.urls.clone();
+    let identity =
+        Identity { subscriber_id: "writer-1".into(), zone: "az-b".into(), kind: "service".into() };
+    let options = RouterOptions { token: Some(OPERATOR_TOKEN.into()), ..Default::default() };
+    let writer = Router::connect(&urls.join(","), identity, options).unwrap();
+    assert!(writer.wait_for_version(1, Duration::from_secs(10)), "writer-1 got no table");
+    // The replica the writer streams from (a Router prefers one of its own zone) goes silent;
+    // the next one takes the move.
+    let coordinator = writer.status().coordinator.unwrap();
+    let silent = urls.iter().position(|u| *u == coordinator).unwrap();
+    let mover = &urls[(silent + 1) % urls.len()];
+    // A user of a moving unit, blue (az-b) before the move.
+    let user = (0..10_000)
+        .map(|i| format!("user-{i}"))
+        .find(|u| writer.tag(u).unwrap().unit < 10)
+        .unwrap();
+    assert!(writer.check_write(&user, ZoneId::BLUE, None).unwrap().is_owned());
+    // The mover has heard the silent replica's reports (every 500 ms) that count the writer.
+    let listed = wait_until(Duration::from_secs(10), || {
+        get_json(&format!("{coordinator}/v1/subscribers")).1.to_string().contains("writer-1")
+    });
+    assert!(listed, "writer-1 is not registered on {coordinator}");
+    std::thread::sleep(Duration::from_secs(2));
+
+    replicas.signal(silent, "-STOP");
+    let stopped = Instant::now();
+    let version = routing(mover)["version"].clone();
+    let (status, body) = put_json(
+        &format!("{mover}/v1/units"),
+        OPERATOR_TOKEN,
+        json!({"moves": [{"units": "0-9", "zone": "green"}], "freeze": true, "freeze_window": "60s",
+               "expected_version": version, "reason": "move 0-9 while a replica is silent"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let mut dual_ms = 0u64;
+    let mut switched_ms = None;
+    let mut last = Instant::now();
+    while stopped.elapsed() < Duration::from_secs(25) {
+        let switched = routing(mover)["blue_units"] == 40;
+        let old_owner_writes = writer.check_write(&user, ZoneId::BLUE, None).unwrap().is_owned();
+        let now = Instant::now();
+        if switched {
+            switched_ms.get_or_insert(stopped.elapsed().as_millis() as u64);
+            if old_owner_writes {
+                dual_ms += now.duration_since(last).as_millis() as u64;
+            }
+        }
+        last = now;
+        if switched && !old_owner_writes && writer.version() >= routing(mover)["version"].as_u64() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    replicas.signal(silent, "-CONT");
+    let switched_ms = switched_ms.expect("the move never switched");
+    println!(
+        "silent replica ({extra:?}): switched {switched_ms} ms after the stop, dual-owner window {dual_ms} ms"
+    );
+    (dual_ms, switched_ms)
+}
+
+#[test]
+fn a_silent_replica_holds_a_unit_move_until_its_writer_has_the_freeze() {
+    // The grace in force: min(10 s, subscribers.stale_after = 30 s).
+    let (dual, switched) = silent_replica_run("");
+    assert_eq!(dual, 0, "the writer accepted old-owner writes after the switch for {dual} ms");
+    assert!(switched >= 10_000, "switched {switched} ms after the stop, inside the grace");
+    // Control: stale_after 2 s caps the grace at 2 s; the switch comes before the writer's 8 s
+    // stall bound moves it off the silent replica, and it writes for the old owner meanwhile.
+    let (dual, switched) = silent_replica_run("stale_after = \"2s\"\n");
+    assert!(dual > 0, "the control shows no dual-owner window (switched at {switched} ms)");
 }
