@@ -91,6 +91,23 @@ pub struct Settings {
     pub plans: PlanSettings,
     pub log: LogSettings,
     pub channels: ChannelSettings,
+    pub freeze: FreezeSettings,
+}
+
+/// `[freeze]`: loss-less moves by default. With `by_default`, maintenance drains, unit moves
+/// and dial moves that do not say `"freeze"` freeze the units that change owner for at most
+/// `window`; `"freeze": false` still moves at once, and evacuations stay speed first.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FreezeSettings {
+    pub by_default: bool,
+    pub window: String,
+}
+
+impl Default for FreezeSettings {
+    fn default() -> Self {
+        FreezeSettings { by_default: false, window: "30s".into() }
+    }
 }
 
 /// `[channels]`: release channels. `services` lists the services a channel may name (a typo
@@ -592,6 +609,7 @@ impl Default for Settings {
             plans: PlanSettings::default(),
             log: LogSettings::default(),
             channels: ChannelSettings::default(),
+            freeze: FreezeSettings::default(),
         }
     }
 }
@@ -728,6 +746,11 @@ pub struct Config {
     pub node: Option<NodeConfig>,
     /// `[plans] triggers`: plan triggers may start runs (opt-in).
     pub plan_triggers: bool,
+    /// `[freeze] by_default`: a maintenance drain, unit move or dial move whose request does
+    /// not say `freeze` freezes (off: such a move is at once).
+    pub freeze_by_default: bool,
+    /// `[freeze] window`: a freeze's maximum window when the request names none.
+    pub freeze_window_ms: u64,
     /// `[plans] auto_window`, in ms: at most one automatic run per window across all plans.
     pub auto_window_ms: u64,
     /// `[plans] auto_max_share_percent`: the share one automatic run may move.
@@ -1122,6 +1145,10 @@ impl Config {
         let drain = validate_drain(&s.drain, scheme.count())?;
         let subscriber_stale_after_ms =
             duration("subscribers.stale_after", &s.subscribers.stale_after)?;
+        let freeze_window_ms = duration("freeze.window", &s.freeze.window)?;
+        if !(100..=crate::core::MAX_FREEZE_MS).contains(&freeze_window_ms) {
+            return Err(invalid("freeze.window", "must be from 100ms to 10m"));
+        }
         let watch_heartbeat_ms = duration("subscribers.heartbeat", &s.subscribers.heartbeat)?;
         if watch_heartbeat_ms * 2 > subscriber_stale_after_ms {
             return Err(invalid(
@@ -1216,6 +1243,8 @@ impl Config {
             store,
             node,
             plan_triggers: s.plans.triggers,
+            freeze_by_default: s.freeze.by_default,
+            freeze_window_ms,
             declared_plans: s.plans.declared.clone(),
             tls: s.server.tls.clone(),
             fast_port: s.server.fast_port,

@@ -28,6 +28,8 @@ fn a_config_that_starts_fails_the_harness_at_its_deadline() {
 fn each_bad_value_names_its_key() {
     let cases = [
         ("[units]\ncount = 1", "units.count"),
+        ("[freeze]\nwindow = \"1h\"", "freeze.window"),
+        ("[freeze]\nby_default = \"yes\"", "freeze.by_default"),
         ("[drain]\ninterval = \"18446744073709551615ms\"", "drain.interval"),
         ("[units]\ncount = 64\nmode = \"digits\"", "units.mode"),
         ("[units]\nmode = \"modulo\"", "units.mode"),

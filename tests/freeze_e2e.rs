@@ -822,3 +822,113 @@ fn staged_unit_and_channel_changes_survive_kill_9_in_freezing() {
     let actions: Vec<String> = audit_by(&url, "channels").into_iter().map(|(a, _)| a).collect();
     assert_eq!(actions, ["channel_switch", "channel_unfreeze"], "each phase once");
 }
+
+/// `[freeze] by_default` (issue 23): a dial move, a unit move and a maintenance drain that do
+/// not say `freeze` are loss-less (the dial and the move answer 202 and run three audited phases,
+/// the drain's steps freeze); `"freeze": false` and an evacuation (speed first) move at once. The
+/// control, the same dial on a coordinator without the setting, moves at once.
+#[test]
+fn with_freeze_by_default_moves_freeze_unless_told_not_to() {
+    let started = Instant::now();
+    let routing = |url: &str| get_json(&format!("{url}/v1/routing")).1;
+    let dial = |url: &str, body: Value| put_json(&format!("{url}/v1/dial"), OPERATOR_TOKEN, body);
+
+    // Control: without the setting a dial moves at once.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    std::fs::write(&config, config_toml(CONFIG)).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let (status, body) = dial(
+        &server.url,
+        json!({"blue_percent": 40, "expected_version": 1, "reason": "control: at once"}),
+    );
+    assert_eq!((status, &body["blue_units"]), (200, &json!(40)), "{body}");
+    assert!(body["change"].is_null(), "{body}");
+    drop(server);
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    let extra = format!("{CONFIG}[freeze]\nby_default = true\nwindow = \"20s\"\n");
+    std::fs::write(&config, config_toml(&extra)).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let _feeder = Feeder::start(&url);
+    let subscriber = router(&url, "sub-default", true);
+    let settled = |url: &str, blue: u64| {
+        wait_for(&format!("blue_units {blue} and no freeze"), Duration::from_secs(20), || {
+            let t = routing(url);
+            t["blue_units"] == blue && t["frozen"] == json!({})
+        });
+    };
+
+    // 1. A dial without `freeze`: frozen, switched, unfrozen.
+    let (status, body) = dial(
+        &url,
+        json!({"blue_percent": 40, "expected_version": 1, "reason": "frozen by default"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["change"]["moves"][0]["units"], "40-49", "{body}");
+    assert_eq!(body["blue_units"], 50, "nothing moved before the freeze: {body}");
+    settled(&url, 40);
+    let phases: Vec<String> = audit_by(&url, "units").into_iter().map(|(a, _)| a).collect();
+    assert_eq!(phases, ["units_switch", "units_unfreeze"]);
+    let version = routing(&url)["version"].as_u64().unwrap();
+    assert!(subscriber.wait_for_version(version, Duration::from_secs(10)));
+
+    // 2. `"freeze": false` moves at once.
+    let (status, body) = dial(
+        &url,
+        json!({"blue_percent": 45, "freeze": false, "expected_version": version, "reason": "now"}),
+    );
+    assert_eq!((status, &body["blue_units"]), (200, &json!(45)), "{body}");
+
+    // 3. A unit move without `freeze`: frozen too; its window is `[freeze] window`.
+    let version = routing(&url)["version"].clone();
+    let (status, body) = put_json(
+        &format!("{url}/v1/units"),
+        OPERATOR_TOKEN,
+        json!({"moves": [{"units": "0-4", "zone": "green"}], "expected_version": version,
+               "reason": "move frozen by default"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["change"]["window_ms"], 20_000, "{body}");
+    settled(&url, 40);
+
+    // The CLI without --freeze waits for such a move's end too.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(["dial", "set", "35", "--reason", "cli, frozen by default"])
+        .env("TIDEGATE_URL", &url)
+        .env("TIDEGATE_TOKEN", OPERATOR_TOKEN)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    let table = routing(&url);
+    assert_eq!((&table["blue_units"], &table["frozen"]), (&json!(35), &json!({})), "{said}");
+    println!("cli: {said}");
+
+    // 4. A maintenance drain's steps freeze; an evacuation's do not.
+    let drain_body = |mode: &str, target: u64| {
+        json!({"zone": "az-b", "target_percent": target, "step_percent": 10, "interval": "200ms",
+               "mode": mode, "reason": format!("{mode} drain"),
+               "guard": {"max_error_rate": 0.5, "min_requests": 10, "breaches": 2, "on_breach": "pause"}})
+    };
+    let (status, body) =
+        post_json(&format!("{url}/v1/drains"), OPERATOR_TOKEN, drain_body("maintenance", 30));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["freeze"]["enabled"], true, "{body}");
+    let id = body["id"].as_u64().unwrap();
+    let done = wait_until(Duration::from_secs(30), || {
+        get_json(&format!("{url}/v1/drains/{id}")).1["state"] == "completed"
+    });
+    let drain = get_json(&format!("{url}/v1/drains/{id}")).1;
+    assert!(done, "the drain did not complete: {drain}");
+    let freezes = drain["freeze"]["finished"].as_array().unwrap();
+    assert_eq!(freezes.len(), 1, "its one step froze its 5 units: {drain}");
+    assert_eq!(freezes[0]["units"], 5, "{drain}");
+    let (status, body) =
+        post_json(&format!("{url}/v1/drains"), OPERATOR_TOKEN, drain_body("evacuate", 20));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["freeze"]["enabled"], false, "an evacuation is speed first: {body}");
+    eprintln!("freeze by default test: {:.1} s", started.elapsed().as_secs_f64());
+}

@@ -283,20 +283,20 @@ pub fn dial_set(args: &ClientArgs, ask: DialAsk<'_>, reason: &str) -> Result<(),
     for (k, v) in extra.as_object().into_iter().flatten() {
         body[k] = v.clone();
     }
+    let named = domain.filter(|d| *d != "default");
+    if let Some(name) = named {
+        body["domain"] = json!(name);
+    }
+    let value = client.call("PUT", "/v1/dial", Some(body.clone()))?;
+    // A loss-less move (asked for, or the server's `[freeze] by_default`): wait for its end.
+    if value["change"].is_object() {
+        return units_change_wait(&client, &value);
+    }
     if body["freeze"] == true {
-        if let Some(name) = domain.filter(|d| *d != "default") {
-            body["domain"] = json!(name);
-        }
-        let value = client.call("PUT", "/v1/dial", Some(body))?;
-        if value["change"].is_object() {
-            return units_change_wait(&client, &value);
-        }
         client.print(&value, |after| format!("unchanged: {}", split_summary(after)));
         return Ok(());
     }
-    if let Some(name) = domain.filter(|d| *d != "default") {
-        body["domain"] = json!(name);
-        let value = client.call("PUT", "/v1/dial", Some(body))?;
+    if let Some(name) = named {
         let percent = |t: &Value| num(&t["domains"][name]["blue_percent"]);
         client.print(&value, |after| {
             if after["changed"].as_bool() == Some(false) {
@@ -311,7 +311,6 @@ pub fn dial_set(args: &ClientArgs, ask: DialAsk<'_>, reason: &str) -> Result<(),
         });
         return Ok(());
     }
-    let value = client.call("PUT", "/v1/dial", Some(body))?;
     client.print(&value, |after| {
         if after["changed"].as_bool() == Some(false) {
             format!("unchanged: {}", split_summary(after))

@@ -321,16 +321,24 @@ pub struct FreezeArgs {
     /// freeze, unfreeze once every one has the switch; waits for the change to end.
     #[arg(long)]
     pub freeze: bool,
-    /// The freeze's maximum window (`30s` by default, at most `10m`).
-    #[arg(long, requires = "freeze")]
+    /// Move at once, without a freeze, even where the server's `[freeze] by_default` would
+    /// freeze.
+    #[arg(long, conflicts_with = "freeze")]
+    pub no_freeze: bool,
+    /// The freeze's maximum window (the server's `[freeze] window`, 30s, by default; at most
+    /// `10m`).
+    #[arg(long, conflicts_with = "no_freeze")]
     pub freeze_window: Option<String>,
 }
 
 impl FreezeArgs {
-    /// Adds `freeze` and `freeze_window` to a request body.
+    /// Adds `freeze` and `freeze_window` to a request body (neither: the server's default).
     fn add_to(&self, body: &mut serde_json::Value) {
         if self.freeze {
             body["freeze"] = serde_json::json!(true);
+        }
+        if self.no_freeze {
+            body["freeze"] = serde_json::json!(false);
         }
         if let Some(w) = &self.freeze_window {
             body["freeze_window"] = serde_json::json!(w);

@@ -90,7 +90,7 @@ struct PutRequest {
     /// the freeze, unfreeze once every one has the switch (default: off, the change is at once).
     #[serde(default)]
     freeze: Option<bool>,
-    /// The freeze's maximum window (`30s` by default, at most `10m`), with `freeze`.
+    /// The freeze's maximum window (`[freeze] window`, 30s, by default; at most `10m`).
     #[serde(default)]
     freeze_window: Option<String>,
 }
@@ -172,8 +172,13 @@ async fn put_channel(
 ) -> Result<Custom<Json<Value>>, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
-    let window =
-        super::drains::freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_channel")?;
+    let window = super::drains::freeze_from(
+        &app.config,
+        super::drains::FreezeKind::OnRequest,
+        r.freeze,
+        r.freeze_window.as_deref(),
+        "invalid_channel",
+    )?;
     if !valid_name(name) {
         return Err(ApiError::bad_request(
             "invalid_channel",
@@ -340,8 +345,13 @@ async fn delete_channel(
 ) -> Result<Custom<Json<Value>>, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
-    let window =
-        super::drains::freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_channel")?;
+    let window = super::drains::freeze_from(
+        &app.config,
+        super::drains::FreezeKind::OnRequest,
+        r.freeze,
+        r.freeze_window.as_deref(),
+        "invalid_channel",
+    )?;
     if let Some(window_ms) = window {
         let command = Command::FreezeChannel { name: name.to_owned(), next: None, window_ms };
         return freeze_answer(app, command, r.expected_version, by, r.reason, Vec::new()).await;

@@ -408,9 +408,10 @@ struct DrainRequest {
     mode: Option<String>,
     /// The routing domain whose dial the drain moves (default: `default`).
     domain: Option<String>,
-    /// Loss-less steps: freeze the units of each step, switch, unfreeze (default: off).
+    /// Loss-less steps: freeze the units of each step, switch, unfreeze (default: the server's
+    /// `[freeze] by_default` for a maintenance drain, off for an evacuation).
     freeze: Option<bool>,
-    /// The freeze's maximum window (`30s` by default, at most `10m`), with `freeze`.
+    /// The freeze's maximum window (`[freeze] window`, 30s, by default; at most `10m`).
     freeze_window: Option<String>,
     /// On a table of three or more zones: the zones that receive the drained zone's units
     /// (default: every other live zone), spread by free room.
@@ -559,21 +560,35 @@ fn receivers_from(
         .map_err(|e| ApiError::bad_request("invalid_drain", e.to_string()))
 }
 
-/// The freeze window of a loss-less drain (or channel change: `code` is the error's) from the
-/// request's `freeze` and `freeze_window`.
+/// Whether a request's move freezes by default: `[freeze] by_default` covers maintenance
+/// drains, unit moves and dial moves; evacuations and channel changes freeze only when asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FreezeKind {
+    /// Frozen unless the request says `"freeze": false`, when `[freeze] by_default` is on.
+    Move,
+    /// Frozen only with `"freeze": true` (speed first).
+    OnRequest,
+}
+
+/// The freeze window of a loss-less move (`code` is the error's) from the request's `freeze`
+/// and `freeze_window`, `[freeze] by_default` for a [`FreezeKind::Move`] and `[freeze] window`
+/// when the request names none.
 pub(super) fn freeze_from(
+    config: &crate::config::Config,
+    kind: FreezeKind,
     freeze: Option<bool>,
     window: Option<&str>,
     code: &'static str,
 ) -> Result<Option<u64>, ApiError> {
     let invalid = |what: String| ApiError::bad_request(code, what);
-    match (freeze.unwrap_or(false), window) {
+    let by_default = kind == FreezeKind::Move && config.freeze_by_default;
+    match (freeze.unwrap_or(by_default), window) {
         (false, None) => Ok(None),
         (false, Some(_)) => Err(invalid(
             "freeze_window: set `freeze: true` to freeze (a drain's steps, a channel's change)"
                 .into(),
         )),
-        (true, None) => Ok(Some(crate::core::DEFAULT_FREEZE_MS)),
+        (true, None) => Ok(Some(config.freeze_window_ms)),
         (true, Some(text)) => {
             let ms = parse_duration_ms(text).map_err(|e| invalid(format!("freeze_window: {e}")))?;
             if !(100..=crate::core::MAX_FREEZE_MS).contains(&ms) {
@@ -670,7 +685,14 @@ async fn post_drain(
         r.to.as_deref(),
     )?;
     plan.domain = domain;
-    plan.freeze_ms = freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_drain")?;
+    // A maintenance drain follows `[freeze] by_default`; an evacuation is speed first.
+    let kind = if mode == crate::core::DrainMode::Maintenance {
+        FreezeKind::Move
+    } else {
+        FreezeKind::OnRequest
+    };
+    plan.freeze_ms =
+        freeze_from(&app.config, kind, r.freeze, r.freeze_window.as_deref(), "invalid_drain")?;
     start_drain(app, by, plan, r.reason, r.expected_version).await
 }
 

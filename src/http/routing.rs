@@ -46,10 +46,10 @@ struct DialRequest {
     force: bool,
     /// Loss-less: freeze the units the move gives away, move them once every live subscriber
     /// has the freeze, unfreeze once every one has the move (a unit move of exactly the units
-    /// the dial moves; default: off).
+    /// the dial moves; default: the server's `[freeze] by_default`, off unless configured).
     #[serde(default)]
     freeze: Option<bool>,
-    /// The freeze's maximum window (`30s` by default, at most `10m`), with `freeze`.
+    /// The freeze's maximum window (`[freeze] window`, 30s, by default; at most `10m`).
     #[serde(default)]
     freeze_window: Option<String>,
 }
@@ -64,6 +64,8 @@ async fn put_dial(
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
     let window = super::drains::freeze_from(
+        &app.config,
+        super::drains::FreezeKind::Move,
         request.freeze,
         request.freeze_window.as_deref(),
         "invalid_dial",

@@ -68,10 +68,11 @@ struct UnitsRequest {
     #[serde(default)]
     dry_run: bool,
     /// Loss-less: freeze the units that change owner, move them once every live subscriber has
-    /// the freeze, unfreeze once every one has the move (default: off, the move is at once).
+    /// the freeze, unfreeze once every one has the move (default: the server's
+    /// `[freeze] by_default`, off unless configured: the move is at once).
     #[serde(default)]
     freeze: Option<bool>,
-    /// The freeze's maximum window (`30s` by default, at most `10m`), with `freeze`.
+    /// The freeze's maximum window (`[freeze] window`, 30s, by default; at most `10m`).
     #[serde(default)]
     freeze_window: Option<String>,
 }
@@ -399,7 +400,13 @@ async fn put_units(
 ) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
-    let window = super::drains::freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_units")?;
+    let window = super::drains::freeze_from(
+        &app.config,
+        super::drains::FreezeKind::Move,
+        r.freeze,
+        r.freeze_window.as_deref(),
+        "invalid_units",
+    )?;
     let key = match key_for(app, key, &by, &r, r.dry_run)? {
         Ok(key) => key,
         Err(answered) => return Ok((Status::Ok, answered)),
@@ -464,7 +471,14 @@ async fn evacuate_units(
 ) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
-    let window = super::drains::freeze_from(r.freeze, r.freeze_window.as_deref(), "invalid_units")?;
+    // Speed first: an evacuation freezes only when asked (docs/src/drains.md).
+    let window = super::drains::freeze_from(
+        &app.config,
+        super::drains::FreezeKind::OnRequest,
+        r.freeze,
+        r.freeze_window.as_deref(),
+        "invalid_units",
+    )?;
     let key = match key_for(app, key, &by, &r, r.dry_run)? {
         Ok(key) => key,
         Err(answered) => return Ok((Status::Ok, answered)),
