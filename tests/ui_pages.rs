@@ -241,6 +241,21 @@ fn the_drain_form_is_filled_with_the_configured_defaults() {
     }
 }
 
+/// The page tells the script the server's `[freeze] by_default`, which ticks the loss-less
+/// boxes of the dial and the unit move (and every move then says `freeze` either way).
+#[test]
+fn the_page_carries_the_freeze_default() {
+    for (extra, expected) in [("", "false"), ("[freeze]\nby_default = true\n", "true")] {
+        let toml =
+            config_toml(&format!("{extra}[drain]\ntick = \"1h\"\n[ui]\nsecret_key = \"{KEY}\"\n"));
+        let (client, _dir) = client_with(&toml);
+        login(&client, "alice", OPERATOR_TOKEN);
+        let (status, html) = page(&client, "/ui");
+        assert_eq!(status, Status::Ok);
+        assert_eq!(between(&html, "data-freeze-default=\"", "\""), expected);
+    }
+}
+
 #[test]
 fn the_evacuate_action_fills_the_form_with_the_evacuation_defaults_and_the_zone() {
     let toml = config_toml(&format!(

@@ -212,6 +212,7 @@ fn layout(app: &App, user: &SignedIn, page: &str, title: &str, main: &str) -> Pa
             ("guard_max", config.drain.guard.max_error_rate.to_string()),
             ("blue_zone", esc(config.zones.zone_of(ZoneId::BLUE))),
             ("green_zone", esc(config.zones.zone_of(ZoneId::GREEN))),
+            ("freeze_default", config.freeze_by_default.to_string()),
             ("nav_overview", current("overview")),
             ("nav_lanes", current("lanes")),
             ("nav_plans", current("plans")),

@@ -10,6 +10,12 @@
   const PAGE = body.dataset.page;
   const CSRF = body.dataset.csrf || '';
   const CAN_CHANGE = body.dataset.role === 'operator';
+  // `[freeze] by_default`: the loss-less boxes start ticked, and every move says which it is.
+  const FREEZE_DEFAULT = body.dataset.freezeDefault === 'true';
+  for (const id of ['dial-freeze', 'units-freeze']) {
+    const box = document.getElementById(id);
+    if (box) box.checked = FREEZE_DEFAULT;
+  }
   const UNITS = Number(body.dataset.units) || 100;
   const STEP = 100 / UNITS;
   const WINDOW = body.dataset.window || '';
@@ -811,11 +817,10 @@
       const payload = { blue_percent: c.target, expected_version: c.version, reason };
       if (c.domain !== DEFAULT_DOMAIN) payload.domain = c.domain;
       if (force) payload.force = true;
-      const lossless = $('dial-freeze').checked;
-      if (lossless) payload.freeze = true;
+      payload.freeze = $('dial-freeze').checked;
       const result = await api('PUT', '/v1/dial', payload);
       $('dial-reason').value = '';
-      $('dial-freeze').checked = false;
+      $('dial-freeze').checked = FREEZE_DEFAULT;
       closeConfirm(false);
       const now = domainTable(result, c.domain);
       show($('dial-ok'), result.change
@@ -1790,12 +1795,12 @@
     show($('units-confirm-error'), '');
     try {
       const body = { moves: c.moves, expected_version: c.version, reason };
-      if ($('units-freeze').checked) body.freeze = true;
+      body.freeze = $('units-freeze').checked;
       const result = await api('PUT', '/v1/units', body);
       closeUnitsConfirm();
       $('units-ranges').value = '';
       $('units-reason').value = '';
-      $('units-freeze').checked = false;
+      $('units-freeze').checked = FREEZE_DEFAULT;
       show($('units-ok'), result.change
         ? 'Freezing: units ' + frozenWords(result.change.frozen) + ' are frozen (routing version ' + result.version + '); they move to ' + c.zone +
           ' once every live subscriber has the freeze.'
