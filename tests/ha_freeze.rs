@@ -123,8 +123,8 @@ fn silent_replica_run(extra: &str) -> (u64, u64) {
     let options = RouterOptions { token: Some(OPERATOR_TOKEN.into()), ..Default::default() };
     let writer = Router::connect(&urls.join(","), identity, options).unwrap();
     assert!(writer.wait_for_version(1, Duration::from_secs(10)), "writer-1 got no table");
-    // The replica the writer streams from (a Router prefers one of its own zone) goes silent;
-    // the next one takes the move.
+    // The replica the writer streams from (asked, not assumed: it need not be the first URL)
+    // goes silent; the next one takes the move.
     let coordinator = writer.status().coordinator.unwrap();
     let silent = urls.iter().position(|u| *u == coordinator).unwrap();
     let mover = &urls[(silent + 1) % urls.len()];
