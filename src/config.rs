@@ -23,7 +23,7 @@ use crate::duration::parse_duration_ms;
 /// `TIDEGATE_SERVICE_TOKEN`, the scripts' `TIDEGATE_CACHE` and `TIDEGATE_BIN`) is not ours to
 /// read and is ignored. A misspelled key under a known one (`TIDEGATE_SERVER__PROT`) still stops
 /// start-up naming it. A unit test keeps this list equal to the struct's fields.
-const CONFIG_ENV_KEYS: [&str; 26] = [
+const CONFIG_ENV_KEYS: [&str; 27] = [
     "data_dir",
     "snapshot_every",
     "initial_blue_percent",
@@ -50,6 +50,7 @@ const CONFIG_ENV_KEYS: [&str; 26] = [
     "plans",
     "log",
     "channels",
+    "freeze",
 ];
 
 /// Whether a `TIDEGATE_`-stripped, `__`-split environment key (`server.port`) is configuration.
