@@ -33,7 +33,8 @@ fn a_unit_move_in_freezing_survives_kill_9_of_its_replica_and_its_stuck_subscrib
     let topic = kafka::unique("ha-freeze");
     let mut replicas = Replicas::start(&kafka::bootstrap(), &topic, 3, CONFIG);
     let urls = replicas.urls.clone();
-    // A subscriber that never applies anything, on replica 1 first (the first URL of its list).
+    // A subscriber that never applies anything, on replica 1 first (where `first_choice` of
+    // `stuck-1` points among three).
     let identity =
         Identity { subscriber_id: "stuck-1".into(), zone: "az-b".into(), kind: "service".into() };
     let options = RouterOptions {
