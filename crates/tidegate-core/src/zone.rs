@@ -174,27 +174,17 @@ impl Zones {
         if specs.len() > MAX_ZONES {
             return Err(ZoneError::TooMany);
         }
-        let mut zones = Zones::of(Vec::with_capacity(specs.len()));
+        let mut list = Vec::with_capacity(specs.len());
         for spec in specs {
-            zones.check_new(&spec)?;
-            Arc::make_mut(&mut zones.list).push(spec);
+            check_new_in(&list, &spec)?;
+            list.push(spec);
         }
-        Ok(Zones::of(Arc::unwrap_or_clone(zones.list)))
+        Ok(Zones::of(list))
     }
 
     /// Why `spec` cannot join this list, if it cannot.
     pub fn check_new(&self, spec: &ZoneSpec) -> Result<(), ZoneError> {
-        validate_zone_name(&spec.name)?;
-        validate_zone_name(&spec.lane)?;
-        if self.list.len() >= MAX_ZONES {
-            return Err(ZoneError::TooMany);
-        }
-        for name in [&spec.name, &spec.lane] {
-            if self.list.iter().any(|z| &z.name == name || &z.lane == name) {
-                return Err(ZoneError::Duplicate(name.clone()));
-            }
-        }
-        Ok(())
+        check_new_in(&self.list, spec)
     }
 
     /// The list with `spec` appended; its index is the old length.
@@ -318,6 +308,21 @@ impl Zones {
     pub fn names(&self) -> String {
         self.list.iter().map(|z| z.name.as_str()).collect::<Vec<_>>().join(", ")
     }
+}
+
+/// Why `spec` cannot join `list`, if it cannot.
+fn check_new_in(list: &[ZoneSpec], spec: &ZoneSpec) -> Result<(), ZoneError> {
+    validate_zone_name(&spec.name)?;
+    validate_zone_name(&spec.lane)?;
+    if list.len() >= MAX_ZONES {
+        return Err(ZoneError::TooMany);
+    }
+    for name in [&spec.name, &spec.lane] {
+        if list.iter().any(|z| &z.name == name || &z.lane == name) {
+            return Err(ZoneError::Duplicate(name.clone()));
+        }
+    }
+    Ok(())
 }
 
 impl Default for Zones {
