@@ -315,10 +315,30 @@ pub fn dial_set(args: &ClientArgs, ask: DialAsk<'_>, reason: &str) -> Result<(),
         if after["changed"].as_bool() == Some(false) {
             format!("unchanged: {}", split_summary(after))
         } else {
-            format!("was blue {}%; now {}", num(&before["blue_percent"]), split_summary(after))
+            format!(
+                "was blue {}%; now {}{}",
+                num(&before["blue_percent"]),
+                split_summary(after),
+                freeze_note(after)
+            )
         }
     });
     Ok(())
+}
+
+/// How a move frozen by the server's `[freeze] by_default` went, from its answer (empty for a
+/// move that was not frozen).
+fn freeze_note(answer: &Value) -> String {
+    let f = &answer["loss_less"];
+    if !f.is_object() {
+        return String::new();
+    }
+    format!(
+        "\nloss-less (frozen by default): versions {}-{}, {}",
+        f["frozen_version"],
+        f["unfrozen_version"],
+        f["said"].as_str().unwrap_or("unfrozen")
+    )
 }
 
 /// `tidegate units move|evacuate`: the body with the version just read and the reason; prints
@@ -366,10 +386,11 @@ pub fn units(
             format!("version {}:", v["version"])
         };
         format!(
-            "{head} {} unit(s) moved; capacity {}; map {}",
+            "{head} {} unit(s) moved; capacity {}; map {}{}",
             v["moved_units"],
             if verdicts.is_empty() { "not checked".to_owned() } else { verdicts.join(", ") },
-            runs.join(", ")
+            runs.join(", "),
+            freeze_note(v)
         )
     });
     Ok(())

@@ -11,6 +11,7 @@ pub mod dispatch;
 mod drains;
 pub mod edge;
 pub mod error;
+mod freeze_wait;
 mod health;
 pub mod idempotency;
 mod lanes;

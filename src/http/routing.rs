@@ -134,14 +134,34 @@ async fn put_dial(
             submit(app, command, request.expected_version, by, reason, key).await?,
         ));
     }
-    let moves = vec![crate::core::UnitMove { units, zone, domain }];
+    let moves = vec![crate::core::UnitMove { units, zone, domain: domain.clone() }];
     let command = Command::FreezeUnits { moves, window_ms };
-    let submitted = submit_keyed(app, command, request.expected_version, by, reason, &key).await?;
+    let ev = request.expected_version;
+    let submitted = match submit_keyed(app, command, ev, by.clone(), reason.clone(), &key).await {
+        // Frozen only by default, and a live replica of an older release cannot read a
+        // freeze: move at once, as that release would, and say so in the audit.
+        Err(e) if request.freeze.is_none() && super::freeze_wait::unreadable(&e) => {
+            let reason = super::freeze_wait::at_once_reason(&reason);
+            let command = Command::SetBlueUnits { blue_units: share.blue_units, domain };
+            return Ok((Status::Ok, submit(app, command, ev, by, reason, key).await?));
+        }
+        other => other?,
+    };
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
     body["changed"] = json!(submitted.applied.is_some());
     body["change"] = super::units::units_change_body(&app.coordinator.state());
     let answer = Versioned::new(&body, submitted.table.version());
     app.idempotency.answered(&key, answer.body(), submitted.table.version());
+    // Frozen by default, not asked: answer once the move has ended, as an unfrozen dial does.
+    if request.freeze.is_none() && submitted.applied.is_some() {
+        let frozen_version = submitted.table.version();
+        if let Some(done) =
+            super::units::default_freeze_end(app, frozen_version, window_ms, Some(&key), |_| {})
+                .await?
+        {
+            return Ok((Status::Ok, done));
+        }
+    }
     Ok((Status::Accepted, answer))
 }
 

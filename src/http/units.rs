@@ -241,6 +241,8 @@ struct MoveAsk {
     key: Option<Scoped>,
     /// Loss-less (`freeze`): the freeze's window; the answer is 202 with the move in progress.
     window: Option<u64>,
+    /// The freeze came from `[freeze] by_default`, not the request: answer when it has ended.
+    wait: bool,
 }
 
 async fn move_to(
@@ -249,7 +251,7 @@ async fn move_to(
     moves: Vec<UnitMove>,
     ask: MoveAsk,
 ) -> Result<(Status, Versioned), ApiError> {
-    let MoveAsk { expected_version, by, mut reason, force, dry_run, key, window } = ask;
+    let MoveAsk { expected_version, by, mut reason, force, dry_run, key, window, wait } = ask;
     let (next, next_domains) =
         app.coordinator.state().moved_maps(&moves).map_err(ApiError::from)?;
     let moved = table.map().diff(&next).len()
@@ -300,13 +302,27 @@ async fn move_to(
         }
         reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
     }
+    let at_once = Command::MoveUnits { moves: moves.clone() };
     let command = match window {
         Some(window_ms) => Command::FreezeUnits { moves, window_ms },
-        None => Command::MoveUnits { moves },
+        None => at_once.clone(),
     };
-    let submitted = match &key {
-        Some(key) => submit_keyed(app, command, expected_version, by, reason, key).await?,
-        None => super::submit(app, command, Some(expected_version), by, reason).await?,
+    let send = |command: Command, reason: String| {
+        let (by, key) = (by.clone(), key.clone());
+        async move {
+            match &key {
+                Some(key) => submit_keyed(app, command, expected_version, by, reason, key).await,
+                None => super::submit(app, command, Some(expected_version), by, reason).await,
+            }
+        }
+    };
+    let (submitted, window) = match send(command, reason.clone()).await {
+        // Frozen only by default, and a live replica of an older release cannot read a freeze:
+        // move at once, as that release would, and say so in the audit.
+        Err(e) if wait && window.is_some() && super::freeze_wait::unreadable(&e) => {
+            (send(at_once, super::freeze_wait::at_once_reason(&reason)).await?, None)
+        }
+        other => (other?, window),
     };
     let changed = submitted.applied.is_some();
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
@@ -323,7 +339,47 @@ async fn move_to(
     if let Some(key) = &key {
         app.idempotency.answered(key, answer.body(), submitted.table.version());
     }
+    // Frozen by default, not asked: answer once the move has ended, as an unfrozen move does.
+    if let (true, Some(window_ms)) = (freezing && wait, window) {
+        let (version, key) = (submitted.table.version(), key.as_ref());
+        let decorate = |done: &mut Value| {
+            done["moved_units"] = json!(moved);
+            done["moves"] = body["moves"].clone();
+            done["projection"] = body["projection"].clone();
+        };
+        if let Some(done) = default_freeze_end(app, version, window_ms, key, decorate).await? {
+            return Ok((Status::Ok, done));
+        }
+    }
     Ok((if freezing { Status::Accepted } else { Status::Ok }, answer))
+}
+
+/// The end of a move frozen by default ([`super::freeze_wait`]): the table after it (200), a
+/// 409 `freeze_aborted` when it was undone, or `None` (answer 202) when it is still running.
+pub(super) async fn default_freeze_end(
+    app: &App,
+    frozen_version: u64,
+    window_ms: u64,
+    key: Option<&Scoped>,
+    decorate: impl FnOnce(&mut Value),
+) -> Result<Option<Versioned>, ApiError> {
+    use super::freeze_wait::{Ended, aborted, freeze_summary, units_change_end};
+    match units_change_end(app, frozen_version, window_ms).await {
+        Ended::Unfrozen { version, took_ms, said } => {
+            let table = app.coordinator.table();
+            let mut body = routing_body(&table, app.coordinator.log_id());
+            body["changed"] = json!(true);
+            body["loss_less"] = freeze_summary(frozen_version, version, took_ms, &said);
+            decorate(&mut body);
+            let answer = Versioned::new(&body, table.version());
+            if let Some(key) = key {
+                app.idempotency.answered(key, answer.body(), table.version());
+            }
+            Ok(Some(answer))
+        }
+        Ended::Aborted { version, reason } => Err(aborted(version, &reason)),
+        Ended::Running => Ok(None),
+    }
 }
 
 /// What a loss-less move from `table`'s maps to `next` would freeze, by domain.
@@ -421,6 +477,7 @@ async fn put_units(
         dry_run: r.dry_run,
         key,
         window,
+        wait: r.freeze.is_none(),
     };
     move_to(app, table, moves, ask).await
 }
@@ -568,6 +625,8 @@ async fn evacuate_units(
         dry_run: r.dry_run,
         key,
         window,
+        // An evacuation freezes only when asked, and then answers 202.
+        wait: false,
     };
     move_to(app, table, moves, ask).await
 }
