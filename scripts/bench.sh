@@ -123,6 +123,11 @@ max_per_caller = 100000
 # The tag path's own hyper listener, measured next to the main port (the default dispatcher).
 [server]
 fast_port = 0
+
+# The watch bench times one version's fan-out from the dial's answer; a move frozen by default
+# is three versions and answers at its end.
+[freeze]
+by_default = false
 TOML
 if want tag; then
 start tidegate "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/data"

@@ -40,8 +40,13 @@ sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 operator_token="tg_schemathesis_operator"
 viewer_token="tg_schemathesis_viewer"
 service_token="tg_schemathesis_service"
+# Moves at once: a generated watch registers subscribers that never acknowledge, and a move
+# frozen by default would wait for them up to a generated freeze_window (as long as 10m).
 cat >"$work/tidegate.toml" <<TOML
 service_tokens_sha256 = ["$(sha "$service_token")"]
+
+[freeze]
+by_default = false
 
 [[operators]]
 name = "olga"

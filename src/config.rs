@@ -107,7 +107,7 @@ pub struct FreezeSettings {
 
 impl Default for FreezeSettings {
     fn default() -> Self {
-        FreezeSettings { by_default: false, window: "30s".into() }
+        FreezeSettings { by_default: true, window: "30s".into() }
     }
 }
 

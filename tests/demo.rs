@@ -89,13 +89,16 @@ fn the_demo_shows_lanes_lag_and_the_split_following_the_dial() {
         json!({"blue_percent": 20, "expected_version": 1, "reason": "demo test"}),
     );
     assert_eq!(status, 200, "{body}");
+    // Loss-less by default: freeze, switch, unfreeze, answered at the end (version 4).
+    assert_eq!(body["loss_less"]["unfrozen_version"], body["version"], "{body}");
+    let moved = format!("v{} dial 20% blue", body["version"]);
     assert!(
         wait_until(Duration::from_secs(20), || {
             lines
                 .lock()
                 .unwrap()
                 .iter()
-                .filter(|l| l.starts_with("v2 dial 20% blue"))
+                .filter(|l| l.starts_with(&moved))
                 .any(|l| produced_blue_percent(l).is_some_and(|p| p <= 30.0))
         }),
         "the produced split did not follow the dial: {:?}",

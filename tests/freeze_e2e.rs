@@ -833,22 +833,24 @@ fn with_freeze_by_default_moves_freeze_unless_told_not_to() {
     let routing = |url: &str| get_json(&format!("{url}/v1/routing")).1;
     let dial = |url: &str, body: Value| put_json(&format!("{url}/v1/dial"), OPERATOR_TOKEN, body);
 
-    // Control: without the setting a dial moves at once.
+    // Control: with `by_default = false` a dial moves at once, in one version.
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tidegate.toml");
-    std::fs::write(&config, config_toml(CONFIG)).unwrap();
+    let extra = format!("{CONFIG}[freeze]\nby_default = false\n");
+    std::fs::write(&config, config_toml(&extra)).unwrap();
     let server = Server::start(&config, &dir.path().join("data"));
     let (status, body) = dial(
         &server.url,
         json!({"blue_percent": 40, "expected_version": 1, "reason": "control: at once"}),
     );
-    assert_eq!((status, &body["blue_units"]), (200, &json!(40)), "{body}");
-    assert!(body["change"].is_null(), "{body}");
+    assert_eq!((status, &body["blue_units"], &body["version"]), (200, &json!(40), &json!(2)));
+    assert!(body["change"].is_null() && body["loss_less"].is_null(), "{body}");
     drop(server);
 
+    // The embedded default (only the window is configured here).
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tidegate.toml");
-    let extra = format!("{CONFIG}[freeze]\nby_default = true\nwindow = \"20s\"\n");
+    let extra = format!("{CONFIG}[freeze]\nwindow = \"20s\"\n");
     std::fs::write(&config, config_toml(&extra)).unwrap();
     let server = Server::start(&config, &dir.path().join("data"));
     let url = server.url.clone();
@@ -861,28 +863,47 @@ fn with_freeze_by_default_moves_freeze_unless_told_not_to() {
         });
     };
 
-    // 1. A dial without `freeze`: frozen, switched, unfrozen.
+    // 1. A dial that says nothing about freezing: frozen, switched, unfrozen, and answered
+    // once it has ended, with the table after it (the contract of an unfrozen dial).
+    let asked = Instant::now();
     let (status, body) = dial(
         &url,
         json!({"blue_percent": 40, "expected_version": 1, "reason": "frozen by default"}),
     );
-    assert_eq!(status, 202, "{body}");
-    assert_eq!(body["change"]["moves"][0]["units"], "40-49", "{body}");
-    assert_eq!(body["blue_units"], 50, "nothing moved before the freeze: {body}");
-    settled(&url, 40);
+    let took = asked.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((&body["blue_units"], &body["frozen"]), (&json!(40), &json!({})), "{body}");
+    assert_eq!(body["loss_less"]["by_default"], true, "{body}");
+    assert_eq!(body["loss_less"]["frozen_version"], 2, "{body}");
+    assert_eq!(body["loss_less"]["unfrozen_version"], 4, "{body}");
+    assert_eq!(body["version"], 4, "freeze, switch, unfreeze: {body}");
+    assert!(body["change"].is_null(), "{body}");
     let phases: Vec<String> = audit_by(&url, "units").into_iter().map(|(a, _)| a).collect();
     assert_eq!(phases, ["units_switch", "units_unfreeze"]);
-    let version = routing(&url)["version"].as_u64().unwrap();
-    assert!(subscriber.wait_for_version(version, Duration::from_secs(10)));
+    println!(
+        "default-frozen dial answered in {} ms (frozen for {} ms)",
+        took.as_millis(),
+        body["loss_less"]["frozen_ms"]
+    );
+    assert!(subscriber.wait_for_version(4, Duration::from_secs(10)));
 
-    // 2. `"freeze": false` moves at once.
+    // 2. `"freeze": false` moves at once; `"freeze": true` answers 202 with the change.
     let (status, body) = dial(
         &url,
-        json!({"blue_percent": 45, "freeze": false, "expected_version": version, "reason": "now"}),
+        json!({"blue_percent": 45, "freeze": false, "expected_version": 4, "reason": "now"}),
     );
-    assert_eq!((status, &body["blue_units"]), (200, &json!(45)), "{body}");
+    assert_eq!((status, &body["blue_units"], &body["version"]), (200, &json!(45), &json!(5)));
+    let (status, body) = dial(
+        &url,
+        json!({"blue_percent": 40, "freeze": true, "expected_version": 5, "reason": "asked"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["change"]["moves"][0]["units"], "40-44", "{body}");
+    assert_eq!(body["blue_units"], 45, "nothing moved before the freeze: {body}");
+    settled(&url, 40);
 
-    // 3. A unit move without `freeze`: frozen too; its window is `[freeze] window`.
+    // 3. A unit move without `freeze`: frozen too (its window is `[freeze] window`), answered
+    // at its end with what it moved.
     let version = routing(&url)["version"].clone();
     let (status, body) = put_json(
         &format!("{url}/v1/units"),
@@ -890,9 +911,50 @@ fn with_freeze_by_default_moves_freeze_unless_told_not_to() {
         json!({"moves": [{"units": "0-4", "zone": "green"}], "expected_version": version,
                "reason": "move frozen by default"}),
     );
-    assert_eq!(status, 202, "{body}");
-    assert_eq!(body["change"]["window_ms"], 20_000, "{body}");
-    settled(&url, 40);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((&body["moved_units"], &body["frozen"]), (&json!(5), &json!({})), "{body}");
+    assert_eq!(
+        (&body["unit_map"][0]["units"], &body["unit_map"][0]["lane"]),
+        (&json!("0-4"), &json!("green"))
+    );
+    assert!(
+        body["loss_less"]["unfrozen_version"].as_u64()
+            > body["loss_less"]["frozen_version"].as_u64()
+    );
+
+    // 4. A subscriber that never acknowledges holds a default freeze to its window; the move is
+    // undone and the answer says so, naming it: 409 freeze_aborted, nothing moved.
+    let deaf = router(&url, "sub-deaf", false);
+    let before = routing(&url);
+    let asked = Instant::now();
+    let (status, body) = dial(
+        &url,
+        json!({"blue_percent": 30, "freeze_window": "1s", "expected_version": before["version"],
+               "reason": "held by a deaf subscriber"}),
+    );
+    let took = asked.elapsed();
+    assert_eq!((status, body["error"].as_str()), (409, Some("freeze_aborted")), "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.contains("sub-deaf") && detail.contains("no unit changed owner"), "{detail}");
+    assert!(took >= Duration::from_secs(1), "answered before the window: {took:?}");
+    let after = routing(&url);
+    assert_eq!((&after["unit_map"], &after["frozen"]), (&before["unit_map"], &json!({})));
+    println!("held default freeze answered 409 after {} ms", took.as_millis());
+    drop(deaf);
+    // Once it has gone, the same dial goes through.
+    let version = routing(&url)["version"].clone();
+    wait_for("the deaf subscriber to leave", Duration::from_secs(20), || {
+        let list = get_json(&format!("{url}/v1/subscribers")).1;
+        list["subscribers"].as_array().is_some_and(|s| {
+            s.iter().all(|s| s["subscriber_id"] != "sub-deaf" || s["state"] == "stale")
+        })
+    });
+    let (status, body) = dial(
+        &url,
+        json!({"blue_percent": 30, "expected_version": version, "reason": "once it left"}),
+    );
+    assert_eq!((status, &body["blue_units"]), (200, &json!(30)), "{body}");
+    println!("the same dial once it left: frozen for {} ms", body["loss_less"]["frozen_ms"]);
 
     // The CLI without --freeze waits for such a move's end too.
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_tidegate"))
@@ -905,6 +967,8 @@ fn with_freeze_by_default_moves_freeze_unless_told_not_to() {
     assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
     let table = routing(&url);
     assert_eq!((&table["blue_units"], &table["frozen"]), (&json!(35), &json!({})), "{said}");
+    assert!(said.contains("loss-less (frozen by default)"), "{said}");
+    assert!(said.contains("unfrozen after"), "{said}");
     println!("cli: {said}");
 
     // 4. A maintenance drain's steps freeze; an evacuation's do not.

@@ -329,6 +329,31 @@ fn the_document_is_served_to_anyone_even_where_reads_need_a_token() {
     assert_eq!(served, document());
 }
 
+/// The answers of a move frozen by the embedded `[freeze] by_default` (the request says nothing
+/// about freezing: 200 at its end, with `loss_less`) and of one asked with `"freeze": true`
+/// (202 with `change`) match the document, for the dial and the unit move.
+#[test]
+fn answers_of_default_frozen_moves_match_the_document() {
+    use rocket::http::Method::Put;
+    let (client, _dir) = client_with(&config_toml("[freeze]\nwindow = \"30s\"\n"));
+    let op = Some(OPERATOR_TOKEN);
+    let dial = json!({"blue_percent": 40, "expected_version": 1, "reason": "contract test"});
+    let table = conforms("put", "/v1/dial", send(&client, Put, "/v1/dial", op, Some(dial)));
+    assert_eq!(
+        (&table["blue_units"], &table["loss_less"]["frozen_version"]),
+        (&json!(40), &json!(2))
+    );
+    let v = table["version"].as_u64().unwrap();
+    let moves = json!({"moves": [{"units": "0-4", "zone": "green"}], "expected_version": v, "reason": "contract test"});
+    let table = conforms("put", "/v1/units", send(&client, Put, "/v1/units", op, Some(moves)));
+    assert_eq!(table["moved_units"], 5, "{table}");
+    assert!(table["loss_less"]["unfrozen_version"].as_u64() > Some(v), "{table}");
+    let v = table["version"].as_u64().unwrap();
+    let asked = json!({"blue_percent": 30, "freeze": true, "expected_version": v, "reason": "contract test"});
+    let table = conforms("put", "/v1/dial", send(&client, Put, "/v1/dial", op, Some(asked)));
+    assert!(table["change"].is_object() && table["loss_less"].is_null(), "{table}");
+}
+
 #[test]
 fn answers_of_the_main_operations_match_the_document() {
     use rocket::http::Method::{Delete, Get, Post, Put};

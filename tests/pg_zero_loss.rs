@@ -516,8 +516,9 @@ fn run(freeze: bool) -> Figures {
             "guard": {"max_error_rate": 0.5, "min_requests": 10, "breaches": 3, "on_breach": "pause"},
             "reason": format!("pg proof ({label})")
         });
+        // Said either way: the control must not freeze whatever `[freeze] by_default` says.
+        body["freeze"] = json!(freeze);
         if freeze {
-            body["freeze"] = json!(true);
             body["freeze_window"] = json!("20s");
         }
         let (status, answer) =

@@ -245,3 +245,67 @@ fn a_rolling_upgrade_from_the_previous_release_loses_no_acknowledged_change() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Operators upgrade a replica and keep its configuration file, so this build's embedded
+/// `[freeze] by_default` (on) meets replicas of the previous release, which cannot read a freeze.
+/// Then a dial that says nothing about freezing moves at once, as that release would, with the
+/// audit saying why; a dial that asks for `"freeze": true` is refused, naming the old replicas;
+/// once every replica is upgraded, the same kind of dial is loss-less by default.
+#[test]
+fn mid_upgrade_a_move_frozen_by_default_moves_at_once_and_an_asked_freeze_is_refused() {
+    let started = Instant::now();
+    let old = release_bin();
+    let topic = kafka::unique("upgrade-freeze");
+    let mut replicas = Replicas::start_release(&old, &kafka::bootstrap(), &topic, 3, "");
+    let urls = replicas.urls.clone();
+    assert!(wait_until(Duration::from_secs(30), || settled(&urls[0], 1)), "{:?}", rows(&urls[0]));
+    let kept = replicas.release_config_of(0);
+    assert!(!std::fs::read_to_string(&kept).unwrap().contains("[freeze]"));
+    replicas.upgrade_with(0, &kept);
+    assert!(wait_until(Duration::from_secs(60), || settled(&urls[0], 1)), "{:?}", rows(&urls[0]));
+    let dial = |url: &str, body: Value| put_json(&format!("{url}/v1/dial"), OPERATOR_TOKEN, body);
+
+    // Mixed: r1 is this build (freezing by default), r2 and r3 the previous release.
+    let v = version(&urls[0]);
+    let (status, body) = dial(
+        &urls[0],
+        json!({"blue_percent": 40, "freeze": true, "expected_version": v, "reason": "asked"}),
+    );
+    assert_eq!((status, body["error"].as_str()), (409, Some("format_not_supported")), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("r2 (reads format 6)"), "{body}");
+    let (status, body) =
+        dial(&urls[0], json!({"blue_percent": 40, "expected_version": v, "reason": "mid upgrade"}));
+    assert_eq!((status, &body["version"], &body["blue_units"]), (200, &json!(v + 1), &json!(40)));
+    assert!(body["loss_less"].is_null(), "moved at once: {body}");
+    let audit = get_json(&format!("{}/v1/audit?limit=1", urls[0])).1;
+    let reason = audit["entries"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("mid upgrade") && reason.contains("not frozen by default"),
+        "{audit}"
+    );
+    // The old replicas applied it like any dial of theirs.
+    assert!(wait_until(Duration::from_secs(10), || version(&urls[2]) == v + 1));
+
+    // Every replica upgraded, each keeping its file: the same dial is loss-less by default.
+    for (i, url) in urls.iter().enumerate().skip(1) {
+        let kept = replicas.release_config_of(i);
+        replicas.upgrade_with(i, &kept);
+        assert!(wait_until(Duration::from_secs(60), || settled(url, v + 1)), "{:?}", rows(url));
+    }
+    assert!(wait_until(Duration::from_secs(30), || rows(&urls[0])
+        .iter()
+        .all(|r| r.3 == u64::from(tidegate::core::FORMAT_LEVEL))));
+    let asked = Instant::now();
+    let (status, body) = dial(
+        &urls[0],
+        json!({"blue_percent": 30, "expected_version": v + 1, "reason": "after the upgrade"}),
+    );
+    assert_eq!((status, &body["blue_units"]), (200, &json!(30)), "{body}");
+    assert_eq!(body["loss_less"]["frozen_version"], v + 2, "{body}");
+    assert_eq!(body["version"], v + 4, "freeze, switch, unfreeze: {body}");
+    println!(
+        "mixed: at once with the reason noted; upgraded: loss-less by default, answered in {} ms; test {:.1} s",
+        asked.elapsed().as_millis(),
+        started.elapsed().as_secs_f64()
+    );
+}

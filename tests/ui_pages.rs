@@ -245,7 +245,9 @@ fn the_drain_form_is_filled_with_the_configured_defaults() {
 /// boxes of the dial and the unit move (and every move then says `freeze` either way).
 #[test]
 fn the_page_carries_the_freeze_default() {
-    for (extra, expected) in [("", "false"), ("[freeze]\nby_default = true\n", "true")] {
+    for (extra, expected) in
+        [("[freeze]\nwindow = \"30s\"\n", "true"), ("[freeze]\nby_default = false\n", "false")]
+    {
         let toml =
             config_toml(&format!("{extra}[drain]\ntick = \"1h\"\n[ui]\nsecret_key = \"{KEY}\"\n"));
         let (client, _dir) = client_with(&toml);

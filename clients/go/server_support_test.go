@@ -46,18 +46,27 @@ func sha256Hex(s string) string {
 }
 
 // configTOML is a configuration with an operator token and a service token; top holds
-// top-level keys and sections further sections (both may be empty).
+// top-level keys and sections further sections (both may be empty). Unless sections has its
+// own [freeze] table, moves are at once (by_default = false): these tests count one version per
+// dial and hold Routers that do not acknowledge on purpose, while a move frozen by the server's
+// default is three versions and waits for every live subscriber (as the Rust suites'
+// tests/common/mod.rs config_toml does).
 func configTOML(top, sections string) string {
+	atOnce := "[freeze]\nby_default = false\n"
+	if strings.Contains(sections, "[freeze]") {
+		atOnce = ""
+	}
 	return fmt.Sprintf(`service_tokens_sha256 = ["%s"]
 %s
 
 %s
 
+%s
 [[operators]]
 name = "alice"
 token_sha256 = "%s"
 role = "operator"
-`, sha256Hex(serviceToken), top, sections, sha256Hex(operatorToken))
+`, sha256Hex(serviceToken), top, sections, atOnce, sha256Hex(operatorToken))
 }
 
 // cleanEnv is the environment without TIDEGATE_* variables (the server reads them as

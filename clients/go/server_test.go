@@ -557,7 +557,7 @@ func mustAtoi(t *testing.T, s string) int {
 func TestATableOfAnotherLogAtTheSameVersionIsRefusedAtOnce(t *testing.T) {
 	a := startServer(t, configTOML("", ""))
 	b := startServer(t, configTOML("", "")) // another cluster: another command log
-	c := startServer(t, fmt.Sprintf("[[operators]]\nname = \"alice\"\ntoken_sha256 = \"%s\"\nrole = \"operator\"\n", sha256Hex(operatorToken)))
+	c := startServer(t, fmt.Sprintf("[freeze]\nby_default = false\n[[operators]]\nname = \"alice\"\ntoken_sha256 = \"%s\"\nrole = \"operator\"\n", sha256Hex(operatorToken)))
 	va, _ := a.dial(20)
 	vb, _ := b.dial(20)
 	vc, _ := c.dial(20)

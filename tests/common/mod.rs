@@ -21,11 +21,23 @@ pub const OPERATOR_TOKEN: &str = "tg_test_operator_alice";
 pub const VIEWER_TOKEN: &str = "tg_test_viewer_victor";
 pub const SERVICE_TOKEN: &str = "tg_test_service";
 
+/// Pins moves to "at once" for the suites built on [`config_toml`] (see there).
+pub const AT_ONCE: &str = "[freeze]\nby_default = false\n";
+
 /// A TOML configuration with an operator `alice` and a viewer `victor`, plus `extra` lines.
+///
+/// Unless `extra` has its own `[freeze]` table, it also says `[freeze] by_default = false`
+/// ([`AT_ONCE`]): the suites built on it test other things, count one version per dial or unit
+/// move, and hold Routers that do not acknowledge on purpose, while a move frozen by the
+/// embedded default is three versions and waits for every live subscriber. The embedded default
+/// is tested where `extra` says `[freeze]` (`tests/freeze_e2e.rs`) and by the suites that run
+/// the binary with no configuration (`tests/docs_curl.rs`, `tests/demo.rs`).
 pub fn config_toml(extra: &str) -> String {
+    let at_once = if extra.contains("[freeze]") { "" } else { AT_ONCE };
     format!(
         r#"
 {extra}
+{at_once}
 [[operators]]
 name = "alice"
 token_sha256 = "{}"

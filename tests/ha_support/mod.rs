@@ -106,7 +106,10 @@ impl Replicas {
         for n in 1..=count {
             let file = replicas.write_config(bootstrap, topic, n, extra);
             let server = match bin {
-                Some(bin) => Server::start_bin(bin, &file, &replicas.data_dir(n - 1), 0, &[]),
+                Some(bin) => {
+                    let old = replicas.release_config(&file);
+                    Server::start_bin(bin, &old, &replicas.data_dir(n - 1), 0, &[])
+                }
                 None => Server::start(&file, &replicas.data_dir(n - 1)),
             };
             replicas.urls.push(server.url.clone());
@@ -124,6 +127,15 @@ impl Replicas {
         let file = self.dir.path().join(format!("r{n}.toml"));
         std::fs::write(&file, config_toml(&toml)).unwrap();
         file
+    }
+
+    /// `file` for the previous release, which knows no `[freeze]` table (its moves are always at
+    /// once): without the one [`config_toml`] adds.
+    fn release_config(&self, file: &Path) -> PathBuf {
+        let toml = std::fs::read_to_string(file).unwrap().replace(crate::common::AT_ONCE, "");
+        let old = file.with_extension("release.toml");
+        std::fs::write(&old, toml).unwrap();
+        old
     }
 
     fn data_dir(&self, i: usize) -> PathBuf {
@@ -172,10 +184,28 @@ impl Replicas {
         }
         let port: u16 = self.urls[i].rsplit(':').next().unwrap().parse().unwrap();
         let server = match bin {
-            Some(bin) => Server::start_bin(bin, &self.configs[i], &self.data_dir(i), port, &[]),
+            Some(bin) => {
+                let old = self.release_config(&self.configs[i]);
+                Server::start_bin(bin, &old, &self.data_dir(i), port, &[])
+            }
             None => Server::start_at(&self.configs[i], &self.data_dir(i), port),
         };
         self.servers[i] = Some(server);
+    }
+
+    /// [`Replicas::upgrade`] to this build with `config` instead of the replica's own (e.g. the
+    /// previous release's file kept as it is, so this build's embedded defaults apply).
+    pub fn upgrade_with(&mut self, i: usize, config: &Path) {
+        if let Some(server) = self.servers[i].take() {
+            server.terminate();
+        }
+        let port: u16 = self.urls[i].rsplit(':').next().unwrap().parse().unwrap();
+        self.servers[i] = Some(Server::start_at(config, &self.data_dir(i), port));
+    }
+
+    /// The configuration file the previous release of replica `i` runs with.
+    pub fn release_config_of(&self, i: usize) -> PathBuf {
+        self.release_config(&self.configs[i])
     }
 
     /// A fresh replica with an empty data directory that replays the whole topic.

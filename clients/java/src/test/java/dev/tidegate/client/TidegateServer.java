@@ -54,8 +54,17 @@ final class TidegateServer implements AutoCloseable {
         }
     }
 
+    /**
+     * A configuration with the service and operator tokens. Unless {@code extra} has its own
+     * {@code [freeze]} table, moves are at once ({@code by_default = false}): these tests count
+     * one version per dial and hold Routers that do not acknowledge on purpose, while a move
+     * frozen by the server's default is three versions and waits for every live subscriber (as
+     * {@code tests/common/mod.rs::config_toml} does for the Rust suites).
+     */
     static String config(String extraTop, String extra) {
+        String atOnce = extra.contains("[freeze]") ? "" : "[freeze]\nby_default = false\n";
         return "service_tokens_sha256 = [\"" + sha256(SERVICE_TOKEN) + "\"]\n" + extraTop + "\n" + extra + "\n"
+                + atOnce
                 + "[[operators]]\nname = \"alice\"\ntoken_sha256 = \"" + sha256(OPERATOR_TOKEN) + "\"\nrole = \"operator\"\n";
     }
 
