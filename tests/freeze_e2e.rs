@@ -887,15 +887,50 @@ fn with_freeze_by_default_moves_freeze_unless_told_not_to() {
     );
     assert!(subscriber.wait_for_version(4, Duration::from_secs(10)));
 
+    // What the default costs a caller: ten dials frozen by default against ten at once, in
+    // alternating rounds, with the acknowledging Router connected.
+    let (mut frozen, mut at_once) = (Vec::new(), Vec::new());
+    let mut version = 4;
+    for round in 0..20 {
+        // Frozen by default 40 -> 45, at once 45 -> 40: every dial moves five units.
+        let percent = if round % 2 == 0 { 45 } else { 40 };
+        let mut request =
+            json!({"blue_percent": percent, "expected_version": version, "reason": "cost"});
+        if round % 2 == 1 {
+            request["freeze"] = json!(false);
+        }
+        let asked = Instant::now();
+        let (status, body) = dial(&url, request);
+        let took = asked.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!((status, &body["blue_units"]), (200, &json!(percent)), "{body}");
+        let steps = if round % 2 == 1 { 1 } else { 3 };
+        assert_eq!(body["version"], version + steps, "{body}");
+        version += steps;
+        if round % 2 == 1 { at_once.push(took) } else { frozen.push(took) }
+    }
+    let spread = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        format!("p50 {:.0} ms (min {:.0}, max {:.0})", v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    println!(
+        "a dial frozen by default answers in {}; at once in {}",
+        spread(&mut frozen),
+        spread(&mut at_once)
+    );
+    assert!(subscriber.wait_for_version(version, Duration::from_secs(10)));
+
     // 2. `"freeze": false` moves at once; `"freeze": true` answers 202 with the change.
     let (status, body) = dial(
         &url,
-        json!({"blue_percent": 45, "freeze": false, "expected_version": 4, "reason": "now"}),
+        json!({"blue_percent": 45, "freeze": false, "expected_version": version, "reason": "now"}),
     );
-    assert_eq!((status, &body["blue_units"], &body["version"]), (200, &json!(45), &json!(5)));
+    assert_eq!(
+        (status, &body["blue_units"], &body["version"]),
+        (200, &json!(45), &json!(version + 1))
+    );
     let (status, body) = dial(
         &url,
-        json!({"blue_percent": 40, "freeze": true, "expected_version": 5, "reason": "asked"}),
+        json!({"blue_percent": 40, "freeze": true, "expected_version": version + 1, "reason": "asked"}),
     );
     assert_eq!(status, 202, "{body}");
     assert_eq!(body["change"]["moves"][0]["units"], "40-44", "{body}");
