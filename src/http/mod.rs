@@ -120,7 +120,7 @@ impl App {
         ));
         // A freeze replayed from the log waits for the previous process's subscribers to come
         // back before its barrier can pass (`Subscribers::reconnect_grace_left`).
-        subscribers.note_start(coordinator.state().version(), now_ms());
+        subscribers.note_start(coordinator.state().version(), now_ms(), coordinator.is_shared());
         let lag_source = config.lanes.kafka_bootstrap.as_ref().map(|bootstrap| {
             Arc::new(crate::mq::KafkaLag::new(bootstrap))
                 as Arc<dyn crate::service::lane_membership::LagSource>

@@ -233,6 +233,9 @@ pub struct Subscribers {
     /// [`Subscribers::reconnect_grace_left`].
     replayed_version: AtomicU64,
     started_ms: AtomicU64,
+    /// Whether other replicas share this process's log (their reports count in barriers), so a
+    /// barrier right after the start waits until they could have been heard.
+    has_peers: std::sync::atomic::AtomicBool,
 }
 
 /// How long after a start a barrier on a replayed version waits for subscribers to reconnect:
@@ -262,13 +265,16 @@ impl Subscribers {
             published_ms: AtomicU64::new(0),
             replayed_version: AtomicU64::new(0),
             started_ms: AtomicU64::new(0),
+            has_peers: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// Records that this process started at `now_ms` with the log replayed up to `version`.
-    pub fn note_start(&self, version: u64, now_ms: u64) {
+    /// Records that this process started at `now_ms` with the log replayed up to `version`, and
+    /// whether it shares its log with other replicas (`shared`).
+    pub fn note_start(&self, version: u64, now_ms: u64, shared: bool) {
         self.replayed_version.store(version, Ordering::Relaxed);
         self.started_ms.store(now_ms, Ordering::Relaxed);
+        self.has_peers.store(shared, Ordering::Relaxed);
     }
 
     /// How much longer a barrier on `version` must wait for subscribers to reconnect after a
@@ -298,10 +304,11 @@ impl Subscribers {
             return Some(format!("subscribers reconnecting ({grace} ms left)"));
         }
         // Right after a start this replica has not heard the others' reports yet, and a peer it
-        // has not heard of cannot be found stale below: wait until it could have.
+        // has not heard of cannot be found stale below: wait until it could have (a coordinator
+        // alone on its log has no one to hear).
         let fresh = crate::service::gate_view::PEER_FRESH_MS;
         let started = self.started_ms.load(Ordering::Relaxed);
-        if started > 0 && now_ms < started + fresh {
+        if self.has_peers.load(Ordering::Relaxed) && started > 0 && now_ms < started + fresh {
             let left = started + fresh - now_ms;
             return Some(format!(
                 "hearing from the other replicas after the start ({left} ms left)"
@@ -685,7 +692,7 @@ mod tests {
     fn a_barrier_on_a_replayed_version_waits_for_reconnects_and_a_new_one_does_not() {
         let subscribers = Subscribers::new(30_000, 100);
         assert_eq!(subscribers.reconnect_grace_left(5, 1_000), 0, "before note_start: no grace");
-        subscribers.note_start(7, 1_000_000);
+        subscribers.note_start(7, 1_000_000, true);
         assert_eq!(subscribers.reconnect_grace_left(7, 1_000_000), RECONNECT_GRACE_MS);
         assert_eq!(subscribers.reconnect_grace_left(3, 1_004_000), RECONNECT_GRACE_MS - 4_000);
         assert_eq!(subscribers.reconnect_grace_left(7, 1_000_000 + RECONNECT_GRACE_MS), 0);
@@ -694,6 +701,12 @@ mod tests {
         assert!(subscribers.freeze_hold(8, 1_000_500).unwrap().contains("hearing"));
         let heard = 1_000_000 + crate::service::gate_view::PEER_FRESH_MS;
         assert_eq!(subscribers.freeze_hold(8, heard), None);
+        // A coordinator alone on its log has no replica to hear: no wait after its start for a
+        // change made since, while a replayed version still waits for reconnects.
+        let alone = Subscribers::new(30_000, 100);
+        alone.note_start(7, 1_000_000, false);
+        assert_eq!(alone.freeze_hold(8, 1_000_001), None);
+        assert!(alone.freeze_hold(7, 1_000_001).unwrap().contains("reconnecting"));
         // A replica whose subscribers were counted goes silent: every barrier waits the grace.
         let here = Subscribers::new(30_000, 100);
         let summary =
@@ -714,7 +727,7 @@ mod tests {
         assert_eq!(here.reconnect_grace_left(9, gone + RECONNECT_GRACE_MS), 0);
         // Never longer than the liveness window.
         let short = Subscribers::new(2_000, 100);
-        short.note_start(7, 1_000_000);
+        short.note_start(7, 1_000_000, true);
         assert_eq!(short.reconnect_grace_left(7, 1_000_500), 1_500);
     }
 
