@@ -24,7 +24,7 @@
 mod common;
 mod ha_support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::kafka;
@@ -93,6 +93,20 @@ fn settled(url: &str, version: u64) -> bool {
     rows.len() == 3 && rows.iter().all(|(_, status, ..)| status == "live") && own >= version
 }
 
+/// Three replicas of the previous release (`old`) on a fresh topic named after `name`, once
+/// they see each other.
+fn old_cluster(old: &Path, name: &str) -> Replicas {
+    let topic = kafka::unique(name);
+    let replicas = Replicas::start_release(old, &kafka::bootstrap(), &topic, 3, "");
+    let url = &replicas.urls[0];
+    assert!(
+        wait_until(Duration::from_secs(30), || settled(url, 1)),
+        "the previous release's replicas never saw each other: {:?}",
+        rows(url)
+    );
+    replicas
+}
+
 fn version(url: &str) -> u64 {
     get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap()
 }
@@ -101,14 +115,8 @@ fn version(url: &str) -> u64 {
 fn a_rolling_upgrade_from_the_previous_release_loses_no_acknowledged_change() {
     let started = Instant::now();
     let old = release_bin();
-    let topic = kafka::unique("rolling-upgrade");
-    let mut replicas = Replicas::start_release(&old, &kafka::bootstrap(), &topic, 3, "");
+    let mut replicas = old_cluster(&old, "rolling-upgrade");
     let urls = replicas.urls.clone();
-    assert!(
-        wait_until(Duration::from_secs(30), || settled(&urls[0], 1)),
-        "the previous release's replicas never saw each other: {:?}",
-        rows(&urls[0])
-    );
     let green = get_json(&format!("{}/v1/routing", urls[0])).1["colors"]["green"]
         .as_str()
         .unwrap()
@@ -254,11 +262,8 @@ fn a_rolling_upgrade_from_the_previous_release_loses_no_acknowledged_change() {
 #[test]
 fn mid_upgrade_a_move_frozen_by_default_moves_at_once_and_an_asked_freeze_is_refused() {
     let started = Instant::now();
-    let old = release_bin();
-    let topic = kafka::unique("upgrade-freeze");
-    let mut replicas = Replicas::start_release(&old, &kafka::bootstrap(), &topic, 3, "");
+    let mut replicas = old_cluster(&release_bin(), "upgrade-freeze");
     let urls = replicas.urls.clone();
-    assert!(wait_until(Duration::from_secs(30), || settled(&urls[0], 1)), "{:?}", rows(&urls[0]));
     let kept = replicas.release_config_of(0);
     assert!(!std::fs::read_to_string(&kept).unwrap().contains("[freeze]"));
     replicas.upgrade_with(0, &kept);

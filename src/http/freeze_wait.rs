@@ -11,14 +11,45 @@ use serde_json::{Value, json};
 
 use super::App;
 use super::error::ApiError;
+use super::idempotency::Scoped;
+use super::tag::Versioned;
+use crate::service::routing_frames::routing_body;
 
 /// How long past its window a request waits for the staged loop to end a change before it
 /// answers 202 with the change still in progress (a loop that is not running never hangs it).
 const SLACK: Duration = Duration::from_secs(10);
 
+/// The end of a move frozen by default: the table after it (200), a 409 `freeze_aborted` when
+/// it was undone, or `None` (answer 202) when it is still running. `decorate` adds what the
+/// caller's answer carries besides the table; `key`, if any, remembers the final answer.
+pub(super) async fn default_freeze_end(
+    app: &App,
+    frozen_version: u64,
+    window_ms: u64,
+    key: Option<&Scoped>,
+    decorate: impl FnOnce(&mut Value),
+) -> Result<Option<Versioned>, ApiError> {
+    match units_change_end(app, frozen_version, window_ms).await {
+        Ended::Unfrozen { version, took_ms, said } => {
+            let table = app.coordinator.table();
+            let mut body = routing_body(&table, app.coordinator.log_id());
+            body["changed"] = json!(true);
+            body["loss_less"] = freeze_summary(frozen_version, version, took_ms, &said);
+            decorate(&mut body);
+            let answer = Versioned::new(&body, table.version());
+            if let Some(key) = key {
+                app.idempotency.answered(key, answer.body(), table.version());
+            }
+            Ok(Some(answer))
+        }
+        Ended::Aborted { version, reason } => Err(aborted(version, &reason)),
+        Ended::Running => Ok(None),
+    }
+}
+
 /// How a unit move frozen at `frozen_version` ended.
 #[derive(Debug)]
-pub(super) enum Ended {
+enum Ended {
     /// Switched and unfrozen: the audit record that unfroze it.
     Unfrozen { version: u64, took_ms: u64, said: String },
     /// Undone without switching (nothing moved), and why.
@@ -29,7 +60,7 @@ pub(super) enum Ended {
 
 /// Waits until the unit move frozen at `frozen_version` has ended, at most `window_ms` plus
 /// [`SLACK`].
-pub(super) async fn units_change_end(app: &App, frozen_version: u64, window_ms: u64) -> Ended {
+async fn units_change_end(app: &App, frozen_version: u64, window_ms: u64) -> Ended {
     let mut states = app.coordinator.subscribe();
     let deadline = rocket::tokio::time::Instant::now() + Duration::from_millis(window_ms) + SLACK;
     loop {
@@ -67,7 +98,7 @@ pub(super) async fn units_change_end(app: &App, frozen_version: u64, window_ms: 
 }
 
 /// The 409 of a default freeze that was undone: nothing moved.
-pub(super) fn aborted(version: u64, reason: &str) -> ApiError {
+fn aborted(version: u64, reason: &str) -> ApiError {
     ApiError::new(
         Status::Conflict,
         "freeze_aborted",
@@ -78,12 +109,7 @@ pub(super) fn aborted(version: u64, reason: &str) -> ApiError {
 }
 
 /// What the synchronous answer says about the freeze it waited for.
-pub(super) fn freeze_summary(
-    frozen_version: u64,
-    unfrozen_version: u64,
-    took_ms: u64,
-    said: &str,
-) -> Value {
+fn freeze_summary(frozen_version: u64, unfrozen_version: u64, took_ms: u64, said: &str) -> Value {
     json!({
         "by_default": true,
         "frozen_version": frozen_version,

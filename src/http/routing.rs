@@ -155,9 +155,14 @@ async fn put_dial(
     // Frozen by default, not asked: answer once the move has ended, as an unfrozen dial does.
     if request.freeze.is_none() && submitted.applied.is_some() {
         let frozen_version = submitted.table.version();
-        if let Some(done) =
-            super::units::default_freeze_end(app, frozen_version, window_ms, Some(&key), |_| {})
-                .await?
+        if let Some(done) = super::freeze_wait::default_freeze_end(
+            app,
+            frozen_version,
+            window_ms,
+            Some(&key),
+            |_| {},
+        )
+        .await?
         {
             return Ok((Status::Ok, done));
         }

@@ -347,39 +347,13 @@ async fn move_to(
             done["moves"] = body["moves"].clone();
             done["projection"] = body["projection"].clone();
         };
-        if let Some(done) = default_freeze_end(app, version, window_ms, key, decorate).await? {
+        if let Some(done) =
+            super::freeze_wait::default_freeze_end(app, version, window_ms, key, decorate).await?
+        {
             return Ok((Status::Ok, done));
         }
     }
     Ok((if freezing { Status::Accepted } else { Status::Ok }, answer))
-}
-
-/// The end of a move frozen by default ([`super::freeze_wait`]): the table after it (200), a
-/// 409 `freeze_aborted` when it was undone, or `None` (answer 202) when it is still running.
-pub(super) async fn default_freeze_end(
-    app: &App,
-    frozen_version: u64,
-    window_ms: u64,
-    key: Option<&Scoped>,
-    decorate: impl FnOnce(&mut Value),
-) -> Result<Option<Versioned>, ApiError> {
-    use super::freeze_wait::{Ended, aborted, freeze_summary, units_change_end};
-    match units_change_end(app, frozen_version, window_ms).await {
-        Ended::Unfrozen { version, took_ms, said } => {
-            let table = app.coordinator.table();
-            let mut body = routing_body(&table, app.coordinator.log_id());
-            body["changed"] = json!(true);
-            body["loss_less"] = freeze_summary(frozen_version, version, took_ms, &said);
-            decorate(&mut body);
-            let answer = Versioned::new(&body, table.version());
-            if let Some(key) = key {
-                app.idempotency.answered(key, answer.body(), table.version());
-            }
-            Ok(Some(answer))
-        }
-        Ended::Aborted { version, reason } => Err(aborted(version, &reason)),
-        Ended::Running => Ok(None),
-    }
 }
 
 /// What a loss-less move from `table`'s maps to `next` would freeze, by domain.
