@@ -232,6 +232,8 @@ pub struct EdgeSettings {
     pub tag_key: String,
     /// The edge's port as a dispatcher (tags and the gateway check on hyper).
     pub fast_path: bool,
+    /// `[edge.tls]`: serve HTTPS with these files, as `[server.tls]` does.
+    pub tls: Option<TlsSettings>,
 }
 
 impl Default for EdgeSettings {
@@ -253,6 +255,7 @@ impl Default for EdgeSettings {
             coordinator_timeout: "8s".into(),
             tag_key: String::new(),
             fast_path: true,
+            tls: None,
         }
     }
 }
@@ -529,7 +532,7 @@ pub struct ServerSettings {
     /// A second port serving only `GET`/`POST /v1/tag` on hyper directly (off when absent).
     pub fast_port: Option<u16>,
     /// The main port serves the tag path (tags, watch streams, acks) on hyper directly and hands
-    /// every other connection to Rocket (plain HTTP only: ignored with `[server.tls]`).
+    /// every other connection to Rocket (with `[server.tls]` too: the dispatcher terminates it).
     pub fast_path: bool,
     pub tls: Option<TlsSettings>,
     /// How long a new connection may take to send its first request's complete head.
@@ -728,8 +731,8 @@ pub struct Config {
     /// `[server] fast_port`: the tag path's own plain-HTTP listener on `address` (`http_fast`);
     /// 0 takes any free port.
     pub fast_port: Option<u16>,
-    /// `[server] fast_path` without `[server.tls]`: the main port is the dispatcher of
-    /// `http_fast::dispatch` (Rocket listens on a loopback port of its own).
+    /// `[server] fast_path`: the main port is the dispatcher of `http_fast::dispatch`, which
+    /// hands Rocket the connections it does not serve (terminating TLS first with `tls`).
     pub fast_path: bool,
     /// `[server] header_read_timeout`, `idle_timeout`, `max_connections`: the limits of the
     /// main and the fast port, which share one connection guard.
@@ -789,6 +792,8 @@ pub struct EdgeConfig {
     /// `edge.fast_path`: the edge's port is a dispatcher that serves `/v1/tag` and `/v1/gate`
     /// on hyper and hands the rest to Rocket (`http_fast::edge`); false: Rocket alone.
     pub fast_path: bool,
+    /// `[edge.tls]`: serve HTTPS with these files; `None` serves plain HTTP.
+    pub tls: Option<TlsSettings>,
 }
 
 /// A listener's connection limits (`service::connections` builds its guard from them).
@@ -1163,7 +1168,7 @@ impl Config {
         let ui = validate_ui(&s.ui)?;
         let lanes = validate_lanes(&s.lanes)?;
         if let Some(tls) = &s.server.tls {
-            validate_tls(tls)?;
+            validate_tls("server.tls", tls)?;
         }
         if let Some(fast_port) = s.server.fast_port {
             if s.server.tls.is_some() {
@@ -1249,7 +1254,7 @@ impl Config {
             declared_plans: s.plans.declared.clone(),
             tls: s.server.tls.clone(),
             fast_port: s.server.fast_port,
-            fast_path: s.server.fast_path && s.server.tls.is_none(),
+            fast_path: s.server.fast_path,
             connections,
             client_ca_file: s.client.ca_file.clone(),
             flag_key,
@@ -1280,24 +1285,26 @@ impl Config {
 
 /// Reads both PEM files now, so a wrong path or a file of the wrong kind names its key instead
 /// of failing later as "binding failed".
-fn validate_tls(tls: &TlsSettings) -> Result<(), ConfigError> {
+fn validate_tls(section: &str, tls: &TlsSettings) -> Result<(), ConfigError> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_file_iter(&tls.certs)
         .map_err(|e| {
-            invalid("server.tls.certs", format!("cannot read {}: {e}", tls.certs.display()))
+            invalid(format!("{section}.certs"), format!("cannot read {}: {e}", tls.certs.display()))
         })?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| invalid("server.tls.certs", format!("{}: {e}", tls.certs.display())))?;
+        .map_err(|e| {
+            invalid(format!("{section}.certs"), format!("{}: {e}", tls.certs.display()))
+        })?;
     if certs.is_empty() {
         return Err(invalid(
-            "server.tls.certs",
+            format!("{section}.certs"),
             format!("{} holds no PEM certificate", tls.certs.display()),
         ));
     }
     PrivateKeyDer::from_pem_file(&tls.key).map_err(|e| {
         invalid(
-            "server.tls.key",
+            format!("{section}.key"),
             format!(
                 "{} holds no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}",
                 tls.key.display()
@@ -1668,6 +1675,13 @@ fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, Config
         tag_key: secret_key("edge.tag_key", &e.tag_key)?
             .map(|k| crate::client::TagKey::new(&k.0).expect("32 bytes")),
         fast_path: e.fast_path,
+        tls: match &e.tls {
+            Some(tls) => {
+                validate_tls("edge.tls", tls)?;
+                Some(tls.clone())
+            }
+            None => None,
+        },
     })
 }
 

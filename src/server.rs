@@ -293,13 +293,17 @@ pub fn serve(config: Config) -> Result<(), String> {
     };
     let mut alongside: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> =
         Vec::new();
-    // The main port as a dispatcher (the default without TLS): bound first, so that a port in
-    // use fails here naming `server.port`.
+    // The main port as a dispatcher (the default, with or without TLS): bound first, so that a
+    // port in use fails here naming `server.port`.
     let main = if config.fast_path {
         let (handoff, unbound) = http::dispatch::handoff();
         let at = std::net::SocketAddr::new(config.address, config.port);
+        let tls = match &config.tls {
+            Some(tls) => Some(http_fast::tls::acceptor(&tls.certs, &tls.key, "server.tls")?),
+            None => None,
+        };
         let dispatcher =
-            http_fast::dispatch::Dispatcher::bind(tagger(Some(handoff)), at, "server.port")?;
+            http_fast::dispatch::Dispatcher::bind(tagger(Some(handoff)), at, "server.port", tls)?;
         let local = dispatcher.local_addr().map_err(|e| format!("server.port: {e}"))?;
         alongside.push(Box::pin(dispatcher.serve()));
         Some(unbound.at(local))

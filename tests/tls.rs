@@ -276,6 +276,10 @@ fn tls_configuration_errors_name_the_key() {
         ("[client]\nca_file = \"/nonexistent/ca.pem\"\n", "client.ca_file"),
         ("[server.tls]\ncerts = \"/etc/hostname\"\n", "key"),
         ("[server.tls]\ncerts = \"/etc/hostname\"\nkey = \"/etc/hostname\"\n", "server.tls.certs"),
+        (
+            "[edge.tls]\ncerts = \"/nonexistent/c.pem\"\nkey = \"/nonexistent/k.pem\"\n",
+            "edge.tls.certs",
+        ),
     ] {
         let config_file = dir.path().join("bad.toml");
         std::fs::write(&config_file, toml).unwrap();
@@ -297,4 +301,201 @@ fn tls_configuration_errors_name_the_key() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("server.tls.key") && err.contains("private key"), "{err}");
+}
+
+/// What one raw HTTP/1.1 exchange over TLS saw: the protocol the server chose by ALPN, the
+/// status line, the answer's header names in the order they came (but those whose order is
+/// random), and the body.
+struct Raw {
+    alpn: Option<Vec<u8>>,
+    status: String,
+    names: Vec<String>,
+    body: String,
+}
+
+/// A rustls client trusting `ca` that offers `alpn`, connected to `base` (`https://host:port`).
+fn tls_stream(
+    base: &str,
+    ca: &Path,
+    alpn: &[&[u8]],
+) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+    let mut config = (*tls::client_config(Some(ca)).unwrap()).clone();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let socket = std::net::TcpStream::connect(base.trim_start_matches("https://")).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let name = "localhost".try_into().unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    rustls::StreamOwned::new(conn, socket)
+}
+
+/// `GET path` over HTTP/1.1 on a fresh TLS connection, read to its close.
+fn raw_get(base: &str, ca: &Path, path: &str) -> Raw {
+    use std::io::{Read, Write};
+    let mut stream = tls_stream(base, ca, &[b"http/1.1"]);
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    // A peer that closes without close_notify ends the read with an error: what came is whole.
+    while let Ok(n) = stream.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8(seen).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{path}: {text}"));
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().to_owned();
+    // Rocket's Shield adds its three headers in no fixed order: they tell nothing.
+    const UNORDERED: [&str; 4] =
+        ["date", "permissions-policy", "x-content-type-options", "x-frame-options"];
+    let names = lines
+        .map(|l| l.split(':').next().unwrap().to_ascii_lowercase())
+        .filter(|n| !UNORDERED.contains(&n.as_str()))
+        .collect();
+    Raw { alpn: stream.conn.alpn_protocol().map(<[u8]>::to_vec), status, names, body: body.into() }
+}
+
+/// `[server.tls]` with the dispatcher (the default): the tag path is served on hyper, the rest
+/// (and every HTTP/2 client) by Rocket, with the answers of Rocket alone serving TLS
+/// (`fast_path = false`, the only TLS server before). Which server answered shows only in the
+/// order of the headers: the control is that Rocket's own answers have the same order on both.
+#[test]
+fn the_tls_port_serves_the_tag_path_on_the_fast_path_and_the_rest_as_rocket_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = make_pki(dir.path());
+    let dispatch = start_tls_server(dir.path(), &pki);
+    let alone_dir = dir.path().join("alone");
+    std::fs::create_dir_all(&alone_dir).unwrap();
+    let config_file = alone_dir.join("tidegate.toml");
+    let tls = format!(
+        "[server]\nfast_path = false\n[server.tls]\ncerts = \"{}\"\nkey = \"{}\"\n",
+        pki.certs.display(),
+        pki.key.display()
+    );
+    std::fs::write(&config_file, config_toml(&tls)).unwrap();
+    let alone = Server::start(&config_file, &alone_dir.join("data"));
+
+    let tag = "/v1/tag?user_id=u-1";
+    for path in [tag, "/v1/tag?user_id=", "/openapi.json", "/healthz", "/v1/nothing-here"] {
+        let (fast, rocket) =
+            (raw_get(&dispatch.url, &pki.ca, path), raw_get(&alone.url, &pki.ca, path));
+        assert_eq!((&fast.status, &fast.body), (&rocket.status, &rocket.body), "{path}");
+        let mut sorted = (fast.names.clone(), rocket.names.clone());
+        sorted.0.sort();
+        sorted.1.sort();
+        assert_eq!(sorted.0, sorted.1, "{path}: the same headers");
+        assert_eq!(fast.alpn.as_deref(), Some(&b"http/1.1"[..]), "{path}");
+        if path.starts_with("/v1/tag") {
+            assert_ne!(fast.names, rocket.names, "{path}: served by the fast path, not Rocket");
+        } else {
+            assert_eq!(fast.names, rocket.names, "{path}: served by Rocket on both");
+        }
+    }
+    // An HTTP/2 client (ALPN h2) is Rocket's, as before: curl negotiates h2 and is answered.
+    for server in [&dispatch, &alone] {
+        let out = Command::new("curl")
+            .args(["-s", "--http2", "--cacert"])
+            .arg(&pki.ca)
+            .args(["-o", "/dev/null", "-w", "%{http_version} %{http_code}"])
+            .arg(format!("{}{tag}", server.url))
+            .output()
+            .expect("curl is installed (scripts/ci-deps.sh)");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "2 200", "{}", server.url);
+    }
+}
+
+/// A TLS socket that never finishes its handshake, and one that finishes it and never sends a
+/// request, are closed by the connection guard after `header_read_timeout`, as plain ones are.
+#[test]
+fn idle_tls_sockets_are_closed_after_the_header_read_timeout() {
+    use std::io::{ErrorKind, Read};
+    let dir = tempfile::tempdir().unwrap();
+    let pki = make_pki(dir.path());
+    let config_file = dir.path().join("tidegate.toml");
+    let toml = format!(
+        "[server]\nheader_read_timeout = \"1s\"\n[server.tls]\ncerts = \"{}\"\nkey = \"{}\"\n",
+        pki.certs.display(),
+        pki.key.display()
+    );
+    std::fs::write(&config_file, config_toml(&toml)).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let started = std::time::Instant::now();
+    // No handshake at all.
+    let mut silent =
+        std::net::TcpStream::connect(server.url.trim_start_matches("https://")).unwrap();
+    // A handshake, then nothing.
+    let mut shook = tls_stream(&server.url, &pki.ca, &[b"http/1.1"]);
+    while shook.conn.is_handshaking() {
+        shook.conn.complete_io(&mut shook.sock).unwrap();
+    }
+    // Still open half-way through the timeout (the control: the read times out, nothing closed).
+    silent.set_read_timeout(Some(Duration::from_millis(400))).unwrap();
+    shook.sock.set_read_timeout(Some(Duration::from_millis(400))).unwrap();
+    let mut buf = [0u8; 64];
+    let open = |r: std::io::Result<usize>| matches!(r, Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut));
+    assert!(open(silent.read(&mut buf)), "closed too early");
+    assert!(open(shook.read(&mut buf)), "closed too early");
+    // Then closed by the server.
+    silent.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    shook.sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let closed = |r: std::io::Result<usize>| match r {
+        Ok(0) => true,
+        Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        Ok(_) => false,
+    };
+    assert!(closed(silent.read(&mut buf)), "the silent socket stayed open");
+    assert!(closed(shook.read(&mut buf)), "the socket after its handshake stayed open");
+    let after = started.elapsed();
+    assert!(after < Duration::from_secs(4), "closed after {after:?}");
+    // The port still serves.
+    assert!(raw_get(&server.url, &pki.ca, "/v1/tag?user_id=u-1").status.contains("200"));
+    eprintln!("FIGURE idle_tls_sockets closed_after={after:?} header_read_timeout=1s");
+}
+
+/// `[edge.tls]`: the edge serves HTTPS on its dispatcher (tags and the gateway check on the
+/// fast path) with the answers of the edge on Rocket alone serving the same TLS.
+#[test]
+fn the_edge_serves_https_on_its_fast_path_as_on_rocket_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = make_pki(dir.path());
+    let server = start_tls_server(dir.path(), &pki);
+    let edge = |name: &str, lines: &str| {
+        let file = dir.path().join(format!("{name}.toml"));
+        let toml = format!(
+            "[edge]\nsubscriber_id = \"{name}\"\nzone = \"az-a\"\n{lines}\n[edge.tls]\ncerts = \"{}\"\nkey = \"{}\"\n[client]\nca_file = \"{}\"\n",
+            pki.certs.display(),
+            pki.key.display(),
+            pki.ca.display()
+        );
+        std::fs::write(&file, config_toml(&toml)).unwrap();
+        common::gateway::Edge::start(
+            &file,
+            &server.url,
+            &dir.path().join(format!("{name}.json")),
+            0,
+        )
+    };
+    let fast = edge("edge-fast", "");
+    let alone = edge("edge-alone", "fast_path = false");
+    for e in [&fast, &alone] {
+        assert!(e.url.starts_with("https://127.0.0.1:"), "{}", e.url);
+        let agent = tls::agent(&e.url, Duration::from_secs(5), Some(&pki.ca)).unwrap();
+        let ready = wait_until(Duration::from_secs(15), || {
+            agent.get(&format!("{}/readyz", e.url)).call().is_ok_and(|r| r.status() == 200)
+        });
+        assert!(ready, "{}", e.stderr());
+    }
+    for path in ["/v1/tag?user_id=u-1", "/v1/gate?user_id=u-1", "/v1/gate", "/healthz"] {
+        let (f, r) = (raw_get(&fast.url, &pki.ca, path), raw_get(&alone.url, &pki.ca, path));
+        assert_eq!((&f.status, &f.body), (&r.status, &r.body), "{path}");
+        if path == "/healthz" {
+            assert_eq!(f.names, r.names, "{path}: Rocket's on both");
+        } else {
+            assert_ne!(f.names, r.names, "{path}: served by the fast path");
+        }
+    }
+    // Plain HTTP on the TLS edge gets no answer.
+    let plain = common::agent().get(&format!("http{}/v1/tag?user_id=u-1", &fast.url[5..])).call();
+    assert!(plain.is_err());
 }

@@ -41,7 +41,7 @@ fn table(app: &EdgeApp) -> Result<Arc<RoutingTable>, ApiError> {
 pub fn build(app: Arc<EdgeApp>) -> Rocket<Build> {
     let config = Arc::clone(&app.config);
     let body_limit = ByteUnit::from(config.max_body_bytes);
-    let figment = rocket::Config::figment()
+    let mut figment = rocket::Config::figment()
         .merge(("address", config.edge.address))
         .merge(("port", config.edge.port))
         .merge(("limits", Limits::default().limit("json", body_limit).limit("string", body_limit)))
@@ -49,6 +49,12 @@ pub fn build(app: Arc<EdgeApp>) -> Rocket<Build> {
         .merge(("cli_colors", false))
         .merge(("ident", "tidegate-edge"))
         .merge(("secret_key", super::ui::secret_key(&config.ui).to_vec()));
+    // HTTPS (`[edge.tls]`): Rocket's own TLS on Rocket alone; behind the dispatcher, which
+    // terminates TLS itself, the table only makes Rocket announce `https`.
+    if let Some(tls) = &config.edge.tls {
+        figment =
+            figment.merge(("tls", rocket::config::TlsConfig::from_paths(&tls.certs, &tls.key)));
+    }
     // The patched Rocket's serve() admits every connection through this guard. Behind the
     // dispatcher, whose guard admitted the connection already, Rocket has a guard of its own
     // with the same limits (as the coordinator's main port does).
@@ -88,8 +94,9 @@ pub fn build(app: Arc<EdgeApp>) -> Rocket<Build> {
             Box::pin(async move {
                 let config = rocket.config();
                 // Tests and scripts start the edge on port 0 and read this line for the port.
+                let scheme = if config.tls_enabled() { "https" } else { "http" };
                 println!(
-                    "tidegate edge listening on http://{}",
+                    "tidegate edge listening on {scheme}://{}",
                     SocketAddr::new(config.address, config.port)
                 );
             })
@@ -110,8 +117,13 @@ pub fn run(app: EdgeApp) -> Result<(), String> {
     }
     let at = SocketAddr::new(app.config.edge.address, app.config.edge.port);
     let (handoff, unbound) = super::dispatch::handoff();
+    let app_tls = app.config.edge.tls.clone();
     let fast = crate::http_fast::edge::EdgeFast::new(app, Some(handoff));
-    let dispatcher = crate::http_fast::dispatch::Dispatcher::bind(fast, at, "edge.port")?;
+    let tls = match &app_tls {
+        Some(tls) => Some(crate::http_fast::tls::acceptor(&tls.certs, &tls.key, "edge.tls")?),
+        None => None,
+    };
+    let dispatcher = crate::http_fast::dispatch::Dispatcher::bind(fast, at, "edge.port", tls)?;
     let local = dispatcher.local_addr().map_err(|e| format!("edge.port: {e}"))?;
     super::dispatch::launch(rocket, unbound.at(local), vec![Box::pin(dispatcher.serve())], "edge")
 }

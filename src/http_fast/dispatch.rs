@@ -1,10 +1,13 @@
-//! The main port as one dispatcher (`[server] fast_path`, the default without `[server.tls]`):
-//! it accepts every connection, reads the first request head from a peek, and serves the tag
+//! The main port as one dispatcher (`[server] fast_path`, the default): it accepts every
+//! connection, reads the first request head from a peek, and serves the tag
 //! path (`GET`/`HEAD`/`POST /v1/tag`, `GET /v1/routing/watch`, `POST /v1/subscribers/<id>/ack`,
 //! without a cookie) on hyper here, as the fast listener does; every other connection is handed,
 //! untouched (nothing was read from it), to Rocket ([`Handed::Socket`]). A later request on a
 //! tag-path connection that is not on the tag path goes to Rocket over an in-memory pipe
-//! ([`to_rocket`]), so a client may mix both on one kept-alive connection.
+//! ([`to_rocket`]), so a client may mix both on one kept-alive connection. With TLS
+//! (`[server.tls]`, `[edge.tls]`) the dispatcher terminates it first ([`super::tls`]): the head
+//! is read from the decrypted stream instead of peeked, and Rocket gets the decrypted
+//! connection with those bytes in front ([`Handed::Tls`]).
 //!
 //! Why one port (issue 27): out of the box, services used the Rocket port, at 0.4-0.7x a bare
 //! hyper server, and the fast path needed a second port that every client had to know about.
@@ -27,8 +30,10 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
 
 use super::Fast;
+use super::tls::{self, Rewound, TlsConn};
 use crate::service::connections::Ticket;
 use crate::service::tag_answer::Failure;
 
@@ -40,6 +45,8 @@ pub enum Handed {
     /// A client's socket, with nothing read from it yet. Its admission ticket lives as long as
     /// the connection (Rocket's own guard times it out when idle; dropping it releases the slot).
     Socket { stream: TcpStream, peer: Option<SocketAddr>, _ticket: Arc<Ticket> },
+    /// A TLS connection, decrypted, with the bytes the dispatcher read from it in front.
+    Tls { stream: Box<Rewound<TlsConn>>, peer: Option<SocketAddr>, _ticket: Arc<Ticket> },
     /// Rocket's end of a pipe carrying one request that arrived on a tag-path connection.
     Pipe(DuplexStream),
 }
@@ -47,7 +54,7 @@ pub enum Handed {
 impl Handed {
     pub fn peer(&self) -> Option<SocketAddr> {
         match self {
-            Handed::Socket { peer, .. } => *peer,
+            Handed::Socket { peer, .. } | Handed::Tls { peer, .. } => *peer,
             Handed::Pipe(_) => None,
         }
     }
@@ -55,6 +62,7 @@ impl Handed {
     pub fn set_nodelay(&self) -> io::Result<()> {
         match self {
             Handed::Socket { stream, .. } => stream.set_nodelay(true),
+            Handed::Tls { stream, .. } => stream.get_ref().get_ref().0.set_nodelay(true),
             Handed::Pipe(_) => Ok(()),
         }
     }
@@ -68,6 +76,7 @@ impl AsyncRead for Handed {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Handed::Socket { stream, .. } => Pin::new(stream).poll_read(cx, buf),
+            Handed::Tls { stream, .. } => Pin::new(stream.as_mut()).poll_read(cx, buf),
             Handed::Pipe(pipe) => Pin::new(pipe).poll_read(cx, buf),
         }
     }
@@ -81,6 +90,7 @@ impl AsyncWrite for Handed {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Handed::Socket { stream, .. } => Pin::new(stream).poll_write(cx, buf),
+            Handed::Tls { stream, .. } => Pin::new(stream.as_mut()).poll_write(cx, buf),
             Handed::Pipe(pipe) => Pin::new(pipe).poll_write(cx, buf),
         }
     }
@@ -92,6 +102,7 @@ impl AsyncWrite for Handed {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Handed::Socket { stream, .. } => Pin::new(stream).poll_write_vectored(cx, bufs),
+            Handed::Tls { stream, .. } => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
             Handed::Pipe(pipe) => Pin::new(pipe).poll_write_vectored(cx, bufs),
         }
     }
@@ -99,6 +110,7 @@ impl AsyncWrite for Handed {
     fn is_write_vectored(&self) -> bool {
         match self {
             Handed::Socket { stream, .. } => stream.is_write_vectored(),
+            Handed::Tls { stream, .. } => stream.is_write_vectored(),
             Handed::Pipe(pipe) => pipe.is_write_vectored(),
         }
     }
@@ -106,6 +118,7 @@ impl AsyncWrite for Handed {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Handed::Socket { stream, .. } => Pin::new(stream).poll_flush(cx),
+            Handed::Tls { stream, .. } => Pin::new(stream.as_mut()).poll_flush(cx),
             Handed::Pipe(pipe) => Pin::new(pipe).poll_flush(cx),
         }
     }
@@ -113,6 +126,7 @@ impl AsyncWrite for Handed {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Handed::Socket { stream, .. } => Pin::new(stream).poll_shutdown(cx),
+            Handed::Tls { stream, .. } => Pin::new(stream.as_mut()).poll_shutdown(cx),
             Handed::Pipe(pipe) => Pin::new(pipe).poll_shutdown(cx),
         }
     }
@@ -122,17 +136,25 @@ impl AsyncWrite for Handed {
 pub struct Dispatcher<A> {
     listener: StdListener,
     app: Arc<A>,
+    /// With TLS: terminated here, before the first request is read.
+    tls: Option<TlsAcceptor>,
 }
 
 impl<A: Fast> Dispatcher<A> {
     /// Binds `at` now (a port in use fails start-up naming `key`, the port's setting).
-    /// `app.handoff()` must be set: it is where Rocket's connections go.
-    pub fn bind(app: A, at: SocketAddr, key: &str) -> Result<Dispatcher<A>, String> {
+    /// `app.handoff()` must be set: it is where Rocket's connections go. With `tls` the port
+    /// speaks HTTPS only.
+    pub fn bind(
+        app: A,
+        at: SocketAddr,
+        key: &str,
+        tls: Option<TlsAcceptor>,
+    ) -> Result<Dispatcher<A>, String> {
         assert!(app.handoff().is_some(), "a dispatcher needs somewhere to hand connections");
         let listener = StdListener::bind(at)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|e| format!("{key}: cannot listen on {at}: {e}"))?;
-        Ok(Dispatcher { listener, app: Arc::new(app) })
+        Ok(Dispatcher { listener, app: Arc::new(app), tls })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -142,7 +164,15 @@ impl<A: Fast> Dispatcher<A> {
     /// Accepts connections until the runtime stops: each is admitted by the connection guard,
     /// then served here or handed to Rocket by its first request.
     pub async fn serve(self) {
-        super::accept_admitted(self.listener, self.app, "the main port", route).await;
+        match self.tls {
+            None => super::accept_admitted(self.listener, self.app, "the main port", route).await,
+            Some(tls) => {
+                let route = move |app, stream, peer, ticket| {
+                    route_tls(app, stream, peer, ticket, tls.clone())
+                };
+                super::accept_admitted(self.listener, self.app, "the main port", route).await;
+            }
+        }
     }
 }
 
@@ -172,8 +202,72 @@ async fn route<A: Fast>(app: Arc<A>, stream: TcpStream, peer: SocketAddr, ticket
     }
 }
 
+/// A TLS connection: the handshake, then the first request head read (not peeked) from the
+/// decrypted stream, then served here or handed to Rocket with what was read in front. A client
+/// that chose HTTP/2 by ALPN is Rocket's at once.
+async fn route_tls<A: Fast>(
+    app: Arc<A>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    ticket: Arc<Ticket>,
+    acceptor: TlsAcceptor,
+) {
+    let _ = stream.set_nodelay(true);
+    // A failed handshake (a plain-HTTP client, an untrusted certificate) is the client's to
+    // report: rustls already sent the alert.
+    let Ok(mut conn) = acceptor.accept(stream).await else { return };
+    let mut head = Vec::new();
+    let first = if tls::negotiated_h2(&conn) {
+        First::Rocket
+    } else {
+        let judged = tls::read_head(&mut conn, &mut head, PEEK, |seen| match judge(&*app, seen) {
+            Judged::Partial => None,
+            Judged::Goes(first) => Some(first),
+        })
+        .await;
+        match judged {
+            Ok(Some(first)) => first,
+            // Too long a head: Rocket answers it as it always did.
+            Ok(None) if head.len() >= PEEK => First::Rocket,
+            Ok(None) | Err(_) => return,
+        }
+    };
+    let stream = Rewound::new(head, conn);
+    match first {
+        First::TagPath => super::serve_http(app, stream, ticket).await,
+        First::Rocket => {
+            ticket.prove();
+            let handed =
+                Handed::Tls { stream: Box::new(stream), peer: Some(peer), _ticket: ticket };
+            if let Some(handoff) = app.handoff() {
+                let _ = handoff.send(handed);
+            }
+        }
+    }
+}
+
 /// Room for the first request's head; a longer head goes to Rocket.
 const PEEK: usize = 8192;
+
+/// What the bytes seen so far say about the first request.
+enum Judged {
+    /// Not a whole head yet.
+    Partial,
+    Goes(First),
+}
+
+/// Judges the first bytes of a connection: a whole HTTP/1 head goes where [`classify`] says,
+/// anything that is not HTTP/1 goes to Rocket.
+fn judge(app: &impl Fast, seen: &[u8]) -> Judged {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(seen) {
+        Ok(httparse::Status::Complete(_)) => Judged::Goes(classify(app, &request)),
+        Ok(httparse::Status::Partial) => Judged::Partial,
+        // Not HTTP/1 (or too many headers): Rocket answers it as it always did.
+        Err(_) => Judged::Goes(First::Rocket),
+    }
+}
 
 /// Reads the first request head from peeks (nothing is consumed) and says where it goes;
 /// `None` when the connection ends before a head.
@@ -185,19 +279,17 @@ async fn first_request(app: &impl Fast, stream: &TcpStream) -> Option<First> {
         if n == 0 {
             return None;
         }
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut request = httparse::Request::new(&mut headers);
-        match request.parse(&buf[..n]) {
-            Ok(httparse::Status::Complete(_)) => return Some(classify(app, &request)),
+        match judge(app, &buf[..n]) {
+            Judged::Goes(first) => return Some(first),
             // The head came in pieces: peek again once more has arrived. (A peek returns at once
             // while unread bytes wait, so pause, a little longer each time; the guard closes a
             // connection whose head never completes.)
-            Ok(httparse::Status::Partial) if n < PEEK => {
+            Judged::Partial if n < PEEK => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
-            // Too long or not HTTP/1: Rocket answers it as it always did.
-            _ => return Some(First::Rocket),
+            // Too long: Rocket answers it as it always did.
+            Judged::Partial => return Some(First::Rocket),
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod edge;
 mod raw_watch;
 mod respond;
+pub mod tls;
 mod watch;
 
 use std::convert::Infallible;
@@ -207,6 +208,15 @@ async fn serve_connection<A: Fast>(
     ticket: Arc<Ticket>,
 ) {
     let Some(stream) = A::take(&app, stream, &ticket).await else { return };
+    serve_http(app, stream, ticket).await;
+}
+
+/// hyper's HTTP/1.1 state machine over `io` (a socket, or a TLS connection), as
+/// [`serve_connection`] describes.
+async fn serve_http<A: Fast, S>(app: Arc<A>, io: S, ticket: Arc<Ticket>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let idle_timeout = app.connections().limits().idle_timeout;
     let proof = Arc::clone(&ticket);
     let service = service_fn(move |request: Request<Incoming>| {
@@ -232,7 +242,7 @@ async fn serve_connection<A: Fast>(
         .timer(TokioTimer::new())
         .header_read_timeout(idle_timeout)
         .pipeline_flush(true)
-        .serve_connection(TokioIo::new(stream), service)
+        .serve_connection(TokioIo::new(io), service)
         .await;
     if served.is_err_and(|e| e.is_timeout()) {
         ticket.timed_out();
