@@ -225,6 +225,8 @@ pub struct EdgeSettings {
     pub header_read_timeout: String,
     pub idle_timeout: String,
     pub max_connections: Option<u64>,
+    /// Runtime worker threads; 0 or absent: one per core.
+    pub workers: Option<u64>,
     /// The stall bound: no event or heartbeat from a coordinator for this long, leave it.
     pub coordinator_timeout: String,
     /// 64 hex digits: the gateway check signs each tag with it (`x-tidegate-signature`), so
@@ -252,6 +254,7 @@ impl Default for EdgeSettings {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT.into(),
             idle_timeout: DEFAULT_IDLE_TIMEOUT.into(),
             max_connections: None,
+            workers: None,
             coordinator_timeout: "8s".into(),
             tag_key: String::new(),
             fast_path: true,
@@ -542,6 +545,8 @@ pub struct ServerSettings {
     /// Most connections served at once over the main and the fast port; 0 or absent derives
     /// it from the open-file limit.
     pub max_connections: Option<u64>,
+    /// Runtime worker threads serving the ports; 0 or absent: one per core.
+    pub workers: Option<u64>,
 }
 
 /// `[server] header_read_timeout` and `[edge] header_read_timeout` when not set.
@@ -629,6 +634,7 @@ impl Default for ServerSettings {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT.into(),
             idle_timeout: DEFAULT_IDLE_TIMEOUT.into(),
             max_connections: None,
+            workers: None,
         }
     }
 }
@@ -737,6 +743,8 @@ pub struct Config {
     /// `[server] header_read_timeout`, `idle_timeout`, `max_connections`: the limits of the
     /// main and the fast port, which share one connection guard.
     pub connections: ConnectionLimits,
+    /// `[server] workers`: the runtime's worker threads; `None`: one per core.
+    pub workers: Option<usize>,
     /// The CA file the CLI trusts (`[client] ca_file`).
     pub client_ca_file: Option<PathBuf>,
     /// Most subscribers one caller may register (`subscribers.max_per_caller`).
@@ -784,6 +792,8 @@ pub struct EdgeConfig {
     pub token: Option<String>,
     /// `[edge] header_read_timeout`, `idle_timeout`, `max_connections`.
     pub connections: ConnectionLimits,
+    /// `[edge] workers`: the runtime's worker threads; `None`: one per core.
+    pub workers: Option<usize>,
     /// `edge.coordinator_timeout`: neither an event nor a heartbeat for this long, and the
     /// coordinator is judged stalled and left for the next one (longer than the heartbeat).
     pub coordinator_timeout: std::time::Duration,
@@ -816,6 +826,15 @@ impl Default for ConnectionLimits {
 }
 
 /// The `<section>.header_read_timeout`, `idle_timeout` and `max_connections` keys.
+/// `workers`: absent or 0 is one per core; at most 1 024.
+fn workers(key: &str, value: Option<u64>) -> Result<Option<usize>, ConfigError> {
+    match value {
+        None | Some(0) => Ok(None),
+        Some(n) if n <= 1024 => Ok(Some(n as usize)),
+        Some(_) => Err(invalid(key, "must be from 1 to 1024 (0 or absent: one per core)")),
+    }
+}
+
 fn validate_connections(
     section: &str,
     header_read_timeout: &str,
@@ -1256,6 +1275,7 @@ impl Config {
             fast_port: s.server.fast_port,
             fast_path: s.server.fast_path,
             connections,
+            workers: workers("server.workers", s.server.workers)?,
             client_ca_file: s.client.ca_file.clone(),
             flag_key,
             edge,
@@ -1671,6 +1691,7 @@ fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, Config
             &e.idle_timeout,
             e.max_connections,
         )?,
+        workers: workers("edge.workers", e.workers)?,
         coordinator_timeout: coordinator_timeout(&e.coordinator_timeout)?,
         tag_key: secret_key("edge.tag_key", &e.tag_key)?
             .map(|k| crate::client::TagKey::new(&k.0).expect("32 bytes")),

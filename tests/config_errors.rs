@@ -30,6 +30,8 @@ fn each_bad_value_names_its_key() {
         ("[units]\ncount = 1", "units.count"),
         ("[freeze]\nwindow = \"1h\"", "freeze.window"),
         ("[freeze]\nby_default = \"yes\"", "freeze.by_default"),
+        ("[server]\nworkers = 5000", "server.workers"),
+        ("[edge]\nworkers = -1", "edge.workers"),
         ("[drain]\ninterval = \"18446744073709551615ms\"", "drain.interval"),
         ("[units]\ncount = 64\nmode = \"digits\"", "units.mode"),
         ("[units]\nmode = \"modulo\"", "units.mode"),
@@ -238,4 +240,21 @@ fn a_port_in_use_is_named() {
         stderr.contains("edge.port") && stderr.contains(&format!("127.0.0.1:{port}")),
         "edge should name the key and the port: {stderr}"
     );
+}
+
+/// `[server] workers` sizes the runtime the ports are served on (the runtime Rocket's own
+/// `execute` builds ignores tidegate's configuration: the control is the default, one per core).
+#[test]
+fn server_workers_sizes_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    for (toml, workers) in [("", cores), ("[server]\nworkers = 3\n", 3)] {
+        let path = dir.path().join(format!("w{workers}.toml"));
+        std::fs::write(&path, common::config_toml(toml)).unwrap();
+        let server = common::Server::start(&path, &dir.path().join(format!("data-{workers}")));
+        let said = format!("runtime worker threads: {workers}");
+        let logged =
+            common::wait_until(Duration::from_secs(10), || server.stderr().contains(&said));
+        assert!(logged, "{said} not in:\n{}", server.stderr());
+    }
 }

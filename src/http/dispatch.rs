@@ -75,12 +75,13 @@ pub fn launch(
     section: &str,
 ) -> Result<(), String> {
     let at = listener.local.to_string();
-    rocket::execute(async move {
-        for task in alongside {
-            rocket::tokio::spawn(task);
-        }
-        rocket.launch_on(listener).await
-    })
-    .map(|_| ())
-    .map_err(|e| launch_error(e, section, &at))
+    super::Runtime::of(&rocket)
+        .run(async move {
+            for task in alongside {
+                rocket::tokio::spawn(task);
+            }
+            rocket.launch_on(listener).await
+        })
+        .map(|_| ())
+        .map_err(|e| launch_error(e, section, &at))
 }

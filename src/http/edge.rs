@@ -49,6 +49,10 @@ pub fn build(app: Arc<EdgeApp>) -> Rocket<Build> {
         .merge(("cli_colors", false))
         .merge(("ident", "tidegate-edge"))
         .merge(("secret_key", super::ui::secret_key(&config.ui).to_vec()));
+    // `[edge] workers`: the runtime Rocket builds (and the dispatcher runs on).
+    if let Some(workers) = config.edge.workers {
+        figment = figment.merge(("workers", workers));
+    }
     // HTTPS (`[edge.tls]`): Rocket's own TLS on Rocket alone; behind the dispatcher, which
     // terminates TLS itself, the table only makes Rocket announce `https`.
     if let Some(tls) = &config.edge.tls {
@@ -95,10 +99,10 @@ pub fn build(app: Arc<EdgeApp>) -> Rocket<Build> {
                 let config = rocket.config();
                 // Tests and scripts start the edge on port 0 and read this line for the port.
                 let scheme = if config.tls_enabled() { "https" } else { "http" };
-                println!(
-                    "tidegate edge listening on {scheme}://{}",
-                    SocketAddr::new(config.address, config.port)
-                );
+                let at = SocketAddr::new(config.address, config.port);
+                println!("tidegate edge listening on {scheme}://{at}");
+                let workers = rocket::tokio::runtime::Handle::current().metrics().num_workers();
+                tracing::info!(workers, "edge serving on {at}; runtime worker threads: {workers}");
             })
         }))
 }
@@ -111,7 +115,8 @@ pub fn run(app: EdgeApp) -> Result<(), String> {
     let rocket = build(Arc::clone(&app));
     if !app.config.edge.fast_path {
         let at = super::listen_address(&rocket);
-        return rocket::execute(rocket.launch())
+        return super::Runtime::of(&rocket)
+            .run(rocket.launch())
             .map(|_| ())
             .map_err(|e| super::launch_error(e, "edge", &at));
     }

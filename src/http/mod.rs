@@ -232,6 +232,10 @@ pub fn build(app: App) -> Rocket<Build> {
         .merge(("cli_colors", false))
         .merge(("ident", "tidegate"))
         .merge(("secret_key", ui::secret_key(&config.ui).to_vec()));
+    // `[server] workers`: the runtime Rocket builds (and the dispatcher runs on).
+    if let Some(workers) = config.workers {
+        figment = figment.merge(("workers", workers));
+    }
     // HTTPS with rustls when `[server.tls]` names the files. Rocket then also marks every cookie
     // it sets (the UI session, the login form token) `Secure`.
     if let Some(tls) = &config.tls {
@@ -279,6 +283,8 @@ pub fn build(app: App) -> Rocket<Build> {
                     app.presence.bound(&url);
                 }
                 println!("tidegate listening on {url}");
+                let workers = rocket::tokio::runtime::Handle::current().metrics().num_workers();
+                tracing::info!(workers, "serving on {url}; runtime worker threads: {workers}");
             })
         }))
 }
@@ -336,7 +342,41 @@ pub async fn submit_with_id(
 pub fn run(app: App) -> Result<(), String> {
     let rocket = build(app);
     let at = listen_address(&rocket);
-    rocket::execute(rocket.launch()).map(|_| ()).map_err(|e| launch_error(e, "server", &at))
+    let runtime = Runtime::of(&rocket);
+    runtime.run(rocket.launch()).map(|_| ()).map_err(|e| launch_error(e, "server", &at))
+}
+
+/// The async runtime a Rocket instance runs on, sized by that instance's configuration: the
+/// figment `build` made, with `[server] workers` (or `[edge] workers`) merged in. (`rocket::execute`
+/// sizes its runtime from Rocket's default figment, which never sees ours, so it would ignore
+/// the setting.)
+pub(crate) struct Runtime {
+    workers: usize,
+    max_blocking: usize,
+    force_end: bool,
+}
+
+impl Runtime {
+    pub(crate) fn of(rocket: &Rocket<Build>) -> Runtime {
+        let figment = rocket.figment();
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Runtime {
+            workers: figment.extract_inner(rocket::Config::WORKERS).unwrap_or(cores),
+            max_blocking: figment.extract_inner(rocket::Config::MAX_BLOCKING).unwrap_or(512),
+            force_end: figment.extract_inner("shutdown.force").unwrap_or(true),
+        }
+    }
+
+    /// Runs `future` to its end on a new runtime (Rocket's own `async_run`).
+    pub(crate) fn run<R>(self, future: impl std::future::Future<Output = R> + Send) -> R {
+        rocket::async_run(
+            future,
+            self.workers,
+            self.max_blocking,
+            self.force_end,
+            "rocket-worker-thread",
+        )
+    }
 }
 
 /// `address:port` that `rocket` will listen on, for error messages.
@@ -365,12 +405,13 @@ pub fn run_alongside(
 ) -> Result<(), String> {
     let rocket = build(app);
     let at = listen_address(&rocket);
-    rocket::execute(async move {
-        rocket::tokio::spawn(alongside);
-        rocket.launch().await
-    })
-    .map(|_| ())
-    .map_err(|e| launch_error(e, "server", &at))
+    Runtime::of(&rocket)
+        .run(async move {
+            rocket::tokio::spawn(alongside);
+            rocket.launch().await
+        })
+        .map(|_| ())
+        .map_err(|e| launch_error(e, "server", &at))
 }
 
 /// Milliseconds since the Unix epoch: the only clock reading behind audit records.
