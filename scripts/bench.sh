@@ -367,14 +367,29 @@ unleash_version="${UNLEASH_EDGE_VERSION:-19.15.1}"
 unleash_root="$HOME/.cache/tidegate-bench/unleash-edge-$unleash_version"
 if [ ! -x "$unleash_root/bin/unleash-edge" ]; then
   echo "unleash: building unleash-edge $unleash_version with cargo install (cached in $unleash_root)" >&2
-  cargo install --locked --no-default-features --version "$unleash_version" --root "$unleash_root" -j 2 unleash-edge >&2 \
-    || { echo "bench.sh: cargo install unleash-edge failed" >&2; exit 1; }
+  # Its swagger UI crate downloads the UI's sources from a code host at build time, which this
+  # machine cannot reach: give it the same files from npm (swagger-ui-dist), laid out as that
+  # archive is (swagger-ui-<version>/dist/).
+  swagger_version="${UNLEASH_SWAGGER_UI_VERSION:-5.17.14}"
+  swagger_zip="$HOME/.cache/tidegate-bench/swagger-ui-$swagger_version.zip"
+  if [ ! -s "$swagger_zip" ]; then
+    swagger_tmp="$(mktemp -d)"
+    (cd "$swagger_tmp" && npm pack --silent "swagger-ui-dist@$swagger_version" >/dev/null \
+      && tar xzf "swagger-ui-dist-$swagger_version.tgz" && mkdir "swagger-ui-$swagger_version" \
+      && mv package "swagger-ui-$swagger_version/dist" \
+      && python3 -c "import shutil, sys; shutil.make_archive(sys.argv[1][:-4], 'zip', '.', sys.argv[2])" "$swagger_zip" "swagger-ui-$swagger_version") \
+      || { echo "bench.sh: cannot fetch swagger-ui-dist $swagger_version from npm" >&2; exit 1; }
+    rm -rf "$swagger_tmp"
+  fi
+  SWAGGER_UI_DOWNLOAD_URL="file://$swagger_zip" nice -n 10 cargo install --locked --no-default-features \
+    --version "$unleash_version" --root "$unleash_root" --target-dir "$HOME/.cache/tidegate-bench/unleash-target" \
+    -j 2 unleash-edge >&2 || { echo "bench.sh: cargo install unleash-edge failed" >&2; exit 1; }
 fi
-# One flag for every user, on a 50 % gradual rollout by userId: the frontend API evaluates it
-# for the user in the query, as tidegate's tag evaluates the user against the dial.
+# One flag for every user (a 100 % userId rollout with two 50 % variants, blue and green): the
+# frontend API evaluates it for the user in the query, as tidegate's tag evaluates the dial.
 cat >"$work/unleash-features.json" <<'JSON'
 {"version": 2, "features": [{"name": "tidegate-color", "type": "release", "enabled": true, "project": "default",
-  "strategies": [{"name": "flexibleRollout", "parameters": {"rollout": "50", "stickiness": "userId", "groupId": "tidegate-color"}}],
+  "strategies": [{"name": "flexibleRollout", "parameters": {"rollout": "100", "stickiness": "userId", "groupId": "tidegate-color"}}],
   "variants": [{"name": "blue", "weight": 500, "weightType": "variable", "stickiness": "userId"},
                {"name": "green", "weight": 500, "weightType": "variable", "stickiness": "userId"}]}]}
 JSON
@@ -465,7 +480,7 @@ cat "$work/startup.txt" >&2
 fi
 
 # p50 (min-max) of a column of numbers.
-dist() { sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'; }
+dist() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { printf "- (no sample)"; exit } m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'; }
 
 startup_ratio="$(sed -n 's/^startup_ratio_p50_min_max=//p' "$work/startup.txt" | awk -F/ '{ printf "%s (%s-%s)", $1, $2, $3 }')"
 startup_ms="$(sed -n 's/^startup_snapshot_ms_p50_min_max=//p' "$work/startup.txt" | awk -F/ '{ printf "%s ms (%s-%s)", $1, $2, $3 }')"
