@@ -67,6 +67,12 @@ use crate::lanes::{Assigned, LaneClient, LaneClientError, Reads};
 /// commits answer `NOT_COORDINATOR` or `COORDINATOR_LOAD_IN_PROGRESS` for a moment. Those say
 /// "ask again shortly", not "this consumer is broken"; giving up would stop a healthy consumer.
 /// Both calls are idempotent (committing the same offsets twice is harmless).
+/// What one commit records once the broker took it: partition, offset, marker version.
+type Committed = (u32, i64, u64);
+
+/// A commit running as a task of its own, with what it records when done.
+type InFlightCommit = (JoinHandle<Result<(), MqError>>, Vec<Committed>);
+
 async fn retrying<T: Send + 'static>(
     what: &'static str,
     call: impl Fn() -> rdkafka::error::KafkaResult<T> + Send + Sync + 'static,
@@ -276,6 +282,12 @@ pub struct LaneConsumer {
     paused: BTreeMap<u32, Pause>,
     next_peer_check: Instant,
     probe: Option<JoinHandle<Result<Probe, rdkafka::error::KafkaError>>>,
+    /// A commit in flight and what it commits (partition, offset, marker version): it runs as
+    /// a task of its own, so a `next` cancelled while it waits for the broker loses neither the
+    /// commit nor its bookkeeping, and the next call waits for the same commit. (Awaited in
+    /// place, a commit slower than the caller's timeout was started again on every call and
+    /// never recorded: under load the handovers it gates never released.)
+    committing: Option<InFlightCommit>,
     peer_commits: Option<BTreeMap<u32, (Option<i64>, u64)>>,
     handovers: [Counter; 2],
     handover_observer: Option<HandoverObserver>,
@@ -365,6 +377,7 @@ impl LaneConsumer {
             paused: BTreeMap::new(),
             next_peer_check: Instant::now(),
             probe: None,
+            committing: None,
             peer_commits: None,
             handovers: ["released", "timed_out"]
                 .map(|outcome| handover_counter(&settings_labels, outcome)),
@@ -670,6 +683,7 @@ impl LaneConsumer {
     }
 
     async fn commit_partitions(&mut self, partitions: &[u32]) -> Result<(), MqError> {
+        self.finish_commit().await?;
         let mut tpl = TopicPartitionList::new();
         let mut to_commit = Vec::new();
         for p in partitions {
@@ -699,8 +713,20 @@ impl LaneConsumer {
             return Err(MqError::SessionLost);
         }
         let consumer = Arc::clone(&self.consumer);
-        retrying("commit", move || consumer.commit(&tpl, CommitMode::Sync)).await?;
-        for (p, offset, passed) in to_commit {
+        let task =
+            tokio::spawn(retrying("commit", move || consumer.commit(&tpl, CommitMode::Sync)));
+        self.committing = Some((task, to_commit));
+        self.finish_commit().await
+    }
+
+    /// Waits for the commit in flight, if any, and records what it committed. Cancel-safe: a
+    /// cancelled wait leaves the commit in `self.committing` for the next call.
+    async fn finish_commit(&mut self) -> Result<(), MqError> {
+        let Some((task, _)) = self.committing.as_mut() else { return Ok(()) };
+        let result = task.await;
+        let (_, committed) = self.committing.take().expect("checked above");
+        result.map_err(|e| MqError::Kafka(e.to_string()))??;
+        for (p, offset, passed) in committed {
             if let Some(held) = self.held.get_mut(&p) {
                 held.committed = Some(offset);
                 held.committed_passed = passed;
