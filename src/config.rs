@@ -236,6 +236,9 @@ pub struct EdgeSettings {
     pub fast_path: bool,
     /// `[edge.tls]`: serve HTTPS with these files, as `[server.tls]` does.
     pub tls: Option<TlsSettings>,
+    /// Most subscribers that may watch through this edge (the fan-out tree: it re-serves the
+    /// watch stream and reports their acknowledgements upward); 0 serves no watch stream.
+    pub max_leaves: u64,
 }
 
 impl Default for EdgeSettings {
@@ -259,6 +262,7 @@ impl Default for EdgeSettings {
             tag_key: String::new(),
             fast_path: true,
             tls: None,
+            max_leaves: DEFAULT_MAX_LEAVES,
         }
     }
 }
@@ -549,6 +553,9 @@ pub struct ServerSettings {
     pub workers: Option<u64>,
 }
 
+/// `[edge] max_leaves` when not set.
+pub const DEFAULT_MAX_LEAVES: u64 = 10_000;
+
 /// `[server] header_read_timeout` and `[edge] header_read_timeout` when not set.
 pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
 /// `[server] idle_timeout` and `[edge] idle_timeout` when not set.
@@ -799,6 +806,8 @@ pub struct EdgeConfig {
     pub coordinator_timeout: std::time::Duration,
     /// `edge.tag_key`: signs the gateway check's tags.
     pub tag_key: Option<crate::client::TagKey>,
+    /// `edge.max_leaves`: most subscribers watching through the edge (0: no watch stream).
+    pub max_leaves: usize,
     /// `edge.fast_path`: the edge's port is a dispatcher that serves `/v1/tag` and `/v1/gate`
     /// on hyper and hands the rest to Rocket (`http_fast::edge`); false: Rocket alone.
     pub fast_path: bool,
@@ -1696,6 +1705,18 @@ fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, Config
         tag_key: secret_key("edge.tag_key", &e.tag_key)?
             .map(|k| crate::client::TagKey::new(&k.0).expect("32 bytes")),
         fast_path: e.fast_path,
+        max_leaves: match usize::try_from(e.max_leaves) {
+            Ok(n) if n <= 100_000 => n,
+            _ => {
+                return Err(invalid(
+                    "edge.max_leaves",
+                    format!(
+                        "{} is more than 100000 (the subscribers watching through one edge; 0 serves no watch stream)",
+                        e.max_leaves
+                    ),
+                ));
+            }
+        },
         tls: match &e.tls {
             Some(tls) => {
                 validate_tls("edge.tls", tls)?;

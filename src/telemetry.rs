@@ -56,6 +56,7 @@ pub const LANE_LAG_ERRORS: &str = "tidegate_lane_lag_read_errors_total";
 pub use crate::client::metrics::{LANE_CONSUMED, LANE_HANDOVERS, LANE_PRODUCED};
 pub const EDGE_CONNECTED: &str = "tidegate_edge_coordinator_connected";
 pub const EDGE_TABLE_AGE: &str = "tidegate_edge_table_age_seconds";
+pub const EDGE_LEAVES: &str = "tidegate_edge_leaves";
 pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
 pub const EDGE_GATE_CALLER_REFUSED: &str = "tidegate_edge_gate_caller_refused_total";
 pub const EDGE_WRITE_CHECKS: &str = "tidegate_edge_write_checks_total";
@@ -92,6 +93,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Connections closed by a timeout, by kind: header (no complete first request head within header_read_timeout) or idle (a kept-alive connection idle past idle_timeout).",
     ),
     ("gauge", EDGE_CONNECTED, "1 while the edge's watch stream to a coordinator is open, else 0."),
+    (
+        "gauge",
+        EDGE_LEAVES,
+        "Live subscribers watching through the edge (the fan-out tree), as last reported to the coordinator.",
+    ),
     (
         "gauge",
         EDGE_TABLE_AGE,
@@ -779,6 +785,11 @@ pub fn publish_edge(connected: bool, table_age_seconds: Option<f64>) {
     if let Some(age) = table_age_seconds {
         metrics::gauge!(EDGE_TABLE_AGE).set(age);
     }
+}
+
+/// How many live leaves the edge last reported upward.
+pub fn edge_leaves(leaves: u64) {
+    metrics::gauge!(EDGE_LEAVES).set(leaves as f64);
 }
 
 /// Counts one OFREP evaluation by its reason or error code.

@@ -10,9 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::{Identity, Router, RouterOptions};
+use crate::client::{Identity, Router, RouterOptions, TableHook};
 use crate::config::Config;
 use crate::http::edge::EdgeApp;
+use crate::service::edge::{Relay, report_leaves};
 
 /// Runs the edge until Ctrl-C or SIGTERM.
 pub fn run(config: Config) -> Result<(), String> {
@@ -31,7 +32,17 @@ pub fn run(config: Config) -> Result<(), String> {
     }
     let subscriber_id =
         edge.subscriber_id.clone().unwrap_or_else(|| format!("edge-{}-{}", hostname(), edge.port));
-    let identity = Identity { subscriber_id, zone: edge.zone.clone(), kind: "edge".into() };
+    let identity = Identity {
+        subscriber_id: subscriber_id.clone(),
+        zone: edge.zone.clone(),
+        kind: "edge".into(),
+    };
+    // The fan-out tree: each table the edge takes is re-served to the subscribers watching it.
+    let relay = Arc::new(Relay::new(&config));
+    let hook = {
+        let relay = Arc::clone(&relay);
+        TableHook(Arc::new(move |version, data: &str| relay.publish(version, data)))
+    };
     let options = RouterOptions {
         token: edge.token.clone(),
         cache_path: Some(edge.cache_path.clone()),
@@ -40,6 +51,7 @@ pub fn run(config: Config) -> Result<(), String> {
         // For https:// coordinators: --ca-file / TIDEGATE_CA_FILE, else `[client] ca_file`,
         // else the system's roots (checked here, so a wrong CA file stops the start).
         ca_file: config.client_ca_file.clone(),
+        on_table: relay.serves.then_some(hook),
         ..RouterOptions::default()
     };
     let router = Arc::new(
@@ -47,7 +59,20 @@ pub fn run(config: Config) -> Result<(), String> {
             .map_err(|e| format!("edge.coordinators: {e}"))?,
     );
     spawn_reachability_log(Arc::downgrade(&router));
-    crate::http::edge::run(EdgeApp::new(router, Arc::new(config)))
+    if relay.serves {
+        // A table from the disk cache is re-served too (the edge serves it to gateways).
+        if let Some((version, data)) = router.event() {
+            relay.publish(version, &data);
+        }
+    }
+    if relay.registers {
+        let (router, relay) = (Arc::downgrade(&router), Arc::clone(&relay));
+        std::thread::Builder::new()
+            .name("tidegate-edge-leaves".into())
+            .spawn(move || report_leaves(router, relay, subscriber_id))
+            .map_err(|e| format!("cannot start the leaves reporter: {e}"))?;
+    }
+    crate::http::edge::run(EdgeApp::new(router, Arc::new(config), relay))
 }
 
 /// Logs to stderr whenever the edge gains or loses its coordinator.

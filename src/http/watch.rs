@@ -26,7 +26,7 @@ use crate::service::tag_answer::Failure;
 
 pub fn stage() -> AdHoc {
     AdHoc::on_ignite("routing watch", |rocket| async {
-        rocket.mount("/", routes![watch, ack, list_subscribers, convergence]).attach(
+        rocket.mount("/", routes![watch, ack, leaves, list_subscribers, convergence]).attach(
             AdHoc::on_liftoff("commit times", |rocket| {
                 Box::pin(async move {
                     // Records when each version was published, so convergence can say how
@@ -199,11 +199,37 @@ fn ack(
     Ok(Json(ack_body(&s.id, s.applied_version, current)))
 }
 
+/// `POST /v1/subscribers/<id>/leaves`: an edge (subscriber `id`) reports the subscribers that
+/// watch through it (the fan-out tree), as counts by zone and applied version and the furthest
+/// behind by name. The convergence gates count them as the edge's own subscribers until the
+/// report is older than `LEAVES_FRESH_MS`. Only the caller that registered the edge may report.
+#[post("/v1/subscribers/<id>/leaves", data = "<request>")]
+fn leaves(
+    app: &State<App>,
+    caller: Caller,
+    id: &str,
+    request: Result<Json<LeavesRequest>, rocket::serde::json::Error<'_>>,
+) -> Result<Json<Value>, ApiError> {
+    let owner = caller.require_writer(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let current = app.coordinator.state().version();
+    let counted = app.subscribers.receive_leaves(id, &owner, r.summary, current, now_ms())?;
+    Ok(Json(json!({ "subscriber_id": id, "leaves": counted, "current_version": current })))
+}
+
+/// The body of `POST /v1/subscribers/<id>/leaves`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeavesRequest {
+    summary: crate::service::subscribers::Summary,
+}
+
 #[get("/v1/subscribers")]
 fn list_subscribers(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     let now = now_ms();
     let current = app.coordinator.state().version();
+    let leaves = app.subscribers.leaves_by_edge(now);
     let list: Vec<Value> = app
         .subscribers
         .list(now)
@@ -225,6 +251,8 @@ fn list_subscribers(app: &State<App>, caller: Caller) -> Result<Json<Value>, Api
                 "applied_version": s.applied_version,
                 "lag": current.saturating_sub(s.applied_version),
                 "streams": s.streams,
+                // An edge's leaves (the subscribers that watch through it), as last reported.
+                "leaves": leaves.get(&s.id).copied().unwrap_or(0),
                 "applied_at": s.applied_at_ms.map(iso8601),
                 "last_seen": iso8601(s.last_seen_ms),
             })
@@ -257,13 +285,18 @@ fn convergence(
         .behind
         .iter()
         .map(|b| {
-            json!({
+            let mut row = json!({
                 "subscriber_id": b.id,
                 "zone": b.zone,
                 "kind": b.kind,
                 "applied_version": b.applied_version,
                 "behind_for_ms": b.behind_for_ms,
-            })
+            });
+            // A leaf of the fan-out tree names the edge it watches through.
+            if let Some(edge) = &b.via {
+                row["via"] = json!(edge);
+            }
+            row
         })
         .collect();
     Ok(Json(json!({

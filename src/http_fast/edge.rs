@@ -25,7 +25,7 @@ use crate::service::edge::{EdgeApp, GATE_TOKEN_HEADER, GateAnswer, GateRequest};
 use crate::service::tag_answer::Answer;
 
 /// The edge's `server` header (Rocket's `ident` on the edge).
-const SERVER: &str = "tidegate-edge";
+pub(super) const SERVER: &str = "tidegate-edge";
 
 /// The edge's state and where the rest of its API goes.
 pub struct EdgeFast {
@@ -74,15 +74,32 @@ impl Fast for EdgeFast {
     }
 
     async fn answer(app: Arc<Self>, request: Request<Incoming>) -> Response<AnyBody> {
+        // The fan-out tree: the re-served watch stream and the leaves' acknowledgements.
+        if request.method() == Method::GET && request.uri().path() == "/v1/routing/watch" {
+            return match super::edge_watch::watch(&app.app, &request) {
+                Ok(stream) => stream.map(Either::Right),
+                Err(failure) => respond::refused_as(failure, SERVER).map(Either::Left),
+            };
+        }
+        if request.method() == Method::POST
+            && let Some(id) = super::edge_watch::ack_id(request.uri().path())
+        {
+            let id = id.into_owned();
+            let answer = super::edge_watch::ack(&app.app, request, &id).await;
+            return answer.unwrap_or_else(|f| respond::refused_as(f, SERVER)).map(Either::Left);
+        }
         answer(&app, request).await.map(Either::Left)
     }
 }
 
-/// The requests the edge's fast path answers: tags, and the gateway check under `/v1/gate` with
-/// the methods its Rocket routes take (`HEAD` and `OPTIONS` stay Rocket's).
+/// The requests the edge's fast path answers: tags, the gateway check under `/v1/gate` with
+/// the methods its Rocket routes take (`HEAD` and `OPTIONS` stay Rocket's), and the fan-out
+/// tree's watch stream and acknowledgements (which only the fast path serves).
 pub fn is_edge_path(method: &str, path: &str) -> bool {
     match method {
         "GET" | "HEAD" | "POST" if path == "/v1/tag" => true,
+        "GET" if path == "/v1/routing/watch" => true,
+        "POST" if super::edge_watch::ack_id(path).is_some() => true,
         "GET" | "POST" | "PUT" | "DELETE" | "PATCH" => {
             path == "/v1/gate" || path.starts_with("/v1/gate/")
         }
@@ -186,6 +203,11 @@ mod tests {
             ("OPTIONS", "/v1/gate/x", false),
             ("GET", "/v1/gateway", false),
             ("GET", "/v1/routing", false),
+            ("GET", "/v1/routing/watch", true),
+            ("HEAD", "/v1/routing/watch", false),
+            ("POST", "/v1/subscribers/gw-1/ack", true),
+            ("POST", "/v1/subscribers/a/b/ack", false),
+            ("GET", "/v1/subscribers/gw-1/ack", false),
             ("POST", "/ofrep/v1/evaluate/flags", false),
             ("GET", "/readyz", false),
         ] {

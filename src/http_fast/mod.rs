@@ -15,6 +15,7 @@
 
 pub mod dispatch;
 pub mod edge;
+mod edge_watch;
 mod raw_watch;
 mod respond;
 pub mod tls;

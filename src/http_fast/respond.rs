@@ -281,8 +281,13 @@ pub(super) fn ok_as(answer: Answer, server: &'static str) -> Response<Full<Bytes
 
 /// A 200 with a JSON body and only the common headers (the ack answer).
 fn ok_json(body: String) -> Response<Full<Bytes>> {
+    ok_json_as(body, SERVER)
+}
+
+/// [`ok_json`] with `server` naming the process.
+pub(super) fn ok_json_as(body: String, server: &'static str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
-    common(response.headers_mut());
+    common_as(response.headers_mut(), server);
     response
 }
 

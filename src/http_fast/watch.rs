@@ -38,9 +38,9 @@ impl Body for Events {
 }
 
 /// Closes a subscriber's stream in the registry when its task ends.
-struct StreamGuard {
-    subscribers: Arc<Subscribers>,
-    id: Option<String>,
+pub(super) struct StreamGuard {
+    pub(super) subscribers: Arc<Subscribers>,
+    pub(super) id: Option<String>,
 }
 
 impl Drop for StreamGuard {
@@ -150,17 +150,8 @@ pub(super) fn open(
 
 /// Through hyper (a watch request that was not the connection's first): a task feeds the body.
 pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Events>, Failure> {
-    let authorization = match request.headers().get(header::AUTHORIZATION) {
-        None => None,
-        Some(value) => Some(value.to_str().map_err(|_| {
-            bearer::unauthorized("the Authorization header must be `Bearer <token>`")
-        })?),
-    };
-    let last_event_id = request
-        .headers()
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok());
+    let authorization = authorization(request)?;
+    let last_event_id = last_event_id(request);
     let mut opened = open(tagger, request.uri().query(), authorization, last_event_id)?;
     let heartbeat_ms = opened.heartbeat_ms();
     let (tx, rx) = mpsc::channel(2);
@@ -177,6 +168,11 @@ pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Ev
             }
         }
     });
+    Ok(stream_response(rx, heartbeat_ms))
+}
+
+/// A watch stream's answer: 200, the event-stream headers, the frames `rx` receives.
+pub(super) fn stream_response(rx: mpsc::Receiver<Frame>, heartbeat_ms: u64) -> Response<Events> {
     let mut response = Response::new(Events(rx));
     let headers = response.headers_mut();
     common(headers);
@@ -187,5 +183,25 @@ pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Ev
         header::HeaderName::from_static(crate::client::sse::HEARTBEAT_HEADER),
         HeaderValue::from(heartbeat_ms),
     );
-    Ok(response)
+    response
+}
+
+/// The `Authorization` header as text, refused when it is not (as the Rocket guard does).
+pub(super) fn authorization(request: &Request<Incoming>) -> Result<Option<&str>, Failure> {
+    match request.headers().get(header::AUTHORIZATION) {
+        None => Ok(None),
+        Some(value) => value
+            .to_str()
+            .map(Some)
+            .map_err(|_| bearer::unauthorized("the Authorization header must be `Bearer <token>`")),
+    }
+}
+
+/// `Last-Event-ID`, when it is a version.
+pub(super) fn last_event_id(request: &Request<Incoming>) -> Option<u64> {
+    request
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
 }

@@ -433,7 +433,12 @@ pub(crate) fn name_some(list: &[Behind]) -> String {
     let mut names: Vec<String> = list
         .iter()
         .take(5)
-        .map(|b| format!("{} ({}, on v{})", b.id, b.zone, b.applied_version))
+        .map(|b| match &b.via {
+            Some(edge) => {
+                format!("{} ({}, on v{}, via edge {edge})", b.id, b.zone, b.applied_version)
+            }
+            None => format!("{} ({}, on v{})", b.id, b.zone, b.applied_version),
+        })
         .collect();
     if list.len() > 5 {
         names.push(format!("and {} more", list.len() - 5));

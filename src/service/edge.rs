@@ -2,8 +2,8 @@
 //! check ([`gate`]), so that the Rocket routes (`http::edge`) and the hyper fast path
 //! (`http_fast::edge`) give the same answers by construction.
 
-use std::sync::Arc;
-use std::time::SystemTime;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use crate::client::{Router, RouterStatus};
 use crate::config::Config;
@@ -22,15 +22,17 @@ pub struct EdgeApp {
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// The edge listener's connection guard (`[edge] max_connections` and timeouts).
     pub connections: Arc<Guard>,
+    /// The fan-out tree: the watch stream this edge re-serves and its subscribers (leaves).
+    pub relay: Arc<Relay>,
 }
 
 impl EdgeApp {
-    pub fn new(router: Arc<Router>, config: Arc<Config>) -> EdgeApp {
+    pub fn new(router: Arc<Router>, config: Arc<Config>, relay: Arc<Relay>) -> EdgeApp {
         let metrics = telemetry::install();
         let tag_counters = TagCounters::for_zones(&config.zones);
         let gate_counters = GateCounters::for_zones(&config.zones);
         let connections = connections::guard(&config.edge.connections, "edge");
-        EdgeApp { router, config, tag_counters, gate_counters, metrics, connections }
+        EdgeApp { router, config, tag_counters, gate_counters, metrics, connections, relay }
     }
 
     /// The table being served, or 503 `no_table` saying why there is none.
@@ -330,4 +332,141 @@ mod tests {
             assert_eq!(cookie(headers, "tidegate-user").as_deref(), want, "{headers:?}");
         }
     }
+}
+
+/// The newest routing event an edge re-serves: the coordinator's event data, framed once.
+#[derive(Clone, Debug)]
+pub struct RelayFrame {
+    pub version: u64,
+    pub bytes: Arc<[u8]>,
+}
+
+/// The edge's part of the fan-out tree. The edge re-serves the coordinator's watch stream to
+/// the Routers and edges near it (its *leaves*, `GET /v1/routing/watch` on the edge), takes
+/// their acknowledgements (`POST /v1/subscribers/<id>/ack`) into a registry of its own, and
+/// reports that registry upward as a summary (`POST /v1/subscribers/<edge>/leaves` on the
+/// coordinator: counts by zone and applied version, the furthest behind by name), at once when
+/// a leaf acknowledges or the edge takes a table, and every `LEAVES_EVERY_MS` anyway. The
+/// coordinator's convergence gates count the leaves as their own subscribers, so a stuck leaf
+/// still holds a drain and is named (with the edge it watches through), while the coordinator
+/// holds one stream per edge.
+pub struct Relay {
+    pub frames: tokio::sync::watch::Sender<Option<RelayFrame>>,
+    pub leaves: Arc<crate::service::subscribers::Subscribers>,
+    /// Whether leaves may register (the edge has a token to report them with, and
+    /// `[edge] max_leaves` is above 0): a leaf registered here and never reported would be a
+    /// subscriber no convergence gate waits for.
+    pub registers: bool,
+    /// Serves the watch stream at all (`[edge] max_leaves` above 0).
+    pub serves: bool,
+    dirty: (Mutex<bool>, Condvar),
+}
+
+impl Relay {
+    pub fn new(config: &Config) -> Relay {
+        let max = config.edge.max_leaves;
+        let leaves = crate::service::subscribers::Subscribers::new(
+            config.subscriber_stale_after_ms,
+            config.subscriber_max_per_caller,
+        )
+        .with_max(max);
+        Relay {
+            frames: tokio::sync::watch::Sender::new(None),
+            leaves: Arc::new(leaves),
+            registers: max > 0 && config.edge.token.is_some(),
+            serves: max > 0,
+            dirty: (Mutex::new(false), Condvar::new()),
+        }
+    }
+
+    /// Takes the routing event of `version` (its data as the coordinator sent it) if it is newer
+    /// than the one re-served.
+    pub fn publish(&self, version: u64, data: &str) {
+        let taken = self.frames.send_if_modified(|held| {
+            if held.as_ref().is_some_and(|f| f.version >= version) {
+                return false;
+            }
+            let mut text = format!("id:{version}\nevent:routing\n");
+            for line in data.split('\n') {
+                text.push_str("data:");
+                text.push_str(line);
+                text.push('\n');
+            }
+            text.push('\n');
+            *held = Some(RelayFrame { version, bytes: Arc::from(text.into_bytes()) });
+            true
+        });
+        if taken {
+            self.mark();
+        }
+    }
+
+    /// The version re-served (0 before the first).
+    pub fn version(&self) -> u64 {
+        self.frames.borrow().as_ref().map_or(0, |f| f.version)
+    }
+
+    /// Something the coordinator should hear soon: a leaf acknowledged, or a new table.
+    pub fn mark(&self) {
+        *self.dirty.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.dirty.1.notify_one();
+    }
+
+    /// Waits until [`Relay::mark`] or `timeout`; clears the mark.
+    fn wait(&self, timeout: Duration) {
+        let guard = self.dirty.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut dirty, _) = self
+            .dirty
+            .1
+            .wait_timeout_while(guard, timeout, |dirty| !*dirty)
+            .unwrap_or_else(PoisonError::into_inner);
+        *dirty = false;
+    }
+}
+
+/// Reports the leaves to the coordinator the edge watches until the router is dropped: at once
+/// (after a few milliseconds that gather the acks of one change) when marked, else every
+/// `LEAVES_EVERY_MS`. The summary's `table_version` is read before the registry, so every leaf
+/// that could still hold an older table is in the summary (a leaf registering later is sent the
+/// newer table first).
+pub fn report_leaves(router: std::sync::Weak<Router>, relay: Arc<Relay>, edge_id: String) {
+    use crate::service::subscribers::LEAVES_EVERY_MS;
+    let path = format!("/v1/subscribers/{}/leaves", percent_encode(&edge_id));
+    let mut last_error: Option<(String, std::time::Instant)> = None;
+    loop {
+        relay.wait(Duration::from_millis(LEAVES_EVERY_MS));
+        std::thread::sleep(Duration::from_millis(5));
+        let Some(router) = router.upgrade() else { return };
+        let table_version = relay.version();
+        let now = crate::http::now_ms();
+        let mut summary = relay.leaves.summary(now);
+        summary.table_version = table_version;
+        let leaves = summary.total();
+        let outcome = match router.post_upstream(&path, &serde_json::json!({ "summary": summary }))
+        {
+            Ok(status) if (200..300).contains(&status) => Ok(()),
+            Ok(status) => Err(format!("the coordinator answered the leaves report with {status}")),
+            Err(e) => Err(e),
+        };
+        drop(router);
+        telemetry::edge_leaves(leaves);
+        match outcome {
+            Ok(()) => last_error = None,
+            Err(why) => {
+                // Once per cause and minute: a coordinator that is down is logged by the
+                // reachability log already.
+                let repeat = last_error
+                    .as_ref()
+                    .is_some_and(|(w, at)| *w == why && at.elapsed() < Duration::from_secs(60));
+                if !repeat {
+                    tracing::warn!(component = "edge", leaves, "leaves report failed: {why}");
+                    last_error = Some((why, std::time::Instant::now()));
+                }
+            }
+        }
+    }
+}
+
+fn percent_encode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }

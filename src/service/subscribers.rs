@@ -68,8 +68,8 @@ pub enum SubscriberError {
     InvalidLabel { field: &'static str },
     #[error("no subscriber `{0}`: open the watch stream first, or send zone and kind with the ack")]
     Unknown(String),
-    #[error("at most {MAX_SUBSCRIBERS} subscribers are tracked")]
-    Full,
+    #[error("at most {0} subscribers are tracked here")]
+    Full(usize),
     #[error(
         "caller `{caller}` already registered {max} subscribers (subscribers.max_per_caller); reuse subscriber IDs or use another token"
     )]
@@ -80,6 +80,8 @@ pub enum SubscriberError {
     NotOwner { id: String },
     #[error("version {acked} has not been committed yet (the newest is {current})")]
     FutureVersion { acked: u64, current: u64 },
+    #[error("invalid leaves report: {0}")]
+    BadSummary(String),
 }
 
 /// `POST /v1/subscribers/<id>/ack`'s body, parsed the same way on both HTTP edges.
@@ -138,10 +140,11 @@ impl From<SubscriberError> for Failure {
                 Failure::bad_request("invalid_subscriber", detail)
             }
             SubscriberError::Unknown(_) => Failure::new(404, "unknown_subscriber", detail),
-            SubscriberError::Full => Failure::new(503, "too_many_subscribers", detail),
+            SubscriberError::Full(_) => Failure::new(503, "too_many_subscribers", detail),
             SubscriberError::FutureVersion { .. } => {
                 Failure::bad_request("invalid_version", detail)
             }
+            SubscriberError::BadSummary(_) => Failure::bad_request("invalid_summary", detail),
             SubscriberError::CallerFull { .. } => Failure::new(429, "caller_limit", detail),
             SubscriberError::NotOwner { .. } => Failure::new(403, "not_subscriber_owner", detail),
         }
@@ -157,6 +160,8 @@ pub struct Behind {
     pub applied_version: u64,
     /// Since when the subscriber lacks the version after the one it applied.
     pub behind_for_ms: u64,
+    /// The edge it watches through (a leaf of the fan-out tree), when not this coordinator.
+    pub via: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,6 +192,10 @@ struct Inner {
     /// When a replica with live subscribers was last heard of no more (its report expired):
     /// they are reconnecting elsewhere (see [`Subscribers::reconnect_grace_left`]).
     peer_lost_ms: u64,
+    /// The leaves of the fan-out tree: what the subscribers of each edge that watches this
+    /// coordinator have applied, as the edge last reported them (`POST
+    /// /v1/subscribers/<edge>/leaves`), by the edge's subscriber ID, with when it arrived.
+    leaves: BTreeMap<String, (u64, Summary)>,
 }
 
 /// Most subscribers a summary names (the furthest behind first); the rest are only counted.
@@ -216,6 +225,69 @@ pub struct SummaryBehind {
     pub kind: String,
     pub applied_version: u64,
     pub missing_since_ms: u64,
+    /// The edge the subscriber watches through, when it is a leaf of the fan-out tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+}
+
+/// Most `counts` rows a leaves report may carry (zones times versions in flight).
+pub const SUMMARY_ROWS: usize = 4096;
+
+/// How long an edge's leaves report counts (edges report every [`LEAVES_EVERY_MS`] and at once
+/// when their leaves acknowledge): an edge that stops reporting drops its leaves from every gate
+/// after this, and the gates then wait [`RECONNECT_GRACE_MS`] for them to reconnect elsewhere.
+pub const LEAVES_FRESH_MS: u64 = 2_000;
+pub const LEAVES_EVERY_MS: u64 = 500;
+
+impl Summary {
+    /// How many subscribers it counts.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|(_, _, n)| *n).sum()
+    }
+
+    /// Checks a report from outside (an edge's): bounded, with valid names, and no subscriber
+    /// ahead of the version `current` the coordinator has committed.
+    pub fn check(&self, current: u64) -> Result<(), SubscriberError> {
+        let bad = |why: String| Err(SubscriberError::BadSummary(why));
+        if self.counts.len() > SUMMARY_ROWS {
+            return bad(format!("at most {SUMMARY_ROWS} counts rows"));
+        }
+        if self.behind.len() > SUMMARY_NAMES {
+            return bad(format!("at most {SUMMARY_NAMES} subscribers named in `behind`"));
+        }
+        for (zone, applied, _) in &self.counts {
+            check_label("zone", zone)?;
+            if *applied > current {
+                return bad(format!("version {applied} has not been committed (newest {current})"));
+            }
+        }
+        for b in &self.behind {
+            check_id(&b.id)?;
+            check_label("zone", &b.zone)?;
+            check_label("kind", &b.kind)?;
+        }
+        if self.table_version > current {
+            return bad(format!("table_version {} is ahead of {current}", self.table_version));
+        }
+        Ok(())
+    }
+
+    /// Adds `other`'s counts and names (its names marked as seen through `via` unless they
+    /// already name an edge), keeping the furthest behind [`SUMMARY_NAMES`].
+    fn absorb(&mut self, other: &Summary, via: Option<&str>) {
+        let mut counts: BTreeMap<(String, u64), u64> =
+            self.counts.drain(..).map(|(z, v, n)| ((z, v), n)).collect();
+        for (zone, applied, n) in &other.counts {
+            *counts.entry((zone.clone(), *applied)).or_default() += n;
+        }
+        self.counts = counts.into_iter().map(|((z, v), n)| (z, v, n)).collect();
+        self.behind.extend(other.behind.iter().map(|b| SummaryBehind {
+            via: b.via.clone().or_else(|| via.map(str::to_owned)),
+            ..b.clone()
+        }));
+        self.behind.sort_by(|a, b| (a.applied_version, &a.id).cmp(&(b.applied_version, &b.id)));
+        self.behind.truncate(SUMMARY_NAMES);
+    }
 }
 
 /// How often acks and connects may recompute the subscriber gauges.
@@ -226,6 +298,9 @@ const PUBLISH_EVERY_MS: u64 = 1000;
 pub struct Subscribers {
     stale_after_ms: u64,
     max_per_caller: usize,
+    /// Most subscribers tracked ([`MAX_SUBSCRIBERS`] on a coordinator, `[edge] max_leaves` on
+    /// an edge).
+    max_total: usize,
     inner: Mutex<Inner>,
     /// When an ack or a connect last recomputed the gauges (a scan of every subscriber).
     published_ms: AtomicU64,
@@ -261,12 +336,18 @@ impl Subscribers {
         Subscribers {
             stale_after_ms,
             max_per_caller,
+            max_total: MAX_SUBSCRIBERS,
             inner: Mutex::new(Inner::default()),
             published_ms: AtomicU64::new(0),
             replayed_version: AtomicU64::new(0),
             started_ms: AtomicU64::new(0),
             has_peers: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The same registry tracking at most `max_total` subscribers.
+    pub fn with_max(self, max_total: usize) -> Subscribers {
+        Subscribers { max_total, ..self }
     }
 
     /// Records that this process started at `now_ms` with the log replayed up to `version`, and
@@ -321,12 +402,59 @@ impl Subscribers {
             .filter(|(_, (_, summary))| summary.table_version < version)
             .map(|(replica, _)| replica.as_str())
             .collect();
-        (!stale.is_empty()).then(|| {
-            format!(
+        if !stale.is_empty() {
+            return Some(format!(
                 "replica {} has not reported its subscribers since version {version}",
                 stale.join(", ")
-            )
+            ));
+        }
+        // An edge re-serves only the tables it has: until it reports having applied `version`,
+        // its leaves may include one that has not seen the freeze and is not named yet.
+        let edges: Vec<&str> = inner
+            .leaves
+            .iter()
+            .filter(|(_, (_, summary))| summary.table_version < version && summary.total() > 0)
+            .map(|(edge, _)| edge.as_str())
+            .collect();
+        (!edges.is_empty()).then(|| {
+            format!("edge {} has not reported its leaves since version {version}", edges.join(", "))
         })
+    }
+
+    /// Takes in the report of edge `id` (a subscriber of this coordinator, registered by
+    /// `owner`) about the subscribers that watch through it; returns how many it counts.
+    pub fn receive_leaves(
+        &self,
+        id: &str,
+        owner: &str,
+        summary: Summary,
+        current_version: u64,
+        now_ms: u64,
+    ) -> Result<u64, SubscriberError> {
+        check_id(id)?;
+        summary.check(current_version)?;
+        let mut inner = self.lock();
+        match inner.subscribers.get_mut(id) {
+            None => return Err(SubscriberError::Unknown(id.to_owned())),
+            Some(s) if s.owner != owner => {
+                return Err(SubscriberError::NotOwner { id: id.to_owned() });
+            }
+            Some(s) => s.last_seen_ms = now_ms,
+        }
+        let total = summary.total();
+        inner.leaves.insert(id.to_owned(), (now_ms, summary));
+        Ok(total)
+    }
+
+    /// How many leaves each edge reported, by edge (reports heard within [`LEAVES_FRESH_MS`]).
+    pub fn leaves_by_edge(&self, now_ms: u64) -> BTreeMap<String, u64> {
+        let inner = self.lock();
+        inner
+            .leaves
+            .iter()
+            .filter(|(_, (at, _))| now_ms.saturating_sub(*at) <= LEAVES_FRESH_MS)
+            .map(|(edge, (_, summary))| (edge.clone(), summary.total()))
+            .collect()
     }
 
     pub fn reconnect_grace_left(&self, version: u64, now_ms: u64) -> u64 {
@@ -359,7 +487,7 @@ impl Subscribers {
             };
         }
         let owned = |inner: &Inner| inner.subscribers.values().filter(|s| s.owner == owner).count();
-        if inner.subscribers.len() >= MAX_SUBSCRIBERS || owned(inner) >= self.max_per_caller {
+        if inner.subscribers.len() >= self.max_total || owned(inner) >= self.max_per_caller {
             self.expire(inner, now_ms);
         }
         if owned(inner) >= self.max_per_caller {
@@ -368,8 +496,8 @@ impl Subscribers {
                 max: self.max_per_caller,
             });
         }
-        if inner.subscribers.len() >= MAX_SUBSCRIBERS {
-            return Err(SubscriberError::Full);
+        if inner.subscribers.len() >= self.max_total {
+            return Err(SubscriberError::Full(self.max_total));
         }
         inner.subscribers.insert(id.to_owned(), Subscriber::new(id, owner, zone, kind, now_ms));
         Ok(())
@@ -531,13 +659,22 @@ impl Subscribers {
                 kind: s.kind.clone(),
                 applied_version: s.applied_version,
                 missing_since_ms: Self::missing_since(&inner, s),
+                via: None,
             })
             .collect();
-        Summary {
+        let mut summary = Summary {
             counts: counts.into_iter().map(|((z, v), n)| (z, v, n)).collect(),
             behind,
             table_version: 0,
+        };
+        // The leaves of this replica's edges go to the other replicas with its own subscribers
+        // (a replica's report is never passed on, so nothing is counted twice).
+        for (edge, (at, leaves)) in &inner.leaves {
+            if now_ms.saturating_sub(*at) <= LEAVES_FRESH_MS {
+                summary.absorb(leaves, Some(edge));
+            }
         }
+        summary
     }
 
     /// Takes in another replica's summary sent at `at_ms` (replacing its older ones).
@@ -601,6 +738,7 @@ impl Subscribers {
                 kind: s.kind.clone(),
                 applied_version: s.applied_version,
                 behind_for_ms: now_ms.saturating_sub(missing_since),
+                via: None,
             };
             if skip { excluded.push(entry) } else { behind.push(entry) }
         }
@@ -608,17 +746,26 @@ impl Subscribers {
         let lost = inner.peers.values().any(|(at, summary)| {
             now_ms.saturating_sub(*at) > fresh && summary.counts.iter().any(|(_, _, n)| *n > 0)
         });
-        if lost {
+        // An edge gone silent with leaves: they are reconnecting (to another edge, or here).
+        let leaves_lost = inner.leaves.values().any(|(at, summary)| {
+            now_ms.saturating_sub(*at) > LEAVES_FRESH_MS && summary.total() > 0
+        });
+        if lost || leaves_lost {
             inner.peer_lost_ms = now_ms;
         }
         inner.peers.retain(|_, (at, _)| now_ms.saturating_sub(*at) <= fresh);
+        inner.leaves.retain(|_, (at, _)| now_ms.saturating_sub(*at) <= LEAVES_FRESH_MS);
         let local: std::collections::BTreeSet<String> = inner
             .subscribers
             .values()
             .filter(|s| self.is_live(s, now_ms))
             .map(|s| s.id.clone())
             .collect();
-        for (_, summary) in inner.peers.values() {
+        let reports =
+            inner.peers.values().map(|(_, summary)| (summary, None)).chain(
+                inner.leaves.iter().map(|(edge, (_, summary))| (summary, Some(edge.as_str()))),
+            );
+        for (summary, edge) in reports {
             for (zone, applied, n) in &summary.counts {
                 if excluded_zone.is_some_and(|z| z == zone) {
                     continue;
@@ -639,6 +786,7 @@ impl Subscribers {
                     kind: b.kind.clone(),
                     applied_version: b.applied_version,
                     behind_for_ms: now_ms.saturating_sub(b.missing_since_ms),
+                    via: b.via.clone().or_else(|| edge.map(str::to_owned)),
                 };
                 if excluded_zone.is_some_and(|z| z == b.zone) {
                     excluded.push(entry);
@@ -755,6 +903,51 @@ mod tests {
         // A replica that stopped reporting stops counting.
         let c = here.convergence(7, 1_050 + crate::service::gate_view::PEER_FRESH_MS + 1);
         assert_eq!((c.live, c.converged), (1, 1));
+    }
+
+    #[test]
+    fn an_edges_leaves_count_in_the_gates_name_their_edge_and_expire_with_its_reports() {
+        let (coordinator, edge) = (Subscribers::new(10_000, 100), Subscribers::new(10_000, 100));
+        coordinator.connect("edge-1", "service:e", "az-a", "edge", Some(7), 7, 1_000).unwrap();
+        edge.ack("leaf-ok", "service:l", 7, Some(("az-a", "service")), 7, 1_000).unwrap();
+        edge.ack("leaf-stuck", "service:l", 5, Some(("az-b", "service")), 7, 1_000).unwrap();
+        let mut report = edge.summary(1_000);
+        report.table_version = 7;
+        // Only the caller that registered the edge may report for it, and only for a known one.
+        assert_eq!(
+            coordinator.receive_leaves("edge-1", "service:x", report.clone(), 7, 1_000),
+            Err(SubscriberError::NotOwner { id: "edge-1".into() })
+        );
+        assert_eq!(
+            coordinator.receive_leaves("edge-9", "service:e", report.clone(), 7, 1_000),
+            Err(SubscriberError::Unknown("edge-9".into()))
+        );
+        assert!(matches!(
+            coordinator.receive_leaves("edge-1", "service:e", report.clone(), 6, 1_000),
+            Err(SubscriberError::BadSummary(_))
+        ));
+        assert_eq!(coordinator.receive_leaves("edge-1", "service:e", report, 7, 1_000), Ok(2));
+        let c = coordinator.convergence(7, 1_100);
+        assert_eq!((c.live, c.converged), (3, 2));
+        let stuck: Vec<_> = c.behind.iter().map(|b| (b.id.as_str(), b.via.as_deref())).collect();
+        assert_eq!(stuck, [("leaf-stuck", Some("edge-1"))]);
+        // The coordinator's report to the other replicas carries the leaves, with their edge.
+        let onward = coordinator.summary(1_100);
+        assert_eq!(onward.total(), 3);
+        assert!(
+            onward
+                .behind
+                .iter()
+                .any(|b| b.id == "leaf-stuck" && b.via.as_deref() == Some("edge-1"))
+        );
+        // A freeze on a version the edge has not re-served yet waits for its next report.
+        let hold = coordinator.freeze_hold(8, 1_100).expect("the edge reported only v7");
+        assert!(hold.contains("edge edge-1"), "{hold}");
+        // The edge goes silent: its leaves stop counting, and the gates wait for them to
+        // reconnect elsewhere.
+        let gone = 1_001 + LEAVES_FRESH_MS;
+        assert_eq!(coordinator.convergence(7, gone).live, 1);
+        assert_eq!(coordinator.reconnect_grace_left(7, gone), RECONNECT_GRACE_MS);
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub use headers::{
 };
 pub use router::{
     ClientError, DEFAULT_STALL_TIMEOUT, Identity, Misrouted, Origin, Router, RouterOptions,
-    RouterStatus, Tag, WriteScope, first_choice,
+    RouterStatus, TableHook, Tag, WriteScope, first_choice,
 };
 pub use signature::{SIGNATURE_HEADER, TagKey};
 pub use table_source::TableSource;

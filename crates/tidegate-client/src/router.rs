@@ -56,6 +56,23 @@ pub struct RouterOptions {
     /// For `https://` coordinators: trust only the certificates in this PEM file instead of the
     /// system's roots. Defaults to `TIDEGATE_CA_FILE` when that is set.
     pub ca_file: Option<PathBuf>,
+    /// Called on the watcher thread with each table the client takes: its version and its
+    /// routing event's data (the JSON the coordinator sent). `tidegate edge` re-serves the watch
+    /// stream from here (the fan-out tree); keep it short, the next event waits for it.
+    pub on_table: Option<TableHook>,
+}
+
+/// A callback for [`RouterOptions::on_table`].
+#[derive(Clone)]
+pub struct TableHook(pub Arc<TableFn>);
+
+/// What a [`TableHook`] calls: the table's version and its routing event's data.
+pub type TableFn = dyn Fn(u64, &str) + Send + Sync;
+
+impl std::fmt::Debug for TableHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TableHook")
+    }
 }
 
 /// The default stall bound: the coordinators' default heartbeat (5 s) and 3 s of margin.
@@ -74,6 +91,7 @@ impl Default for RouterOptions {
             backoff_max: Duration::from_secs(5),
             acknowledge: true,
             ca_file: super::tls::ca_file_from_env(),
+            on_table: None,
         }
     }
 }
@@ -226,6 +244,11 @@ struct Shared {
     /// exclusively before it acknowledges a version, so an acknowledgement says that no write
     /// judged with an older table is still being committed.
     writes: RwLock<()>,
+    /// The held table's routing event data (from the stream or the disk cache), with its version.
+    event: Mutex<Option<(u64, Arc<str>)>>,
+    /// What acknowledgements go out with, for [`Router::post_upstream`] (none on a fixed router).
+    agent: Option<ureq::Agent>,
+    token: Option<String>,
 }
 
 /// What to do with a table that arrives while `held` (version, log id) is held.
@@ -288,15 +311,22 @@ impl Router {
         }
         let ack_timeout = ACK_TIMEOUT.min(options.read_timeout);
         // TLS settings are checked here, so a wrong CA file fails `connect`, not every retry.
-        let tls = match endpoints.iter().find(|e| e.tls) {
+        let (tls, agent) = match endpoints.iter().find(|e| e.tls) {
             Some(https) => {
                 let ca_file = options.ca_file.as_deref();
                 let config = tls::client_config(ca_file).map_err(ClientError::Tls)?;
                 let agent = tls::agent(&https.base_url(), ack_timeout, ca_file)
                     .map_err(ClientError::Tls)?;
-                Some((config, agent))
+                (Some(config), agent)
             }
-            None => None,
+            None => (
+                None,
+                ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .timeout_global(Some(ack_timeout))
+                    .build()
+                    .into(),
+            ),
         };
         let shared = Arc::new(Shared {
             table: ArcSwapOption::empty(),
@@ -319,9 +349,12 @@ impl Router {
             acked: AtomicU64::new(0),
             log_id: Mutex::new(None),
             writes: RwLock::new(()),
+            event: Mutex::new(None),
+            agent: Some(agent.clone()),
+            token: options.token.clone(),
         });
         if let Some(path) = &options.cache_path
-            && let Some((table, log_id)) = load_cache(path)
+            && let Some((table, log_id, data)) = load_cache(path)
         {
             // The cache keeps the log its table came from, so a restarted client still knows
             // (and serves) it, and refuses a table from another log as a running one does.
@@ -331,15 +364,15 @@ impl Router {
             status.version = Some(table.version());
             // The cache is rewritten on every new version, so its age is the table's age.
             status.updated_at = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+            *shared.event.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some((table.version(), Arc::from(data)));
             shared.table.store(Some(Arc::new(table)));
         }
         let (fallback, write_fallback) = (options.fallback, options.write_fallback);
         let thread_shared = Arc::clone(&shared);
         let watcher = std::thread::Builder::new()
             .name(format!("tidegate-watch-{}", identity.subscriber_id))
-            .spawn(move || {
-                watch_loop(&thread_shared, &endpoints, tls, &identity, &options, ack_timeout)
-            })
+            .spawn(move || watch_loop(&thread_shared, &endpoints, tls, agent, &identity, &options))
             .expect("spawning the watcher thread");
         Ok(Router { shared, fallback, write_fallback, watcher: Some(watcher) })
     }
@@ -367,6 +400,9 @@ impl Router {
             acked: AtomicU64::new(0),
             log_id: Mutex::new(None),
             writes: RwLock::new(()),
+            event: Mutex::new(None),
+            agent: None,
+            token: None,
         });
         Router {
             shared,
@@ -388,6 +424,28 @@ impl Router {
     /// The newest version this client has acknowledged to the coordinator.
     pub fn acked_version(&self) -> u64 {
         self.shared.acked.load(Ordering::SeqCst)
+    }
+
+    /// The held table's routing event data, as the coordinator sent it (or the disk cache kept
+    /// it), with its version: what `tidegate edge` re-serves to the subscribers below it.
+    pub fn event(&self) -> Option<(u64, Arc<str>)> {
+        self.shared.event.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Posts `body` as JSON to `path` on the coordinator this client watches (or last tried),
+    /// with its token, through the connection pool its acknowledgements use; the answer's status.
+    /// `tidegate edge` reports the subscribers below it this way.
+    pub fn post_upstream(&self, path: &str, body: &Value) -> Result<u16, String> {
+        let agent = self.shared.agent.as_ref().ok_or("a fixed router has no coordinator")?;
+        let base = self.status().coordinator.ok_or("no coordinator tried yet")?;
+        let mut request = agent.post(&format!("{base}{path}"));
+        if let Some(token) = &self.shared.token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        match request.send_json(body) {
+            Ok(response) => Ok(response.status().as_u16()),
+            Err(e) => Err(format!("{base}{path}: {e}")),
+        }
     }
 
     /// The command log the held table came from (`log_id` of its routing event), if known.
@@ -633,11 +691,12 @@ impl Drop for Router {
 
 /// The cached table and the command log it came from (`log_id` of the saved routing event;
 /// `None` when the cache predates it or names none).
-fn load_cache(path: &Path) -> Option<(RoutingTable, Option<String>)> {
+fn load_cache(path: &Path) -> Option<(RoutingTable, Option<String>, String)> {
     let text = std::fs::read_to_string(path).ok()?;
     let value: Value = serde_json::from_str(&text).ok()?;
     let table = decode_table(&value).ok()?;
-    Some((table, log_id_of(&value)))
+    let log_id = log_id_of(&value);
+    Some((table, log_id, text))
 }
 
 fn log_id_of(value: &Value) -> Option<String> {
@@ -695,22 +754,11 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 fn watch_loop(
     shared: &Shared,
     endpoints: &[Endpoint],
-    tls: Option<(Arc<rustls::ClientConfig>, ureq::Agent)>,
+    tls_config: Option<Arc<rustls::ClientConfig>>,
+    agent: ureq::Agent,
     identity: &Identity,
     options: &RouterOptions,
-    ack_timeout: Duration,
 ) {
-    let (tls_config, agent) = match tls {
-        Some((config, agent)) => (Some(config), agent),
-        None => (
-            None,
-            ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_global(Some(ack_timeout))
-                .build()
-                .into(),
-        ),
-    };
     // Acknowledgements go through their own thread, so the reader goes on applying tables (a
     // freeze among them) while an acknowledgement waits for open write scopes.
     let (to_acker, pending) = std::sync::mpsc::channel::<(u64, &Endpoint)>();
@@ -966,6 +1014,11 @@ fn read_events<'e>(
                     status.refused = None;
                 }
                 shared.table.store(Some(Arc::new(table)));
+                *shared.event.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((version, Arc::from(event.data.as_str())));
+                if let Some(hook) = &options.on_table {
+                    (hook.0)(version, &event.data);
+                }
                 if let Some(path) = &options.cache_path
                     && let Err(e) = save_cache(path, &event.data)
                 {

@@ -1,0 +1,152 @@
+//! The edge's part of the fan-out tree on its fast path: `GET /v1/routing/watch` re-serves the
+//! routing events the edge takes from its coordinator (the same frames, `service::edge::Relay`),
+//! and `POST /v1/subscribers/<id>/ack` takes its leaves' acknowledgements into the edge's own
+//! registry, which `service::edge::report_leaves` reports upward. The gates are the
+//! coordinator's: reading needs a reader, registering (a subscriber ID) a writer, who owns it.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use tokio::sync::mpsc;
+
+use super::respond::{self, bearer_of, json_media, now_ms, read_body_under};
+use super::watch::{Events, StreamGuard, authorization, last_event_id, stream_response};
+use crate::service::bearer::Bearer;
+use crate::service::edge::EdgeApp;
+use crate::service::routing_frames::{Frame, HEARTBEAT};
+use crate::service::subscribers::{AckRequest, ack_body, resumed_version};
+use crate::service::tag_answer::{self, Failure, query_param};
+
+/// The subscriber ID of `/v1/subscribers/<id>/ack`, when `path` is one.
+pub fn ack_id(path: &str) -> Option<Cow<'_, str>> {
+    let id = path.strip_prefix("/v1/subscribers/")?.strip_suffix("/ack")?;
+    if id.is_empty() || id.contains('/') {
+        return None;
+    }
+    percent_encoding::percent_decode_str(id).decode_utf8().ok()
+}
+
+fn no_stream() -> Failure {
+    Failure::new(
+        404,
+        "not_found",
+        "this edge serves no watch stream (`[edge] max_leaves` is 0): watch a coordinator",
+    )
+}
+
+/// `GET /v1/routing/watch` on the edge.
+pub fn watch(app: &EdgeApp, request: &Request<Incoming>) -> Result<Response<Events>, Failure> {
+    let relay = &app.relay;
+    if !relay.serves {
+        return Err(no_stream());
+    }
+    let config = &app.config;
+    let bearer = Bearer::identify(config, authorization(request)?);
+    bearer.require_reader(config)?;
+    let query = request.uri().query();
+    let subscriber_id = query_param(query, "subscriber_id");
+    let owner = match subscriber_id {
+        Some(_) if !relay.registers => {
+            return Err(Failure::new(
+                409,
+                "not_reporting",
+                "this edge has no token (`[edge] token`), so it cannot report its subscribers to a coordinator: register with a coordinator, or give the edge a service token",
+            ));
+        }
+        Some(_) => Some(bearer.require_writer(config)?),
+        None => None,
+    };
+    let mut changes = relay.frames.subscribe();
+    let held = relay.version();
+    let our_log = app.router.log_id().unwrap_or_default();
+    let their_log = query_param(query, "log_id");
+    let resumed = resumed_version(last_event_id(request), their_log.as_deref(), &our_log);
+    // Registered before the frame to send is read: a leaves report made before this registration
+    // read the re-served version first, so the frame this stream starts with is at least that.
+    let id = match (subscriber_id, owner) {
+        (Some(id), Some(owner)) => {
+            let zone = query_param(query, "zone").unwrap_or(Cow::Borrowed("unknown"));
+            let kind = query_param(query, "kind").unwrap_or(Cow::Borrowed("unknown"));
+            relay.leaves.connect(&id, &owner, &zone, &kind, resumed, held, now_ms())?;
+            relay.mark();
+            Some(id.into_owned())
+        }
+        _ => None,
+    };
+    let guard = StreamGuard { subscribers: std::sync::Arc::clone(&relay.leaves), id };
+    let mut sent = resumed.filter(|v| *v <= held).unwrap_or(0);
+    let heartbeat = Duration::from_millis(config.watch_heartbeat_ms);
+    let (tx, rx) = mpsc::channel::<Frame>(2);
+    tokio::spawn(async move {
+        let guard = guard;
+        let start = tokio::time::Instant::now() + heartbeat;
+        let mut ticker = tokio::time::interval_at(start, heartbeat);
+        let mut current = changes.borrow_and_update().clone();
+        loop {
+            let frame = match current.take() {
+                Some(f) if f.version > sent => {
+                    sent = f.version;
+                    Frame::Shared(f.bytes)
+                }
+                _ => tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        current = changes.borrow_and_update().clone();
+                        continue;
+                    }
+                    _ = ticker.tick() => {
+                        if let Some(id) = &guard.id {
+                            guard.subscribers.touch(id, now_ms());
+                        }
+                        HEARTBEAT
+                    }
+                    _ = tx.closed() => return,
+                },
+            };
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    let heartbeat_ms = u64::try_from(heartbeat.as_millis()).unwrap_or(u64::MAX);
+    Ok(stream_response(rx, heartbeat_ms))
+}
+
+/// `POST /v1/subscribers/<id>/ack` on the edge: a leaf applied `version` of the re-served table.
+pub async fn ack(
+    app: &EdgeApp,
+    request: Request<Incoming>,
+    id: &str,
+) -> Result<Response<Full<Bytes>>, Failure> {
+    let relay = &app.relay;
+    if !relay.serves {
+        return Err(no_stream());
+    }
+    if !relay.registers {
+        return Err(Failure::new(
+            409,
+            "not_reporting",
+            "this edge has no token (`[edge] token`), so it cannot report its subscribers: acknowledge to a coordinator",
+        ));
+    }
+    let config = &app.config;
+    let headers = request.headers();
+    json_media(headers)?;
+    let owner = bearer_of(config, headers)?.require_writer(config)?;
+    let body = read_body_under(config, request).await?;
+    let text = std::str::from_utf8(&body).map_err(|e| tag_answer::unreadable_body(&e))?;
+    let r: AckRequest = serde_json::from_str(text).map_err(|e| tag_answer::invalid_json(&e))?;
+    let current = relay.version();
+    let s = relay.leaves.ack(id, &owner, r.version, r.identity(), current, now_ms())?;
+    relay.mark();
+    Ok(respond::ok_json_as(
+        tag_answer::json(&ack_body(&s.id, s.applied_version, current), 128),
+        super::edge::SERVER,
+    ))
+}
