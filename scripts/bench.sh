@@ -53,16 +53,17 @@ build_only=0
 [ "${1:-}" = "--smoke-build" ] && smoke=1 && build_only=1
 if [ "$smoke" = 1 ]; then
   rounds=1; duration=2; entries=20000; watchers=200; batch_seconds=1; lanes_smoke=smoke
-  tail_samples=1; tail_seconds=1
+  tail_samples=1; tail_seconds=1; tree_counts="200 400"; tree_edges=2
 else
   rounds="${BENCH_ROUNDS:-5}"; duration="${BENCH_SECONDS:-10}"; entries="${BENCH_ENTRIES:-1000000}"
   watchers="${BENCH_WATCHERS:-10000}"; batch_seconds="${BENCH_BATCH_SECONDS:-3}"; lanes_smoke=""
   tail_samples="${BENCH_TAIL_SAMPLES:-8}"; tail_seconds="${BENCH_TAIL_SECONDS:-5}"
+  tree_counts="${BENCH_TREE_LEAVES:-20000 100000}"; tree_edges="${BENCH_TREE_EDGES:-10}"
 fi
 tail_other_max="${BENCH_TAIL_OTHER_CPU:-0.10}"
 ulimit -n "$(ulimit -Hn)"
 # BENCH_PARTS picks a subset (e.g. "tag" or "watch"); the table's other rows are then empty.
-parts="${BENCH_PARTS:-tag tail lanes watch startup}"
+parts="${BENCH_PARTS:-tag tail lanes watch tree startup}"
 want() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 if ! command -v wrk >/dev/null 2>&1; then
@@ -99,6 +100,7 @@ watchers_bench="$target/$profile_dir/watchers"
 work="$(mktemp -d)"
 # Every part's result file exists, so a BENCH_PARTS subset prints empty rows instead of failing.
 for f in tag tail unleash batch batch-fast lanes watch watch-fast-main watch-fast-fast watch-fast-pipelined startup; do : >"$work/$f.txt"; done
+for n in $tree_counts; do : >"$work/tree-$n.txt"; : >"$work/tree-$n-idle.txt"; done
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -473,6 +475,50 @@ for acks in main fast pipelined; do
 done
 fi
 
+if want tree; then
+# The fan-out tree: one coordinator, $tree_edges edges re-serving its watch stream, and N leaf
+# streams spread over the edges, acknowledging to the edge they watch. One process holds at most
+# its open-file limit of sockets (20 000 here, and raising the hard limit is not permitted), so
+# the leaves are held by several load processes of at most 10 000 streams each: the first
+# measures its own streams (a uniform sample: stream i watches edge i mod edges) and the time
+# until the coordinator counts every leaf applied; the others hold theirs until it is done.
+for leaves in $tree_counts; do
+  echo "tree: $leaves leaves over $tree_edges edges" >&2
+  start "tree-$leaves-coordinator" "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/bench.toml" --data-dir "$work/tree-$leaves-data"
+  coordinator_url="$url"; coordinator_pid="$pid"
+  edge_urls=(); edge_pids=()
+  for e in $(seq 1 "$tree_edges"); do
+    cat >"$work/edge-$e.toml" <<TOML
+$(cat "$work/bench.toml")
+[edge]
+subscriber_id = "bench-edge-$e"
+zone = "az-a"
+token = "$token"
+max_leaves = 100000
+cache_path = "$work/tree-$leaves-edge-$e.json"
+TOML
+    start "tree-$leaves-edge-$e" "$tidegate" edge --address 127.0.0.1 --port 0 --coordinator "$coordinator_url" --config "$work/edge-$e.toml"
+    edge_urls+=("$url"); edge_pids+=("$pid")
+  done
+  streams="$(IFS=,; echo "${edge_urls[*]}")"
+  sleep 1
+  awk '/VmRSS/ { print "tree_coordinator_idle_kb=" $2 }' "/proc/$coordinator_pid/status" >"$work/tree-$leaves-idle.txt"
+  per=10000; [ "$leaves" -lt "$per" ] && per="$leaves"
+  processes=$(( (leaves + per - 1) / per ))
+  holders=()
+  for k in $(seq 1 $((processes - 1))); do
+    WATCHERS_ID_OFFSET=$((k * per)) WATCHERS_HOLD_SECONDS=600       "$watchers_bench" "$coordinator_url" "$token" "$coordinator_pid" "$per" 0 subscribers "$streams" stream       >"$work/tree-$leaves-holder-$k.txt" 2>"$work/tree-$leaves-holder-$k.err" &
+    holders+=("$!")
+  done
+  WATCHERS_EXPECT_LIVE="$leaves" WATCHERS_EDGE_PIDS="$(IFS=,; echo "${edge_pids[*]}")"     "$watchers_bench" "$coordinator_url" "$token" "$coordinator_pid" "$per" 3 subscribers "$streams" stream     >"$work/tree-$leaves.txt" 2>"$work/tree-$leaves.err"     || echo "watch_coordinator_all_applied_ms_p50_min_max=FAILED: $(tail -1 "$work/tree-$leaves.err")" >>"$work/tree-$leaves.txt"
+  for h in "${holders[@]}"; do kill "$h" 2>/dev/null || true; done
+  cat "$work/tree-$leaves.txt" >&2
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+done
+fi
+
 if want startup; then
 echo "startup: $entries log entries, $rounds rounds" >&2
 python3 scripts/bench/startup.py "$tidegate" "$work/startup" "$entries" "$rounds" >"$work/startup.txt"
@@ -533,11 +579,16 @@ echo "| watch on the fast port: resident memory per open stream, $watchers strea
 echo "| watch on the fast port, acks to the main port: dial -> all $watchers applied / acked, p99 across streams (p50/min/max of 3 rounds) | $(wf watch_applied_p99_ms_p50_min_max) / $(wf watch_ack_p99_ms_p50_min_max) ms | <= 250 ms | |"
 echo "| watch on the fast port, acks to the fast port: dial -> all $watchers applied / acked, p99 across streams (p50/min/max of 3 rounds) | $(wff watch_applied_p99_ms_p50_min_max) / $(wff watch_ack_p99_ms_p50_min_max) ms | <= 250 ms | |"
 echo "| watch on the fast port, acks to the fast port pipelined (up to 32 per connection): dial -> all $watchers applied / acked, p99 across streams (p50/min/max of 3 rounds) | $(wfp watch_applied_p99_ms_p50_min_max) / $(wfp watch_ack_p99_ms_p50_min_max) ms | <= 250 ms | |"
+for leaves in $tree_counts; do
+  t() { sed -n "s/^$1=//p" "$work/tree-$leaves.txt"; }
+  echo "| fan-out tree, $leaves leaves over $tree_edges edges: dial -> every leaf applied and acknowledged as the coordinator counts them (p50/min/max of 3 rounds) | $(t watch_coordinator_all_applied_ms_p50_min_max) ms | <= 1 s | sample of $(t watch_streams) leaves: applied p99 $(t watch_applied_p99_ms_p50_min_max) ms, acked by the edge p99 $(t watch_ack_p99_ms_p50_min_max) ms |"
+  echo "| fan-out tree, $leaves leaves: coordinator resident memory and CPU per dial round | $(t watch_coordinator_rss_after_kb) KB, $(t watch_coordinator_cpu_ms_per_round) ms | flat in leaves | $(sed -n 's/^tree_coordinator_idle_kb=//p' "$work/tree-$leaves-idle.txt") KB with only the edges' streams; the edges together $(t watch_edges_rss_kb) KB |"
+done
 echo "| start-up to /readyz, $entries entries (snapshot) / fresh log | $startup_ratio | (<= 1 s) | $startup_ms / $fresh_ms; full replay without snapshot: $full_ms ms |"
 
 # No thresholds, but a measure that could not be taken at all fails the run (so --smoke in CI
 # notices when a change breaks a benchmark, as the token rules once broke the watch streams).
-if grep -q "FAILED" "$work/watch.txt" "$work/watch-fast-main.txt" "$work/watch-fast-fast.txt" "$work/watch-fast-pipelined.txt" "$work/startup.txt" "$work/batch.txt" "$work/batch-fast.txt" "$work/lanes.txt" 2>/dev/null; then
+if grep -q "FAILED" "$work"/tree-*.txt "$work/watch.txt" "$work/watch-fast-main.txt" "$work/watch-fast-fast.txt" "$work/watch-fast-pipelined.txt" "$work/startup.txt" "$work/batch.txt" "$work/batch-fast.txt" "$work/lanes.txt" 2>/dev/null; then
   echo "bench.sh: a benchmark could not be measured (FAILED above)" >&2
   exit 1
 fi

@@ -19,6 +19,13 @@
 //!
 //! MODE: `subscribers` (the above, default), `anonymous` (streams without a subscriber ID, memory
 //! only) or `idle` (kept-alive connections that answered one `GET /healthz`, memory only).
+//!
+//! The fan-out tree: STREAM_URL may list several URLs, comma-separated (`tidegate edge`s), and
+//! stream i watches the (i mod n)-th; ACK_URL `stream` sends each stream's acknowledgements to
+//! the URL it watches (a pool of `WATCHERS_ACK_CONNECTIONS` per URL). Each round then also
+//! prints when the coordinator (URL) first counted every stream as having applied the version
+//! (`GET /v1/routing/convergence`: complete, with at least N live), and the coordinator's CPU
+//! time per round; `WATCHERS_EDGE_PIDS` (comma-separated) adds the edges' resident memory.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -40,6 +47,9 @@ struct Seen {
 
 struct Shared {
     base: Instant,
+    /// Added to the stream index in subscriber IDs (`bench-<offset + i>`), so several load
+    /// processes (one process has at most its open-file limit of sockets) use distinct IDs.
+    id_offset: usize,
     seen: Vec<Seen>,
     /// Streams that have received (anonymous) or acknowledged (subscribers) a first version.
     ready: AtomicUsize,
@@ -86,6 +96,16 @@ fn address(url: &str) -> Result<String, String> {
     Ok(rest.trim_end_matches('/').to_owned())
 }
 
+/// CPU time (user + system) of process `pid` in milliseconds, from `/proc/<pid>/stat`.
+fn cpu_ms(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces) start after the last `)`.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 (1-based); here index 11 and 12; 100 ticks/s.
+    (ticks(11) + ticks(12)) * 10
+}
+
 fn rss_kb(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -102,8 +122,25 @@ async fn run(args: Vec<String>) -> Result<(), String> {
     let count: usize = args[3].parse().map_err(|_| "N must be a number")?;
     let rounds: usize = args.get(4).map_or(Ok(3), |r| r.parse()).map_err(|_| "bad ROUNDS")?;
     let mode = args.get(5).map_or("subscribers", String::as_str).to_owned();
-    let stream_at = args.get(6).map_or(Ok(main.clone()), |u| address(u))?;
-    let ack_at = args.get(7).map_or(Ok(main.clone()), |u| address(u))?;
+    let stream_ats: Vec<String> = match args.get(6) {
+        Some(list) => list.split(',').filter(|u| !u.is_empty()).map(address).collect::<Result<_, _>>()?,
+        None => vec![main.clone()],
+    };
+    if stream_ats.is_empty() {
+        return Err("STREAM_URL lists no URL".into());
+    }
+    let stream_at = stream_ats[0].clone();
+    // Where each stream's acknowledgements go: one ack target (index into `ack_ats`) per stream.
+    let ack_ats: Vec<String> = match args.get(7).map(String::as_str) {
+        Some("stream") => stream_ats.clone(),
+        Some(url) => vec![address(url)?],
+        None => vec![main.clone()],
+    };
+    let edge_pids: Vec<u32> = std::env::var("WATCHERS_EDGE_PIDS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
     let pool: usize =
         std::env::var("WATCHERS_ACK_CONNECTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
     let depth: usize = std::env::var("WATCHERS_ACK_PIPELINE")
@@ -136,8 +173,12 @@ async fn run(args: Vec<String>) -> Result<(), String> {
         return Err(format!("unknown MODE {mode} (subscribers, anonymous or idle)"));
     }
 
+    let env_number = |name: &str| -> usize {
+        std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
     let shared = Arc::new(Shared {
         base: Instant::now(),
+        id_offset: env_number("WATCHERS_ID_OFFSET"),
         seen: (0..count)
             .map(|_| Seen {
                 received_version: AtomicU64::new(0),
@@ -149,28 +190,35 @@ async fn run(args: Vec<String>) -> Result<(), String> {
         ready: AtomicUsize::new(0),
         failures: AtomicUsize::new(0),
     });
-    let acks = if mode == "subscribers" {
-        let (send, receive) = mpsc::unbounded_channel::<(usize, u64)>();
-        let receive = Arc::new(Mutex::new(receive));
-        for _ in 0..pool {
-            tokio::spawn(ack_loop(
-                ack_at.clone(),
-                Arc::clone(&token),
-                Arc::clone(&receive),
-                Arc::clone(&shared),
-                depth,
-            ));
-        }
-        Some(send)
+    // One queue (and pool of ack connections) per ack target.
+    let acks: Vec<mpsc::UnboundedSender<(usize, u64)>> = if mode == "subscribers" {
+        ack_ats
+            .iter()
+            .map(|ack_at| {
+                let (send, receive) = mpsc::unbounded_channel::<(usize, u64)>();
+                let receive = Arc::new(Mutex::new(receive));
+                for _ in 0..pool {
+                    tokio::spawn(ack_loop(
+                        ack_at.clone(),
+                        Arc::clone(&token),
+                        Arc::clone(&receive),
+                        Arc::clone(&shared),
+                        depth,
+                    ));
+                }
+                send
+            })
+            .collect()
     } else {
-        None
+        Vec::new()
     };
 
     // Connect in steps of 200, as watchers.py does, so the listen backlog never overflows.
     let mut tasks = Vec::with_capacity(count);
     for i in 0..count {
-        let (at, token, shared, acks) =
-            (stream_at.clone(), Arc::clone(&token), Arc::clone(&shared), acks.clone());
+        let at = stream_ats[i % stream_ats.len()].clone();
+        let acks = (!acks.is_empty()).then(|| acks[i % acks.len()].clone());
+        let (token, shared) = (Arc::clone(&token), Arc::clone(&shared));
         tasks.push(tokio::spawn(async move {
             if let Err(e) = watch(&at, i, &token, &shared, acks).await
                 && shared.failures.fetch_add(1, Ordering::Relaxed) == 0
@@ -208,6 +256,36 @@ async fn run(args: Vec<String>) -> Result<(), String> {
     println!("watch_rss_idle_kb={idle}");
     println!("watch_rss_streams_kb={held}");
     println!("watch_rss_per_stream_kb={per_stream:.1}");
+    if !edge_pids.is_empty() {
+        let edges: u64 = edge_pids.iter().map(|pid| rss_kb(*pid)).sum();
+        println!("watch_edges={}", edge_pids.len());
+        println!("watch_edges_rss_kb={edges}");
+    }
+    // The streams the coordinator must count (all the load processes' streams, in a tree).
+    let expect_live = match env_number("WATCHERS_EXPECT_LIVE") {
+        0 => count,
+        n => n,
+    };
+    if rounds > 0 && expect_live > count {
+        // Other load processes hold the rest: wait until the coordinator counts them all.
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let (_, body) =
+                request(&main, "GET", "/v1/routing/convergence", None, Some(&token)).await?;
+            let c: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            if c["complete"] == true && c["live"].as_u64().unwrap_or(0) as usize >= expect_live {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the coordinator never counted {expect_live} streams: {c}"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Read again: the other processes' streams were opening while this one measured.
+        println!("watch_rss_all_streams_kb={}", rss_kb(pid));
+    }
+    let cpu_before = cpu_ms(pid);
+    let mut coordinator_p = Vec::new();
 
     let (mut applied_p99s, mut acked_p99s) = (Vec::new(), Vec::new());
     for round in 0..rounds {
@@ -268,6 +346,36 @@ async fn run(args: Vec<String>) -> Result<(), String> {
         );
         applied_p99s.push(applied[p99_at]);
         acked_p99s.push(acked[p99_at]);
+        // When the coordinator counted every stream (through the edges' reports, in a tree).
+        let path = format!("/v1/routing/convergence?version={version}");
+        let seen_all = loop {
+            let (status, body) = request(&main, "GET", &path, None, Some(&token)).await?;
+            let c: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let live = c["live"].as_u64().unwrap_or(0) as usize;
+            if status == 200 && c["complete"] == true && live >= expect_live {
+                break since(shared.now_ns());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the coordinator never counted {expect_live} streams on v{version}: {c}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        println!("watch_round_{round}_coordinator_all_applied_ms={seen_all:.0}");
+        coordinator_p.push(seen_all);
+    }
+    let cpu = cpu_ms(pid).saturating_sub(cpu_before);
+    println!("watch_coordinator_cpu_ms_per_round={:.0}", cpu as f64 / rounds.max(1) as f64);
+    println!("watch_coordinator_rss_after_kb={}", rss_kb(pid));
+    if !coordinator_p.is_empty() {
+        let (p, lo, hi) = dist(&coordinator_p);
+        println!("watch_coordinator_all_applied_ms_p50_min_max={p:.0}/{lo:.0}/{hi:.0}");
+    }
+    // A process that only holds streams for another one's rounds keeps them open this long.
+    let hold = env_number("WATCHERS_HOLD_SECONDS");
+    if hold > 0 {
+        tokio::time::sleep(Duration::from_secs(hold as u64)).await;
     }
     let (p, lo, hi) = dist(&applied_p99s);
     println!("watch_applied_p99_ms_p50_min_max={p:.0}/{lo:.0}/{hi:.0}");
@@ -291,8 +399,9 @@ async fn watch(
     let mut stream = TcpStream::connect(at).await.map_err(|e| e.to_string())?;
     let head = match acks {
         Some(_) => format!(
-            "GET /v1/routing/watch?subscriber_id=bench-{index}&zone=az-a&kind=bench HTTP/1.1\r\n\
-             Host: {at}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {token}\r\n\r\n"
+            "GET /v1/routing/watch?subscriber_id=bench-{}&zone=az-a&kind=bench HTTP/1.1\r\n\
+             Host: {at}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {token}\r\n\r\n",
+            shared.id_offset + index
         ),
         None => format!(
             "GET /v1/routing/watch HTTP/1.1\r\nHost: {at}\r\nAccept: text/event-stream\r\n\r\n"
@@ -449,9 +558,10 @@ async fn ack_loop(
         for (index, version) in &batch {
             let body = format!("{{\"version\":{version}}}");
             heads.push_str(&format!(
-                "POST /v1/subscribers/bench-{index}/ack HTTP/1.1\r\nHost: {at}\r\n\
+                "POST /v1/subscribers/bench-{}/ack HTTP/1.1\r\nHost: {at}\r\n\
                  Content-Type: application/json\r\nContent-Length: {}\r\n\
                  Authorization: Bearer {token}\r\n\r\n{body}",
+                shared.id_offset + index,
                 body.len()
             ));
         }
@@ -577,6 +687,9 @@ fn median(sorted: &[f64]) -> f64 {
 
 /// p50, min, max.
 fn dist(v: &[f64]) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     (median(&v), v[0], v[v.len() - 1])
