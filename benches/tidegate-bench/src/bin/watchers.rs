@@ -54,6 +54,8 @@ struct Shared {
     /// Streams that have received (anonymous) or acknowledged (subscribers) a first version.
     ready: AtomicUsize,
     failures: AtomicUsize,
+    /// Streams opened again because they failed before their first event.
+    reconnects: AtomicUsize,
 }
 
 impl Shared {
@@ -100,7 +102,8 @@ fn address(url: &str) -> Result<String, String> {
 fn cpu_ms(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The fields after the command name (which may hold spaces) start after the last `)`.
-    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
     let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     // utime and stime are fields 14 and 15 (1-based); here index 11 and 12; 100 ticks/s.
     (ticks(11) + ticks(12)) * 10
@@ -123,7 +126,9 @@ async fn run(args: Vec<String>) -> Result<(), String> {
     let rounds: usize = args.get(4).map_or(Ok(3), |r| r.parse()).map_err(|_| "bad ROUNDS")?;
     let mode = args.get(5).map_or("subscribers", String::as_str).to_owned();
     let stream_ats: Vec<String> = match args.get(6) {
-        Some(list) => list.split(',').filter(|u| !u.is_empty()).map(address).collect::<Result<_, _>>()?,
+        Some(list) => {
+            list.split(',').filter(|u| !u.is_empty()).map(address).collect::<Result<_, _>>()?
+        }
         None => vec![main.clone()],
     };
     if stream_ats.is_empty() {
@@ -189,6 +194,7 @@ async fn run(args: Vec<String>) -> Result<(), String> {
             .collect(),
         ready: AtomicUsize::new(0),
         failures: AtomicUsize::new(0),
+        reconnects: AtomicUsize::new(0),
     });
     // One queue (and pool of ack connections) per ack target.
     let acks: Vec<mpsc::UnboundedSender<(usize, u64)>> = if mode == "subscribers" {
@@ -220,10 +226,26 @@ async fn run(args: Vec<String>) -> Result<(), String> {
         let acks = (!acks.is_empty()).then(|| acks[i % acks.len()].clone());
         let (token, shared) = (Arc::clone(&token), Arc::clone(&shared));
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = watch(&at, i, &token, &shared, acks).await
-                && shared.failures.fetch_add(1, Ordering::Relaxed) == 0
-            {
-                eprintln!("watchers: stream {i}: {e}");
+            // A stream that fails before its first event is opened again (a Router reconnects
+            // with a back-off): a burst of connects may be reset by a busy server. Counted.
+            let mut attempts = 0;
+            loop {
+                let result = watch(&at, i, &token, &shared, acks.clone()).await;
+                let fresh = shared.seen[i].received_version.load(Ordering::Acquire) == 0;
+                match result {
+                    Err(_) if fresh && attempts < 10 => {
+                        attempts += 1;
+                        shared.reconnects.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(100 * attempts)).await;
+                    }
+                    Err(e) => {
+                        if shared.failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                            eprintln!("watchers: stream {i}: {e}");
+                        }
+                        break;
+                    }
+                    Ok(()) => break,
+                }
             }
         }));
         if i % 200 == 199 {
@@ -256,6 +278,7 @@ async fn run(args: Vec<String>) -> Result<(), String> {
     println!("watch_rss_idle_kb={idle}");
     println!("watch_rss_streams_kb={held}");
     println!("watch_rss_per_stream_kb={per_stream:.1}");
+    println!("watch_reconnects_before_ready={}", shared.reconnects.load(Ordering::Relaxed));
     if !edge_pids.is_empty() {
         let edges: u64 = edge_pids.iter().map(|pid| rss_kb(*pid)).sum();
         println!("watch_edges={}", edge_pids.len());
@@ -554,56 +577,76 @@ async fn ack_loop(
                 }
             }
         }
-        heads.clear();
-        for (index, version) in &batch {
-            let body = format!("{{\"version\":{version}}}");
-            heads.push_str(&format!(
-                "POST /v1/subscribers/bench-{}/ack HTTP/1.1\r\nHost: {at}\r\n\
-                 Content-Type: application/json\r\nContent-Length: {}\r\n\
-                 Authorization: Bearer {token}\r\n\r\n{body}",
-                shared.id_offset + index,
-                body.len()
-            ));
-        }
-        let written = async {
-            if connection.is_none() {
-                let stream = TcpStream::connect(&at).await.map_err(|e| e.to_string())?;
-                let _ = stream.set_nodelay(true);
-                connection = Some(stream);
+        // A kept-alive connection the server closed (its idle timeout) fails the first write or
+        // read: the acks not answered yet go again once on a new connection, as an HTTP client
+        // retries an idempotent request.
+        let mut pending: Vec<(usize, u64)> = batch.clone();
+        for attempt in 0..2 {
+            heads.clear();
+            for (index, version) in &pending {
+                let body = format!("{{\"version\":{version}}}");
+                heads.push_str(&format!(
+                    "POST /v1/subscribers/bench-{}/ack HTTP/1.1\r\nHost: {at}\r\n\
+                     Content-Type: application/json\r\nContent-Length: {}\r\n\
+                     Authorization: Bearer {token}\r\n\r\n{body}",
+                    shared.id_offset + index,
+                    body.len()
+                ));
             }
-            let stream = connection.as_mut().expect("connected above");
-            buffer.clear();
-            stream.write_all(heads.as_bytes()).await.map_err(|e| e.to_string())
-        }
-        .await;
-        for (n, &(index, version)) in batch.iter().enumerate() {
-            let answered = match (&written, connection.as_mut()) {
-                (Ok(()), Some(stream)) => read_response(stream, &mut buffer).await,
-                (Err(e), _) => Err(e.clone()),
-                (Ok(()), None) => Err("the connection failed on an earlier answer".to_owned()),
-            };
-            match answered {
-                Ok((200, _)) => {
-                    let seen = &shared.seen[index];
-                    seen.acked_ns.store(shared.now_ns(), Ordering::Release);
-                    let before = seen.acked_version.swap(version, Ordering::AcqRel);
-                    if before == 0 {
-                        shared.ready.fetch_add(1, Ordering::AcqRel);
+            let written = async {
+                if connection.is_none() {
+                    let stream = TcpStream::connect(&at).await.map_err(|e| e.to_string())?;
+                    let _ = stream.set_nodelay(true);
+                    connection = Some(stream);
+                }
+                let stream = connection.as_mut().expect("connected above");
+                buffer.clear();
+                stream.write_all(heads.as_bytes()).await.map_err(|e| e.to_string())
+            }
+            .await;
+            let mut failed_at = None;
+            for (n, &(index, version)) in pending.iter().enumerate() {
+                let answered = match (&written, connection.as_mut()) {
+                    (Ok(()), Some(stream)) => read_response(stream, &mut buffer).await,
+                    (Err(e), _) => Err(e.clone()),
+                    (Ok(()), None) => Err("the connection failed on an earlier answer".to_owned()),
+                };
+                match answered {
+                    Ok((200, _)) => {
+                        let seen = &shared.seen[index];
+                        seen.acked_ns.store(shared.now_ns(), Ordering::Release);
+                        let before = seen.acked_version.swap(version, Ordering::AcqRel);
+                        if before == 0 {
+                            shared.ready.fetch_add(1, Ordering::AcqRel);
+                        }
+                    }
+                    Ok((status, body)) => {
+                        if shared.failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                            eprintln!(
+                                "watchers: ack of bench-{} answered {status}: {body}",
+                                shared.id_offset + index
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        connection = None;
+                        if attempt == 1 {
+                            let lost = pending.len() - n;
+                            if shared.failures.fetch_add(lost, Ordering::Relaxed) == 0 {
+                                eprintln!(
+                                    "watchers: ack of bench-{}: {e}",
+                                    shared.id_offset + index
+                                );
+                            }
+                        }
+                        failed_at = Some(n);
+                        break;
                     }
                 }
-                Ok((status, body)) => {
-                    if shared.failures.fetch_add(1, Ordering::Relaxed) == 0 {
-                        eprintln!("watchers: ack of bench-{index} answered {status}: {body}");
-                    }
-                }
-                Err(e) => {
-                    connection = None;
-                    let lost = batch.len() - n;
-                    if shared.failures.fetch_add(lost, Ordering::Relaxed) == 0 {
-                        eprintln!("watchers: ack of bench-{index}: {e}");
-                    }
-                    break;
-                }
+            }
+            match failed_at {
+                Some(n) => pending.drain(..n).for_each(drop),
+                None => break,
             }
         }
     }
