@@ -441,7 +441,9 @@ pub fn report_leaves(router: std::sync::Weak<Router>, relay: Arc<Relay>, edge_id
         std::thread::sleep(REPORT_GAP);
         let Some(router) = router.upgrade() else { return };
         let table_version = relay.version();
-        let now = crate::http::now_ms();
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let mut summary = relay.leaves.summary(now);
         summary.table_version = table_version;
         let leaves = summary.total();
