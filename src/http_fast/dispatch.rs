@@ -151,8 +151,9 @@ impl<A: Fast> Dispatcher<A> {
         tls: Option<TlsAcceptor>,
     ) -> Result<Dispatcher<A>, String> {
         assert!(app.handoff().is_some(), "a dispatcher needs somewhere to hand connections");
-        let listener =
-            super::listen(at).map_err(|e| format!("{key}: cannot listen on {at}: {e}"))?;
+        let listener = StdListener::bind(at)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| format!("{key}: cannot listen on {at}: {e}"))?;
         Ok(Dispatcher { listener, app: Arc::new(app), tls })
     }
 

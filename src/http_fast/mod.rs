@@ -113,23 +113,6 @@ impl Fast for Tagger {
     }
 }
 
-/// The listen backlog of every port tidegate serves (the kernel caps it at
-/// `net.core.somaxconn`). std's `TcpListener::bind` uses 128: after a restart, thousands of
-/// Routers and edges reconnecting at once overflowed it (SYN cookies, and connects reset under
-/// `scripts/bench.sh`'s fan-out tree of 100 000 leaves).
-pub const LISTEN_BACKLOG: i32 = 4096;
-
-/// A non-blocking listening socket on `at` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR`, as std).
-pub fn listen(at: SocketAddr) -> std::io::Result<StdListener> {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(at), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    socket.bind(&at.into())?;
-    socket.listen(LISTEN_BACKLOG)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
-}
-
 /// The bound fast listener, not yet serving.
 pub struct FastListener {
     listener: StdListener,
@@ -140,8 +123,9 @@ impl FastListener {
     /// Binds `config.address:port` now, so a port in use fails start-up with the key's name.
     pub fn bind(tagger: Tagger, port: u16) -> Result<FastListener, String> {
         let at = SocketAddr::new(tagger.config.address, port);
-        let listener =
-            listen(at).map_err(|e| format!("server.fast_port: cannot listen on {at}: {e}"))?;
+        let listener = StdListener::bind(at)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| format!("server.fast_port: cannot listen on {at}: {e}"))?;
         Ok(FastListener { listener, tagger: Arc::new(tagger) })
     }
 
