@@ -143,6 +143,18 @@ fn write_routes() -> Vec<Route> {
             }),
             expect: [401, 403, 200, 200],
         },
+        // An edge's leaves report: the subscriber the ack above registered for the same caller
+        // (the table runs in order), so a writer reports for its own edge.
+        Route {
+            method: Method::Post,
+            pattern: "/v1/subscribers/<id>/leaves",
+            request: Box::new(|_, who| {
+                let path = format!("/v1/subscribers/gw-{who:?}/leaves");
+                let summary = json!({"counts": [["az-a", 1, 2]], "behind": [], "table_version": 1});
+                (path, vec![], json!({ "summary": summary }))
+            }),
+            expect: [401, 403, 200, 200],
+        },
         Route {
             method: Method::Post,
             pattern: "/v1/lanes/<group>/members",
