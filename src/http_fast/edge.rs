@@ -82,7 +82,7 @@ impl Fast for EdgeFast {
             };
         }
         if request.method() == Method::POST
-            && let Some(id) = super::edge_watch::ack_id(request.uri().path())
+            && let Some(id) = respond::ack_path(request.uri().path())
         {
             let id = id.into_owned();
             let answer = super::edge_watch::ack(&app.app, request, &id).await;
@@ -99,7 +99,7 @@ pub fn is_edge_path(method: &str, path: &str) -> bool {
     match method {
         "GET" | "HEAD" | "POST" if path == "/v1/tag" => true,
         "GET" if path == "/v1/routing/watch" => true,
-        "POST" if super::edge_watch::ack_id(path).is_some() => true,
+        "POST" if respond::ack_path(path).is_some() => true,
         "GET" | "POST" | "PUT" | "DELETE" | "PATCH" => {
             path == "/v1/gate" || path.starts_with("/v1/gate/")
         }

@@ -21,15 +21,6 @@ use crate::service::routing_frames::{Frame, HEARTBEAT};
 use crate::service::subscribers::{AckRequest, ack_body, resumed_version};
 use crate::service::tag_answer::{self, Failure, query_param};
 
-/// The subscriber ID of `/v1/subscribers/<id>/ack`, when `path` is one.
-pub fn ack_id(path: &str) -> Option<Cow<'_, str>> {
-    let id = path.strip_prefix("/v1/subscribers/")?.strip_suffix("/ack")?;
-    if id.is_empty() || id.contains('/') {
-        return None;
-    }
-    percent_encoding::percent_decode_str(id).decode_utf8().ok()
-}
-
 fn no_stream() -> Failure {
     Failure::new(
         404,

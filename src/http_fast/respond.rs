@@ -122,7 +122,7 @@ pub(super) async fn tag_body(
 
 /// The subscriber ID of `/v1/subscribers/<id>/ack`, percent-decoded as Rocket decodes a path
 /// segment; `None` for any other path (or an ID that is not UTF-8, which Rocket does not route).
-fn ack_path(path: &str) -> Option<Cow<'_, str>> {
+pub(super) fn ack_path(path: &str) -> Option<Cow<'_, str>> {
     let id = path.strip_prefix("/v1/subscribers/")?.strip_suffix("/ack")?;
     if id.is_empty() || id.contains('/') {
         return None;
