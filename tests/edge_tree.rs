@@ -265,3 +265,96 @@ fn an_edge_without_a_token_registers_no_leaf_and_re_serves_the_coordinators_even
     assert!(direct.starts_with("id:1\nevent:routing\ndata:{"), "{direct}");
     assert_eq!(first_event(&edge.url), direct);
 }
+
+/// The response head (without `date`) and the first event of a watch request on a raw socket,
+/// sent after `before` (whole requests) on the same connection: with nothing before it the
+/// edge serves the stream without hyper (`raw_watch`), after a tag request through hyper.
+fn watch_on_socket(base: &str, before: &str, query: &str, token: Option<&str>) -> (String, String) {
+    use std::io::Write;
+    let mut socket = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(socket, "{before}GET /v1/routing/watch{query} HTTP/1.1\r\nHost: x\r\n{auth}\r\n")
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        // The watch answer is the last head on the connection.
+        let Some(start) = text.rfind("HTTP/1.1 ") else { continue };
+        let Some((head, rest)) = text[start..].split_once("\r\n\r\n") else { continue };
+        let mut lines: Vec<&str> = head.lines().filter(|l| !l.starts_with("date:")).collect();
+        lines[1..].sort_unstable();
+        let head = lines.join("\n").to_ascii_lowercase();
+        if !head.starts_with("http/1.1 200") {
+            if rest.ends_with('}') {
+                return (head, rest.to_owned());
+            }
+            continue;
+        }
+        if let Some(at) = rest.find("id:")
+            && let Some(len) = rest[at..].find("\n\n")
+        {
+            return (head, rest[at..at + len + 2].to_owned());
+        }
+    }
+}
+
+/// A leaf's first request on a connection is its watch stream, served by the edge without
+/// hyper's two buffers per connection: it answers as the hyper path does (head, event,
+/// refusals), and a leaf registered on it is reported upward like any other.
+#[test]
+fn the_edges_raw_watch_path_answers_as_its_hyper_path_and_registers_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator =
+        Server::start(&write_config(dir.path(), "coordinator", ""), &dir.path().join("data"));
+    let token = format!("token = \"{SERVICE_TOKEN}\"");
+    let edge = start_edge(dir.path(), "edge-raw", &coordinator.url, &token);
+    edge.wait_for_version(1);
+    // Reads need a token here (the coordinator's service token hash is set).
+    let tag_first = format!(
+        "GET /v1/tag?user_id=u HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {SERVICE_TOKEN}\r\n\r\n"
+    );
+    let reader = Some(SERVICE_TOKEN);
+    let raw = watch_on_socket(&edge.url, "", "", reader);
+    let hyper = watch_on_socket(&edge.url, &tag_first, "", reader);
+    assert!(raw.0.starts_with("http/1.1 200"), "{raw:?}");
+    assert!(raw.0.contains("server: tidegate-edge"), "{}", raw.0);
+    assert!(raw.1.starts_with("id:1\nevent:routing\n"), "{}", raw.1);
+    assert_eq!(raw, hyper);
+    // Refusals alike: an anonymous watcher (401), with or without a subscriber ID.
+    let register = "?subscriber_id=raw-leaf&zone=az-a&kind=test";
+    let anonymous = watch_on_socket(&edge.url, "", register, None);
+    assert!(anonymous.0.starts_with("http/1.1 401"), "{anonymous:?}");
+    // The raw path closes a refused watch connection (it carries nothing else); hyper keeps it
+    // open: this is how the test knows which path answered.
+    assert!(anonymous.0.contains("connection: close"), "{}", anonymous.0);
+    let (head, body) = watch_on_socket(&edge.url, &tag_first, register, None);
+    assert!(!head.contains("connection: close"), "{head}");
+    assert_eq!(
+        (head.replace("connection: close\n", ""), body),
+        (anonymous.0.replace("connection: close\n", ""), anonymous.1.clone())
+    );
+    // Registered on the raw path: the coordinator counts the leaf through the edge's report.
+    let (head, event) = watch_on_socket(&edge.url, "", register, Some(SERVICE_TOKEN));
+    assert!(head.starts_with("http/1.1 200") && event.contains("event:routing"), "{head}");
+    let url = format!("{}/v1/subscribers", coordinator.url);
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            subscriber(&get(&url), "edge-raw").is_some_and(|e| e["leaves"] == 1)
+        }),
+        "{}",
+        get(&url)
+    );
+    // An edge that serves no watch stream refuses on both paths alike (404, named by the edge).
+    let none =
+        start_edge(dir.path(), "edge-none", &coordinator.url, &format!("{token}\nmax_leaves = 0"));
+    none.wait_for_version(1);
+    let refused = watch_on_socket(&none.url, "", "", reader);
+    assert!(refused.0.starts_with("http/1.1 404"), "{refused:?}");
+    assert!(refused.0.contains("server: tidegate-edge"), "{}", refused.0);
+    assert_eq!(refused, watch_on_socket(&none.url, &tag_first, "", reader));
+}

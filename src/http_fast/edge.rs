@@ -20,7 +20,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::Fast;
 use super::dispatch::Handoff;
 use super::respond::{self, AnyBody};
-use crate::service::connections::Guard;
+use crate::service::connections::{Guard, Ticket};
 use crate::service::edge::{EdgeApp, GATE_TOKEN_HEADER, GateAnswer, GateRequest};
 use crate::service::tag_answer::Answer;
 
@@ -89,6 +89,22 @@ impl Fast for EdgeFast {
             return answer.unwrap_or_else(|f| respond::refused_as(f, SERVER)).map(Either::Left);
         }
         answer(&app, request).await.map(Either::Left)
+    }
+
+    /// A leaf's watch stream, when it is the connection's first request, is served without
+    /// hyper (`raw_watch`): a stream lives for hours and needs none of hyper's buffers.
+    async fn take(
+        app: &Arc<Self>,
+        stream: tokio::net::TcpStream,
+        ticket: &Ticket,
+    ) -> Option<tokio::net::TcpStream> {
+        if !app.app.relay.serves {
+            return Some(stream);
+        }
+        let open = |query: Option<&str>, authorization: Option<&str>, last| {
+            super::edge_watch::open(&app.app, query, authorization, last)
+        };
+        super::raw_watch::take(stream, ticket, SERVER, open).await
     }
 }
 

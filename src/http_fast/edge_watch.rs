@@ -11,12 +11,13 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use tokio::sync::mpsc;
 
 use super::respond::{self, bearer_of, json_media, now_ms, read_body_under};
-use super::watch::{Events, StreamGuard, authorization, last_event_id, stream_response};
+use super::watch::{
+    Events, StreamGuard, WatchStream, authorization, last_event_id, serve_on_hyper,
+};
 use crate::service::bearer::Bearer;
-use crate::service::edge::EdgeApp;
+use crate::service::edge::{EdgeApp, RelayFrame};
 use crate::service::routing_frames::{Frame, HEARTBEAT};
 use crate::service::subscribers::{AckRequest, ack_body, resumed_version};
 use crate::service::tag_answer::{self, Failure, query_param};
@@ -29,16 +30,64 @@ fn no_stream() -> Failure {
     )
 }
 
-/// `GET /v1/routing/watch` on the edge.
+/// `GET /v1/routing/watch` on the edge, through hyper (a watch request that was not the
+/// connection's first; the first is served on the raw path, `raw_watch`).
 pub fn watch(app: &EdgeApp, request: &Request<Incoming>) -> Result<Response<Events>, Failure> {
+    let opened = open(app, request.uri().query(), authorization(request)?, last_event_id(request))?;
+    Ok(serve_on_hyper(opened, super::edge::SERVER))
+}
+
+/// A leaf's stream on the edge whose gates passed: the relayed frames, newest first.
+pub(super) struct Relayed {
+    guard: StreamGuard,
+    changes: tokio::sync::watch::Receiver<Option<RelayFrame>>,
+    current: Option<RelayFrame>,
+    sent: u64,
+    heartbeat: Duration,
+}
+
+impl WatchStream for Relayed {
+    async fn next(&mut self, ticker: &mut tokio::time::Interval) -> Option<Frame> {
+        loop {
+            if let Some(f) = self.current.take()
+                && f.version > self.sent
+            {
+                self.sent = f.version;
+                return Some(Frame::Shared(f.bytes));
+            }
+            tokio::select! {
+                changed = self.changes.changed() => {
+                    changed.ok()?;
+                    self.current = self.changes.borrow_and_update().clone();
+                }
+                _ = ticker.tick() => {
+                    self.guard.touch();
+                    return Some(HEARTBEAT);
+                }
+            }
+        }
+    }
+
+    fn heartbeat(&self) -> Duration {
+        self.heartbeat
+    }
+}
+
+/// The gates and the registration of the edge's `GET /v1/routing/watch`: reading needs a
+/// reader, registering a writer (who owns the leaf), and an edge that can report its leaves.
+pub(super) fn open(
+    app: &EdgeApp,
+    query: Option<&str>,
+    authorization: Option<&str>,
+    last_event_id: Option<u64>,
+) -> Result<Relayed, Failure> {
     let relay = &app.relay;
     if !relay.serves {
         return Err(no_stream());
     }
     let config = &app.config;
-    let bearer = Bearer::identify(config, authorization(request)?);
+    let bearer = Bearer::identify(config, authorization);
     bearer.require_reader(config)?;
-    let query = request.uri().query();
     let subscriber_id = query_param(query, "subscriber_id");
     let owner = match subscriber_id {
         Some(_) if !relay.registers => {
@@ -55,7 +104,7 @@ pub fn watch(app: &EdgeApp, request: &Request<Incoming>) -> Result<Response<Even
     let held = relay.version();
     let our_log = app.router.log_id().unwrap_or_default();
     let their_log = query_param(query, "log_id");
-    let resumed = resumed_version(last_event_id(request), their_log.as_deref(), &our_log);
+    let resumed = resumed_version(last_event_id, their_log.as_deref(), &our_log);
     // Registered before the frame to send is read: a leaves report made before this registration
     // read the re-served version first, so the frame this stream starts with is at least that.
     let id = match (subscriber_id, owner) {
@@ -68,45 +117,14 @@ pub fn watch(app: &EdgeApp, request: &Request<Incoming>) -> Result<Response<Even
         }
         _ => None,
     };
-    let guard = StreamGuard { subscribers: std::sync::Arc::clone(&relay.leaves), id };
-    let mut sent = resumed.filter(|v| *v <= held).unwrap_or(0);
-    let heartbeat = Duration::from_millis(config.watch_heartbeat_ms);
-    let (tx, rx) = mpsc::channel::<Frame>(2);
-    tokio::spawn(async move {
-        let guard = guard;
-        let start = tokio::time::Instant::now() + heartbeat;
-        let mut ticker = tokio::time::interval_at(start, heartbeat);
-        let mut current = changes.borrow_and_update().clone();
-        loop {
-            let frame = match current.take() {
-                Some(f) if f.version > sent => {
-                    sent = f.version;
-                    Frame::Shared(f.bytes)
-                }
-                _ => tokio::select! {
-                    changed = changes.changed() => {
-                        if changed.is_err() {
-                            return;
-                        }
-                        current = changes.borrow_and_update().clone();
-                        continue;
-                    }
-                    _ = ticker.tick() => {
-                        if let Some(id) = &guard.id {
-                            guard.subscribers.touch(id, now_ms());
-                        }
-                        HEARTBEAT
-                    }
-                    _ = tx.closed() => return,
-                },
-            };
-            if tx.send(frame).await.is_err() {
-                return;
-            }
-        }
-    });
-    let heartbeat_ms = u64::try_from(heartbeat.as_millis()).unwrap_or(u64::MAX);
-    Ok(stream_response(rx, heartbeat_ms))
+    let current = changes.borrow_and_update().clone();
+    Ok(Relayed {
+        guard: StreamGuard { subscribers: std::sync::Arc::clone(&relay.leaves), id },
+        changes,
+        current,
+        sent: resumed.filter(|v| *v <= held).unwrap_or(0),
+        heartbeat: Duration::from_millis(config.watch_heartbeat_ms),
+    })
 }
 
 /// `POST /v1/subscribers/<id>/ack` on the edge: a leaf applied `version` of the re-served table.

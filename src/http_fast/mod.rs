@@ -109,7 +109,10 @@ impl Fast for Tagger {
         stream: tokio::net::TcpStream,
         ticket: &Ticket,
     ) -> Option<tokio::net::TcpStream> {
-        raw_watch::take(app, stream, ticket).await
+        let open = |query: Option<&str>, authorization: Option<&str>, last| {
+            watch::open(app, query, authorization, last)
+        };
+        raw_watch::take(stream, ticket, respond::SERVER, open).await
     }
 }
 

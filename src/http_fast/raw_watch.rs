@@ -12,9 +12,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::Tagger;
 use super::respond::COMMON;
-use super::watch::open;
+use super::watch::WatchStream;
 use crate::service::connections::Ticket;
 use crate::service::tag_answer::Failure;
 use crate::telemetry;
@@ -25,8 +24,15 @@ const PEEK: usize = 2048;
 
 /// Serves the connection if its first request is a watch request; otherwise gives it back.
 /// `ticket` is proven once a complete watch head is parsed; the peeks themselves have no deadline
-/// of their own, the caller's guard closes a connection whose head never completes.
-pub async fn take(tagger: &Tagger, mut stream: TcpStream, ticket: &Ticket) -> Option<TcpStream> {
+/// of their own, the caller's guard closes a connection whose head never completes. `open` runs
+/// the gates with the query, the `Authorization` header and `Last-Event-ID` (the coordinator's
+/// `watch::open`, the edge's `edge_watch::open`); `server` names the process in the answer.
+pub async fn take<W: WatchStream>(
+    mut stream: TcpStream,
+    ticket: &Ticket,
+    server: &'static str,
+    open: impl FnOnce(Option<&str>, Option<&str>, Option<u64>) -> Result<W, Failure>,
+) -> Option<TcpStream> {
     let mut buf = [0u8; PEEK];
     let mut waited = 0;
     let head_len = loop {
@@ -70,7 +76,7 @@ pub async fn take(tagger: &Tagger, mut stream: TcpStream, ticket: &Ticket) -> Op
     let last_event_id = header("last-event-id")
         .and_then(|v| std::str::from_utf8(v).ok())
         .and_then(|v| v.trim().parse().ok());
-    let opened = open(tagger, query, authorization, last_event_id);
+    let opened = open(query, authorization, last_event_id);
     // The head is ours now: consume it.
     let mut consumed = vec![0u8; head_len];
     stream.read_exact(&mut consumed).await.ok()?;
@@ -78,14 +84,12 @@ pub async fn take(tagger: &Tagger, mut stream: TcpStream, ticket: &Ticket) -> Op
     let mut opened = match opened {
         Ok(opened) => opened,
         Err(failure) => {
-            let _ = refuse(&mut stream, failure).await;
+            let _ = refuse(&mut stream, failure, server).await;
             return None;
         }
     };
     let mut head = String::from("HTTP/1.1 200 OK\r\n");
-    for (name, value) in COMMON.iter().skip(1) {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
+    push_common(&mut head, server, false);
     head.push_str("content-type: text/event-stream\r\ncache-control: no-cache\r\nexpires: 0\r\n");
     head.push_str(&format!(
         "{}: {}\r\n",
@@ -113,7 +117,11 @@ pub async fn take(tagger: &Tagger, mut stream: TcpStream, ticket: &Ticket) -> Op
 }
 
 /// The refusal, as the hyper path renders it, then the connection closes.
-async fn refuse(stream: &mut TcpStream, failure: Failure) -> std::io::Result<()> {
+async fn refuse(
+    stream: &mut TcpStream,
+    failure: Failure,
+    server: &'static str,
+) -> std::io::Result<()> {
     telemetry::count_api_error(failure.code);
     let body = serde_json::to_string(&failure.body()).unwrap_or_default();
     let reason = hyper::StatusCode::from_u16(failure.status)
@@ -121,12 +129,23 @@ async fn refuse(stream: &mut TcpStream, failure: Failure) -> std::io::Result<()>
         .and_then(|s| s.canonical_reason())
         .unwrap_or("Error");
     let mut head = format!("HTTP/1.1 {} {reason}\r\n", failure.status);
-    for (name, value) in COMMON {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
+    push_common(&mut head, server, true);
     head.push_str(&format!("date: {}\r\n", httpdate::fmt_http_date(std::time::SystemTime::now())));
     head.push_str(&format!("content-length: {}\r\nconnection: close\r\n\r\n", body.len()));
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
     stream.shutdown().await
+}
+
+/// The headers every answer carries ([`COMMON`]), with `server` naming the process; the JSON
+/// content type only when `json` (a stream says its own).
+fn push_common(head: &mut String, server: &str, json: bool) {
+    for (name, value) in COMMON {
+        let value = match name {
+            "content-type" if !json => continue,
+            "server" => server,
+            _ => value,
+        };
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
 }

@@ -257,7 +257,7 @@ fn ok(answer: Answer) -> Response<Full<Bytes>> {
 }
 
 /// The `server` header of the coordinator's answers (Rocket's `ident`).
-const SERVER: &str = "tidegate";
+pub(super) const SERVER: &str = "tidegate";
 
 /// A tag answer: the body, `x-tidegate-color` (single tags) and `x-tidegate-version`.
 pub(super) fn ok_as(answer: Answer, server: &'static str) -> Response<Full<Bytes>> {
@@ -312,10 +312,6 @@ pub(super) fn refused_as(failure: Failure, server: &'static str) -> Response<Ful
         headers.insert("x-tidegate-refusal", HeaderValue::from_static("frozen"));
     }
     response
-}
-
-pub(super) fn common(headers: &mut HeaderMap) {
-    common_as(headers, SERVER);
 }
 
 /// The headers every answer carries, with `server` naming the process.

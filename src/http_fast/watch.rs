@@ -16,7 +16,7 @@ use hyper::{Request, Response};
 use tokio::sync::mpsc;
 
 use super::Tagger;
-use super::respond::{common, now_ms};
+use super::respond::{self, common_as, now_ms};
 use crate::service::bearer::{self, Bearer};
 use crate::service::routing_frames::{Frame, HEARTBEAT};
 use crate::service::subscribers::{Subscribers, resumed_version};
@@ -43,6 +43,15 @@ pub(super) struct StreamGuard {
     pub(super) id: Option<String>,
 }
 
+impl StreamGuard {
+    /// A heartbeat went out: the subscriber is still there.
+    pub(super) fn touch(&self) {
+        if let Some(id) = &self.id {
+            self.subscribers.touch(id, now_ms());
+        }
+    }
+}
+
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         if let Some(id) = &self.id {
@@ -62,10 +71,31 @@ pub(super) struct Opened {
     log_id: Arc<str>,
 }
 
-impl Opened {
+/// A watch stream whose gates passed, whatever it re-serves (the coordinator's table, or an
+/// edge's relayed frames): what the loop that writes it needs, on hyper or on the raw path.
+pub(super) trait WatchStream: Send + 'static {
     /// The next frame to send: the current table first (unless the client has it), then each
-    /// newer version and the heartbeats. `None` when the coordinator is gone.
-    pub(super) async fn next(&mut self, ticker: &mut tokio::time::Interval) -> Option<Frame> {
+    /// newer version and the heartbeats. `None` when the source is gone. Cancel-safe.
+    fn next(
+        &mut self,
+        ticker: &mut tokio::time::Interval,
+    ) -> impl std::future::Future<Output = Option<Frame>> + Send;
+
+    /// The heartbeat interval, announced to the watcher in `x-tidegate-heartbeat-ms`.
+    fn heartbeat(&self) -> Duration;
+
+    fn ticker(&self) -> tokio::time::Interval {
+        let start = tokio::time::Instant::now() + self.heartbeat();
+        tokio::time::interval_at(start, self.heartbeat())
+    }
+
+    fn heartbeat_ms(&self) -> u64 {
+        u64::try_from(self.heartbeat().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+impl WatchStream for Opened {
+    async fn next(&mut self, ticker: &mut tokio::time::Interval) -> Option<Frame> {
         if let Some(current) = self.current.take()
             && current.version() > self.sent
         {
@@ -83,23 +113,15 @@ impl Opened {
                     }
                 }
                 _ = ticker.tick() => {
-                    if let Some(id) = &self.guard.id {
-                        self.guard.subscribers.touch(id, now_ms());
-                    }
+                    self.guard.touch();
                     return Some(HEARTBEAT);
                 }
             }
         }
     }
 
-    pub(super) fn ticker(&self) -> tokio::time::Interval {
-        let start = tokio::time::Instant::now() + self.heartbeat;
-        tokio::time::interval_at(start, self.heartbeat)
-    }
-
-    /// The heartbeat interval, announced to the watcher in `x-tidegate-heartbeat-ms`.
-    pub(super) fn heartbeat_ms(&self) -> u64 {
-        u64::try_from(self.heartbeat.as_millis()).unwrap_or(u64::MAX)
+    fn heartbeat(&self) -> Duration {
+        self.heartbeat
     }
 }
 
@@ -152,7 +174,16 @@ pub(super) fn open(
 pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Events>, Failure> {
     let authorization = authorization(request)?;
     let last_event_id = last_event_id(request);
-    let mut opened = open(tagger, request.uri().query(), authorization, last_event_id)?;
+    let opened = open(tagger, request.uri().query(), authorization, last_event_id)?;
+    Ok(serve_on_hyper(opened, respond::SERVER))
+}
+
+/// A task writes `opened`'s frames into a two-slot channel that the answer's body reads;
+/// `server` names the process in the answer.
+pub(super) fn serve_on_hyper(
+    mut opened: impl WatchStream,
+    server: &'static str,
+) -> Response<Events> {
     let heartbeat_ms = opened.heartbeat_ms();
     let (tx, rx) = mpsc::channel(2);
     tokio::spawn(async move {
@@ -168,14 +199,18 @@ pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Ev
             }
         }
     });
-    Ok(stream_response(rx, heartbeat_ms))
+    stream_response(rx, heartbeat_ms, server)
 }
 
 /// A watch stream's answer: 200, the event-stream headers, the frames `rx` receives.
-pub(super) fn stream_response(rx: mpsc::Receiver<Frame>, heartbeat_ms: u64) -> Response<Events> {
+fn stream_response(
+    rx: mpsc::Receiver<Frame>,
+    heartbeat_ms: u64,
+    server: &'static str,
+) -> Response<Events> {
     let mut response = Response::new(Events(rx));
     let headers = response.headers_mut();
-    common(headers);
+    common_as(headers, server);
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(header::EXPIRES, HeaderValue::from_static("0"));
