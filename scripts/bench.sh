@@ -24,7 +24,9 @@
 #                1 wrk thread, a fresh server per sample, BENCH_TAIL_SAMPLES samples of
 #                BENCH_TAIL_SECONDS each, alternating; the CPU used by processes other than the
 #                server and wrk during each sample is recorded, and a sample where it exceeds
-#                BENCH_TAIL_OTHER_CPU (cores, default 0.10) is left out (and counted)
+#                BENCH_TAIL_OTHER_CPU (cores, default 0.10) is left out (and counted); the control
+#                is bare hyper spending BENCH_TAIL_SPIN_NS (default 1400, about what tidegate's
+#                answer costs more than bare hyper's, tag_cpu) more CPU per request in a busy loop
 #   tag_cpu      server CPU time per GET /v1/tag request (utime+stime of the server process over
 #                the 64-connection run / requests answered), tidegate / bare hyper (both ports)
 #   edge         `tidegate edge` (the default dispatcher, and Rocket alone) GET /v1/tag and the
@@ -61,6 +63,7 @@ else
   tree_counts="${BENCH_TREE_LEAVES:-20000 100000}"; tree_edges="${BENCH_TREE_EDGES:-10}"
 fi
 tail_other_max="${BENCH_TAIL_OTHER_CPU:-0.10}"
+tail_spin_ns="${BENCH_TAIL_SPIN_NS:-1400}"
 ulimit -n "$(ulimit -Hn)"
 # BENCH_PARTS picks a subset (e.g. "tag" or "watch"); the table's other rows are then empty.
 parts="${BENCH_PARTS:-tag tail lanes watch tree startup}"
@@ -335,7 +338,7 @@ tail_sample() {
 }
 printf '[server]\nfast_port = 0\n[freeze]\nby_default = false\n' >"$work/tail.toml"
 printf '[server]\nworkers = 1\n[freeze]\nby_default = false\n' >"$work/tail-one.toml"
-echo "tail: $tail_samples samples of ${tail_seconds}s per server at 4 connections (1 wrk thread), a fresh server each, alternating main port, fast port, main port with [server] workers = 1, bare hyper; samples with more than $tail_other_max cores used by other processes are left out" >&2
+echo "tail: $tail_samples samples of ${tail_seconds}s per server at 4 connections (1 wrk thread), a fresh server each, alternating main port, fast port, main port with [server] workers = 1, bare hyper, bare hyper spending ${tail_spin_ns} ns more CPU per request; samples with more than $tail_other_max cores used by other processes are left out" >&2
 if [ -z "${body_bytes:-}" ]; then
   start tail-size "$tidegate" serve --address 127.0.0.1 --port 0 --config "$work/tail.toml" --data-dir "$work/tail-size"
   body_bytes="$(curl -s "$url/v1/tag?user_id=user-1" | wc -c)"
@@ -343,9 +346,11 @@ if [ -z "${body_bytes:-}" ]; then
 fi
 for sample in $(seq 1 "$tail_samples"); do
   line=""
-  for kind in main fast one bare; do
+  for kind in main fast one bare spun; do
     if [ "$kind" = bare ]; then
       start tail-bare "$bare" 0 "$body_bytes"
+    elif [ "$kind" = spun ]; then
+      start tail-spun "$bare" 0 "$body_bytes" "$tail_spin_ns"
     else
       conf="$work/tail.toml"; [ "$kind" = one ] && conf="$work/tail-one.toml"
       start "tail-$kind" "$tidegate" serve --address 127.0.0.1 --port 0 --config "$conf" --data-dir "$work/tail-$kind-$sample"
@@ -358,7 +363,7 @@ for sample in $(seq 1 "$tail_samples"); do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
-  echo "sample $sample: p99 main / fast / main with workers = 1 / bare (other CPU, cores):$line" >&2
+  echo "sample $sample: p99 main / fast / main with workers = 1 / bare / bare spending ${tail_spin_ns} ns more per request (other CPU, cores):$line" >&2
   echo "$line" >>"$work/tail.txt"
 done
 fi
@@ -562,12 +567,13 @@ echo "| nginx + auth_request to a Rocket-alone edge (fast_path = false) / nginx 
 echo "| GET /v1/tag req/s over HTTPS, main port (the dispatcher terminates TLS) / Rocket alone serving TLS (fast_path = false) | $(awk 'NF >= 22 {print $19/$20}' "$work/tag.txt" | dist) | | $(awk 'NF >= 22 {print $19}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk 'NF >= 22 {print $20}' "$work/tag.txt" | dist | cut -d' ' -f1) req/s |"
 echo "| GET /v1/tag req/s over HTTPS, main port / bare hyper over plain HTTP (what TLS costs) | $(awk 'NF >= 22 {print $19/$2}' "$work/tag.txt" | dist) | | CPU per request $(awk 'NF >= 22 {print $21}' "$work/tag.txt" | dist | cut -d' ' -f1) / $(awk '{print $9}' "$work/tag.txt" | dist | cut -d' ' -f1) us (Rocket alone over TLS: $(awk 'NF >= 22 {print $22}' "$work/tag.txt" | dist | cut -d' ' -f1) us) |"
 # The tail rows: samples where another process used more than the threshold are left out.
-tail_kept() { awk -v max="$tail_other_max" 'NF >= 8 && $2 <= max && $4 <= max && $6 <= max && $8 <= max' "$work/tail.txt"; }
-tail_left="$(awk -v max="$tail_other_max" 'NF >= 8 && ($2 > max || $4 > max || $6 > max || $8 > max)' "$work/tail.txt" | wc -l)"
-tail_other="$(awk 'NF >= 8 { print $2; print $4; print $6; print $8 }' "$work/tail.txt" | dist)"
+tail_kept() { awk -v max="$tail_other_max" 'NF >= 10 && $2 <= max && $4 <= max && $6 <= max && $8 <= max && $10 <= max' "$work/tail.txt"; }
+tail_left="$(awk -v max="$tail_other_max" 'NF >= 10 && ($2 > max || $4 > max || $6 > max || $8 > max || $10 > max)' "$work/tail.txt" | wc -l)"
+tail_other="$(awk 'NF >= 10 { print $2; print $4; print $6; print $8; print $10 }' "$work/tail.txt" | dist)"
 echo "| GET /v1/tag p99 at 4 conns (1 wrk thread, fresh server per sample), tidegate (main port, the dispatcher) / bare hyper | $(tail_kept | awk '{print $1/$7}' | dist) | <= 1.3 | $(tail_kept | awk '{print $1}' | dist | cut -d' ' -f1) / $(tail_kept | awk '{print $7}' | dist | cut -d' ' -f1) ms; n = $(tail_kept | wc -l), $tail_left left out (other CPU > $tail_other_max cores; other CPU over all samples $tail_other cores) |"
 echo "| GET /v1/tag p99 at 4 conns (1 wrk thread, fresh server per sample), tidegate (fast port) / bare hyper | $(tail_kept | awk '{print $3/$7}' | dist) | <= 1.3 | $(tail_kept | awk '{print $3}' | dist | cut -d' ' -f1) / $(tail_kept | awk '{print $7}' | dist | cut -d' ' -f1) ms |"
 echo "| GET /v1/tag p99 at 4 conns (as above), tidegate main port with [server] workers = 1 / bare hyper (two workers) | $(tail_kept | awk '{print $5/$7}' | dist) | | $(tail_kept | awk '{print $5}' | dist | cut -d' ' -f1) / $(tail_kept | awk '{print $7}' | dist | cut -d' ' -f1) ms |"
+echo "| GET /v1/tag p99 at 4 conns (as above), control: bare hyper spending $tail_spin_ns ns more CPU per request / bare hyper | $(tail_kept | awk '{print $9/$7}' | dist) | | $(tail_kept | awk '{print $9}' | dist | cut -d' ' -f1) / $(tail_kept | awk '{print $7}' | dist | cut -d' ' -f1) ms |"
 if [ -s "$work/unleash.txt" ]; then
 echo "| tidegate edge GET /v1/tag / Unleash Edge offline GET /api/frontend, req/s, wrk 64 conns | $(awk '{print $1/$2}' "$work/unleash.txt" | dist) | >= 5 | $(awk '{print $1}' "$work/unleash.txt" | dist | cut -d' ' -f1) / $(awk '{print $2}' "$work/unleash.txt" | dist | cut -d' ' -f1) req/s; CPU per request $(awk '{print $3}' "$work/unleash.txt" | dist | cut -d' ' -f1) / $(awk '{print $4}' "$work/unleash.txt" | dist | cut -d' ' -f1) us |"
 fi
