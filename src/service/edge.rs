@@ -406,10 +406,15 @@ impl Relay {
         self.frames.borrow().as_ref().map_or(0, |f| f.version)
     }
 
-    /// Something the coordinator should hear soon: a leaf acknowledged, or a new table.
+    /// Something the coordinator should hear soon: a leaf acknowledged, or a new table. Only
+    /// the first mark since the last report wakes the reporter (a wake is a system call; 100 000
+    /// leaves acknowledge one change): it finds the mark set when it next waits.
     pub fn mark(&self) {
-        *self.dirty.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.dirty.1.notify_one();
+        let mut dirty = self.dirty.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*dirty {
+            *dirty = true;
+            self.dirty.1.notify_one();
+        }
     }
 
     /// Waits until [`Relay::mark`] or `timeout`; clears the mark.
