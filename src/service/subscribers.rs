@@ -186,6 +186,9 @@ impl Convergence {
 #[derive(Default)]
 struct Inner {
     subscribers: BTreeMap<String, Subscriber>,
+    /// How many of `subscribers` each owner has (the per-caller cap is checked on every
+    /// registration: counting by a scan made registering n subscribers cost n^2 / 2).
+    owned: BTreeMap<String, usize>,
     commit_times: VecDeque<(u64, u64)>,
     /// What the other replicas' subscribers have applied (`service::gate_view`), by replica.
     peers: BTreeMap<String, (u64, Summary)>,
@@ -486,7 +489,7 @@ impl Subscribers {
                 Err(SubscriberError::NotOwner { id: id.to_owned() })
             };
         }
-        let owned = |inner: &Inner| inner.subscribers.values().filter(|s| s.owner == owner).count();
+        let owned = |inner: &Inner| inner.owned.get(owner).copied().unwrap_or(0);
         if inner.subscribers.len() >= self.max_total || owned(inner) >= self.max_per_caller {
             self.expire(inner, now_ms);
         }
@@ -500,6 +503,7 @@ impl Subscribers {
             return Err(SubscriberError::Full(self.max_total));
         }
         inner.subscribers.insert(id.to_owned(), Subscriber::new(id, owner, zone, kind, now_ms));
+        *inner.owned.entry(owner.to_owned()).or_default() += 1;
         Ok(())
     }
 
@@ -624,9 +628,15 @@ impl Subscribers {
     /// Forgets subscribers unseen for twice the stale timeout.
     fn expire(&self, inner: &mut Inner, now_ms: u64) {
         let limit = self.stale_after_ms.saturating_mul(2);
-        inner
-            .subscribers
-            .retain(|_, s| s.streams > 0 || now_ms.saturating_sub(s.last_seen_ms) <= limit);
+        let owned = &mut inner.owned;
+        inner.subscribers.retain(|_, s| {
+            let keep = s.streams > 0 || now_ms.saturating_sub(s.last_seen_ms) <= limit;
+            if !keep && let Some(n) = owned.get_mut(&s.owner) {
+                *n = n.saturating_sub(1);
+            }
+            keep
+        });
+        owned.retain(|_, n| *n > 0);
     }
 
     /// Since when `s` lacks the version after the one it applied.
@@ -1070,5 +1080,20 @@ mod tests {
         ));
         subs.connect("gw-1", "service:good", "az-a", "gateway", None, 1, 0).unwrap();
         subs.connect("flood-0", "service:bad", "az-a", "k", None, 1, 0).unwrap();
+        // Forgotten subscribers (closed, unseen for twice the stale timeout) free their owner's
+        // slots, and only theirs.
+        for i in 0..3 {
+            subs.disconnect(&format!("flood-{i}"), 0);
+        }
+        subs.disconnect("flood-0", 0);
+        for i in 5..8 {
+            subs.connect(&format!("flood-{i}"), "service:bad", "az-a", "k", None, 1, 2_001)
+                .unwrap();
+        }
+        assert!(matches!(
+            subs.connect("flood-8", "service:bad", "az-a", "k", None, 1, 2_001),
+            Err(SubscriberError::CallerFull { .. })
+        ));
+        subs.connect("gw-2", "service:good", "az-a", "gateway", None, 1, 2_001).unwrap();
     }
 }
