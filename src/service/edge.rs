@@ -449,8 +449,7 @@ pub fn report_leaves(router: std::sync::Weak<Router>, relay: Arc<Relay>, edge_id
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let mut summary = relay.leaves.summary(now);
-        summary.table_version = table_version;
+        let summary = relay.leaves.summary(now, table_version);
         let leaves = summary.total();
         let outcome = match router.post_upstream(&path, &serde_json::json!({ "summary": summary }))
         {

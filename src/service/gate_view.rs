@@ -70,8 +70,7 @@ impl GateInputs {
         table_version: u64,
         now_ms: u64,
     ) -> GateReport {
-        let mut subscribers = self.subscribers.summary(now_ms);
-        subscribers.table_version = table_version;
+        let subscribers = self.subscribers.summary(now_ms, table_version);
         GateReport {
             gates: FORMAT,
             log_id: log_id.to_owned(),

@@ -211,8 +211,10 @@ pub const SUMMARY_NAMES: usize = 64;
 pub struct Summary {
     /// `[zone, applied version, how many]`.
     pub counts: Vec<(String, u64, u64)>,
-    /// The furthest behind live subscribers (at most [`SUMMARY_NAMES`]), with since when each
-    /// lacks the version after the one it applied (the reporting replica's clock).
+    /// The furthest behind live subscribers that lack `table_version` (at most
+    /// [`SUMMARY_NAMES`]), with since when each lacks the version after the one it applied (the
+    /// reporting replica's clock). One that has it is behind no gate's version yet: naming it
+    /// would cost a comparison of IDs per subscriber on every report and tell a gate nothing.
     pub behind: Vec<SummaryBehind>,
     /// The table version the reporting replica had applied when it made the summary (0 from a
     /// replica before this field): a freeze barrier counts a peer's subscribers only from a
@@ -649,18 +651,35 @@ impl Subscribers {
             .unwrap_or(s.applied_at_ms.unwrap_or(s.last_seen_ms))
     }
 
-    /// This replica's live subscribers, for the other replicas' convergence gates.
-    pub fn summary(&self, now_ms: u64) -> Summary {
+    /// This replica's live subscribers, for the other replicas' convergence gates (or an edge's
+    /// leaves, for its coordinator's), as of `table_version`, the version the reporter has
+    /// applied (or re-serves).
+    pub fn summary(&self, now_ms: u64, table_version: u64) -> Summary {
         let mut inner = self.lock();
         self.expire(&mut inner, now_ms);
         // Linear in the subscribers and allocation-free per subscriber: an edge summarises up to
-        // 100 000 leaves every 25 ms while they acknowledge, holding the registry's lock.
-        let mut counts: BTreeMap<(&str, u64), u64> = BTreeMap::new();
-        let mut live: Vec<&Subscriber> =
-            inner.subscribers.values().filter(|s| self.is_live(s, now_ms)).collect();
-        for s in &live {
-            *counts.entry((s.zone.as_str(), s.applied_version)).or_default() += 1;
+        // 100 000 leaves every 25 ms while they acknowledge, holding the registry's lock. Most
+        // subscribers share a row of the counts: the last row found is tried first.
+        let mut counts: Vec<((&str, u64), u64)> = Vec::new();
+        let mut last = usize::MAX;
+        let mut live: Vec<&Subscriber> = Vec::new();
+        for s in inner.subscribers.values().filter(|s| self.is_live(s, now_ms)) {
+            let key = (s.zone.as_str(), s.applied_version);
+            if counts.get(last).is_none_or(|(k, _)| *k != key) {
+                last = match counts.iter().position(|(k, _)| *k == key) {
+                    Some(at) => at,
+                    None => {
+                        counts.push((key, 0));
+                        counts.len() - 1
+                    }
+                };
+            }
+            counts[last].1 += 1;
+            if s.applied_version < table_version {
+                live.push(s);
+            }
         }
+        counts.sort_unstable();
         // The furthest behind, by name: the first SUMMARY_NAMES picked out, then only they sorted.
         let order = |a: &&Subscriber, b: &&Subscriber| {
             (a.applied_version, a.id.as_str()).cmp(&(b.applied_version, b.id.as_str()))
@@ -684,7 +703,7 @@ impl Subscribers {
         let mut summary = Summary {
             counts: counts.into_iter().map(|((z, v), n)| (z.to_owned(), v, n)).collect(),
             behind,
-            table_version: 0,
+            table_version,
         };
         // The leaves of this replica's edges go to the other replicas with its own subscribers
         // (a replica's report is never passed on, so nothing is counted twice).
@@ -774,12 +793,8 @@ impl Subscribers {
         }
         inner.peers.retain(|_, (at, _)| now_ms.saturating_sub(*at) <= fresh);
         inner.leaves.retain(|_, (at, _)| now_ms.saturating_sub(*at) <= LEAVES_FRESH_MS);
-        let local: std::collections::BTreeSet<String> = inner
-            .subscribers
-            .values()
-            .filter(|s| self.is_live(s, now_ms))
-            .map(|s| s.id.clone())
-            .collect();
+        let inner = &*inner;
+        let local = |id: &str| inner.subscribers.get(id).is_some_and(|s| self.is_live(s, now_ms));
         let reports =
             inner.peers.values().map(|(_, summary)| (summary, None)).chain(
                 inner.leaves.iter().map(|(edge, (_, summary))| (summary, Some(edge.as_str()))),
@@ -796,7 +811,7 @@ impl Subscribers {
             }
             for b in summary.behind.iter().filter(|b| b.applied_version < version) {
                 // Named here already: this replica's own view of it is the newer one.
-                if local.contains(&b.id) {
+                if local(&b.id) {
                     continue;
                 }
                 let entry = Behind {
@@ -907,7 +922,7 @@ mod tests {
         }
         // Alone, this replica has nobody to wait for.
         assert_eq!(here.convergence(7, 1_100).fraction(), 1.0);
-        here.receive_peer("r2", 1_050, there.summary(1_050));
+        here.receive_peer("r2", 1_050, there.summary(1_050, 7));
         let c = here.convergence(7, 1_100);
         assert_eq!((c.live, c.converged), (3, 1));
         let names: Vec<_> = c.behind.iter().map(|b| b.id.as_str()).collect();
@@ -939,7 +954,7 @@ mod tests {
             subscribers.ack(&id, "service:l", version, Some((zone, "service")), 9, 1_000).unwrap();
             all.push((version, id, zone));
         }
-        let summary = subscribers.summary(1_000);
+        let summary = subscribers.summary(1_000, 10);
         all.sort();
         let names: Vec<_> =
             summary.behind.iter().map(|b| (b.applied_version, b.id.clone())).collect();
@@ -953,6 +968,13 @@ mod tests {
         let expected: Vec<_> = counts.into_iter().map(|((z, v), n)| (z, v, n)).collect();
         assert_eq!(summary.counts, expected);
         assert_eq!(summary.total(), 500);
+        // Only those that lack the reporter's version are named; all are still counted.
+        let as_of_3 = subscribers.summary(1_000, 3);
+        assert!(!as_of_3.behind.is_empty());
+        assert!(as_of_3.behind.iter().all(|b| b.applied_version < 3), "{:?}", as_of_3.behind);
+        let lacking = all.iter().filter(|(v, _, _)| *v < 3).count();
+        assert_eq!(as_of_3.behind.len(), lacking.min(SUMMARY_NAMES));
+        assert_eq!((as_of_3.counts, as_of_3.table_version), (summary.counts, 3));
     }
 
     #[test]
@@ -961,8 +983,7 @@ mod tests {
         coordinator.connect("edge-1", "service:e", "az-a", "edge", Some(7), 7, 1_000).unwrap();
         edge.ack("leaf-ok", "service:l", 7, Some(("az-a", "service")), 7, 1_000).unwrap();
         edge.ack("leaf-stuck", "service:l", 5, Some(("az-b", "service")), 7, 1_000).unwrap();
-        let mut report = edge.summary(1_000);
-        report.table_version = 7;
+        let report = edge.summary(1_000, 7);
         // Only the caller that registered the edge may report for it, and only for a known one.
         assert_eq!(
             coordinator.receive_leaves("edge-1", "service:x", report.clone(), 7, 1_000),
@@ -982,7 +1003,7 @@ mod tests {
         let stuck: Vec<_> = c.behind.iter().map(|b| (b.id.as_str(), b.via.as_deref())).collect();
         assert_eq!(stuck, [("leaf-stuck", Some("edge-1"))]);
         // The coordinator's report to the other replicas carries the leaves, with their edge.
-        let onward = coordinator.summary(1_100);
+        let onward = coordinator.summary(1_100, 7);
         assert_eq!(onward.total(), 3);
         assert!(
             onward
