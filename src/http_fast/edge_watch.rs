@@ -14,7 +14,7 @@ use hyper::{Request, Response};
 
 use super::respond::{self, bearer_of, json_media, now_ms, read_body_under};
 use super::watch::{
-    Events, StreamGuard, WatchStream, authorization, last_event_id, serve_on_hyper,
+    Events, Opened, Source, StreamGuard, authorization, last_event_id, serve_on_hyper,
 };
 use crate::service::bearer::Bearer;
 use crate::service::edge::{EdgeApp, RelayFrame};
@@ -37,39 +37,19 @@ pub fn watch(app: &EdgeApp, request: &Request<Incoming>) -> Result<Response<Even
     Ok(serve_on_hyper(opened, super::edge::SERVER))
 }
 
-/// A leaf's stream on the edge whose gates passed: the relayed frames, newest first.
-pub(super) struct Relayed {
-    guard: StreamGuard,
-    changes: tokio::sync::watch::Receiver<Option<RelayFrame>>,
-    current: Option<RelayFrame>,
-    sent: u64,
-    heartbeat: Duration,
-}
+/// What a leaf's stream on the edge re-serves: the frames the edge relays, as they came.
+pub(super) struct Relayed;
 
-impl WatchStream for Relayed {
-    async fn next(&mut self, ticker: &mut tokio::time::Interval) -> Option<Frame> {
-        loop {
-            if let Some(f) = self.current.take()
-                && f.version > self.sent
-            {
-                self.sent = f.version;
-                return Some(Frame::Shared(f.bytes));
-            }
-            tokio::select! {
-                changed = self.changes.changed() => {
-                    changed.ok()?;
-                    self.current = self.changes.borrow_and_update().clone();
-                }
-                _ = ticker.tick() => {
-                    self.guard.touch();
-                    return Some(HEARTBEAT);
-                }
-            }
-        }
+impl Source for Relayed {
+    type Item = Option<RelayFrame>;
+
+    fn version(item: &Self::Item) -> Option<u64> {
+        item.as_ref().map(|f| f.version)
     }
 
-    fn heartbeat(&self) -> Duration {
-        self.heartbeat
+    /// Only asked for an item with a version (`Some`); `None` would be a heartbeat.
+    fn frame(&self, item: &Self::Item) -> Frame {
+        item.as_ref().map_or(HEARTBEAT, |f| Frame::Shared(std::sync::Arc::clone(&f.bytes)))
     }
 }
 
@@ -80,7 +60,7 @@ pub(super) fn open(
     query: Option<&str>,
     authorization: Option<&str>,
     last_event_id: Option<u64>,
-) -> Result<Relayed, Failure> {
+) -> Result<Opened<Relayed>, Failure> {
     let relay = &app.relay;
     if !relay.serves {
         return Err(no_stream());
@@ -118,10 +98,11 @@ pub(super) fn open(
         _ => None,
     };
     let current = changes.borrow_and_update().clone();
-    Ok(Relayed {
+    Ok(Opened {
         guard: StreamGuard { subscribers: std::sync::Arc::clone(&relay.leaves), id },
+        source: Relayed,
         changes,
-        current,
+        current: Some(current),
         sent: resumed.filter(|v| *v <= held).unwrap_or(0),
         heartbeat: Duration::from_millis(config.watch_heartbeat_ms),
     })

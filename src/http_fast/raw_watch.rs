@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::respond::COMMON;
-use super::watch::WatchStream;
+use super::watch::{Opened, Source};
 use crate::service::connections::Ticket;
 use crate::service::tag_answer::Failure;
 use crate::telemetry;
@@ -27,11 +27,11 @@ const PEEK: usize = 2048;
 /// of their own, the caller's guard closes a connection whose head never completes. `open` runs
 /// the gates with the query, the `Authorization` header and `Last-Event-ID` (the coordinator's
 /// `watch::open`, the edge's `edge_watch::open`); `server` names the process in the answer.
-pub async fn take<W: WatchStream>(
+pub async fn take<S: Source>(
     mut stream: TcpStream,
     ticket: &Ticket,
     server: &'static str,
-    open: impl FnOnce(Option<&str>, Option<&str>, Option<u64>) -> Result<W, Failure>,
+    open: impl FnOnce(Option<&str>, Option<&str>, Option<u64>) -> Result<Opened<S>, Failure>,
 ) -> Option<TcpStream> {
     let mut buf = [0u8; PEEK];
     let mut waited = 0;

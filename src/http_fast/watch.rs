@@ -60,57 +60,61 @@ impl Drop for StreamGuard {
     }
 }
 
-/// A watch stream whose gates passed: what its loop needs.
-pub(super) struct Opened {
-    guard: StreamGuard,
-    changes: tokio::sync::watch::Receiver<Arc<crate::core::State>>,
-    current: Option<Arc<crate::core::State>>,
-    sent: u64,
-    heartbeat: Duration,
+/// What a watch stream re-serves: the values its receiver sees (the coordinator's state, or an
+/// edge's relayed frame), each with the version it carries and the frame that sends it.
+pub(super) trait Source: Send + 'static {
+    type Item: Clone + Send + Sync + 'static;
+    /// The version `item` carries; `None` when there is nothing to send yet (an edge with no
+    /// table).
+    fn version(item: &Self::Item) -> Option<u64>;
+    fn frame(&self, item: &Self::Item) -> Frame;
+}
+
+/// The coordinator's tables, framed once for every stream (`service::routing_frames`).
+pub(super) struct Tables {
     frames: Arc<crate::service::routing_frames::RoutingFrames>,
     log_id: Arc<str>,
 }
 
-/// A watch stream whose gates passed, whatever it re-serves (the coordinator's table, or an
-/// edge's relayed frames): what the loop that writes it needs, on hyper or on the raw path.
-pub(super) trait WatchStream: Send + 'static {
-    /// The next frame to send: the current table first (unless the client has it), then each
-    /// newer version and the heartbeats. `None` when the source is gone. Cancel-safe.
-    fn next(
-        &mut self,
-        ticker: &mut tokio::time::Interval,
-    ) -> impl std::future::Future<Output = Option<Frame>> + Send;
+impl Source for Tables {
+    type Item = Arc<crate::core::State>;
 
-    /// The heartbeat interval, announced to the watcher in `x-tidegate-heartbeat-ms`.
-    fn heartbeat(&self) -> Duration;
-
-    fn ticker(&self) -> tokio::time::Interval {
-        let start = tokio::time::Instant::now() + self.heartbeat();
-        tokio::time::interval_at(start, self.heartbeat())
+    fn version(state: &Self::Item) -> Option<u64> {
+        Some(state.version())
     }
 
-    fn heartbeat_ms(&self) -> u64 {
-        u64::try_from(self.heartbeat().as_millis()).unwrap_or(u64::MAX)
+    fn frame(&self, state: &Self::Item) -> Frame {
+        self.frames.frame(state, &self.log_id)
     }
 }
 
-impl WatchStream for Opened {
-    async fn next(&mut self, ticker: &mut tokio::time::Interval) -> Option<Frame> {
-        if let Some(current) = self.current.take()
-            && current.version() > self.sent
-        {
-            self.sent = current.version();
-            return Some(self.frames.frame(&current, &self.log_id));
-        }
+/// A watch stream whose gates passed, whatever it re-serves: what the loop that writes it
+/// needs, on hyper or on the raw path.
+pub(super) struct Opened<S: Source> {
+    pub(super) guard: StreamGuard,
+    pub(super) source: S,
+    pub(super) changes: tokio::sync::watch::Receiver<S::Item>,
+    pub(super) current: Option<S::Item>,
+    pub(super) sent: u64,
+    pub(super) heartbeat: Duration,
+}
+
+impl<S: Source> Opened<S> {
+    /// The next frame to send: the current table first (unless the client has it), then each
+    /// newer version and the heartbeats. `None` when the source is gone. Cancel-safe.
+    pub(super) async fn next(&mut self, ticker: &mut tokio::time::Interval) -> Option<Frame> {
         loop {
+            if let Some(item) = self.current.take()
+                && let Some(version) = S::version(&item)
+                && version > self.sent
+            {
+                self.sent = version;
+                return Some(self.source.frame(&item));
+            }
             tokio::select! {
                 changed = self.changes.changed() => {
                     changed.ok()?;
-                    let state = self.changes.borrow_and_update().clone();
-                    if state.version() > self.sent {
-                        self.sent = state.version();
-                        return Some(self.frames.frame(&state, &self.log_id));
-                    }
+                    self.current = Some(self.changes.borrow_and_update().clone());
                 }
                 _ = ticker.tick() => {
                     self.guard.touch();
@@ -120,8 +124,14 @@ impl WatchStream for Opened {
         }
     }
 
-    fn heartbeat(&self) -> Duration {
-        self.heartbeat
+    pub(super) fn ticker(&self) -> tokio::time::Interval {
+        let start = tokio::time::Instant::now() + self.heartbeat;
+        tokio::time::interval_at(start, self.heartbeat)
+    }
+
+    /// The heartbeat interval, announced to the watcher in `x-tidegate-heartbeat-ms`.
+    pub(super) fn heartbeat_ms(&self) -> u64 {
+        u64::try_from(self.heartbeat.as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -131,7 +141,7 @@ pub(super) fn open(
     query: Option<&str>,
     authorization: Option<&str>,
     last_event_id: Option<u64>,
-) -> Result<Opened, Failure> {
+) -> Result<Opened<Tables>, Failure> {
     let Some(subscribers) = &tagger.subscribers else {
         return Err(Failure::new(404, "not_found", "no watch streams on this listener"));
     };
@@ -161,12 +171,14 @@ pub(super) fn open(
     let sent = resumed.filter(|v| *v <= current.version()).unwrap_or(0);
     Ok(Opened {
         guard: StreamGuard { subscribers: Arc::clone(subscribers), id },
+        source: Tables {
+            frames: Arc::clone(&tagger.frames),
+            log_id: Arc::from(tagger.coordinator.log_id()),
+        },
         changes,
         current: Some(current),
         sent,
         heartbeat: Duration::from_millis(tagger.config.watch_heartbeat_ms),
-        frames: Arc::clone(&tagger.frames),
-        log_id: Arc::from(tagger.coordinator.log_id()),
     })
 }
 
@@ -181,7 +193,7 @@ pub fn watch(tagger: &Tagger, request: &Request<Incoming>) -> Result<Response<Ev
 /// A task writes `opened`'s frames into a two-slot channel that the answer's body reads;
 /// `server` names the process in the answer.
 pub(super) fn serve_on_hyper(
-    mut opened: impl WatchStream,
+    mut opened: Opened<impl Source>,
     server: &'static str,
 ) -> Response<Events> {
     let heartbeat_ms = opened.heartbeat_ms();
