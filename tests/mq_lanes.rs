@@ -12,7 +12,7 @@ use common::kafka::{self, Got, Lane, Stop, TableFeed, TestConsumer, payload};
 use common::wait_until;
 use serde_json::{Value, json};
 use tidegate::core::{RoutingTable, ZoneId};
-use tidegate::mq::{LaneProducer, ProducerSettings};
+use tidegate::mq::{LaneProducer, ProducerSettings, route_header};
 
 fn producer(
     topic: &str,
@@ -231,6 +231,91 @@ fn dial_fifty_to_twenty_while_producing_moves_the_split() {
     assert!((0.15..=0.25).contains(&share), "blue share after the dial: {share}");
     assert!(!moved_users.is_empty());
     drop(feed);
+
+    // On the wire, as a plain Kafka consumer sees the topic: no message carries a header, and
+    // each partition has exactly two switch markers (the producer's first version, then the
+    // dial's), each naming its partition's half and in the order of the versions.
+    let records = read_raw(&topic, 8);
+    let (markers, messages): (Vec<_>, Vec<_>) = records.iter().partition(|r| !r.headers.is_empty());
+    assert_eq!(messages.len(), sent.len(), "every message, once");
+    assert!(messages.iter().all(|r| r.key.is_some()));
+    for partition in 0..8 {
+        let found: Vec<(ZoneId, u64)> = markers
+            .iter()
+            .filter(|r| r.partition == partition)
+            .map(|r| {
+                assert_eq!(r.headers.len(), 1, "{r:?}");
+                assert_eq!(r.headers[0].0, tidegate::mq::SWITCH_HEADER);
+                assert!(r.key.is_none() && r.payload.is_none(), "{r:?}");
+                route_header::decode(&r.headers[0].1).unwrap()
+            })
+            .collect();
+        let half = if blue_half(partition, 8) { ZoneId::BLUE } else { ZoneId::GREEN };
+        assert_eq!(found, [(half, before.version()), (half, new_version)], "partition {partition}");
+    }
+    println!(
+        "on the wire: {} messages without headers, {} switch markers",
+        messages.len(),
+        markers.len()
+    );
+}
+
+/// One record as a plain consumer reads it.
+#[derive(Debug)]
+struct Raw {
+    partition: u32,
+    key: Option<Vec<u8>>,
+    payload: Option<Vec<u8>>,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+/// Every record of `topic`, read with a plain rdkafka consumer up to each partition's high
+/// watermark.
+fn read_raw(topic: &str, partitions: u32) -> Vec<Raw> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    use rdkafka::{Offset, TopicPartitionList};
+    let reader: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka::bootstrap())
+        .set("group.id", kafka::unique("raw-reader"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut left = BTreeMap::new();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        let (low, high) =
+            reader.fetch_watermarks(topic, p as i32, Duration::from_secs(10)).unwrap();
+        if high > low {
+            left.insert(p, high);
+            tpl.add_partition_offset(topic, p as i32, Offset::Beginning).unwrap();
+        }
+    }
+    reader.assign(&tpl).unwrap();
+    let mut records = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !left.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "reading {topic}: partitions {left:?} not read to the end"
+        );
+        let Some(m) = reader.poll(Duration::from_millis(200)) else { continue };
+        let m = m.unwrap();
+        let partition = m.partition() as u32;
+        let headers = m.headers().map_or_else(Vec::new, |h| {
+            h.iter().map(|h| (h.key.to_owned(), h.value.unwrap_or_default().to_vec())).collect()
+        });
+        records.push(Raw {
+            partition,
+            key: m.key().map(<[u8]>::to_vec),
+            payload: m.payload().map(<[u8]>::to_vec),
+            headers,
+        });
+        if left.get(&partition).is_some_and(|high| m.offset() + 1 >= *high) {
+            left.remove(&partition);
+        }
+    }
+    records
 }
 
 /// Posts healthy outcomes for both zones until stopped, so the drain guard has readings.
@@ -577,16 +662,16 @@ fn a_consumer_does_not_commit_once_its_session_may_have_expired() {
     );
 }
 
-/// A rolling upgrade has producers of three route header formats writing one topic at once: the
+/// A rolling upgrade has producers of every route format writing one topic at once: the
 /// consumer learns colour and version from each (`tg`, the text `tidegate-route` before it, the
-/// two headers before that), and a `tg` value it cannot decode leaves both unknown instead of
+/// two headers before that, and a switch marker followed by messages without headers), never
+/// hands a marker out, and a `tg` value it cannot decode leaves the version unknown instead of
 /// failing the consumer.
 #[test]
 fn a_consumer_reads_every_route_header_format_of_a_rolling_upgrade() {
     use rdkafka::ClientConfig;
     use rdkafka::message::{Header, OwnedHeaders};
     use rdkafka::producer::{FutureProducer, FutureRecord};
-    use tidegate::mq::route_header;
 
     let rt = kafka::runtime();
     let coordinator = kafka::coordinator("3s", "150ms", "200ms");
@@ -602,8 +687,10 @@ fn a_consumer_reads_every_route_header_format_of_a_rolling_upgrade() {
     settings.token = Some(common::OPERATOR_TOKEN.to_owned()); // membership is a write
     let mut tg = [0; route_header::MAX_LEN];
     let tg = route_header::encode(ZoneId::GREEN, 300, &mut tg).to_vec();
+    let mut tgs = [0; route_header::MAX_LEN];
+    let tgs = route_header::encode(ZoneId::GREEN, 7, &mut tgs).to_vec();
     type Case<'a> = (&'a str, i32, Vec<(&'a str, &'a [u8])>, Option<ZoneId>, Option<u64>);
-    let cases: [Case<'_>; 4] = [
+    let cases: [Case<'_>; 6] = [
         ("tg", 5, vec![("tg", &tg[..])], Some(ZoneId::GREEN), Some(300)),
         ("text", 1, vec![("tidegate-route", b"blue;v=12")], Some(ZoneId::BLUE), Some(12)),
         (
@@ -613,13 +700,23 @@ fn a_consumer_reads_every_route_header_format_of_a_rolling_upgrade() {
             Some(ZoneId::BLUE),
             Some(11),
         ),
-        ("bad", 6, vec![("tg", b"x\x01")], None, None),
+        // A value that does not decode is ignored: the message is one without a route header,
+        // in the green half, and no marker was read in partition 6.
+        ("bad", 6, vec![("tg", b"x\x01")], Some(ZoneId::GREEN), None),
+        // No header at all, no marker before it: the colour of the partition's half.
+        ("plain", 0, vec![], Some(ZoneId::BLUE), None),
+        // No header, after the switch marker written to partition 4 first: the marker's colour
+        // and version (the marker itself is never handed out: it has no key).
+        ("after-switch", 4, vec![], Some(ZoneId::GREEN), Some(7)),
     ];
     let got = rt.block_on(async {
         // The only member (az-b has none) reads both halves.
         let mut consumer = tidegate::mq::LaneConsumer::start(settings).await.unwrap();
         let producer: FutureProducer =
             ClientConfig::new().set("bootstrap.servers", kafka::bootstrap()).create().unwrap();
+        let switch = OwnedHeaders::new().insert(Header { key: "tgs", value: Some(&tgs[..]) });
+        let marker = FutureRecord::<(), ()>::to(&topic).partition(4).headers(switch);
+        producer.send(marker, Duration::from_secs(10)).await.unwrap();
         for (user, partition, headers, _, _) in &cases {
             let headers = headers.iter().fold(OwnedHeaders::new(), |h, &(key, value)| {
                 h.insert(Header { key, value: Some(value) })

@@ -28,7 +28,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
-use tidegate::mq::{ConsumerSettings, Handover, LaneConsumer, LaneProducer, ProducerSettings};
+use tidegate::mq::{
+    ConsumerSettings, Handover, LaneConsumer, LaneProducer, ProducerSettings, RouteMarks,
+};
 
 const USERS: usize = 40;
 const MOVES: usize = 100;
@@ -147,10 +149,24 @@ fn read_output(output: &str, expected: usize) -> Vec<(String, u64, String)> {
     records
 }
 
-fn run(handover: bool) -> Outcome {
+/// Which lane producers write the topic.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Producers {
+    /// One producer in the default mode: switch markers, no per-message header.
+    Switches,
+    /// A rolling upgrade: half of the users through a producer that still writes the `tg`
+    /// header on every message, the other half through one that writes switch markers.
+    Mixed,
+}
+
+fn run(handover: bool, producers: Producers) -> Outcome {
     let rt = kafka::runtime();
     let coordinator = kafka::coordinator("3s", "100ms", "200ms");
-    let label = if handover { "order" } else { "order-control" };
+    let label = match (handover, producers) {
+        (true, Producers::Switches) => "order",
+        (true, Producers::Mixed) => "order-mixed",
+        (false, _) => "order-control",
+    };
     let (topic, group, output) =
         (kafka::unique(label), kafka::unique(&format!("{label}-g")), kafka::unique("order-out"));
     kafka::create_topic(&rt, &topic, 8);
@@ -185,9 +201,12 @@ fn run(handover: bool) -> Outcome {
 
     // The producer's table comes from GET /v1/routing, polled every 10 ms.
     let feed = TableFeed::start(&coordinator, Duration::from_millis(10));
-    let producer =
-        LaneProducer::new(&ProducerSettings::new(&kafka::bootstrap(), &topic), feed.table.clone())
-            .unwrap();
+    let settings = ProducerSettings::new(&kafka::bootstrap(), &topic);
+    let producer = LaneProducer::new(&settings, feed.table.clone()).unwrap();
+    let old_producer = (producers == Producers::Mixed).then(|| {
+        let settings = ProducerSettings { marks: RouteMarks::Header, ..settings.clone() };
+        LaneProducer::new(&settings, feed.table.clone()).unwrap()
+    });
     let producing = Arc::new(AtomicBool::new(true));
     let timings = Arc::new(Mutex::new((Vec::new(), Vec::new())));
     let produced = {
@@ -201,13 +220,17 @@ fn run(handover: bool) -> Outcome {
             while producing.load(Ordering::Relaxed) {
                 for (i, user) in users.iter().enumerate() {
                     let started = Instant::now();
-                    let pending = producer.enqueue(user, format!("{user}|{}", seq[i]).as_bytes());
+                    let through = match &old_producer {
+                        Some(old) if i % 2 == 1 => old,
+                        _ => &producer,
+                    };
+                    let pending = through.enqueue(user, format!("{user}|{}", seq[i]).as_bytes());
                     let took = started.elapsed();
                     let pending = pending.unwrap();
                     {
                         let mut t = timings.lock().unwrap();
                         t.0.push(took);
-                        if pending.route().version != version {
+                        if pending.route().version != version && std::ptr::eq(through, &producer) {
                             version = pending.route().version;
                             t.1.push(took);
                         }
@@ -328,7 +351,7 @@ fn check_delivery(name: &str, o: &Outcome) {
 
 #[test]
 fn the_handover_keeps_each_users_order_across_a_hundred_moves() {
-    let with = run(true);
+    let with = run(true, Producers::Switches);
     report("handover", &with);
     check_delivery("handover", &with);
     // The proof: no user's message processed after a later one of theirs, while handing over
@@ -340,13 +363,26 @@ fn the_handover_keeps_each_users_order_across_a_hundred_moves() {
 
 #[test]
 fn without_the_handover_the_same_run_reorders_moved_users() {
-    let control = run(false);
+    let control = run(false, Producers::Switches);
     report("control (no handover)", &control);
     check_delivery("control", &control);
     // The control: the same run without the handover processes moved users' new messages
     // before their old ones, so the check above can fail.
     assert!(control.inversions > 0, "the control run showed no inversion: the test cannot fail");
     assert!(control.handovers.is_empty());
+}
+
+/// A rolling upgrade from header-carrying producers: both kinds write the topic at once, and the
+/// consumers keep every user's order across the same hundred moves (the control above, with
+/// markers, shows that the check can fail).
+#[test]
+fn a_rolling_upgrade_keeps_order_with_header_and_switch_marker_producers_side_by_side() {
+    let mixed = run(true, Producers::Mixed);
+    report("mixed producers", &mixed);
+    check_delivery("mixed producers", &mixed);
+    assert_eq!(mixed.inversions, 0, "per-user order broken across moves");
+    assert!(mixed.handovers.len() >= MOVES, "only {} handovers", mixed.handovers.len());
+    assert!(mixed.handovers.iter().all(|h| !h.timed_out), "a handover timed out");
 }
 
 /// A user whose unit is frozen by a move is a write like any other: `enqueue` refuses their

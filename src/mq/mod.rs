@@ -25,8 +25,8 @@ pub use presence::{KafkaPresence, presence_topic};
 
 pub use crate::client::kafka::{
     COLOR_HEADER, ConsumerSettings, Delivered, HalfRings, Handover, LaneConsumer, LaneMessage,
-    LaneProducer, MqError, Pending, ProducerSettings, ROUTE_HEADER, Route, TEXT_ROUTE_HEADER,
-    VERSION_HEADER, partition_count, route_header,
+    LaneProducer, MqError, Pending, ProducerSettings, ROUTE_HEADER, Route, RouteMarks,
+    SWITCH_HEADER, TEXT_ROUTE_HEADER, VERSION_HEADER, partition_count, route_header,
 };
 
 use std::time::Duration;

@@ -203,11 +203,17 @@ struct Held {
     /// Granted with a previous owner's marker: the message at this (committed) offset may be
     /// the one it was holding back, so it is held again whatever its version.
     recheck: Option<i64>,
+    /// The colour of the last switch marker read here: the colour of the messages after it
+    /// that carry no route header.
+    zone: Option<ZoneId>,
 }
 
 /// A partition held back at its first message of a new routing version.
 struct Pause {
     message: LaneMessage,
+    /// The held record is a switch marker: released, it counts as processed and is not handed
+    /// out.
+    switch: bool,
     version: u64,
     since: Instant,
     /// Every other partition's (low, high) watermarks after the message was read: the user's
@@ -482,41 +488,69 @@ impl LaneConsumer {
             // Fetched before the pause took effect: read again once it is released.
             return None;
         }
+        let lane = self.lane;
         let held = self.held.get_mut(&partition)?;
         if m.topic() != self.settings.topic || m.offset() < held.next {
             return None;
         }
         held.next = m.offset() + 1;
-        let (color, routing_version) = match m.headers() {
-            Some(headers) => route_header::read(headers.iter().map(|h| (h.key, h.value))),
-            None => (None, None),
-        };
-        let message = LaneMessage {
-            partition,
-            offset: m.offset(),
-            key: m.key().map(<[u8]>::to_vec),
-            payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
-            color,
-            routing_version,
-        };
         // A message at the offset a previous owner committed with its marker may be the one it
         // held back and never released: judge it again.
         let recheck = held.recheck == Some(m.offset());
         if held.recheck.is_some_and(|at| m.offset() >= at) {
             held.recheck = None;
         }
-        if let (Some(_), Some(version)) = (self.settings.handover, routing_version)
+        let headers = || m.headers().into_iter().flat_map(|h| h.iter().map(|h| (h.key, h.value)));
+        // The version a record states itself (a switch marker, or a route header): only those
+        // can start a handover. A message without a route header is at its partition's version.
+        let (color, stated, switch) = match route_header::switch(headers()) {
+            Some(Ok((zone, version))) => {
+                held.zone = Some(zone);
+                (Some(zone), Some(version), true)
+            }
+            // A marker whose value does not decode moves nothing; it is skipped like any marker.
+            Some(Err(_)) => (None, None, true),
+            None => {
+                let (color, version) = route_header::read(headers());
+                (color, version, false)
+            }
+        };
+        let message = LaneMessage {
+            partition,
+            offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
+            payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+            // Without a route header or a marker read yet: the zone of the partition's range as
+            // this consumer cuts the topic (the fewest zones its partition count divides into).
+            color: color.or(held.zone).or_else(|| lane.color_of(partition).ok()),
+            routing_version: stated.or((held.passed > 0).then_some(held.passed)),
+        };
+        if let (Some(_), Some(version)) = (self.settings.handover, stated)
             && (version > held.passed || (recheck && version >= held.passed))
         {
-            // Everything before this message is processed (the previous one was marked when
+            // Everything before this record is processed (the previous one was marked when
             // `next` was called again), and the reading has reached `version` here.
             held.processed = Some(held.processed.map_or(m.offset(), |p| p.max(m.offset())));
             held.passed = version;
             self.paused.insert(
                 partition,
-                Pause { message, version, since: Instant::now(), snapshot: None, released: false },
+                Pause {
+                    message,
+                    switch,
+                    version,
+                    since: Instant::now(),
+                    snapshot: None,
+                    released: false,
+                },
             );
             self.pause_fetching();
+            return None;
+        }
+        if switch {
+            // Not held (no handover, or a version the reading already reached): processed, as
+            // everything before it is.
+            held.processed = Some(held.processed.map_or(m.offset() + 1, |p| p.max(m.offset() + 1)));
+            held.passed = held.passed.max(stated.unwrap_or(0));
             return None;
         }
         Some(message)
@@ -603,6 +637,14 @@ impl LaneConsumer {
         })
         .await?;
         let pause = self.paused.remove(&p).expect("found above");
+        if pause.switch {
+            // A switch marker is never handed out: released, it is processed.
+            if let Some(held) = self.held.get_mut(&p) {
+                let after = pause.message.offset + 1;
+                held.processed = Some(held.processed.map_or(after, |o| o.max(after)));
+            }
+            return Ok(None);
+        }
         Ok(Some(pause.message))
     }
 
@@ -813,6 +855,7 @@ impl LaneConsumer {
                         passed,
                         committed_passed: passed,
                         recheck: offset.filter(|_| passed > 0),
+                        zone: None,
                     },
                 );
             }

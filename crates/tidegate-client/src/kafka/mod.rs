@@ -36,7 +36,9 @@ mod producer;
 pub mod route_header;
 
 pub use consumer::{ConsumerSettings, Handover, LaneConsumer, LaneMessage};
-pub use producer::{Delivered, HalfRings, LaneProducer, Pending, ProducerSettings, Route};
+pub use producer::{
+    Delivered, HalfRings, LaneProducer, Pending, ProducerSettings, Route, RouteMarks,
+};
 
 use std::time::Duration;
 
@@ -52,6 +54,12 @@ use crate::metrics::{LANE_CONSUMED, LANE_HANDOVERS, LANE_PRODUCED};
 /// table version the producer tagged the user with, as a colour byte and a varint (see
 /// [`route_header`]).
 pub const ROUTE_HEADER: &str = "tg";
+/// The header of a switch marker: a record without key or value that a lane producer writes to
+/// every partition when it moves to a new routing version, before its first message at that
+/// version. Its value is a `tg` value: the colour of the partition's range and the version. The
+/// producer's messages that follow it in the partition carry no header (see
+/// [`RouteMarks`](producer::RouteMarks)).
+pub const SWITCH_HEADER: &str = "tgs";
 /// The text route header producers before `tg` wrote (`blue;v=12`); consumers still read it.
 pub const TEXT_ROUTE_HEADER: &str = "tidegate-route";
 /// Header older producers wrote with the colour (`blue` or `green`); consumers still read it.

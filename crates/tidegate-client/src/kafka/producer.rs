@@ -25,7 +25,8 @@ use rdkafka::types::RDKafkaErrorCode;
 use tidegate_core::{LaneConfig, Rule, TagError, ZoneId, validate_user_id};
 
 use super::{
-    MqError, ROUTE_HEADER, client_config, lane_produced_counters, partition_count, route_header,
+    MqError, ROUTE_HEADER, SWITCH_HEADER, client_config, lane_produced_counters, partition_count,
+    route_header,
 };
 use crate::TableSource;
 
@@ -51,6 +52,24 @@ pub struct ProducerSettings {
     /// calls of that service go to that zone (pin > channel > map, in the default domain).
     /// `None`: the map (and pins) alone.
     pub service: Option<String>,
+    /// Where consumers learn each message's colour and routing version (see [`RouteMarks`]).
+    pub marks: RouteMarks,
+}
+
+/// How a lane producer tells consumers the colour and routing version of its messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RouteMarks {
+    /// One switch marker per partition at each routing version change (`tgs`, see
+    /// [`route_header`]), and messages without headers: the colour follows from the partition's
+    /// range and the version from the partition's last marker. No per-message cost: librdkafka
+    /// builds no header list per message. Consumers must skip markers (tidegate's Rust and Java
+    /// lane consumers do; a plain Kafka consumer sees them as records with a `tgs` header and
+    /// no key or value).
+    #[default]
+    Switches,
+    /// The `tg` route header on every message, as every release before switch markers wrote:
+    /// for consumers that are not tidegate's lane consumers and read the header themselves.
+    Header,
 }
 
 impl ProducerSettings {
@@ -60,6 +79,7 @@ impl ProducerSettings {
             topic: topic.to_owned(),
             extra: Vec::new(),
             service: None,
+            marks: RouteMarks::default(),
         }
     }
 }
@@ -182,6 +202,7 @@ pub struct LaneProducer {
     /// reading; moving it to a newer version takes it for writing and flushes first, so no
     /// message at an older version is still in flight once one at the newer version is sent.
     produced_at: RwLock<u64>,
+    marks: RouteMarks,
 }
 
 /// How long the flush at a version change may wait for earlier messages' acknowledgements.
@@ -215,6 +236,7 @@ impl LaneProducer {
             produced: lane_produced_counters(&settings.topic, &lanes),
             service: settings.service.clone(),
             produced_at: RwLock::new(0),
+            marks: settings.marks,
         })
     }
 
@@ -288,28 +310,60 @@ impl LaneProducer {
                         route.version
                     ))
                 })?;
+                if self.marks == RouteMarks::Switches {
+                    self.send_switch_markers(route.version)?;
+                }
                 *produced_at = route.version;
             }
             drop(produced_at);
         }
     }
 
+    /// Writes a switch marker for `version` to every partition of the topic (the caller holds
+    /// `produced_at` for writing, after the flush: every earlier message of this producer is
+    /// acknowledged, so each marker comes after them in its partition, and every later message
+    /// after it, as the idempotent producer keeps a partition's order). Not awaited: the
+    /// messages behind a marker wait for it in librdkafka's queue as they would for any message.
+    fn send_switch_markers(&self, version: u64) -> Result<(), MqError> {
+        let mut buf = [0; route_header::MAX_LEN];
+        for partition in 0..self.lane.partitions() {
+            let zone = self.lane.color_of(partition).unwrap_or(ZoneId::BLUE);
+            let value = route_header::encode(zone, version, &mut buf);
+            let headers = OwnedHeaders::new_with_capacity(1)
+                .insert(Header { key: SWITCH_HEADER, value: Some(value) });
+            let record = FutureRecord::<(), ()>::to(&self.topic)
+                .partition(partition as i32)
+                .headers(headers);
+            if let Err((e, _)) = self.producer.send_result(record) {
+                return Err(MqError::Kafka(format!(
+                    "writing the switch marker of version {version} to partition {partition}: {e}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Hands a routed message to librdkafka (the caller holds `produced_at` for reading).
     fn send_routed(&self, user_id: &str, payload: &[u8], route: Route) -> Result<Pending, MqError> {
-        // One header, `tg`: a colour byte and a varint, written on the stack (no formatting, no
-        // String, no allocation of ours). librdkafka copies it into a header list of its own
-        // (three small mallocs: the list, its slot array, the header; freed on its thread once
-        // the message is delivered), and it costs 5-6 bytes a record on the wire.
-        let mut value = [0; route_header::MAX_LEN];
-        let value = route_header::encode(route.color, route.version, &mut value);
-        let headers = OwnedHeaders::new_with_capacity(1)
-            .insert(Header { key: ROUTE_HEADER, value: Some(value) });
         let record = FutureRecord::to(&self.topic)
             .partition(route.partition as i32)
             .key(user_id)
-            .payload(payload)
-            .headers(headers);
-        match self.producer.send_result(record) {
+            .payload(payload);
+        let sent = match self.marks {
+            RouteMarks::Switches => self.producer.send_result(record),
+            RouteMarks::Header => {
+                // One header, `tg`: a colour byte and a varint, written on the stack.
+                // librdkafka copies it into a header list of its own (three small mallocs: the
+                // list, its slot array, the header; freed on its thread once the message is
+                // delivered): the per-message cost the switch markers avoid.
+                let mut value = [0; route_header::MAX_LEN];
+                let value = route_header::encode(route.color, route.version, &mut value);
+                let headers = OwnedHeaders::new_with_capacity(1)
+                    .insert(Header { key: ROUTE_HEADER, value: Some(value) });
+                self.producer.send_result(record.headers(headers))
+            }
+        };
+        match sent {
             Ok(delivery) => {
                 Ok(Pending { delivery, route, counter: self.produced[route.color.index()].clone() })
             }

@@ -8,11 +8,16 @@
 //! byte, below 16 384 two, any `u64` at most ten, so the whole header is 5-6 bytes a record on
 //! the broker where the text header before it (`tidegate-route: blue;v=12`) took about 25.
 //!
+//! A producer in the default mode ([`RouteMarks::Switches`](super::RouteMarks)) writes the same
+//! value once per partition and version change, in the `tgs` header of a switch marker, and its
+//! messages carry no header: a message's colour and version are those of the last marker before
+//! it in its partition ([`switch`] tells a marker from a message).
+//!
 //! Consumers read every format a producer of a rolling upgrade may still write: `tg`, the text
 //! header `tidegate-route: blue;v=12`, and the two headers before that (`tidegate-color: blue`,
 //! `tidegate-version: 12`).
 
-use super::{COLOR_HEADER, ROUTE_HEADER, TEXT_ROUTE_HEADER, VERSION_HEADER};
+use super::{COLOR_HEADER, ROUTE_HEADER, SWITCH_HEADER, TEXT_ROUTE_HEADER, VERSION_HEADER};
 use tidegate_core::ZoneId;
 
 /// The longest value: a colour byte and a ten-byte varint.
@@ -131,6 +136,18 @@ pub fn read<'h>(
         Some((c, v)) => (Some(c), Some(v)),
         None => (color, version),
     }
+}
+
+/// Whether a record is a switch marker (it carries the `tgs` header), and if so the colour and
+/// version its value names (`Err` when the value does not decode: still a marker, never a
+/// message). `None`: a message.
+pub fn switch<'h>(
+    headers: impl IntoIterator<Item = (&'h str, Option<&'h [u8]>)>,
+) -> Option<Result<(ZoneId, u64), RouteHeaderError>> {
+    headers
+        .into_iter()
+        .find(|(name, _)| *name == SWITCH_HEADER)
+        .map(|(_, value)| decode(value.unwrap_or_default()))
 }
 
 #[cfg(test)]
