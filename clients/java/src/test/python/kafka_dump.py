@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Dumps every record of a topic up to its current end, for PartitionerTest: one line per record,
-`partition<TAB>key<TAB>tg header as hex`. It reads with confluent-kafka (librdkafka), because the
+"""Dumps every message of a topic up to its current end, for PartitionerTest: one line per
+message, `partition<TAB>key<TAB>route as hex`, where the route is the message's own `tg` header,
+else the value of the last switch marker (`tgs` header, no key) read before it in its partition;
+markers themselves are not printed. It reads with confluent-kafka (librdkafka), because the
 Java Kafka client cannot talk to librdkafka's mock cluster (the mock answers ApiVersions v4 with a
 v0 error body that the Java client reads as a 20-minute throttle).
 
@@ -22,6 +24,7 @@ def main():
             ends[p] = high
     c.assign([TopicPartition(topic, p, 0) for p in ends])
     left = dict(ends)
+    switched = {}
     out = sys.stdout
     while left:
         m = c.poll(5)
@@ -31,8 +34,12 @@ def main():
             continue
         p = m.partition()
         if p in left and m.offset() < ends[p]:
-            tg = next((v for k, v in (m.headers() or []) if k == "tg"), b"")
-            out.write(f"{p}\t{m.key().decode('utf-8')}\t{tg.hex()}\n")
+            headers = dict(m.headers() or [])
+            if "tgs" in headers:
+                switched[p] = headers["tgs"]
+            else:
+                tg = headers.get("tg") or switched.get(p, b"")
+                out.write(f"{p}\t{m.key().decode('utf-8')}\t{tg.hex()}\n")
             if m.offset() + 1 >= ends[p]:
                 del left[p]
     c.close()

@@ -24,7 +24,9 @@ import org.apache.kafka.common.TopicPartition;
  * {@code poll}, {@link #commit} or {@link #close}; processed offsets are committed every second
  * and always before a partition is released, so the next owner starts at the last commit. A
  * member that loses the coordinator for longer than its session timeout drops its partitions
- * without committing (they may already be someone else's). Not thread-safe, like KafkaConsumer.
+ * without committing (they may already be someone else's). Switch markers (records with the
+ * {@code tgs} header that the Rust lane producer writes at each routing version change) are
+ * skipped: {@code poll} never returns them. Not thread-safe, like KafkaConsumer.
  */
 public final class LaneConsumer<K, V> implements AutoCloseable {
     private final LaneMembership membership;
@@ -206,10 +208,38 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
             fence();
             return ConsumerRecords.empty();
         }
+        boolean markers = false;
         for (ConsumerRecord<K, V> r : records) {
             delivered.merge(r.partition(), r.offset() + 1, Math::max);
+            markers |= isSwitchMarker(r);
         }
-        return records;
+        return markers ? withoutSwitchMarkers(records) : records;
+    }
+
+    /**
+     * Whether a record is a lane producer's switch marker: a record without key or value whose
+     * {@code tgs} header names the colour and routing version the producer switched to (see
+     * {@link RouteHeader#SWITCH}). Markers are never handed to the application; their offsets count
+     * as processed with the records around them.
+     */
+    static boolean isSwitchMarker(ConsumerRecord<?, ?> r) {
+        return r.headers().lastHeader(RouteHeader.SWITCH) != null;
+    }
+
+    private ConsumerRecords<K, V> withoutSwitchMarkers(ConsumerRecords<K, V> records) {
+        Map<TopicPartition, List<ConsumerRecord<K, V>>> kept = new HashMap<>();
+        for (TopicPartition tp : records.partitions()) {
+            List<ConsumerRecord<K, V>> list = new ArrayList<>();
+            for (ConsumerRecord<K, V> r : records.records(tp)) {
+                if (!isSwitchMarker(r)) {
+                    list.add(r);
+                }
+            }
+            if (!list.isEmpty()) {
+                kept.put(tp, list);
+            }
+        }
+        return new ConsumerRecords<>(kept, records.nextOffsets());
     }
 
     private void markProcessed() {

@@ -7,6 +7,14 @@ package dev.tidegate.client;
  */
 public final class RouteHeader {
     public static final String NAME = "tg";
+    /**
+     * The header of a switch marker: a record without key or value that a lane producer writes to
+     * every partition when it moves to a new routing version, before its first message at that
+     * version. Its value is a {@code tg} value (the colour of the partition's range and the
+     * version); the producer's messages after it carry no header. {@link LaneConsumer} skips
+     * markers.
+     */
+    public static final String SWITCH = "tgs";
 
     private RouteHeader() {}
 

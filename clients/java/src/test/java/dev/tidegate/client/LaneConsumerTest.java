@@ -74,6 +74,8 @@ class LaneConsumerTest {
             pp.put(ProducerConfig.LINGER_MS_CONFIG, "5");
             Set<String> produced = ConcurrentHashMap.newKeySet();
             Set<String> consumed = ConcurrentHashMap.newKeySet();
+            // Switch markers, as a Rust lane producer writes them at a version change: never read.
+            Set<String> markers = ConcurrentHashMap.newKeySet();
             // Who read each partition, in the order of reads (a global sequence at poll return).
             java.util.concurrent.atomic.AtomicLong sequence = new java.util.concurrent.atomic.AtomicLong();
             Map<Integer, List<long[]>> reads = new ConcurrentHashMap<>();
@@ -94,6 +96,18 @@ class LaneConsumerTest {
                         });
                         if (n % 50 == 0) {
                             Thread.sleep(5);
+                        }
+                        if (n % 20_000 == 0 && n <= 40_000) {
+                            for (int partition = 0; partition < 8; partition++) {
+                                ProducerRecord<String, String> marker = new ProducerRecord<>(topic, partition, (String) null, (String) null,
+                                        List.<org.apache.kafka.common.header.Header>of(new org.apache.kafka.common.header.internals.RecordHeader(RouteHeader.SWITCH,
+                                                RouteHeader.encode(partition < 4 ? 0 : 1, 1 + n / 20_000))));
+                                p.send(marker, (md, e) -> {
+                                    if (e == null) {
+                                        markers.add(md.partition() + "/" + md.offset());
+                                    }
+                                });
+                            }
                         }
                     }
                     p.flush();
@@ -190,6 +204,10 @@ class LaneConsumerTest {
                 producer.join(10_000);
                 waitFor(() -> consumed.containsAll(produced), 20_000, "every produced record to be read ("
                         + produced.size() + " produced, " + consumed.size() + " read)");
+                assertTrue(markers.size() >= 8, "switch markers written: " + markers.size());
+                for (String marker : markers) {
+                    assertTrue(!consumed.contains(marker), "switch marker " + marker + " was handed out");
+                }
                 // No two readers, from what was read: per partition, the reader changes only at the
                 // handovers (0-3: b, then a after the drain, then b after the crash; 4-7: a, then b).
                 int switches = 0;
