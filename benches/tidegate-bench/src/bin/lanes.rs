@@ -13,6 +13,10 @@
 //! - `window`: 100 000 messages of 100 bytes over 1 000 users, 10 000 in flight, one topic for
 //!   every run (how the benchmarks were measured before).
 //!
+//! Each round runs three producers on fresh topics (the burst) in rotating order: the plain one,
+//! the lane producer in its default mode (switch markers, no per-message header), and the lane
+//! producer writing the `tg` header on every message (`RouteMarks::Header`).
+//!
 //! A third argument `smoke` divides the message counts by 20 (CI: proves it runs, means nothing).
 //! `LANES_SHAPES=burst` (or `window`) runs one shape only, e.g. under `perf record`;
 //! `LANES_PLAIN=partition,header` gives the plain reference an explicit partition and/or the
@@ -34,8 +38,8 @@ use std::time::Instant;
 use rdkafka::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use tidegate::core::{ZoneId, Zones, LaneConfig, RoutingTable, UnitMode, UnitScheme};
-use tidegate::mq::{HalfRings, LaneProducer, ProducerSettings, route_header};
+use tidegate::core::{LaneConfig, RoutingTable, UnitMode, UnitScheme, ZoneId, Zones};
+use tidegate::mq::{HalfRings, LaneProducer, ProducerSettings, RouteMarks, route_header};
 
 /// Counts Rust heap allocations (all threads), so the enqueue loops can report allocations per
 /// message. librdkafka allocates with libc's `malloc` directly and is not counted.
@@ -88,8 +92,8 @@ fn main() {
     let scale = if args.next().as_deref() == Some("smoke") { 20 } else { 1 };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let scheme = UnitScheme::new(100, UnitMode::Hash).expect("scheme");
-    let table = RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), Zones::default())
-        .expect("table");
+    let table =
+        RoutingTable::from_parts(1, scheme, 50, BTreeMap::new(), Zones::default()).expect("table");
     let payload = vec![b'x'; 100];
     let only = std::env::var("LANES_SHAPES").ok();
     let shapes = [
@@ -126,27 +130,32 @@ fn main() {
         }
         let shared = topic(&rt);
         let (mut plains, mut lanes, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let mut header_ratios = Vec::new();
         let (mut enqueue, mut allocs) = ([vec![], vec![]], [vec![], vec![]]);
         for round in 0..rounds {
-            let (plain_topic, lane_topic) = if shape.fresh_topics {
-                (topic(&rt), topic(&rt))
-            } else {
-                (shared.clone(), shared.clone())
-            };
-            // Which side goes first alternates too.
-            let (p, l) = if round % 2 == 0 {
-                let p = plain(&rt, &bootstrap, shape, &plain_topic, &payload);
-                (p, lane(&rt, &bootstrap, shape, &lane_topic, &payload, &table))
-            } else {
-                let l = lane(&rt, &bootstrap, shape, &lane_topic, &payload, &table);
-                (plain(&rt, &bootstrap, shape, &plain_topic, &payload), l)
-            };
+            let mut topics =
+                [(); 3].map(|_| if shape.fresh_topics { topic(&rt) } else { shared.clone() });
+            // Three producers per round (plain, lane with switch markers, lane with the `tg`
+            // header on every message); which goes first rotates.
+            let mut runs: [Option<Run>; 3] = [None, None, None];
+            for k in 0..3 {
+                let which = (round + k) % 3;
+                let t = std::mem::take(&mut topics[which]);
+                runs[which] = Some(match which {
+                    0 => plain(&rt, &bootstrap, shape, &t, &payload),
+                    1 => lane(&rt, &bootstrap, shape, &t, &payload, &table, RouteMarks::Switches),
+                    _ => lane(&rt, &bootstrap, shape, &t, &payload, &table, RouteMarks::Header),
+                });
+            }
+            let [p, l, h] = runs.map(|r| r.expect("ran"));
             eprintln!(
-                "lanes {}: round {round}: plain {:.0} msg/s, lane {:.0} msg/s, ratio {:.2}; enqueue {:.0} / {:.0} ns/msg, {:.2} / {:.2} allocs/msg",
+                "lanes {}: round {round}: plain {:.0} msg/s, lane {:.0} msg/s, ratio {:.2} (with the header on every message {:.0} msg/s, {:.2}); enqueue {:.0} / {:.0} ns/msg, {:.2} / {:.2} allocs/msg",
                 shape.name,
                 p.msgs_per_s,
                 l.msgs_per_s,
                 l.msgs_per_s / p.msgs_per_s,
+                h.msgs_per_s,
+                h.msgs_per_s / p.msgs_per_s,
                 p.enqueue_ns,
                 l.enqueue_ns,
                 p.allocs,
@@ -155,6 +164,7 @@ fn main() {
             plains.push(p.msgs_per_s);
             lanes.push(l.msgs_per_s);
             ratios.push(l.msgs_per_s / p.msgs_per_s);
+            header_ratios.push(h.msgs_per_s / p.msgs_per_s);
             for (i, run) in [p, l].iter().enumerate() {
                 enqueue[i].push(run.enqueue_ns);
                 allocs[i].push(run.allocs);
@@ -163,6 +173,8 @@ fn main() {
         let name = shape.name;
         let (r, rlo, rhi) = dist(&ratios);
         println!("lanes_{name}_ratio_p50_min_max={r:.2}/{rlo:.2}/{rhi:.2}");
+        let (r, rlo, rhi) = dist(&header_ratios);
+        println!("lanes_{name}_header_ratio_p50_min_max={r:.2}/{rlo:.2}/{rhi:.2}");
         println!("lanes_{name}_plain_msgs_per_s_p50={:.0}", dist(&plains).0);
         println!("lanes_{name}_lane_msgs_per_s_p50={:.0}", dist(&lanes).0);
         if shape.in_flight.is_none() {
@@ -280,8 +292,10 @@ fn lane(
     topic: &str,
     payload: &[u8],
     table: &RoutingTable,
+    marks: RouteMarks,
 ) -> Run {
     let mut settings = ProducerSettings::new(bootstrap, topic);
+    settings.marks = marks;
     settings.extra.push(("queue.buffering.max.messages".into(), QUEUE.into()));
     let lanes =
         LaneProducer::new(&settings, Arc::new(arc_swap::ArcSwap::from_pointee(table.clone())))
