@@ -255,6 +255,12 @@ fn plain(
     let extra = std::env::var("LANES_PLAIN").unwrap_or_default();
     let (with_partition, with_header) = (extra.contains("partition"), extra.contains("header"));
     rt.block_on(async {
+        if warm() {
+            for p in 0..8 {
+                let record = FutureRecord::<(), ()>::to(topic).partition(p);
+                producer.send(record, std::time::Duration::from_secs(10)).await.expect("warm");
+            }
+        }
         let started = Instant::now();
         let allocs = ALLOCATIONS.load(Ordering::Relaxed);
         let mut inflight = VecDeque::with_capacity(shape.messages);
@@ -304,6 +310,10 @@ fn lane(
         assert_eq!(d.route.partition < 4, d.route.color == ZoneId::BLUE, "a lane in its half");
     };
     rt.block_on(async {
+        if warm() {
+            // Connected, the producer ID and the first version's markers acknowledged.
+            lanes.send("warm-up", payload).await.expect("warm");
+        }
         let started = Instant::now();
         let allocs = ALLOCATIONS.load(Ordering::Relaxed);
         let mut inflight = VecDeque::with_capacity(shape.messages);
@@ -320,6 +330,12 @@ fn lane(
         }
         run(shape.messages, started, enqueued, allocs)
     })
+}
+
+/// `LANES_WARM=0` times each producer from its creation; by default one acknowledged record per
+/// partition (the lane producer: one message, after its markers) comes before the timer.
+fn warm() -> bool {
+    std::env::var("LANES_WARM").map_or(true, |v| v != "0")
 }
 
 fn run(messages: usize, started: Instant, enqueued: std::time::Duration, allocs: u64) -> Run {

@@ -22,8 +22,9 @@
 //!
 //! Per-user order across a move (the handover). When the table moves a user to another zone,
 //! their next messages go to another partition, read by another consumer, while the old one may
-//! still be working through the user's earlier messages. So the first message of a partition at
-//! a routing version newer than any before it is held back: the consumer notes the high
+//! still be working through the user's earlier messages. So the first record of a partition at
+//! a routing version newer than any before it (the producer's switch marker, or a message whose
+//! route header says so) is held back: the consumer notes the high
 //! watermark of every other partition of the topic, commits the held partition up to that
 //! message with the marker `tgv=<version>` in the commit's metadata ("everything before the
 //! committed offset is processed, and the message there is at this version or newer"), and hands
@@ -167,11 +168,13 @@ pub struct LaneMessage {
     /// The producer's key: the user ID for messages from a `LaneProducer`.
     pub key: Option<Vec<u8>>,
     pub payload: Vec<u8>,
-    /// The colour from the `tg` route header (or an older producer's `tidegate-route` or
-    /// `tidegate-color`); `None` when none is there or its value does not decode.
+    /// The colour from the message's route header (`tg`, or an older producer's
+    /// `tidegate-route` or `tidegate-color`); without one, from the last switch marker read in
+    /// the partition; before any, the half the partition is in.
     pub color: Option<ZoneId>,
-    /// The routing version from the same header (or an older producer's `tidegate-route` or
-    /// `tidegate-version`).
+    /// The routing version from the message's route header (`tg`, `tidegate-route` or
+    /// `tidegate-version`); without one, from the partition's last switch marker, or the `tgv=`
+    /// commit marker the partition was granted with; `None` when there is neither.
     pub routing_version: Option<u64>,
 }
 

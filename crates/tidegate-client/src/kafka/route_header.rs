@@ -174,6 +174,22 @@ mod tests {
     }
 
     #[test]
+    fn a_switch_marker_is_told_from_a_message_by_its_header_name() {
+        let value = encoded(ZoneId::GREEN, 300);
+        let tg: [(&str, Option<&[u8]>); 1] = [("tg", Some(&value))];
+        let tgs: [(&str, Option<&[u8]>); 2] = [("other", None), ("tgs", Some(&value))];
+        assert_eq!(switch(tg), None, "a message with a route header");
+        assert_eq!(switch([]), None, "a message without headers");
+        assert_eq!(switch(tgs), Some(Ok((ZoneId::GREEN, 300))));
+        // A marker whose value does not decode is still a marker (never handed out).
+        assert_eq!(
+            switch([("tgs", Some(&b"x"[..]))]),
+            Some(Err(RouteHeaderError::UnknownColor(b'x')))
+        );
+        assert_eq!(switch([("tgs", None)]), Some(Err(RouteHeaderError::Empty)));
+    }
+
+    #[test]
     fn malformed_values_are_clear_errors() {
         use RouteHeaderError::*;
         let cases: [(&[u8], RouteHeaderError); 7] = [
