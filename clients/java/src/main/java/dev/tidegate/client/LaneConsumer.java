@@ -42,6 +42,10 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
     private final Map<Integer, Long> committed = new HashMap<>();
     private final Map<Integer, Long> delivered = new HashMap<>();
     private final TreeSet<Integer> held = new TreeSet<>();
+    /** The last switch marker read in each held partition. */
+    private final Map<Integer, RouteHeader.Route> switched = new HashMap<>();
+    /** The route of each record of the last batch that carries no route header of its own. */
+    private final Map<TopicPartition, Map<Long, RouteHeader.Route>> batchRoutes = new HashMap<>();
     private long lastCommit = System.nanoTime();
     private volatile boolean stop;
     // Under `lock`.
@@ -209,11 +213,43 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
             return ConsumerRecords.empty();
         }
         boolean markers = false;
+        batchRoutes.clear();
         for (ConsumerRecord<K, V> r : records) {
             delivered.merge(r.partition(), r.offset() + 1, Math::max);
-            markers |= isSwitchMarker(r);
+            org.apache.kafka.common.header.Header sw = r.headers().lastHeader(RouteHeader.SWITCH);
+            if (sw != null) {
+                markers = true;
+                try {
+                    switched.put(r.partition(), RouteHeader.decode(sw.value()));
+                } catch (IllegalArgumentException e) {
+                    // A marker that does not decode moves nothing (it is still skipped).
+                }
+            } else if (r.headers().lastHeader(RouteHeader.NAME) == null && switched.containsKey(r.partition())) {
+                batchRoutes.computeIfAbsent(new TopicPartition(r.topic(), r.partition()), k -> new HashMap<>())
+                        .put(r.offset(), switched.get(r.partition()));
+            }
         }
         return markers ? withoutSwitchMarkers(records) : records;
+    }
+
+    /**
+     * The zone index and routing version a record of the last {@link #poll} was routed with: its
+     * own {@code tg} header (a producer with {@code RouteMarks::Header}), else the last switch
+     * marker this consumer read before it in its partition; {@code null} when neither is known
+     * (a record before any marker since this consumer took the partition, or a producer that
+     * writes neither, such as {@link LanePartitioner}'s).
+     */
+    public RouteHeader.Route routeOf(ConsumerRecord<?, ?> r) {
+        org.apache.kafka.common.header.Header tg = r.headers().lastHeader(RouteHeader.NAME);
+        if (tg != null) {
+            try {
+                return RouteHeader.decode(tg.value());
+            } catch (IllegalArgumentException e) {
+                return null;
+            }
+        }
+        Map<Long, RouteHeader.Route> routes = batchRoutes.get(new TopicPartition(r.topic(), r.partition()));
+        return routes == null ? null : routes.get(r.offset());
     }
 
     /**
@@ -311,6 +347,7 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
             commitPartitions(revoked);
             for (int p : revoked) {
                 held.remove(p);
+                switched.remove(p);
                 processed.remove(p);
                 committed.remove(p);
             }
@@ -366,6 +403,7 @@ public final class LaneConsumer<K, V> implements AutoCloseable {
             processed.clear();
             committed.clear();
             delivered.clear();
+            switched.clear();
             consumer.assign(List.of());
             observer.accept(Set.of());
             synchronized (lock) {

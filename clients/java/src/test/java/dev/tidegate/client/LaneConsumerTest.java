@@ -76,6 +76,9 @@ class LaneConsumerTest {
             Set<String> consumed = ConcurrentHashMap.newKeySet();
             // Switch markers, as a Rust lane producer writes them at a version change: never read.
             Set<String> markers = ConcurrentHashMap.newKeySet();
+            // partition -> marker offset -> version, and each read record's version from routeOf.
+            Map<Integer, java.util.NavigableMap<Long, Long>> markerVersions = new ConcurrentHashMap<>();
+            Map<String, Long> readVersions = new ConcurrentHashMap<>();
             // Who read each partition, in the order of reads (a global sequence at poll return).
             java.util.concurrent.atomic.AtomicLong sequence = new java.util.concurrent.atomic.AtomicLong();
             Map<Integer, List<long[]>> reads = new ConcurrentHashMap<>();
@@ -102,9 +105,12 @@ class LaneConsumerTest {
                                 ProducerRecord<String, String> marker = new ProducerRecord<>(topic, partition, (String) null, (String) null,
                                         List.<org.apache.kafka.common.header.Header>of(new org.apache.kafka.common.header.internals.RecordHeader(RouteHeader.SWITCH,
                                                 RouteHeader.encode(partition < 4 ? 0 : 1, 1 + n / 20_000))));
+                                long version = 1 + n / 20_000;
                                 p.send(marker, (md, e) -> {
                                     if (e == null) {
                                         markers.add(md.partition() + "/" + md.offset());
+                                        markerVersions.computeIfAbsent(md.partition(), k -> new java.util.concurrent.ConcurrentSkipListMap<>())
+                                                .put(md.offset(), version);
                                     }
                                 });
                             }
@@ -159,6 +165,13 @@ class LaneConsumerTest {
                             long seq = sequence.incrementAndGet();
                             for (ConsumerRecord<String, String> r : batch) {
                                 consumed.add(r.partition() + "/" + r.offset());
+                                RouteHeader.Route route = c.routeOf(r);
+                                if (route != null) {
+                                    readVersions.put(r.partition() + "/" + r.offset(), route.version());
+                                    if (route.zone() != (r.partition() < 4 ? 0 : 1)) {
+                                        violations.add("record " + r.partition() + "/" + r.offset() + " routed to zone " + route.zone());
+                                    }
+                                }
                                 reads.computeIfAbsent(r.partition(), k -> java.util.Collections.synchronizedList(new ArrayList<>()))
                                         .add(new long[] {seq, isA ? 0 : 1});
                                 if (!c.partitions().contains(r.partition())) {
@@ -208,6 +221,16 @@ class LaneConsumerTest {
                 for (String marker : markers) {
                     assertTrue(!consumed.contains(marker), "switch marker " + marker + " was handed out");
                 }
+                // A record's route is the last marker before it in its partition (unknown only
+                // where its reader took the partition after that marker).
+                for (var e : readVersions.entrySet()) {
+                    String[] at = e.getKey().split("/");
+                    var before = markerVersions.getOrDefault(Integer.parseInt(at[0]), new java.util.TreeMap<>())
+                            .lowerEntry(Long.parseLong(at[1]));
+                    assertEquals(before == null ? null : before.getValue(), e.getValue(), "version of record " + e.getKey());
+                }
+                assertTrue(readVersions.size() > produced.size() / 2,
+                        "routes known for " + readVersions.size() + " of " + produced.size() + " records");
                 // No two readers, from what was read: per partition, the reader changes only at the
                 // handovers (0-3: b, then a after the drain, then b after the crash; 4-7: a, then b).
                 int switches = 0;
