@@ -106,19 +106,25 @@ impl CommandLog for FileLog {
             // The part a snapshot covers is not replayed, but its checksums are still checked:
             // a snapshot must never hide damage in the log (deleting the snapshot, which is
             // always allowed, would then make start-up refuse). Checksums only, no JSON: about
-            // a second per GB.
-            let mut covered = Vec::with_capacity(position.0 as usize);
-            (&mut reader)
-                .take(position.0)
-                .read_to_end(&mut covered)
-                .map_err(io_err("read", &path))?;
-            if covered.last() != Some(&b'\n') {
+            // 0.35 s per GB (a 1 000 000-entry log of 249 MB: 93 ms of a 94 ms start).
+            let mut last = [0u8];
+            reader.seek(SeekFrom::Start(position.0 - 1)).map_err(io_err("seek", &path))?;
+            reader.read_exact(&mut last).map_err(io_err("read", &path))?;
+            if last[0] != b'\n' {
                 return Err(self.position_error(position, "it is not at a line end".into()));
             }
-            if let Err(Corrupt { line, offset, reason }) = check_checksums(&covered) {
-                let offset = offset as u64;
-                let reason = format!("{reason} (in the part the snapshot covers)");
-                return Err(StoreError::Corrupt { path, line, offset, reason });
+            reader.seek(SeekFrom::Start(0)).map_err(io_err("seek", &path))?;
+            // Streamed a line at a time through a 1 MB buffer (the newline found by memchr):
+            // reading the covered part whole into memory first cost a page fault per 4 KB and
+            // about twice the time.
+            let covered = io::BufReader::with_capacity(1 << 20, (&mut reader).take(position.0));
+            match check_checksums(covered).map_err(io_err("read", &path))? {
+                Ok(()) => {}
+                Err(Corrupt { line, offset, reason }) => {
+                    let offset = offset as u64;
+                    let reason = format!("{reason} (in the part the snapshot covers)");
+                    return Err(StoreError::Corrupt { path, line, offset, reason });
+                }
             }
         }
         let mut data = Vec::with_capacity((size - position.0) as usize);
@@ -286,19 +292,24 @@ enum LineError {
 }
 
 /// Checks every whole line's checksum without decoding it (the part of the log a snapshot
-/// covers). Every line here is followed by a newline, so none of them can be a torn append.
-fn check_checksums(data: &[u8]) -> Result<(), Corrupt> {
-    let mut offset = 0;
-    for (i, line) in data.split(|&b| b == b'\n').enumerate() {
-        if offset >= data.len() {
-            break;
+/// covers, which ends at a line end). Every line here is followed by a newline, so none of them
+/// can be a torn append. The outer error is the read's; the inner one names the damaged line.
+fn check_checksums(mut covered: impl io::BufRead) -> io::Result<Result<(), Corrupt>> {
+    let mut line = Vec::with_capacity(1024);
+    let (mut offset, mut number) = (0usize, 0usize);
+    loop {
+        line.clear();
+        let n = covered.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Ok(Ok(()));
         }
-        if let Err(reason) = line_checksum(line) {
-            return Err(Corrupt { line: i + 1, offset, reason: reason.to_owned() });
+        number += 1;
+        let whole = line.strip_suffix(b"\n").unwrap_or(&line);
+        if let Err(reason) = line_checksum(whole) {
+            return Ok(Err(Corrupt { line: number, offset, reason: reason.to_owned() }));
         }
-        offset += line.len() + 1;
+        offset += n;
     }
-    Ok(())
 }
 
 /// The JSON of a line whose checksum holds.
@@ -325,4 +336,38 @@ fn decode_line(line: &[u8]) -> Result<LogEntry, LineError> {
     let json = line_checksum(line).map_err(|why| LineError::Damaged(why.to_owned()))?;
     serde_json::from_slice(json)
         .map_err(|e| LineError::Unreadable(format!("unreadable entry: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(json: &str) -> String {
+        format!("{:08x} {json}\n", crc32fast::hash(json.as_bytes()))
+    }
+
+    #[test]
+    fn the_streamed_check_names_the_damaged_line_and_its_offset_across_buffer_ends() {
+        let lines: Vec<String> = (0..40).map(|i| line(&format!("{{\"n\":{i}}}"))).collect();
+        let clean = lines.concat();
+        // Buffers smaller than a line, about a line, and larger than the whole log.
+        for capacity in [3, 11, 64, 1 << 20] {
+            let reader = io::BufReader::with_capacity(capacity, clean.as_bytes());
+            assert!(check_checksums(reader).unwrap().is_ok(), "capacity {capacity}");
+            for damaged in [0, 1, 17, 39] {
+                let mut text = lines.clone();
+                text[damaged].replace_range(0..8, "00000000");
+                let text = text.concat();
+                let reader = io::BufReader::with_capacity(capacity, text.as_bytes());
+                let corrupt = check_checksums(reader).unwrap().unwrap_err();
+                let offset: usize = lines[..damaged].iter().map(String::len).sum();
+                assert_eq!((corrupt.line, corrupt.offset), (damaged + 1, offset), "{capacity}");
+                assert_eq!(corrupt.reason, "checksum mismatch");
+            }
+        }
+        // An empty line in the middle has no checksum prefix.
+        let text = format!("{}\n{}", lines[0], lines[1]);
+        let corrupt = check_checksums(text.as_bytes()).unwrap().unwrap_err();
+        assert_eq!((corrupt.line, corrupt.reason.as_str()), (2, "the line has no checksum prefix"));
+    }
 }
