@@ -234,7 +234,7 @@ async fn route_tls<A: Fast>(
     };
     let stream = Rewound::new(head, conn);
     match first {
-        First::TagPath => super::serve_http(app, stream, ticket).await,
+        First::TagPath => Box::pin(super::serve_http(app, stream, ticket)).await,
         First::Rocket => {
             ticket.prove();
             let handed =

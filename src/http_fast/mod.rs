@@ -212,7 +212,10 @@ async fn serve_connection<A: Fast>(
     ticket: Arc<Ticket>,
 ) {
     let Some(stream) = A::take(&app, stream, &ticket).await else { return };
-    serve_http(app, stream, ticket).await;
+    // Boxed: hyper's connection state is kilobytes, and every connection task is as large as
+    // its largest state; a raw watch stream (most of a coordinator's or an edge's connections)
+    // never reaches this one.
+    Box::pin(serve_http(app, stream, ticket)).await;
 }
 
 /// hyper's HTTP/1.1 state machine over `io` (a socket, or a TLS connection), as

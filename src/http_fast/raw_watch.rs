@@ -33,7 +33,9 @@ pub async fn take<S: Source>(
     server: &'static str,
     open: impl FnOnce(Option<&str>, Option<&str>, Option<u64>) -> Result<Opened<S>, Failure>,
 ) -> Option<TcpStream> {
-    let mut buf = [0u8; PEEK];
+    // On the heap, and dropped before the stream's loop: the task of a stream lives as long as
+    // the stream, and is as large as every local it keeps across an await.
+    let mut buf = vec![0u8; PEEK];
     let mut waited = 0;
     let head_len = loop {
         let n = stream.peek(&mut buf).await.ok()?;
@@ -52,7 +54,7 @@ pub async fn take<S: Source>(
         waited += 1;
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut headers = vec![httparse::EMPTY_HEADER; 32];
     let mut request = httparse::Request::new(&mut headers);
     match request.parse(&buf[..head_len]) {
         Ok(httparse::Status::Complete(_)) => {}
@@ -77,6 +79,8 @@ pub async fn take<S: Source>(
         .and_then(|v| std::str::from_utf8(v).ok())
         .and_then(|v| v.trim().parse().ok());
     let opened = open(query, authorization, last_event_id);
+    drop(headers);
+    drop(buf);
     // The head is ours now: consume it.
     let mut consumed = vec![0u8; head_len];
     stream.read_exact(&mut consumed).await.ok()?;
