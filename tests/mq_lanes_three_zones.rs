@@ -150,7 +150,8 @@ struct Logged {
     tg: Vec<u8>,
 }
 
-/// Every record of `topic`, read from the beginning of each partition up to its high watermark.
+/// Every message of `topic` with the route it was produced at, read from the beginning of each
+/// partition up to its high watermark.
 fn read_log(topic: &str) -> Vec<Logged> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", kafka::bootstrap())
@@ -167,23 +168,36 @@ fn read_log(topic: &str) -> Vec<Logged> {
     }
     consumer.assign(&tpl).unwrap();
     let mut out = Vec::new();
+    // The lane producer writes switch markers (no key, no value, a `tgs` header) and messages
+    // without headers: a message's route is its partition's last marker.
+    let mut switched: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+    let mut read = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while (out.len() as i64) < total && Instant::now() < deadline {
+    while read < total && Instant::now() < deadline {
         let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) else { continue };
-        let tg = m
-            .headers()
-            .and_then(|h| h.iter().find(|h| h.key == tidegate::mq::ROUTE_HEADER))
-            .and_then(|h| h.value)
-            .map(<[u8]>::to_vec)
+        read += 1;
+        let partition = m.partition() as u32;
+        let header = |name: &str| {
+            m.headers()
+                .and_then(|h| h.iter().find(|h| h.key == name))
+                .map(|h| h.value.unwrap_or_default().to_vec())
+        };
+        if let Some(marker) = header(tidegate::mq::SWITCH_HEADER) {
+            assert!(m.key().is_none() && m.payload().is_none(), "a marker with a key or value");
+            switched.insert(partition, marker);
+            continue;
+        }
+        let tg = header(tidegate::mq::ROUTE_HEADER)
+            .or_else(|| switched.get(&partition).cloned())
             .unwrap_or_default();
         out.push(Logged {
-            partition: m.partition() as u32,
+            partition,
             key: String::from_utf8(m.key().unwrap().to_vec()).unwrap(),
             payload: String::from_utf8(m.payload().unwrap().to_vec()).unwrap(),
             tg,
         });
     }
-    assert_eq!(out.len() as i64, total, "read {} of {total} records back", out.len());
+    assert_eq!(read, total, "read {read} of {total} records back");
     out
 }
 
