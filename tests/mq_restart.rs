@@ -12,12 +12,14 @@ use std::time::{Duration, Instant};
 
 use common::kafka::{self, payload};
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Headers;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use tidegate::core::{RoutingTable, UnitMode, UnitScheme, Zones};
 use tidegate::mq::{LaneProducer, ProducerSettings};
 
-/// Every message of `topic`, by (partition, offset), read with a plain rdkafka consumer.
-fn read_all(topic: &str, partitions: u32) -> BTreeMap<(u32, i64), String> {
+/// Every message of `topic`, by (partition, offset), read with a plain rdkafka consumer, and
+/// how many switch markers were among the records.
+fn read_all(topic: &str, partitions: u32) -> (BTreeMap<(u32, i64), String>, usize) {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", kafka::bootstrap())
         .set("group.id", kafka::unique("verify"))
@@ -34,15 +36,22 @@ fn read_all(topic: &str, partitions: u32) -> BTreeMap<(u32, i64), String> {
     }
     consumer.assign(&tpl).unwrap();
     let total: i64 = highs.values().sum();
-    let mut out = BTreeMap::new();
+    let (mut out, mut markers) = (BTreeMap::new(), 0);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while (out.len() as i64) < total && Instant::now() < deadline {
+    while ((out.len() + markers) as i64) < total && Instant::now() < deadline {
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let switch =
+                m.headers().is_some_and(|h| h.iter().any(|h| h.key == tidegate::mq::SWITCH_HEADER));
+            if switch {
+                assert!(m.payload().is_none(), "a switch marker with a value");
+                markers += 1;
+                continue;
+            }
             let text = String::from_utf8(m.payload().unwrap().to_vec()).unwrap();
             out.insert((m.partition() as u32, m.offset()), text);
         }
     }
-    out
+    (out, markers)
 }
 
 #[test]
@@ -111,7 +120,10 @@ fn no_acknowledged_message_is_lost_when_the_broker_restarts_mid_produce() {
     assert!(failed.is_empty(), "sends failed: {:?}", &failed[..failed.len().min(5)]);
     assert_eq!(acked.len() as u64, TOTAL);
 
-    let log = read_all(&topic, 4);
+    let (log, markers) = read_all(&topic, 4);
+    // One switch marker per partition, for the table's one version (a retried marker would be
+    // a second one: idempotence covers markers too).
+    assert_eq!(markers, 4, "switch markers in the log");
     for (partition, offset, text) in &acked {
         assert_eq!(
             log.get(&(*partition, *offset)),

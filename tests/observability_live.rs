@@ -206,12 +206,12 @@ fn every_panel_and_rule_expression_returns_finite_data_for_both_zones() {
     // A dial move, then a drain of az-b whose guard pauses it once az-b fails 8 % of requests.
     std::thread::sleep(Duration::from_millis(1500));
     let (_, routing) = get_json(&format!("{}/v1/routing", server.url));
-    let (status, _) = put_json(
+    let (status, body) = put_json(
         &format!("{}/v1/dial", server.url),
         OPERATOR_TOKEN,
         json!({"blue_percent": 60, "expected_version": routing["version"], "reason": "observability test"}),
     );
-    assert_eq!(status, 200);
+    assert_eq!(status, 200, "{body}");
     let (status, body) = post_json(
         &format!("{}/v1/drains", server.url),
         OPERATOR_TOKEN,
