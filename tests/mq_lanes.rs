@@ -524,6 +524,252 @@ fn draining_az_b_lets_its_consumers_finish_the_backlog_then_hands_over() {
     drop(feed);
 }
 
+/// Whether az-b's range (partitions 0-3 of 8) reads lag 0 everywhere the coordinator publishes
+/// it: the group view's range total, each of its partitions, and the lag gauge on `/metrics`.
+/// Returns what it saw when it does not.
+fn blue_range_empty(
+    coordinator: &kafka::Coordinator,
+    group: &str,
+    view: &Value,
+) -> Result<(), String> {
+    let lag = &view["lag"];
+    if lag["blue"] != 0 {
+        return Err(format!("range lag {}", lag["blue"]));
+    }
+    let partitions = lag["partitions"].as_array().ok_or("no partition lags")?;
+    for p in partitions.iter().filter(|p| p["partition"].as_u64().is_some_and(|n| n < 4)) {
+        if p["lag"] != 0 {
+            return Err(format!("partition lag {p}"));
+        }
+    }
+    let metrics = common::agent()
+        .get(&format!("{}/metrics", coordinator.url))
+        .call()
+        .map_err(|e| e.to_string())?
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    let gauge = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("tidegate_lane_lag_messages{")
+                && l.contains(&format!("group=\"{group}\""))
+                && l.contains("half=\"blue\"")
+        })
+        .ok_or("no lag gauge for the blue half")?;
+    if !gauge.ends_with(" 0") {
+        return Err(format!("gauge {gauge}"));
+    }
+    Ok(())
+}
+
+/// Issue 51: a version change writes switch markers only into the ranges it sends messages to.
+/// Once az-b is drained and its half consumed, pins and dial moves of another domain (each a new
+/// routing version, with the producer writing throughout) leave az-b's half exactly as its
+/// consumers left it: `drained_empty`, lag 0 on every partition and on the gauge, and not granted
+/// to az-b again. Then the same with az-b's consumers stopped (the half is `down`, read by az-a).
+/// The control writes one marker into each partition of the drained half by hand, as producers
+/// did before: the half shows a backlog and goes back to az-b, so the check can fail.
+#[test]
+fn version_changes_after_a_drain_leave_the_drained_half_empty_and_ungranted() {
+    let rt = kafka::runtime();
+    let coordinator = kafka::coordinator("2s", "150ms", "150ms");
+    let (topic, group) = (kafka::unique("drained"), kafka::unique("drained-g"));
+    kafka::create_topic(&rt, &topic, 8);
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let lane = Lane { coordinator: &coordinator.url, topic: &topic, group: &group };
+    let mut consumers: Vec<TestConsumer> =
+        [("az-b", "b1"), ("az-b", "b2"), ("az-a", "a1"), ("az-a", "a2")]
+            .iter()
+            .map(|(zone, id)| {
+                TestConsumer::start(&rt, &lane, zone, id, Duration::ZERO, sink.clone())
+            })
+            .collect();
+    assert!(
+        wait_until(Duration::from_secs(20), || coordinator.settled(&group, 8)),
+        "the group did not settle: {}",
+        coordinator.group(&group)
+    );
+    let feed = TableFeed::start(&coordinator, Duration::from_millis(10));
+    let lanes = Arc::new(producer(&topic, feed.table.clone()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producing = {
+        let (stop, lanes, users) = (stop.clone(), lanes.clone(), users(300));
+        rt.spawn(async move {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let user = &users[i as usize % users.len()];
+                lanes.send(user, &payload(user, i)).await.unwrap();
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            i
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let version =
+        |url: &str| common::get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    let (status, body) = common::put_json(
+        &format!("{}/v1/dial", coordinator.url),
+        common::OPERATOR_TOKEN,
+        json!({"blue_percent": 0, "expected_version": version(&coordinator.url), "force": true,
+               "reason": "drain az-b for maintenance"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let drained_at = body["version"].as_u64().unwrap();
+    let drained = |view: &Value| {
+        zone(view, "az-b")["state"] == "drained_empty" && zone_assigned(view, "az-b") == 0
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let view = coordinator.group(&group);
+            drained(&view) && blue_range_empty(&coordinator, &group, &view).is_ok()
+        }),
+        "az-b's half never became drained_empty and went to az-a: {}",
+        coordinator.group(&group)
+    );
+    let (status, body) = common::post_json(
+        &format!("{}/v1/domains", coordinator.url),
+        common::OPERATOR_TOKEN,
+        json!({"name": "search", "expected_version": version(&coordinator.url), "reason": "another domain"}),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // Version changes with the producer writing throughout; the view is read every 50 ms, and
+    // each change is watched for 1.5 s (ten lag readings at 150 ms).
+    let changes = std::cell::Cell::new(0);
+    let change = |i: usize| {
+        let url = &coordinator.url;
+        let (status, body) = if i.is_multiple_of(2) {
+            common::put_json(
+                &format!("{url}/v1/pins/pinned-{i}"),
+                common::OPERATOR_TOKEN,
+                json!({"color": "green", "expected_version": version(url), "reason": "a tester"}),
+            )
+        } else {
+            common::put_json(
+                &format!("{url}/v1/dial"),
+                common::OPERATOR_TOKEN,
+                json!({"domain": "search", "blue_percent": 10 * i, "expected_version": version(url),
+                       "force": true, "reason": "another domain's dial"}),
+            )
+        };
+        assert_eq!(status, 200, "change {i}: {body}");
+        changes.set(changes.get() + 1);
+    };
+    let watch = |phase: &str, ok: &dyn Fn(&Value) -> bool| {
+        let until = Instant::now() + Duration::from_millis(1500);
+        let mut samples = 0;
+        while Instant::now() < until {
+            let view = coordinator.group(&group);
+            assert!(ok(&view), "{phase}: az-b's half changed: {view}");
+            if let Err(e) = blue_range_empty(&coordinator, &group, &view) {
+                panic!("{phase}: az-b's half is not empty ({e}): {view}");
+            }
+            samples += 1;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        samples
+    };
+    let mut samples = 0;
+    for i in 0..6 {
+        change(i);
+        samples += watch("consumers running", &drained);
+    }
+
+    // The control: one marker per partition of the drained half, written by hand at a newer
+    // version, is a backlog, and the half goes back to az-b's consumers to read it.
+    rt.block_on(async {
+        use rdkafka::message::{Header, OwnedHeaders};
+        use rdkafka::producer::{FutureProducer, FutureRecord};
+        let raw: FutureProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", kafka::bootstrap())
+            .create()
+            .unwrap();
+        let mut buf = [0; route_header::MAX_LEN];
+        let value =
+            route_header::encode(ZoneId::BLUE, version(&coordinator.url), &mut buf).to_vec();
+        for partition in 0..4 {
+            let headers = OwnedHeaders::new()
+                .insert(Header { key: tidegate::mq::SWITCH_HEADER, value: Some(&value) });
+            let record = FutureRecord::<(), ()>::to(&topic).partition(partition).headers(headers);
+            raw.send(record, Duration::from_secs(10)).await.unwrap();
+        }
+    });
+    let mut control = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let view = coordinator.group(&group);
+            let flipped = !drained(&view) || blue_range_empty(&coordinator, &group, &view).is_err();
+            if flipped {
+                control = Some(format!(
+                    "state {}, lag {}, az-b granted {}",
+                    zone(&view, "az-b")["state"],
+                    zone(&view, "az-b")["lag"],
+                    zone_assigned(&view, "az-b")
+                ));
+            }
+            flipped
+        }),
+        "control: markers in the drained half went unnoticed: {}",
+        coordinator.group(&group)
+    );
+    // az-b's consumers read the markers, and the half is drained_empty and az-a's again.
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let view = coordinator.group(&group);
+            drained(&view) && blue_range_empty(&coordinator, &group, &view).is_ok()
+        }),
+        "az-b's half did not settle again after the control: {}",
+        coordinator.group(&group)
+    );
+
+    // az-b's consumers stop (the maintenance the drain was for): the half is `down`, read by
+    // az-a, and later versions still put nothing in it.
+    for c in consumers.drain(..2) {
+        c.stop(&rt, Stop::Close);
+    }
+    assert!(
+        wait_until(Duration::from_secs(20), || zone(&coordinator.group(&group), "az-b")["state"]
+            == "down"),
+        "az-b did not show down: {}",
+        coordinator.group(&group)
+    );
+    let stopped =
+        |view: &Value| zone(view, "az-b")["state"] == "down" && zone(view, "az-b")["members"] == 0;
+    for i in 6..10 {
+        change(i);
+        samples += watch("consumers stopped", &stopped);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let produced = rt.block_on(producing).unwrap();
+
+    // On the wire: the drained half holds no marker newer than the drain's version but the
+    // control's four.
+    let late: Vec<(u32, u64)> = read_raw(&topic, 8)
+        .iter()
+        .filter(|r| r.partition < 4 && !r.headers.is_empty())
+        .map(|r| (r.partition, route_header::decode(&r.headers[0].1).unwrap().1))
+        .filter(|&(_, v)| v > drained_at)
+        .collect();
+    assert_eq!(late.len(), 4, "markers after the drain in az-b's half: {late:?}");
+    let a_holds_all = || {
+        let held: BTreeSet<u32> = consumers.iter().flat_map(|c| c.partitions()).collect();
+        held == (0..8).collect()
+    };
+    assert!(wait_until(Duration::from_secs(10), a_holds_all), "az-a does not read every partition");
+    for c in consumers {
+        c.stop(&rt, Stop::Close);
+    }
+    println!(
+        "drained half: {} version changes after the drain, {samples} samples with lag 0 on every \
+         partition and the gauge, never granted to az-b; {produced} messages; control: {}",
+        changes.get(),
+        control.unwrap()
+    );
+    drop(feed);
+}
+
 #[test]
 fn when_az_b_goes_down_az_a_takes_the_blue_half_and_nothing_is_lost() {
     let rt = kafka::runtime();

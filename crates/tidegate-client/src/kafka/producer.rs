@@ -12,7 +12,8 @@
 use std::future::Future;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -203,6 +204,13 @@ pub struct LaneProducer {
     /// message at an older version is still in flight once one at the newer version is sent.
     produced_at: RwLock<u64>,
     marks: RouteMarks,
+    /// Per zone: the newest version whose switch markers this producer wrote into the zone's
+    /// range (0: none yet). Markers go into a range just before the first message routed to it
+    /// at a newer version, never into a range that receives nothing: a drained zone's half stays
+    /// exactly as its consumers left it (no backlog made of markers, no re-grant to read them).
+    marked: Vec<AtomicU64>,
+    /// Taken to write a range's markers, so two senders do not both write them.
+    marking: Mutex<()>,
 }
 
 /// How long the flush at a version change may wait for earlier messages' acknowledgements.
@@ -237,6 +245,8 @@ impl LaneProducer {
             service: settings.service.clone(),
             produced_at: RwLock::new(0),
             marks: settings.marks,
+            marked: (0..lane.zones()).map(|_| AtomicU64::new(0)).collect(),
+            marking: Mutex::new(()),
         })
     }
 
@@ -299,6 +309,9 @@ impl LaneProducer {
             let produced_at = self.produced_at.read().unwrap_or_else(|p| p.into_inner());
             let route = self.route(user_id)?;
             if route.version <= *produced_at {
+                if self.marks == RouteMarks::Switches {
+                    self.mark_range(route.color, route.version)?;
+                }
                 return self.send_routed(user_id, payload, route);
             }
             drop(produced_at);
@@ -310,25 +323,47 @@ impl LaneProducer {
                         route.version
                     ))
                 })?;
-                if self.marks == RouteMarks::Switches {
-                    self.send_switch_markers(route.version)?;
-                }
                 *produced_at = route.version;
             }
             drop(produced_at);
         }
     }
 
-    /// Writes a switch marker for `version` to every partition of the topic (the caller holds
-    /// `produced_at` for writing, after the flush: every earlier message of this producer is
-    /// acknowledged, so each marker comes after them in its partition, and every later message
-    /// after it, as the idempotent producer keeps a partition's order). Not awaited: the
-    /// messages behind a marker wait for it in librdkafka's queue as they would for any message.
-    fn send_switch_markers(&self, version: u64) -> Result<(), MqError> {
+    /// Makes sure `zone`'s range carries switch markers for `version` before a message at that
+    /// version goes into it (the caller holds `produced_at` for reading, at `version` or newer:
+    /// every message at an older version is acknowledged, so each marker comes after them in its
+    /// partition). One atomic load when the range is already marked, which is every message but
+    /// the first of each zone after a version change.
+    ///
+    /// Why per range, at its first message, and not every partition at every version change:
+    /// a range that receives nothing at a version needs no marker for it (a message is at the
+    /// version of the last marker before it *in its partition*), and a marker written into a
+    /// drained zone's range is a record its consumers must read: the half showed a backlog of one
+    /// record per partition after every version change and was handed back to the drained zone's
+    /// consumers to read it (issue 51).
+    fn mark_range(&self, zone: ZoneId, version: u64) -> Result<(), MqError> {
+        let Some(marked) = self.marked.get(zone.index()) else {
+            return Ok(()); // a zone the topic was not cut for: route() refused it already
+        };
+        if marked.load(Ordering::Acquire) >= version {
+            return Ok(());
+        }
+        let _marking = self.marking.lock().unwrap_or_else(|p| p.into_inner());
+        if marked.load(Ordering::Acquire) >= version {
+            return Ok(());
+        }
+        self.send_switch_markers(zone, version)?;
+        marked.store(version, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes a switch marker for `version` to every partition of `zone`'s range. Not awaited:
+    /// the messages behind a marker wait for it in librdkafka's queue as they would for any
+    /// message, and the idempotent producer keeps a partition's order.
+    fn send_switch_markers(&self, zone: ZoneId, version: u64) -> Result<(), MqError> {
         let mut buf = [0; route_header::MAX_LEN];
-        for partition in 0..self.lane.partitions() {
-            let zone = self.lane.color_of(partition).unwrap_or(ZoneId::BLUE);
-            let value = route_header::encode(zone, version, &mut buf);
+        let value = route_header::encode(zone, version, &mut buf);
+        for partition in self.lane.half(zone) {
             let headers = OwnedHeaders::new_with_capacity(1)
                 .insert(Header { key: SWITCH_HEADER, value: Some(value) });
             let record = FutureRecord::<(), ()>::to(&self.topic)
