@@ -146,6 +146,15 @@ pub struct RouterStatus {
     /// The stall bound in force for that stream: `RouterOptions::read_timeout`, raised to the
     /// coordinator's heartbeat plus a second when it is shorter (see [`crate::sse::stall_bound`]).
     pub stall_bound: Option<Duration>,
+    /// The table lease the coordinator of the open (or last) stream announced
+    /// (`x-tidegate-lease-ms`); `None` from a coordinator that confirms nothing (an older one),
+    /// and then write checks are not leased.
+    pub lease: Option<Duration>,
+    /// When the coordinator last confirmed the held table current (its clock), if it did.
+    pub confirmed_at: Option<SystemTime>,
+    /// How long write checks may still answer `owned` on the held table (zero: they answer
+    /// `unconfirmed`); `None` without a lease.
+    pub lease_left: Option<Duration>,
 }
 
 impl std::fmt::Display for RouterStatus {
@@ -158,6 +167,9 @@ impl std::fmt::Display for RouterStatus {
             Origin::Fixed => "a fixed table",
         };
         write!(f, "serving {version} from {origin}")?;
+        if self.lease_left == Some(Duration::ZERO) {
+            write!(f, "; not confirmed current (writes answer unconfirmed)")?;
+        }
         if let Some(refused) = &self.refused {
             write!(f, "; {refused}")?;
         }
@@ -249,6 +261,73 @@ struct Shared {
     /// What acknowledgements go out with, for [`Router::post_upstream`] (none on a fixed router).
     agent: Option<ureq::Agent>,
     token: Option<String>,
+    /// The table lease ([`tidegate_core::lease`]).
+    lease: Lease,
+}
+
+/// The held table's lease: written by the watcher thread, read by every write check.
+struct Lease {
+    /// What `until_ns` counts from.
+    epoch: Instant,
+    /// The lease the stream announced, in ms (0: none announced, write checks are not leased).
+    lease_ms: AtomicU64,
+    /// Write checks may answer `owned` until `epoch + until_ns` (0: never confirmed).
+    until_ns: AtomicU64,
+    /// The last confirmation's time on the coordinator's clock (ms since the Unix epoch).
+    confirmed_at_ms: AtomicU64,
+}
+
+impl Lease {
+    fn new() -> Lease {
+        Lease {
+            epoch: Instant::now(),
+            lease_ms: AtomicU64::new(0),
+            until_ns: AtomicU64::new(0),
+            confirmed_at_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether a write check may answer `owned`: no lease announced, or one not run out.
+    fn confirmed(&self) -> bool {
+        self.lease_ms.load(Ordering::Acquire) == 0
+            || self.now_ns() < self.until_ns.load(Ordering::Acquire)
+    }
+
+    /// A confirmation at `confirmed_at_ms` (the coordinator's clock) arrived: the lease runs
+    /// for what is left of it by our wall clock, from now on our monotonic clock. Never moves
+    /// the end back (a late confirmation after a newer one buys nothing).
+    fn confirm(&self, confirmed_at_ms: u64) {
+        let lease_ms = self.lease_ms.load(Ordering::Acquire);
+        let left = tidegate_core::lease::lease_left(confirmed_at_ms, lease_ms, wall_ms());
+        if left == 0 {
+            return;
+        }
+        let until = self.now_ns().saturating_add(left.saturating_mul(1_000_000));
+        self.until_ns.fetch_max(until, Ordering::AcqRel);
+        self.confirmed_at_ms.fetch_max(confirmed_at_ms, Ordering::AcqRel);
+    }
+
+    /// (the lease, when it was last confirmed, what is left) for [`RouterStatus`].
+    fn status(&self) -> (Option<Duration>, Option<SystemTime>, Option<Duration>) {
+        let lease_ms = self.lease_ms.load(Ordering::Acquire);
+        if lease_ms == 0 {
+            return (None, None, None);
+        }
+        let confirmed = self.confirmed_at_ms.load(Ordering::Acquire);
+        let at = (confirmed > 0).then(|| SystemTime::UNIX_EPOCH + Duration::from_millis(confirmed));
+        let left = self.until_ns.load(Ordering::Acquire).saturating_sub(self.now_ns());
+        (Some(Duration::from_millis(lease_ms)), at, Some(Duration::from_nanos(left)))
+    }
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// What to do with a table that arrives while `held` (version, log id) is held.
@@ -343,6 +422,9 @@ impl Router {
                 refused: None,
                 coordinator_heartbeat: None,
                 stall_bound: None,
+                lease: None,
+                confirmed_at: None,
+                lease_left: None,
             }),
             stop: AtomicBool::new(false),
             socket: Mutex::new(None),
@@ -352,6 +434,7 @@ impl Router {
             event: Mutex::new(None),
             agent: Some(agent.clone()),
             token: options.token.clone(),
+            lease: Lease::new(),
         });
         if let Some(path) = &options.cache_path
             && let Some((table, log_id, data)) = load_cache(path)
@@ -393,6 +476,9 @@ impl Router {
                 refused: None,
                 coordinator_heartbeat: None,
                 stall_bound: None,
+                lease: None,
+                confirmed_at: None,
+                lease_left: None,
             }),
             table: ArcSwapOption::from_pointee(table),
             stop: AtomicBool::new(true),
@@ -403,6 +489,7 @@ impl Router {
             event: Mutex::new(None),
             agent: None,
             token: None,
+            lease: Lease::new(),
         });
         Router {
             shared,
@@ -454,7 +541,30 @@ impl Router {
     }
 
     pub fn status(&self) -> RouterStatus {
-        self.shared.status.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        let mut status = self.shared.status.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        (status.lease, status.confirmed_at, status.lease_left) = self.shared.lease.status();
+        status
+    }
+
+    /// Whether write checks may answer `owned` now: the coordinator confirmed the held table
+    /// within its lease, or announced no lease (an older coordinator, a fixed table, a table
+    /// from the disk cache before any stream opened). Reads and tags never depend on it.
+    pub fn lease_confirmed(&self) -> bool {
+        self.shared.lease.confirmed()
+    }
+
+    /// The newest confirmation's time on the coordinator's clock (ms since the Unix epoch; 0:
+    /// none yet): what `tidegate edge` forwards in the heartbeats of the streams it serves.
+    pub fn confirmed_at_ms(&self) -> u64 {
+        self.shared.lease.confirmed_at_ms.load(Ordering::Acquire)
+    }
+
+    /// The lease the coordinator announced (`None`: no lease).
+    pub fn lease(&self) -> Option<Duration> {
+        match self.shared.lease.lease_ms.load(Ordering::Acquire) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
     }
 
     /// Blocks until the table is at `version` or newer, or `timeout` passes.
@@ -574,7 +684,8 @@ impl Router {
         let table = self.table().ok_or(ClientError::NoTable)?;
         let check = table
             .check_write(domain, user_id, local, incoming_version)?
-            .ok_or_else(|| ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()))?;
+            .ok_or_else(|| ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()))?
+            .leased(self.lease_confirmed());
         let answer = crate::write::WriteAnswer::new(&table, check);
         crate::write::count(&answer);
         Ok(answer)
@@ -596,7 +707,8 @@ impl Router {
         let table = self.table().ok_or(ClientError::NoTable)?;
         let check = table
             .check_write_for(domain, Some(service), user_id, local, incoming_version)?
-            .ok_or_else(|| ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()))?;
+            .ok_or_else(|| ClientError::UnknownDomain(domain.unwrap_or_default().to_owned()))?
+            .leased(self.lease_confirmed());
         let answer = crate::write::WriteAnswer::new(&table, check);
         crate::write::count(&answer);
         Ok(answer)
@@ -633,8 +745,21 @@ impl Router {
                 });
             }
         };
-        if owner.color == local_color {
+        if owner.color == local_color && self.lease_confirmed() {
             return Ok(());
+        }
+        if owner.color == local_color {
+            // Ours by a table the coordinator has not confirmed within its lease: refused like
+            // any write check's `unconfirmed` (the owner may have changed meanwhile).
+            metrics::counter!(CLIENT_MISROUTED, "color" => "unconfirmed").increment(1);
+            return Err(Misrouted {
+                user_id: user_id.to_owned(),
+                owner: None,
+                owner_lane: "unconfirmed".to_owned(),
+                local: local_color,
+                local_lane,
+                version: owner.version,
+            });
         }
         metrics::counter!(CLIENT_MISROUTED, "color" => owner.lane.to_string()).increment(1);
         Err(Misrouted {
@@ -854,6 +979,9 @@ fn watch_once<'e>(
 ) -> Ended {
     let held_log = shared.log_id.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let mut query = Vec::new();
+    // This client keeps the table lease (`tidegate_core::lease`): a coordinator's barrier may
+    // count on its write checks stopping at the lease's end.
+    query.push("lease=1".to_owned());
     if options.token.is_some() {
         query.push(format!("subscriber_id={}", encode(&identity.subscriber_id)));
         query.push(format!("zone={}", encode(&identity.zone)));
@@ -864,11 +992,7 @@ fn watch_once<'e>(
     if let Some(log_id) = &held_log {
         query.push(format!("log_id={}", encode(log_id)));
     }
-    let path = if query.is_empty() {
-        "/v1/routing/watch".to_owned()
-    } else {
-        format!("/v1/routing/watch?{}", query.join("&"))
-    };
+    let path = format!("/v1/routing/watch?{}", query.join("&"));
     let mut headers = Vec::new();
     // Resume: the server sends nothing until something newer than `Last-Event-ID` exists, and
     // a registered subscriber counts it as acknowledged. So a subscriber names the version it
@@ -924,6 +1048,8 @@ fn watch_once<'e>(
         status.coordinator_heartbeat = events.heartbeat();
         status.stall_bound = events.bound();
     }
+    let lease_ms = events.lease().map_or(0, |l| u64::try_from(l.as_millis()).unwrap_or(u64::MAX));
+    shared.lease.lease_ms.store(lease_ms, Ordering::Release);
     // The bound the server's heartbeat allows (the configured one, or longer).
     let bound = events.bound().unwrap_or(bound);
     *backoff = options.backoff_min;
@@ -944,7 +1070,25 @@ fn read_events<'e>(
     to_acker: Option<(&ToAcker<'e>, &'e Endpoint)>,
 ) -> Ended {
     let broke = |error: String| Ended { opened: true, stalled: false, error: Some(error) };
+    // A coordinator that keeps the stream alive but has not confirmed the table for a whole
+    // lease cannot read its log (cut off from it, or its tail stalled): leave it for one that can.
+    let lease = events.lease();
+    let mut last_confirmed = Instant::now();
+    // The last table offered came from another log and was refused: its confirmations say
+    // nothing about the table held, so they renew nothing.
+    let mut refusing = false;
     loop {
+        if let Some(lease) = lease
+            && last_confirmed.elapsed() > lease
+        {
+            return Ended {
+                opened: true,
+                stalled: true,
+                error: Some(format!(
+                    "{base} has not confirmed its table for {lease:?} (it cannot read its log); moving to the next coordinator"
+                )),
+            };
+        }
         let item = match events.next_item() {
             Ok(item) => item,
             Err(e) if sse::is_silence(&e) => {
@@ -965,6 +1109,15 @@ fn read_events<'e>(
         let event = match item {
             None => return broke("the coordinator closed the watch stream".into()),
             Some(Item::Comment) => continue,
+            Some(Item::Confirmation(confirmed_at_ms)) => {
+                // Every event before this heartbeat was applied (one thread reads and applies in
+                // stream order), so the confirmation covers the table held now.
+                if !refusing {
+                    shared.lease.confirm(confirmed_at_ms);
+                    last_confirmed = Instant::now();
+                }
+                continue;
+            }
             Some(Item::Event(event)) if event.event == "routing" => event,
             Some(Item::Event(_)) => continue,
         };
@@ -997,12 +1150,14 @@ fn read_events<'e>(
                 let mut status = shared.status.lock().unwrap_or_else(PoisonError::into_inner);
                 status.last_error = Some(why.clone());
                 status.refused = Some(why);
+                refusing = true;
                 // Neither taken, nor saved, nor acknowledged: the coordinator's convergence
                 // sees this client stuck, which holds drains until someone looks.
                 continue;
             }
-            Arrival::Keep => {}
+            Arrival::Keep => refusing = false,
             Arrival::Take => {
+                refusing = false;
                 *shared.log_id.lock().unwrap_or_else(PoisonError::into_inner) = log_id;
                 // The status first: whoever sees the new table's version then sees where it
                 // came from (the other order let a reader see the version with the old origin).
@@ -1448,5 +1603,194 @@ mod stall_tests {
                 .err()
                 .unwrap();
         assert!(err.to_string().contains("read_timeout"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod lease_tests {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A coordinator stand-in that announces `lease_ms` (or no lease), sends one table (every
+    /// unit blue, so user writes in blue are `owned`) and then a heartbeat every 30 ms: while
+    /// `confirming`, `:heartbeat c=<now + offset_ms>`, else a bare `:heartbeat`.
+    struct Fake {
+        url: String,
+        confirming: Arc<AtomicBool>,
+        offset_ms: Arc<AtomicI64>,
+    }
+
+    fn fake(lease_ms: Option<u64>) -> Fake {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let confirming = Arc::new(AtomicBool::new(true));
+        let offset_ms = Arc::new(AtomicI64::new(0));
+        let (c, o) = (Arc::clone(&confirming), Arc::clone(&offset_ms));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().map_while(Result::ok) {
+                let (c, o) = (Arc::clone(&c), Arc::clone(&o));
+                std::thread::spawn(move || serve(stream, lease_ms, &c, &o));
+            }
+        });
+        Fake { url, confirming, offset_ms }
+    }
+
+    fn serve(
+        mut stream: TcpStream,
+        lease_ms: Option<u64>,
+        confirming: &AtomicBool,
+        offset: &AtomicI64,
+    ) {
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+            line.clear();
+        }
+        let lease = lease_ms.map_or(String::new(), |ms| format!("x-tidegate-lease-ms: {ms}\r\n"));
+        let data = serde_json::json!({
+            "version": 5, "log_id": "log-1", "units": 100, "blue_units": 100,
+            "colors": {"blue": "az-a", "green": "az-b"}, "pins": {}, "unit_mode": "hash",
+            "digits_skip": null, "hash": tidegate_core::HASH_ALGORITHM,
+        });
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{lease}\r\nid:5\nevent:routing\ndata:{data}\n\n"
+        );
+        if stream.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        loop {
+            let beat = if confirming.load(Ordering::SeqCst) {
+                let c = wall_ms() as i64 + offset.load(Ordering::SeqCst);
+                format!(":heartbeat c={c}\n\n")
+            } else {
+                ":heartbeat\n\n".to_owned()
+            };
+            if stream.write_all(beat.as_bytes()).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
+    fn router(url: &str) -> Router {
+        let options = RouterOptions {
+            read_timeout: Duration::from_secs(2),
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(50),
+            ca_file: None,
+            ..RouterOptions::default()
+        };
+        let identity =
+            Identity { subscriber_id: "svc-1".into(), zone: "az-a".into(), kind: "service".into() };
+        let router = Router::connect(url, identity, options).unwrap();
+        assert!(router.wait_for_version(5, Duration::from_secs(5)), "{}", router.status());
+        router
+    }
+
+    fn answer(router: &Router) -> &'static str {
+        router.check_write("user-1", ZoneId::BLUE, None).unwrap().check.as_str()
+    }
+
+    /// Polls until the write check answers `want`; how long that took.
+    fn until(router: &Router, want: &str, limit: Duration) -> Duration {
+        let started = Instant::now();
+        while answer(router) != want {
+            assert!(started.elapsed() < limit, "not {want} within {limit:?}: {}", router.status());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        started.elapsed()
+    }
+
+    #[test]
+    fn writes_are_owned_while_confirmed_and_unconfirmed_a_lease_after_the_last_confirmation() {
+        let coordinator = fake(Some(400));
+        let router = router(&coordinator.url);
+        until(&router, "owned", Duration::from_secs(2));
+        // Confirmed every 30 ms: owned for several leases.
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_millis(1_000) {
+            assert_eq!(answer(&router), "owned", "{}", router.status());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        coordinator.confirming.store(false, Ordering::SeqCst);
+        let stopped = Instant::now();
+        let took = until(&router, "unconfirmed", Duration::from_secs(3));
+        // Not before the lease (less the 30 ms between heartbeats), not long after it.
+        assert!(took >= Duration::from_millis(330), "unconfirmed after {took:?}");
+        assert!(took <= Duration::from_millis(900), "unconfirmed after {took:?}");
+        let status = router.status();
+        assert_eq!(status.lease, Some(Duration::from_millis(400)));
+        assert_eq!(status.lease_left, Some(Duration::ZERO));
+        assert!(status.to_string().contains("not confirmed current"), "{status}");
+        // Reads and tags go on; other answers are untouched; the last-line check refuses.
+        assert!(router.tag("user-1").is_ok());
+        assert_eq!(
+            router.check_write("user-1", ZoneId::GREEN, None).unwrap().check.as_str(),
+            "misrouted"
+        );
+        assert!(router.owns("user-1", ZoneId::BLUE).is_err());
+        let answer = router.check_write("user-1", ZoneId::BLUE, None).unwrap();
+        assert_eq!((answer.status(), answer.retry_after().is_some()), (Some(503), true));
+        // Confirmations again: owned again.
+        coordinator.confirming.store(true, Ordering::SeqCst);
+        until(&router, "owned", Duration::from_secs(2));
+        println!("unconfirmed {took:?} after the confirmations stopped ({:?})", stopped.elapsed());
+    }
+
+    #[test]
+    fn a_late_confirmation_buys_only_what_is_left_of_its_lease() {
+        let coordinator = fake(Some(1_000));
+        // Every confirmation is 900 ms old when sent: 100 ms left of each.
+        coordinator.offset_ms.store(-900, Ordering::SeqCst);
+        let router = router(&coordinator.url);
+        until(&router, "owned", Duration::from_secs(2));
+        coordinator.confirming.store(false, Ordering::SeqCst);
+        let took = until(&router, "unconfirmed", Duration::from_secs(2));
+        assert!(took <= Duration::from_millis(400), "a 900 ms old confirmation held {took:?}");
+    }
+
+    #[test]
+    fn a_coordinator_without_a_lease_leaves_write_checks_as_they_were() {
+        let coordinator = fake(None);
+        coordinator.confirming.store(false, Ordering::SeqCst);
+        let router = router(&coordinator.url);
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_millis(800) {
+            assert_eq!(answer(&router), "owned", "{}", router.status());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(router.status().lease, None);
+        assert!(router.lease_confirmed());
+        assert!(Router::fixed(router.table().unwrap().as_ref().clone()).lease_confirmed());
+    }
+
+    #[test]
+    fn a_coordinator_that_stops_confirming_is_left_for_one_that_confirms() {
+        let stale = fake(Some(300));
+        stale.confirming.store(false, Ordering::SeqCst);
+        let fresh = fake(Some(300));
+        let id = (0..).map(|n| format!("svc-{n}")).find(|id| first_choice(id, 2) == 0).unwrap();
+        let options = RouterOptions {
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(50),
+            ca_file: None,
+            ..RouterOptions::default()
+        };
+        let identity = Identity { subscriber_id: id, zone: "az-a".into(), kind: "service".into() };
+        let router =
+            Router::connect(&format!("{},{}", stale.url, fresh.url), identity, options).unwrap();
+        assert!(router.wait_for_version(5, Duration::from_secs(5)));
+        let took = until(&router, "owned", Duration::from_secs(3));
+        let status = router.status();
+        assert!(
+            status.coordinator.as_deref().is_some_and(|c| fresh.url.ends_with(&c[7..])),
+            "{status:?}"
+        );
+        assert!(took >= Duration::from_millis(250), "owned after {took:?}, before leaving");
     }
 }

@@ -77,6 +77,9 @@ pub struct SseEvent {
 pub enum Item {
     Event(SseEvent),
     Comment,
+    /// A heartbeat that confirms the table current as of this time on the coordinator's clock
+    /// (`:heartbeat c=<ms>`, `tidegate_core::lease`).
+    Confirmation(u64),
 }
 
 /// When the next item is due, shared by the [`EventReader`] (which moves it on at every item) and
@@ -124,6 +127,11 @@ impl Deadline {
 /// The response header in which a coordinator's watch stream announces its heartbeat interval
 /// in milliseconds (`[subscribers] heartbeat`).
 pub const HEARTBEAT_HEADER: &str = "x-tidegate-heartbeat-ms";
+
+/// The response header in which a watch stream announces the table lease in milliseconds
+/// (`[subscribers] lease`): the stream's heartbeats confirm the table, and a copy not confirmed
+/// for that long answers `unconfirmed` to write checks. Absent from older coordinators.
+pub const LEASE_HEADER: &str = "x-tidegate-lease-ms";
 
 /// How much longer than the server's heartbeat interval the stall bound must be at least: a
 /// bound closer to the interval would leave a healthy coordinator between two heartbeats.
@@ -230,6 +238,7 @@ pub fn open(
     let mut chunked = false;
     let mut error_body_len = 0usize;
     let mut heartbeat = None;
+    let mut lease = None;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 {
@@ -253,6 +262,9 @@ pub fn open(
             if name == HEARTBEAT_HEADER {
                 heartbeat = value.parse::<u64>().ok().map(Duration::from_millis);
             }
+            if name == LEASE_HEADER {
+                lease = value.parse::<u64>().ok().map(Duration::from_millis);
+            }
         }
     }
     if status != "200" {
@@ -273,7 +285,7 @@ pub fn open(
     // a margin when the caller's is shorter than that.
     deadline.set_bound(stall_bound(read_timeout, heartbeat));
     deadline.restart();
-    Ok((abort, EventReader { body, deadline: Some(deadline), heartbeat }))
+    Ok((abort, EventReader { body, deadline: Some(deadline), heartbeat, lease }))
 }
 
 /// Reads `text/event-stream` items.
@@ -283,6 +295,8 @@ pub struct EventReader {
     deadline: Option<Deadline>,
     /// The heartbeat interval the server announced in [`HEARTBEAT_HEADER`], if it did.
     heartbeat: Option<Duration>,
+    /// The table lease the server announced in [`LEASE_HEADER`], if it did.
+    lease: Option<Duration>,
 }
 
 impl EventReader {
@@ -295,7 +309,12 @@ impl EventReader {
         } else {
             Box::new(inner)
         };
-        EventReader { body, deadline: None, heartbeat: None }
+        EventReader { body, deadline: None, heartbeat: None, lease: None }
+    }
+
+    /// The table lease the server announced (`x-tidegate-lease-ms`), if it did.
+    pub fn lease(&self) -> Option<Duration> {
+        self.lease
     }
 
     /// The heartbeat interval the server announced (`x-tidegate-heartbeat-ms`), if it did.
@@ -339,7 +358,10 @@ impl EventReader {
             }
             if line.starts_with(':') {
                 if !has_field {
-                    return Ok(Some(Item::Comment));
+                    return Ok(Some(match tidegate_core::lease::parse_confirmation(line) {
+                        Some(confirmed_at_ms) => Item::Confirmation(confirmed_at_ms),
+                        None => Item::Comment,
+                    }));
                 }
                 continue;
             }
@@ -423,6 +445,7 @@ mod tests {
             body: Box::new(BufReader::new(Chunked { inner, left: 0, done: false })),
             deadline: None,
             heartbeat: None,
+            lease: None,
         };
         assert_eq!(reader.next_item().unwrap(), Some(Item::Comment));
         let Some(Item::Event(e)) = reader.next_item().unwrap() else { panic!("an event") };

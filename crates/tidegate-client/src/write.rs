@@ -9,6 +9,7 @@
 //! | `misrouted` | another zone owns the user, at a table at least as new as the caller's | forward once, or 421 naming the owner |
 //! | `behind` | the caller decided at a newer version than the local table | 503 + `Retry-After` (the local copy catches up) |
 //! | `frozen` | the user's unit is frozen by a move in progress | 503 + `Retry-After` (reads go on) |
+//! | `unconfirmed` | this copy of the table was not confirmed current within its lease (cut off from the coordinators) | 503 + `Retry-After` (reads go on) |
 //!
 //! [`forward_once`] turns an answer and the request's hop header into a [`WriteRoute`]: a
 //! misrouted write without a hop header is forwarded to the owner with `x-tidegate-hop: 1`; a
@@ -41,7 +42,7 @@ impl WriteAnswer {
     pub(crate) fn new(table: &RoutingTable, check: WriteCheck) -> WriteAnswer {
         let owner = match check {
             WriteCheck::Frozen { owner, .. } | WriteCheck::Misrouted { owner } => Some(owner),
-            WriteCheck::Owned | WriteCheck::Behind { .. } => None,
+            WriteCheck::Owned | WriteCheck::Behind { .. } | WriteCheck::Unconfirmed => None,
         };
         let owner = owner.unwrap_or(ZoneId::BLUE);
         WriteAnswer {
@@ -58,19 +59,24 @@ impl WriteAnswer {
         self.check == WriteCheck::Owned
     }
 
-    /// How long a `behind` or `frozen` write should wait before it retries.
+    /// How long a `behind`, `frozen` or `unconfirmed` write should wait before it retries.
     pub fn retry_after(&self) -> Option<Duration> {
-        matches!(self.check, WriteCheck::Behind { .. } | WriteCheck::Frozen { .. })
-            .then_some(Duration::from_millis(WRITE_RETRY_AFTER_MS))
+        matches!(
+            self.check,
+            WriteCheck::Behind { .. } | WriteCheck::Frozen { .. } | WriteCheck::Unconfirmed
+        )
+        .then_some(Duration::from_millis(WRITE_RETRY_AFTER_MS))
     }
 
     /// The HTTP status a service answers with when it does not write: 421 for `misrouted`, 503
-    /// for `behind` and `frozen`; `None` for `owned`.
+    /// for `behind`, `frozen` and `unconfirmed`; `None` for `owned`.
     pub fn status(&self) -> Option<u16> {
         match self.check {
             WriteCheck::Owned => None,
             WriteCheck::Misrouted { .. } => Some(421),
-            WriteCheck::Behind { .. } | WriteCheck::Frozen { .. } => Some(503),
+            WriteCheck::Behind { .. } | WriteCheck::Frozen { .. } | WriteCheck::Unconfirmed => {
+                Some(503)
+            }
         }
     }
 }
@@ -130,6 +136,14 @@ pub fn forward_once(answer: &WriteAnswer, hop: Option<&str>) -> WriteRoute {
             status: 503,
             retry_after: answer.retry_after(),
             detail: format!("unit {unit} is frozen by a move in progress; retry shortly"),
+        },
+        WriteCheck::Unconfirmed => WriteRoute::Refuse {
+            status: 503,
+            retry_after: answer.retry_after(),
+            detail: format!(
+                "this service's table (version {}) has not been confirmed current within its lease; retry once the coordinators are reachable",
+                answer.version
+            ),
         },
     }
 }

@@ -16,6 +16,7 @@ mod dial;
 mod drain;
 mod flag;
 mod lanes;
+pub mod lease;
 mod plan;
 mod plan_run;
 mod plan_trigger;

@@ -109,6 +109,11 @@ pub enum WriteCheck {
     /// Another zone owns the user at a local table at least as new as the caller's: refuse
     /// (421 naming the owner) or forward once to the owner.
     Misrouted { owner: ZoneId },
+    /// The table would say `owned`, but the copy that judged has not been confirmed current
+    /// within its lease (`crate::lease`): a zone cut off from the coordinators must not keep
+    /// writing users the others may have taken over. Answer busy (503 with `Retry-After`);
+    /// reads and tags go on from the last table.
+    Unconfirmed,
 }
 
 impl WriteCheck {
@@ -119,6 +124,17 @@ impl WriteCheck {
             WriteCheck::Frozen { .. } => "frozen",
             WriteCheck::Behind { .. } => "behind",
             WriteCheck::Misrouted { .. } => "misrouted",
+            WriteCheck::Unconfirmed => "unconfirmed",
+        }
+    }
+
+    /// This answer from a copy whose lease is `confirmed` (current) or not: only `owned` turns
+    /// into [`WriteCheck::Unconfirmed`]; a freeze, a newer caller or another owner answer the
+    /// same from any copy (the owner a misrouted write is forwarded to judges it again).
+    pub fn leased(self, confirmed: bool) -> WriteCheck {
+        match self {
+            WriteCheck::Owned if !confirmed => WriteCheck::Unconfirmed,
+            other => other,
         }
     }
 }
