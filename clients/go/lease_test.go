@@ -441,3 +441,36 @@ func TestAnExpiredLeaseChangesOnlyOwned(t *testing.T) {
 		t.Fatalf("%+v", route)
 	}
 }
+
+// Confirmations on a stream whose table was refused as another log's are that log's: they do
+// not renew the lease of the held table (writes stay unconfirmed), though the coordinator, which
+// does confirm its own table, is not left for it.
+func TestConfirmationsOfAnotherLogDoNotRenewTheHeldTable(t *testing.T) {
+	held := dialTable(5, 100, 50, map[string]any{"log_id": "log-old"})
+	cache := filepath.Join(t.TempDir(), "table.json")
+	if err := os.WriteFile(cache, mustJSON(t, held), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := newLeaseFake(t, 300, 0, []string{routingEvent(t, dialTable(7, 100, 50, map[string]any{"log_id": "log-new"}))}, func() string {
+		return confirmingAt(time.Now())
+	})
+	opts := fastOptions()
+	opts.CachePath = cache
+	r, err := Connect(other.URL, Identity{SubscriberID: "old-log-1", Zone: "az-a", Kind: "service"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	user := userWhere(t, held, inZone("az-a"))
+	if !waitUntil(5*time.Second, func() bool { return r.Status().Refused != "" }) {
+		t.Fatalf("%+v", r.Status())
+	}
+	time.Sleep(600 * time.Millisecond) // two leases of confirmations
+	s := r.Status()
+	if a := checkOf(t, r, user, 0); a.Check != Unconfirmed || r.Version() != 5 {
+		t.Fatalf("another log's confirmations renewed the held table's lease: %+v %+v", a, s)
+	}
+	if !s.LeaseExpired || !s.LeaseConfirmed.IsZero() || !s.Connected || s.Reconnects != 0 {
+		t.Fatalf("%+v", s)
+	}
+}
