@@ -102,7 +102,8 @@ func WriteAnswerFrom(ctx context.Context) (WriteAnswer, bool) {
 // in its context (ResolvedFrom). Writes (every other method), when LocalZone is set, are
 // checked: the write check runs inside a write scope held until the handler returns; owned
 // writes reach the handler, misrouted ones are forwarded once to Forward(owner zone) (or
-// refused with 421 without it), behind and frozen ones get 503 with Retry-After.
+// refused with 421 without it), behind, frozen and unconfirmed ones (a lease run out: see
+// Router.CheckWrite) get 503 with Retry-After and the answer's name as the body's `error`.
 type Middleware struct {
 	Router *Router
 	// UserID finds a request's user ID ("" when it has none); by default the x-user-id header,

@@ -114,6 +114,15 @@ type Status struct {
 	Rejected             uint64
 	CoordinatorHeartbeat time.Duration
 	StallBound           time.Duration
+	// Lease is the lease the open (or last) stream announced (x-tidegate-lease-ms); 0: none, and
+	// write checks answer as without leases.
+	Lease time.Duration
+	// LeaseConfirmed is the coordinator's time of the last confirmation received (zero: none).
+	LeaseConfirmed time.Time
+	// LeaseLeft is how long the lease still runs; LeaseExpired: it has run out (or no
+	// confirmation came yet), and write checks answer `unconfirmed` instead of `owned`.
+	LeaseLeft    time.Duration
+	LeaseExpired bool
 }
 
 func (s Status) String() string {
@@ -124,6 +133,9 @@ func (s Status) String() string {
 	out := fmt.Sprintf("serving %s from %s", version, s.Origin)
 	if s.Refused != "" {
 		out += "; " + s.Refused
+	}
+	if s.LeaseExpired {
+		out += fmt.Sprintf("; no coordinator confirmed the table within its lease (%v): writes answer unconfirmed", s.Lease)
 	}
 	if !s.Connected && s.Origin != OriginFixed {
 		if s.Stalled {
@@ -164,6 +176,7 @@ type Router struct {
 	ackVersion uint64
 	ackBase    string
 	ackWanted  chan struct{}
+	lease      lease
 
 	endpoints []string
 	identity  Identity
@@ -270,6 +283,7 @@ func Connect(urls string, identity Identity, opts Options) (*Router, error) {
 		done:      make(chan struct{}),
 		status:    Status{Origin: OriginNothing},
 	}
+	r.lease.epoch = time.Now()
 	r.initScopes()
 	if opts.CachePath != "" {
 		if data, err := os.ReadFile(opts.CachePath); err == nil {
@@ -339,8 +353,17 @@ func (r *Router) LogID() string {
 // Status gives the Router's state.
 func (r *Router) Status() Status {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.status
+	s := r.status
+	r.mu.Unlock()
+	s.Lease = time.Duration(r.lease.announced.Load())
+	if c := r.lease.confirmedAt.Load(); c > 0 {
+		s.LeaseConfirmed = time.UnixMilli(c)
+	}
+	if left, ok := r.lease.remaining(); ok {
+		s.LeaseLeft = max(left, 0)
+		s.LeaseExpired = left <= 0
+	}
+	return s
 }
 
 // WaitForVersion blocks until the table is at version or newer, or timeout passes.
@@ -387,7 +410,9 @@ func (r *Router) TagForServiceIn(domain, user, service string) (Tag, error) {
 }
 
 // CheckWrite is the write check with the current table (see Table.CheckWrite). Open a
-// WriteScope before it and keep it until the write is committed.
+// WriteScope before it and keep it until the write is committed. When the watch stream announced
+// a lease (x-tidegate-lease-ms) and it has run out, Owned becomes Unconfirmed (503 and retry, like
+// Frozen): no coordinator has confirmed lately that this table is current. The other answers stay.
 func (r *Router) CheckWrite(user, localZone string, incoming uint64) (WriteAnswer, error) {
 	return r.CheckWriteIn("", user, localZone, incoming)
 }
@@ -398,17 +423,18 @@ func (r *Router) CheckWriteIn(domain, user, localZone string, incoming uint64) (
 	if err != nil {
 		return WriteAnswer{}, err
 	}
-	return t.CheckWriteIn(domain, user, localZone, incoming)
+	return r.confirm(t.CheckWriteIn(domain, user, localZone, incoming))
 }
 
 // CheckWriteFor is the write check of a write by service with the current table (see
 // Table.CheckWriteFor): that service's release channel owns the writes of the users it selects.
+// Under a lease that has run out, Owned becomes Unconfirmed, as in CheckWrite.
 func (r *Router) CheckWriteFor(domain, service, user, localZone string, incoming uint64) (WriteAnswer, error) {
 	t, err := r.current()
 	if err != nil {
 		return WriteAnswer{}, err
 	}
-	return t.CheckWriteFor(domain, service, user, localZone, incoming)
+	return r.confirm(t.CheckWriteFor(domain, service, user, localZone, incoming))
 }
 
 // WriteScope is a write in flight: the Router acknowledges no table newer than the one
@@ -548,10 +574,11 @@ type sseEvent struct {
 	data  string
 }
 
-// item is an event (comment == false) or a comment (a heartbeat).
+// item is an event (comment == false) or a comment (a heartbeat; text is what follows its colon).
 type item struct {
 	ev      sseEvent
 	comment bool
+	text    string
 	err     error
 }
 
@@ -622,6 +649,16 @@ func (r *Router) watchOnce(base string, backoff *time.Duration) ended {
 		bound = max(bound, heartbeat+heartbeatMargin)
 	}
 	timer.Reset(bound)
+	// A coordinator that announces a lease and confirms none for a whole lease cannot read its
+	// log: it is left as a stalled one is, for one that can.
+	lease := announcedLease(resp.Header)
+	r.lease.announce(lease)
+	var unconfirmed atomic.Bool
+	var confirmBound *time.Timer
+	if lease > 0 {
+		confirmBound = time.AfterFunc(lease, func() { unconfirmed.Store(true); cancel() })
+		defer confirmBound.Stop()
+	}
 	r.setStatus(func(s *Status) {
 		s.Connected = true
 		s.Stalled = false
@@ -634,6 +671,9 @@ func (r *Router) watchOnce(base string, backoff *time.Duration) ended {
 	items := make(chan item, 1)
 	go readEvents(ctx, resp.Body, items)
 	broke := func(msg string) ended { return ended{opened: true, err: msg} }
+	// foreign: this stream's last table was refused as another log's, so its confirmations are
+	// of that log and do not renew the lease of the held table.
+	foreign := false
 	for {
 		var it item
 		select {
@@ -643,6 +683,9 @@ func (r *Router) watchOnce(base string, backoff *time.Duration) ended {
 		if silent.Load() {
 			return ended{opened: true, stalled: true, err: fmt.Sprintf(
 				"%s is stalled: neither an event nor a heartbeat within %v; moving to the next coordinator", base, bound)}
+		}
+		if unconfirmed.Load() {
+			return broke(fmt.Sprintf("%s has not confirmed its table for %v: moving to the next coordinator", base, lease))
 		}
 		if r.ctx.Err() != nil {
 			return ended{opened: true}
@@ -655,13 +698,32 @@ func (r *Router) watchOnce(base string, backoff *time.Duration) ended {
 		}
 		timer.Reset(bound)
 		r.setStatus(func(s *Status) { s.LastHeard = time.Now() })
-		if it.comment || it.ev.event != "routing" {
+		if it.comment {
+			// In stream order: a confirmation covers the events before it, all applied by now.
+			if c, ok := confirmation(it.text); ok && lease > 0 && r.lease.renew(c, time.Now().UnixMilli(), !foreign) {
+				confirmBound.Reset(lease)
+			}
 			continue
 		}
-		if msg := r.apply(base, []byte(it.ev.data)); msg != "" {
+		if it.ev.event != "routing" {
+			continue
+		}
+		msg, refused := r.apply(base, []byte(it.ev.data))
+		if msg != "" {
 			return broke(msg)
 		}
+		foreign = refused
 	}
+}
+
+// announcedLease is the lease a watch stream's head announces (0: none, or not a positive
+// whole number of milliseconds).
+func announcedLease(head http.Header) time.Duration {
+	ms, err := strconv.ParseUint(strings.TrimSpace(head.Get(LeaseHeader)), 10, 64)
+	if err != nil || ms == 0 || ms > uint64(time.Duration(1<<62)/time.Millisecond) {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // readEvents parses the SSE stream into items until an error, sending each on out.
@@ -698,8 +760,8 @@ func readEvents(ctx context.Context, body io.Reader, out chan<- item) {
 			ev, data, dataSeen = sseEvent{}, nil, false
 			continue
 		}
-		if strings.HasPrefix(line, ":") {
-			if !send(item{comment: true}) {
+		if text, ok := strings.CutPrefix(line, ":"); ok {
+			if !send(item{comment: true, text: text}) {
 				return
 			}
 			continue
@@ -718,14 +780,14 @@ func readEvents(ctx context.Context, body io.Reader, out chan<- item) {
 	}
 }
 
-// apply takes a routing event: decodes it, refuses a table of another log, stores and saves a
-// newer one, and acknowledges. A non-empty answer breaks the stream (a malformed event).
-func (r *Router) apply(base string, data []byte) string {
+// apply takes a routing event: decodes it, refuses a table of another log (refused), stores and
+// saves a newer one, and acknowledges. A non-empty msg breaks the stream (a malformed event).
+func (r *Router) apply(base string, data []byte) (msg string, refused bool) {
 	t, err := DecodeTable(data)
 	if err != nil {
-		msg := fmt.Sprintf("refused a routing event from %s: %v; keeping version %d", base, err, r.Version())
+		msg = fmt.Sprintf("refused a routing event from %s: %v; keeping version %d", base, err, r.Version())
 		r.setStatus(func(s *Status) { s.Rejected++; s.LastError = msg })
-		return msg
+		return msg, false
 	}
 	held := r.table.Load()
 	switch {
@@ -739,7 +801,7 @@ func (r *Router) apply(base string, data []byte) string {
 		}
 		// Neither taken, nor saved, nor acknowledged: the convergence shows this client stuck.
 		r.setStatus(func(s *Status) { s.LastError = why; s.Refused = why })
-		return ""
+		return "", true
 	case held == nil || t.Version > held.Version:
 		r.table.Store(t)
 		r.setStatus(func(s *Status) {
@@ -765,7 +827,7 @@ func (r *Router) apply(base string, data []byte) string {
 		default:
 		}
 	}
-	return ""
+	return "", false
 }
 
 // ackLoop acknowledges the newest applied version once no write scope opened under an older

@@ -15,21 +15,26 @@ const (
 	SignatureHeader = "x-tidegate-signature"
 )
 
-// WriteRetryAfter is how long a write refused as frozen or behind waits before it retries
-// (WRITE_RETRY_AFTER_MS).
+// WriteRetryAfter is how long a write refused as frozen, behind or unconfirmed waits before it
+// retries (WRITE_RETRY_AFTER_MS).
 const WriteRetryAfter = 250 * time.Millisecond
 
-// The four answers of the write check, in the order they are checked.
+// The four answers of the write check, in the order they are checked, and Unconfirmed.
 const (
 	Behind    = "behind"
 	Frozen    = "frozen"
 	Misrouted = "misrouted"
 	Owned     = "owned"
+	// Unconfirmed is a Router's answer only, in place of Owned: the watch stream announced a
+	// lease and no coordinator has confirmed the local table within it, so this zone may have
+	// been cut off while another took the user over (see Router.CheckWrite). A table alone
+	// never answers it.
+	Unconfirmed = "unconfirmed"
 )
 
 // WriteAnswer is the answer of a write check, with what a response needs.
 type WriteAnswer struct {
-	// Check is Behind, Frozen, Misrouted or Owned.
+	// Check is Behind, Frozen, Misrouted, Owned or (from a Router) Unconfirmed.
 	Check string
 	// Version is the version of the local table that judged; Incoming the caller's (0: none).
 	Version  uint64
@@ -45,21 +50,21 @@ type WriteAnswer struct {
 // IsOwned reports whether the write may go ahead here.
 func (a WriteAnswer) IsOwned() bool { return a.Check == Owned }
 
-// RetryAfter is how long a behind or frozen write should wait (0 for the others).
+// RetryAfter is how long a behind, frozen or unconfirmed write should wait (0 for the others).
 func (a WriteAnswer) RetryAfter() time.Duration {
-	if a.Check == Behind || a.Check == Frozen {
+	if a.Check == Behind || a.Check == Frozen || a.Check == Unconfirmed {
 		return WriteRetryAfter
 	}
 	return 0
 }
 
 // Status is the HTTP status a service answers when it does not write: 421 for misrouted, 503
-// for behind and frozen, 0 for owned.
+// for behind, frozen and unconfirmed, 0 for owned.
 func (a WriteAnswer) Status() int {
 	switch a.Check {
 	case Misrouted:
 		return 421
-	case Behind, Frozen:
+	case Behind, Frozen, Unconfirmed:
 		return 503
 	}
 	return 0
@@ -174,7 +179,7 @@ type WriteRoute struct {
 // ForwardOnce turns an answer and the request's x-tidegate-hop header into a route:
 // a misrouted write without a hop is forwarded to the owner with x-tidegate-hop: 1; a
 // misrouted write that already took its hop is refused with 421, so two stale services never
-// bounce a write between them; behind and frozen are 503 with a retry.
+// bounce a write between them; behind, frozen and unconfirmed are 503 with a retry.
 func ForwardOnce(a WriteAnswer, hop string) WriteRoute {
 	hop = strings.TrimSpace(hop)
 	hopped := hop != "" && hop != "0"
@@ -196,6 +201,9 @@ func ForwardOnce(a WriteAnswer, hop string) WriteRoute {
 		return WriteRoute{Action: RouteRefuse, Status: 503, RetryAfter: a.RetryAfter(), Detail: fmt.Sprintf(
 			"the caller routed at version %d, this service's table is at %d; retry once it catches up",
 			a.Incoming, a.Version)}
+	case Unconfirmed:
+		return WriteRoute{Action: RouteRefuse, Status: 503, RetryAfter: a.RetryAfter(), Detail: fmt.Sprintf(
+			"no coordinator has confirmed this service's routing table (version %d) within its lease; retry shortly", a.Version)}
 	default: // Frozen
 		return WriteRoute{Action: RouteRefuse, Status: 503, RetryAfter: a.RetryAfter(), Detail: fmt.Sprintf(
 			"unit %d is frozen by a move in progress; retry shortly", a.Unit)}
