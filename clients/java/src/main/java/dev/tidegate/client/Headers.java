@@ -108,6 +108,8 @@ public final class Headers {
                     + ", this service's table is at " + answer.version() + "; retry once it catches up");
             case FROZEN -> new Refuse(503, answer.retryAfterMs(), "unit " + answer.unit()
                     + " is frozen by a move in progress; retry shortly");
+            case UNCONFIRMED -> new Refuse(503, answer.retryAfterMs(), "no coordinator has confirmed this service's "
+                    + "routing table (version " + answer.version() + ") within its lease; retry shortly");
         };
     }
 

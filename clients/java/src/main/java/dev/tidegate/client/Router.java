@@ -34,6 +34,15 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * from another command log. A reconnect names the command log it holds ({@code log_id}) and resumes
  * ({@code Last-Event-ID}) from the acknowledged version (a registered subscriber) or the held one
  * (a plain watcher). Tagging and the write check are local and never block on the network.
+ *
+ * <p>The lease: a coordinator that announces {@code x-tidegate-lease-ms: T} on the stream confirms
+ * in its heartbeats ({@code :heartbeat c=<ms>}) when it last read its whole command log; the held
+ * table is confirmed current until {@code c + T} (by this client's clock, never longer than T
+ * from the heartbeat's arrival). Once that passes, a write check that would answer
+ * {@link WriteCheck#OWNED} answers {@link WriteCheck#UNCONFIRMED}: a zone cut off from the
+ * coordinators stops writing users that others may have taken over. Tags and the other answers
+ * go on from the held table. A stream whose heartbeats confirm nothing for T is left for the next
+ * coordinator, as a stalled one. Without the header (an older coordinator) there is no lease.
  */
 public final class Router implements AutoCloseable {
     /** The default stall bound: the coordinators' default heartbeat (5 s) and 3 s of margin. */
@@ -82,11 +91,24 @@ public final class Router implements AutoCloseable {
     /** Where the held table came from. */
     public enum Origin { NONE, DISK_CACHE, COORDINATOR }
 
-    /** A snapshot of the client's health, as {@code Router::status} in Rust. */
+    /**
+     * A snapshot of the client's health, as {@code Router::status} in Rust. The lease:
+     * {@code leaseMs} is the T the open or last stream announced (null: none, and writes are
+     * checked without a lease); {@code leaseConfirmedAt} the coordinator's time {@code c} of the
+     * last confirmation received (null: none yet); {@code leaseRemainingMs} how long the held
+     * table stays confirmed (0: expired, or never confirmed, so owned writes answer unconfirmed;
+     * null without a lease).
+     */
     public record Status(Long version, Origin origin, boolean connected, String coordinator,
                          String lastError, boolean stalled, String refused, long reconnects,
                          Instant lastHeard, Instant updatedAt, Long stallBoundMs,
-                         Long coordinatorHeartbeatMs) {
+                         Long coordinatorHeartbeatMs, Long leaseMs, Instant leaseConfirmedAt,
+                         Long leaseRemainingMs) {
+        /** A lease is announced and not (or no longer) confirmed: owned writes answer unconfirmed. */
+        public boolean leaseExpired() {
+            return leaseMs != null && (leaseRemainingMs == null || leaseRemainingMs <= 0);
+        }
+
         @Override
         public String toString() {
             StringBuilder s = new StringBuilder("serving ");
@@ -108,6 +130,15 @@ public final class Router implements AutoCloseable {
             if (refused != null) {
                 s.append("; refused: ").append(refused);
             }
+            if (leaseMs != null) {
+                s.append("; lease ").append(leaseMs).append(" ms ");
+                if (!leaseExpired()) {
+                    s.append("expires in ").append(leaseRemainingMs).append(" ms");
+                } else {
+                    s.append(leaseConfirmedAt == null ? "not confirmed yet" : "expired (last confirmation " + leaseConfirmedAt + ")");
+                    s.append(": owned writes answer unconfirmed");
+                }
+            }
             return s.toString();
         }
     }
@@ -127,6 +158,16 @@ public final class Router implements AutoCloseable {
     private final BlockingQueue<Pending> pending = new LinkedBlockingQueue<>();
     private volatile boolean stop;
     private volatile String logId;
+    /**
+     * The lease as the watcher left it, replaced whole (one writer, the watcher; write checks read
+     * it). Null: the open or last stream announced none (an older coordinator), or no stream has
+     * opened yet. A Router started from its disk cache has no stream yet, so it checks writes as
+     * before leases: the cache does not say whether the coordinators confirm leases, and refusing
+     * every write until one is reached would turn a coordinator outage at start-up into a write
+     * outage of every client, old coordinators' too. The first stream that announces a lease
+     * makes owned writes unconfirmed until its first confirmation.
+     */
+    private volatile Lease lease;
     // Status fields, under statusLock.
     private Origin origin = Origin.NONE;
     private boolean connected;
@@ -139,6 +180,20 @@ public final class Router implements AutoCloseable {
     private Instant updatedAt;
     private Long stallBoundMs;
     private Long heartbeatMs;
+
+    /**
+     * An announced lease: {@code ms} is T; {@code untilNanos} ({@link System#nanoTime}) is when the
+     * held table stops being confirmed, meaningful once {@code confirmed}; {@code lastC} is the
+     * coordinator's time of the last confirmation received (renewing or not), for the status.
+     */
+    private record Lease(long ms, boolean confirmed, long untilNanos, Long lastC) {
+        boolean holds(long nowNanos) {
+            return confirmed && nowNanos - untilNanos < 0;
+        }
+    }
+
+    /** The longest renewal taken, so that expiries compare by subtraction (about 73 years). */
+    private static final long MAX_RENEWAL_MS = Long.MAX_VALUE / 4 / 1_000_000L;
 
     private Router(List<String> endpoints, Identity identity, Options options) {
         this.endpoints = endpoints;
@@ -265,12 +320,12 @@ public final class Router implements AutoCloseable {
      * {@code x-tidegate-version} (null when none). Hold a {@link #writeScope()} around check and commit.
      */
     public RoutingTable.WriteAnswer checkWrite(String userId, String local, Long incomingVersion) throws TagException {
-        return need().checkWrite(null, userId, local, incomingVersion);
+        return leased(need().checkWrite(null, userId, local, incomingVersion));
     }
 
     public RoutingTable.WriteAnswer checkWriteIn(String domain, String userId, String local, Long incomingVersion)
             throws TagException {
-        return need().checkWrite(domain, userId, local, incomingVersion);
+        return leased(need().checkWrite(domain, userId, local, incomingVersion));
     }
 
     /**
@@ -280,7 +335,30 @@ public final class Router implements AutoCloseable {
      */
     public RoutingTable.WriteAnswer checkWriteFor(String domain, String service, String userId, String local,
             Long incomingVersion) throws TagException {
-        return need().checkWriteFor(domain, service, userId, local, incomingVersion);
+        return leased(need().checkWriteFor(domain, service, userId, local, incomingVersion));
+    }
+
+    /**
+     * The lease on top of the table's answer: owned becomes unconfirmed when a lease is announced
+     * and the held table is not confirmed current (expired, or no confirmation yet). Only owned:
+     * behind, frozen and misrouted are already refusals or forwards, and stay what the table says.
+     */
+    private RoutingTable.WriteAnswer leased(RoutingTable.WriteAnswer answer) {
+        if (answer.check() != WriteCheck.OWNED) {
+            return answer;
+        }
+        Lease l = lease;
+        return l == null || l.holds(System.nanoTime()) ? answer : answer.as(WriteCheck.UNCONFIRMED);
+    }
+
+    /**
+     * How long a confirmation at the coordinator's time {@code confirmedAtMs} keeps the table
+     * confirmed, seen at this client's {@code nowMs}: {@code min(T, c + T - now)}, 0 or less
+     * renewing nothing. A coordinator clock ahead of this one never gives more than T.
+     */
+    static long renewalMs(long leaseMs, long confirmedAtMs, long nowMs) {
+        long age = nowMs - confirmedAtMs;
+        return age <= 0 ? leaseMs : leaseMs - age;
     }
 
     /**
@@ -300,9 +378,18 @@ public final class Router implements AutoCloseable {
     }
 
     public Status status() {
+        Lease l = lease;
+        Long remaining = null;
+        if (l != null) {
+            long left = l.untilNanos() - System.nanoTime();
+            // Rounded up, so that a lease that still holds never shows 0.
+            remaining = l.confirmed() && left > 0 ? (left + 999_999L) / 1_000_000L : 0L;
+        }
         synchronized (statusLock) {
             return new Status(version(), origin, connected, coordinator, lastError, stalled, refused,
-                    reconnects, lastHeard, updatedAt, stallBoundMs, heartbeatMs);
+                    reconnects, lastHeard, updatedAt, stallBoundMs, heartbeatMs,
+                    l == null ? null : l.ms(), l == null || l.lastC() == null ? null : Instant.ofEpochMilli(l.lastC()),
+                    remaining);
         }
     }
 
@@ -448,6 +535,20 @@ public final class Router implements AutoCloseable {
             if (stop) {
                 return new Ended(true, false, null);
             }
+            // The lease follows what this stream announced: none from an older coordinator (writes
+            // checked as before leases). An expiry a previous stream's confirmation set is kept:
+            // it was the held table that was confirmed, and it lapses at the same time whichever
+            // coordinator we read next, so a failover costs no unconfirmed answers while it holds.
+            Long announced = conn.leaseMs();
+            Lease was = lease;
+            lease = announced == null ? null : was == null ? new Lease(announced, false, 0, null)
+                    : new Lease(announced, was.confirmed(), was.untilNanos(), was.lastC());
+            // When this stream last renewed the lease (its opening, to begin with), to leave a
+            // coordinator whose heartbeats confirm nothing for T; and whether it sent a table of
+            // another command log, whose confirmations are not about the held table.
+            long renewedAt = System.nanoTime();
+            Long staleC = null;
+            boolean refusedHere = false;
             synchronized (statusLock) {
                 connected = true;
                 stalled = false;
@@ -472,7 +573,39 @@ public final class Router implements AutoCloseable {
                 synchronized (statusLock) {
                     lastHeard = Instant.now();
                 }
-                if (item.isComment() || !"routing".equals(item.event())) {
+                if (item.isComment()) {
+                    Lease l = lease;
+                    if (l == null || refusedHere) {
+                        continue;
+                    }
+                    // In stream order: every event sent before this heartbeat is applied, so the
+                    // confirmation is about a table at least as new as the held one.
+                    Long c = SseConnection.confirmation(item.data());
+                    long now = System.nanoTime();
+                    if (c != null) {
+                        long ms = renewalMs(l.ms(), c, System.currentTimeMillis());
+                        if (ms > 0) {
+                            long until = now + Math.min(ms, MAX_RENEWAL_MS) * 1_000_000L;
+                            boolean later = !l.confirmed() || until - l.untilNanos() > 0;
+                            lease = new Lease(l.ms(), true, later ? until : l.untilNanos(), c);
+                            renewedAt = now;
+                            staleC = null;
+                        } else {
+                            lease = new Lease(l.ms(), l.confirmed(), l.untilNanos(), c);
+                            staleC = c;
+                        }
+                    }
+                    if (now - renewedAt >= Math.min(l.ms(), MAX_RENEWAL_MS) * 1_000_000L) {
+                        // Heartbeats come but confirm nothing: the coordinator cannot read its
+                        // log (or its clock is far from ours). Another may; leave as if stalled.
+                        String why = staleC == null ? "" : " (its last confirmation, c=" + staleC + ", is "
+                                + (System.currentTimeMillis() - staleC) + " ms old by this client's clock)";
+                        return new Ended(true, true, base + " has not confirmed its table for " + l.ms() + " ms"
+                                + why + ": moving to the next coordinator");
+                    }
+                    continue;
+                }
+                if (!"routing".equals(item.event())) {
                     continue;
                 }
                 RoutingTable next;
@@ -491,6 +624,10 @@ public final class Router implements AutoCloseable {
                         lastError = full;
                         refused = full;
                     }
+                    // This coordinator's confirmations are about its log, not the held table's:
+                    // they renew nothing (and, as before leases, the stream is kept: the refusal
+                    // stays loud in the status while owned writes turn unconfirmed).
+                    refusedHere = true;
                     continue;
                 }
                 RoutingTable current = table.get();

@@ -579,18 +579,23 @@ public final class RoutingTable {
             return check == WriteCheck.OWNED;
         }
 
-        /** 421 for misrouted, 503 for behind and frozen, 0 for owned. */
+        /** 421 for misrouted, 503 for behind, frozen and unconfirmed, 0 for owned. */
         public int status() {
             return switch (check) {
                 case OWNED -> 0;
                 case MISROUTED -> 421;
-                case BEHIND, FROZEN -> 503;
+                case BEHIND, FROZEN, UNCONFIRMED -> 503;
             };
         }
 
-        /** Milliseconds a behind or frozen write should wait before retrying, else 0. */
+        /** Milliseconds a behind, frozen or unconfirmed write should wait before retrying, else 0. */
         public long retryAfterMs() {
-            return check == WriteCheck.BEHIND || check == WriteCheck.FROZEN ? WRITE_RETRY_AFTER_MS : 0;
+            return status() == 503 ? WRITE_RETRY_AFTER_MS : 0;
+        }
+
+        /** This answer with {@code to} as its check (the Router's lease turns owned into unconfirmed). */
+        WriteAnswer as(WriteCheck to) {
+            return new WriteAnswer(to, version, ownerZone, ownerLane, incoming, unit);
         }
     }
 

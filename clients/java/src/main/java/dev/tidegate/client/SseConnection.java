@@ -26,6 +26,12 @@ import javax.net.ssl.SSLSocketFactory;
 final class SseConnection implements AutoCloseable {
     /** The response header in which the coordinator announces its heartbeat, in milliseconds. */
     static final String HEARTBEAT_HEADER = "x-tidegate-heartbeat-ms";
+    /**
+     * The response header in which a coordinator that confirms leases announces the lease T, in
+     * milliseconds: a copy of the table is confirmed current for at most T after the coordinator
+     * last confirmed it had read its whole command log. Absent from older coordinators.
+     */
+    static final String LEASE_HEADER = "x-tidegate-lease-ms";
     /** How much longer than the server's heartbeat the stall bound must be at least. */
     static final long HEARTBEAT_MARGIN_MS = 1000;
 
@@ -47,6 +53,7 @@ final class SseConnection implements AutoCloseable {
     private final InputStream in;
     private final long boundMs;
     private final Long heartbeatMs;
+    private Long leaseMs;
     private long deadline;
     private boolean chunked;
     private long chunkLeft;
@@ -70,6 +77,60 @@ final class SseConnection implements AutoCloseable {
 
     Long heartbeatMs() {
         return heartbeatMs;
+    }
+
+    /** The lease this stream announced ({@link #LEASE_HEADER}), or null: none (an older coordinator). */
+    Long leaseMs() {
+        return leaseMs;
+    }
+
+    /**
+     * The lease of a response head's {@link #LEASE_HEADER} value: a whole number of milliseconds
+     * above zero, else null. An unreadable value counts as no lease, as an unreadable heartbeat
+     * header leaves the caller's bound: the stream is followed as an older coordinator's.
+     */
+    static Long parseLease(String value) {
+        if (value == null) {
+            return null;
+        }
+        try {
+            long ms = Long.parseLong(value.trim());
+            return ms > 0 ? ms : null;
+        } catch (NumberFormatException e) {
+            return null;
+        }
+    }
+
+    /**
+     * The confirmation a comment carries: the {@code c} of {@code heartbeat c=<ms>}, the
+     * coordinator's wall-clock time (Unix epoch ms) at which it last confirmed it had read its
+     * whole command log; null when the comment confirms nothing. {@code comment} is the line
+     * after its colon. Rules: spaces before {@code heartbeat} are skipped (SSE comments are free
+     * text; {@code ": heartbeat"} is as good as {@code ":heartbeat"}); the first word must be
+     * exactly {@code heartbeat}; the words after it are space-separated {@code key=value} fields,
+     * of which the first {@code c} counts and the others are ignored (a later protocol may add
+     * some); {@code c}'s value must be ASCII digits only (no sign) that fit a long. A bare
+     * {@code heartbeat}, another comment or an unreadable {@code c} confirm nothing.
+     */
+    static Long confirmation(String comment) {
+        if (comment == null) {
+            return null;
+        }
+        String[] words = comment.trim().split(" +");
+        if (words.length < 2 || !words[0].equals("heartbeat")) {
+            return null;
+        }
+        for (int i = 1; i < words.length; i++) {
+            if (!words[i].startsWith("c=")) {
+                continue;
+            }
+            String v = words[i].substring(2);
+            if (v.isEmpty() || v.length() > 18 || !v.chars().allMatch(ch -> ch >= '0' && ch <= '9')) {
+                return null;
+            }
+            return Long.parseLong(v);
+        }
+        return null;
     }
 
     /**
@@ -125,6 +186,7 @@ final class SseConnection implements AutoCloseable {
                 // An unreadable heartbeat leaves the caller's bound in force.
             }
             SseConnection opened = new SseConnection(s, c.in, stallBound(boundMs, heartbeat), heartbeat);
+            opened.leaseMs = parseLease(head.get(LEASE_HEADER));
             opened.chunked = "chunked".equalsIgnoreCase(head.getOrDefault("transfer-encoding", ""));
             opened.deadline = System.nanoTime() + opened.boundMs * 1_000_000L;
             return opened;

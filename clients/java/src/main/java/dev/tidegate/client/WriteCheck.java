@@ -1,6 +1,10 @@
 package dev.tidegate.client;
 
-/** The four answers of the write check, in the order the check decides them. */
+/**
+ * The answers of the write check, in the order the check decides them. The table's own check
+ * ({@link RoutingTable#checkWrite}) answers the first four; {@link #UNCONFIRMED} is the
+ * {@link Router}'s, on top of it, when the coordinator's lease on the held table has lapsed.
+ */
 public enum WriteCheck {
     /** The caller routed at a newer version than the local table: 503 + Retry-After. */
     BEHIND,
@@ -8,6 +12,12 @@ public enum WriteCheck {
     FROZEN,
     /** Another zone owns the user at a table at least as new as the caller's: forward once or 421. */
     MISROUTED,
+    /**
+     * The table says this zone owns the user, but no coordinator has confirmed it current within
+     * its lease (a zone cut off by a partition must not keep writing users another zone took
+     * over): 503 + Retry-After, as frozen and behind (reads and tags go on from the table).
+     */
+    UNCONFIRMED,
     /** This zone owns the user: write. */
     OWNED;
 

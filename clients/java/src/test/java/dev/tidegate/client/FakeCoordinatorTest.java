@@ -31,7 +31,9 @@ class FakeCoordinatorTest {
      * A fake coordinator: each watch connection sends the next script of the queue, then holds,
      * sending what is put in {@code more} as it comes ({@link #END} ends the stream) and heartbeats.
      * It records each watch request (path and query, then its Last-Event-ID) and answers acks
-     * ({@code POST /v1/subscribers/{id}/ack}) with 200, recording their versions.
+     * ({@code POST /v1/subscribers/{id}/ack}) with 200, recording their versions. With
+     * {@code leaseMs} set it announces that lease ({@code x-tidegate-lease-ms}); {@code heartbeat}
+     * gives each heartbeat frame (a confirming one, for the lease tests).
      */
     static final class Fake implements AutoCloseable {
         /** Put in {@code more}: the open watch stream ends there. */
@@ -43,6 +45,8 @@ class FakeCoordinatorTest {
         final List<Long> acks = new CopyOnWriteArrayList<>();
         final String url;
         volatile boolean heartbeats = true;
+        volatile Long leaseMs;
+        volatile Supplier<String> heartbeat = () -> ": heartbeat\n\n";
 
         Fake() throws Exception {
             server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
@@ -63,6 +67,10 @@ class FakeCoordinatorTest {
                         return;
                     }
                     exchange.getResponseHeaders().add("content-type", "text/event-stream");
+                    Long lease = leaseMs;
+                    if (lease != null) {
+                        exchange.getResponseHeaders().add(SseConnection.LEASE_HEADER, lease.toString());
+                    }
                     exchange.sendResponseHeaders(200, 0);
                     try (OutputStream out = exchange.getResponseBody()) {
                     for (String frame : script) {
@@ -79,7 +87,7 @@ class FakeCoordinatorTest {
                             out.flush();
                         }
                         if (heartbeats) {
-                            out.write(": heartbeat\n\n".getBytes(StandardCharsets.UTF_8));
+                            out.write(heartbeat.get().getBytes(StandardCharsets.UTF_8));
                             out.flush();
                         }
                     }
