@@ -2,7 +2,7 @@
 //! checks every write with its own watched `Router` (`check_write` inside a `write_scope`),
 //! commits only `owned` writes to one shared PostgreSQL table, forwards a misrouted write once to
 //! the owner zone's writer, refuses the rest (421 naming the owner, 503 + `Retry-After` for
-//! `behind` and `frozen`), and reports what it committed to the coordinator's dual-owner watch.
+//! `behind`, `frozen` and `unconfirmed`), and reports what it committed to the coordinator's dual-owner watch.
 //! `tests/pg_zero_loss.rs` runs two of them (az-a and az-b) through 100 moves.
 //!
 //! ```sh
@@ -20,7 +20,7 @@
 //! |---|---|---|
 //! | owned | 200 | `{"committed": true, "zone", "version", "write_id"}` |
 //! | misrouted | the owner's answer (forwarded once with `x-tidegate-hop: 1`), or 421 | `{"error": "misrouted", "detail", "owner_zone", "version"}` |
-//! | behind, frozen | 503 + `Retry-After: 1` | `{"error": "behind" \| "frozen", "detail", "retry_after_ms": 250}` |
+//! | behind, frozen, unconfirmed | 503 + `Retry-After: 1` | `{"error": "behind" \| "frozen" \| "unconfirmed", "detail", "retry_after_ms": 250}` |
 //!
 //! Every row records the zone that committed it and the routing version its check judged with,
 //! so a reader can check each commit against the table of that version.

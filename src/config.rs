@@ -346,6 +346,19 @@ pub struct NodeSettings {
 pub struct SubscriberSettings {
     pub stale_after: String,
     pub heartbeat: String,
+    /// The table lease `T` (docs/src/partitions.md): a copy of the table not confirmed current
+    /// for this long answers `unconfirmed` to write checks. At least twice `heartbeat`. Unset:
+    /// three heartbeats and at least 6 s (so a configuration written for an older release, with
+    /// its 5 s heartbeat, still starts: 15 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// The largest difference allowed between a subscriber's and a replica's wall clocks: a
+    /// barrier waits it past a lease.
+    pub max_clock_skew: String,
+    /// The longest a write may take from its check to its commit (a `write_scope`): a barrier
+    /// waits it past a lease, since a write checked just before the lease ran out may still
+    /// be committing.
+    pub max_write: String,
     /// Most subscribers one caller (token) may register, so one token cannot crowd out others.
     pub max_per_caller: usize,
 }
@@ -354,7 +367,10 @@ impl Default for SubscriberSettings {
     fn default() -> Self {
         SubscriberSettings {
             stale_after: "30s".into(),
-            heartbeat: "5s".into(),
+            heartbeat: "2s".into(),
+            lease: None,
+            max_clock_skew: "500ms".into(),
+            max_write: "2s".into(),
             max_per_caller: 2_500,
         }
     }
@@ -737,6 +753,8 @@ pub struct Config {
     pub subscriber_stale_after_ms: u64,
     /// Heartbeat period of the watch stream.
     pub watch_heartbeat_ms: u64,
+    /// `[subscribers] lease`, `max_clock_skew` and `max_write`, in ms.
+    pub lease: LeaseConfig,
     pub ui: UiConfig,
     pub lanes: LanesConfig,
     /// Serve HTTPS with these files; `None` serves plain HTTP.
@@ -1190,6 +1208,7 @@ impl Config {
                 "must be at most half of subscribers.stale_after, or live streams would look stale",
             ));
         }
+        let lease = validate_lease(&s.subscribers, watch_heartbeat_ms, subscriber_stale_after_ms)?;
         if !(1..=100_000).contains(&s.subscribers.max_per_caller) {
             return Err(invalid("subscribers.max_per_caller", "must be between 1 and 100000"));
         }
@@ -1295,6 +1314,7 @@ impl Config {
             lanes,
             subscriber_stale_after_ms,
             watch_heartbeat_ms,
+            lease,
             data_dir: s.data_dir,
             snapshot_every: s.snapshot_every,
             address,
@@ -1725,6 +1745,60 @@ fn validate_edge(e: &EdgeSettings, data_dir: &Path) -> Result<EdgeConfig, Config
             None => None,
         },
     })
+}
+
+/// The table lease and the margins a barrier waits past it (docs/src/partitions.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseConfig {
+    pub lease_ms: u64,
+    pub max_clock_skew_ms: u64,
+    pub max_write_ms: u64,
+}
+
+impl LeaseConfig {
+    /// How long after a subscriber's last heartbeat (or a freeze's commit) its write checks have
+    /// surely stopped answering `owned` and its last write checked before that has committed.
+    pub fn bound_ms(&self) -> u64 {
+        crate::core::lease::lease_bound_ms(self.lease_ms, self.max_clock_skew_ms)
+            .saturating_add(self.max_write_ms)
+    }
+}
+
+fn validate_lease(
+    s: &SubscriberSettings,
+    heartbeat_ms: u64,
+    stale_after_ms: u64,
+) -> Result<LeaseConfig, ConfigError> {
+    let Some(lease) = &s.lease else {
+        let lease_ms = heartbeat_ms.saturating_mul(3).max(6_000).min(stale_after_ms);
+        return lease_margins(s, lease_ms);
+    };
+    let lease_ms = duration("subscribers.lease", lease)?;
+    if lease_ms < heartbeat_ms.saturating_mul(2) {
+        return Err(invalid(
+            "subscribers.lease",
+            "must be at least twice subscribers.heartbeat, or one late heartbeat would stop every write",
+        ));
+    }
+    if lease_ms > stale_after_ms {
+        return Err(invalid(
+            "subscribers.lease",
+            "must be at most subscribers.stale_after (a subscriber is counted for its whole lease)",
+        ));
+    }
+    lease_margins(s, lease_ms)
+}
+
+fn lease_margins(s: &SubscriberSettings, lease_ms: u64) -> Result<LeaseConfig, ConfigError> {
+    let max_clock_skew_ms = duration("subscribers.max_clock_skew", &s.max_clock_skew)?;
+    if max_clock_skew_ms > 60_000 {
+        return Err(invalid("subscribers.max_clock_skew", "must be at most 1m"));
+    }
+    let max_write_ms = duration("subscribers.max_write", &s.max_write)?;
+    if max_write_ms > 600_000 {
+        return Err(invalid("subscribers.max_write", "must be at most 10m"));
+    }
+    Ok(LeaseConfig { lease_ms, max_clock_skew_ms, max_write_ms })
 }
 
 /// `edge.coordinator_timeout`: from 1s to 10 minutes. Each coordinator announces its heartbeat

@@ -230,6 +230,7 @@ pub fn serve(config: Config) -> Result<(), String> {
     }
     let coordinator = Arc::new(coordinator);
     let app = App::new(Arc::clone(&coordinator), Arc::clone(&config));
+    start_confirmations(&coordinator, &config);
     if let StoreConfig::Kafka { bootstrap, topic, presence_key, .. } = &config.store {
         if presence_key.is_none() {
             tracing::warn!(
@@ -331,4 +332,50 @@ pub fn serve(config: Config) -> Result<(), String> {
         tracing::warn!("could not write a snapshot at shutdown: {e}");
     }
     served
+}
+
+/// Keeps this replica's table confirmed (`Coordinator::confirm`, every third of the lease) and
+/// the confirmation's age published (every 500 ms), each on a thread of its own: a confirmation
+/// blocks while the log does not answer, which is exactly when its age must keep growing.
+fn start_confirmations(
+    coordinator: &Arc<crate::service::coordinator::Coordinator>,
+    config: &Config,
+) {
+    let lease = config.lease;
+    let every = Duration::from_millis((lease.lease_ms / 3).max(100));
+    if coordinator.is_shared() {
+        let (coordinator, holder) = (
+            Arc::clone(coordinator),
+            config.node.as_ref().map_or_else(|| "replica".to_owned(), |n| n.id.clone()),
+        );
+        let _ = std::thread::Builder::new().name("tidegate-confirm".into()).spawn(move || {
+            let mut failing = false;
+            loop {
+                let started = std::time::Instant::now();
+                match coordinator.confirm(&holder, now_ms(), lease.lease_ms) {
+                    Ok(()) if failing => {
+                        tracing::info!(event = "table_confirmed", "this replica confirms its table through the log again");
+                        failing = false;
+                    }
+                    Ok(()) => {}
+                    Err(e) if !failing => {
+                        tracing::warn!(event = "table_unconfirmed", error = %e, "cannot confirm this replica's table through the log ({e}); its subscribers' write checks answer unconfirmed once their lease runs out");
+                        failing = true;
+                    }
+                    Err(_) => {}
+                }
+                std::thread::sleep(every.saturating_sub(started.elapsed()));
+            }
+        });
+    }
+    let coordinator = Arc::clone(coordinator);
+    let _ = std::thread::Builder::new().name("tidegate-confirm-age".into()).spawn(move || {
+        loop {
+            let now = now_ms();
+            let age =
+                coordinator.confirmed_at_ms(now).map(|at| now.saturating_sub(at) as f64 / 1000.0);
+            crate::telemetry::publish_lease(age, lease.lease_ms as f64 / 1000.0);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
 }

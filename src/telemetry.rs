@@ -56,6 +56,8 @@ pub const LANE_LAG_ERRORS: &str = "tidegate_lane_lag_read_errors_total";
 pub use crate::client::metrics::{LANE_CONSUMED, LANE_HANDOVERS, LANE_PRODUCED};
 pub const EDGE_CONNECTED: &str = "tidegate_edge_coordinator_connected";
 pub const EDGE_TABLE_AGE: &str = "tidegate_edge_table_age_seconds";
+pub const TABLE_CONFIRMED_AGE: &str = "tidegate_table_confirmed_age_seconds";
+pub const TABLE_LEASE: &str = "tidegate_table_lease_seconds";
 pub const EDGE_LEAVES: &str = "tidegate_edge_leaves";
 pub const EDGE_GATE: &str = "tidegate_edge_gate_requests_total";
 pub const EDGE_GATE_CALLER_REFUSED: &str = "tidegate_edge_gate_caller_refused_total";
@@ -104,6 +106,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Seconds since the edge received (or cached) the routing table it serves.",
     ),
     (
+        "gauge",
+        TABLE_CONFIRMED_AGE,
+        "Seconds since this process's routing table was last confirmed current (a coordinator: its newest confirmation through its log; an edge: the newest confirmation it received). Past tidegate_table_lease_seconds its write checks answer unconfirmed.",
+    ),
+    (
+        "gauge",
+        TABLE_LEASE,
+        "The table lease in seconds (`[subscribers] lease`, or the one the edge's coordinator announced; 0: none).",
+    ),
+    (
         "counter",
         EDGE_GATE,
         "Gateway checks answered by the edge, by colour and source (`unit`, `pin`, `fallback`, or `frozen` for a write refused while its unit is frozen).",
@@ -111,7 +123,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "counter",
         EDGE_WRITE_CHECKS,
-        "Write checks answered by the edge (GET /v1/write-check), by answer: owned, misrouted, behind, frozen.",
+        "Write checks answered by the edge (GET /v1/write-check), by answer: owned, misrouted, behind, frozen, unconfirmed.",
     ),
     (
         "counter",
@@ -225,7 +237,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "counter",
         CLIENT_WRITE_CHECKS,
-        "Write checks of the client library (Router::check_write), by answer: owned, misrouted, behind, frozen.",
+        "Write checks of the client library (Router::check_write), by answer: owned, misrouted, behind, frozen, unconfirmed.",
     ),
     ("counter", UI_LOGINS, "Logins to the operator web UI, by outcome (ok, failed)."),
     (
@@ -787,6 +799,14 @@ pub fn publish_edge(connected: bool, table_age_seconds: Option<f64>) {
     }
 }
 
+/// How old this process's newest confirmation is (`None`: never confirmed; published as the
+/// lease plus one second, so the alert fires), and the lease it is held to.
+pub fn publish_lease(confirmed_age_seconds: Option<f64>, lease_seconds: f64) {
+    metrics::gauge!(TABLE_LEASE).set(lease_seconds);
+    let never = if lease_seconds > 0.0 { lease_seconds + 1.0 } else { 0.0 };
+    metrics::gauge!(TABLE_CONFIRMED_AGE).set(confirmed_age_seconds.unwrap_or(never));
+}
+
 /// How many live leaves the edge last reported upward.
 pub fn edge_leaves(leaves: u64) {
     metrics::gauge!(EDGE_LEAVES).set(leaves as f64);
@@ -804,7 +824,8 @@ pub fn count_dual_owner_write(stale_zone: &str, owner_zone: &str) {
         .increment(1);
 }
 
-/// Counts an edge write check by its answer (`owned`, `misrouted`, `behind`, `frozen`).
+/// Counts an edge write check by its answer (`owned`, `misrouted`, `behind`, `frozen`,
+/// `unconfirmed`).
 pub fn count_write_check(answer: &'static str) {
     metrics::counter!(EDGE_WRITE_CHECKS, "answer" => answer).increment(1);
 }

@@ -1031,3 +1031,200 @@ fn with_freeze_by_default_moves_freeze_unless_told_not_to() {
     assert_eq!(body["freeze"]["enabled"], false, "an evacuation is speed first: {body}");
     eprintln!("freeze by default test: {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// A TCP proxy a test can cut: while `cut`, it closes its connections to the coordinator (the
+/// coordinator sees the stream end, as when a middlebox or the kernel gives up on it) but keeps
+/// the client's side open and silent, and holds new connections without an answer: what a
+/// client in a zone cut off by the network sees.
+struct CutProxy {
+    url: String,
+    cut: Arc<AtomicBool>,
+}
+
+impl CutProxy {
+    fn start(upstream: &str) -> CutProxy {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let cut = Arc::new(AtomicBool::new(false));
+        let c = Arc::clone(&cut);
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for client in listener.incoming().map_while(Result::ok) {
+                if c.load(Ordering::SeqCst) {
+                    held.push(client); // never answered
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&upstream) else { continue };
+                for (mut from, mut to, down) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap(), false),
+                    (server.try_clone().unwrap(), client.try_clone().unwrap(), true),
+                ] {
+                    let (c, server) = (Arc::clone(&c), server.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 8192];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            if c.load(Ordering::SeqCst) {
+                                // Cut: the coordinator's side goes, the client hears nothing.
+                                let _ = server.shutdown(Shutdown::Both);
+                                if down {
+                                    break;
+                                }
+                                continue;
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                // The coordinator's side is closed at once when the cut comes, not at its
+                // next write (a heartbeat away).
+                let (c, server) = (Arc::clone(&c), server);
+                std::thread::spawn(move || {
+                    while !c.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    let _ = server.shutdown(Shutdown::Both);
+                });
+                held.push(client);
+            }
+        });
+        CutProxy { url, cut }
+    }
+}
+
+/// Issue 45: a subscriber whose stream is cut (not killed) during a loss-less move. The
+/// coordinator sees its stream close; the subscriber goes on answering from its table. The
+/// barrier counts it for its lease (plus the clock skew and the longest write), so the switch
+/// comes after its write checks stopped answering `owned` (`unconfirmed`). The control is a
+/// watcher that keeps no lease, cut the same way: it is counted only for the reconnect grace,
+/// and the same move switches before a lease could have run out, which is the window in which
+/// a cut-off zone wrote users another zone had taken over.
+#[test]
+fn a_cut_subscriber_answers_unconfirmed_before_the_move_that_left_it_behind_switches() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    // Lease 2 s, skew 200 ms, longest write 300 ms: a subscriber that left is counted 2.5 s.
+    // stale_after 10 s: one that keeps no lease is counted 1 s (a tenth) to reconnect.
+    let extra = format!(
+        "{CONFIG}[subscribers]\nheartbeat = \"500ms\"\nlease = \"2s\"\nmax_clock_skew = \"200ms\"\n\
+         max_write = \"300ms\"\nstale_after = \"10s\"\n"
+    );
+    std::fs::write(&config, config_toml(&extra)).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let version = || get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    let blue = tidegate::core::ZoneId::BLUE;
+    let zone_of_unit = |unit: u32| {
+        let table =
+            tidegate::client::decode_table(&get_json(&format!("{url}/v1/routing")).1).unwrap();
+        table.color_of_unit(tidegate::core::Unit(unit))
+    };
+
+    // A move of `units` to green while the subscriber behind `proxy` is cut: when its write
+    // check first answered `unconfirmed` (if `router`), and when the units switched, both from
+    // the cut.
+    let cut_and_move = |proxy: &CutProxy, router: Option<&Router>, user: &str, units: &str| {
+        let first: u32 = units.split('-').next().unwrap().parse().unwrap();
+        proxy.cut.store(true, Ordering::SeqCst);
+        let cut_at = Instant::now();
+        let (status, body) = put_json(
+            &format!("{url}/v1/units"),
+            OPERATOR_TOKEN,
+            json!({"moves": [{"units": units, "zone": "green"}], "freeze": true,
+                   "freeze_window": "20s", "expected_version": version(),
+                   "reason": "move away from a cut zone"}),
+        );
+        assert_eq!(status, 202, "{body}");
+        let (mut unconfirmed, mut switched) = (None, None);
+        while switched.is_none() || (router.is_some() && unconfirmed.is_none()) {
+            assert!(cut_at.elapsed() < Duration::from_secs(15), "no switch or no unconfirmed");
+            if let Some(router) = router
+                && unconfirmed.is_none()
+            {
+                let answer = router.check_write(user, blue, None).unwrap();
+                match answer.check.as_str() {
+                    "owned" => {}
+                    "unconfirmed" => unconfirmed = Some(cut_at.elapsed()),
+                    other => panic!("the cut subscriber answered {other}"),
+                }
+            }
+            if switched.is_none() && zone_of_unit(first) != blue {
+                switched = Some(cut_at.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (unconfirmed, switched.unwrap())
+    };
+
+    // The Router, through a proxy, keeps the lease.
+    let proxy = CutProxy::start(&url);
+    let identity =
+        Identity { subscriber_id: "cut-svc".into(), zone: "az-b".into(), kind: "service".into() };
+    let options = RouterOptions { token: Some(OPERATOR_TOKEN.into()), ..Default::default() };
+    let router = Router::connect(&proxy.url, identity, options).unwrap();
+    assert!(router.wait_for_version(version(), Duration::from_secs(10)));
+    wait_for("the Router's ack", Duration::from_secs(10), || router.acked_version() == version());
+    let user = (0..100_000)
+        .map(|i| format!("user-{i}"))
+        .find(|u| router.tag(u).unwrap().unit < 10)
+        .unwrap();
+    assert_eq!(router.check_write(&user, blue, None).unwrap().check.as_str(), "owned");
+    let (unconfirmed, switched) = cut_and_move(&proxy, Some(&router), &user, "0-9");
+    let unconfirmed = unconfirmed.unwrap();
+    println!(
+        "cut subscriber with a 2 s lease: unconfirmed {} ms after the cut, switch {} ms after it",
+        unconfirmed.as_millis(),
+        switched.as_millis()
+    );
+    assert!(
+        unconfirmed < switched,
+        "the switch ({switched:?}) came before unconfirmed ({unconfirmed:?})"
+    );
+    assert!(
+        switched >= Duration::from_millis(2_300),
+        "switched after {switched:?}, within the lease"
+    );
+    let (_, reason) =
+        audit_by(&url, "units").into_iter().find(|(a, _)| a == "units_switch").unwrap();
+    println!("switch: {reason}");
+    drop(router);
+
+    // The control: a raw watcher that keeps no lease (no `lease=1`), cut the same way.
+    let legacy = CutProxy::start(&url);
+    let watch =
+        format!("{}/v1/routing/watch?subscriber_id=legacy-svc&zone=az-b&kind=service", legacy.url);
+    let reader = std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        if let Ok(mut response) =
+            agent.get(&watch).header("Authorization", &format!("Bearer {OPERATOR_TOKEN}")).call()
+        {
+            let mut body = response.body_mut().as_reader();
+            let _ = std::io::copy(&mut body, &mut std::io::sink());
+        }
+    });
+    wait_for("the legacy watcher", Duration::from_secs(10), || {
+        get_json(&format!("{url}/v1/subscribers")).1.to_string().contains("legacy-svc")
+    });
+    let (_, switched_legacy) = cut_and_move(&legacy, None, &user, "10-19");
+    println!(
+        "control, a cut watcher that keeps no lease: switch {} ms after the cut (a Router's 2 s lease would still hold)",
+        switched_legacy.as_millis()
+    );
+    assert!(
+        switched_legacy < Duration::from_millis(2_000),
+        "control: the barrier waited {switched_legacy:?} for a watcher without a lease"
+    );
+    drop(reader);
+}

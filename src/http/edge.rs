@@ -325,6 +325,8 @@ fn write_check(
                 format!("`domain`: the table has no domain `{}`", domain.unwrap_or_default()),
             )
         })?;
+    // A table the coordinator has not confirmed within its lease never answers `owned`.
+    let check = check.leased(app.router.lease_confirmed());
     telemetry::count_write_check(check.as_str());
     let version = table.version();
     let retry_ms = crate::core::WRITE_RETRY_AFTER_MS;
@@ -359,6 +361,20 @@ fn write_check(
         .with("retry_after_ms", retry_ms.into())
         .with("version", local.into())),
         crate::core::WriteCheck::Frozen { unit, .. } => Err(frozen_write(unit, version)),
+        crate::core::WriteCheck::Unconfirmed => {
+            let lease = app.router.lease().unwrap_or_default();
+            Err(ApiError::new(
+                Status::ServiceUnavailable,
+                "unconfirmed",
+                format!(
+                    "this edge's table (version {version}) has not been confirmed current within its lease ({} ms): it cannot tell whether another zone took the user over; retry after {retry_ms} ms (reads and tags go on)",
+                    lease.as_millis()
+                ),
+            )
+            .with("retry_after_seconds", retry_ms.div_ceil(1000).into())
+            .with("retry_after_ms", retry_ms.into())
+            .with("version", version.into()))
+        }
     }
 }
 
@@ -437,6 +453,11 @@ fn readyz(app: &State<Arc<EdgeApp>>) -> Result<Json<Value>, ApiError> {
         "stall_bound_seconds": status.stall_bound.map(|d| d.as_secs_f64()),
         "refused": status.refused,
         "last_error": status.last_error,
+        // The table lease: while it has run out, write checks answer `unconfirmed` (reads and
+        // tags go on, so the edge stays ready).
+        "lease_seconds": status.lease.map(|d| d.as_secs_f64()),
+        "lease_left_seconds": status.lease_left.map(|d| d.as_secs_f64()),
+        "writes_confirmed": app.router.lease_confirmed(),
         "detail": describe(&status, age),
     })))
 }
@@ -445,6 +466,10 @@ fn readyz(app: &State<Arc<EdgeApp>>) -> Result<Json<Value>, ApiError> {
 fn metrics(app: &State<Arc<EdgeApp>>) -> (ContentType, String) {
     let status = app.router.status();
     telemetry::publish_edge(status.connected, age_seconds(&status));
+    let confirmed_age = status
+        .confirmed_at
+        .map(|at| SystemTime::now().duration_since(at).map_or(0.0, |d| d.as_secs_f64()));
+    telemetry::publish_lease(confirmed_age, status.lease.map_or(0.0, |d| d.as_secs_f64()));
     if let Some(table) = app.router.table() {
         telemetry::publish_table(&table);
     }

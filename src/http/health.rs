@@ -77,16 +77,20 @@ fn healthz() -> Json<Value> {
 }
 
 /// The process can accept changes: its log is writable (a file log that has not failed a write;
-/// on a shared log, a replica that reads the log, has not stopped at an unreadable record, and
-/// whose brokers could acknowledge an append). Tagging and reads keep working when it is not;
+/// on a shared log, a replica that reads the log, has not stopped at an unreadable record, has
+/// confirmed its table through the log within the lease, and whose brokers could acknowledge an
+/// append). Tagging and reads keep working when it is not;
 /// `/healthz` is the liveness of those.
 #[get("/readyz")]
 async fn readyz(app: &State<App>) -> Result<Json<Value>, ApiError> {
     let table = app.coordinator.table();
     let coordinator = std::sync::Arc::clone(&app.coordinator);
-    let readiness = rocket::tokio::task::spawn_blocking(move || coordinator.write_readiness())
-        .await
-        .unwrap_or_else(|e| Err(format!("the readiness check failed: {e}")));
+    let lease_ms = app.config.lease.lease_ms;
+    let readiness = rocket::tokio::task::spawn_blocking(move || {
+        coordinator.write_readiness(lease_ms, super::now_ms())
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the readiness check failed: {e}")));
     match readiness {
         Ok(()) => Ok(Json(json!({
             "status": "ready",

@@ -114,10 +114,10 @@ impl App {
             Health::new(config.zones.clone(), config.health.window_ms, source)
                 .with_detection(config.health.detect_window_ms, config.health.silent_after_ms),
         );
-        let subscribers = Arc::new(Subscribers::new(
-            config.subscriber_stale_after_ms,
-            config.subscriber_max_per_caller,
-        ));
+        let subscribers = Arc::new(
+            Subscribers::new(config.subscriber_stale_after_ms, config.subscriber_max_per_caller)
+                .with_lease_hold(config.lease.bound_ms()),
+        );
         // A freeze replayed from the log waits for the previous process's subscribers to come
         // back before its barrier can pass (`Subscribers::reconnect_grace_left`).
         subscribers.note_start(coordinator.state().version(), now_ms(), coordinator.is_shared());

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
 use super::{App, iso8601, now_ms};
-use crate::client::sse::HEARTBEAT_HEADER;
+use crate::client::sse::{HEARTBEAT_HEADER, LEASE_HEADER};
 pub use crate::service::routing_frames::RoutingFrames;
-use crate::service::routing_frames::{Frame, HEARTBEAT};
+use crate::service::routing_frames::{self, Frame};
 use crate::service::subscribers::{
     AckRequest, SubscriberError, Subscribers, ack_body, resumed_version,
 };
@@ -93,7 +93,7 @@ impl Drop for StreamGuard {
 /// event per stream).
 /// The second field is the heartbeat interval, announced in `x-tidegate-heartbeat-ms` so that
 /// watchers size their stall bound by the server they watch rather than by their own config.
-pub(crate) struct EventFrames<S>(ByteStream<S>, Duration);
+pub(crate) struct EventFrames<S>(ByteStream<S>, Duration, u64);
 
 impl<'r, S> Responder<'r, 'r> for EventFrames<S>
 where
@@ -105,6 +105,7 @@ where
             .raw_header("Cache-Control", "no-cache")
             .raw_header("Expires", "0")
             .raw_header(HEARTBEAT_HEADER, self.1.as_millis().to_string())
+            .raw_header(LEASE_HEADER, self.2.to_string())
             .streamed_body(ReaderStream::from(self.0.0.map(std::io::Cursor::new)))
             .ok()
     }
@@ -113,7 +114,7 @@ where
 /// `GET /v1/routing/watch`: the full table on connect (unless `Last-Event-ID` already names
 /// the current version), then every new version, plus heartbeat comments.
 #[allow(clippy::too_many_arguments)]
-#[get("/v1/routing/watch?<subscriber_id>&<zone>&<kind>&<log_id>")]
+#[get("/v1/routing/watch?<subscriber_id>&<zone>&<kind>&<log_id>&<lease>")]
 fn watch(
     app: &State<App>,
     caller: Caller,
@@ -121,6 +122,7 @@ fn watch(
     zone: Option<&str>,
     kind: Option<&str>,
     log_id: Option<&str>,
+    lease: Option<&str>,
     last_event_id: LastEventId,
     mut shutdown: Shutdown,
 ) -> Result<EventFrames<impl Stream<Item = Frame> + Send + 'static>, ApiError> {
@@ -141,6 +143,7 @@ fn watch(
             let kind = kind.unwrap_or("unknown");
             let version = current.version();
             subscribers.connect(id, &owner, zone, kind, resumed, version, now_ms())?;
+            subscribers.set_leased(id, lease == Some("1"));
             Some(id.to_owned())
         }
         _ => None,
@@ -152,6 +155,7 @@ fn watch(
     let mut sent = resumed.filter(|v| *v <= current.version()).unwrap_or(0);
     let frames = Arc::clone(&app.frames);
     let log_id = app.coordinator.log_id().to_owned();
+    let coordinator = Arc::clone(&app.coordinator);
     Ok(EventFrames(
         ByteStream! {
             let guard = guard;
@@ -160,7 +164,10 @@ fn watch(
                 yield frames.frame(&current, &log_id);
             }
             drop(current);
-            let mut ticker = rocket::tokio::time::interval_at(rocket::tokio::time::Instant::now() + heartbeat, heartbeat);
+            // A confirmation right away, then one per heartbeat. Each is read before looking
+            // for a newer table, and such a table goes out first (as `http_fast::watch` does):
+            // a watcher never holds a confirmation for a table it has not received.
+            let mut ticker = rocket::tokio::time::interval(heartbeat);
             loop {
                 rocket::tokio::select! {
                     changed = changes.changed() => {
@@ -175,13 +182,22 @@ fn watch(
                         if let Some(id) = &guard.id {
                             guard.subscribers.touch(id, now_ms());
                         }
-                        yield HEARTBEAT;
+                        let beat = routing_frames::heartbeat(coordinator.confirmed_at_ms(now_ms()));
+                        if changes.has_changed().unwrap_or(false) {
+                            let state = changes.borrow_and_update().clone();
+                            if state.version() > sent {
+                                sent = state.version();
+                                yield frames.frame(&state, &log_id);
+                            }
+                        }
+                        yield beat;
                     }
                     _ = &mut shutdown => break,
                 }
             }
         },
         heartbeat,
+        app.config.lease.lease_ms,
     ))
 }
 
@@ -196,6 +212,9 @@ fn ack(
     let r = request.map_err(json_error)?.into_inner();
     let current = app.coordinator.state().version();
     let s = app.subscribers.ack(id, &owner, r.version, r.identity(), current, now_ms())?;
+    if r.leaving {
+        app.subscribers.release(id);
+    }
     Ok(Json(ack_body(&s.id, s.applied_version, current)))
 }
 

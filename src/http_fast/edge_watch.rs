@@ -18,7 +18,7 @@ use super::watch::{
 };
 use crate::service::bearer::Bearer;
 use crate::service::edge::{EdgeApp, RelayFrame};
-use crate::service::routing_frames::{Frame, HEARTBEAT};
+use crate::service::routing_frames::{self, Frame, HEARTBEAT};
 use crate::service::subscribers::{AckRequest, ack_body, resumed_version};
 use crate::service::tag_answer::{self, Failure, query_param};
 
@@ -37,8 +37,13 @@ pub fn watch(app: &EdgeApp, request: &Request<Incoming>) -> Result<Response<Even
     Ok(serve_on_hyper(opened, super::edge::SERVER))
 }
 
-/// What a leaf's stream on the edge re-serves: the frames the edge relays, as they came.
-pub(super) struct Relayed;
+/// What a leaf's stream on the edge re-serves: the frames the edge relays, as they came, and
+/// the confirmations of its coordinator, forwarded unchanged (an edge confirms nothing itself:
+/// its leaves' leases end with the edge's own).
+pub(super) struct Relayed {
+    router: std::sync::Arc<crate::client::Router>,
+    lease_ms: Option<u64>,
+}
 
 impl Source for Relayed {
     type Item = Option<RelayFrame>;
@@ -50,6 +55,15 @@ impl Source for Relayed {
     /// Only asked for an item with a version (`Some`); `None` would be a heartbeat.
     fn frame(&self, item: &Self::Item) -> Frame {
         item.as_ref().map_or(HEARTBEAT, |f| Frame::Shared(std::sync::Arc::clone(&f.bytes)))
+    }
+
+    fn lease_ms(&self) -> Option<u64> {
+        self.lease_ms
+    }
+
+    fn heartbeat(&self) -> Frame {
+        let confirmed = self.router.confirmed_at_ms();
+        routing_frames::heartbeat((self.lease_ms.is_some() && confirmed > 0).then_some(confirmed))
     }
 }
 
@@ -92,6 +106,7 @@ pub(super) fn open(
             let zone = query_param(query, "zone").unwrap_or(Cow::Borrowed("unknown"));
             let kind = query_param(query, "kind").unwrap_or(Cow::Borrowed("unknown"));
             relay.leaves.connect(&id, &owner, &zone, &kind, resumed, held, now_ms())?;
+            relay.leaves.set_leased(&id, query_param(query, "lease").as_deref() == Some("1"));
             relay.mark();
             Some(id.into_owned())
         }
@@ -100,11 +115,16 @@ pub(super) fn open(
     let current = changes.borrow_and_update().clone();
     Ok(Opened {
         guard: StreamGuard { subscribers: std::sync::Arc::clone(&relay.leaves), id },
-        source: Relayed,
+        source: Relayed {
+            router: std::sync::Arc::clone(&app.router),
+            lease_ms: app.router.lease().map(|l| u64::try_from(l.as_millis()).unwrap_or(u64::MAX)),
+        },
         changes,
         current: Some(current),
         sent: resumed.filter(|v| *v <= held).unwrap_or(0),
         heartbeat: Duration::from_millis(config.watch_heartbeat_ms),
+        pending: None,
+        confirm_due: true,
     })
 }
 
@@ -134,6 +154,9 @@ pub async fn ack(
     let r: AckRequest = serde_json::from_str(text).map_err(|e| tag_answer::invalid_json(&e))?;
     let current = relay.version();
     let s = relay.leaves.ack(id, &owner, r.version, r.identity(), current, now_ms())?;
+    if r.leaving {
+        relay.leaves.release(id);
+    }
     relay.mark();
     Ok(respond::ok_json_as(
         tag_answer::json(&ack_body(&s.id, s.applied_version, current), 128),

@@ -100,6 +100,9 @@ pub async fn take<S: Source>(
         crate::client::sse::HEARTBEAT_HEADER,
         opened.heartbeat_ms()
     ));
+    if let Some(lease_ms) = opened.source.lease_ms() {
+        head.push_str(&format!("{}: {lease_ms}\r\n", crate::client::sse::LEASE_HEADER));
+    }
     head.push_str(&format!("date: {}\r\n", httpdate::fmt_http_date(std::time::SystemTime::now())));
     head.push_str("transfer-encoding: chunked\r\n\r\n");
     stream.write_all(head.as_bytes()).await.ok()?;

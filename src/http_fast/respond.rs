@@ -146,6 +146,9 @@ async fn ack(
     let r: AckRequest = serde_json::from_str(text).map_err(|e| tag_answer::invalid_json(&e))?;
     let current = tagger.coordinator.state().version();
     let s = subscribers.ack(id, &owner, r.version, r.identity(), current, now_ms())?;
+    if r.leaving {
+        subscribers.release(id);
+    }
     Ok(tag_answer::json(&ack_body(&s.id, s.applied_version, current), 128))
 }
 

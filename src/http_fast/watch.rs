@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use super::Tagger;
 use super::respond::{self, common_as, now_ms};
 use crate::service::bearer::{self, Bearer};
-use crate::service::routing_frames::{Frame, HEARTBEAT};
+use crate::service::routing_frames::Frame;
 use crate::service::subscribers::{Subscribers, resumed_version};
 use crate::service::tag_answer::{Failure, query_param};
 
@@ -68,12 +68,20 @@ pub(super) trait Source: Send + 'static {
     /// table).
     fn version(item: &Self::Item) -> Option<u64>;
     fn frame(&self, item: &Self::Item) -> Frame;
+    /// The table lease announced in the stream's head (`x-tidegate-lease-ms`); `None`: the
+    /// heartbeats confirm nothing and the watcher's write checks are not leased.
+    fn lease_ms(&self) -> Option<u64>;
+    /// A heartbeat, carrying the newest confirmation that every table published so far is
+    /// current (`crate::core::lease`), when there is one.
+    fn heartbeat(&self) -> Frame;
 }
 
 /// The coordinator's tables, framed once for every stream (`service::routing_frames`).
 pub(super) struct Tables {
     frames: Arc<crate::service::routing_frames::RoutingFrames>,
     log_id: Arc<str>,
+    coordinator: Arc<crate::service::coordinator::Coordinator>,
+    lease_ms: u64,
 }
 
 impl Source for Tables {
@@ -86,6 +94,14 @@ impl Source for Tables {
     fn frame(&self, state: &Self::Item) -> Frame {
         self.frames.frame(state, &self.log_id)
     }
+
+    fn lease_ms(&self) -> Option<u64> {
+        Some(self.lease_ms)
+    }
+
+    fn heartbeat(&self) -> Frame {
+        crate::service::routing_frames::heartbeat(self.coordinator.confirmed_at_ms(now_ms()))
+    }
 }
 
 /// A watch stream whose gates passed, whatever it re-serves: what the loop that writes it
@@ -97,6 +113,11 @@ pub(super) struct Opened<S: Source> {
     pub(super) current: Option<S::Item>,
     pub(super) sent: u64,
     pub(super) heartbeat: Duration,
+    /// A heartbeat to send right after the table that went ahead of it (see [`Opened::confirm`]).
+    pub(super) pending: Option<Frame>,
+    /// A confirmation is due before waiting: a stream starts with one, so a new watcher's write
+    /// checks need not wait a whole heartbeat interval for their lease.
+    pub(super) confirm_due: bool,
 }
 
 impl<S: Source> Opened<S> {
@@ -111,6 +132,16 @@ impl<S: Source> Opened<S> {
                 self.sent = version;
                 return Some(self.source.frame(&item));
             }
+            if let Some(heartbeat) = self.pending.take() {
+                return Some(heartbeat);
+            }
+            if self.confirm_due {
+                self.confirm_due = false;
+                if let Some(heartbeat) = self.confirm() {
+                    return Some(heartbeat);
+                }
+                continue;
+            }
             tokio::select! {
                 changed = self.changes.changed() => {
                     changed.ok()?;
@@ -118,10 +149,27 @@ impl<S: Source> Opened<S> {
                 }
                 _ = ticker.tick() => {
                     self.guard.touch();
-                    return Some(HEARTBEAT);
+                    if let Some(heartbeat) = self.confirm() {
+                        return Some(heartbeat);
+                    }
                 }
             }
         }
+    }
+
+    /// The heartbeat to send now, or `None` when a newer table must go first (it is then
+    /// `current`, and the heartbeat `pending` behind it). The confirmation is read *before*
+    /// looking for a newer table: whatever it confirms was published before it, so a table it
+    /// covers is either sent already or found here, and a watcher never holds a confirmation for
+    /// a table it has not received (its lease would then cover a table that missed a freeze).
+    fn confirm(&mut self) -> Option<Frame> {
+        let heartbeat = self.source.heartbeat();
+        if self.changes.has_changed().unwrap_or(false) {
+            self.current = Some(self.changes.borrow_and_update().clone());
+            self.pending = Some(heartbeat);
+            return None;
+        }
+        Some(heartbeat)
     }
 
     pub(super) fn ticker(&self) -> tokio::time::Interval {
@@ -163,6 +211,7 @@ pub(super) fn open(
             let kind = query_param(query, "kind").unwrap_or(Cow::Borrowed("unknown"));
             let version = current.version();
             subscribers.connect(&id, &owner, &zone, &kind, resumed, version, now_ms())?;
+            subscribers.set_leased(&id, query_param(query, "lease").as_deref() == Some("1"));
             Some(id.into_owned())
         }
         _ => None,
@@ -174,11 +223,15 @@ pub(super) fn open(
         source: Tables {
             frames: Arc::clone(&tagger.frames),
             log_id: Arc::from(tagger.coordinator.log_id()),
+            coordinator: Arc::clone(&tagger.coordinator),
+            lease_ms: tagger.config.lease.lease_ms,
         },
         changes,
         current: Some(current),
         sent,
         heartbeat: Duration::from_millis(tagger.config.watch_heartbeat_ms),
+        pending: None,
+        confirm_due: true,
     })
 }
 
@@ -197,6 +250,7 @@ pub(super) fn serve_on_hyper(
     server: &'static str,
 ) -> Response<Events> {
     let heartbeat_ms = opened.heartbeat_ms();
+    let lease_ms = opened.source.lease_ms();
     let (tx, rx) = mpsc::channel(2);
     tokio::spawn(async move {
         let mut ticker = opened.ticker();
@@ -211,13 +265,14 @@ pub(super) fn serve_on_hyper(
             }
         }
     });
-    stream_response(rx, heartbeat_ms, server)
+    stream_response(rx, heartbeat_ms, lease_ms, server)
 }
 
 /// A watch stream's answer: 200, the event-stream headers, the frames `rx` receives.
 fn stream_response(
     rx: mpsc::Receiver<Frame>,
     heartbeat_ms: u64,
+    lease_ms: Option<u64>,
     server: &'static str,
 ) -> Response<Events> {
     let mut response = Response::new(Events(rx));
@@ -230,6 +285,12 @@ fn stream_response(
         header::HeaderName::from_static(crate::client::sse::HEARTBEAT_HEADER),
         HeaderValue::from(heartbeat_ms),
     );
+    if let Some(lease_ms) = lease_ms {
+        headers.insert(
+            header::HeaderName::from_static(crate::client::sse::LEASE_HEADER),
+            HeaderValue::from(lease_ms),
+        );
+    }
     response
 }
 

@@ -6,7 +6,7 @@
 //! times a second. Readers load an immutable `Arc<RoutingTable>` and never wait for the writer.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -134,6 +134,10 @@ struct Replica {
     skip: std::collections::BTreeSet<u64>,
     /// The tail's last read failed (the brokers cannot be read).
     tail_failing: AtomicBool,
+    /// When this replica last confirmed it had read the whole log (its wall clock, ms; 0:
+    /// never): the stamp of its newest confirmation record that came back through the tail
+    /// ([`Coordinator::confirm`]).
+    confirmed_at_ms: AtomicU64,
     /// Started from the snapshot while the brokers did not answer: reads are served from the
     /// snapshot's state, changes are refused until the topic has been checked (`set_online`).
     offline: Arc<Mutex<Option<String>>>,
@@ -606,6 +610,7 @@ impl Coordinator {
             halted: Mutex::new(None),
             skip,
             tail_failing: AtomicBool::new(true),
+            confirmed_at_ms: AtomicU64::new(0),
             offline: Arc::new(Mutex::new(Some(format!(
                 "{why}; serving reads from the snapshot (version {version}) until they do"
             )))),
@@ -772,6 +777,7 @@ impl Coordinator {
             halted: Mutex::new(halted),
             skip,
             tail_failing: AtomicBool::new(false),
+            confirmed_at_ms: AtomicU64::new(0),
             offline: Arc::new(Mutex::new(None)),
         });
         // A long catch-up (or a snapshot that had to be ignored) is worth a snapshot right away,
@@ -1032,6 +1038,43 @@ impl Coordinator {
         Ok((granted, applier.leases.get(name).cloned()))
     }
 
+    /// When this coordinator last confirmed its table current, on its wall clock (ms), for the
+    /// heartbeats of its watch streams (`crate::core::lease`); `None` when it cannot say.
+    ///
+    /// The embedded file log has one writer, this process: its table is always current, so the
+    /// answer is `now_ms`. A replica of a shared log confirms through the log itself
+    /// ([`Coordinator::confirm`]): reading the broker's high watermark would not do, because a
+    /// broker cut off from the others may still claim to lead the partition and answer with a
+    /// stale one, while a record this replica wrote can come back to it only through a log that
+    /// a majority of brokers accepted.
+    pub fn confirmed_at_ms(&self, now_ms: u64) -> Option<u64> {
+        match &self.path {
+            Path::Local(_) => Some(now_ms),
+            Path::Shared(replica) => {
+                if replica.halted.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                    return None; // it applies nothing more: nothing it serves is current
+                }
+                let at = replica.confirmed_at_ms.load(Ordering::Acquire);
+                (at > 0).then_some(at)
+            }
+        }
+    }
+
+    /// Confirms this replica's table current as of `at_ms` (its wall clock, taken before the
+    /// call): appends a lease record named `confirm/<holder>` stamped `at_ms` and waits until the
+    /// tail has applied it. Every record the log accepted before it is applied then, and the
+    /// states they made are published before the confirmation is, so a watch stream that sends
+    /// the confirmation has sent (or queued) every table it covers. Blocking; a file log needs
+    /// none (see [`Coordinator::confirmed_at_ms`]). The record spends no version and leaves the
+    /// audit alone; one per replica every third of a lease (docs/src/partitions.md).
+    pub fn confirm(&self, holder: &str, at_ms: u64, lease_ms: u64) -> Result<(), SubmitError> {
+        let Path::Shared(replica) = &self.path else { return Ok(()) };
+        let name = format!("confirm/{holder}");
+        self.claim_lease(&name, holder, None, at_ms, at_ms.saturating_add(lease_ms))?;
+        replica.confirmed_at_ms.fetch_max(at_ms, Ordering::AcqRel);
+        Ok(())
+    }
+
     /// The lease `name` as this replica has applied it (`None`: never granted, or a file log).
     pub fn lease(&self, name: &str) -> Option<Lease> {
         match &self.path {
@@ -1184,7 +1227,7 @@ impl Coordinator {
     /// a shared log's replica has not stopped at an unreadable record, its tail reads, and the
     /// log answers that it could acknowledge an append. Blocks for up to about a second on a
     /// shared log: call it from a blocking context.
-    pub fn write_readiness(&self) -> Result<(), String> {
+    pub fn write_readiness(&self, lease_ms: u64, now_ms: u64) -> Result<(), String> {
         if !self.is_healthy() {
             return Err(
                 "a write to the command log failed; changes are refused until restart".into()
@@ -1202,6 +1245,17 @@ impl Coordinator {
                 "the shared log cannot be read, so this replica cannot apply its own changes"
                     .into(),
             );
+        }
+        // Readiness follows the tail's progress, not the brokers' metadata: a broker cut off
+        // from the others may still claim to lead the partition (and answer the probe below),
+        // while a confirmation is a record of this replica's that came back through the log.
+        let confirmed = replica.confirmed_at_ms.load(Ordering::Acquire);
+        let age = now_ms.saturating_sub(confirmed);
+        if confirmed == 0 || age > lease_ms {
+            let since = if confirmed == 0 { "yet".to_owned() } else { format!("for {age} ms") };
+            return Err(format!(
+                "this replica has not confirmed its table through the log {since} (lease {lease_ms} ms): it cannot tell that it has read every change, and its subscribers' write checks answer unconfirmed"
+            ));
         }
         // One probe per second whoever asks (readiness is polled, and read anonymously); while
         // one runs, others get the last answer.

@@ -369,7 +369,8 @@ impl Relay {
             config.subscriber_stale_after_ms,
             config.subscriber_max_per_caller,
         )
-        .with_max(max);
+        .with_max(max)
+        .with_lease_hold(config.lease.bound_ms());
         Relay {
             frames: tokio::sync::watch::Sender::new(None),
             leaves: Arc::new(leaves),

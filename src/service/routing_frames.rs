@@ -163,6 +163,18 @@ impl AsRef<[u8]> for Frame {
 
 pub const HEARTBEAT: Frame = Frame::Static(b":heartbeat\n\n");
 
+/// A heartbeat that confirms the table current as of `confirmed_at_ms` (`:heartbeat c=<ms>`,
+/// `crate::core::lease`), or the plain one when there is nothing to confirm.
+pub fn heartbeat(confirmed_at_ms: Option<u64>) -> Frame {
+    match confirmed_at_ms {
+        None => HEARTBEAT,
+        Some(_) => {
+            let text = crate::core::lease::heartbeat_text(confirmed_at_ms) + "\n\n";
+            Frame::Shared(Arc::from(text.into_bytes()))
+        }
+    }
+}
+
 /// The newest routing frame, built on first demand for its version.
 #[derive(Default)]
 pub struct RoutingFrames {

@@ -38,8 +38,12 @@ pub struct Subscriber {
     /// Open watch streams from this subscriber.
     pub streams: u32,
     /// Its last watch stream closed (a dropped `Router`, a closed connection): it left, and is
-    /// live for a tenth of `stale_after` (time to reconnect), not all of it.
+    /// live for a tenth of `stale_after` (time to reconnect), not all of it; a leased one for
+    /// at least as long as its write checks may still answer `owned` (see [`Subscribers::is_live`]).
     pub left: bool,
+    /// It keeps the table lease (`lease=1` on its watch): its write checks stop answering
+    /// `owned` a lease after the last confirmation it received (`crate::core::lease`).
+    pub leased: bool,
 }
 
 impl Subscriber {
@@ -54,6 +58,7 @@ impl Subscriber {
             last_seen_ms: now_ms,
             streams: 0,
             left: false,
+            leased: false,
         }
     }
 }
@@ -91,6 +96,11 @@ pub struct AckRequest {
     pub version: u64,
     pub zone: Option<String>,
     pub kind: Option<String>,
+    /// The subscriber is going away for good (a dropped `Router`): its write checks answer
+    /// nothing more, so its lease is void and barriers count it only for the reconnect grace
+    /// ([`Subscribers::release`]).
+    #[serde(default)]
+    pub leaving: bool,
 }
 
 impl AckRequest {
@@ -316,6 +326,9 @@ pub struct Subscribers {
     /// Whether other replicas share this process's log (their reports count in barriers), so a
     /// barrier right after the start waits until they could have been heard.
     has_peers: std::sync::atomic::AtomicBool,
+    /// How long a leased subscriber that left is still counted: the lease, the clock skew and
+    /// the longest write (`config::LeaseConfig::bound_ms`); 0 without leases.
+    lease_hold_ms: u64,
 }
 
 /// How long after a start a barrier on a replayed version waits for subscribers to reconnect:
@@ -347,6 +360,20 @@ impl Subscribers {
             replayed_version: AtomicU64::new(0),
             started_ms: AtomicU64::new(0),
             has_peers: std::sync::atomic::AtomicBool::new(false),
+            lease_hold_ms: 0,
+        }
+    }
+
+    /// The same registry counting a leased subscriber that left for `lease_hold_ms` after its
+    /// last heartbeat (see [`Subscribers::is_live`]).
+    pub fn with_lease_hold(self, lease_hold_ms: u64) -> Subscribers {
+        Subscribers { lease_hold_ms, ..self }
+    }
+
+    /// Marks `id` (just connected) as keeping the table lease, or not.
+    pub fn set_leased(&self, id: &str, leased: bool) {
+        if let Some(s) = self.lock().subscribers.get_mut(id) {
+            s.leased = leased;
         }
     }
 
@@ -572,6 +599,15 @@ impl Subscribers {
         }
     }
 
+    /// `id` (already acknowledged by its owner) went away for good: its lease no longer
+    /// holds barriers (see [`Subscribers::is_live`]); it is counted like a subscriber without
+    /// one.
+    pub fn release(&self, id: &str) {
+        if let Some(s) = self.lock().subscribers.get_mut(id) {
+            s.leased = false;
+        }
+    }
+
     /// A heartbeat on an open stream.
     pub fn touch(&self, id: &str, now_ms: u64) {
         if let Some(s) = self.lock().subscribers.get_mut(id) {
@@ -620,10 +656,22 @@ impl Subscribers {
         Ok(snapshot)
     }
 
+    /// Whether barriers count `s`.
+    ///
+    /// One that left keeps a tenth of `stale_after` to reconnect (a stream broken by the
+    /// network, a coordinator restart), so a reconnect does not drop it from the gate. A leased
+    /// one keeps at least `lease_hold_ms` from when it left: its last confirmation was sent no
+    /// later than that, so until then its write checks may still answer `owned` on the table it
+    /// had (a stream cut by the network closes here while the client goes on serving), and a
+    /// barrier that stopped counting it sooner could switch under it (issue 45: a subscriber
+    /// whose stream closed was dropped after 3 s while it answered `owned` for 1 000 commits).
     fn is_live(&self, s: &Subscriber, now_ms: u64) -> bool {
-        // One that left keeps a tenth of `stale_after` to reconnect (a stream broken by the
-        // network, a coordinator restart), so a reconnect does not drop it from the gate.
-        let keep = if s.left { self.stale_after_ms / 10 } else { self.stale_after_ms };
+        let keep = if s.left {
+            let reconnect = self.stale_after_ms / 10;
+            if s.leased { reconnect.max(self.lease_hold_ms) } else { reconnect }
+        } else {
+            self.stale_after_ms
+        };
         s.streams > 0 || now_ms.saturating_sub(s.last_seen_ms) <= keep
     }
 

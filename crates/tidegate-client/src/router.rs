@@ -263,6 +263,8 @@ struct Shared {
     token: Option<String>,
     /// The table lease ([`tidegate_core::lease`]).
     lease: Lease,
+    /// Who acknowledges (a token and acknowledgements on): told to the coordinator on drop.
+    acknowledger: Option<Identity>,
 }
 
 /// The held table's lease: written by the watcher thread, read by every write check.
@@ -435,6 +437,8 @@ impl Router {
             agent: Some(agent.clone()),
             token: options.token.clone(),
             lease: Lease::new(),
+            acknowledger: (options.acknowledge && options.token.is_some())
+                .then(|| identity.clone()),
         });
         if let Some(path) = &options.cache_path
             && let Some((table, log_id, data)) = load_cache(path)
@@ -490,6 +494,7 @@ impl Router {
             agent: None,
             token: None,
             lease: Lease::new(),
+            acknowledger: None,
         });
         Router {
             shared,
@@ -800,8 +805,38 @@ impl Router {
     }
 }
 
+/// How long a dropped Router waits for its coordinator to take its leave.
+const LEAVE_TIMEOUT: Duration = Duration::from_millis(500);
+
+impl Router {
+    /// Tells the coordinator this subscriber goes away for good (an acknowledgement with
+    /// `leaving`): a dropped Router checks no more writes, so its lease no longer needs to hold
+    /// barriers, which otherwise count a subscriber that left for its whole lease (it might be
+    /// cut off and still answering). Best effort within [`LEAVE_TIMEOUT`]: an older coordinator
+    /// refuses the field, an unreachable one never hears it, and both then wait out the lease.
+    fn leave(&self) {
+        let shared = &self.shared;
+        let (Some(identity), Some(agent)) = (&shared.acknowledger, &shared.agent) else { return };
+        let acked = shared.acked.load(Ordering::SeqCst);
+        let connected = shared.status.lock().unwrap_or_else(PoisonError::into_inner).connected;
+        let Some(base) = self.status().coordinator.filter(|_| connected && acked > 0) else {
+            return;
+        };
+        let url = format!("{base}/v1/subscribers/{}/ack", encode(&identity.subscriber_id));
+        let body = serde_json::json!({
+            "version": acked, "zone": identity.zone, "kind": identity.kind, "leaving": true,
+        });
+        let mut request = agent.post(&url).config().timeout_global(Some(LEAVE_TIMEOUT)).build();
+        if let Some(token) = &shared.token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        let _ = request.send_json(body);
+    }
+}
+
 impl Drop for Router {
     fn drop(&mut self) {
+        self.leave();
         self.shared.stop.store(true, Ordering::SeqCst);
         if let Some(socket) =
             self.shared.socket.lock().unwrap_or_else(PoisonError::into_inner).take()

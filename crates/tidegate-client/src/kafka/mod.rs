@@ -126,10 +126,30 @@ pub fn lane_shape(partitions: u32) -> Result<LaneConfig, LaneError> {
     LaneConfig::for_zones(partitions, zones)
 }
 
-/// A client configuration for `bootstrap` with the caller's extra librdkafka properties on top.
+/// Network timeouts every tidegate Kafka client starts from (the caller's extras win).
+///
+/// Why: librdkafka's defaults wait 60 s for a request and 30 s for a connection, and back off
+/// reconnects up to 10 s. A broker cut off by a partition then holds a request for a minute,
+/// and after the heal a connection stuck in TCP retransmission backoff kept a replica stale for
+/// 24-26 s (issue 45). A request that times out closes its connection, and the next one starts
+/// afresh; keepalive notices a dead peer on an idle connection; metadata is refreshed every 10 s
+/// so a new partition leader is found without waiting for an error.
+pub const NETWORK_DEFAULTS: [(&str, &str); 5] = [
+    ("socket.timeout.ms", "10000"),
+    ("socket.connection.setup.timeout.ms", "5000"),
+    ("socket.keepalive.enable", "true"),
+    ("reconnect.backoff.max.ms", "1000"),
+    ("topic.metadata.refresh.interval.ms", "10000"),
+];
+
+/// A client configuration for `bootstrap`, [`NETWORK_DEFAULTS`] and the caller's extra librdkafka
+/// properties on top.
 pub fn client_config(bootstrap: &str, extra: &[(String, String)]) -> ClientConfig {
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", bootstrap);
+    for (key, value) in NETWORK_DEFAULTS {
+        config.set(key, value);
+    }
     for (key, value) in extra {
         config.set(key, value);
     }
