@@ -15,7 +15,8 @@
 //! 5. [`service`]: the stateful services between the log and the edges: the coordinator, the
 //!    drain runner, subscribers, lane membership, zone health.
 //! 6. Edges: [`http`] (Rocket), [`http_fast`] (the tag path on hyper alone), [`mq`] (rdkafka),
-//!    [`cli`], [`edge`] (`tidegate edge`, the local evaluator for gateways and OpenFeature), plus
+//!    [`cli`], [`edge`] (`tidegate edge`, the local evaluator for gateways and OpenFeature),
+//!    [`fence`] (`tidegate fence`, the ownership fence at the database), plus
 //!    [`server`] and [`demo`], which wire them together.
 
 #![forbid(unsafe_code)]
@@ -38,6 +39,7 @@ pub mod service;
 pub mod cli;
 pub mod demo;
 pub mod edge;
+pub mod fence;
 pub mod http;
 pub mod http_fast;
 pub mod mq;

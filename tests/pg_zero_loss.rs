@@ -732,3 +732,213 @@ fn without_freeze_the_same_workload_lets_a_non_owner_write_the_control() {
     assert!(f.table_dual > 0, "no user was written by a second owner: the control failed");
     assert!(f.dual_owner > 0, "the dual-owner watch caught nothing: the control failed");
 }
+
+/// Writers that ignore the write contract: each loops over `users`, naming its zone with
+/// `SET tidegate.zone` and inserting whatever user comes next, until `stop`. Returns how many
+/// inserts committed and how each refusal was coded (SQLSTATE).
+fn contract_ignoring_writer(
+    url: String,
+    zone: &'static str,
+    users: Vec<String>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(u64, BTreeMap<String, u64>)> {
+    std::thread::spawn(move || {
+        let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        db.batch_execute(&format!("SET tidegate.zone = '{zone}'")).unwrap();
+        let (mut committed, mut refused) = (0, BTreeMap::new());
+        let mut i = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let user = &users[(i * 7919) % users.len()];
+            i += 1;
+            match db.execute("INSERT INTO orders (user_id, zone) VALUES ($1, $2)", &[user, &zone]) {
+                Ok(_) => committed += 1,
+                Err(e) => {
+                    let code = e.code().map_or("none".to_owned(), |c| c.code().to_owned());
+                    *refused.entry(code).or_insert(0) += 1;
+                }
+            }
+        }
+        (committed, refused)
+    })
+}
+
+/// The fence at the database (issue 45), on a real PostgreSQL with `tidegate fence postgres`
+/// following the real coordinator: two writers that ignore the write contract (they insert for
+/// any user, in zones az-a and az-b) through 10 loss-less dial moves. The trigger refuses every
+/// write by a zone that does not own the user's unit, or while the unit is frozen; every row
+/// that committed was written by its owner at its commit time (judged against the coordinator's
+/// own log, with PostgreSQL's commit timestamps). The control drops the trigger for the same
+/// workload: the same writers commit rows for users they do not own. The cost per insert, with
+/// and without the fence, is measured in the same run.
+#[test]
+fn the_database_fence_refuses_every_write_by_a_zone_that_does_not_own_the_user() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let database = fresh_database(&format!("tg_fence_{}", std::process::id()));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    std::fs::write(&config, config_toml("")).unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&config, &data);
+    let url = server.url.clone();
+    let tidegate = env!("CARGO_BIN_EXE_tidegate");
+    // The schema and the trigger, as an operator installs them.
+    let sql = Command::new(tidegate)
+        .args(["fence", "sql", "--table", "orders", "--user-column", "user_id"])
+        .output()
+        .unwrap();
+    assert!(sql.status.success(), "{}", String::from_utf8_lossy(&sql.stderr));
+    let mut db = postgres::Client::connect(&database, postgres::NoTls).unwrap();
+    db.batch_execute(
+        "CREATE TABLE orders (user_id text NOT NULL, zone text NOT NULL,
+                              at timestamptz NOT NULL DEFAULT clock_timestamp())",
+    )
+    .unwrap();
+    db.batch_execute(std::str::from_utf8(&sql.stdout).unwrap()).unwrap();
+    let mut fence = Command::new(tidegate)
+        .args(["fence", "postgres", "--database", &database, "--coordinator", &url])
+        .args(["--token", OPERATOR_TOKEN, "--id", "fence-orders", "--zone", "az-a"])
+        .env_remove("TIDEGATE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let routing = || read(&format!("{url}/v1/routing"));
+    let version = || routing()["version"].as_u64().unwrap();
+    let stored = |db: &mut postgres::Client| -> i64 {
+        db.query_opt("SELECT version FROM tidegate.routing", &[]).unwrap().map_or(0, |r| r.get(0))
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stored(&mut db) != version() as i64 {
+        assert!(Instant::now() < deadline, "the fence never stored version {}", version());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The cost per insert by the owner, without and then with the fence (same run, same rows).
+    let table = tidegate::client::decode_table(&routing()).unwrap();
+    let owned: Vec<String> = (0..100_000)
+        .map(|i| format!("shopper-{i}"))
+        .filter(|u| table.zone_of(table.tag(u).unwrap().color) == "az-a")
+        .take(2_000)
+        .collect();
+    db.batch_execute("SET tidegate.zone = 'az-a'").unwrap();
+    let mut cost = |fenced: bool| {
+        if !fenced {
+            db.batch_execute("ALTER TABLE orders DISABLE TRIGGER tidegate_fence_orders").unwrap();
+        }
+        let mut took: Vec<u64> = owned
+            .iter()
+            .map(|u| {
+                let started = Instant::now();
+                db.execute("INSERT INTO orders (user_id, zone) VALUES ($1, 'az-a')", &[u]).unwrap();
+                started.elapsed().as_micros() as u64
+            })
+            .collect();
+        db.batch_execute(
+            "ALTER TABLE orders ENABLE TRIGGER tidegate_fence_orders; DELETE FROM orders",
+        )
+        .unwrap();
+        took.sort_unstable();
+        (percentile(&took, 0.5), percentile(&took, 0.99))
+    };
+    let (bare, fenced) = (cost(false), cost(true));
+    println!(
+        "cost per insert, 2 000 inserts each: without the fence p50 {} us p99 {} us; with it p50 {} us p99 {} us",
+        bare.0, bare.1, fenced.0, fenced.1
+    );
+
+    let users: Vec<String> = (0..300).map(|i| format!("shopper-{i}")).collect();
+    let run = |fenced: bool| -> (u64, BTreeMap<String, u64>, usize, usize) {
+        let mut db = postgres::Client::connect(&database, postgres::NoTls).unwrap();
+        db.batch_execute(if fenced {
+            "ALTER TABLE orders ENABLE TRIGGER tidegate_fence_orders; DELETE FROM orders"
+        } else {
+            "ALTER TABLE orders DISABLE TRIGGER tidegate_fence_orders; DELETE FROM orders"
+        })
+        .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = ["az-a", "az-b"]
+            .into_iter()
+            .map(|zone| {
+                contract_ignoring_writer(database.clone(), zone, users.clone(), stop.clone())
+            })
+            .collect();
+        let first = version();
+        for (i, percent) in [30, 50, 20, 50, 40, 60, 30, 50, 25, 50].into_iter().enumerate() {
+            let (status, body) = put_json(
+                &format!("{url}/v1/dial"),
+                OPERATOR_TOKEN,
+                json!({"blue_percent": percent, "freeze": true, "freeze_window": "10s",
+                       "expected_version": version(), "reason": format!("fence move {i}")}),
+            );
+            assert_eq!(status, 202, "{body}");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !read_changes(&url)["units"].is_null() {
+                assert!(Instant::now() < deadline, "move {i} did not end");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, Ordering::Relaxed);
+        let (mut committed, mut refused) = (0, BTreeMap::new());
+        for w in writers {
+            let (c, r) = w.join().unwrap();
+            committed += c;
+            for (code, n) in r {
+                *refused.entry(code).or_insert(0) += n;
+            }
+        }
+        // Judge every committed row by the coordinator's own log: the owner of its user at its
+        // commit time (the newest version made at or before it).
+        let tables: Vec<(u64, u64, RoutingTable)> =
+            tables_from_log(&data).into_iter().filter(|(v, _, _)| *v >= first - 1).collect();
+        let rows = db
+            .query(
+                "SELECT user_id, zone,
+                        (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000)::bigint
+                 FROM orders",
+                &[],
+            )
+            .unwrap();
+        let mut not_owner = 0;
+        for row in &rows {
+            let (user, zone, at): (String, String, i64) = (row.get(0), row.get(1), row.get(2));
+            let (_, _, table) =
+                tables.iter().rev().find(|(_, made, _)| *made as i64 <= at).unwrap_or(&tables[0]);
+            let owner = table.zone_of(table.tag(&user).unwrap().color);
+            if owner != zone {
+                not_owner += 1;
+            }
+        }
+        (committed, refused, rows.len(), not_owner)
+    };
+    let (committed, refused, rows, not_owner) = run(true);
+    println!(
+        "fenced: {committed} inserts committed ({rows} rows), refused by code {refused:?}, {not_owner} rows by a non-owner at their commit time"
+    );
+    assert_eq!(committed as usize, rows);
+    assert!(committed > 100, "too few writes to judge: {committed}");
+    assert!(
+        refused.get("TG003").copied().unwrap_or(0) > 100,
+        "misrouted writes refused: {refused:?}"
+    );
+    assert!(refused.get("TG002").copied().unwrap_or(0) > 0, "frozen writes refused: {refused:?}");
+    assert_eq!(not_owner, 0, "rows committed by a zone that did not own the user");
+    let keys: Vec<&String> = refused.keys().collect();
+    assert!(keys.iter().all(|k| *k == "TG002" || *k == "TG003"), "other refusals: {refused:?}");
+
+    let (committed, _, rows, not_owner) = run(false);
+    println!(
+        "control, the trigger disabled: {committed} inserts ({rows} rows), {not_owner} by a non-owner"
+    );
+    assert!(not_owner > 100, "control: the checker found only {not_owner} rows by a non-owner");
+
+    let _ = fence.kill();
+    let mut stderr = String::new();
+    let _ = fence.stderr.take().unwrap().read_to_string(&mut stderr);
+    let _ = fence.wait();
+    assert!(stderr.contains("fence_stored"), "{stderr}");
+}
+
+fn read_changes(url: &str) -> Value {
+    get_json(&format!("{url}/v1/changes")).1
+}

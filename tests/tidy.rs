@@ -240,7 +240,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("base", &["telemetry", "logging", "duration", "config"]),
     ("store", &["store"]),
     ("service", &["service"]),
-    ("edge", &["http", "http_fast", "mq", "cli", "edge", "server", "demo"]),
+    ("edge", &["http", "http_fast", "mq", "cli", "edge", "fence", "server", "demo"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -146,6 +146,50 @@ pub enum Commands {
         #[command(subcommand)]
         action: TokenAction,
     },
+    /// The fence at the database: a write by a zone that does not own the user's unit is
+    /// refused by the database itself (docs/src/partitions.md).
+    Fence {
+        #[command(subcommand)]
+        action: FenceAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum FenceAction {
+    /// Print the SQL that installs the fence's schema and functions, and the trigger for TABLE.
+    Sql {
+        /// The table to fence (`table` or `schema.table`).
+        #[arg(long)]
+        table: String,
+        /// Its column holding the user ID.
+        #[arg(long)]
+        user_column: String,
+        /// The routing domain whose map owns the table's users.
+        #[arg(long, default_value = "default")]
+        domain: String,
+    },
+    /// Keep a PostgreSQL database's ownership table current: a subscriber of the coordinators
+    /// that acknowledges each routing version once the database holds it.
+    Postgres {
+        /// The database (e.g. postgresql://tidegate@db:5432/shop); the schema is installed.
+        #[arg(long, env = "TIDEGATE_FENCE_DATABASE", hide_env_values = true)]
+        database: String,
+        /// Coordinator URL(s), comma-separated; tried in turn.
+        #[arg(long = "coordinator", env = "TIDEGATE_URL")]
+        coordinators: String,
+        /// A service token: subscribers that acknowledge must be writers.
+        #[arg(long, env = "TIDEGATE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Subscriber ID (default: fence-<hostname>).
+        #[arg(long)]
+        id: Option<String>,
+        /// The zone this fence runs in (shown in convergence).
+        #[arg(long, default_value = "unknown")]
+        zone: String,
+        /// The routing domain whose map the fenced tables follow.
+        #[arg(long, default_value = "default")]
+        domain: String,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -575,6 +619,24 @@ pub fn run(cli: Cli) -> ExitCode {
             data_dir: args.data_dir,
             status_every: args.status_every,
         }),
+        Commands::Fence { action: FenceAction::Sql { table, user_column, domain } } => {
+            crate::fence::trigger_sql(&table, &user_column, &domain).map(|trigger| {
+                println!("{}\n-- The trigger of {table}:\n{trigger}", crate::fence::SCHEMA_SQL);
+            })
+        }
+        Commands::Fence {
+            action: FenceAction::Postgres { database, coordinators, token, id, zone, domain },
+        } => {
+            crate::logging::init(&crate::config::LogConfig { json: false, filter: "info".into() });
+            crate::fence::postgres::run(crate::fence::postgres::Options {
+                database,
+                coordinators,
+                token,
+                subscriber_id: id.unwrap_or_else(|| format!("fence-{}", crate::edge::hostname())),
+                zone,
+                domain,
+            })
+        }
         Commands::Token { action: TokenAction::New { name, role } } => {
             new_token(&name, &role);
             Ok(())

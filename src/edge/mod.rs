@@ -92,7 +92,7 @@ fn spawn_reachability_log(router: std::sync::Weak<Router>) {
     });
 }
 
-fn hostname() -> String {
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .ok()
