@@ -14,9 +14,10 @@ echo "== the manual: mdbook build docs, every internal link (scripts/docs.sh)"
 bash scripts/docs.sh
 
 # helm comes from the Go module proxy (go install, cached under ~/.cache/tidegate-helm); then
-# helm lint + helm template for the file-log and the Kafka values. tests/helm_chart.rs parses
-# the rendered manifests (it renders them again itself).
-echo "== the Helm chart: helm lint and helm template, both values files (scripts/helm.sh check)"
+# helm lint + helm template for the file-log and the Kafka values, each rendered object decoded
+# strictly into its Kubernetes API type (scripts/kubecheck, built once from the Go module proxy).
+# tests/helm_chart.rs parses the rendered manifests (it renders them again itself).
+echo "== the Helm chart: helm lint, helm template and the API types, both values files (scripts/helm.sh check)"
 bash scripts/helm.sh check >/dev/null
 
 echo "== real components"
