@@ -1,55 +1,111 @@
 #!/usr/bin/env python3
-"""Generates tidegate's Grafana dashboards (the committed *.json files are its output).
+"""Generates tidegate's Grafana dashboards with Grafana's own SDK (the committed *.json files are
+its output).
 
-    python3 dashboards/generate.py          # rewrite the JSON files
-    python3 dashboards/generate.py --check  # fail if they are out of date (scripts/test.sh runs this)
+    bash scripts/dashboards.sh          # fail if the JSON files are out of date (scripts/test.sh)
+    bash scripts/dashboards.sh write    # rewrite them
 
-Why a generator: every panel must carry a title, a description, a unit and a datasource, use
-`$__rate_interval`, and filter by the `zone` variable where the metric has zones; writing that
-by hand in three dashboards invites drift. The habits follow the monitoring-mixins: one
-`datasource` variable, a multi-select `zone` variable, recording rules shared with the alerts,
-ratios computed as sums divided.
+scripts/dashboards.sh installs the SDK (grafana-foundation-sdk, pinned with its hash in
+dashboards/requirements.txt) into a virtualenv and runs this file there with or without
+`--check`.
+
+Why the SDK: its builders and models are generated from Grafana's own dashboard schema (the
+11.6 build: schemaVersion 41), so a panel, a query or a variable can only carry the fields and
+types that schema has. Why a generator at all: every panel must carry a title, a description, a
+unit and a datasource, use `$__rate_interval`, and filter by the `zone` variable where the metric
+has zones; writing that by hand in four dashboards invites drift. The habits follow the
+monitoring-mixins: one `datasource` variable, a multi-select `zone` variable, recording rules
+shared with the alerts, ratios computed as sums divided.
+
+The output is the SDK's JSON encoding with sorted keys and a two-space indent, so `--check`
+compares byte for byte. tests/observability_dashboards.rs checks its structure and
+tests/observability_live.rs runs every panel's query against a real Prometheus.
 """
-import json
 import os
+import re
 import sys
+from importlib import metadata
+
+try:
+    from grafana_foundation_sdk.builders import common as common_b
+    from grafana_foundation_sdk.builders import dashboard as dash
+    from grafana_foundation_sdk.builders import gauge, prometheus, stat, statetimeline, timeseries
+    from grafana_foundation_sdk.cog import builder as cogbuilder
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models import common
+    from grafana_foundation_sdk.models import dashboard as model
+except ImportError as e:
+    sys.exit(f"dashboards/generate.py needs grafana-foundation-sdk ({e}); run: bash scripts/dashboards.sh")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DS = {"type": "prometheus", "uid": "${datasource}"}
-SCHEMA_VERSION = 39
+
+
+def pinned_sdk_version():
+    """The version dashboards/requirements.txt pins: another build could write other JSON."""
+    with open(os.path.join(HERE, "requirements.txt"), encoding="utf-8") as f:
+        found = re.search(r"^grafana-foundation-sdk==(\S+)", f.read(), re.MULTILINE)
+    if not found:
+        sys.exit("dashboards/requirements.txt pins no grafana-foundation-sdk version")
+    return found.group(1)
+
+
+def ds():
+    """Every panel, query, variable and annotation reads the `datasource` variable."""
+    return model.DataSourceRef(type_val="prometheus", uid="${datasource}")
+
+
+class Extended(cogbuilder.Builder):
+    """A model built by an SDK builder, plus fields that the schema's type for it lacks.
+
+    Used only where Grafana itself writes such a field and the SDK has no builder method or
+    model attribute for it: a query variable's `definition` (the text Grafana shows for the
+    variable's query) and a Prometheus annotation's own fields (`step`, `titleFormat`,
+    `textFormat`, `useValueForTime`), which the schema leaves to the data source. The SDK's
+    JSON encoder calls `to_json`, so the model's own fields come out as the SDK writes them.
+    """
+
+    def __init__(self, builder, **fields):
+        self.model = builder.build()
+        self.fields = fields
+
+    def build(self):
+        return self
+
+    def to_json(self):
+        return {**self.model.to_json(), **self.fields}
 
 
 def label_variable(name, label, metric, description):
     """A multi-select variable over one label's values, with All meaning any value."""
-    return {
-        "name": name,
-        "label": label,
-        "type": "query",
-        "datasource": DS,
-        "query": {"query": f"label_values({metric}, {name})", "refId": name},
-        "definition": f"label_values({metric}, {name})",
-        "multi": True,
-        "includeAll": True,
-        "allValue": ".+",
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-        "refresh": 2,
-        "sort": 1,
-        "hide": 0,
-        "description": description,
-    }
+    query = f"label_values({metric}, {name})"
+    variable = (
+        dash.QueryVariable(name)
+        .label(label)
+        .description(description)
+        .datasource(ds())
+        .query({"query": query, "refId": name})
+        .multi(True)
+        .include_all(True)
+        .all_value(".+")
+        .current(model.VariableOption(selected=True, text=["All"], value=["$__all"]))
+        .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(model.VariableSort.ALPHABETICAL_ASC)
+        .hide(model.VariableHide.DONT_HIDE)
+    )
+    return Extended(variable, definition=query)
 
 
 def variables(with_zone=True, with_group=False):
-    out = [{
-        "name": "datasource",
-        "label": "Data source",
-        "type": "datasource",
-        "query": "prometheus",
-        "current": {},
-        "hide": 0,
-        "refresh": 1,
-        "description": "The Prometheus that scrapes tidegate (and has its recording rules loaded).",
-    }]
+    datasource = (
+        dash.DatasourceVariable("datasource")
+        .label("Data source")
+        .description("The Prometheus that scrapes tidegate (and has its recording rules loaded).")
+        .type("prometheus")
+        .hide(model.VariableHide.DONT_HIDE)
+    )
+    # The builder has no `refresh` for a data source variable; Grafana writes 1 (on load).
+    datasource.build().refresh = model.VariableRefresh.ON_DASHBOARD_LOAD
+    out = [datasource]
     if with_zone:
         out.append(label_variable(
             "zone", "Zone", "tidegate_zone_share_ratio",
@@ -59,108 +115,116 @@ def variables(with_zone=True, with_group=False):
     return out
 
 
+PANELS = {"timeseries": timeseries.Panel, "stat": stat.Panel, "gauge": gauge.Panel,
+          "state-timeline": statetimeline.Panel}
+
+
 class Board:
+    """One dashboard: the SDK's Dashboard builder, with panels laid out in lines of 24 columns."""
+
     def __init__(self, uid, title, description, with_zone=True, with_group=False):
-        self.uid, self.title, self.description = uid, title, description
-        self.with_zone = with_zone
-        self.with_group = with_group
-        self.panels = []
-        self.annotations = [{
-            "builtIn": 1,
-            "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-            "enable": True,
-            "hide": True,
-            "iconColor": "rgba(0, 211, 255, 1)",
-            "name": "Annotations & Alerts",
-            "type": "dashboard",
-        }]
-        self.y = 0
-        self.x = 0
-        self.row_height = 0
+        self.builder = (
+            dash.Dashboard(title)
+            .uid(uid)
+            .description(description)
+            .tags(["tidegate"])
+            .version(1)
+            .editable()
+            .tooltip(model.DashboardCursorSync.CROSSHAIR)
+            .time("now-1h", "now")
+            .refresh("10s")
+            .timezone("")
+            .fiscal_year_start_month(0)
+            .live_now(False)
+            .week_start("")
+            .links([])
+            .variables(variables(with_zone, with_group))
+            .annotation(
+                dash.AnnotationQuery()
+                .name("Annotations & Alerts")
+                .datasource(model.DataSourceRef(type_val="grafana", uid="-- Grafana --"))
+                .enable(True)
+                .hide(True)
+                .icon_color("rgba(0, 211, 255, 1)")
+                .type("dashboard")
+                .built_in(1)
+            )
+        )
+        self.next_id = 1
+        self.x = 0  # where the next panel goes in the current line
+
+    def _id(self):
+        self.next_id += 1
+        return self.next_id - 1
 
     def row(self, title):
-        self._newline()
-        self.panels.append({
-            "id": len(self.panels) + 1, "type": "row", "title": title, "collapsed": False,
-            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": [],
-        })
-        self.y += 1
-
-    def _newline(self):
-        if self.x:
-            self.y += self.row_height
-            self.x = 0
-            self.row_height = 0
+        self.x = 0
+        self.builder.with_row(dash.Row(title).id(self._id()))
 
     def panel(self, kind, title, description, unit, targets, width=12, height=8, **options):
+        # The SDK places a panel after the previous one and starts a new line once a line holds 24
+        # columns (or at a row); it never moves a panel that does not fit, so none may overflow.
         if self.x + width > 24:
-            self._newline()
-        panel = {
-            "id": len(self.panels) + 1,
-            "type": kind,
-            "title": title,
-            "description": description,
-            "datasource": DS,
-            "gridPos": {"h": height, "w": width, "x": self.x, "y": self.y},
-            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-            "options": options.get("panel_options", {}),
-            "targets": [
-                {"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend,
-                 "range": True, "instant": False}
+            sys.exit(f"{title!r}: {width} columns do not fit after {self.x} in a line of 24")
+        self.x = (self.x + width) % 24
+        panel = (
+            PANELS[kind]()
+            .id(self._id())
+            .title(title)
+            .description(description)
+            .datasource(ds())
+            .height(height)
+            .span(width)
+            .unit(unit)
+            .targets([
+                prometheus.Dataquery()
+                .ref_id(chr(ord("A") + i))
+                .datasource(ds())
+                .expr(expr)
+                .legend_format(legend)
+                .range()
                 for i, (expr, legend) in enumerate(targets)
-            ],
-        }
+            ])
+        )
         if "min" in options:
-            panel["fieldConfig"]["defaults"]["min"] = options["min"]
+            panel.min(options["min"])
         if "max" in options:
-            panel["fieldConfig"]["defaults"]["max"] = options["max"]
+            panel.max(options["max"])
         if "thresholds" in options:
-            panel["fieldConfig"]["defaults"]["thresholds"] = options["thresholds"]
-        if "mappings" in options:
-            panel["fieldConfig"]["defaults"]["mappings"] = options["mappings"]
-        self.panels.append(panel)
-        self.x += width
-        self.row_height = max(self.row_height, height)
+            panel.thresholds(
+                dash.ThresholdsConfig()
+                .mode(model.ThresholdsMode.ABSOLUTE)
+                .steps([model.Threshold(value=value, color=color) for value, color in options["thresholds"]])
+            )
+        if options.get("legend"):
+            # A legend set explicitly; the tooltip too, since the SDK's options model would
+            # otherwise sort it ascending where Grafana's panel default does not sort.
+            panel.legend(
+                common_b.VizLegendOptions()
+                .display_mode(common.LegendDisplayMode.LIST)
+                .placement(common.LegendPlacement.BOTTOM)
+                .show_legend(True)
+            ).tooltip(common_b.VizTooltipOptions().mode(common.TooltipDisplayMode.SINGLE).sort(common.SortOrder.NONE))
+        self.builder.with_panel(panel)
 
     def annotation(self, name, expr, title, color):
-        self.annotations.append({
-            "name": name,
-            "datasource": DS,
-            "enable": True,
-            "iconColor": color,
-            "expr": expr,
-            "step": "15s",
-            "titleFormat": title,
-            "textFormat": "",
-            "useValueForTime": False,
-        })
+        query = (
+            dash.AnnotationQuery()
+            .name(name)
+            .datasource(ds())
+            .enable(True)
+            .icon_color(color)
+            .expr(expr)
+        )
+        self.builder.annotation(Extended(query, step="15s", titleFormat=title, textFormat="", useValueForTime=False))
 
     def json(self):
-        return {
-            "uid": self.uid,
-            "title": self.title,
-            "description": self.description,
-            "tags": ["tidegate"],
-            "schemaVersion": SCHEMA_VERSION,
-            "version": 1,
-            "editable": True,
-            "graphTooltip": 1,
-            "time": {"from": "now-1h", "to": "now"},
-            "refresh": "10s",
-            "timezone": "",
-            "fiscalYearStartMonth": 0,
-            "liveNow": False,
-            "weekStart": "",
-            "links": [],
-            "templating": {"list": variables(self.with_zone, self.with_group)},
-            "annotations": {"list": self.annotations},
-            "panels": self.panels,
-        }
+        return self.builder.build()
 
 
 ZONE = 'zone=~"$zone"'
-PERCENT_THRESHOLDS = {"mode": "absolute", "steps": [
-    {"color": "green", "value": None}, {"color": "orange", "value": 0.02}, {"color": "red", "value": 0.05}]}
+# Error-ratio thresholds: (value, colour) from the base step up.
+PERCENT_THRESHOLDS = [(None, "green"), (0.02, "orange"), (0.05, "red")]
 
 
 def zone_health():
@@ -190,7 +254,7 @@ def zone_health():
     b.panel("timeseries", "Share of users per zone",
             "Fraction of users routed to each zone by the routing table; dial moves and drain steps are annotated.",
             "percentunit", [(f"max by (zone, color) (tidegate_zone_share_ratio{{{ZONE}}})", "{{zone}} ({{color}})")],
-            min=0, max=1, panel_options={"legend": {"displayMode": "list", "placement": "bottom"}})
+            min=0, max=1, legend=True)
     b.panel("stat", "Blue share",
             "Current share of units routed to blue.",
             "percentunit", [("max(tidegate_routing_blue_ratio)", "blue")], width=6, min=0, max=1)
@@ -364,10 +428,15 @@ def boards():
 
 def main():
     check = "--check" in sys.argv
+    pinned, installed = pinned_sdk_version(), metadata.version("grafana-foundation-sdk")
+    if installed != pinned:
+        sys.exit(f"grafana-foundation-sdk {installed} is installed, dashboards/requirements.txt pins {pinned}; "
+                 "run: bash scripts/dashboards.sh")
+    encoder = JSONEncoder(sort_keys=True, indent=2)
     stale = []
     for name, board in boards().items():
         path = os.path.join(HERE, name)
-        text = json.dumps(board.json(), indent=2, sort_keys=False) + "\n"
+        text = encoder.encode(board.json()) + "\n"
         if check:
             with open(path, encoding="utf-8") as f:
                 if f.read() != text:
@@ -376,7 +445,7 @@ def main():
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
     if stale:
-        sys.exit("dashboards out of date (run python3 dashboards/generate.py): " + ", ".join(stale))
+        sys.exit("dashboards out of date (run: bash scripts/dashboards.sh write): " + ", ".join(stale))
     print("dashboards up to date" if check else "dashboards written")
 
 

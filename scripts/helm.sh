@@ -4,16 +4,26 @@
 #   bash scripts/helm.sh            # install if missing or another version; print the binary
 #   bash scripts/helm.sh check      # helm lint --strict + helm template of deploy/helm/tidegate for
 #                                   # values.yaml and values-kafka.yaml (written to $HELM_RENDER_DIR,
-#                                   # printed), and a refusal of 3 replicas on a file log
+#                                   # printed), both validated against the Kubernetes API types
+#                                   # (scripts/kubecheck), and a refusal of 3 replicas on a file log
+#   bash scripts/helm.sh validate FILE...   # only that validation, of any rendered manifests
 #
 # helm is built from source (helm.sh/helm/v3/cmd/helm at HELM_VERSION) into its own GOBIN under
 # ~/.cache, so it is installed once per machine and never touches another Go installation's bin
 # directory. Installing is idempotent: a binary that already reports HELM_VERSION is reused.
 # Anything that fails (no go, the build, a version mismatch after it) stops the script loudly.
 #
+# The validation: scripts/kubecheck, a small Go program on k8s.io/api and the Prometheus
+# Operator's API module (versions pinned in its go.mod and go.sum, from the Go module proxy),
+# decodes every rendered object strictly into its API type, so an unknown field, a duplicate
+# field, a value of the wrong type or an unknown kind fails the check. (The JSON schemas that
+# kubeconform reads are not published in a package registry.) It is built once into
+# ~/.cache/tidegate-helm/kubecheck/<hash of its sources>/.
+#
 # Environment:
 #   HELM_CACHE        where the binary goes (default ~/.cache/tidegate-helm/<version>/bin)
 #   HELM_RENDER_DIR   where `check` writes the rendered manifests (default /tmp/tidegate-helm-render)
+#   KUBECHECK_CACHE   where kubecheck binaries go (default ~/.cache/tidegate-helm/kubecheck)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +74,28 @@ install() {
   say "helm $HELM_VERSION installed in $((SECONDS - start)) s"
 }
 
+KUBECHECK_SRC=scripts/kubecheck
+kubecheck_install() {
+  local key
+  key="$(cat "$KUBECHECK_SRC/go.mod" "$KUBECHECK_SRC/go.sum" "$KUBECHECK_SRC/main.go" | sha256sum | cut -c1-16)"
+  KUBECHECK="${KUBECHECK_CACHE:-$HOME/.cache/tidegate-helm/kubecheck}/$key/kubecheck"
+  [[ -x "$KUBECHECK" ]] && return 0
+  command -v go >/dev/null || die "go is not installed; scripts/kubecheck is built with the Go module proxy"
+  say "building scripts/kubecheck (the Kubernetes API types) into $(dirname "$KUBECHECK") (one-off)..."
+  local start=$SECONDS
+  mkdir -p "$(dirname "$KUBECHECK")"
+  (cd "$KUBECHECK_SRC" && GOFLAGS="${GOFLAGS:-} -buildvcs=false -mod=readonly" \
+    go build -trimpath -o "$KUBECHECK.tmp" .) || die "building scripts/kubecheck failed"
+  mv "$KUBECHECK.tmp" "$KUBECHECK"
+  say "kubecheck built in $((SECONDS - start)) s"
+}
+
+validate() {
+  (($#)) || die "usage: scripts/helm.sh validate FILE..."
+  kubecheck_install
+  "$KUBECHECK" "$@" || die "the manifests in $* do not all decode strictly into the Kubernetes API types (see above)"
+}
+
 check() {
   local out="${HELM_RENDER_DIR:-/tmp/tidegate-helm-render}"
   rm -rf "$out"
@@ -77,6 +109,7 @@ check() {
     "$HELM" template tidegate "$CHART" --namespace tidegate -f "$CHART/$values" >"$out/$name.yaml" ||
       die "helm template failed for $values"
   done
+  validate "$out/values.yaml" "$out/values-kafka.yaml"
   # A file log has one writer: the chart must refuse several replicas on it.
   if "$HELM" template tidegate "$CHART" -f "$CHART/values.yaml" --set coordinator.replicas=3 >/dev/null 2>&1; then
     die "helm template accepted coordinator.replicas=3 with store.kind=file"
@@ -87,5 +120,6 @@ check() {
 case "${1:-install}" in
   install) install; echo "$HELM" ;;
   check) install; check ;;
-  *) die "usage: scripts/helm.sh [install|check]" ;;
+  validate) shift; validate "$@" ;;
+  *) die "usage: scripts/helm.sh [install|check|validate FILE...]" ;;
 esac

@@ -14,17 +14,20 @@ echo "== the manual: mdbook build docs, every internal link (scripts/docs.sh)"
 bash scripts/docs.sh
 
 # helm comes from the Go module proxy (go install, cached under ~/.cache/tidegate-helm); then
-# helm lint + helm template for the file-log and the Kafka values. tests/helm_chart.rs parses
-# the rendered manifests (it renders them again itself).
-echo "== the Helm chart: helm lint and helm template, both values files (scripts/helm.sh check)"
+# helm lint + helm template for the file-log and the Kafka values, each rendered object decoded
+# strictly into its Kubernetes API type (scripts/kubecheck, built once from the Go module proxy).
+# tests/helm_chart.rs parses the rendered manifests (it renders them again itself).
+echo "== the Helm chart: helm lint, helm template and the API types, both values files (scripts/helm.sh check)"
 bash scripts/helm.sh check >/dev/null
 
 echo "== real components"
 bash scripts/prometheus.sh install
 command -v promtool >/dev/null || { echo "promtool is missing after install" >&2; exit 1; }
 
-echo "== dashboards are generated from dashboards/generate.py"
-python3 dashboards/generate.py --check
+# Grafana's own SDK (grafana-foundation-sdk, pinned with its hash in dashboards/requirements.txt)
+# into a virtualenv under ~/.cache, reused; then the committed JSON must equal what it builds.
+echo "== dashboards are built with Grafana's SDK by dashboards/generate.py (scripts/dashboards.sh)"
+bash scripts/dashboards.sh
 
 echo "== the HTTP API reference is generated from src/http/openapi.json (scripts/openapi_docs.py)"
 python3 scripts/openapi_docs.py --check

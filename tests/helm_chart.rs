@@ -146,15 +146,34 @@ fn kafka_mode_runs_three_coordinators_one_per_site_spread_by_zone() {
     let bootstrap = config["store"]["kafka"]["bootstrap"].as_str().unwrap();
     assert_eq!(bootstrap.split(',').count(), 3, "three brokers: {bootstrap}");
 
-    // Each replica names itself: the init container appends [node] with its zone.
-    let init = &pod["spec"]["initContainers"][0];
-    let script = init["command"][2].as_str().unwrap();
-    for needle in ["[node]", "zone = \"$ZONE\"", "id = \"$POD_NAME\"", "kubectl get node"] {
-        assert!(script.contains(needle), "the zone init script lacks {needle}:\n{script}");
-    }
+    // Each replica names itself ([node]) through the downward API: its pod name, the zone label
+    // Kubernetes copies from its node onto the pod, its URL under the headless Service. No init
+    // container (so no kubectl image) and no access to the Kubernetes API.
+    assert!(pod["spec"].get("initContainers").is_none(), "an init container: {}", pod["spec"]);
+    assert_eq!(pod["spec"]["automountServiceAccountToken"], false);
+    let coordinator = container(sts, "coordinator");
+    let env: Vec<&Value> = coordinator["env"].as_array().unwrap().iter().collect();
+    let var = |name: &str| -> usize {
+        env.iter()
+            .position(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in the coordinator's env"))
+    };
+    let (id, zone, url) =
+        (var("TIDEGATE_NODE__ID"), var("TIDEGATE_NODE__ZONE"), var("TIDEGATE_NODE__URL"));
+    assert_eq!(env[id]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name");
     assert_eq!(
-        container(sts, "coordinator")["args"],
-        serde_json::json!(["serve", "--config", "/run/tidegate/tidegate.toml"])
+        env[zone]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.labels['topology.kubernetes.io/zone']"
+    );
+    let headless = sts["spec"]["serviceName"].as_str().unwrap();
+    assert_eq!(
+        env[url]["value"],
+        format!("http://$(TIDEGATE_NODE__ID).{headless}.{NAMESPACE}.svc:8080")
+    );
+    assert!(id < url, "$(TIDEGATE_NODE__ID) expands only in a variable listed after it");
+    assert_eq!(
+        coordinator["args"],
+        serde_json::json!(["serve", "--config", "/etc/tidegate/coordinator.toml"])
     );
     let pdb = one(&docs, "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["maxUnavailable"], 1, "drain one replica at a time");
@@ -358,7 +377,7 @@ fn the_rendered_configs_are_accepted_by_the_code() {
     for (values, docs) in [("values.yaml", file_log()), ("values-kafka.yaml", kafka())] {
         let mut toml = coordinator_toml(&docs);
         if values == "values-kafka.yaml" {
-            // What the init container appends for replica 1 in zone az-b.
+            // What TIDEGATE_NODE__ID, _ZONE and _URL give replica 1 in zone az-b.
             toml.push_str(
                 "\n[node]\nid = \"tidegate-coordinator-1\"\nzone = \"az-b\"\n\
                  url = \"http://tidegate-coordinator-1.tidegate-coordinator-headless.tidegate.svc:8080\"\n",

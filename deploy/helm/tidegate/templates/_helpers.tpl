@@ -62,39 +62,28 @@ include "tidegate.secretEnv" (list . (list (list "TIDEGATE_UI__SECRET_KEY" "ui-s
 {{- end -}}
 
 {{/*
-An init container that reads this pod's zone from its node's topology label and writes the
-final tidegate.toml: the rendered base plus the extra table it is given (`[node]`, `[edge]`).
-include "tidegate.zoneInit" (list . "base.toml" "<extra TOML with $ZONE, $POD_NAME>")
+The pod's zone as an environment variable (TIDEGATE_NODE__ZONE, TIDEGATE_EDGE__ZONE), read from
+the pod's own topology label through the downward API: Kubernetes' PodTopologyLabels admission
+plugin copies the node's topology.kubernetes.io/zone and topology.kubernetes.io/region labels
+onto every pod as it is bound to its node (Kubernetes 1.35 and later, where the
+PodTopologyLabelsAdmission feature is beta and on by default; 1.33 and 1.34 with that feature
+gate on). So no init container, no access to the Kubernetes API and no kubectl image. It copies
+no other label, so topologyKey must be one of those two; a literal zone (the third argument,
+from values) is used as given instead.
+include "tidegate.zoneEnv" (list . "TIDEGATE_NODE__ZONE" "<literal zone, or empty>")
 */}}
-{{- define "tidegate.zoneInit" -}}
+{{- define "tidegate.zoneEnv" -}}
 {{- $root := index . 0 -}}
-- name: zone
-  image: {{ $root.Values.zoneLookup.image }}
-  imagePullPolicy: {{ $root.Values.zoneLookup.pullPolicy }}
-  env:
-    - name: NODE_NAME
-      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
-    - name: POD_NAME
-      valueFrom: {fieldRef: {fieldPath: metadata.name}}
-  command:
-    - sh
-    - -ec
-    - |
-      ZONE="$(kubectl get node "$NODE_NAME" -o jsonpath='{.metadata.labels.{{ $root.Values.topologyKey | replace "." "\\." }}}')"
-      if [ -z "$ZONE" ]; then
-        echo "node $NODE_NAME has no {{ $root.Values.topologyKey }} label: cannot name this pod's zone" >&2
-        exit 1
-      fi
-      cp /etc/tidegate/{{ index . 1 }} /run/tidegate/tidegate.toml
-      cat >>/run/tidegate/tidegate.toml <<TOML
-      {{- index . 2 | nindent 6 }}
-      TOML
-      echo "zone $ZONE"; cat /run/tidegate/tidegate.toml
-  securityContext:
-    {{- include "tidegate.containerSecurity" $root | nindent 4 }}
-  volumeMounts:
-    - {name: config, mountPath: /etc/tidegate, readOnly: true}
-    - {name: run, mountPath: /run/tidegate}
+{{- $literal := index . 2 -}}
+- name: {{ index . 1 }}
+{{- if $literal }}
+  value: {{ $literal | quote }}
+{{- else }}
+{{- if not (has $root.Values.topologyKey (list "topology.kubernetes.io/zone" "topology.kubernetes.io/region")) }}
+{{- fail (printf "topologyKey %s: a pod reads its zone from the labels Kubernetes copies from its node, which are only topology.kubernetes.io/zone and topology.kubernetes.io/region (set edge.zone for the edges; the coordinators of values-kafka.yaml need one of those two)" $root.Values.topologyKey) }}
+{{- end }}
+  valueFrom: {fieldRef: {fieldPath: {{ printf "metadata.labels['%s']" $root.Values.topologyKey | quote }}}}
+{{- end }}
 {{- end -}}
 
 {{- define "tidegate.podSecurity" -}}
