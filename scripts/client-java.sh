@@ -23,6 +23,9 @@
 #   consumer   tests/packaging/java-consumer, a project that depends on
 #              dev.tidegate:tidegate-client:<version> from that repository, compiles a class that
 #              tags users of a fixed table and runs write checks, and runs it in its test.
+# They add about 29 s on an empty local repository (the source, javadoc and install plugins come
+# from Maven Central), 15 s on a warm one in a fresh checkout (javadoc runs), 8 s when the
+# javadoc is up to date (measured on the loaded 2-core machine, nice 10).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 die() { echo "scripts/client-java.sh: $*" >&2; exit 1; }
