@@ -54,7 +54,19 @@ public final class LaneMembership {
     private final String token;
     private final int timeoutMs;
 
+    private final EnvProxy proxies;
+
+    /**
+     * Calls to {@code coordinators} (one URL or several, comma-separated) with the service
+     * {@code token}, each call given {@code timeout} to connect and to answer. Proxies come from
+     * the environment ({@code HTTPS_PROXY}, {@code HTTP_PROXY}, {@code NO_PROXY}), as in Go.
+     */
     public LaneMembership(String coordinators, String token, Duration timeout) {
+        this(coordinators, token, timeout, EnvProxy.environment());
+    }
+
+    LaneMembership(String coordinators, String token, Duration timeout, EnvProxy proxies) {
+        this.proxies = proxies;
         for (String b : coordinators.split(",")) {
             String t = b.trim().replaceAll("/+$", "");
             if (!t.isEmpty()) {
@@ -139,7 +151,7 @@ public final class LaneMembership {
     }
 
     private JsonNode callOne(String base, String method, String path, JsonNode body, String secret) throws IOException {
-        HttpURLConnection c = (HttpURLConnection) URI.create(base + path).toURL().openConnection();
+        HttpURLConnection c = Router.open(URI.create(base + path), proxies);
         c.setRequestMethod(method);
         c.setConnectTimeout(timeoutMs);
         c.setReadTimeout(timeoutMs);

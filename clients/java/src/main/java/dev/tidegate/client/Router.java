@@ -66,6 +66,11 @@ public final class Router implements AutoCloseable {
         public Duration backoffMax = Duration.ofSeconds(5);
         /** Acknowledge applied versions (turn off only to simulate a stuck subscriber). */
         public boolean acknowledge = true;
+        /**
+         * The proxies: the environment's ({@code HTTPS_PROXY}, {@code HTTP_PROXY}, {@code NO_PROXY},
+         * read as Go reads them; see {@link EnvProxy}). Package-private: tests give their own.
+         */
+        EnvProxy proxies = EnvProxy.environment();
 
         public Options token(String t) {
             token = t;
@@ -525,7 +530,8 @@ public final class Router implements AutoCloseable {
         long bound = options.readTimeout.toMillis();
         SseConnection conn;
         try {
-            conn = SseConnection.open(base, path, headers, (int) options.connectTimeout.toMillis(), bound, socket::set);
+            conn = SseConnection.open(base, path, headers, (int) options.connectTimeout.toMillis(), bound, socket::set,
+                    options.proxies);
         } catch (SseConnection.Silence e) {
             return new Ended(false, true, base + " is stalled: it took the connection but did not answer the watch within " + bound + " ms");
         } catch (IOException | RuntimeException e) {
@@ -711,7 +717,7 @@ public final class Router implements AutoCloseable {
     private void acknowledge(String base, long version) {
         try {
             URI uri = URI.create(base + "/v1/subscribers/" + encode(identity.subscriberId()) + "/ack");
-            HttpURLConnection c = (HttpURLConnection) uri.toURL().openConnection();
+            HttpURLConnection c = open(uri, options.proxies);
             int timeout = (int) Math.min(ACK_TIMEOUT.toMillis(), options.readTimeout.toMillis());
             c.setConnectTimeout(timeout);
             c.setReadTimeout(timeout);
@@ -742,6 +748,16 @@ public final class Router implements AutoCloseable {
                 lastError = "ack of v" + version + " failed: " + e.getMessage();
             }
         }
+    }
+
+    /**
+     * A connection to {@code uri}, through the environment's proxy for it ({@link EnvProxy}: the
+     * JDK tunnels {@code https://} with CONNECT and sends {@code http://} requests in absolute
+     * form). Without one, the JVM's own proxy settings apply, as before.
+     */
+    static HttpURLConnection open(URI uri, EnvProxy proxies) throws IOException {
+        EnvProxy.Route route = proxies.route(uri);
+        return (HttpURLConnection) (route.direct() ? uri.toURL().openConnection() : uri.toURL().openConnection(route.proxy()));
     }
 
     static String encode(String text) {

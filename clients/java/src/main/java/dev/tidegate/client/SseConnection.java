@@ -135,25 +135,46 @@ final class SseConnection implements AutoCloseable {
 
     /**
      * Opens {@code path} on {@code base} with {@code headers} and reads the response head within
-     * {@code boundMs} (else {@link Silence}). Fails on any status but 200.
+     * {@code boundMs} (else {@link Silence}). Fails on any status but 200. With a proxy for
+     * {@code base} in {@code proxies} ({@link EnvProxy}: {@code HTTPS_PROXY} and the rest), an
+     * {@code https://} coordinator is reached through a CONNECT tunnel (the proxy's answer too
+     * must come within the bound), an {@code http://} one by a request in absolute form.
      */
     static SseConnection open(String base, String path, List<String[]> headers, int connectTimeoutMs,
-                              long boundMs, java.util.function.Consumer<Socket> onSocket) throws IOException {
+                              long boundMs, java.util.function.Consumer<Socket> onSocket, EnvProxy proxies)
+            throws IOException {
         URI uri = URI.create(base);
         boolean tls = "https".equalsIgnoreCase(uri.getScheme());
         int port = uri.getPort() > 0 ? uri.getPort() : (tls ? 443 : 80);
+        String authority = uri.getHost() + ':' + port;
+        EnvProxy.Route route = proxies.route(uri);
         Socket socket = new Socket();
         onSocket.accept(socket);
         try {
-            socket.connect(new InetSocketAddress(uri.getHost(), port), connectTimeoutMs);
+            if (route.direct()) {
+                socket.connect(new InetSocketAddress(uri.getHost(), port), connectTimeoutMs);
+            } else {
+                // The proxy resolves the coordinator's name: the client resolves only the proxy's.
+                try {
+                    socket.connect(new InetSocketAddress(route.proxyHost(), route.proxyPort()), connectTimeoutMs);
+                } catch (IOException e) {
+                    throw new IOException("cannot reach proxy " + route.proxyHost() + ':' + route.proxyPort()
+                            + " (from the environment's " + (tls ? "HTTPS_PROXY" : "HTTP_PROXY") + "): " + e.getMessage(), e);
+                }
+            }
             socket.setTcpNoDelay(true);
+            if (!route.direct() && tls) {
+                tunnel(socket, authority, route, boundMs);
+            }
             Socket s = tls ? ((SSLSocketFactory) SSLSocketFactory.getDefault())
                     .createSocket(socket, uri.getHost(), port, true) : socket;
             if (s != socket) {
                 onSocket.accept(s);
             }
             StringBuilder req = new StringBuilder();
-            req.append("GET ").append(path).append(" HTTP/1.1\r\n");
+            // Through a proxy, a plain-HTTP request names its target in absolute form.
+            String target = !route.direct() && !tls ? "http://" + authority + path : path;
+            req.append("GET ").append(target).append(" HTTP/1.1\r\n");
             req.append("Host: ").append(uri.getHost()).append(':').append(port).append("\r\n");
             req.append("Accept: text/event-stream\r\n");
             for (String[] h : headers) {
@@ -193,6 +214,54 @@ final class SseConnection implements AutoCloseable {
         } catch (IOException | RuntimeException e) {
             socket.close();
             throw e;
+        }
+    }
+
+    /**
+     * Asks the proxy on {@code socket} for a tunnel to {@code authority} ({@code host:port}) and
+     * reads its answer head byte by byte (nothing of the tunnel's own bytes is consumed), within
+     * {@code boundMs}. Any answer but 200 is an error naming the proxy and its status line, as in
+     * Go's transport.
+     */
+    static void tunnel(Socket socket, String authority, EnvProxy.Route route, long boundMs) throws IOException {
+        String proxy = route.proxyHost() + ':' + route.proxyPort();
+        OutputStream out = socket.getOutputStream();
+        out.write(("CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n")
+                .getBytes(StandardCharsets.US_ASCII));
+        out.flush();
+        InputStream in = socket.getInputStream();
+        long deadline = System.nanoTime() + boundMs * 1_000_000L;
+        ByteArrayOutputStream head = new ByteArrayOutputStream();
+        while (true) {
+            long left = (deadline - System.nanoTime()) / 1_000_000L;
+            if (left <= 0) {
+                throw new Silence("proxy " + proxy + " did not answer CONNECT " + authority + " within " + boundMs + " ms");
+            }
+            socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, Math.max(1, left)));
+            int b;
+            try {
+                b = in.read();
+            } catch (SocketTimeoutException e) {
+                throw new Silence("proxy " + proxy + " did not answer CONNECT " + authority + " within " + boundMs + " ms");
+            }
+            if (b < 0) {
+                throw new EOFException("proxy " + proxy + " closed the connection during CONNECT " + authority);
+            }
+            head.write(b);
+            int n = head.size();
+            byte[] h = head.toByteArray();
+            if (n >= 4 && h[n - 4] == '\r' && h[n - 3] == '\n' && h[n - 2] == '\r' && h[n - 1] == '\n') {
+                break;
+            }
+            if (n > 64 * 1024) {
+                throw new IOException("proxy " + proxy + " sent an oversized answer to CONNECT " + authority);
+            }
+        }
+        String text = head.toString(StandardCharsets.ISO_8859_1);
+        String status = text.substring(0, text.indexOf('\r'));
+        String[] parts = status.split(" ", 3);
+        if (parts.length < 2 || !parts[1].equals("200")) {
+            throw new IOException("proxy " + proxy + " refused CONNECT " + authority + ": " + status);
         }
     }
 
