@@ -324,6 +324,10 @@ pub struct Coordinator {
     published: Arc<Published>,
     path: Path,
     healthy: AtomicBool,
+    /// The file log's change in flight: when it began (ms; 0: none), set before its append and
+    /// cleared once its state is published, so a confirmation never postdates an appended change
+    /// that watch streams cannot see yet ([`Coordinator::confirmed_at_ms`]).
+    in_flight_since_ms: AtomicU64,
     /// The last writability probe of a shared log (`write_readiness`), and the lock its one
     /// probe at a time holds.
     probe: Mutex<Option<(std::time::Instant, Result<(), String>)>>,
@@ -513,6 +517,7 @@ impl Coordinator {
             }))),
             snapshots: snapshots.map(Mutex::new),
             healthy: AtomicBool::new(true),
+            in_flight_since_ms: AtomicU64::new(0),
             probe: Mutex::new(None),
             probing: Mutex::new(()),
             format_gate: std::sync::OnceLock::new(),
@@ -642,6 +647,7 @@ impl Coordinator {
             published,
             path: Path::Shared(replica),
             healthy: AtomicBool::new(true),
+            in_flight_since_ms: AtomicU64::new(0),
             probe: Mutex::new(None),
             probing: Mutex::new(()),
             format_gate: std::sync::OnceLock::new(),
@@ -834,10 +840,15 @@ impl Coordinator {
             writer.replayed.state.table().zones(),
         );
         let started = std::time::Instant::now();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.in_flight_since_ms.store(now.max(1), Ordering::Release);
         let position = match writer.log.append(&entry) {
             Ok(position) => position,
             Err(e) => {
                 self.healthy.store(false, Ordering::SeqCst);
+                self.in_flight_since_ms.store(0, Ordering::Release);
                 return Err(e.into());
             }
         };
@@ -872,6 +883,7 @@ impl Coordinator {
         });
         // Published under the writer lock, so states are published in log order.
         let published = self.published.publish(&writer.replayed.state);
+        self.in_flight_since_ms.store(0, Ordering::Release);
         drop(writer);
         telemetry::count_change(envelope.command.action());
         telemetry::count_run_end(&published, &envelope.command);
@@ -1041,15 +1053,21 @@ impl Coordinator {
     /// When this coordinator last confirmed its table current, on its wall clock (ms), for the
     /// heartbeats of its watch streams (`crate::core::lease`); `None` when it cannot say.
     ///
-    /// The embedded file log has one writer, this process: its table is always current, so the
-    /// answer is `now_ms`. A replica of a shared log confirms through the log itself
+    /// The embedded file log has one writer, this process: its table is current up to `now_ms`,
+    /// or up to just before a change that is appended but not yet published. A replica of a shared log confirms through the log itself
     /// ([`Coordinator::confirm`]): reading the broker's high watermark would not do, because a
     /// broker cut off from the others may still claim to lead the partition and answer with a
     /// stale one, while a record this replica wrote can come back to it only through a log that
     /// a majority of brokers accepted.
     pub fn confirmed_at_ms(&self, now_ms: u64) -> Option<u64> {
         match &self.path {
-            Path::Local(_) => Some(now_ms),
+            // Up to now, unless a change is between its append and its publication: then up to
+            // just before it began (the caller reads its clock before asking, and a change that
+            // begins after that is later than the confirmation anyway).
+            Path::Local(_) => match self.in_flight_since_ms.load(Ordering::Acquire) {
+                0 => Some(now_ms),
+                since => Some(now_ms.min(since.saturating_sub(1))),
+            },
             Path::Shared(replica) => {
                 if replica.halted.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
                     return None; // it applies nothing more: nothing it serves is current
