@@ -805,15 +805,18 @@ impl Router {
     }
 }
 
-/// How long a dropped Router waits for its coordinator to take its leave.
-const LEAVE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a dropped Router's last acknowledgement may take (on a thread of its own: the drop
+/// does not wait for it).
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Router {
     /// Tells the coordinator this subscriber goes away for good (an acknowledgement with
     /// `leaving`): a dropped Router checks no more writes, so its lease no longer needs to hold
     /// barriers, which otherwise count a subscriber that left for its whole lease (it might be
     /// cut off and still answering). Best effort within [`LEAVE_TIMEOUT`]: an older coordinator
-    /// refuses the field, an unreachable one never hears it, and both then wait out the lease.
+    /// refuses the field, an unreachable one never hears it, a process that exits first never
+    /// sends it, and each of them then waits out the lease, which is the safe side. Sent on a
+    /// thread of its own, so a drop never waits for a slow coordinator.
     fn leave(&self) {
         let shared = &self.shared;
         let (Some(identity), Some(agent)) = (&shared.acknowledger, &shared.agent) else { return };
@@ -830,7 +833,9 @@ impl Router {
         if let Some(token) = &shared.token {
             request = request.header("Authorization", &format!("Bearer {token}"));
         }
-        let _ = request.send_json(body);
+        let _ = std::thread::Builder::new()
+            .name("tidegate-leave".into())
+            .spawn(move || drop(request.send_json(body)));
     }
 }
 
