@@ -130,7 +130,8 @@ fn write_routes() -> Vec<Route> {
             pattern: "/v1/writes",
             request: no_setup(
                 "/v1/writes",
-                json!({"service": "orders", "writes": [{"user_id": "u1", "zone": "az-a", "version": 1}]}),
+                // No `service`: each caller reports under its own identity.
+                json!({"writes": [{"user_id": "u1", "zone": "az-a", "version": 1}]}),
             ),
             expect: [401, 403, 200, 200],
         },
