@@ -283,7 +283,11 @@ fn a_service_reporting_too_fast_gets_429_and_others_still_report() {
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let (status, v, retry) = refused;
-    assert_eq!((status, v["error"].as_str()), (Status::TooManyRequests, Some("rate_limited")), "{v}");
+    assert_eq!(
+        (status, v["error"].as_str()),
+        (Status::TooManyRequests, Some("rate_limited")),
+        "{v}"
+    );
     assert!(v["detail"].as_str().is_some_and(|d| !d.is_empty()), "{v}");
     assert_eq!(retry.as_deref(), Some("1"), "Retry-After");
     // The burst plus what the rate refilled meanwhile, and not less than the burst.

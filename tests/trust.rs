@@ -704,20 +704,35 @@ fn an_edges_leaves_report_with_a_forged_count_or_lag_is_refused() {
     // The edge registers by acknowledging the current version.
     let current = version(&client);
     let ack = json!({"version": current, "zone": "az-a", "kind": "edge"});
-    let (status, _) =
-        send(&client, Method::Post, "/v1/subscribers/edge-1/ack", Some(SERVICE_TOKEN), vec![], Some(&ack));
+    let (status, _) = send(
+        &client,
+        Method::Post,
+        "/v1/subscribers/edge-1/ack",
+        Some(SERVICE_TOKEN),
+        vec![],
+        Some(&ack),
+    );
     assert_eq!(status, Status::Ok);
     // A new version the edge's leaf lacks; the coordinator records when it was committed.
     let dial = json!({"blue_percent": 40, "expected_version": current, "reason": "t"});
-    let (status, _) = send(&client, Method::Put, "/v1/dial", Some(OPERATOR_TOKEN), vec![], Some(&dial));
+    let (status, _) =
+        send(&client, Method::Put, "/v1/dial", Some(OPERATOR_TOKEN), vec![], Some(&dial));
     assert_eq!(status, Status::Ok);
     let committed_ms = now_ms();
     std::thread::sleep(std::time::Duration::from_millis(50));
     let leaves = |token: &str, counts: Value, missing_since_ms: u64| {
         let leaf = json!({"id": "leaf-1", "zone": "az-a", "kind": "service",
             "applied_version": current, "missing_since_ms": missing_since_ms});
-        let body = json!({"summary": {"counts": counts, "behind": [leaf], "table_version": current + 1}});
-        send(&client, Method::Post, "/v1/subscribers/edge-1/leaves", Some(token), vec![], Some(&body))
+        let body =
+            json!({"summary": {"counts": counts, "behind": [leaf], "table_version": current + 1}});
+        send(
+            &client,
+            Method::Post,
+            "/v1/subscribers/edge-1/leaves",
+            Some(token),
+            vec![],
+            Some(&body),
+        )
     };
     let fifty_six_years_ms = 56 * 365 * 86_400_000;
     let refused = [
@@ -741,7 +756,11 @@ fn an_edges_leaves_report_with_a_forged_count_or_lag_is_refused() {
         send(client, Method::Get, &path, Some(OPERATOR_TOKEN), vec![], None).1
     };
     let c = convergence(&client);
-    assert_eq!((c["live"].as_u64(), c["behind"].as_array().map(Vec::len)), (Some(1), Some(1)), "{c}");
+    assert_eq!(
+        (c["live"].as_u64(), c["behind"].as_array().map(Vec::len)),
+        (Some(1), Some(1)),
+        "{c}"
+    );
     assert_eq!(c["behind"][0]["subscriber_id"], "edge-1", "nothing forged counted: {c}");
     // The control: the honest report (the leaf lacks the new version since it was committed)
     // counts, behind for no longer than since the commit.
@@ -750,7 +769,8 @@ fn an_edges_leaves_report_with_a_forged_count_or_lag_is_refused() {
     let c = convergence(&client);
     assert_eq!(c["live"].as_u64(), Some(2), "{c}");
     let leaf = c["behind"].as_array().unwrap().iter().find(|b| b["subscriber_id"] == "leaf-1");
-    let behind_for_ms = leaf.unwrap_or_else(|| panic!("the leaf counts: {c}"))["behind_for_ms"].as_u64().unwrap();
+    let behind_for_ms =
+        leaf.unwrap_or_else(|| panic!("the leaf counts: {c}"))["behind_for_ms"].as_u64().unwrap();
     assert!(behind_for_ms < 60_000, "{c}");
 }
 

@@ -121,7 +121,8 @@ fn post_writes(
                 ),
             ));
         }
-        let observation = WriteObservation { zone: table.zone_of(zone).to_owned(), version: w.version, at_ms };
+        let observation =
+            WriteObservation { zone: table.zone_of(zone).to_owned(), version: w.version, at_ms };
         parsed.push((w.user_id, observation));
     }
     let accepted = parsed.len();

@@ -196,7 +196,7 @@ impl WriteWatch {
             inner.services.iter().map(|(name, w)| (name.clone(), w.total)).collect();
         let mut recent: Vec<&(u64, Catch)> =
             inner.services.values().flat_map(|w| w.recent.iter()).collect();
-        recent.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        recent.sort_unstable_by_key(|(seq, _)| std::cmp::Reverse(*seq));
         (
             by_service.values().sum(),
             recent.into_iter().map(|(_, c)| c.clone()).collect(),
@@ -272,9 +272,8 @@ mod tests {
     #[test]
     fn a_service_beyond_its_rate_or_the_service_bound_is_refused_and_records_nothing() {
         let watch = WriteWatch::default();
-        let batch = |n: usize| -> Vec<_> {
-            (0..n).map(|i| (format!("u{i}"), w("az-a", 1, 1))).collect()
-        };
+        let batch =
+            |n: usize| -> Vec<_> { (0..n).map(|i| (format!("u{i}"), w("az-a", 1, 1))).collect() };
         for _ in 0..(BURST_OBSERVATIONS / 1000) {
             watch.record("orders", batch(1000), 0).unwrap();
         }
