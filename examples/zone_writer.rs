@@ -308,7 +308,8 @@ fn report_loop(
         let sent = agent
             .post(&url)
             .header("Authorization", &format!("Bearer {token}"))
-            .send_json(json!({"service": "zone-writer", "writes": writes}));
+            // No `service`: a service token reports under its own identity.
+            .send_json(json!({"writes": writes}));
         match sent {
             Ok(response) if response.status().is_success() => {
                 reported.fetch_add(pending.len() as u64, Ordering::SeqCst);

@@ -130,7 +130,8 @@ fn write_routes() -> Vec<Route> {
             pattern: "/v1/writes",
             request: no_setup(
                 "/v1/writes",
-                json!({"service": "orders", "writes": [{"user_id": "u1", "zone": "az-a", "version": 1}]}),
+                // No `service`: each caller reports under its own identity.
+                json!({"writes": [{"user_id": "u1", "zone": "az-a", "version": 1}]}),
             ),
             expect: [401, 403, 200, 200],
         },
@@ -689,6 +690,88 @@ fn acks_for_a_subscriber_come_only_from_the_identity_that_registered_it() {
     let owner = list["subscribers"][0]["owner"].as_str().unwrap();
     let hash = token_sha256_hex(SERVICE_TOKEN);
     assert_eq!(owner, format!("service:{}", &hash[..12]), "named by its hash, never the token");
+}
+
+/// An edge's leaves report is bounded: a count that overflows or passes the most any edge
+/// serves, and a leaf said to lack a version since before it was committed (56 years behind),
+/// are refused; only the edge's owner reports for it. The control: the same edge's honest
+/// report counts, and the forged one would have counted (a million leaves, 56 years behind).
+#[test]
+fn an_edges_leaves_report_with_a_forged_count_or_lag_is_refused() {
+    let (client, _dir) = client_with(&toml(""));
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let now_ms = || now().as_millis() as u64;
+    // The edge registers by acknowledging the current version.
+    let current = version(&client);
+    let ack = json!({"version": current, "zone": "az-a", "kind": "edge"});
+    let (status, _) = send(
+        &client,
+        Method::Post,
+        "/v1/subscribers/edge-1/ack",
+        Some(SERVICE_TOKEN),
+        vec![],
+        Some(&ack),
+    );
+    assert_eq!(status, Status::Ok);
+    // A new version the edge's leaf lacks; the coordinator records when it was committed.
+    let dial = json!({"blue_percent": 40, "expected_version": current, "reason": "t"});
+    let (status, _) =
+        send(&client, Method::Put, "/v1/dial", Some(OPERATOR_TOKEN), vec![], Some(&dial));
+    assert_eq!(status, Status::Ok);
+    let committed_ms = now_ms();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let leaves = |token: &str, counts: Value, missing_since_ms: u64| {
+        let leaf = json!({"id": "leaf-1", "zone": "az-a", "kind": "service",
+            "applied_version": current, "missing_since_ms": missing_since_ms});
+        let body =
+            json!({"summary": {"counts": counts, "behind": [leaf], "table_version": current + 1}});
+        send(
+            &client,
+            Method::Post,
+            "/v1/subscribers/edge-1/leaves",
+            Some(token),
+            vec![],
+            Some(&body),
+        )
+    };
+    let fifty_six_years_ms = 56 * 365 * 86_400_000;
+    let refused = [
+        (json!([["az-a", current, u64::MAX], ["az-b", current, 2]]), committed_ms, "wraps"),
+        (json!([["az-a", current, 1_000_000]]), committed_ms, "a million leaves"),
+        (json!([["az-a", current, 1]]), now_ms() - fifty_six_years_ms, "56 years behind"),
+        (json!([["az-a", current, 1]]), now_ms() + 3_600_000, "behind since an hour from now"),
+    ];
+    for (counts, since, what) in refused {
+        let (status, v) = leaves(SERVICE_TOKEN, counts, since);
+        assert_eq!(
+            (status, v["error"].as_str()),
+            (Status::BadRequest, Some("invalid_summary")),
+            "{what}: {v}"
+        );
+    }
+    let (status, v) = leaves(OTHER_SERVICE_TOKEN, json!([["az-a", current, 1]]), committed_ms);
+    assert_eq!((status, v["error"].as_str()), (Status::Forbidden, Some("not_subscriber_owner")));
+    let convergence = |client: &Client| {
+        let path = format!("/v1/routing/convergence?version={}", current + 1);
+        send(client, Method::Get, &path, Some(OPERATOR_TOKEN), vec![], None).1
+    };
+    let c = convergence(&client);
+    assert_eq!(
+        (c["live"].as_u64(), c["behind"].as_array().map(Vec::len)),
+        (Some(1), Some(1)),
+        "{c}"
+    );
+    assert_eq!(c["behind"][0]["subscriber_id"], "edge-1", "nothing forged counted: {c}");
+    // The control: the honest report (the leaf lacks the new version since it was committed)
+    // counts, behind for no longer than since the commit.
+    let (status, v) = leaves(SERVICE_TOKEN, json!([["az-a", current, 1]]), committed_ms);
+    assert_eq!((status, v["leaves"].as_u64()), (Status::Ok, Some(1)), "{v}");
+    let c = convergence(&client);
+    assert_eq!(c["live"].as_u64(), Some(2), "{c}");
+    let leaf = c["behind"].as_array().unwrap().iter().find(|b| b["subscriber_id"] == "leaf-1");
+    let behind_for_ms =
+        leaf.unwrap_or_else(|| panic!("the leaf counts: {c}"))["behind_for_ms"].as_u64().unwrap();
+    assert!(behind_for_ms < 60_000, "{c}");
 }
 
 #[test]

@@ -248,6 +248,15 @@ pub struct SummaryBehind {
 /// Most `counts` rows a leaves report may carry (zones times versions in flight).
 pub const SUMMARY_ROWS: usize = 4096;
 
+/// Most leaves one edge's report may count: the most `[edge] max_leaves` allows (the
+/// coordinator does not know an edge's own setting; this is the bound every edge is under).
+pub const MAX_LEAVES_PER_EDGE: u64 = 100_000;
+
+/// How far an edge's clock may be from the coordinator's in a leaves report's
+/// `missing_since_ms`: a subscriber cannot lack a version since before it was committed, nor
+/// since a time that has not come.
+pub const LEAVES_CLOCK_SKEW_MS: u64 = 5_000;
+
 /// How long an edge's leaves report counts (edges report every [`LEAVES_EVERY_MS`] and at once
 /// when their leaves acknowledge): an edge that stops reporting drops its leaves from every gate
 /// after this, and the gates then wait [`RECONNECT_GRACE_MS`] for them to reconnect elsewhere.
@@ -257,7 +266,7 @@ pub const LEAVES_EVERY_MS: u64 = 500;
 impl Summary {
     /// How many subscribers it counts.
     pub fn total(&self) -> u64 {
-        self.counts.iter().map(|(_, _, n)| *n).sum()
+        self.counts.iter().fold(0, |sum, (_, _, n)| sum.saturating_add(*n))
     }
 
     /// Checks a report from outside (an edge's): bounded, with valid names, and no subscriber
@@ -270,16 +279,31 @@ impl Summary {
         if self.behind.len() > SUMMARY_NAMES {
             return bad(format!("at most {SUMMARY_NAMES} subscribers named in `behind`"));
         }
-        for (zone, applied, _) in &self.counts {
+        let mut total: u64 = 0;
+        for (zone, applied, n) in &self.counts {
             check_label("zone", zone)?;
             if *applied > current {
                 return bad(format!("version {applied} has not been committed (newest {current})"));
             }
+            total = match total.checked_add(*n) {
+                Some(sum) if sum <= MAX_LEAVES_PER_EDGE => sum,
+                _ => {
+                    return bad(format!(
+                        "the counts add up to more than {MAX_LEAVES_PER_EDGE} leaves (the most an edge serves)"
+                    ));
+                }
+            };
         }
         for b in &self.behind {
             check_id(&b.id)?;
             check_label("zone", &b.zone)?;
             check_label("kind", &b.kind)?;
+            if b.applied_version > current {
+                return bad(format!(
+                    "`{}` applied version {}, which has not been committed (newest {current})",
+                    b.id, b.applied_version
+                ));
+            }
         }
         if self.table_version > current {
             return bad(format!("table_version {} is ahead of {current}", self.table_version));
@@ -465,17 +489,57 @@ impl Subscribers {
     ) -> Result<u64, SubscriberError> {
         check_id(id)?;
         summary.check(current_version)?;
+        let mut summary = summary;
         let mut inner = self.lock();
-        match inner.subscribers.get_mut(id) {
+        match inner.subscribers.get(id) {
             None => return Err(SubscriberError::Unknown(id.to_owned())),
             Some(s) if s.owner != owner => {
                 return Err(SubscriberError::NotOwner { id: id.to_owned() });
             }
-            Some(s) => s.last_seen_ms = now_ms,
+            Some(_) => {}
+        }
+        for b in &mut summary.behind {
+            b.missing_since_ms = Self::bounded_missing_since(&inner, b, now_ms)?;
+        }
+        if let Some(s) = inner.subscribers.get_mut(id) {
+            s.last_seen_ms = now_ms;
         }
         let total = summary.total();
         inner.leaves.insert(id.to_owned(), (now_ms, summary));
         Ok(total)
+    }
+
+    /// Since when a leaf an edge names lacks the version after the one it applied, as the gates
+    /// may count it: refused when before that version was committed or after now (beyond
+    /// [`LEAVES_CLOCK_SKEW_MS`] either way). For a version older than every commit time this
+    /// coordinator remembers, at most as long as its own subscribers would be behind (since the
+    /// oldest time it remembers, see `missing_since`).
+    fn bounded_missing_since(
+        inner: &Inner,
+        b: &SummaryBehind,
+        now_ms: u64,
+    ) -> Result<u64, SubscriberError> {
+        let bad = |why: String| Err(SubscriberError::BadSummary(why));
+        if b.missing_since_ms > now_ms.saturating_add(LEAVES_CLOCK_SKEW_MS) {
+            return bad(format!(
+                "`{}` lacks a version since {} ms, ahead of this coordinator's clock ({now_ms} ms)",
+                b.id, b.missing_since_ms
+            ));
+        }
+        let missing = b.applied_version.saturating_add(1);
+        // Commit times only grow with versions: the newest remembered version at or before the
+        // missing one was committed no later than it.
+        let committed_by = inner.commit_times.iter().rev().find(|(v, _)| *v <= missing);
+        match (committed_by, inner.commit_times.front()) {
+            (Some((v, at)), _) if b.missing_since_ms.saturating_add(LEAVES_CLOCK_SKEW_MS) < *at => {
+                bad(format!(
+                    "`{}` lacks version {missing} since {} ms, before version {v} was committed ({at} ms)",
+                    b.id, b.missing_since_ms
+                ))
+            }
+            (Some(_), _) | (None, None) => Ok(b.missing_since_ms),
+            (None, Some((_, oldest))) => Ok(b.missing_since_ms.max(*oldest)),
+        }
     }
 
     /// How many leaves each edge reported, by edge (reports heard within [`LEAVES_FRESH_MS`]).
@@ -1023,6 +1087,52 @@ mod tests {
         let lacking = all.iter().filter(|(v, _, _)| *v < 3).count();
         assert_eq!(as_of_3.behind.len(), lacking.min(SUMMARY_NAMES));
         assert_eq!((as_of_3.counts, as_of_3.table_version), (summary.counts, 3));
+    }
+
+    #[test]
+    fn a_leaves_report_with_an_impossible_count_or_lag_is_refused() {
+        let now = 1_800_000_000_000;
+        let coordinator = Subscribers::new(10_000, 100);
+        coordinator.committed(6, now - 5_000_000);
+        coordinator.committed(7, now - 60_000);
+        coordinator.connect("edge-1", "service:e", "az-a", "edge", Some(7), 7, now).unwrap();
+        let leaf = |applied: u64, since: u64| SummaryBehind {
+            id: "leaf".into(),
+            zone: "az-a".into(),
+            kind: "service".into(),
+            applied_version: applied,
+            missing_since_ms: since,
+            via: None,
+        };
+        let report = |counts: Vec<(String, u64, u64)>, behind: Vec<SummaryBehind>| Summary {
+            counts,
+            behind,
+            table_version: 7,
+        };
+        let receive = |s: Summary| coordinator.receive_leaves("edge-1", "service:e", s, 7, now);
+        // Counts: a sum that would wrap, and one above any edge's bound.
+        let wraps = report(vec![("az-a".into(), 7, u64::MAX), ("az-b".into(), 7, 2)], vec![]);
+        assert!(matches!(receive(wraps), Err(SubscriberError::BadSummary(_))));
+        let huge = report(vec![("az-a".into(), 7, MAX_LEAVES_PER_EDGE + 1)], vec![]);
+        assert!(matches!(receive(huge), Err(SubscriberError::BadSummary(_))));
+        // Lag: lacking version 7 since before it was committed (56 years), or since the future.
+        let counts = vec![("az-a".into(), 6, 1)];
+        let ancient = report(counts.clone(), vec![leaf(6, now - 56 * 365 * 86_400_000)]);
+        assert!(matches!(receive(ancient), Err(SubscriberError::BadSummary(_))));
+        let future = report(counts.clone(), vec![leaf(6, now + 60_000)]);
+        assert!(matches!(receive(future), Err(SubscriberError::BadSummary(_))));
+        let ahead = report(counts.clone(), vec![leaf(8, now)]);
+        assert!(matches!(receive(ahead), Err(SubscriberError::BadSummary(_))));
+        // A version older than any remembered commit: no longer behind than since the oldest.
+        assert_eq!(receive(report(counts.clone(), vec![leaf(2, 0)])), Ok(1));
+        let c = coordinator.convergence(7, now);
+        assert_eq!(c.behind[0].behind_for_ms, 5_000_000, "{c:?}");
+        // The control: the same leaf, behind since version 7 was committed, counts.
+        assert_eq!(receive(report(counts, vec![leaf(6, now - 59_000)])), Ok(1));
+        let c = coordinator.convergence(7, now);
+        assert_eq!((c.live, c.behind[0].behind_for_ms), (2, 59_000), "{c:?}");
+        let max = report(vec![("az-a".into(), 7, MAX_LEAVES_PER_EDGE)], vec![]);
+        assert_eq!(receive(max), Ok(MAX_LEAVES_PER_EDGE));
     }
 
     #[test]
