@@ -1196,6 +1196,10 @@ fn a_cut_subscriber_answers_unconfirmed_before_the_move_that_left_it_behind_swit
         audit_by(&url, "units").into_iter().find(|(a, _)| a == "units_switch").unwrap();
     println!("switch: {reason}");
     drop(router);
+    // The move unfreezes once every live subscriber has the switch: wait for its end.
+    wait_for("the first move to end", Duration::from_secs(20), || {
+        get_json(&format!("{url}/v1/changes")).1["units"].is_null()
+    });
 
     // The control: a raw watcher that keeps no lease (no `lease=1`), cut the same way.
     let legacy = CutProxy::start(&url);

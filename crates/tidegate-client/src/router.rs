@@ -53,6 +53,11 @@ pub struct RouterOptions {
     pub backoff_max: Duration,
     /// Acknowledge applied versions (turn off only to simulate a stuck subscriber in tests).
     pub acknowledge: bool,
+    /// Keep the table lease the coordinator announces: write checks answer `unconfirmed` once
+    /// the table has not been confirmed current for a lease (docs/src/partitions.md). Turn off
+    /// only to reproduce a client of an older release in tests: such a client goes on answering
+    /// `owned` from a table nobody confirms, and barriers count it as keeping no lease.
+    pub keep_lease: bool,
     /// For `https://` coordinators: trust only the certificates in this PEM file instead of the
     /// system's roots. Defaults to `TIDEGATE_CA_FILE` when that is set.
     pub ca_file: Option<PathBuf>,
@@ -90,6 +95,7 @@ impl Default for RouterOptions {
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             acknowledge: true,
+            keep_lease: true,
             ca_file: super::tls::ca_file_from_env(),
             on_table: None,
         }
@@ -1021,7 +1027,9 @@ fn watch_once<'e>(
     let mut query = Vec::new();
     // This client keeps the table lease (`tidegate_core::lease`): a coordinator's barrier may
     // count on its write checks stopping at the lease's end.
-    query.push("lease=1".to_owned());
+    if options.keep_lease {
+        query.push("lease=1".to_owned());
+    }
     if options.token.is_some() {
         query.push(format!("subscriber_id={}", encode(&identity.subscriber_id)));
         query.push(format!("zone={}", encode(&identity.zone)));
@@ -1032,7 +1040,11 @@ fn watch_once<'e>(
     if let Some(log_id) = &held_log {
         query.push(format!("log_id={}", encode(log_id)));
     }
-    let path = format!("/v1/routing/watch?{}", query.join("&"));
+    let path = if query.is_empty() {
+        "/v1/routing/watch".to_owned()
+    } else {
+        format!("/v1/routing/watch?{}", query.join("&"))
+    };
     let mut headers = Vec::new();
     // Resume: the server sends nothing until something newer than `Last-Event-ID` exists, and
     // a registered subscriber counts it as acknowledged. So a subscriber names the version it
@@ -1088,7 +1100,10 @@ fn watch_once<'e>(
         status.coordinator_heartbeat = events.heartbeat();
         status.stall_bound = events.bound();
     }
-    let lease_ms = events.lease().map_or(0, |l| u64::try_from(l.as_millis()).unwrap_or(u64::MAX));
+    let lease_ms = events
+        .lease()
+        .filter(|_| options.keep_lease)
+        .map_or(0, |l| u64::try_from(l.as_millis()).unwrap_or(u64::MAX));
     shared.lease.lease_ms.store(lease_ms, Ordering::Release);
     // The bound the server's heartbeat allows (the configured one, or longer).
     let bound = events.bound().unwrap_or(bound);
@@ -1112,7 +1127,7 @@ fn read_events<'e>(
     let broke = |error: String| Ended { opened: true, stalled: false, error: Some(error) };
     // A coordinator that keeps the stream alive but has not confirmed the table for a whole
     // lease cannot read its log (cut off from it, or its tail stalled): leave it for one that can.
-    let lease = events.lease();
+    let lease = events.lease().filter(|_| options.keep_lease);
     let mut last_confirmed = Instant::now();
     // The last table offered came from another log and was refused: its confirmations say
     // nothing about the table held, so they renew nothing.
