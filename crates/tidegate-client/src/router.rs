@@ -46,7 +46,8 @@ pub struct RouterOptions {
     /// The stall bound: when neither an event nor a heartbeat arrives within this long (nor,
     /// on a new connection, the answer), the coordinator is judged stalled (a hung process
     /// keeps its socket open and says nothing) and the client moves to the next one. Keep it
-    /// longer than the coordinators' `subscribers.heartbeat` (2 s by default; 5 s before the table lease), with margin.
+    /// longer than the coordinators' `subscribers.heartbeat` (2 s by default; 5 s before the
+    /// table lease), with margin.
     pub read_timeout: Duration,
     /// Reconnect backoff: doubles from `backoff_min` to `backoff_max`, with full jitter.
     pub backoff_min: Duration,
@@ -80,8 +81,9 @@ impl std::fmt::Debug for TableHook {
     }
 }
 
-/// The default stall bound: the coordinators' heartbeat of older releases (5 s) and 3 s of margin (today's
-/// default heartbeat is 2 s; the bound grows to a coordinator's announced heartbeat plus a second).
+/// The default stall bound: the coordinators' heartbeat of older releases (5 s) and 3 s of
+/// margin (today's default heartbeat is 2 s; the bound grows to a coordinator's announced
+/// heartbeat plus a second).
 pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(8);
 
 impl Default for RouterOptions {
