@@ -107,7 +107,15 @@ class WriteCheckTest {
                     long v1 = server.version();
                     assertTrue(caught.waitForVersion(v1, Duration.ofSeconds(10)));
                     String user = userInUnits(fresh.table(), 20, 20);
-                    assertEquals(WriteCheck.OWNED, caught.checkWrite(user, fresh.tag(user).zone(), v1).check());
+                    // Owned once the coordinator's first confirmation reached the restarted Router
+                    // (its table came from the cache; the stream's lease holds from that heartbeat on).
+                    long deadline = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+                    WriteCheck answer = caught.checkWrite(user, fresh.tag(user).zone(), v1).check();
+                    while (answer == WriteCheck.UNCONFIRMED && System.nanoTime() < deadline) {
+                        Thread.sleep(10);
+                        answer = caught.checkWrite(user, fresh.tag(user).zone(), v1).check();
+                    }
+                    assertEquals(WriteCheck.OWNED, answer);
                 }
             }
         }
