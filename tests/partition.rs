@@ -77,11 +77,8 @@ fn agent(timeout: Duration) -> ureq::Agent {
 
 /// `GET url` with the operator token: status and JSON body, `None` on a transport failure.
 fn get(agent: &ureq::Agent, url: &str) -> Option<(u16, Value)> {
-    let mut response = agent
-        .get(url)
-        .header("Authorization", &format!("Bearer {OPERATOR_TOKEN}"))
-        .call()
-        .ok()?;
+    let mut response =
+        agent.get(url).header("Authorization", &format!("Bearer {OPERATOR_TOKEN}")).call().ok()?;
     let status = response.status().as_u16();
     Some((status, response.body_mut().read_json().unwrap_or(Value::Null)))
 }
@@ -170,16 +167,19 @@ num.replica.fetchers=1
     )
     .unwrap();
     let props = props.to_str().unwrap().to_owned();
-    run("bash", &[
-        repo().join("scripts/kafka.sh").to_str().unwrap(),
-        "tool",
-        "kafka.tools.StorageTool",
-        "format",
-        "-t",
-        CLUSTER_ID,
-        "-c",
-        &props,
-    ]);
+    run(
+        "bash",
+        &[
+            repo().join("scripts/kafka.sh").to_str().unwrap(),
+            "tool",
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            CLUSTER_ID,
+            "-c",
+            &props,
+        ],
+    );
     let log4j = repo().join("scripts/kafka/broker-log4j2.properties");
     let (proc, _) = Proc::start(
         &format!("kafka {}", ZONES[i]),
@@ -464,14 +464,10 @@ fn create_control_tables(database: &str) {
         ))
         .unwrap();
     }
-    let sql = run(env!("CARGO_BIN_EXE_tidegate"), &[
-        "fence",
-        "sql",
-        "--table",
-        "fenced",
-        "--user-column",
-        "user_id",
-    ]);
+    let sql = run(
+        env!("CARGO_BIN_EXE_tidegate"),
+        &["fence", "sql", "--table", "fenced", "--user-column", "user_id"],
+    );
     db.batch_execute(&sql).unwrap();
 }
 
@@ -621,6 +617,8 @@ struct Probe {
     sent: Instant,
     /// When it was acknowledged, and at which version.
     acked: Option<(Instant, u64)>,
+    /// The answer, for the report (`200`, or the refusal's status and error).
+    answer: String,
 }
 
 /// Pins `probe-N` every 500 ms through the majority's replicas (the first that answers), each
@@ -643,8 +641,8 @@ impl Prober {
                 n += 1;
                 let reason = format!("probe {label}-{n}");
                 let sent = Instant::now();
-                let acked = probe_once(&agent, &replicas, &reason, &halt);
-                out.lock().unwrap().push(Probe { reason, sent, acked });
+                let (acked, answer) = probe_once(&agent, &replicas, &reason, &halt);
+                out.lock().unwrap().push(Probe { reason, sent, acked, answer });
                 std::thread::sleep(Duration::from_millis(500));
             }
         });
@@ -658,13 +656,14 @@ impl Prober {
     }
 }
 
-/// One pin until it is answered (or the prober stops): acknowledged at a version, or refused.
+/// One pin until it is answered (or the prober stops): acknowledged at a version, or refused;
+/// and the answer.
 fn probe_once(
     agent: &ureq::Agent,
     replicas: &[String],
     reason: &str,
     halt: &AtomicBool,
-) -> Option<(Instant, u64)> {
+) -> (Option<(Instant, u64)>, String) {
     let user = reason.replace(' ', "-");
     let mut expected = None;
     let mut attempt = 0;
@@ -679,15 +678,21 @@ fn probe_once(
             },
         };
         let body = json!({"color": "blue", "expected_version": version, "reason": reason});
-        match send(agent, "PUT", &format!("{url}/v1/pins/{user}"), reason, &body) {
-            Some((200, body)) => return Some((Instant::now(), body["version"].as_u64().unwrap())),
+        let key = reason.replace(' ', "-");
+        match send(agent, "PUT", &format!("{url}/v1/pins/{user}"), &key, &body) {
+            Some((200, body)) => {
+                let version = body["version"].as_u64().unwrap();
+                return (Some((Instant::now(), version)), "200".into());
+            }
             // Refused (e.g. a version conflict with the evacuation): a definite answer.
-            Some((status, _)) if status < 500 => return None,
+            Some((status, body)) if status < 500 => {
+                return (None, format!("{status} {}", body["error"].as_str().unwrap_or("?")));
+            }
             // Unknown or unavailable: the same change again, under the same key.
             _ => std::thread::sleep(Duration::from_millis(200)),
         }
     }
-    None
+    (None, "unanswered".into())
 }
 
 /// `(state_version, state_hash)` of a replica, from `GET /v1/cluster`.
@@ -707,8 +712,9 @@ fn routing(replica: &str) -> Value {
     body
 }
 
-/// Gives each zone a third of the units (at once), through `replica`; returns the version.
-fn balance(replica: &str, label: &str) -> u64 {
+/// Gives each zone a third of the units through `replica`, loss-less (`freeze`, so writes
+/// under way during the move are judged like any others), and waits for the move to end.
+fn balance(replica: &str, label: &str) {
     let table = routing(replica);
     let units = table["units"].as_u64().unwrap();
     let third = units / 3;
@@ -722,11 +728,17 @@ fn balance(replica: &str, label: &str) -> u64 {
         })
         .collect();
     let body = json!({"moves": moves, "expected_version": table["version"], "force": true,
+                      "freeze": true, "freeze_window": "20s",
                       "reason": format!("partition suite: balance ({label})")});
-    let answer = send(&agent(Duration::from_secs(10)), "PUT", &format!("{replica}/v1/units"),
-                      &format!("balance-{label}"), &body);
-    let Some((200, body)) = answer else { panic!("balancing the units: {answer:?}") };
-    body["version"].as_u64().unwrap()
+    let answer = send(
+        &agent(Duration::from_secs(10)),
+        "PUT",
+        &format!("{replica}/v1/units"),
+        &format!("balance-{label}"),
+        &body,
+    );
+    assert!(matches!(answer, Some((200 | 202, _))), "balancing the units: {answer:?}");
+    assert!(wait_until(Duration::from_secs(30), || move_done(replica)), "the balance never ended");
 }
 
 /// Evacuates `zone` through the majority's replicas, loss-less (`freeze`), retrying a lost
@@ -800,7 +812,12 @@ impl Sampler {
                     let confirmed = get(&agent, &format!("{edge}/readyz"))
                         .map(|(_, body)| body["writes_confirmed"] == true);
                     let at = Instant::now();
-                    out.lock().unwrap().push(Sample { at, zone: *zone, kind: "edge", ready: confirmed });
+                    out.lock().unwrap().push(Sample {
+                        at,
+                        zone: *zone,
+                        kind: "edge",
+                        ready: confirmed,
+                    });
                 }
                 std::thread::sleep(Duration::from_millis(250).saturating_sub(started.elapsed()));
             }
@@ -820,6 +837,9 @@ impl Sampler {
 
 // --- a scenario -----------------------------------------------------------------------------
 
+/// Readiness samples during a cut: "side kind" -> (ready, not ready, no answer).
+type Tally = BTreeMap<String, (u32, u32, u32)>;
+
 /// What one cut showed.
 struct Cut {
     zone: usize,
@@ -834,21 +854,24 @@ struct Cut {
     healed_edge: Option<Duration>,
     /// Readiness samples during the cut that were wrong, described.
     wrong: Vec<String>,
-    /// Samples during the cut: (side, kind) -> (ready, not ready, no answer).
-    tally: BTreeMap<String, (u32, u32, u32)>,
+    tally: Tally,
     probes: Vec<Probe>,
     controls: Vec<(&'static str, u64, BTreeMap<String, u64>)>,
 }
 
 /// Cuts zone `cut` off, evacuates it through the majority, holds the cut for [`CUT`], heals.
-fn scenario(net: &Net, zones: &[Zone], cut: usize, label: &str, database: &str, sampler: &Sampler) -> Cut {
+fn scenario(
+    net: &Net,
+    zones: &[Zone],
+    cut: usize,
+    label: &str,
+    database: &str,
+    sampler: &Sampler,
+) -> Cut {
     let majority: Vec<String> =
         (0..zones.len()).filter(|i| *i != cut).map(|i| zones[i].replica.clone()).collect();
-    let version = balance(&majority[0], label);
-    let replicas: Vec<&str> = zones.iter().map(|z| z.replica.as_str()).collect();
+    balance(&majority[0], label);
     let quick = agent(Duration::from_secs(2));
-    let at_version = |v: u64| replicas.iter().all(|r| state(&quick, r).is_some_and(|(s, _)| s >= v));
-    assert!(wait_until(Duration::from_secs(20), || at_version(version)), "balance not applied");
     // The controls write the users the cut zone owns now.
     let table = tidegate::client::decode_table(&routing(&majority[0])).unwrap();
     let owned: Vec<String> = all_users()
@@ -859,7 +882,14 @@ fn scenario(net: &Net, zones: &[Zone], cut: usize, label: &str, database: &str, 
     let controls: Vec<_> = ["fenced", "unfenced"]
         .into_iter()
         .map(|t| {
-            let w = contract_ignoring_writer(net, ZONES[cut], t, database.to_owned(), owned.clone(), Arc::clone(&stop));
+            let w = contract_ignoring_writer(
+                net,
+                ZONES[cut],
+                t,
+                database.to_owned(),
+                owned.clone(),
+                Arc::clone(&stop),
+            );
             (t, w)
         })
         .collect();
@@ -870,9 +900,19 @@ fn scenario(net: &Net, zones: &[Zone], cut: usize, label: &str, database: &str, 
     let cut_at = Instant::now();
     net.cut(ZONES[cut]);
     let (evacuated_at, evacuation) = evacuate(&majority, ZONES[cut], label);
-    eprintln!("partition: [{label}] evacuation of {} answered after {} ms: {evacuation}", ZONES[cut], (evacuated_at - cut_at).as_millis());
+    eprintln!(
+        "partition: [{label}] evacuation of {} answered after {} ms: version {}, {}",
+        ZONES[cut],
+        (evacuated_at - cut_at).as_millis(),
+        evacuation["version"],
+        evacuation["change"]["phase"]
+    );
     let done = wait_until(CUT.saturating_sub(cut_at.elapsed()), || move_done(&majority[0]));
-    eprintln!("partition: [{label}] the evacuation's move {} {} ms after the cut", if done { "ended" } else { "had not ended" }, cut_at.elapsed().as_millis());
+    eprintln!(
+        "partition: [{label}] the evacuation's move {} {} ms after the cut",
+        if done { "ended" } else { "had not ended" },
+        cut_at.elapsed().as_millis()
+    );
     std::thread::sleep(CUT.saturating_sub(cut_at.elapsed()));
     let healed_at = Instant::now();
     net.heal(ZONES[cut]);
@@ -884,7 +924,8 @@ fn scenario(net: &Net, zones: &[Zone], cut: usize, label: &str, database: &str, 
         if healed_current.is_none() {
             let majority_state = state(&quick, &majority[0]).map(|s| s.0);
             let own = state(&quick, cut_replica).map(|s| s.0);
-            let ready = get(&quick, &format!("{cut_replica}/readyz")).is_some_and(|(s, _)| s == 200);
+            let ready =
+                get(&quick, &format!("{cut_replica}/readyz")).is_some_and(|(s, _)| s == 200);
             if ready && own.is_some() && own >= majority_state {
                 healed_current = Some(healed_at.elapsed());
             }
@@ -899,17 +940,23 @@ fn scenario(net: &Net, zones: &[Zone], cut: usize, label: &str, database: &str, 
     });
     std::thread::sleep(AFTER_HEAL);
     stop.store(true, Ordering::Relaxed);
-    let controls = controls.into_iter().map(|(t, w)| {
-        let (committed, refused) = w.join().unwrap();
-        (t, committed, refused)
-    }).collect();
+    let controls = controls
+        .into_iter()
+        .map(|(t, w)| {
+            let (committed, refused) = w.join().unwrap();
+            (t, committed, refused)
+        })
+        .collect();
     let probes = prober.finish();
+    // The evacuation is a change too: its first step, applied on the majority.
     let first_change = probes
         .iter()
         .filter(|p| p.sent >= cut_at)
         .filter_map(|p| p.acked.map(|(at, _)| at - cut_at))
+        .chain([evacuated_at - cut_at])
         .min();
-    let (wrong, tally) = judge_readiness(&sampler.between(cut_at, healed_at), cut, cut_at, first_change);
+    let (wrong, tally) =
+        judge_readiness(&sampler.between(cut_at, healed_at), cut, cut_at, first_change);
     Cut {
         zone: cut,
         first_change,
@@ -932,13 +979,12 @@ fn judge_readiness(
     cut: usize,
     cut_at: Instant,
     first_change: Option<Duration>,
-) -> (Vec<String>, BTreeMap<String, (u32, u32, u32)>) {
+) -> (Vec<String>, Tally) {
     let (mut wrong, mut tally) = (Vec::new(), BTreeMap::new());
     for s in samples {
         let since = s.at - cut_at;
         let side = if s.zone == cut { "cut" } else { "majority" };
-        let count: &mut (u32, u32, u32) =
-            tally.entry(format!("{side} {}s", s.kind)).or_default();
+        let count: &mut (u32, u32, u32) = tally.entry(format!("{side} {}s", s.kind)).or_default();
         match s.ready {
             Some(true) => count.0 += 1,
             Some(false) => count.1 += 1,
@@ -975,12 +1021,10 @@ struct History {
 impl History {
     fn export(config: &Path) -> History {
         use tidegate::store::{LogEntry, replay, replay_after};
-        let out = run(env!("CARGO_BIN_EXE_tidegate"), &[
-            "log",
-            "export",
-            "--config",
-            config.to_str().unwrap(),
-        ]);
+        let out = run(
+            env!("CARGO_BIN_EXE_tidegate"),
+            &["log", "export", "--config", config.to_str().unwrap()],
+        );
         let entries: Vec<LogEntry> =
             out.lines().map(|l| serde_json::from_str(l).expect("an exported entry")).collect();
         let mut replayed = replay(&entries[..1], &Zones::default()).expect("the genesis replays");
@@ -1061,6 +1105,15 @@ fn judge(db: &mut postgres::Client, table: &str, history: &History) -> Verdict {
     verdict
 }
 
+/// How many probes got each answer.
+fn answers(probes: &[Probe]) -> BTreeMap<&str, usize> {
+    let mut out = BTreeMap::new();
+    for probe in probes {
+        *out.entry(probe.answer.as_str()).or_default() += 1;
+    }
+    out
+}
+
 fn percentiles(name: &str, values: &[Option<Duration>]) -> String {
     let mut ms: Vec<u128> = values.iter().flatten().map(Duration::as_millis).collect();
     ms.sort_unstable();
@@ -1128,10 +1181,10 @@ fn a_cut_off_zone_never_writes_a_user_the_majority_took_over() {
 
     let (driver, threads) = Driver::start(zones.iter().map(|z| z.writer.clone()).collect());
     let sampler = Sampler::start(&zones);
-    let mut cuts = vec![scenario(&net, &zones, 0, "az-a, a follower", &postgres.url, &sampler)];
+    let mut cuts = vec![scenario(&net, &zones, 0, "follower", &postgres.url, &sampler)];
     // The second scenario: cut the zone whose broker leads the command partition.
     let leader = topic_leader(&bootstrap).expect("the command partition has a leader");
-    cuts.push(scenario(&net, &zones, leader - 1, "the leader's zone", &postgres.url, &sampler));
+    cuts.push(scenario(&net, &zones, leader - 1, "leader", &postgres.url, &sampler));
     driver.stop.store(true, Ordering::Relaxed);
     for thread in threads {
         thread.join().unwrap();
@@ -1185,21 +1238,44 @@ fn a_cut_off_zone_never_writes_a_user_the_majority_took_over() {
         let acked = cut.probes.iter().filter(|p| p.acked.is_some()).count();
         eprintln!(
             "partition: cut {zone}: majority's first applied change {:?} ms after the cut; \
-             evacuation acknowledged after {} ms ({}); healed replica current {:?} ms after the \
-             heal, its edge confirmed after {:?} ms; {acked} of {} probes acknowledged",
+             evacuation acknowledged after {} ms (v{}); healed replica current {:?} ms after the \
+             heal, its edge confirmed after {:?} ms; {acked} of {} probes acknowledged, answers {:?}",
             cut.first_change.map(|d| d.as_millis()),
             cut.evacuation_acked.as_millis(),
-            cut.evacuation,
+            cut.evacuation["version"],
             cut.healed_current.map(|d| d.as_millis()),
             cut.healed_edge.map(|d| d.as_millis()),
-            cut.probes.len()
+            cut.probes.len(),
+            answers(&cut.probes)
         );
-        eprintln!("partition: cut {zone}: readiness samples (ready, not ready, no answer): {:?}", cut.tally);
-        eprintln!("partition: cut {zone}: {} wrong readiness samples {:?}", cut.wrong.len(), cut.wrong.iter().take(8).collect::<Vec<_>>());
-        eprintln!("partition: cut {zone}: controls (table, committed, refused by SQLSTATE) {:?}", cut.controls);
+        eprintln!(
+            "partition: cut {zone}: readiness samples (ready, not ready, no answer): {:?}",
+            cut.tally
+        );
+        eprintln!(
+            "partition: cut {zone}: {} wrong readiness samples {:?}",
+            cut.wrong.len(),
+            cut.wrong.iter().take(8).collect::<Vec<_>>()
+        );
+        eprintln!(
+            "partition: cut {zone}: controls (table, committed, refused by SQLSTATE) {:?}",
+            cut.controls
+        );
     }
-    eprintln!("partition: {}", percentiles("majority's first applied change after a cut", &cuts.iter().map(|c| c.first_change).collect::<Vec<_>>()));
-    eprintln!("partition: {}", percentiles("healed replica current after a heal", &cuts.iter().map(|c| c.healed_current).collect::<Vec<_>>()));
+    eprintln!(
+        "partition: {}",
+        percentiles(
+            "majority's first applied change after a cut",
+            &cuts.iter().map(|c| c.first_change).collect::<Vec<_>>()
+        )
+    );
+    eprintln!(
+        "partition: {}",
+        percentiles(
+            "healed replica current after a heal",
+            &cuts.iter().map(|c| c.healed_current).collect::<Vec<_>>()
+        )
+    );
     eprintln!(
         "partition: writes: {} acknowledged, refused {:?}, {} unknown; {} rows, {} lost, {} \
          duplicated; {} by a non-owner {:?}; {} users written by two zones",
@@ -1213,9 +1289,23 @@ fn a_cut_off_zone_never_writes_a_user_the_majority_took_over() {
         writes.examples,
         writes.dual_users
     );
-    eprintln!("partition: controls: unfenced {} rows, {} by a non-owner {:?}; fenced {} rows, {} by a non-owner {:?}", unfenced.rows, unfenced.non_owner, unfenced.examples, fenced.rows, fenced.non_owner, fenced.examples);
-    eprintln!("partition: dual-owner watch after the heals {dual_watch:?} (per replica) vs {} users in the database", writes.dual_users);
-    eprintln!("partition: {} acknowledged control-plane changes lost {lost_changes:?}; replicas' states {states:?}", lost_changes.len());
+    eprintln!(
+        "partition: controls: unfenced {} rows, {} by a non-owner {:?}; fenced {} rows, {} by a non-owner {:?}",
+        unfenced.rows,
+        unfenced.non_owner,
+        unfenced.examples,
+        fenced.rows,
+        fenced.non_owner,
+        fenced.examples
+    );
+    eprintln!(
+        "partition: dual-owner watch after the heals {dual_watch:?} (per replica) vs {} users in the database",
+        writes.dual_users
+    );
+    eprintln!(
+        "partition: {} acknowledged control-plane changes lost {lost_changes:?}; replicas' states {states:?}",
+        lost_changes.len()
+    );
     eprintln!("partition: the suite took {} ms", started.elapsed().as_millis());
 
     assert!(same, "the replicas differ after the heals: {states:?}");
@@ -1224,14 +1314,23 @@ fn a_cut_off_zone_never_writes_a_user_the_majority_took_over() {
     assert_eq!((lost_writes, duplicates), (0, 0), "acknowledged writes lost, rows duplicated");
     assert_eq!(writes.non_owner, 0, "rows committed by a non-owner: {:?}", writes.examples);
     assert_eq!(writes.dual_users, 0, "users written by two zones");
-    assert!(unfenced.non_owner > 0, "control: the check-skipping writer committed no row by a non-owner");
+    assert!(
+        unfenced.non_owner > 0,
+        "control: the check-skipping writer committed no row by a non-owner"
+    );
     assert_eq!(fenced.non_owner, 0, "the fence let a non-owner commit: {:?}", fenced.examples);
     let wrong: Vec<&String> = cuts.iter().flat_map(|c| &c.wrong).collect();
     assert!(wrong.is_empty(), "readiness was wrong: {wrong:?}");
     for cut in &cuts {
         let zone = ZONES[cut.zone];
-        assert!(cut.first_change.is_some_and(|d| d < Duration::from_secs(15)), "cut {zone}: the majority applied no change within 15 s");
-        assert!(cut.healed_current.is_some_and(|d| d < Duration::from_secs(5)), "cut {zone}: the healed replica was not current within 5 s");
+        assert!(
+            cut.first_change.is_some_and(|d| d < Duration::from_secs(15)),
+            "cut {zone}: the majority applied no change within 15 s"
+        );
+        assert!(
+            cut.healed_current.is_some_and(|d| d < Duration::from_secs(5)),
+            "cut {zone}: the healed replica was not current within 5 s"
+        );
     }
     drop(zones);
     drop(postgres);

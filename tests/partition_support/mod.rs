@@ -136,10 +136,14 @@ impl Drop for Net {
 /// deletes it. Quiet: it also runs while a test panics.
 fn delete_namespace(ns: &str) {
     let pids = Command::new("ip").args(["netns", "pids", ns]).output();
-    for pid in pids.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default().split_whitespace() {
-        let _ = Command::new("kill").args(["-KILL", pid]).status();
+    for pid in pids
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+        .split_whitespace()
+    {
+        let _ = Command::new("kill").args(["-KILL", pid]).stderr(Stdio::null()).status();
     }
-    let _ = Command::new("ip").args(["netns", "del", ns]).status();
+    let _ = Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
 }
 
 /// Deletes the namespaces of earlier runs whose process is gone.
