@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{OPERATOR_TOKEN, SERVICE_TOKEN, config_toml};
-use partition_support::{CORE_HOST, Net, Proc, run};
+use partition_support::{CORE_HOST, Net, Proc, enter_namespace, run};
 use serde_json::{Value, json};
 use tidegate::core::{RoutingTable, Zones};
 
@@ -582,11 +582,9 @@ fn contract_ignoring_writer(
     users: Vec<String>,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<(u64, BTreeMap<String, u64>)> {
-    let ns = std::fs::File::open(format!("/run/netns/{}", net.ns(zone))).unwrap();
+    let ns = net.handle(zone);
     std::thread::spawn(move || {
-        use std::os::fd::AsRawFd;
-        // SAFETY: a valid namespace descriptor; only this thread moves.
-        assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        enter_namespace(&ns);
         let mut db = postgres::Client::connect(&database, postgres::NoTls).unwrap();
         db.batch_execute(&format!("SET tidegate.zone = '{zone}'")).unwrap();
         let insert = format!("INSERT INTO {table} (user_id, zone) VALUES ($1, $2)");

@@ -6,7 +6,7 @@
 //! is added outside them, and no route leaves them.
 
 use std::io::{BufRead, BufReader};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,10 +42,8 @@ impl Net {
     /// Creates `core` with a bridge, and one namespace per zone joined to it by a veth pair.
     /// Needs root (CI runs as root); says so loudly otherwise.
     pub fn create(zones: &[&'static str]) -> Net {
-        // SAFETY: geteuid has no preconditions.
-        let euid = unsafe { libc::geteuid() };
-        assert_eq!(
-            euid, 0,
+        assert!(
+            rustix::process::geteuid().is_root(),
             "tests/partition.rs makes network namespaces, veth pairs and nftables rules: it must \
              run as root (CI does). It never skips."
         );
@@ -91,10 +89,12 @@ impl Net {
     /// starts afterwards are there too). The test itself runs from `core`, which reaches every
     /// zone whatever is cut.
     pub fn enter(&self, name: &str) {
-        let file = std::fs::File::open(format!("/run/netns/{}", self.ns(name))).unwrap();
-        // SAFETY: a valid namespace descriptor; setns changes only this thread's namespace.
-        let done = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(done, 0, "setns into {name}: {}", std::io::Error::last_os_error());
+        enter_namespace(&self.handle(name));
+    }
+
+    /// An open handle on namespace `name`, for [`enter_namespace`] on another thread.
+    pub fn handle(&self, name: &str) -> std::fs::File {
+        std::fs::File::open(format!("/run/netns/{}", self.ns(name))).unwrap()
     }
 
     /// Cuts `zone` off from the other zones, both ways, at its own interface. The database in
@@ -144,6 +144,13 @@ fn delete_namespace(ns: &str) {
         let _ = Command::new("kill").args(["-KILL", pid]).stderr(Stdio::null()).status();
     }
     let _ = Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
+}
+
+/// Moves the calling thread into the network namespace `handle` refers to.
+pub fn enter_namespace(handle: &std::fs::File) {
+    use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+    move_into_link_name_space(handle.as_fd(), Some(LinkNameSpaceType::Network))
+        .unwrap_or_else(|e| panic!("setns: {e}"));
 }
 
 /// Deletes the namespaces of earlier runs whose process is gone.
