@@ -703,6 +703,10 @@ fn state(agent: &ureq::Agent, replica: &str) -> Option<(u64, String)> {
     Some((log["state_version"].as_u64()?, log["state_hash"].as_str()?.to_owned()))
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
 fn routing(replica: &str) -> Value {
     let (status, body) = get(&agent(Duration::from_secs(5)), &format!("{replica}/v1/routing"))
         .unwrap_or_else(|| panic!("{replica} does not answer"));
@@ -841,6 +845,9 @@ type Tally = BTreeMap<String, (u32, u32, u32)>;
 /// What one cut showed.
 struct Cut {
     zone: usize,
+    /// Wall-clock times of the cut and the heal, in ms since the epoch (as the log stamps).
+    cut_ms: u64,
+    healed_ms: u64,
     /// From the cut to the first control-plane change the majority acknowledged.
     first_change: Option<Duration>,
     /// From the cut to the evacuation's acknowledgement.
@@ -895,7 +902,7 @@ fn scenario(
 
     let prober = Prober::start(majority.clone(), label);
     std::thread::sleep(Duration::from_secs(1));
-    let cut_at = Instant::now();
+    let (cut_at, cut_ms) = (Instant::now(), now_ms());
     net.cut(ZONES[cut]);
     let (evacuated_at, evacuation) = evacuate(&majority, ZONES[cut], label);
     eprintln!(
@@ -912,7 +919,7 @@ fn scenario(
         cut_at.elapsed().as_millis()
     );
     std::thread::sleep(CUT.saturating_sub(cut_at.elapsed()));
-    let healed_at = Instant::now();
+    let (healed_at, healed_ms) = (Instant::now(), now_ms());
     net.heal(ZONES[cut]);
 
     // The healed side: its replica at the majority's state and ready, its edge confirmed.
@@ -957,6 +964,8 @@ fn scenario(
         judge_readiness(&sampler.between(cut_at, healed_at), cut, cut_at, first_change);
     Cut {
         zone: cut,
+        cut_ms,
+        healed_ms,
         first_change,
         evacuation_acked: evacuated_at - cut_at,
         evacuation,
@@ -1039,6 +1048,14 @@ impl History {
             reasons.insert(*version, reason.clone());
         }
         History { tables, reasons }
+    }
+
+    /// When zone `zone` first owned no unit after version `after`: the evacuation's switch.
+    fn emptied(&self, zone: &str, after: u64) -> Option<u64> {
+        self.tables.iter().filter(|(v, _, _)| *v > after).find_map(|(_, at_ms, table)| {
+            let id = table.zones().resolve(zone).unwrap();
+            (table.units_of(id) == 0).then_some(*at_ms)
+        })
     }
 
     /// The zone owning `user` at `at_us` (µs since the epoch): by the newest version stamped
@@ -1245,6 +1262,13 @@ fn a_cut_off_zone_never_writes_a_user_the_majority_took_over() {
             cut.healed_edge.map(|d| d.as_millis()),
             cut.probes.len(),
             answers(&cut.probes)
+        );
+        let switched = cut.evacuation["version"].as_u64().and_then(|v| history.emptied(zone, v));
+        eprintln!(
+            "partition: cut {zone}: the evacuation switched {:?} ms after the cut, the heal {} ms \
+             after it",
+            switched.map(|at| at as i64 - cut.cut_ms as i64),
+            cut.healed_ms - cut.cut_ms
         );
         eprintln!(
             "partition: cut {zone}: readiness samples (ready, not ready, no answer): {:?}",
