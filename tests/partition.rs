@@ -1050,6 +1050,19 @@ impl History {
         History { tables, reasons }
     }
 
+    /// The changes stamped between `from_ms` and `to_ms` other than the probes' pins, as
+    /// `v<version> +<ms after from_ms> <reason>`: what became of a cut's evacuation.
+    fn changes_between(&self, from_ms: u64, to_ms: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        for (version, at_ms, _) in &self.tables {
+            let reason = self.reasons.get(version).map_or("", String::as_str);
+            if (from_ms..to_ms).contains(at_ms) && !reason.starts_with("probe ") {
+                out.push(format!("v{version} +{} ms {reason}", at_ms - from_ms));
+            }
+        }
+        out
+    }
+
     /// When zone `zone` first owned no unit after version `after`: the evacuation's switch.
     fn emptied(&self, zone: &str, after: u64) -> Option<u64> {
         self.tables.iter().filter(|(v, _, _)| *v > after).find_map(|(_, at_ms, table)| {
@@ -1269,6 +1282,11 @@ fn a_cut_off_zone_never_writes_a_user_the_majority_took_over() {
              after it",
             switched.map(|at| at as i64 - cut.cut_ms as i64),
             cut.healed_ms - cut.cut_ms
+        );
+        let until = cut.healed_ms + 30_000;
+        eprintln!(
+            "partition: cut {zone}: changes from the cut on {:?}",
+            history.changes_between(cut.cut_ms, until)
         );
         eprintln!(
             "partition: cut {zone}: readiness samples (ready, not ready, no answer): {:?}",
