@@ -25,6 +25,11 @@
 //! Every row records the zone that committed it and the routing version its check judged with,
 //! so a reader can check each commit against the table of that version.
 //!
+//! With `CHECK_VIA=<edge URL>` it checks each write over HTTP on its zone's edge (`GET
+//! /v1/write-check`) instead, as a service in any language would, and commits within the
+//! answer's `commit_within_ms`; `SLOW_COMMITS=<percent>` makes that share of commits 200-800 ms
+//! slower. `tests/pg_zero_loss.rs` runs the HTTP path with slow commits too.
+//!
 //! It uses a bare `std::net` HTTP/1.1 loop (keep-alive, one thread per connection, one database
 //! connection per thread) so the example shows only the contract.
 
@@ -67,6 +72,13 @@ struct Writer {
     committed: AtomicU64,
     forwarded: AtomicU64,
     reported: Arc<AtomicU64>,
+    /// `CHECK_VIA`: check writes over HTTP on this edge (`GET /v1/write-check`) instead of with
+    /// the writer's own Router, as a service in another language would.
+    check_via: Option<String>,
+    token: String,
+    /// `SLOW_COMMITS`: the percentage of commits that take 200-800 ms longer (a slow database),
+    /// chosen by `write_id`.
+    slow_percent: u64,
 }
 
 fn env(name: &str) -> String {
@@ -79,6 +91,10 @@ fn main() {
     let token = env("TIDEGATE_SERVICE_TOKEN");
     let database_url = env("DATABASE_URL");
     let listen = std::env::var("LISTEN").unwrap_or_else(|_| "127.0.0.1:0".into());
+    let check_via = std::env::var("CHECK_VIA").ok().map(|u| u.trim_end_matches('/').to_owned());
+    let slow_percent: u64 = std::env::var("SLOW_COMMITS")
+        .map(|p| p.parse().expect("SLOW_COMMITS is a percentage"))
+        .unwrap_or(0);
     let peers: HashMap<String, String> = std::env::var("PEERS")
         .unwrap_or_default()
         .split(',')
@@ -114,8 +130,13 @@ fn main() {
         .build()
         .into();
     {
-        let (agent, url, zone, reported) =
-            (agent.clone(), coordinator.clone(), zone.clone(), Arc::clone(&reported));
+        let (agent, url, zone, reported, token) = (
+            agent.clone(),
+            coordinator.clone(),
+            zone.clone(),
+            Arc::clone(&reported),
+            token.clone(),
+        );
         std::thread::spawn(move || report_loop(&receiver, &agent, &url, &token, &zone, &reported));
     }
     let writer = Arc::new(Writer {
@@ -129,6 +150,9 @@ fn main() {
         committed: AtomicU64::new(0),
         forwarded: AtomicU64::new(0),
         reported,
+        check_via,
+        token,
+        slow_percent,
     });
     let listener = TcpListener::bind(&listen).expect("bind LISTEN");
     println!("zone_writer listening on http://{}", listener.local_addr().unwrap());
@@ -175,6 +199,9 @@ fn write(writer: &Writer, request: &Request, db: &mut Option<postgres::Client>) 
         return Reply::error(400, "invalid_write", "needs user_id (string) and write_id (integer)");
     };
     let incoming = request.header(VERSION_HEADER).and_then(|v| v.parse::<u64>().ok());
+    if let Some(edge) = &writer.check_via {
+        return write_checked_by_edge(writer, edge, request, db, (user_id, write_id, incoming));
+    }
     // The scope spans the check and the commit: the Router acknowledges no newer table (so no
     // freeze barrier passes) while a write judged with an older one is still being committed.
     let scope = writer.router.write_scope();
@@ -232,6 +259,90 @@ fn write(writer: &Writer, request: &Request, db: &mut Option<postgres::Client>) 
     }
 }
 
+/// The write contract over HTTP, with no scope of its own: `GET /v1/write-check` on the zone's
+/// edge, then commit within the `commit_within_ms` an `owned` answer names (the edge holds its
+/// acknowledgement of the next freeze that long), forward a misroute once, refuse the rest.
+fn write_checked_by_edge(
+    writer: &Writer,
+    edge: &str,
+    request: &Request,
+    db: &mut Option<postgres::Client>,
+    (user_id, write_id, incoming): (&str, i64, Option<u64>),
+) -> Reply {
+    let mut url =
+        format!("{edge}/v1/write-check?user_id={}&zone={}", encode(user_id), encode(&writer.zone));
+    if let Some(version) = incoming {
+        url.push_str(&format!("&version={version}"));
+    }
+    let call =
+        writer.forwarder.get(&url).header("Authorization", &format!("Bearer {}", writer.token));
+    let (status, answer) = match call.call() {
+        Ok(mut response) => (
+            response.status().as_u16(),
+            response.body_mut().read_json::<Value>().unwrap_or(Value::Null),
+        ),
+        Err(e) => return Reply::error(502, "edge_unreachable", &format!("{edge}: {e}")),
+    };
+    let version = answer["version"].as_u64().unwrap_or(0);
+    match status {
+        200 if answer["answer"] == "owned" => {
+            match commit(writer, db, write_id, user_id, version) {
+                Ok(at_ms) => {
+                    writer.committed.fetch_add(1, Ordering::SeqCst);
+                    let _ = writer.reports.send((user_id.to_owned(), version, at_ms));
+                    Reply::json(
+                        200,
+                        json!({"committed": true, "zone": writer.zone, "version": version, "write_id": write_id}),
+                    )
+                }
+                Err(e) => {
+                    *db = None;
+                    Reply::error(500, "database", &e.to_string())
+                }
+            }
+        }
+        421 => {
+            let owner = answer["owner_zone"].as_str().unwrap_or_default().to_owned();
+            let detail = answer["detail"].as_str().unwrap_or("misrouted").to_owned();
+            match writer.peers.get(&owner) {
+                Some(peer) if request.header(HOP_HEADER).is_none() => {
+                    writer.forwarded.fetch_add(1, Ordering::SeqCst);
+                    let headers =
+                        [(HOP_HEADER, "1".to_owned()), (VERSION_HEADER, version.to_string())];
+                    forward(writer, peer, &headers, &request.body)
+                }
+                _ => misrouted(&owner, version, &detail),
+            }
+        }
+        _ => {
+            let retry_ms = answer["retry_after_ms"].as_u64().unwrap_or(250);
+            let error = answer["error"].as_str().unwrap_or("edge_refused");
+            let detail = answer["detail"].as_str().unwrap_or("the edge refused the write check");
+            let mut reply = Reply::error(status.max(400), error, detail);
+            if let Some(retry) = answer["retry_after_ms"].as_u64() {
+                reply.body = json!({"error": error, "detail": detail, "retry_after_ms": retry})
+                    .to_string()
+                    .into_bytes();
+            }
+            reply.headers.push(("Retry-After", retry_ms.div_ceil(1000).max(1).to_string()));
+            reply
+        }
+    }
+}
+
+/// Percent-encodes a query value.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
 fn commit(
     writer: &Writer,
     db: &mut Option<postgres::Client>,
@@ -241,6 +352,12 @@ fn commit(
 ) -> Result<u64, postgres::Error> {
     if db.is_none() {
         *db = Some(postgres::Client::connect(&writer.database_url, postgres::NoTls)?);
+    }
+    // A slow commit (`SLOW_COMMITS`): the time between the check and the row is what a
+    // write scope must cover.
+    let mix = (write_id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    if mix % 100 < writer.slow_percent {
+        std::thread::sleep(Duration::from_millis(200 + (mix >> 8) % 601));
     }
     let client = db.as_mut().unwrap();
     let row = client.query_one(INSERT, &[&write_id, &user_id, &writer.zone, &(version as i64)])?;

@@ -127,7 +127,20 @@ struct ZoneWriter {
 
 impl ZoneWriter {
     fn start(zone: &str, listen: &str, coordinator: &str, peers: &str, database: &str) -> Self {
+        Self::start_with(zone, listen, coordinator, peers, database, &[])
+    }
+
+    /// With more environment: `CHECK_VIA` (check over HTTP on an edge), `SLOW_COMMITS`.
+    fn start_with(
+        zone: &str,
+        listen: &str,
+        coordinator: &str,
+        peers: &str,
+        database: &str,
+        env: &[(&str, String)],
+    ) -> Self {
         let mut child = Command::new(writer_binary())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("ZONE", zone)
             .env("LISTEN", listen)
             .env("PEERS", peers)
@@ -226,17 +239,17 @@ impl Rng {
 
 /// Drains back and forth: `(target blue units, step units)` whose steps add up to `MOVES`
 /// moves of 1-10 units, between 5 and 95 blue units.
-fn schedule() -> Vec<(u32, u32)> {
+fn schedule(total: u32) -> Vec<(u32, u32)> {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let (mut blue, mut moves, mut up, mut plan) = (50u32, 0u32, false, Vec::new());
-    while moves < MOVES {
+    while moves < total {
         let step = 1 + rng.below(10) as u32;
         let room = if up { (95 - blue) / step } else { (blue - 5) / step };
         if room == 0 {
             up = !up;
             continue;
         }
-        let steps = (1 + rng.below(5) as u32).min(room).min(MOVES - moves);
+        let steps = (1 + rng.below(5) as u32).min(room).min(total - moves);
         blue = if up { blue + steps * step } else { blue - steps * step };
         plan.push((blue, step));
         moves += steps;
@@ -464,9 +477,29 @@ struct Figures {
     examples: Vec<String>,
 }
 
+/// How the writers check their writes.
+#[derive(Clone, Copy)]
+enum Checks {
+    /// Each writer's own Router, `check_write` inside a `write_scope`.
+    Router,
+    /// `GET /v1/write-check` on its zone's edge (`max_write` in the edges' config: how long an
+    /// `owned` answer holds their acknowledgement of a freeze), with 5 % of commits 200-800 ms
+    /// slower.
+    Edge { max_write: &'static str },
+}
+
+/// Commits made slower in the HTTP runs, in percent.
+const SLOW_COMMITS: u64 = 5;
+/// Moves of an HTTP run: each freeze waits up to `max_write` for the writes the edges let
+/// through with the older table.
+const HTTP_MOVES: u32 = 20;
+
 fn run(freeze: bool) -> Figures {
+    run_with(freeze, Checks::Router, if freeze { "freeze" } else { "control" }, MOVES)
+}
+
+fn run_with(freeze: bool, checks: Checks, label: &str, moves: u32) -> Figures {
     let started = Instant::now();
-    let label = if freeze { "freeze" } else { "control" };
     let database = fresh_database(&format!("tg_proof_{label}_{}", std::process::id()));
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tidegate.toml");
@@ -484,8 +517,26 @@ fn run(freeze: bool) -> Figures {
     // Two writers, one per zone; az-a follows the coordinator over the slow link.
     let (a_listen, b_listen) = (free_address(), free_address());
     let peers = format!("az-a=http://{a_listen},az-b=http://{b_listen}");
-    let writer_a = ZoneWriter::start("az-a", &a_listen, &slow, &peers, &database);
-    let writer_b = ZoneWriter::start("az-b", &b_listen, &server.url, &peers, &database);
+    // In the HTTP runs each writer checks on an edge of its zone (az-a's over the slow link).
+    let mut edges = Vec::new();
+    let mut env = |zone: &str, coordinator: &str| -> Vec<(&'static str, String)> {
+        let Checks::Edge { max_write } = checks else { return Vec::new() };
+        let config = dir.path().join(format!("edge-{zone}.toml"));
+        let extra = format!(
+            "service_tokens_sha256 = [\"{}\"]\n[edge]\ntoken = \"{SERVICE_TOKEN}\"\nzone = \"{zone}\"\nsubscriber_id = \"edge-{zone}\"\n[subscribers]\nmax_write = \"{max_write}\"\n",
+            tidegate::config::token_sha256_hex(SERVICE_TOKEN)
+        );
+        std::fs::write(&config, config_toml(&extra)).unwrap();
+        let cache = dir.path().join(format!("edge-{zone}.json"));
+        let edge = gateway::Edge::start(&config, coordinator, &cache, 0);
+        let url = edge.url.clone();
+        edges.push(edge);
+        vec![("CHECK_VIA", url), ("SLOW_COMMITS", SLOW_COMMITS.to_string())]
+    };
+    let (env_a, env_b) = (env("az-a", &slow), env("az-b", &server.url));
+    let writer_a = ZoneWriter::start_with("az-a", &a_listen, &slow, &peers, &database, &env_a);
+    let writer_b =
+        ZoneWriter::start_with("az-b", &b_listen, &server.url, &peers, &database, &env_b);
     let driver = Arc::new(Driver {
         gateways: [gateway(&server.url, "gateway-1"), gateway(&slow, "gateway-2")],
         writers: HashMap::from([
@@ -496,21 +547,27 @@ fn run(freeze: bool) -> Figures {
         counts: DriverCounts::default(),
         stop: AtomicBool::new(false),
     });
-    // The freeze barrier waits for all five: both writers, both gateways and the recorder.
-    let subscribers = read(&format!("{}/v1/subscribers", server.url));
-    let ids: Vec<&str> = subscribers["subscribers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["subscriber_id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids.len(), 5, "{ids:?}");
+    // The freeze barrier waits for all five: both writers, both gateways and the recorder (and
+    // both edges in the HTTP runs).
+    let expected = 5 + edges.len();
+    let mut ids = Vec::new();
+    wait_until(Duration::from_secs(20), || {
+        let subscribers = read(&format!("{}/v1/subscribers", server.url));
+        ids = subscribers["subscribers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["subscriber_id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.len() == expected
+    });
+    assert_eq!(ids.len(), expected, "{ids:?}");
     let threads = driver.run();
 
     // The moves: drains of az-b (blue) back and forth, `freeze` on or off.
     let moves_started = Instant::now();
     let mut drain_ids = Vec::new();
-    for (target, step) in schedule() {
+    for (target, step) in schedule(moves) {
         let mut body = json!({
             "zone": "az-b", "target_percent": target, "step_percent": step, "interval": "10ms",
             "guard": {"max_error_rate": 0.5, "min_requests": 10, "breaches": 3, "on_breach": "pause"},
@@ -731,6 +788,40 @@ fn without_freeze_the_same_workload_lets_a_non_owner_write_the_control() {
     assert!(f.not_owner_at_commit > 0, "no write was committed by a non-owner: the control failed");
     assert!(f.table_dual > 0, "no user was written by a second owner: the control failed");
     assert!(f.dual_owner > 0, "the dual-owner watch caught nothing: the control failed");
+}
+
+/// The HTTP write check (issue 45): services that check on their edge (`GET /v1/write-check`)
+/// and commit in their own database, 5 % of commits 200-800 ms slow, through loss-less moves.
+/// The edge holds its acknowledgement of each freeze for `max_write` after an `owned` answer
+/// judged with an older table, so no slow commit lands after the switch.
+#[test]
+fn http_write_checks_with_slow_commits_let_no_non_owner_commit() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = run_with(true, Checks::Edge { max_write: "2s" }, "http", HTTP_MOVES);
+    assert_eq!(f.steps, HTTP_MOVES as usize, "every move");
+    assert_eq!(f.windows_ms.len(), HTTP_MOVES as usize, "each move froze, switched, unfroze");
+    assert!(f.acked > 1_000, "a real workload: {} acknowledged writes", f.acked);
+    assert_eq!((f.duplicates, f.lost, f.unacked_rows), (0, 0, 0), "lost or duplicated");
+    assert_eq!(f.rows, f.acked, "every acknowledged write is in the table exactly once");
+    assert_eq!(f.not_owner_at_version, 0, "rows not by the owner at their version");
+    assert_eq!(f.not_owner_at_commit, 0, "rows by a non-owner at commit time: {:?}", f.examples);
+    assert_eq!(f.table_dual, 0, "rows by a second owner");
+    assert_eq!(f.dual_owner, 0, "the dual-owner counter");
+}
+
+/// The control: the same HTTP writers and slow commits, on edges whose `owned` answers hold
+/// (almost) nothing (`max_write = "1ms"`): the edge acknowledges a freeze while a slow write it let
+/// through is still to commit, and the switch overtakes it.
+#[test]
+fn http_write_checks_that_hold_nothing_let_a_slow_commit_land_after_the_switch_the_control() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // All 100 moves: they are quick without the hold, and about one slow commit in five moves
+    // lands late (4 in 20 moves when measured), so the control cannot pass by luck.
+    let f = run_with(true, Checks::Edge { max_write: "1ms" }, "http_control", MOVES);
+    assert_eq!(f.steps, MOVES as usize, "every move");
+    assert!(f.acked > 1_000, "a real workload: {} acknowledged writes", f.acked);
+    assert_eq!(f.not_owner_at_version, 0, "rows not by the owner at their version");
+    assert!(f.not_owner_at_commit > 0, "no slow commit landed after a switch: the control failed");
 }
 
 /// Writers that ignore the write contract: each loops over `users`, naming its zone with
