@@ -3,7 +3,7 @@
 //!
 //! Architecture invariant: nothing under `core` does I/O, reads a clock, draws random numbers or
 //! knows tokio, Rocket, rdkafka or serde. Time and randomness arrive as arguments, so every
-//! behaviour here is a function of its inputs and can be tested exhaustively (see `tests/core_*`).
+//! behaviour here is a function of its inputs and can be tested exhaustively (see its `tests/`).
 
 #![forbid(unsafe_code)]
 
