@@ -88,7 +88,7 @@ fn forged(log_id: &str, ok: u64, error: u64) -> Vec<u8> {
         replica: "forger".into(),
         at_ms: now,
         outcomes: health.local_windows(now),
-        subscribers: Summary { counts: Vec::new(), behind: Vec::new(), table_version: 0 },
+        subscribers: Summary::default(),
         lanes: None,
     };
     serde_json::to_vec(&report).unwrap()

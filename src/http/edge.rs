@@ -279,7 +279,9 @@ fn gate_check(app: &EdgeApp, request: &Gate<'_>) -> Result<Gated, ApiError> {
 /// `domain`: a named routing domain; `service`: the service writing, whose release channel owns
 /// its users' writes of it). 200 `owned`; 421 `misrouted` naming the owner zone; 503 `behind`
 /// or `frozen` with `Retry-After`, or `channel_unavailable`. The same function as
-/// `Router::check_write` (`Router::check_write_for` with a service).
+/// `Router::check_write` (`Router::check_write_for` with a service). An `owned` answer holds
+/// for `commit_within_ms` (`[subscribers] max_write`): the caller commits within it or checks
+/// again, and this edge acknowledges no freeze until it has passed (the HTTP write scope).
 #[get("/v1/write-check?<user_id>&<zone>&<version>&<domain>&<service>")]
 fn write_check(
     app: &State<Arc<EdgeApp>>,
@@ -291,6 +293,10 @@ fn write_check(
     service: Option<&str>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
+    // The write's scope, as `Router::write_scope` gives a Rust service: taken before the table
+    // is read, and held past this answer for the longest commit if the answer is `owned`, so
+    // this edge acknowledges no freeze before a write it let through could have committed.
+    let scope = app.router.write_scope();
     let table = table(app)?;
     let user_id = user_id.filter(|u| !u.is_empty()).ok_or_else(|| {
         ApiError::bad_request("missing_user_id", "a write check needs `user_id`".to_owned())
@@ -330,13 +336,18 @@ fn write_check(
     telemetry::count_write_check(check.as_str());
     let version = table.version();
     let retry_ms = crate::core::WRITE_RETRY_AFTER_MS;
+    let commit_within_ms = app.config.lease.max_write_ms;
     match check {
-        crate::core::WriteCheck::Owned => Ok(Json(json!({
-            "answer": "owned",
-            "version": version,
-            "zone": table.zone_of(local),
-            "lane": table.lane(local),
-        }))),
+        crate::core::WriteCheck::Owned => {
+            scope.hold_for(std::time::Duration::from_millis(commit_within_ms));
+            Ok(Json(json!({
+                "answer": "owned",
+                "version": version,
+                "zone": table.zone_of(local),
+                "lane": table.lane(local),
+                "commit_within_ms": commit_within_ms,
+            })))
+        }
         crate::core::WriteCheck::Misrouted { owner } => Err(ApiError::new(
             Status::MisdirectedRequest,
             "misrouted",

@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use crate::core::{
     Audit, Command, CommandError, Direction, Drain, DrainAction, DrainMode, DrainStatus, Envelope,
-    FreezeBarrier, Inputs, MAX_REASON_BYTES, Reading, ReceiverInputs, RoutingTable,
+    Inputs, MAX_REASON_BYTES, Reading, ReceiverInputs, RoutingTable,
     StepConvergence, UnitMove, ZoneDrainInputs,
 };
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError};
 use crate::service::health::Health;
 use crate::service::lane_membership::Lanes;
-use crate::service::subscribers::{Behind, Subscribers};
+use crate::service::subscribers::{Barrier, Subscribers, name_some};
 use crate::telemetry;
 
 /// What the runner reads and writes through.
@@ -72,21 +72,24 @@ pub async fn run(runner: Runner, shutdown: impl Future<Output = ()>) {
         // A loss-less step in progress waits on its barrier alone: every live subscriber on the
         // freeze's version before the switch, on the switch's before the unfreeze.
         if let Some(version) = drain.freeze_barrier_version() {
-            let barrier = freeze_barrier(&runner, &drain, version, now);
+            let counted = freeze_barrier(&runner, &drain, version, now);
+            let barrier = counted.freeze_barrier();
             let command = match drain.decide_freeze(now, &barrier) {
                 Some(DrainAction::Switch { blue_units }) => {
                     let reason = format!(
-                        "step {} of {}: every live subscriber applied the freeze (version {version}); switching to {blue_units} blue units",
+                        "step {} of {}: {} (the freeze); switching to {blue_units} blue units",
                         drain.steps_done + 1,
-                        drain.steps_total()
+                        drain.steps_total(),
+                        counted.passed_because()
                     );
                     (Command::DrainStep { drain: drain.id, blue_units }, reason)
                 }
                 Some(DrainAction::Move { moves, .. }) => {
                     let reason = format!(
-                        "step {} of {}: every live subscriber applied the freeze (version {version}); moving units {}",
+                        "step {} of {}: {} (the freeze); moving units {}",
                         drain.steps_done + 1,
                         drain.steps_total(),
+                        counted.passed_because(),
                         describe_moves(&moves, table)
                     );
                     (Command::ZoneDrainStep { drain: drain.id, moves }, reason)
@@ -407,43 +410,13 @@ fn step_convergence(runner: &Runner, drain: &Drain, now: u64) -> (StepConvergenc
     (convergence, not_waited)
 }
 
-/// Whether every live subscriber (of every replica) runs `version`, for a step's freeze. An
-/// evacuation leaves out the evacuated zone's subscribers, as its convergence gate does.
-fn freeze_barrier(runner: &Runner, drain: &Drain, version: u64, now: u64) -> FreezeBarrier {
+/// The barrier of a step's freeze (`Subscribers::barrier`): every live subscriber of every
+/// replica on `version`, or its lease ran out since. An evacuation does not wait for the
+/// evacuated zone's unleased subscribers, as its convergence gate does not.
+fn freeze_barrier(runner: &Runner, drain: &Drain, version: u64, now: u64) -> Barrier {
     let excluded_zone =
         (drain.plan.mode == DrainMode::Evacuate).then_some(drain.plan.zone.as_str());
-    let c = runner.subscribers.convergence_excluding(version, now, excluded_zone);
-    held_barrier(
-        FreezeBarrier { version, all_applied: c.converged >= c.live, behind: name_some(&c.behind) },
-        runner.subscribers.freeze_hold(version, now),
-    )
-}
-
-/// A freeze barrier held for `hold` (`Subscribers::freeze_hold`: subscribers reconnecting, a
-/// peer's report older than the freeze), saying so where the stragglers' names go.
-pub(crate) fn held_barrier(barrier: FreezeBarrier, hold: Option<String>) -> FreezeBarrier {
-    let Some(hold) = hold else { return barrier };
-    let behind =
-        format!("{hold}{}{}", if barrier.behind.is_empty() { "" } else { "; " }, barrier.behind);
-    FreezeBarrier { all_applied: false, behind, ..barrier }
-}
-
-/// The first five subscribers of a list, with their zone and applied version.
-pub(crate) fn name_some(list: &[Behind]) -> String {
-    let mut names: Vec<String> = list
-        .iter()
-        .take(5)
-        .map(|b| match &b.via {
-            Some(edge) => {
-                format!("{} ({}, on v{}, via edge {edge})", b.id, b.zone, b.applied_version)
-            }
-            None => format!("{} ({}, on v{})", b.id, b.zone, b.applied_version),
-        })
-        .collect();
-    if list.len() > 5 {
-        names.push(format!("and {} more", list.len() - 5));
-    }
-    names.join(", ")
+    runner.subscribers.barrier(version, now, excluded_zone)
 }
 
 /// Submits a drain command as `drain:<id>` on a blocking thread (the log fsyncs).

@@ -80,24 +80,13 @@ async fn advance(
     decide: impl Fn(&FreezeBarrier) -> Option<StagedStep>,
 ) {
     let version = staged.phases.barrier_version();
-    let c = subscribers.convergence_excluding(version, now, None);
-    let barrier = crate::service::drain_runner::held_barrier(
-        FreezeBarrier {
-            version,
-            all_applied: c.converged >= c.live,
-            behind: crate::service::drain_runner::name_some(&c.behind),
-        },
-        subscribers.freeze_hold(version, now),
-    );
-    let Some(step) = decide(&barrier) else { return };
+    let counted = subscribers.barrier(version, now, None);
+    let Some(step) = decide(&counted.freeze_barrier()) else { return };
     let what = &staged.what;
     let (command, reason) = match step {
         StagedStep::Switch => (
             staged.switch,
-            format!(
-                "every live subscriber ({} of {}) applied the freeze of {what} (version {version}); switching",
-                c.converged, c.live
-            ),
+            format!("the freeze of {what}: {}; switching", counted.passed_because()),
         ),
         StagedStep::Unfreeze { aborted, reason } => ((staged.unfreeze)(aborted), reason),
     };
@@ -106,7 +95,7 @@ async fn advance(
     let expected = coordinator.state().version();
     match submit(coordinator, staged.by, expected, now, command, reason).await {
         Ok(()) => {
-            tracing::info!(change = %what, action, barrier_version = version, live = c.live, "loss-less change phase")
+            tracing::info!(change = %what, action, barrier_version = version, live = counted.live, lease_out = counted.lease_out, "loss-less change phase")
         }
         Err(SubmitError::Command(e))
             if is_switch && !matches!(e, CommandError::VersionConflict { .. }) =>

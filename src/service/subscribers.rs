@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::tag_answer::Failure;
+use crate::core::FreezeBarrier;
 use crate::telemetry;
 
 /// Most subscribers tracked at once; beyond this registration is refused (the table is pushed
@@ -193,6 +194,166 @@ impl Convergence {
     }
 }
 
+/// A freeze barrier's count ([`Subscribers::barrier`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Barrier {
+    pub version: u64,
+    /// Subscribers waited for, and how many of them applied `version`.
+    pub live: usize,
+    pub converged: usize,
+    /// Waited for and behind.
+    pub behind: Vec<Behind>,
+    /// The evacuated zone's behind subscribers without a lease: not waited for, named.
+    pub excluded: Vec<Behind>,
+    /// Behind, leased, and not waited for: their leases ran out since `version` was committed.
+    pub lease_out: usize,
+    /// The first of them by name (this replica's own, and the named ones of reports).
+    pub lease_out_names: Vec<Behind>,
+    /// When the leases of copies that missed `version` run out (`None` without leases).
+    pub lease_out_at_ms: Option<u64>,
+    /// Why the barrier may not pass even if every counted subscriber applied the version
+    /// ([`Subscribers::freeze_hold`]).
+    pub hold: Option<String>,
+}
+
+impl Barrier {
+    /// What the pure `decide` functions of the core take.
+    pub fn freeze_barrier(&self) -> FreezeBarrier {
+        let behind = name_some(&self.behind);
+        let barrier =
+            FreezeBarrier { version: self.version, all_applied: self.converged >= self.live, behind };
+        let Some(hold) = &self.hold else { return barrier };
+        let behind =
+            format!("{hold}{}{}", if barrier.behind.is_empty() { "" } else { "; " }, barrier.behind);
+        FreezeBarrier { all_applied: false, behind, ..barrier }
+    }
+
+    /// Why the barrier passed, for the switch's audit reason: who applied the version, and who
+    /// was not waited for and why.
+    pub fn passed_because(&self) -> String {
+        let version = self.version;
+        let mut why = if self.live == 0 {
+            format!("no live subscriber was waited for on version {version}")
+        } else {
+            format!(
+                "every live subscriber ({} of {}) applied version {version}",
+                self.converged, self.live
+            )
+        };
+        if self.lease_out > 0 {
+            why.push_str(&format!(
+                "; not waiting for {} that did not, whose leases ran out since (they answer `unconfirmed`, never `owned`): {}",
+                self.lease_out,
+                name_some(&self.lease_out_names)
+            ));
+        }
+        if !self.excluded.is_empty() {
+            why.push_str(&format!(
+                "; not waiting for {} unleased subscriber(s) of the evacuated zone: {}",
+                self.excluded.len(),
+                name_some(&self.excluded)
+            ));
+        }
+        why
+    }
+}
+
+/// The first five subscribers of a list, with their zone and applied version.
+pub fn name_some(list: &[Behind]) -> String {
+    let mut names: Vec<String> = list
+        .iter()
+        .take(5)
+        .map(|b| match &b.via {
+            Some(edge) => {
+                format!("{} ({}, on v{}, via edge {edge})", b.id, b.zone, b.applied_version)
+            }
+            None => format!("{} ({}, on v{})", b.id, b.zone, b.applied_version),
+        })
+        .collect();
+    if list.len() > 5 {
+        names.push(format!("and {} more", list.len() - 5));
+    }
+    names.join(", ")
+}
+
+/// How a count treats a subscriber ([`Subscribers::tally`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    /// The convergence gate: the evacuated zone is left out, leases do not matter.
+    Convergence,
+    /// A freeze's barrier ([`Subscribers::barrier`]); `lease_out`: the leases of copies that
+    /// missed the version ran out.
+    Barrier { lease_out: bool },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Class {
+    Converged,
+    Behind,
+    /// In the evacuated zone and behind: named, not waited for.
+    Excluded,
+    /// Behind with a lease that ran out: not waited for.
+    LeaseOut,
+    Skip,
+}
+
+impl Rule {
+    fn classify(self, current: bool, excluded: bool, leased: bool) -> Class {
+        match (self, current, excluded) {
+            (_, true, true) => Class::Skip,
+            (_, true, false) => Class::Converged,
+            (Rule::Convergence, false, true) => Class::Excluded,
+            (Rule::Convergence, false, false) => Class::Behind,
+            (Rule::Barrier { lease_out: true }, false, _) if leased => Class::LeaseOut,
+            (Rule::Barrier { .. }, false, true) if !leased => Class::Excluded,
+            (Rule::Barrier { .. }, false, _) => Class::Behind,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    live: usize,
+    converged: usize,
+    behind: Vec<Behind>,
+    excluded: Vec<Behind>,
+    lease_out: usize,
+    lease_out_names: Vec<Behind>,
+}
+
+impl Tally {
+    /// One subscriber known by name.
+    fn add(&mut self, class: Class, n: usize, name: impl FnOnce() -> Behind) {
+        self.count(class, n);
+        self.name(class, name);
+    }
+
+    /// `n` subscribers of `class` (a report's counts).
+    fn count(&mut self, class: Class, n: usize) {
+        match class {
+            Class::Converged => {
+                self.live += n;
+                self.converged += n;
+            }
+            Class::Behind => self.live += n,
+            Class::LeaseOut => self.lease_out += n,
+            Class::Excluded | Class::Skip => {}
+        }
+    }
+
+    /// A subscriber a report names (already in its counts).
+    fn name(&mut self, class: Class, name: impl FnOnce() -> Behind) {
+        match class {
+            Class::Behind => self.behind.push(name()),
+            Class::Excluded => self.excluded.push(name()),
+            Class::LeaseOut if self.lease_out_names.len() < SUMMARY_NAMES => {
+                self.lease_out_names.push(name())
+            }
+            _ => {}
+        }
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     subscribers: BTreeMap<String, Subscriber>,
@@ -231,6 +392,11 @@ pub struct Summary {
     /// summary made at or after the freeze, see [`Subscribers::freeze_hold`].
     #[serde(default)]
     pub table_version: u64,
+    /// `[zone, applied version, how many]` of the subscribers in `counts` that keep the table
+    /// lease (absent from a replica before leases: none counted as leased). A barrier stops
+    /// waiting for a leased one a lease after the freeze, see [`Subscribers::barrier`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leased: Vec<(String, u64, u64)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -243,6 +409,9 @@ pub struct SummaryBehind {
     /// The edge the subscriber watches through, when it is a leaf of the fan-out tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// It keeps the table lease.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leased: bool,
 }
 
 /// Most `counts` rows a leaves report may carry (zones times versions in flight).
@@ -308,6 +477,21 @@ impl Summary {
         if self.table_version > current {
             return bad(format!("table_version {} is ahead of {current}", self.table_version));
         }
+        if self.leased.len() > self.counts.len() {
+            return bad("more `leased` rows than `counts` rows".to_owned());
+        }
+        for (zone, applied, n) in &self.leased {
+            let counted = self
+                .counts
+                .iter()
+                .find(|(z, v, _)| z == zone && v == applied)
+                .map_or(0, |(_, _, n)| *n);
+            if *n > counted {
+                return bad(format!(
+                    "{n} leased subscribers of {zone} on version {applied}, but only {counted} counted"
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -320,6 +504,12 @@ impl Summary {
             *counts.entry((zone.clone(), *applied)).or_default() += n;
         }
         self.counts = counts.into_iter().map(|((z, v), n)| (z, v, n)).collect();
+        let mut leased: BTreeMap<(String, u64), u64> =
+            self.leased.drain(..).map(|(z, v, n)| ((z, v), n)).collect();
+        for (zone, applied, n) in &other.leased {
+            *leased.entry((zone.clone(), *applied)).or_default() += n;
+        }
+        self.leased = leased.into_iter().map(|((z, v), n)| (z, v, n)).collect();
         self.behind.extend(other.behind.iter().map(|b| SummaryBehind {
             via: b.via.clone().or_else(|| via.map(str::to_owned)),
             ..b.clone()
@@ -772,21 +962,22 @@ impl Subscribers {
         // Linear in the subscribers and allocation-free per subscriber: an edge summarises up to
         // 100 000 leaves every 25 ms while they acknowledge, holding the registry's lock. Most
         // subscribers share a row of the counts: the last row found is tried first.
-        let mut counts: Vec<((&str, u64), u64)> = Vec::new();
+        let mut counts: Vec<((&str, u64), u64, u64)> = Vec::new();
         let mut last = usize::MAX;
         let mut live: Vec<&Subscriber> = Vec::new();
         for s in inner.subscribers.values().filter(|s| self.is_live(s, now_ms)) {
             let key = (s.zone.as_str(), s.applied_version);
-            if counts.get(last).is_none_or(|(k, _)| *k != key) {
-                last = match counts.iter().position(|(k, _)| *k == key) {
+            if counts.get(last).is_none_or(|(k, _, _)| *k != key) {
+                last = match counts.iter().position(|(k, _, _)| *k == key) {
                     Some(at) => at,
                     None => {
-                        counts.push((key, 0));
+                        counts.push((key, 0, 0));
                         counts.len() - 1
                     }
                 };
             }
             counts[last].1 += 1;
+            counts[last].2 += u64::from(s.leased);
             if s.applied_version < table_version {
                 live.push(s);
             }
@@ -810,10 +1001,16 @@ impl Subscribers {
                 applied_version: s.applied_version,
                 missing_since_ms: Self::missing_since(&inner, s),
                 via: None,
+                leased: s.leased,
             })
             .collect();
         let mut summary = Summary {
-            counts: counts.into_iter().map(|((z, v), n)| (z.to_owned(), v, n)).collect(),
+            leased: counts
+                .iter()
+                .filter(|(_, _, leased)| *leased > 0)
+                .map(|((z, v), _, leased)| ((*z).to_owned(), *v, *leased))
+                .collect(),
+            counts: counts.into_iter().map(|((z, v), n, _)| (z.to_owned(), v, n)).collect(),
             behind,
             table_version,
         };
@@ -856,41 +1053,94 @@ impl Subscribers {
     /// that replica does. A subscriber that moved to this replica is counted once by name
     /// (the newer version wins) but may still be counted by its old replica for a moment: that
     /// errs on the side of waiting.
+    ///
+    /// This is the convergence *gate* (how far a step has spread). A freeze's barrier, which
+    /// decides whether two zones could write for one user, is [`Subscribers::barrier`].
     pub fn convergence_excluding(
         &self,
         version: u64,
         now_ms: u64,
         excluded_zone: Option<&str>,
     ) -> Convergence {
+        let t = self.tally(version, now_ms, excluded_zone, Rule::Convergence);
+        Convergence {
+            version,
+            live: t.live,
+            converged: t.converged,
+            behind: t.behind,
+            excluded: t.excluded,
+        }
+    }
+
+    /// The barrier of a freeze (or of the switch after it) on `version`: whether every copy of
+    /// the table that could still answer `owned` under the table before `version` has applied
+    /// it (issue 45, docs/src/partitions.md).
+    ///
+    /// The rule, one place for every kind of move: a switch may come when every live subscriber
+    /// applied `version`, **or** the subscriber keeps the table lease and its lease has provably
+    /// run out since `version` was committed, whatever the reason it went away (a closed stream,
+    /// a silent one, a replica cut off or gone). A subscriber that has not applied `version`
+    /// holds no confirmation newer than the commit (a replica confirms only what it has read,
+    /// and its streams carry events before the heartbeats behind them), so it stops answering
+    /// `owned` at most the lease, the clock skew and the longest write after the commit
+    /// (`lease_hold_ms`, measured here from when this replica saw the version, which is no
+    /// earlier than its commit). A subscriber without a lease gives no such bound: it is waited
+    /// for until it applies the version or is no longer live, as before.
+    ///
+    /// An evacuation (`excluded_zone`) does not wait for the evacuated zone's clients that
+    /// cannot answer `owned` any more; a leased one that may still is waited for until its lease
+    /// ran out (issue 45: a cut-off zone evacuated at once kept writing the users the others
+    /// took over). The evacuated zone's unleased subscribers are only named, as before.
+    pub fn barrier(&self, version: u64, now_ms: u64, excluded_zone: Option<&str>) -> Barrier {
+        let lease_out_at = self.lease_out_at(version);
+        let lease_out = lease_out_at.is_some_and(|at| now_ms >= at);
+        let t = self.tally(version, now_ms, excluded_zone, Rule::Barrier { lease_out });
+        Barrier {
+            version,
+            live: t.live,
+            converged: t.converged,
+            behind: t.behind,
+            excluded: t.excluded,
+            lease_out: t.lease_out,
+            lease_out_names: t.lease_out_names,
+            lease_out_at_ms: lease_out_at,
+            hold: self.freeze_hold(version, now_ms),
+        }
+    }
+
+    /// When every leased copy that has not applied `version` has stopped answering `owned`:
+    /// `lease_hold_ms` after this replica first saw `version` or a newer one committed (`None`
+    /// without leases, or for a version it has not seen committed).
+    fn lease_out_at(&self, version: u64) -> Option<u64> {
+        if self.lease_hold_ms == 0 {
+            return None;
+        }
+        let inner = self.lock();
+        let (_, seen) = inner.commit_times.iter().find(|(v, _)| *v >= version)?;
+        Some(seen.saturating_add(self.lease_hold_ms))
+    }
+
+    /// Counts the live subscribers of every replica and edge against `version` under `rule`.
+    fn tally(&self, version: u64, now_ms: u64, excluded_zone: Option<&str>, rule: Rule) -> Tally {
         let mut inner = self.lock();
         self.expire(&mut inner, now_ms);
-        let mut live = 0;
-        let mut converged = 0;
-        let mut behind = Vec::new();
-        let mut excluded = Vec::new();
+        let mut t = Tally::default();
         for s in inner.subscribers.values().filter(|s| self.is_live(s, now_ms)) {
-            let skip = excluded_zone.is_some_and(|z| z == s.zone);
-            if s.applied_version >= version {
-                if !skip {
-                    live += 1;
-                    converged += 1;
-                }
+            let excluded = excluded_zone.is_some_and(|z| z == s.zone);
+            let class = rule.classify(s.applied_version >= version, excluded, s.leased);
+            if class == Class::Skip {
                 continue;
-            }
-            if !skip {
-                live += 1;
             }
             // Behind since the first version it lacks was committed (or since we met it).
             let missing_since = Self::missing_since(&inner, s);
-            let entry = Behind {
+            t.add(class, 1, || Behind {
                 id: s.id.clone(),
                 zone: s.zone.clone(),
                 kind: s.kind.clone(),
                 applied_version: s.applied_version,
                 behind_for_ms: now_ms.saturating_sub(missing_since),
                 via: None,
-            };
-            if skip { excluded.push(entry) } else { behind.push(entry) }
+            });
         }
         let fresh = crate::service::gate_view::PEER_FRESH_MS;
         let lost = inner.peers.values().any(|(at, summary)| {
@@ -913,12 +1163,16 @@ impl Subscribers {
             );
         for (summary, edge) in reports {
             for (zone, applied, n) in &summary.counts {
-                if excluded_zone.is_some_and(|z| z == zone) {
-                    continue;
-                }
-                live += *n as usize;
-                if *applied >= version {
-                    converged += *n as usize;
+                let leased = summary
+                    .leased
+                    .iter()
+                    .find(|(z, v, _)| z == zone && v == applied)
+                    .map_or(0, |(_, _, m)| (*m).min(*n));
+                let excluded = excluded_zone.is_some_and(|z| z == zone);
+                let current = *applied >= version;
+                for (count, is_leased) in [(leased, true), (n - leased, false)] {
+                    let class = rule.classify(current, excluded, is_leased);
+                    t.count(class, count as usize);
                 }
             }
             for b in summary.behind.iter().filter(|b| b.applied_version < version) {
@@ -926,22 +1180,19 @@ impl Subscribers {
                 if local(&b.id) {
                     continue;
                 }
-                let entry = Behind {
+                let excluded = excluded_zone.is_some_and(|z| z == b.zone);
+                let class = rule.classify(false, excluded, b.leased);
+                t.name(class, || Behind {
                     id: b.id.clone(),
                     zone: b.zone.clone(),
                     kind: b.kind.clone(),
                     applied_version: b.applied_version,
                     behind_for_ms: now_ms.saturating_sub(b.missing_since_ms),
                     via: b.via.clone().or_else(|| edge.map(str::to_owned)),
-                };
-                if excluded_zone.is_some_and(|z| z == b.zone) {
-                    excluded.push(entry);
-                } else {
-                    behind.push(entry);
-                }
+                });
             }
         }
-        Convergence { version, live, converged, behind, excluded }
+        t
     }
 
     /// Updates the gauges after an ack or a connect, at most every `PUBLISH_EVERY_MS`: each
@@ -1004,7 +1255,7 @@ mod tests {
         // A replica whose subscribers were counted goes silent: every barrier waits the grace.
         let here = Subscribers::new(30_000, 100);
         let summary =
-            Summary { counts: vec![("az-a".into(), 9, 3)], behind: Vec::new(), table_version: 8 };
+            Summary { counts: vec![("az-a".into(), 9, 3)], table_version: 8, ..Summary::default() };
         here.receive_peer("r2", 2_000_000, summary.clone());
         let fresh = crate::service::gate_view::PEER_FRESH_MS;
         assert_eq!(here.convergence_excluding(9, 2_000_000, None).live, 3);
@@ -1023,6 +1274,85 @@ mod tests {
         let short = Subscribers::new(2_000, 100);
         short.note_start(7, 1_000_000, true);
         assert_eq!(short.reconnect_grace_left(7, 1_000_500), 1_500);
+    }
+
+    /// The barrier's rule, a row per case: (applied, leased, zone, excluded zone, at) ->
+    /// (live, converged, waited behind, lease ran out). The freeze (version 7) was seen
+    /// committed at 1 000; leases run out 8 500 ms later.
+    #[test]
+    fn a_barrier_waits_for_a_leased_copy_until_its_lease_ran_out_and_for_an_unleased_one_until_it_applies()
+     {
+        let out = 1_000 + 8_500;
+        for (applied, leased, zone, excluded, now, expected) in [
+            (7, true, "az-a", None, 2_000, (1, 1, 0, 0)), // applied: counted, converged
+            (6, true, "az-a", None, 2_000, (1, 0, 1, 0)), // behind, lease may still answer owned
+            (6, true, "az-a", None, out - 1, (1, 0, 1, 0)), // a ms before its lease ran out
+            (6, true, "az-a", None, out, (0, 0, 0, 1)),     // its lease ran out: not waited for
+            (6, false, "az-a", None, out + 60_000, (1, 0, 1, 0)), // no lease: waited for
+            (6, true, "az-b", Some("az-b"), 2_000, (1, 0, 1, 0)), // evacuated, leased: waited
+            (6, true, "az-b", Some("az-b"), out, (0, 0, 0, 1)),   // ... until its lease ran out
+            (6, false, "az-b", Some("az-b"), 2_000, (0, 0, 0, 0)), // evacuated, unleased: named
+            (7, true, "az-b", Some("az-b"), 2_000, (0, 0, 0, 0)), // evacuated, applied: left out
+        ] {
+            let subs = Subscribers::new(30_000, 100).with_lease_hold(8_500);
+            subs.committed(6, 500);
+            subs.committed(7, 1_000);
+            subs.connect("s", "svc", zone, "service", Some(applied), 7, 900).unwrap();
+            subs.set_leased("s", leased);
+            let b = subs.barrier(7, now, excluded);
+            let row = (applied, leased, zone, excluded, now);
+            assert_eq!((b.live, b.converged, b.behind.len(), b.lease_out), expected, "{row:?}");
+            assert_eq!(b.excluded.len(), usize::from(!leased && excluded.is_some()), "{row:?}");
+            assert_eq!(b.lease_out_at_ms, Some(out));
+            let passes = b.freeze_barrier().all_applied;
+            assert_eq!(passes, expected.0 == expected.1, "{row:?}");
+        }
+    }
+
+    #[test]
+    fn a_barrier_without_leases_or_before_the_commit_was_seen_never_counts_a_lease_out() {
+        let subs = Subscribers::new(30_000, 100);
+        subs.committed(7, 1_000);
+        subs.connect("s", "svc", "az-a", "service", Some(6), 7, 900).unwrap();
+        subs.set_leased("s", true);
+        let b = subs.barrier(7, 1_000_000, None);
+        assert_eq!((b.live, b.lease_out, b.lease_out_at_ms), (1, 0, None));
+        // Leases on, but version 8 not seen committed here yet: nothing ran out.
+        let subs = Subscribers::new(30_000, 100).with_lease_hold(8_500);
+        subs.committed(7, 1_000);
+        subs.connect("s", "svc", "az-a", "service", Some(7), 7, 900).unwrap();
+        subs.set_leased("s", true);
+        let b = subs.barrier(8, 1_000_000, None);
+        assert_eq!((b.live, b.lease_out, b.lease_out_at_ms), (1, 0, None));
+    }
+
+    #[test]
+    fn a_barrier_counts_the_leased_copies_of_other_replicas_by_their_reports() {
+        let (here, there) = (
+            Subscribers::new(30_000, 100).with_lease_hold(8_500),
+            Subscribers::new(30_000, 100).with_lease_hold(8_500),
+        );
+        here.committed(7, 1_000);
+        for (id, applied, leased) in [("cut-1", 6, true), ("cut-2", 6, true), ("old", 6, false)] {
+            there.connect(id, "svc", "az-c", "service", Some(applied), 7, 900).unwrap();
+            there.set_leased(id, leased);
+        }
+        let report = there.summary(9_400, 7);
+        assert_eq!(report.leased, vec![("az-c".to_owned(), 6, 2)]);
+        assert!(report.behind.iter().filter(|b| b.leased).count() == 2, "{report:?}");
+        // Through JSON, as replicas exchange them (an older replica sends no `leased`).
+        let json = serde_json::to_string(&report).unwrap();
+        here.receive_peer("r2", 9_400, serde_json::from_str(&json).unwrap());
+        let b = here.barrier(7, 9_499, None);
+        assert_eq!((b.live, b.converged, b.lease_out), (3, 0, 0));
+        let b = here.barrier(7, 9_500, None);
+        assert_eq!((b.live, b.converged, b.lease_out), (1, 0, 2));
+        let names: Vec<_> = b.behind.iter().map(|b| b.id.as_str()).collect();
+        assert_eq!(names, ["old"]);
+        assert!(b.passed_because().contains("leases ran out"), "{}", b.passed_because());
+        // A report claiming more leased than counted is refused.
+        let forged = Summary { leased: vec![("az-c".to_owned(), 6, 4)], ..report };
+        assert!(forged.check(7).is_err());
     }
 
     #[test]
@@ -1103,11 +1433,13 @@ mod tests {
             applied_version: applied,
             missing_since_ms: since,
             via: None,
+            leased: false,
         };
         let report = |counts: Vec<(String, u64, u64)>, behind: Vec<SummaryBehind>| Summary {
             counts,
             behind,
             table_version: 7,
+            leased: Vec::new(),
         };
         let receive = |s: Summary| coordinator.receive_leaves("edge-1", "service:e", s, 7, now);
         // Counts: a sum that would wrap, and one above any edge's bound.

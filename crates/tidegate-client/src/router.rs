@@ -250,6 +250,23 @@ pub struct Misrouted {
 #[must_use = "the scope must live until the write is committed"]
 pub struct WriteScope<'a> {
     _guard: RwLockReadGuard<'a, ()>,
+    shared: &'a Shared,
+}
+
+impl WriteScope<'_> {
+    /// Keeps the scope's hold past its end, for `bound`: the Router acknowledges no table that
+    /// freezes units until `bound` from now has passed. For a write whose commit this process
+    /// cannot see end, such as one checked over HTTP (`GET /v1/write-check` on an edge), whose
+    /// caller commits somewhere else within at most `bound` (`[subscribers] max_write`). Tables
+    /// without a freeze are acknowledged as before: no barrier waits on them.
+    pub fn hold_for(self, bound: Duration) {
+        let until = self.shared.lease.now_ns().saturating_add(duration_ns(bound));
+        self.shared.write_hold_until_ns.fetch_max(until, Ordering::AcqRel);
+    }
+}
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 struct Shared {
@@ -265,6 +282,9 @@ struct Shared {
     /// exclusively before it acknowledges a version, so an acknowledgement says that no write
     /// judged with an older table is still being committed.
     writes: RwLock<()>,
+    /// Writes answered `owned` whose commit ends elsewhere hold acknowledgements of tables
+    /// with a freeze until this time (ns on `lease.epoch`'s clock, [`WriteScope::hold_for`]).
+    write_hold_until_ns: AtomicU64,
     /// The held table's routing event data (from the stream or the disk cache), with its version.
     event: Mutex<Option<(u64, Arc<str>)>>,
     /// What acknowledgements go out with, for [`Router::post_upstream`] (none on a fixed router).
@@ -442,6 +462,7 @@ impl Router {
             acked: AtomicU64::new(0),
             log_id: Mutex::new(None),
             writes: RwLock::new(()),
+            write_hold_until_ns: AtomicU64::new(0),
             event: Mutex::new(None),
             agent: Some(agent.clone()),
             token: options.token.clone(),
@@ -499,6 +520,7 @@ impl Router {
             acked: AtomicU64::new(0),
             log_id: Mutex::new(None),
             writes: RwLock::new(()),
+            write_hold_until_ns: AtomicU64::new(0),
             event: Mutex::new(None),
             agent: None,
             token: None,
@@ -736,7 +758,10 @@ impl Router {
     /// could commit after the switch, when the unit already belongs to another zone. Keep a scope
     /// short (one write): an acknowledgement waits for every open one.
     pub fn write_scope(&self) -> WriteScope<'_> {
-        WriteScope { _guard: self.shared.writes.read().unwrap_or_else(PoisonError::into_inner) }
+        WriteScope {
+            _guard: self.shared.writes.read().unwrap_or_else(PoisonError::into_inner),
+            shared: &self.shared,
+        }
     }
 
     /// The last-line ownership check for write paths: `Ok` when `user_id` belongs to
@@ -1269,12 +1294,27 @@ fn acknowledger(
                 (version, endpoint) = (newer, from);
             }
         }
+        // Writes answered `owned` before this table and committed elsewhere
+        // (`WriteScope::hold_for`) may still be in flight: a table with a freeze is what a
+        // barrier waits on, so its acknowledgement waits for them too.
+        let hold_until = shared.write_hold_until_ns.load(Ordering::Acquire);
         drop(writes_done);
+        let freezes = shared.table.load().as_ref().is_some_and(|t| has_freeze(t));
+        while freezes && shared.lease.now_ns() < hold_until && !shared.stop.load(Ordering::SeqCst)
+        {
+            let left = hold_until.saturating_sub(shared.lease.now_ns());
+            std::thread::sleep(Duration::from_nanos(left).min(Duration::from_millis(50)));
+        }
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
         acknowledge(shared, agent, endpoint, identity, options, version);
     }
+}
+
+/// Whether `table` freezes writes to some units (a unit move's or a channel's freeze).
+fn has_freeze(table: &RoutingTable) -> bool {
+    table.channel_freeze().is_some() || table.frozen().values().any(|units| !units.is_empty())
 }
 
 fn acknowledge(
@@ -1609,6 +1649,44 @@ mod stall_tests {
             .map(|h| h.lines().next().unwrap().to_owned())
             .collect();
         assert_eq!(acks.len(), 2, "1, then 3 (covering 2): {acks:?}");
+    }
+
+    /// `routing_event` with units 0-49 of the default domain frozen by a move in progress.
+    fn freezing_event(version: u64, log_id: &str) -> String {
+        let plain = routing_event(version, log_id);
+        let data = plain.lines().find_map(|l| l.strip_prefix("data:")).unwrap();
+        let mut data: serde_json::Value = serde_json::from_str(data).unwrap();
+        data["frozen"] = serde_json::json!({"default": "0-49"});
+        format!("id:{version}\nevent:routing\ndata:{data}\n\n")
+    }
+
+    #[test]
+    fn a_held_write_delays_the_acknowledgement_of_a_freeze_and_of_nothing_else() {
+        let (url, _heads) = coordinator_sending(
+            vec![routing_event(1, "log-1"), routing_event(2, "log-1"), freezing_event(3, "log-1")],
+            Duration::from_millis(300),
+            false,
+        );
+        let router = Router::connect(
+            &url,
+            identity("edge-hold".into()),
+            RouterOptions { token: Some("t".into()), ..options(Duration::from_secs(2)) },
+        )
+        .unwrap();
+        assert_eq!(wait_acked(&router, 1), 1, "{}", router.status());
+        // An `owned` answered over HTTP: the caller commits elsewhere within 1.2 s.
+        let held = Instant::now();
+        router.write_scope().hold_for(Duration::from_millis(1200));
+        // Version 2 freezes nothing: no barrier waits on it, its acknowledgement is not held.
+        assert_eq!(wait_acked(&router, 2), 2, "{}", router.status());
+        assert!(held.elapsed() < Duration::from_millis(1000), "{:?}", held.elapsed());
+        // Version 3 freezes units: applied at once, acknowledged only once the hold ran out.
+        assert!(router.wait_for_version(3, Duration::from_secs(5)), "{}", router.status());
+        assert_eq!(router.acked_version(), 2, "a freeze acknowledged inside the hold");
+        assert_eq!(wait_acked(&router, 3), 3, "{}", router.status());
+        let acked_after = held.elapsed();
+        assert!(acked_after >= Duration::from_millis(1200), "{acked_after:?}");
+        assert!(acked_after < Duration::from_millis(2200), "{acked_after:?}");
     }
 
     #[test]
