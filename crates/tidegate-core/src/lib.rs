@@ -40,7 +40,7 @@ pub use channel::{
 pub use channel_change::{ChannelChange, ChannelFreeze, change_freeze};
 pub use command::{
     Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, FORMAT_LEVEL, Genesis,
-    MAX_PINS, MAX_REASON_BYTES, State, UnitMove,
+    MAX_PINS, MAX_REASON_BYTES, State,
 };
 pub use dial::{DialError, Share};
 pub use drain::{
@@ -77,7 +77,7 @@ pub use unit::{
     HASH_ALGORITHM, MAX_UNITS, MIN_UNITS, SchemeError, Unit, UnitError, UnitMode, UnitScheme,
     hash_user_id,
 };
-pub use unit_map::{Run, UnitMap, UnitMapError, UnitSet, UnitSetError, describe_runs};
+pub use unit_map::{Run, UnitMap, UnitMapError, UnitMove, UnitSet, UnitSetError, describe_runs};
 pub use write_watch::{WriteObservation, is_dual_owner, newest_after};
 pub use zone::{
     MAX_ZONE_NAME_BYTES, MAX_ZONES, ZoneClass, ZoneError, ZoneId, ZoneSpec, Zones,
