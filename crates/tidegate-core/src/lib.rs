@@ -57,16 +57,16 @@ pub use lanes::{
 };
 pub use plan::{
     CheckKind, DryRun, DryRunInputs, DryRunStep, HttpCall, MAX_CALL_RETRIES, MAX_CALL_TIMEOUT_MS,
-    MAX_PLAN_STEPS, Plan, PlanMove, PlanStep, Precondition, StepDefaults, StoredPlan,
-    describe_moves, dry_run, start_preconditions, validate_plan,
+    MAX_PLAN_STEPS, Plan, PlanMove, PlanStep, Precondition, StepDefaults, StoredPlan, Trigger,
+    describe_moves, dry_run, start_preconditions, trigger_zone, validate_plan, validate_trigger,
 };
 pub use plan_run::{
     CALL_CLAIM_MARGIN_MS, CallAttempt, Decision, FINISHED_RUNS_KEPT, PlanRun, RunReadings,
     RunStatus, StepRecord, ZoneSample, call_backoff_ms,
 };
 pub use plan_trigger::{
-    REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, Trigger, TriggerDecision, TriggerInputs,
-    decide as decide_trigger, trigger_zone, validate_trigger,
+    REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, TriggerDecision, TriggerInputs,
+    decide as decide_trigger,
 };
 pub use staged::{Phases, StagedStep, UnitsChange};
 pub use table::{
