@@ -16,6 +16,9 @@
 #   POSTGRES_RUN_DIR       [/tmp/tidegate-postgres] data/, logs/, the socket, url, port
 #   POSTGRES_PORT          [a free port] the TCP port on 127.0.0.1
 #   POSTGRES_START_TIMEOUT [60] seconds to wait for the server to accept connections
+#   POSTGRES_LISTEN        [none] one more address to listen on besides 127.0.0.1, whose /24
+#                          is trusted like loopback (tests/partition.rs runs the script inside a
+#                          network namespace of its own and reaches it over a private bridge)
 #
 # What it is not: a durable database. It runs with fsync, synchronous_commit and
 # full_page_writes off (a crash loses the cluster, which `stop` wipes anyway) and trusts every
@@ -132,7 +135,7 @@ cmd_start() {
   cat >>"$DATA_DIR/postgresql.conf" <<EOF
 
 # Written by scripts/postgres.sh: a throwaway test cluster, loopback only, not durable.
-listen_addresses = '127.0.0.1'
+listen_addresses = '127.0.0.1${POSTGRES_LISTEN:+,$POSTGRES_LISTEN}'
 port = $port
 unix_socket_directories = '$RUN_DIR'
 max_connections = 400
@@ -144,6 +147,9 @@ log_min_messages = warning
 # tests/pg_zero_loss.rs judges the fence's rows by when they were committed.
 track_commit_timestamp = on
 EOF
+  if [[ -n "${POSTGRES_LISTEN:-}" ]]; then
+    echo "host all all ${POSTGRES_LISTEN%.*}.0/24 trust" >>"$DATA_DIR/pg_hba.conf"
+  fi
   echo "$port" >"$PORT_FILE"
   log "starting PostgreSQL ($bin) on 127.0.0.1:$port (run dir $RUN_DIR)"
   # pg_ctl detaches the postmaster with its stdin from /dev/null and its output in the log, so

@@ -125,10 +125,21 @@ fi
 export POSTGRES_TEST_URL
 echo "PostgreSQL at $POSTGRES_TEST_URL"
 
+# tests/partition.rs (issue 45's partition suite) builds three zones as network namespaces with
+# veth pairs and nftables cuts, each with a Kafka node, a replica, an edge and a zone writer, and
+# its own PostgreSQL (scripts/postgres.sh) in a core namespace. It must run as root, as CI does:
+# otherwise it fails, never skips. It needs iproute2 and nftables.
+if ! command -v ip >/dev/null || ! command -v nft >/dev/null; then
+  [ "$(id -u)" -eq 0 ] || { echo "ip or nft is missing and we are not root; run: apt-get install -y iproute2 nftables" >&2; exit 1; }
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 iproute2 nftables >/dev/null ||
+    { echo "installing iproute2 and nftables with apt-get failed" >&2; exit 1; }
+fi
+
 CARGO_TARGET_DIR_RESOLVED="${CARGO_TARGET_DIR:-$PWD/target}"
 echo "== cargo test (unit, property, HTTP, restart, drains, real Prometheus, real Kafka, UI in Chromium, tidy, a rolling upgrade; benches once in test mode)"
-# The examples as binaries first: tests/pg_zero_loss.rs runs examples/zone_writer as the zones'
-# writers, and `cargo test` builds examples without putting them at target/debug/examples/.
+# The examples as binaries first: tests/pg_zero_loss.rs and tests/partition.rs run
+# examples/zone_writer as the zones' writers, and `cargo test` builds examples without putting
+# them at target/debug/examples/.
 cargo build -j 2 --examples
 cargo test -j 2 --all-targets --no-run
 # While the tests run (most of their time is waiting on real time: brokers, browsers, timeouts),

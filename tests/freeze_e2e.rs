@@ -741,8 +741,8 @@ fn a_plans_drain_step_freezes_each_step_when_the_plan_has_a_freeze_window() {
 /// A staged unit move and a staged channel change survive `kill -9` of the coordinator in
 /// `freezing`: the restarted coordinator replays the freeze from the log (nothing switched, the
 /// same units frozen), waits for the previous subscribers to reconnect, is held by the stuck one
-/// when it is back, and once it is gone switches and unfreezes each once. The audit shows one
-/// switch and one unfreeze per change.
+/// when it is back until its lease has run out (or until it is gone), and switches and unfreezes
+/// each once. The audit shows one switch and one unfreeze per change.
 #[test]
 fn staged_unit_and_channel_changes_survive_kill_9_in_freezing() {
     let dir = tempfile::tempdir().unwrap();
@@ -772,21 +772,34 @@ fn staged_unit_and_channel_changes_survive_kill_9_in_freezing() {
     let (_, replayed) = get_json(&format!("{}/v1/routing", server.url));
     assert_eq!(replayed["frozen"], before["frozen"], "the freeze was not replayed: {replayed}");
     assert_eq!(replayed["blue_units"], 50, "a unit switched before its freeze converged");
-    // Nobody is connected to the new process at first, yet the barrier does not pass: a
+    // Nobody is connected to the new process at first, yet the barrier does not pass at once: a
     // replayed freeze waits for the previous subscribers to reconnect (10 s). The stuck Router
-    // comes back, still never applies, and holds the change past that grace until it is gone.
-    std::thread::sleep(Duration::from_secs(12));
+    // comes back, keeps its lease and never acknowledges: it holds the change until its lease
+    // has provably run out since the restarted coordinator saw the freeze (lease + skew + the
+    // longest write, 8.5 s), no longer: by then it has applied the freeze or answers
+    // `unconfirmed`, and any write it let through has committed.
+    std::thread::sleep(Duration::from_secs(5));
     let (_, held) = get_json(&format!("{}/v1/routing", server.url));
     assert_eq!((held["blue_units"].as_u64(), &held["frozen"]), (Some(50), &before["frozen"]));
     let (_, subscribers) = get_json(&format!("{}/v1/subscribers", server.url));
     assert!(subscribers.to_string().contains("stuck-1"), "stuck-1 is not back: {subscribers}");
-    drop(stuck);
     wait_for("the unit move to end after the restart", Duration::from_secs(30), || {
         get_json(&format!("{}/v1/changes", server.url)).1["units"].is_null()
     });
+    let (_, subscribers) = get_json(&format!("{}/v1/subscribers", server.url));
+    assert!(subscribers.to_string().contains("stuck-1"), "stuck-1 left early: {subscribers}");
+    drop(stuck);
     let (_, table) = get_json(&format!("{}/v1/routing", server.url));
     assert_eq!((table["blue_units"].as_u64(), &table["frozen"]), (Some(40), &json!({})), "{table}");
-    let actions: Vec<String> = audit_by(&server.url, "units").into_iter().map(|(a, _)| a).collect();
+    let audit = audit_by(&server.url, "units");
+    let switch = audit.iter().find(|(a, _)| a == "units_switch").map(|(_, r)| r.clone());
+    assert!(
+        switch
+            .as_deref()
+            .is_some_and(|r| r.contains("whose leases ran out") && r.contains("stuck-1")),
+        "the switch names the subscriber it stopped waiting for: {switch:?}"
+    );
+    let actions: Vec<String> = audit.into_iter().map(|(a, _)| a).collect();
     assert_eq!(actions, ["units_switch", "units_unfreeze"], "each phase once");
 
     // A channel change held the same way.

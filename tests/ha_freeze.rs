@@ -34,12 +34,15 @@ fn a_unit_move_in_freezing_survives_kill_9_of_its_replica_and_its_stuck_subscrib
     let mut replicas = Replicas::start(&kafka::bootstrap(), &topic, 3, CONFIG);
     let urls = replicas.urls.clone();
     // A subscriber that never applies anything, on replica 1 first (where `first_choice` of
-    // `stuck-1` points among three).
+    // `stuck-1` points among three). It keeps no lease (a client of an older release, or the
+    // database fence, whose answers no lease bounds): a barrier waits for it until it applies
+    // the version or is gone, never just until a lease ran out.
     let identity =
         Identity { subscriber_id: "stuck-1".into(), zone: "az-b".into(), kind: "service".into() };
     let options = RouterOptions {
         token: Some(OPERATOR_TOKEN.into()),
         acknowledge: false,
+        keep_lease: false,
         ..Default::default()
     };
     let stuck = Router::connect(&urls.join(","), identity, options).unwrap();

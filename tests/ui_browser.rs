@@ -2044,8 +2044,9 @@ async fn three_zones_show_three_cards_and_units_move_after_a_preview_and_a_typed
     drop(server);
 }
 
-/// A Router subscribed to `base` that never acknowledges a table: it holds every freeze
-/// barrier until it is dropped (then it stops counting a few seconds later).
+/// A Router subscribed to `base` that never acknowledges a table and keeps no lease (as a
+/// client of an older release, or the database fence): it holds every freeze barrier until it
+/// is dropped (then it stops counting a few seconds later).
 async fn stuck_router(base: &str) -> tidegate::client::Router {
     let url = base.to_owned();
     tokio::task::spawn_blocking(move || {
@@ -2057,6 +2058,7 @@ async fn stuck_router(base: &str) -> tidegate::client::Router {
         let options = tidegate::client::RouterOptions {
             token: Some(OPERATOR_TOKEN.into()),
             acknowledge: false,
+            keep_lease: false,
             ..Default::default()
         };
         let router = tidegate::client::Router::connect(&url, identity, options).unwrap();

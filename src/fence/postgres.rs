@@ -44,8 +44,15 @@ pub fn run(options: Options) -> Result<(), String> {
         zone: options.zone.clone(),
         kind: "fence".into(),
     };
-    let router_options =
-        RouterOptions { token: options.token.clone(), on_table: Some(hook), ..Default::default() };
+    // The fence keeps no lease: the rows it wrote keep deciding writes however long it has
+    // not heard from a coordinator, so a barrier must wait for its acknowledgement (or for it
+    // to be gone), never only until a lease ran out.
+    let router_options = RouterOptions {
+        token: options.token.clone(),
+        on_table: Some(hook),
+        keep_lease: false,
+        ..Default::default()
+    };
     let _router = Router::connect(&options.coordinators, identity, router_options)
         .map_err(|e| format!("--coordinator: {e}"))?;
     loop {

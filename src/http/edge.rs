@@ -339,7 +339,7 @@ fn write_check(
     let commit_within_ms = app.config.lease.max_write_ms;
     match check {
         crate::core::WriteCheck::Owned => {
-            scope.hold_for(std::time::Duration::from_millis(commit_within_ms));
+            scope.hold_for(version, std::time::Duration::from_millis(commit_within_ms));
             Ok(Json(json!({
                 "answer": "owned",
                 "version": version,

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use crate::core::{
     Audit, Command, CommandError, Direction, Drain, DrainAction, DrainMode, DrainStatus, Envelope,
-    Inputs, MAX_REASON_BYTES, Reading, ReceiverInputs, RoutingTable,
-    StepConvergence, UnitMove, ZoneDrainInputs,
+    Inputs, MAX_REASON_BYTES, Reading, ReceiverInputs, RoutingTable, StepConvergence, UnitMove,
+    ZoneDrainInputs,
 };
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::{Coordinator, SubmitError};

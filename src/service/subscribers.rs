@@ -220,11 +220,17 @@ impl Barrier {
     /// What the pure `decide` functions of the core take.
     pub fn freeze_barrier(&self) -> FreezeBarrier {
         let behind = name_some(&self.behind);
-        let barrier =
-            FreezeBarrier { version: self.version, all_applied: self.converged >= self.live, behind };
+        let barrier = FreezeBarrier {
+            version: self.version,
+            all_applied: self.converged >= self.live,
+            behind,
+        };
         let Some(hold) = &self.hold else { return barrier };
-        let behind =
-            format!("{hold}{}{}", if barrier.behind.is_empty() { "" } else { "; " }, barrier.behind);
+        let behind = format!(
+            "{hold}{}{}",
+            if barrier.behind.is_empty() { "" } else { "; " },
+            barrier.behind
+        );
         FreezeBarrier { all_applied: false, behind, ..barrier }
     }
 
@@ -1287,10 +1293,10 @@ mod tests {
             (7, true, "az-a", None, 2_000, (1, 1, 0, 0)), // applied: counted, converged
             (6, true, "az-a", None, 2_000, (1, 0, 1, 0)), // behind, lease may still answer owned
             (6, true, "az-a", None, out - 1, (1, 0, 1, 0)), // a ms before its lease ran out
-            (6, true, "az-a", None, out, (0, 0, 0, 1)),     // its lease ran out: not waited for
+            (6, true, "az-a", None, out, (0, 0, 0, 1)),   // its lease ran out: not waited for
             (6, false, "az-a", None, out + 60_000, (1, 0, 1, 0)), // no lease: waited for
             (6, true, "az-b", Some("az-b"), 2_000, (1, 0, 1, 0)), // evacuated, leased: waited
-            (6, true, "az-b", Some("az-b"), out, (0, 0, 0, 1)),   // ... until its lease ran out
+            (6, true, "az-b", Some("az-b"), out, (0, 0, 0, 1)), // ... until its lease ran out
             (6, false, "az-b", Some("az-b"), 2_000, (0, 0, 0, 0)), // evacuated, unleased: named
             (7, true, "az-b", Some("az-b"), 2_000, (0, 0, 0, 0)), // evacuated, applied: left out
         ] {

@@ -5,6 +5,7 @@
 //! network, so a service keeps routing on its last table while the coordinator is down, and can
 //! start from the disk copy when the coordinator is unreachable at boot.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
@@ -56,8 +57,10 @@ pub struct RouterOptions {
     pub acknowledge: bool,
     /// Keep the table lease the coordinator announces: write checks answer `unconfirmed` once
     /// the table has not been confirmed current for a lease (docs/src/partitions.md). Turn off
-    /// only to reproduce a client of an older release in tests: such a client goes on answering
-    /// `owned` from a table nobody confirms, and barriers count it as keeping no lease.
+    /// for a subscriber whose answers no lease bounds (the database fence: its rows decide
+    /// writes however long it has not heard from a coordinator), or to reproduce a client of an
+    /// older release in tests. Barriers wait for a subscriber without a lease until it applies
+    /// a version or is gone, never only until a lease ran out.
     pub keep_lease: bool,
     /// For `https://` coordinators: trust only the certificates in this PEM file instead of the
     /// system's roots. Defaults to `TIDEGATE_CA_FILE` when that is set.
@@ -254,14 +257,18 @@ pub struct WriteScope<'a> {
 }
 
 impl WriteScope<'_> {
-    /// Keeps the scope's hold past its end, for `bound`: the Router acknowledges no table that
-    /// freezes units until `bound` from now has passed. For a write whose commit this process
-    /// cannot see end, such as one checked over HTTP (`GET /v1/write-check` on an edge), whose
-    /// caller commits somewhere else within at most `bound` (`[subscribers] max_write`). Tables
-    /// without a freeze are acknowledged as before: no barrier waits on them.
-    pub fn hold_for(self, bound: Duration) {
+    /// Keeps the scope's hold past its end, for `bound`: the Router acknowledges no table newer
+    /// than `judged_version` that freezes units until `bound` from now has passed. For a write
+    /// whose commit this process cannot see end, such as one checked over HTTP (`GET
+    /// /v1/write-check` on an edge), whose caller commits somewhere else within at most `bound`
+    /// (`[subscribers] max_write`); `judged_version` is the version of the table that answered
+    /// it. Tables without a freeze are acknowledged as before (no barrier waits on them), and
+    /// writes judged with the freeze's own table never hold it.
+    pub fn hold_for(self, judged_version: u64, bound: Duration) {
         let until = self.shared.lease.now_ns().saturating_add(duration_ns(bound));
-        self.shared.write_hold_until_ns.fetch_max(until, Ordering::AcqRel);
+        let mut holds = self.shared.write_holds.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = holds.entry(judged_version).or_insert(0);
+        *held = (*held).max(until);
     }
 }
 
@@ -282,9 +289,10 @@ struct Shared {
     /// exclusively before it acknowledges a version, so an acknowledgement says that no write
     /// judged with an older table is still being committed.
     writes: RwLock<()>,
-    /// Writes answered `owned` whose commit ends elsewhere hold acknowledgements of tables
-    /// with a freeze until this time (ns on `lease.epoch`'s clock, [`WriteScope::hold_for`]).
-    write_hold_until_ns: AtomicU64,
+    /// Writes answered `owned` whose commit ends elsewhere, by the version that judged them:
+    /// until when (ns on `lease.epoch`'s clock) they hold acknowledgements of newer tables with
+    /// a freeze ([`WriteScope::hold_for`]).
+    write_holds: Mutex<BTreeMap<u64, u64>>,
     /// The held table's routing event data (from the stream or the disk cache), with its version.
     event: Mutex<Option<(u64, Arc<str>)>>,
     /// What acknowledgements go out with, for [`Router::post_upstream`] (none on a fixed router).
@@ -462,7 +470,7 @@ impl Router {
             acked: AtomicU64::new(0),
             log_id: Mutex::new(None),
             writes: RwLock::new(()),
-            write_hold_until_ns: AtomicU64::new(0),
+            write_holds: Mutex::new(BTreeMap::new()),
             event: Mutex::new(None),
             agent: Some(agent.clone()),
             token: options.token.clone(),
@@ -520,7 +528,7 @@ impl Router {
             acked: AtomicU64::new(0),
             log_id: Mutex::new(None),
             writes: RwLock::new(()),
-            write_hold_until_ns: AtomicU64::new(0),
+            write_holds: Mutex::new(BTreeMap::new()),
             event: Mutex::new(None),
             agent: None,
             token: None,
@@ -1297,11 +1305,16 @@ fn acknowledger(
         // Writes answered `owned` before this table and committed elsewhere
         // (`WriteScope::hold_for`) may still be in flight: a table with a freeze is what a
         // barrier waits on, so its acknowledgement waits for them too.
-        let hold_until = shared.write_hold_until_ns.load(Ordering::Acquire);
+        let hold_until = {
+            let mut holds = shared.write_holds.lock().unwrap_or_else(PoisonError::into_inner);
+            let older = holds.range(..version).map(|(_, until)| *until).max().unwrap_or(0);
+            let now = shared.lease.now_ns();
+            holds.retain(|_, until| *until > now);
+            older
+        };
         drop(writes_done);
         let freezes = shared.table.load().as_ref().is_some_and(|t| has_freeze(t));
-        while freezes && shared.lease.now_ns() < hold_until && !shared.stop.load(Ordering::SeqCst)
-        {
+        while freezes && shared.lease.now_ns() < hold_until && !shared.stop.load(Ordering::SeqCst) {
             let left = hold_until.saturating_sub(shared.lease.now_ns());
             std::thread::sleep(Duration::from_nanos(left).min(Duration::from_millis(50)));
         }
@@ -1676,12 +1689,14 @@ mod stall_tests {
         assert_eq!(wait_acked(&router, 1), 1, "{}", router.status());
         // An `owned` answered over HTTP: the caller commits elsewhere within 1.2 s.
         let held = Instant::now();
-        router.write_scope().hold_for(Duration::from_millis(1200));
+        router.write_scope().hold_for(1, Duration::from_millis(1200));
         // Version 2 freezes nothing: no barrier waits on it, its acknowledgement is not held.
         assert_eq!(wait_acked(&router, 2), 2, "{}", router.status());
         assert!(held.elapsed() < Duration::from_millis(1000), "{:?}", held.elapsed());
         // Version 3 freezes units: applied at once, acknowledged only once the hold ran out.
         assert!(router.wait_for_version(3, Duration::from_secs(5)), "{}", router.status());
+        // A write judged with the freeze's own table does not hold the freeze.
+        router.write_scope().hold_for(3, Duration::from_secs(5));
         assert_eq!(router.acked_version(), 2, "a freeze acknowledged inside the hold");
         assert_eq!(wait_acked(&router, 3), 3, "{}", router.status());
         let acked_after = held.elapsed();
