@@ -43,7 +43,7 @@ impl PlanStep {
 
     /// The domain the step acts on, `None` for the default one (`default` is normalised).
     pub fn named_domain(&self) -> Option<&str> {
-        self.domain().filter(|d| *d != super::DEFAULT_DOMAIN)
+        self.domain().filter(|d| *d != super::table::DEFAULT_DOMAIN)
     }
 }
 
@@ -321,7 +321,8 @@ pub fn validate_plan(plan: &Plan, zones: &Zones, units: u32) -> Result<(), Strin
                     .map_err(|e| format!("steps[{i}].blue_percent: {e}"))?;
             }
             PlanStep::Pin { user_id, .. } | PlanStep::Unpin { user_id } => {
-                super::validate_user_id(user_id).map_err(|e| format!("steps[{i}].user_id: {e}"))?;
+                super::unit::validate_user_id(user_id)
+                    .map_err(|e| format!("steps[{i}].user_id: {e}"))?;
             }
             PlanStep::WaitConsumed { zone } => zone_ok(i, zone)?,
             PlanStep::MoveUnits { moves } => {
@@ -958,8 +959,9 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             }
             PlanStep::Unpin { user_id } => format!("unpin {user_id}"),
             PlanStep::MoveUnits { moves } => {
-                let in_default =
-                    |m: &&PlanMove| m.domain.as_deref().is_none_or(|d| d == super::DEFAULT_DOMAIN);
+                let in_default = |m: &&PlanMove| {
+                    m.domain.as_deref().is_none_or(|d| d == super::table::DEFAULT_DOMAIN)
+                };
                 match map.as_mut() {
                     Some(now) if zone_loads.len() >= inputs.zones.len() => {
                         let mut next = now.clone();
