@@ -219,6 +219,11 @@ pub fn gate(app: &EdgeApp, request: &GateRequest<'_>) -> Result<GateAnswer, Fail
     let service = request.service.filter(nonempty);
     let method = request.original_method.map(str::trim).unwrap_or(request.method);
     let write = !["GET", "HEAD", "OPTIONS"].iter().any(|m| m.eq_ignore_ascii_case(method));
+    // A write let through is committed upstream, where this edge cannot see it end: as for
+    // `GET /v1/write-check`, its scope is taken before the table is read and held past the
+    // answer for the longest commit (`[subscribers] max_write`), so the edge acknowledges no
+    // freeze before the write could have committed (docs/src/partitions.md).
+    let scope = write.then(|| app.router.write_scope());
     let table = app.table()?;
     let map = tag_answer::domain_map(&table, domain)?;
     tag_answer::check_service(service)?;
@@ -274,6 +279,10 @@ pub fn gate(app: &EdgeApp, request: &GateRequest<'_>) -> Result<GateAnswer, Fail
             (color, "fallback")
         }
     };
+    if let (Some(scope), Some(_)) = (scope, &user) {
+        let bound = std::time::Duration::from_millis(app.config.lease.max_write_ms);
+        scope.hold_for(table.version(), bound);
+    }
     app.tag_counters.count(color, 1);
     app.gate_counters.count(color, table.lane(color), source);
     let signature = match (&app.config.edge.tag_key, &user) {
