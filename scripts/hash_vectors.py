@@ -3,8 +3,8 @@
 
 tidegate maps a user to a unit as `xxh3_64(utf8(user_id), seed=0) % units`. This script computes
 the vectors with Python's `xxhash` package (the C reference implementation), *not* with
-tidegate's own code, so `tests/core_hash_vectors.rs` checks the Rust side against an independent
-implementation. Clients in other languages should check themselves against the same file.
+tidegate's own code, so `crates/tidegate-core/tests/hash_vectors.rs` checks the Rust side against
+an independent implementation. Clients in other languages should check themselves against the same file.
 
     pip install xxhash
     python3 scripts/hash_vectors.py > tests/fixtures/unit_hash_vectors.json

@@ -133,7 +133,7 @@ func TestDigitsCasesMatchTheFixture(t *testing.T) {
 	}
 }
 
-// tests/fixtures/write_checks.json, as tests/core_freeze.rs runs it on the Rust core.
+// tests/fixtures/write_checks.json, as crates/tidegate-core/tests/freeze.rs runs it on the Rust core.
 func TestWriteChecksMatchTheFixture(t *testing.T) {
 	var file struct {
 		Cases []struct {

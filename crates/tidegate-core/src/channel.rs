@@ -360,7 +360,7 @@ impl ChannelSpec {
             return Err(ChannelError::TooManyUsers(self.users.len()));
         }
         for (index, user) in self.users.iter().enumerate() {
-            super::validate_user_id(user)
+            super::unit::validate_user_id(user)
                 .map_err(|e| ChannelError::InvalidUser { index, reason: e.to_string() })?;
         }
         if let Some(at) = self.expires_at_ms

@@ -131,7 +131,7 @@ pub struct StepFreeze {
     /// The version that switched them, and when, once switched.
     pub switched: Option<(u64, u64)>,
     /// On a zone drain among N: the moves the switch makes (`blue_units` is then unused).
-    pub moves: Option<Vec<super::command::UnitMove>>,
+    pub moves: Option<Vec<super::unit_map::UnitMove>>,
 }
 
 /// A finished freeze, for the drain's report: how long the units' writes were refused, next
@@ -270,7 +270,7 @@ pub enum DrainAction {
     /// A zone drain among N moves a slice of units (forward: out of the drained zone to its
     /// receivers; back: returned to it), with each receiver's capacity verdict on forward steps.
     Move {
-        moves: Vec<super::command::UnitMove>,
+        moves: Vec<super::unit_map::UnitMove>,
         verdicts: Vec<(ZoneId, Verdict)>,
     },
     /// A loss-less step begins: freeze the units the step to `blue_units` moves.
@@ -280,7 +280,7 @@ pub enum DrainAction {
     /// A loss-less step of a zone drain among N begins: freeze the units these moves give
     /// away (the switch then makes exactly these moves).
     FreezeMoves {
-        moves: Vec<super::command::UnitMove>,
+        moves: Vec<super::unit_map::UnitMove>,
     },
     /// Every live subscriber applied the freeze: switch the frozen units (a `DrainStep`).
     Switch {

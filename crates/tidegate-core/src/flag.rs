@@ -134,15 +134,17 @@ pub fn evaluate_color_flag(
             Err(_) => Err(FlagError::TargetingKeyMissing),
         },
         TargetingKey::Given(user_id) => {
-            let tag = super::validate_user_id(user_id)
+            let tag = super::unit::validate_user_id(user_id)
                 .and_then(|()| table.tag_in(map, user_id))
                 .map_err(|e| FlagError::InvalidContext(format!("targetingKey: {e}")))?;
             // A channel of the context's service takes precedence over the map (not a pin).
             let (color, channel) = match service {
                 Some(service) => match table.tag_service(domain, user_id, Some(service)) {
-                    Ok(Some((t, super::Rule::Channel(name)))) => (t.color, Some(name.to_owned())),
+                    Ok(Some((t, super::table::Rule::Channel(name)))) => {
+                        (t.color, Some(name.to_owned()))
+                    }
                     Ok(_) => (tag.color, None),
-                    Err(super::TagError::ChannelUnavailable(name)) => {
+                    Err(super::table::TagError::ChannelUnavailable(name)) => {
                         return Err(FlagError::ChannelUnavailable(name));
                     }
                     Err(e) => return Err(FlagError::InvalidContext(format!("targetingKey: {e}"))),

@@ -3,7 +3,7 @@
 //!
 //! Architecture invariant: nothing under `core` does I/O, reads a clock, draws random numbers or
 //! knows tokio, Rocket, rdkafka or serde. Time and randomness arrive as arguments, so every
-//! behaviour here is a function of its inputs and can be tested exhaustively (see `tests/core_*`).
+//! behaviour here is a function of its inputs and can be tested exhaustively (see its `tests/`).
 
 #![forbid(unsafe_code)]
 
@@ -40,7 +40,7 @@ pub use channel::{
 pub use channel_change::{ChannelChange, ChannelFreeze, change_freeze};
 pub use command::{
     Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, FORMAT_LEVEL, Genesis,
-    MAX_PINS, MAX_REASON_BYTES, State, UnitMove,
+    MAX_PINS, MAX_REASON_BYTES, State,
 };
 pub use dial::{DialError, Share};
 pub use drain::{
@@ -57,16 +57,16 @@ pub use lanes::{
 };
 pub use plan::{
     CheckKind, DryRun, DryRunInputs, DryRunStep, HttpCall, MAX_CALL_RETRIES, MAX_CALL_TIMEOUT_MS,
-    MAX_PLAN_STEPS, Plan, PlanMove, PlanStep, Precondition, StepDefaults, StoredPlan,
-    describe_moves, dry_run, start_preconditions, validate_plan,
+    MAX_PLAN_STEPS, Plan, PlanMove, PlanStep, Precondition, StepDefaults, StoredPlan, Trigger,
+    describe_moves, dry_run, start_preconditions, trigger_zone, validate_plan, validate_trigger,
 };
 pub use plan_run::{
     CALL_CLAIM_MARGIN_MS, CallAttempt, Decision, FINISHED_RUNS_KEPT, PlanRun, RunReadings,
     RunStatus, StepRecord, ZoneSample, call_backoff_ms,
 };
 pub use plan_trigger::{
-    REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, Trigger, TriggerDecision, TriggerInputs,
-    decide as decide_trigger, trigger_zone, validate_trigger,
+    REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, TriggerDecision, TriggerInputs,
+    decide as decide_trigger,
 };
 pub use staged::{Phases, StagedStep, UnitsChange};
 pub use table::{
@@ -74,10 +74,10 @@ pub use table::{
     TagError, WRITE_RETRY_AFTER_MS, WriteCheck,
 };
 pub use unit::{
-    HASH_ALGORITHM, MAX_UNITS, MIN_UNITS, SchemeError, Unit, UnitError, UnitMode, UnitScheme,
-    hash_user_id,
+    HASH_ALGORITHM, MAX_UNITS, MAX_USER_ID_BYTES, MIN_UNITS, SchemeError, Unit, UnitError,
+    UnitMode, UnitScheme, hash_user_id, validate_user_id,
 };
-pub use unit_map::{Run, UnitMap, UnitMapError, UnitSet, UnitSetError, describe_runs};
+pub use unit_map::{Run, UnitMap, UnitMapError, UnitMove, UnitSet, UnitSetError, describe_runs};
 pub use write_watch::{WriteObservation, is_dual_owner, newest_after};
 pub use zone::{
     MAX_ZONE_NAME_BYTES, MAX_ZONES, ZoneClass, ZoneError, ZoneId, ZoneSpec, Zones,
@@ -87,53 +87,3 @@ pub use zone_drain::{
     ReceiverInputs, Receivers, StepInputs, ZoneDrainError, ZoneDrainInputs, ZoneStep,
     decide_zone_step, free_room, next_slice, receiving_zones, split_slice,
 };
-
-/// Bounds on a user ID, shared by the server, the client library and the CLI.
-pub const MAX_USER_ID_BYTES: usize = 256;
-
-/// Checks the shape of a user ID: 1..=256 bytes of UTF-8 without control characters.
-///
-/// Why here and not in the HTTP layer: pins are stored in the log and replayed, so the core must
-/// refuse IDs the edge would refuse, or a log written by one front end could poison another.
-pub fn validate_user_id(user_id: &str) -> Result<(), UnitError> {
-    if user_id.is_empty() {
-        return Err(UnitError::Empty);
-    }
-    if user_id.len() > MAX_USER_ID_BYTES {
-        return Err(UnitError::TooLong { len: user_id.len() });
-    }
-    if has_control(user_id.as_bytes()) {
-        return Err(UnitError::ControlCharacter);
-    }
-    Ok(())
-}
-
-/// Whether UTF-8 `bytes` hold a control character (`char::is_control`: U+0000-U+001F and
-/// U+007F-U+009F), read from the bytes without decoding: the first range and U+007F are single
-/// bytes, U+0080-U+009F are `C2 80`-`C2 9F`. About half the work of `chars().any(..)` on the
-/// tag path.
-#[inline]
-fn has_control(bytes: &[u8]) -> bool {
-    let ascii_control = |b: &u8| *b < 0x20 || *b == 0x7f;
-    if bytes.is_ascii() {
-        return bytes.iter().any(ascii_control);
-    }
-    bytes.iter().any(ascii_control)
-        || bytes.windows(2).any(|w| w[0] == 0xc2 && (0x80..=0x9f).contains(&w[1]))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_byte_scan_finds_exactly_the_control_characters() {
-        for c in (0u32..0x3000).chain([0xfeff, 0x1f600, 0x10ffff]).filter_map(char::from_u32) {
-            for s in [c.to_string(), format!("a{c}b"), format!("é{c}")] {
-                assert_eq!(
-                    super::has_control(s.as_bytes()),
-                    s.chars().any(char::is_control),
-                    "{c:?}"
-                );
-            }
-        }
-    }
-}

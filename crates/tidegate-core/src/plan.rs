@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use super::capacity::{Gain, Verdict, ZoneLoad, judge, judge_gains};
 use super::dial::{Share, percent_of};
 use super::drain::{DrainMode, Guard, Reading, counterpart, step_toward};
-use super::plan_trigger::Trigger;
 use super::zone::{ZoneId, Zones};
 
 /// Most steps and preconditions a plan may have.
@@ -44,7 +43,7 @@ impl PlanStep {
 
     /// The domain the step acts on, `None` for the default one (`default` is normalised).
     pub fn named_domain(&self) -> Option<&str> {
-        self.domain().filter(|d| *d != super::DEFAULT_DOMAIN)
+        self.domain().filter(|d| *d != super::table::DEFAULT_DOMAIN)
     }
 }
 
@@ -322,7 +321,8 @@ pub fn validate_plan(plan: &Plan, zones: &Zones, units: u32) -> Result<(), Strin
                     .map_err(|e| format!("steps[{i}].blue_percent: {e}"))?;
             }
             PlanStep::Pin { user_id, .. } | PlanStep::Unpin { user_id } => {
-                super::validate_user_id(user_id).map_err(|e| format!("steps[{i}].user_id: {e}"))?;
+                super::unit::validate_user_id(user_id)
+                    .map_err(|e| format!("steps[{i}].user_id: {e}"))?;
             }
             PlanStep::WaitConsumed { zone } => zone_ok(i, zone)?,
             PlanStep::MoveUnits { moves } => {
@@ -365,7 +365,72 @@ pub fn validate_plan(plan: &Plan, zones: &Zones, units: u32) -> Result<(), Strin
         }
     }
     let names: Vec<&str> = zones.iter().map(|(_, z)| z.name.as_str()).collect();
-    super::plan_trigger::validate_trigger(plan, &names)
+    validate_trigger(plan, &names)
+}
+
+/// What makes a plan start by itself. At least one of the conditions is set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trigger {
+    /// The plan's zone (the one its first drain or evacuate step moves) has been down this long.
+    pub zone_down_for_ms: Option<u64>,
+    /// The plan's zone has reported nothing (its health is unknown) this long: a zone that dies
+    /// silently, reporters and all, never reads as down.
+    pub zone_silent_for_ms: Option<u64>,
+    /// Every lane consumer in this zone is gone...
+    pub lane_consumers_gone: Option<String>,
+    /// ...for this long (0 in plans stored before it existed; the API and config default it).
+    pub lane_consumers_gone_for_ms: u64,
+    /// At most one automatic run per cooldown.
+    pub cooldown_ms: u64,
+}
+
+/// The zone a plan evacuates: the zone of its first `MoveZone` step.
+pub fn trigger_zone(plan: &Plan) -> Option<&str> {
+    plan.steps.iter().find_map(|s| match s {
+        PlanStep::MoveZone { zone, .. } => Some(zone.as_str()),
+        _ => None,
+    })
+}
+
+/// Checks a trigger against the plan and the configured zones; the error names the field.
+pub fn validate_trigger(plan: &Plan, zones: &[&str]) -> Result<(), String> {
+    let Some(t) = &plan.trigger else { return Ok(()) };
+    if t.zone_down_for_ms.is_none()
+        && t.zone_silent_for_ms.is_none()
+        && t.lane_consumers_gone.is_none()
+    {
+        return Err(
+            "trigger: give zone_down_for, zone_silent_for and/or lane_consumers_gone".into()
+        );
+    }
+    if t.zone_silent_for_ms.is_some() && trigger_zone(plan).is_none() {
+        return Err("trigger.zone_silent_for: the plan has no drain or evacuate step, so it has \
+                    no zone to watch"
+            .into());
+    }
+    if t.zone_silent_for_ms == Some(0) {
+        return Err("trigger.zone_silent_for: must be more than 0s".into());
+    }
+    if t.zone_down_for_ms.is_some() && trigger_zone(plan).is_none() {
+        return Err("trigger.zone_down_for: the plan has no drain or evacuate step, so it has \
+                    no zone to watch"
+            .into());
+    }
+    if t.zone_down_for_ms == Some(0) {
+        return Err("trigger.zone_down_for: must be more than 0s".into());
+    }
+    if let Some(zone) = &t.lane_consumers_gone
+        && !zones.contains(&zone.as_str())
+    {
+        return Err(format!(
+            "trigger.lane_consumers_gone: `{zone}` is not a configured zone ({})",
+            zones.join(", ")
+        ));
+    }
+    if t.cooldown_ms == 0 {
+        return Err("cooldown: a plan with a trigger needs a cooldown of more than 0s".into());
+    }
+    Ok(())
 }
 
 /// How drains of each mode step, for the dry run's arithmetic (from the configuration).
@@ -894,8 +959,9 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             }
             PlanStep::Unpin { user_id } => format!("unpin {user_id}"),
             PlanStep::MoveUnits { moves } => {
-                let in_default =
-                    |m: &&PlanMove| m.domain.as_deref().is_none_or(|d| d == super::DEFAULT_DOMAIN);
+                let in_default = |m: &&PlanMove| {
+                    m.domain.as_deref().is_none_or(|d| d == super::table::DEFAULT_DOMAIN)
+                };
                 match map.as_mut() {
                     Some(now) if zone_loads.len() >= inputs.zones.len() => {
                         let mut next = now.clone();

@@ -311,7 +311,7 @@ impl PlanRun {
                             interval_ms: d.interval_ms.max(1),
                             guard: d.guard,
                             mode: *mode,
-                            domain: domain.clone().filter(|d| d != super::DEFAULT_DOMAIN),
+                            domain: domain.clone().filter(|d| d != super::table::DEFAULT_DOMAIN),
                             // Loss-less when the plan says so (its `freeze_window`).
                             freeze_ms: self.plan.freeze_ms,
                             receivers: None,
@@ -493,7 +493,7 @@ impl PlanRun {
                 interval_ms: d.interval_ms.max(1),
                 guard: d.guard,
                 mode,
-                domain: domain.clone().filter(|d| d != super::DEFAULT_DOMAIN),
+                domain: domain.clone().filter(|d| d != super::table::DEFAULT_DOMAIN),
                 freeze_ms: self.plan.freeze_ms,
                 receivers: Some(receivers),
             }),
@@ -530,7 +530,7 @@ impl PlanRun {
 /// ` in search` for a step of a named domain, nothing for the default one.
 fn in_domain(domain: &Option<String>) -> String {
     match domain.as_deref() {
-        Some(d) if d != super::DEFAULT_DOMAIN => format!(" in {d}"),
+        Some(d) if d != super::table::DEFAULT_DOMAIN => format!(" in {d}"),
         _ => String::new(),
     }
 }

@@ -7,72 +7,7 @@
 //! not, and why. It never fires within the cooldown, while any run or drain is active, when the
 //! receiving zone is unhealthy or would be over capacity, or when a precondition is not true.
 
-use super::plan::{Plan, PlanStep};
-
-/// What makes a plan start by itself. At least one of the conditions is set.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Trigger {
-    /// The plan's zone (the one its first drain or evacuate step moves) has been down this long.
-    pub zone_down_for_ms: Option<u64>,
-    /// The plan's zone has reported nothing (its health is unknown) this long: a zone that dies
-    /// silently, reporters and all, never reads as down.
-    pub zone_silent_for_ms: Option<u64>,
-    /// Every lane consumer in this zone is gone...
-    pub lane_consumers_gone: Option<String>,
-    /// ...for this long (0 in plans stored before it existed; the API and config default it).
-    pub lane_consumers_gone_for_ms: u64,
-    /// At most one automatic run per cooldown.
-    pub cooldown_ms: u64,
-}
-
-/// The zone a plan evacuates: the zone of its first `MoveZone` step.
-pub fn trigger_zone(plan: &Plan) -> Option<&str> {
-    plan.steps.iter().find_map(|s| match s {
-        PlanStep::MoveZone { zone, .. } => Some(zone.as_str()),
-        _ => None,
-    })
-}
-
-/// Checks a trigger against the plan and the configured zones; the error names the field.
-pub fn validate_trigger(plan: &Plan, zones: &[&str]) -> Result<(), String> {
-    let Some(t) = &plan.trigger else { return Ok(()) };
-    if t.zone_down_for_ms.is_none()
-        && t.zone_silent_for_ms.is_none()
-        && t.lane_consumers_gone.is_none()
-    {
-        return Err(
-            "trigger: give zone_down_for, zone_silent_for and/or lane_consumers_gone".into()
-        );
-    }
-    if t.zone_silent_for_ms.is_some() && trigger_zone(plan).is_none() {
-        return Err("trigger.zone_silent_for: the plan has no drain or evacuate step, so it has \
-                    no zone to watch"
-            .into());
-    }
-    if t.zone_silent_for_ms == Some(0) {
-        return Err("trigger.zone_silent_for: must be more than 0s".into());
-    }
-    if t.zone_down_for_ms.is_some() && trigger_zone(plan).is_none() {
-        return Err("trigger.zone_down_for: the plan has no drain or evacuate step, so it has \
-                    no zone to watch"
-            .into());
-    }
-    if t.zone_down_for_ms == Some(0) {
-        return Err("trigger.zone_down_for: must be more than 0s".into());
-    }
-    if let Some(zone) = &t.lane_consumers_gone
-        && !zones.contains(&zone.as_str())
-    {
-        return Err(format!(
-            "trigger.lane_consumers_gone: `{zone}` is not a configured zone ({})",
-            zones.join(", ")
-        ));
-    }
-    if t.cooldown_ms == 0 {
-        return Err("cooldown: a plan with a trigger needs a cooldown of more than 0s".into());
-    }
-    Ok(())
-}
+use super::plan::{Plan, trigger_zone};
 
 /// What the trigger service observed and read, at `now_ms`.
 #[derive(Clone, Debug)]
@@ -228,6 +163,7 @@ pub const REFUSAL_KINDS: [&str; 10] = [
 mod tests {
     use super::*;
     use crate::DrainMode;
+    use crate::plan::{PlanStep, Trigger, validate_trigger};
 
     fn plan(trigger: Trigger) -> Plan {
         Plan {

@@ -5,8 +5,8 @@
 //! their rule, [`Phases::decide`]; a drain step's freeze follows the same rule in
 //! `Drain::decide_freeze`.
 
-use super::command::UnitMove;
 use super::drain::FreezeBarrier;
+use super::unit_map::UnitMove;
 
 /// Where a staged change is: frozen at a version (and when), switched at a version once it is,
 /// and the window that bounds it.

@@ -208,7 +208,7 @@ impl RoutingTable {
             return Err(TableError::UnknownZone(bad.0));
         }
         for user_id in pins.keys() {
-            super::validate_user_id(user_id).map_err(TableError::InvalidPin)?;
+            super::unit::validate_user_id(user_id).map_err(TableError::InvalidPin)?;
         }
         Ok(RoutingTable {
             version,

@@ -126,3 +126,53 @@ impl UnitScheme {
 pub fn hash_user_id(user_id: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(user_id.as_bytes())
 }
+
+/// Bounds on a user ID, shared by the server, the client library and the CLI.
+pub const MAX_USER_ID_BYTES: usize = 256;
+
+/// Checks the shape of a user ID: 1..=256 bytes of UTF-8 without control characters.
+///
+/// Why here and not in the HTTP layer: pins are stored in the log and replayed, so the core must
+/// refuse IDs the edge would refuse, or a log written by one front end could poison another.
+pub fn validate_user_id(user_id: &str) -> Result<(), UnitError> {
+    if user_id.is_empty() {
+        return Err(UnitError::Empty);
+    }
+    if user_id.len() > MAX_USER_ID_BYTES {
+        return Err(UnitError::TooLong { len: user_id.len() });
+    }
+    if has_control(user_id.as_bytes()) {
+        return Err(UnitError::ControlCharacter);
+    }
+    Ok(())
+}
+
+/// Whether UTF-8 `bytes` hold a control character (`char::is_control`: U+0000-U+001F and
+/// U+007F-U+009F), read from the bytes without decoding: the first range and U+007F are single
+/// bytes, U+0080-U+009F are `C2 80`-`C2 9F`. About half the work of `chars().any(..)` on the
+/// tag path.
+#[inline]
+fn has_control(bytes: &[u8]) -> bool {
+    let ascii_control = |b: &u8| *b < 0x20 || *b == 0x7f;
+    if bytes.is_ascii() {
+        return bytes.iter().any(ascii_control);
+    }
+    bytes.iter().any(ascii_control)
+        || bytes.windows(2).any(|w| w[0] == 0xc2 && (0x80..=0x9f).contains(&w[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_byte_scan_finds_exactly_the_control_characters() {
+        for c in (0u32..0x3000).chain([0xfeff, 0x1f600, 0x10ffff]).filter_map(char::from_u32) {
+            for s in [c.to_string(), format!("a{c}b"), format!("é{c}")] {
+                assert_eq!(
+                    super::has_control(s.as_bytes()),
+                    s.chars().any(char::is_control),
+                    "{c:?}"
+                );
+            }
+        }
+    }
+}

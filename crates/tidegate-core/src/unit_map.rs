@@ -303,6 +303,15 @@ pub fn describe_runs(runs: &[Run], lane: impl Fn(ZoneId) -> String) -> String {
         .join(", ")
 }
 
+/// One move of `PUT /v1/units`: these units now belong to `zone`, in `domain` (`None`: the
+/// default domain). Moves of several domains in one command are a linked change: one version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitMove {
+    pub units: UnitSet,
+    pub zone: ZoneId,
+    pub domain: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

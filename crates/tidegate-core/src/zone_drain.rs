@@ -20,12 +20,11 @@
 //!   (`insufficient_capacity`), naming the zone.
 
 use super::capacity::{Capacity, Gain, Verdict, ZoneLoad, judge_gains, spread_by_headroom};
-use super::command::UnitMove;
 use super::drain::{
     Direction, Drain, DrainAction, DrainMode, DrainStatus, Guard, Reading, StepConvergence,
     guard_hold,
 };
-use super::unit_map::{UnitMap, UnitSet};
+use super::unit_map::{UnitMap, UnitMove, UnitSet};
 use super::zone::{ZoneId, Zones};
 
 /// Where a zone drain sends the units it moves.

@@ -5,7 +5,7 @@ use crate::channel::Channel;
 use crate::drain::DrainPlan;
 use crate::plan::{Plan, PlanStep};
 use crate::plan_run::ZoneSample;
-use crate::unit_map::UnitSet;
+use crate::unit_map::UnitMove;
 use crate::zone::{ZoneId, ZoneSpec};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -222,15 +222,6 @@ pub enum Command {
         name: String,
         expired: bool,
     },
-}
-
-/// One move of `PUT /v1/units`: these units now belong to `zone`, in `domain` (`None`: the
-/// default domain). Moves of several domains in one command are a linked change: one version.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnitMove {
-    pub units: UnitSet,
-    pub zone: ZoneId,
-    pub domain: Option<String>,
 }
 
 /// The newest record format this release reads and writes. A command of a higher

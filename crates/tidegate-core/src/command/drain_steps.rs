@@ -4,12 +4,12 @@
 
 use super::describe::describe_share_in;
 use super::drains::{arrive, finish_if_arrived};
-use super::{Change, CommandError, Outcome, State, UnitMove, changed};
+use super::{Change, CommandError, Outcome, State, changed};
 use crate::drain::{
     Direction, Drain, DrainStatus, FREEZES_KEPT, FreezeRecord, StepFreeze, step_toward,
 };
 use crate::table::{DEFAULT_DOMAIN, RoutingTable};
-use crate::unit_map::{UnitMap, UnitSet};
+use crate::unit_map::{UnitMap, UnitMove, UnitSet};
 use crate::zone::ZoneId;
 
 pub(super) fn step(c: &mut Change, id: u64, blue_units: u32) -> Outcome {

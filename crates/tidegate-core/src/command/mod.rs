@@ -32,7 +32,7 @@ mod state;
 mod units;
 mod zones;
 
-pub use commands::{Command, FORMAT_LEVEL, UnitMove};
+pub use commands::{Command, FORMAT_LEVEL};
 pub use envelope::{Applied, Audit, Envelope, Genesis, MAX_REASON_BYTES};
 pub use error::CommandError;
 pub use pins::MAX_PINS;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::{Change, CommandError, Outcome, changed};
 use crate::table::RoutingTable;
-use crate::validate_user_id;
+use crate::unit::validate_user_id;
 use crate::zone::ZoneId;
 
 /// How many users may be pinned at once: pins are for testers and incidents, not for routing

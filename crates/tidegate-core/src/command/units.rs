@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::describe::describe_all_maps;
-use super::{Change, CommandError, Outcome, State, UnitMove, changed};
+use super::{Change, CommandError, Outcome, State, changed};
 use crate::plan::PlanMove;
 use crate::staged::{Phases, UnitsChange};
 use crate::table::DEFAULT_DOMAIN;
-use crate::unit_map::{UnitMap, UnitSet, UnitSetError};
+use crate::unit_map::{UnitMap, UnitMove, UnitSet, UnitSetError};
 use crate::zone::{ZoneError, Zones};
 
 pub(super) fn move_units(c: &mut Change, moves: &[UnitMove]) -> Outcome {

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use tidegate::core::{
+use tidegate_core::{
     Assignment, AssignmentInput, LaneConfig, LaneError, LaneMember, ZoneFlags, ZoneId, Zones,
     assign, counterpart, grant, half_lags, partition_lag,
 };

@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use serde_json::Value;
-use tidegate::core::{
+use tidegate_core::{
     Audit, Capacity, Command, Envelope, Gain, Genesis, LaneConfig, State, UnitMode, UnitMove,
     UnitScheme, UnitSet, Verdict, ZoneClass, ZoneId, ZoneLoad, ZoneSpec, Zones, judge_gains,
     spread_by_headroom,
@@ -269,7 +269,7 @@ proptest! {
 /// same drill is refused on replay, exactly as that release refused it.
 #[test]
 fn a_run_that_restores_maps_keeps_them_and_an_older_record_is_refused_as_before() {
-    use tidegate::core::{Plan, PlanMove, PlanStep};
+    use tidegate_core::{Plan, PlanMove, PlanStep};
     let plan = Plan {
         name: "give-az-c".into(),
         preconditions: Vec::new(),

@@ -1,7 +1,7 @@
 //! Evacuation and capacity in virtual time: fixture scenarios plus the projection maths.
 
 use serde_json::Value;
-use tidegate::core::{
+use tidegate_core::{
     Audit, Capacity, CapacityInputs, Command, DrainAction, DrainMode, DrainPlan, Envelope, Genesis,
     Guard, Inputs, OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme, Verdict,
     ZoneLoad, Zones, judge,

@@ -1,6 +1,6 @@
 //! Plan dry runs in pure code: load carried across steps, guard holds by mode, and the RTO.
 
-use tidegate::core::{
+use tidegate_core::{
     Capacity, CheckKind, DrainMode, DryRunInputs, Guard, OnBreach, Plan, PlanStep, Precondition,
     Reading, StepDefaults, Verdict, ZoneId, ZoneLoad, Zones, dry_run, validate_plan,
 };
@@ -209,7 +209,7 @@ fn a_step_of_a_named_domain_moves_that_domains_dial_and_leaves_the_default_one()
 /// domain is untouched.
 #[test]
 fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
-    use tidegate::core::{ChannelFallback, ChannelSpec};
+    use tidegate_core::{ChannelFallback, ChannelSpec};
     let zones = Zones::default();
     let blue = load("az-b", 500.0, Capacity::Unchecked);
     let green = load("az-a", 500.0, Capacity::Unchecked);
@@ -273,7 +273,7 @@ fn the_dry_run_says_which_channels_a_step_suspends_and_resumes() {
 
 /// az-b (blue), az-a (green), az-c (red).
 fn three_zones() -> Zones {
-    use tidegate::core::{ZoneClass, ZoneSpec};
+    use tidegate_core::{ZoneClass, ZoneSpec};
     Zones::from_specs(vec![
         ZoneSpec::new("az-b", "blue", ZoneClass::Rzone),
         ZoneSpec::new("az-a", "green", ZoneClass::Rzone),
@@ -289,7 +289,7 @@ fn three_zones() -> Zones {
 /// dry run says it does not project the move.
 #[test]
 fn unit_moves_are_projected_per_receiving_zone_and_carry_their_load() {
-    use tidegate::core::{PlanMove, UnitMap, UnitSet};
+    use tidegate_core::{PlanMove, UnitMap, UnitSet};
     let zones = three_zones();
     // az-b 0-49, az-a 50-89, az-c 90-99.
     let map = UnitMap::dial(100, 50).moved(&UnitSet::parse("90-99", 100).unwrap(), ZoneId(2));
@@ -356,7 +356,7 @@ fn unit_moves_are_projected_per_receiving_zone_and_carry_their_load() {
 /// with 300 + 50 free the 400 rps cannot fit anywhere and the step holds on capacity.
 #[test]
 fn a_zone_drain_among_three_is_projected_by_free_room() {
-    use tidegate::core::{UnitMap, UnitSet};
+    use tidegate_core::{UnitMap, UnitSet};
     let zones = three_zones();
     let map = UnitMap::dial(100, 30).moved(&UnitSet::parse("60-99", 100).unwrap(), ZoneId(2));
     let fine = Reading::Known { error_rate: 0.0, requests: 1000 };
@@ -411,7 +411,7 @@ fn a_zone_drain_among_three_is_projected_by_free_room() {
 /// projection has its control: without the channel, the same step exceeds.
 #[test]
 fn projections_leave_channel_users_where_their_channel_keeps_them() {
-    use tidegate::core::{ChannelFallback, ChannelSpec, PlanMove, UnitMap, UnitSet};
+    use tidegate_core::{ChannelFallback, ChannelSpec, PlanMove, UnitMap, UnitSet};
     let channel = |units: &str, zone: ZoneId| {
         ChannelSpec {
             name: "orders-v2".into(),
@@ -439,7 +439,7 @@ fn projections_leave_channel_users_where_their_channel_keeps_them() {
     let blue = load("az-b", 500.0, Capacity::Unchecked);
     let green = load("az-a", 500.0, Capacity::Rps(650.0));
     let map = UnitMap::dial(100, 50);
-    let dial = |channels: &[tidegate::core::Channel]| {
+    let dial = |channels: &[tidegate_core::Channel]| {
         let inputs = DryRunInputs {
             zones: &zones,
             units: 100,
@@ -474,7 +474,7 @@ fn projections_leave_channel_users_where_their_channel_keeps_them() {
         load("az-a", 400.0, Capacity::Rps(1000.0)),
         load("az-c", 100.0, Capacity::Rps(250.0)),
     ];
-    let give = |channels: &[tidegate::core::Channel]| {
+    let give = |channels: &[tidegate_core::Channel]| {
         let inputs = DryRunInputs {
             zones: &zones,
             units: 100,
@@ -515,7 +515,7 @@ fn projections_leave_channel_users_where_their_channel_keeps_them() {
 /// domain's map the step is judged when it runs.
 #[test]
 fn unit_moves_in_a_named_domain_are_projected_on_that_domains_map() {
-    use tidegate::core::{PlanMove, UnitMap, UnitSet};
+    use tidegate_core::{PlanMove, UnitMap, UnitSet};
     let zones = three_zones();
     let az_c = |m: UnitMap| m.moved(&UnitSet::parse("90-99", 100).unwrap(), ZoneId(2));
     let map = az_c(UnitMap::dial(100, 50));
@@ -584,7 +584,7 @@ fn unit_moves_in_a_named_domain_are_projected_on_that_domains_map() {
 /// the default domain's az-c owns 10, where the same step would fail (control).
 #[test]
 fn a_zone_move_in_a_named_domain_is_projected_on_that_domains_map() {
-    use tidegate::core::{UnitMap, UnitSet};
+    use tidegate_core::{UnitMap, UnitSet};
     let zones = three_zones();
     let az_c = |m: UnitMap, units: &str| m.moved(&UnitSet::parse(units, 100).unwrap(), ZoneId(2));
     let map = az_c(UnitMap::dial(100, 50), "90-99");

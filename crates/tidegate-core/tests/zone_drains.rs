@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use serde_json::Value;
-use tidegate::core::{
+use tidegate_core::{
     Capacity, DrainMode, Guard, OnBreach, Reading, ReceiverInputs, Receivers, Run, StepInputs,
     UnitMap, UnitMove, ZoneClass, ZoneId, ZoneLoad, ZoneSpec, ZoneStep, Zones, decide_zone_step,
     receiving_zones,

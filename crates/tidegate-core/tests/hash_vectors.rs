@@ -1,10 +1,13 @@
 //! `unit_of` against golden vectors from the reference XXH3 implementation (see the fixture).
 
 use serde_json::Value;
-use tidegate::core::{UnitMode, UnitScheme, hash_user_id, validate_user_id};
+use tidegate_core::{UnitMode, UnitScheme, hash_user_id, validate_user_id};
 
 fn vectors() -> Vec<Value> {
-    let text = include_str!("fixtures/unit_hash_vectors.json");
+    let text = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/unit_hash_vectors.json"
+    ));
     let doc: Value = serde_json::from_str(text).expect("fixture is JSON");
     doc["vectors"].as_array().expect("vectors array").clone()
 }

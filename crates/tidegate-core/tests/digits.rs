@@ -1,11 +1,16 @@
-//! Digits mode, driven by the table in `fixtures/digits_cases.json`.
+//! Digits mode, driven by the table in the workspace's `tests/fixtures/digits_cases.json` (the Go
+//! and Java clients run the same table).
 
 use serde_json::Value;
-use tidegate::core::{SchemeError, UnitError, UnitMode, UnitScheme};
+use tidegate_core::{SchemeError, UnitError, UnitMode, UnitScheme};
 
 #[test]
 fn digits_mode_cases() {
-    let doc: Value = serde_json::from_str(include_str!("fixtures/digits_cases.json")).unwrap();
+    let doc: Value = serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/digits_cases.json"
+    )))
+    .unwrap();
     let cases = doc["cases"].as_array().unwrap();
     assert!(cases.len() >= 10);
     for case in cases {

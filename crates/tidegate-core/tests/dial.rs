@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use serde_json::Value;
-use tidegate::core::{
+use tidegate_core::{
     Audit, Command, DialError, Envelope, Genesis, RoutingTable, Share, State, Unit, UnitMode,
     UnitScheme, ZoneId, Zones,
 };
@@ -166,7 +166,7 @@ fn every_change_needs_a_reason() {
 fn untagged_fallback_follows_the_share() {
     let s = state(100, 30);
     let t = s.table();
-    use tidegate::core::Fallback;
+    use tidegate_core::Fallback;
     assert_eq!(t.untagged(Fallback::Random, 0.0).unwrap(), ZoneId::BLUE);
     assert_eq!(t.untagged(Fallback::Random, 0.2999).unwrap(), ZoneId::BLUE);
     assert_eq!(t.untagged(Fallback::Random, 0.3).unwrap(), ZoneId::GREEN);

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use tidegate::core::{
+use tidegate_core::{
     Audit, Command, CommandError, DrainAction, DrainMode, DrainPlan, DrainStatus, Envelope,
     FreezeBarrier, Genesis, Guard, Inputs, OnBreach, Reading, RoutingTable, State, StepConvergence,
     UnitMode, UnitScheme, UnitSet, WriteCheck, ZoneId, Zones,
@@ -246,8 +246,11 @@ fn user_where(table: &RoutingTable, want: impl Fn(u32) -> bool) -> String {
 
 #[test]
 fn write_check_fixture_table() {
-    let text = std::fs::read_to_string("tests/fixtures/write_checks.json").unwrap();
-    let cases: Value = serde_json::from_str(&text).unwrap();
+    let text = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/write_checks.json"
+    ));
+    let cases: Value = serde_json::from_str(text).unwrap();
     let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
     let mut checked = 0;
     for case in cases["cases"].as_array().unwrap() {
@@ -308,7 +311,7 @@ fn write_check_fixture_table() {
 /// unit changed owner.
 #[test]
 fn a_loss_less_unit_move_freezes_the_units_it_moves_and_holds_every_other_map_change() {
-    use tidegate::core::{StagedStep, UnitMove};
+    use tidegate_core::{StagedStep, UnitMove};
     let s = state(50);
     let moves = vec![UnitMove {
         units: UnitSet::parse("40-59", 100).unwrap(),

@@ -1,8 +1,8 @@
 //! The drain state machine in virtual time: fixture scenarios plus every operator transition.
 
 use serde_json::Value;
-use tidegate::core::Envelope;
-use tidegate::core::{
+use tidegate_core::Envelope;
+use tidegate_core::{
     Audit, Command, CommandError, DrainAction, DrainMode, DrainPlan, Genesis, Guard, Inputs,
     OnBreach, Reading, State, StepConvergence, UnitMode, UnitScheme, ZoneId, Zones,
 };
@@ -107,13 +107,13 @@ fn tick_full(
             };
             return state.apply(&env).unwrap().unwrap().0;
         }
-        other => panic!("these drains do not freeze (tests/core_freeze.rs does): {other:?}"),
+        other => panic!("these drains do not freeze (tests/freeze.rs does): {other:?}"),
     };
     apply(state, now, &format!("drain:{}", drain.id), command)
         .expect("the runner's command applies")
 }
 
-fn latest(state: &State) -> &tidegate::core::Drain {
+fn latest(state: &State) -> &tidegate_core::Drain {
     state.drains().next_back().unwrap()
 }
 
@@ -154,9 +154,7 @@ fn fixture_scenarios() {
         .unwrap();
         for (i, check) in sc["checks"].as_array().unwrap().iter().enumerate() {
             let requests = check["requests"].as_u64().unwrap();
-            if s.active_drain()
-                .filter(|d| d.status != tidegate::core::DrainStatus::Paused)
-                .is_some()
+            if s.active_drain().filter(|d| d.status != tidegate_core::DrainStatus::Paused).is_some()
             {
                 s = tick(
                     &s,
