@@ -126,11 +126,7 @@ struct ZoneWriter {
 }
 
 impl ZoneWriter {
-    fn start(zone: &str, listen: &str, coordinator: &str, peers: &str, database: &str) -> Self {
-        Self::start_with(zone, listen, coordinator, peers, database, &[])
-    }
-
-    /// With more environment: `CHECK_VIA` (check over HTTP on an edge), `SLOW_COMMITS`.
+    /// `env`: more environment, `CHECK_VIA` (check over HTTP on an edge) and `SLOW_COMMITS`.
     fn start_with(
         zone: &str,
         listen: &str,
