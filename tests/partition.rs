@@ -684,7 +684,13 @@ fn probe_once(
             }
             // Refused (e.g. a version conflict with the evacuation): a definite answer.
             Some((status, body)) if status < 500 => {
-                return (None, format!("{status} {}", body["error"].as_str().unwrap_or("?")));
+                // The detail says which version it met (a conflict) or why it was refused.
+                let error = body["error"].as_str().unwrap_or("?");
+                let detail = body["detail"].as_str().unwrap_or_default();
+                println!(
+                    "partition: probe `{reason}` at v{version} refused: {status} {error}: {detail}"
+                );
+                return (None, format!("{status} {error}"));
             }
             // Unknown or unavailable: the same change again, under the same key.
             _ => std::thread::sleep(Duration::from_millis(200)),
