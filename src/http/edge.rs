@@ -336,10 +336,9 @@ fn write_check(
     telemetry::count_write_check(check.as_str());
     let version = table.version();
     let retry_ms = crate::core::WRITE_RETRY_AFTER_MS;
-    let commit_within_ms = app.config.lease.max_write_ms;
     match check {
         crate::core::WriteCheck::Owned => {
-            scope.hold_for(version, std::time::Duration::from_millis(commit_within_ms));
+            let commit_within_ms = app.hold_write(scope, version);
             Ok(Json(json!({
                 "answer": "owned",
                 "version": version,

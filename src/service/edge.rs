@@ -5,7 +5,7 @@
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use crate::client::{Router, RouterStatus};
+use crate::client::{Router, RouterStatus, WriteScope};
 use crate::config::Config;
 use crate::core::{RoutingTable, Rule, TagError, validate_user_id};
 use crate::service::bearer::Bearer;
@@ -33,6 +33,17 @@ impl EdgeApp {
         let gate_counters = GateCounters::for_zones(&config.zones);
         let connections = connections::guard(&config.edge.connections, "edge");
         EdgeApp { router, config, tag_counters, gate_counters, metrics, connections, relay }
+    }
+
+    /// Holds a write this edge let through (`owned` from `GET /v1/write-check`, or a write
+    /// past the gate), judged with the table of `version`: its caller commits upstream, where
+    /// the edge cannot see the commit end, so the edge acknowledges no newer table that freezes
+    /// units for `[subscribers] max_write` (docs/src/partitions.md). `scope` was taken before
+    /// the table was read. Returns the bound in ms, for the answer's `commit_within_ms`.
+    pub fn hold_write(&self, scope: WriteScope<'_>, version: u64) -> u64 {
+        let bound = self.config.lease.max_write_ms;
+        scope.hold_for(version, Duration::from_millis(bound));
+        bound
     }
 
     /// The table being served, or 503 `no_table` saying why there is none.
@@ -280,8 +291,7 @@ pub fn gate(app: &EdgeApp, request: &GateRequest<'_>) -> Result<GateAnswer, Fail
         }
     };
     if let (Some(scope), Some(_)) = (scope, &user) {
-        let bound = std::time::Duration::from_millis(app.config.lease.max_write_ms);
-        scope.hold_for(table.version(), bound);
+        app.hold_write(scope, table.version());
     }
     app.tag_counters.count(color, 1);
     app.gate_counters.count(color, table.lane(color), source);
