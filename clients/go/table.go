@@ -180,8 +180,8 @@ type Channel struct {
 }
 
 // ChannelFreeze is the freeze of a loss-less channel change in progress: writes of Services in
-// Domain by users of Units or listed in Users are Frozen, whichever rule routes them (never a
-// pinned user's).
+// Domain by users of Units or listed in Users are Frozen, whichever rule routes them (pin,
+// channel or map).
 type ChannelFreeze struct {
 	Channel  string
 	Domain   string // DefaultDomain for the default domain

@@ -444,10 +444,10 @@ func TestRoutingVectorsMatchTheFixture(t *testing.T) {
 
 // The write check of a write by a service on the routing vectors' tables, as published and with
 // units 0-49 frozen in both domains: a release channel that selects the user owns their writes of
-// that service (owned in its zone, misrouted elsewhere, never frozen: a map move does not change
-// their owner), a suspended `reject` channel leaves them without an owner, a newer caller is
-// behind, and every other write is the map's check; with a channel change's freeze instead, the
-// writes it covers are frozen, whichever rule routes them. Rows of tests/fixtures/routing_vectors.json;
+// that service (owned in its zone, misrouted elsewhere), a suspended `reject` channel leaves them
+// without an owner, a newer caller is behind, and every other write is the map's check; a freeze
+// (the map's units 0-49, or a channel change's) makes the writes it covers frozen, whichever rule
+// routes them (pin, channel or map). Rows of tests/fixtures/routing_vectors.json;
 // the same rule as tests/routing_vectors.rs and the Java FixturesTest.
 func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 	file := routingVectors(t)
@@ -465,7 +465,8 @@ func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 			}
 			if variant == "channel freeze" {
 				// As tests/routing_vectors.rs: orders and billing writes in the default domain
-				// of units 0-49 and of alice (pinned: never frozen).
+				// of units 0-49 and of alice; the map freeze every write of units 0-49 in both
+				// domains; either whichever rule routes the user.
 				raw["channel_freeze"] = map[string]any{"channel": "orders-v2", "domain": "default",
 					"services": []string{"billing", "orders"}, "units": "0-49", "users": []string{"alice"}}
 			}
@@ -482,8 +483,9 @@ func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 				name := fmt.Sprintf("%s (%s): user %q, domain %q, service %q", f.Name, variant, user, domain, service)
 				unit, _ := table.UnitOf(user)
 				reason := str(row[7])
-				covered := variant == "channel freeze" && domain == "" && (service == "orders" || service == "billing") &&
-					reason != "pin" && (unit < 50 || user == "alice")
+				covered := (variant == "channel freeze" && domain == "" && (service == "orders" || service == "billing") &&
+					(unit < 50 || user == "alice")) ||
+					(frozen && unit < 50 && (domain == "" || domain == "default" || domain == "search"))
 				for _, z := range table.Zones {
 					got, err := table.CheckWriteFor(domain, service, user, z.Name, table.Version)
 					switch {
@@ -502,8 +504,10 @@ func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 						rule := "map"
 						if strings.HasPrefix(reason, "channel:") {
 							rule = "channel"
+						} else if reason == "pin" {
+							rule = "pin"
 						}
-						seen["channel freeze/"+rule]++
+						seen[variant+"/"+rule]++
 					case strings.HasPrefix(reason, "channel:"):
 						want := Misrouted
 						if z.Name == str(row[4]) {
@@ -518,8 +522,8 @@ func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 						if got != byMap {
 							t.Fatalf("%s in %s: got %+v, the map's check %+v", name, z.Name, got, byMap)
 						}
-						if wantFrozen := frozen && reason == "unit" && unit < 50; wantFrozen != (got.Check == Frozen) {
-							t.Fatalf("%s in %s: got %+v, frozen %v", name, z.Name, got, wantFrozen)
+						if got.Check == Frozen {
+							t.Fatalf("%s in %s: got %+v, frozen outside the freeze", name, z.Name, got)
 						}
 						seen["map/"+got.Check]++
 					}
@@ -533,8 +537,8 @@ func TestServiceWriteChecksFollowTheRoutingVectors(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"channel/owned", "channel/misrouted", "map/owned", "map/misrouted", "map/frozen", "channel_unavailable",
-		"channel freeze/channel", "channel freeze/map"} {
+	for _, k := range []string{"channel/owned", "channel/misrouted", "map/owned", "map/misrouted", "channel_unavailable",
+		"frozen/map", "frozen/channel", "channel freeze/channel", "channel freeze/map", "channel freeze/pin"} {
 		if seen[k] == 0 {
 			t.Fatalf("no check answered %s: %v", k, seen)
 		}

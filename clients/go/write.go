@@ -73,8 +73,8 @@ func (a WriteAnswer) Status() int {
 // CheckWrite is the ownership check of a write of user by a service in localZone (a zone
 // name or lane) in the default domain, which the caller routed there at incoming (the
 // propagated x-tidegate-version; 0 when there is none). In order: a caller newer than the
-// table is Behind; a frozen unit is Frozen (never for a pinned user); another owner is
-// Misrouted; else Owned. The same function as tidegate-core's RoutingTable::check_write.
+// table is Behind; a frozen unit is Frozen (for every user of it, pinned or not); another
+// owner is Misrouted; else Owned. The same function as tidegate-core's RoutingTable::check_write.
 func (t *Table) CheckWrite(user, localZone string, incoming uint64) (WriteAnswer, error) {
 	return t.CheckWriteIn("", user, localZone, incoming)
 }
@@ -99,7 +99,7 @@ func (t *Table) CheckWriteIn(domain, user, localZone string, incoming uint64) (W
 		d = DefaultDomain
 	}
 	answer.OwnerZone, answer.OwnerLane = tag.Zone, tag.Lane
-	if set, frozen := t.frozen[d]; frozen && !tag.Pinned && set.Contains(tag.Unit) {
+	if set, frozen := t.frozen[d]; frozen && set.Contains(tag.Unit) {
 		answer.Check = Frozen
 		return answer, nil
 	}
@@ -113,10 +113,9 @@ func (t *Table) CheckWriteIn(domain, user, localZone string, incoming uint64) (W
 
 // CheckWriteFor is CheckWriteIn of a write by service ("": as CheckWriteIn): a release channel
 // of that service that selects the user owns their writes of it, as it routes their calls (pin >
-// channel > map), and a map move's freeze does not touch them (their owner for this service does
-// not change with the map). The freeze of a channel change in progress (ChannelFreeze) does: it
-// makes the writes of its services Frozen, after Behind, whichever rule routes them (never a
-// pinned user's). A channel suspended with the `reject` fallback is an error wrapping
+// channel > map). One freeze rule: a freeze covers every write of the users it names, whichever
+// rule routes them (pin, channel or map): a map move's frozen units and the freeze of a channel
+// change in progress (ChannelFreeze) make those writes Frozen, after Behind. A channel suspended with the `reject` fallback is an error wrapping
 // ErrChannelUnavailable: its users' writes have no owner. The same function as tidegate-core's
 // RoutingTable::check_write_for and the edge's GET /v1/write-check?service=.
 func (t *Table) CheckWriteFor(domain, service, user, localZone string, incoming uint64) (WriteAnswer, error) {
@@ -132,7 +131,7 @@ func (t *Table) CheckWriteFor(domain, service, user, localZone string, incoming 
 		return WriteAnswer{}, err
 	}
 	byChannel := strings.HasPrefix(tag.Reason, "channel:")
-	frozen := !tag.Pinned && t.channelFreeze.covers(domain, service, user, tag.Unit)
+	frozen := t.channelFreeze.covers(domain, service, user, tag.Unit) || t.unitFrozen(domain, tag.Unit)
 	if !byChannel && !frozen {
 		return t.CheckWriteIn(domain, user, localZone, incoming)
 	}
@@ -208,4 +207,13 @@ func ForwardOnce(a WriteAnswer, hop string) WriteRoute {
 		return WriteRoute{Action: RouteRefuse, Status: 503, RetryAfter: a.RetryAfter(), Detail: fmt.Sprintf(
 			"unit %d is frozen by a move in progress; retry shortly", a.Unit)}
 	}
+}
+
+// unitFrozen says whether a map move (or a pin change) froze unit in domain ("": the default).
+func (t *Table) unitFrozen(domain string, unit uint32) bool {
+	if domain == "" {
+		domain = DefaultDomain
+	}
+	set, ok := t.frozen[domain]
+	return ok && set.Contains(unit)
 }

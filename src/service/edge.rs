@@ -264,7 +264,7 @@ pub fn gate(app: &EdgeApp, request: &GateRequest<'_>) -> Result<GateAnswer, Fail
             // A write that a move has frozen waits (a map move's frozen unit, or a channel
             // change's freeze of this service): 503 with Retry-After (and
             // `x-tidegate-refusal: frozen` for gateways), while reads go on.
-            if write && table.write_frozen(domain, service, user_id, &tag, channel.is_some()) {
+            if write && table.write_frozen(domain, service, user_id, &tag) {
                 app.gate_counters.count(tag.color, table.lane(tag.color), "frozen");
                 return Err(frozen_write(tag.unit.0, table.version()));
             }

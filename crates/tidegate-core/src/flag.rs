@@ -158,8 +158,7 @@ pub fn evaluate_color_flag(
                 FlagReason::Split
             };
             // The write checks' rule: a map move's freeze, or a channel change's of the service.
-            let write_frozen =
-                table.write_frozen(domain, service, user_id, &tag, channel.is_some());
+            let write_frozen = table.write_frozen(domain, service, user_id, &tag);
             Ok(FlagEvaluation {
                 color,
                 reason,

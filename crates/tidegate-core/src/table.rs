@@ -425,8 +425,8 @@ impl RoutingTable {
     /// a service in `local`, which the caller routed there at `incoming` (the propagated
     /// `x-tidegate-version`, when known). In order: a caller newer than this table is `Behind`
     /// (this table cannot judge its decision); a frozen unit is `Frozen`; another owner is
-    /// `Misrouted`; else `Owned`. A pinned user is never frozen (a pin moves one user, at once).
-    /// `None` when the domain does not exist.
+    /// `Misrouted`; else `Owned`. A frozen unit freezes every user of it, pinned or not (a
+    /// loss-less pin change freezes its user's unit). `None` when the domain does not exist.
     pub fn check_write(
         &self,
         domain: Option<&str>,
@@ -441,8 +441,7 @@ impl RoutingTable {
         {
             return Ok(Some(WriteCheck::Behind { incoming, local: self.version }));
         }
-        if !tag.pinned
-            && let Some(set) = self.frozen_in(domain)
+        if let Some(set) = self.frozen_in(domain)
             && set.contains(tag.unit.0)
         {
             return Ok(Some(WriteCheck::Frozen { owner: tag.color, unit: tag.unit.0 }));
@@ -455,10 +454,10 @@ impl RoutingTable {
 
     /// [`RoutingTable::check_write`] of a write by `service` (`None`: as `check_write`): a
     /// release channel of that service that selects the user owns their writes of it, as it
-    /// routes their calls (pin > channel > map). A map move's freeze does not touch a channel's
-    /// users (their owner for this service does not change with the map). The freeze of a
-    /// channel change in progress does ([`ChannelFreeze::covers`]): after `Behind`, those writes
-    /// are `Frozen`, whichever rule routes them now (a pinned user never is). A channel suspended
+    /// routes their calls (pin > channel > map). A freeze covers every write of the users it
+    /// names, whichever rule routes them now: a map move's frozen units and the freeze of a
+    /// channel change in progress ([`ChannelFreeze::covers`]) make those writes `Frozen`, after
+    /// `Behind`. A channel suspended
     /// with `reject` is [`TagError::ChannelUnavailable`]: its users' writes have no owner.
     pub fn check_write_for(
         &self,
@@ -475,7 +474,7 @@ impl RoutingTable {
             return Ok(None);
         };
         let by_channel = matches!(rule, Rule::Channel(_));
-        let frozen = self.write_frozen(domain, Some(service), user_id, &tag, by_channel);
+        let frozen = self.write_frozen(domain, Some(service), user_id, &tag);
         if !by_channel && !frozen {
             return Ok(self.check_write(domain, user_id, local, incoming)?);
         }
@@ -494,27 +493,26 @@ impl RoutingTable {
         Ok(Some(WriteCheck::Owned))
     }
 
-    /// Whether a write by the user of `tag` (routed by a channel: `by_channel`) of `service` in
-    /// `domain` is frozen: never a pinned user's; a channel change's freeze covers the writes
-    /// of its services ([`ChannelFreeze::covers`]); a map move's frozen units cover the writes
-    /// the map routes, not a channel's users'. The write checks and the edge gate ask this.
+    /// Whether a write by the user of `tag` of `service` in `domain` is frozen. One rule: a
+    /// freeze covers every write of the users it names, whichever rule routes them (pin,
+    /// channel or map): a channel change's freeze covers the writes of its services
+    /// ([`ChannelFreeze::covers`]); a map move's (or a pin change's) frozen units cover every
+    /// write of their users. Freezing a user whose owner does not change only delays their
+    /// writes; not freezing one whose owner changes lets two zones write them. The write checks
+    /// and the edge gate ask this.
     pub fn write_frozen(
         &self,
         domain: Option<&str>,
         service: Option<&str>,
         user_id: &str,
         tag: &Tag,
-        by_channel: bool,
     ) -> bool {
-        if tag.pinned {
-            return false;
-        }
         if let (Some(s), Some(f)) = (service, &self.channel_freeze)
             && f.covers(domain, s, user_id, tag.unit.0)
         {
             return true;
         }
-        !by_channel && self.frozen_in(domain).is_some_and(|set| set.contains(tag.unit.0))
+        self.frozen_in(domain).is_some_and(|set| set.contains(tag.unit.0))
     }
 
     /// The named domains beyond the default one, by name.

@@ -23,7 +23,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use tidegate_core::{LaneConfig, Rule, TagError, ZoneId, validate_user_id};
+use tidegate_core::{LaneConfig, TagError, ZoneId, validate_user_id};
 
 use super::{
     MqError, ROUTE_HEADER, SWITCH_HEADER, client_config, lane_produced_counters, partition_count,
@@ -264,11 +264,11 @@ impl LaneProducer {
         validate_user_id(user_id)?;
         let table = self.table.current_table().ok_or(MqError::NoTable)?;
         let service = self.service.as_deref();
-        let (tag, by_channel) = match service {
-            None => (table.tag(user_id)?, false),
+        let tag = match service {
+            None => table.tag(user_id)?,
             Some(service) => match table.tag_service(None, user_id, Some(service)) {
-                Ok(Some((tag, rule))) => (tag, matches!(rule, Rule::Channel(_))),
-                Ok(None) => (table.tag(user_id)?, false),
+                Ok(Some((tag, _))) => tag,
+                Ok(None) => table.tag(user_id)?,
                 Err(TagError::InvalidUserId(e)) => return Err(e.into()),
                 Err(TagError::ChannelUnavailable(channel)) => {
                     return Err(MqError::ChannelUnavailable(channel));
@@ -278,7 +278,7 @@ impl LaneProducer {
         };
         // Between moves nothing is frozen, and this is two emptiness checks.
         if (!table.frozen().is_empty() || table.channel_freeze().is_some())
-            && table.write_frozen(None, service, user_id, &tag, by_channel)
+            && table.write_frozen(None, service, user_id, &tag)
         {
             return Err(MqError::Frozen { unit: tag.unit.0 });
         }

@@ -51,7 +51,7 @@ public final class RoutingTable {
     /**
      * The freeze of a loss-less channel change in progress: writes of {@code services} in
      * {@code domain} by users of {@code units} or listed in {@code users} are frozen, whichever rule
-     * routes them (never a pinned user's).
+     * routes them (pin, channel or map).
      */
     public record ChannelFreeze(String channel, String domain, List<String> services, UnitSet units,
                                 Set<String> users) {
@@ -603,7 +603,7 @@ public final class RoutingTable {
      * The write check: may a service in zone {@code local} (a zone name or its lane) commit a
      * write for {@code userId} that its caller routed here at {@code incomingVersion} (the
      * propagated {@code x-tidegate-version}, null when none)? In order: behind (the caller is
-     * newer than this table), frozen (a move froze the unit; never for a pinned user), misrouted
+     * newer than this table), frozen (a move froze the unit: every user of it, pinned or not), misrouted
      * (another zone owns the user), owned. The same order as {@code RoutingTable::check_write}.
      */
     public WriteAnswer checkWrite(String domain, String userId, String local, Long incomingVersion)
@@ -623,7 +623,7 @@ public final class RoutingTable {
         }
         UnitSet set = frozen.get(domain == null ? DEFAULT_DOMAIN : domain);
         long incoming = incomingVersion == null ? -1 : incomingVersion;
-        if (!tag.pinned() && set != null && set.contains(tag.unit())) {
+        if (set != null && set.contains(tag.unit())) {
             return new WriteAnswer(WriteCheck.FROZEN, version, tag.zone(), tag.lane(), incoming, tag.unit());
         }
         if (tag.zoneIndex() != localZone) {
@@ -635,10 +635,9 @@ public final class RoutingTable {
     /**
      * {@link #checkWrite} of a write by {@code service} (null: as checkWrite): a release channel of
      * that service that selects the user owns their writes of it, as it routes their calls (pin &gt;
-     * channel &gt; map), and a map move's freeze does not touch them (their owner for this service
-     * does not change with the map). The freeze of a channel change in progress
-     * ({@link #channelFreeze}) does: the writes of its services it covers are frozen, after behind,
-     * whichever rule routes them (never a pinned user's). A channel suspended with the {@code reject} fallback throws
+     * channel &gt; map). One freeze rule: a freeze covers every write of the users it names,
+     * whichever rule routes them: a map move's frozen units and the freeze of a channel change in
+     * progress ({@link #channelFreeze}) make those writes frozen, after behind. A channel suspended with the {@code reject} fallback throws
      * {@code channel_unavailable}: its users' writes have no owner. The same function as
      * {@code RoutingTable::check_write_for} and the edge's {@code GET /v1/write-check?service=}.
      */
@@ -656,8 +655,9 @@ public final class RoutingTable {
         }
         Tag tag = tag(userId, service, domain);
         boolean byChannel = tag.reason().startsWith("channel:");
-        boolean frozenByChange = !tag.pinned() && channelFreeze != null
-                && channelFreeze.covers(domain, service, userId, tag.unit());
+        UnitSet mapFrozen = frozen.get(domain == null ? DEFAULT_DOMAIN : domain);
+        boolean frozenByChange = (channelFreeze != null && channelFreeze.covers(domain, service, userId, tag.unit()))
+                || (mapFrozen != null && mapFrozen.contains(tag.unit()));
         if (!byChannel && !frozenByChange) {
             return checkWrite(domain, userId, local, incomingVersion);
         }
