@@ -1245,3 +1245,122 @@ fn a_cut_subscriber_answers_unconfirmed_before_the_move_that_left_it_behind_swit
     );
     drop(reader);
 }
+
+/// Sends `method` to `url` with a JSON body, an operator token and, if given, an idempotency key.
+fn send(method: &str, url: &str, key: Option<&str>, body: Value) -> (u16, Value) {
+    let mut request = ureq::http::Request::builder()
+        .method(method)
+        .uri(url)
+        .header("Authorization", format!("Bearer {OPERATOR_TOKEN}"))
+        .header("Content-Type", "application/json");
+    if let Some(key) = key {
+        request = request.header("Idempotency-Key", key);
+    }
+    let request = request.body(body.to_string()).unwrap();
+    let mut response = agent().run(request).expect("request sent");
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_json().expect("JSON body"))
+}
+
+/// Issue 46: a pin changes its user's owner, so it goes through the same freeze -> switch ->
+/// unfreeze as a unit move (`[freeze] by_default`, on in the embedded defaults). With every
+/// subscriber acknowledging, `PUT /v1/pins/{user}` answers 200 once the pin is made and thawed
+/// (three versions), and right after that 200 neither the edge nor a Router answers `owned` for
+/// the old owner (20 tries each). A subscriber that never acknowledges holds the pin's freeze to
+/// its window: 409 `freeze_aborted`, the pin not made, and a retry with the same key gets the
+/// same 409. `"freeze": false` pins at once; a pin that changes no owner is a record, at once.
+#[test]
+fn a_pin_is_loss_less_by_default_and_a_subscriber_that_never_acknowledges_undoes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let edge = Edge::start(&config, &url, &dir.path().join("edge.json"), 0);
+    edge.wait_for_version(1);
+    let watcher = router(&url, "orders-1", true);
+    let routing = || get_json(&format!("{url}/v1/routing")).1;
+    let lane_zone = |lane: &str| {
+        routing()["zones"].as_array().unwrap().iter().find(|z| z["lane"] == lane).unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (blue_zone, green_zone) = (lane_zone("blue"), lane_zone("green"));
+    let blue_users: Vec<String> = (0..100_000)
+        .map(|i| format!("user-{i}"))
+        .filter(|u| watcher.tag(u).unwrap().lane == "blue")
+        .take(3)
+        .collect();
+    let pins = |user: &str| format!("{url}/v1/pins/{user}");
+
+    // 1. By default: frozen, pinned, thawed; answered once it has ended.
+    let user = &blue_users[0];
+    let before = routing()["version"].as_u64().unwrap();
+    let asked = Instant::now();
+    let (status, body) = send(
+        "PUT",
+        &pins(user),
+        None,
+        json!({"color": "green", "expected_version": before, "reason": "pin, loss-less"}),
+    );
+    let took = asked.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["version"], before + 3, "freeze, switch, unfreeze: {body}");
+    assert_eq!(body["loss_less"]["by_default"], true, "{body}");
+    assert_eq!(body["frozen"], json!({}), "{body}");
+    let phases: Vec<String> = audit_by(&url, "units").into_iter().map(|(a, _)| a).collect();
+    assert_eq!(phases, ["units_switch", "units_unfreeze"]);
+    // Right after the 200: no `owned` for the old owner, on the edge or the Router.
+    let mut owned_by_old = 0;
+    for _ in 0..20 {
+        let path = format!("{}/v1/write-check?user_id={user}&zone={blue_zone}", edge.url);
+        if get_json(&path).1["answer"] == "owned" {
+            owned_by_old += 1;
+        }
+        if watcher.check_write(user, tidegate::core::ZoneId::BLUE, None).is_ok_and(|a| a.is_owned())
+        {
+            owned_by_old += 1;
+        }
+    }
+    assert_eq!(owned_by_old, 0, "answered owned for the old owner after the pin's 200");
+    let path = format!("{}/v1/write-check?user_id={user}&zone={green_zone}", edge.url);
+    assert_eq!(get_json(&path).1["answer"], "owned");
+    println!("[figures] loss-less pin answered in {} ms", took.as_millis());
+
+    // 2. A pin that changes no owner (blue user to blue) is a record only: one version, at once.
+    let other = &blue_users[1];
+    let v = routing()["version"].as_u64().unwrap();
+    let (status, body) = send(
+        "PUT",
+        &pins(other),
+        None,
+        json!({"color": "blue", "expected_version": v, "reason": "same owner"}),
+    );
+    assert_eq!((status, &body["version"]), (200, &json!(v + 1)), "{body}");
+    assert!(body["loss_less"].is_null(), "{body}");
+
+    // 3. A subscriber that never acknowledges holds the unpin's freeze to its window: 409, the
+    // pin stays, and the keyed retry answers the same 409, not the freeze's 202.
+    let deaf = router(&url, "sub-deaf", false);
+    let v = routing()["version"].as_u64().unwrap();
+    let unpin = json!({"expected_version": v, "reason": "unpin held", "freeze_window": "1s"});
+    let (status, body) = send("DELETE", &pins(user), Some("unpin-1"), unpin.clone());
+    assert_eq!((status, body["error"].as_str()), (409, Some("freeze_aborted")), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("sub-deaf"), "{body}");
+    let table = routing();
+    assert_eq!(table["pins"][user.as_str()], "green", "the pin stays: {table}");
+    assert_eq!(table["frozen"], json!({}), "{table}");
+    let (status, again) = send("DELETE", &pins(user), Some("unpin-1"), unpin);
+    assert_eq!((status, again["error"].as_str()), (409, Some("freeze_aborted")), "{again}");
+    // `"freeze": false` is the explicit way out: at once, one version, the deaf one or not.
+    let v = routing()["version"].as_u64().unwrap();
+    let (status, body) = send(
+        "DELETE",
+        &pins(user),
+        None,
+        json!({"expected_version": v, "reason": "at once", "freeze": false}),
+    );
+    assert_eq!((status, &body["version"]), (200, &json!(v + 1)), "{body}");
+    assert!(body["pins"].get(user.as_str()).is_none(), "{body}");
+    drop(deaf);
+}

@@ -264,6 +264,15 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                 zone: ZoneId::GREEN,
                 domain: None,
             }],
+            // Every other freeze pins a user too, so the snapshot carries pin changes.
+            pins: if n % 2 == 1 {
+                vec![tidegate::core::PinChange {
+                    user_id: format!("user-{n}"),
+                    zone: Some(ZoneId::BLUE),
+                }]
+            } else {
+                vec![]
+            },
             window_ms: 5_000,
         },
         Op::UnitsPhase(end) => match state.units_change().map(|c| c.phases.switched.is_some()) {

@@ -17,7 +17,7 @@ use crate::store::StoreError;
 use crate::telemetry;
 
 /// An API error: a status, a stable machine-readable code and a sentence for humans.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiError {
     pub status: Status,
     pub code: &'static str,

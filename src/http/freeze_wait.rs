@@ -42,7 +42,14 @@ pub(super) async fn default_freeze_end(
             }
             Ok(Some(answer))
         }
-        Ended::Aborted { version, reason } => Err(aborted(version, &reason)),
+        Ended::Aborted { version, reason } => {
+            // A retry with the same key gets the same refusal, not the 202 of the freeze.
+            let refusal = aborted(version, &reason);
+            if let Some(key) = key {
+                app.idempotency.refused(key, &refusal);
+            }
+            Err(refusal)
+        }
         Ended::Running => Ok(None),
     }
 }
@@ -103,7 +110,7 @@ fn aborted(version: u64, reason: &str) -> ApiError {
         Status::Conflict,
         "freeze_aborted",
         format!(
-            "the move was frozen by default ([freeze] by_default) and undone at version {version} without switching, so no unit changed owner: {reason}"
+            "the move was frozen by default ([freeze] by_default) and undone at version {version} without switching, so nothing changed owner: {reason}"
         ),
     )
 }

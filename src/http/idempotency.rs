@@ -114,11 +114,17 @@ impl Scoped {
 }
 
 /// What a replica remembers of one key: its first request's fingerprint, and the answer once
-/// one was given (body and version).
+/// one was given: a body and version, or the refusal of a change that ended without taking
+/// effect (a freeze undone: 409 `freeze_aborted`), which a retry must get again.
 struct Entry {
     fingerprint: [u8; 32],
     seen: Instant,
-    answer: Option<(String, u64)>,
+    answer: Option<Answer>,
+}
+
+enum Answer {
+    Body(String, u64),
+    Refused(ApiError),
 }
 
 /// The keys this replica has seen, per caller.
@@ -134,6 +140,8 @@ pub enum Seen {
     Submit,
     /// The same request was answered before: answer this again.
     Answered(String, u64),
+    /// The same request's change ended without taking effect: refuse the retry the same way.
+    Refused(ApiError),
 }
 
 impl Remembered {
@@ -155,7 +163,8 @@ impl Remembered {
                 ));
             }
             return Ok(match &entry.answer {
-                Some((body, version)) => Seen::Answered(body.clone(), *version),
+                Some(Answer::Body(body, version)) => Seen::Answered(body.clone(), *version),
+                Some(Answer::Refused(e)) => Seen::Refused(e.clone()),
                 None => Seen::Submit,
             });
         }
@@ -174,7 +183,17 @@ impl Remembered {
         if let Some(entry) = keys.get_mut(&(scoped.caller.clone(), scoped.key.clone()))
             && entry.fingerprint == scoped.fingerprint
         {
-            entry.answer = Some((body.to_owned(), version));
+            entry.answer = Some(Answer::Body(body.to_owned(), version));
+        }
+    }
+
+    /// Remembers that the key's change ended without taking effect, answered with `refusal`.
+    pub fn refused(&self, scoped: &Scoped, refusal: &ApiError) {
+        let mut keys = self.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(entry) = keys.get_mut(&(scoped.caller.clone(), scoped.key.clone()))
+            && entry.fingerprint == scoped.fingerprint
+        {
+            entry.answer = Some(Answer::Refused(refusal.clone()));
         }
     }
 }

@@ -12,7 +12,7 @@ use super::error::{ApiError, json_error};
 use super::idempotency::{IdempotencyKey, Scoped, Seen};
 use super::tag::Versioned;
 use super::{App, iso8601};
-use crate::core::{Command, Share, ZoneId};
+use crate::core::{Command, PinChange, RoutingTable, Share, ZoneId};
 use crate::service::coordinator::AuditError;
 pub use crate::service::routing_frames::routing_body;
 
@@ -135,7 +135,7 @@ async fn put_dial(
         ));
     }
     let moves = vec![crate::core::UnitMove { units, zone, domain: domain.clone() }];
-    let command = Command::FreezeUnits { moves, window_ms };
+    let command = Command::FreezeUnits { moves, pins: vec![], window_ms };
     let ev = request.expected_version;
     let submitted = match submit_keyed(app, command, ev, by.clone(), reason.clone(), &key).await {
         // Frozen only by default, and a live replica of an older release cannot read a
@@ -176,6 +176,14 @@ struct PinRequest {
     color: String,
     expected_version: u64,
     reason: String,
+    /// Loss-less: freeze the user's unit where the pin changes their owner, pin once every live
+    /// subscriber has the freeze, unfreeze once every one has the pin (default: the server's
+    /// `[freeze] by_default`, as a unit move).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze: Option<bool>,
+    /// The freeze's maximum window (`[freeze] window`, 30s, by default; at most `10m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze_window: Option<String>,
 }
 
 #[put("/v1/pins/<user_id>", data = "<request>")]
@@ -185,11 +193,12 @@ async fn put_pin(
     key: IdempotencyKey,
     user_id: &str,
     request: JsonBody<'_, PinRequest>,
-) -> Result<Versioned, ApiError> {
+) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
+    let window = pin_window(app, request.freeze, request.freeze_window.as_deref())?;
     let key = match keyed(app, key, &by, &request)? {
-        Keyed::Answered(answer) => return Ok(answer),
+        Keyed::Answered(answer) => return Ok((Status::Ok, answer)),
         Keyed::Submit(key) => key,
     };
     let table = app.coordinator.state().table_arc();
@@ -203,8 +212,9 @@ async fn put_pin(
             ),
         )
     })?;
-    let command = Command::Pin { user_id: user_id.to_owned(), color };
-    submit(app, command, request.expected_version, by, request.reason, key).await
+    let change = PinChange { user_id: user_id.to_owned(), zone: Some(color) };
+    let ask = PinAsk { expected_version: request.expected_version, by, reason: request.reason };
+    pin_change(app, change, window, request.freeze.is_none(), ask, key).await
 }
 
 #[derive(Deserialize, Serialize)]
@@ -212,6 +222,11 @@ async fn put_pin(
 struct UnpinRequest {
     expected_version: u64,
     reason: String,
+    /// Loss-less, as for `PUT /v1/pins/{user}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze_window: Option<String>,
 }
 
 #[delete("/v1/pins/<user_id>", data = "<request>")]
@@ -221,15 +236,130 @@ async fn delete_pin(
     key: IdempotencyKey,
     user_id: &str,
     request: JsonBody<'_, UnpinRequest>,
-) -> Result<Versioned, ApiError> {
+) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let request = request.map_err(json_error)?.into_inner();
+    let window = pin_window(app, request.freeze, request.freeze_window.as_deref())?;
     let key = match keyed(app, key, &by, &request)? {
-        Keyed::Answered(answer) => return Ok(answer),
+        Keyed::Answered(answer) => return Ok((Status::Ok, answer)),
         Keyed::Submit(key) => key,
     };
-    let command = Command::Unpin { user_id: user_id.to_owned() };
-    submit(app, command, request.expected_version, by, request.reason, key).await
+    let change = PinChange { user_id: user_id.to_owned(), zone: None };
+    let ask = PinAsk { expected_version: request.expected_version, by, reason: request.reason };
+    pin_change(app, change, window, request.freeze.is_none(), ask, key).await
+}
+
+/// A pin change's freeze window: as a unit move's (`[freeze] by_default` unless the request
+/// says), since a pin moves its user from one owner to another.
+fn pin_window(
+    app: &App,
+    freeze: Option<bool>,
+    window: Option<&str>,
+) -> Result<Option<u64>, ApiError> {
+    super::drains::freeze_from(
+        &app.config,
+        super::drains::FreezeKind::Move,
+        freeze,
+        window,
+        "invalid_pin",
+    )
+}
+
+/// Who asks for a pin change, against which version, and why.
+struct PinAsk {
+    expected_version: u64,
+    by: String,
+    reason: String,
+}
+
+/// Makes a pin change: at once without a freeze window, or loss-less through the same freeze
+/// -> switch -> unfreeze as a unit move (`FreezeUnits` with the pin): the user's unit is frozen
+/// in every domain where the pin changes their owner, the pin is made once every live
+/// subscriber has the freeze, and the unit thaws once every one has the pin. A pin that changes
+/// no owner (to the zone that owns the user already) is a record only and is made at once.
+/// `by_default`: the freeze came from `[freeze] by_default`, so the answer waits for its end
+/// (200, or 409 `freeze_aborted` when it was undone); asked for, the answer is 202 at once.
+async fn pin_change(
+    app: &State<App>,
+    change: PinChange,
+    window: Option<u64>,
+    by_default: bool,
+    ask: PinAsk,
+    key: Scoped,
+) -> Result<(Status, Versioned), ApiError> {
+    let PinAsk { expected_version, by, reason } = ask;
+    let at_once = match change.zone {
+        Some(color) => Command::Pin { user_id: change.user_id.clone(), color },
+        None => Command::Unpin { user_id: change.user_id.clone() },
+    };
+    let table = app.coordinator.table();
+    let moves_owner = match window {
+        Some(_) => pin_moves_owner(&table, &change),
+        None => false,
+    };
+    let Some(window_ms) = window.filter(|_| moves_owner) else {
+        let answer = submit(app, at_once, expected_version, by, reason, key).await?;
+        return Ok((Status::Ok, answer));
+    };
+    let command = Command::FreezeUnits { moves: vec![], pins: vec![change], window_ms };
+    let submitted = match submit_keyed(
+        app,
+        command,
+        expected_version,
+        by.clone(),
+        reason.clone(),
+        &key,
+    )
+    .await
+    {
+        Err(e) if by_default && super::freeze_wait::unreadable(&e) => {
+            let reason = super::freeze_wait::at_once_reason(&reason);
+            let answer = submit(app, at_once, expected_version, by, reason, key).await?;
+            return Ok((Status::Ok, answer));
+        }
+        other => other?,
+    };
+    let mut body = routing_body(&submitted.table, app.coordinator.log_id());
+    body["changed"] = json!(submitted.applied.is_some());
+    body["change"] = super::units::units_change_body(&app.coordinator.state());
+    let answer = Versioned::new(&body, submitted.table.version());
+    app.idempotency.answered(&key, answer.body(), submitted.table.version());
+    if by_default && submitted.applied.is_some() {
+        let frozen_version = submitted.table.version();
+        if let Some(done) = super::freeze_wait::default_freeze_end(
+            app,
+            frozen_version,
+            window_ms,
+            Some(&key),
+            |_| {},
+        )
+        .await?
+        {
+            return Ok((Status::Ok, done));
+        }
+    }
+    Ok((Status::Accepted, answer))
+}
+
+/// Whether `change` gives its user another owner in some domain of `table` (a pin to the zone
+/// the map gives them already, or an unpin back to it, does not), or for some service (a
+/// release channel that selects the user in another zone: counted as a change). A user ID the
+/// pin would refuse is answered by the pin itself.
+fn pin_moves_owner(table: &RoutingTable, change: &PinChange) -> bool {
+    let mut maps = vec![table.map()];
+    maps.extend(table.domains().values());
+    for map in maps {
+        let Ok(tag) = table.tag_in(map, &change.user_id) else { return true };
+        let now = change.zone.unwrap_or_else(|| map.owner(tag.unit.0));
+        let by_channel = table
+            .channels()
+            .values()
+            .any(|c| c.selects(&change.user_id, tag.unit.0) && Some(c.zone) != change.zone);
+        if now != tag.color || by_channel {
+            return true;
+        }
+    }
+    false
 }
 
 /// A change request's `Idempotency-Key`, looked up in what this replica remembers.
@@ -251,6 +381,7 @@ pub(super) fn keyed(
     let scoped = key.scope(by, request)?;
     Ok(match app.idempotency.check(&scoped, std::time::Instant::now())? {
         Seen::Answered(body, version) => Keyed::Answered(Versioned::rendered(body, version)),
+        Seen::Refused(refusal) => return Err(refusal),
         Seen::Submit => Keyed::Submit(scoped),
     })
 }

@@ -4,8 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::{
     Audit, Channel, ChannelFallback, CheckKind, Command, DrainMode, DrainPlan, Envelope, Genesis,
-    Guard, HttpCall, OnBreach, Plan, PlanMove, PlanStep, Precondition, RoutingTable, Trigger,
-    UnitMode, UnitMove, UnitScheme, UnitSet, ZoneClass, ZoneId, ZoneSample, ZoneSpec, Zones,
+    Guard, HttpCall, OnBreach, PinChange, Plan, PlanMove, PlanStep, Precondition, RoutingTable,
+    Trigger, UnitMode, UnitMove, UnitScheme, UnitSet, ZoneClass, ZoneId, ZoneSample, ZoneSpec,
+    Zones,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -277,7 +278,10 @@ pub enum WireCommand {
         aborted: bool,
     },
     FreezeUnits {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         moves: Vec<WireUnitMove>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pins: Vec<WirePinChange>,
         window_ms: u64,
     },
     SwitchUnits {},
@@ -917,9 +921,11 @@ impl WireCommand {
             Command::MoveUnits { moves } => {
                 WireCommand::MoveUnits { moves: wire_moves(moves, &lane) }
             }
-            Command::FreezeUnits { moves, window_ms } => {
-                WireCommand::FreezeUnits { moves: wire_moves(moves, &lane), window_ms: *window_ms }
-            }
+            Command::FreezeUnits { moves, pins, window_ms } => WireCommand::FreezeUnits {
+                moves: wire_moves(moves, &lane),
+                pins: wire_pins(pins, &lane),
+                window_ms: *window_ms,
+            },
             Command::SwitchUnits => WireCommand::SwitchUnits {},
             Command::UnfreezeUnits { aborted } => WireCommand::UnfreezeUnits { aborted: *aborted },
             Command::AddZone { spec } => WireCommand::AddZone { zone: WireZone::from(spec) },
@@ -1129,9 +1135,11 @@ impl WireCommand {
             WireCommand::MoveUnits { moves } => {
                 Command::MoveUnits { moves: core_moves(moves, table)? }
             }
-            WireCommand::FreezeUnits { moves, window_ms } => {
-                Command::FreezeUnits { moves: core_moves(moves, table)?, window_ms: *window_ms }
-            }
+            WireCommand::FreezeUnits { moves, pins, window_ms } => Command::FreezeUnits {
+                moves: core_moves(moves, table)?,
+                pins: core_pins(pins, table.zones())?,
+                window_ms: *window_ms,
+            },
             WireCommand::SwitchUnits {} => Command::SwitchUnits,
             WireCommand::UnfreezeUnits { aborted } => Command::UnfreezeUnits { aborted: *aborted },
             WireCommand::ZoneDrainStep { drain, moves } => {
@@ -1177,6 +1185,41 @@ pub(crate) fn wire_moves(
             units: m.units.to_string(),
             zone: lane(&m.zone),
             domain: m.domain.clone(),
+        })
+        .collect()
+}
+
+/// One pin change of a loss-less change of owner: the user and their new lane (absent: unpinned).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WirePinChange {
+    user_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lane: Option<String>,
+}
+
+/// The pin changes of a loss-less change, by lane.
+pub(crate) fn wire_pins(
+    pins: &[PinChange],
+    lane: &impl Fn(&ZoneId) -> String,
+) -> Vec<WirePinChange> {
+    pins.iter()
+        .map(|p| WirePinChange { user_id: p.user_id.clone(), lane: p.zone.as_ref().map(lane) })
+        .collect()
+}
+
+/// The pins of [`wire_pins`], read against `zones`.
+pub(crate) fn core_pins(pins: &[WirePinChange], zones: &Zones) -> Result<Vec<PinChange>, String> {
+    pins.iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let zone = match &p.lane {
+                None => None,
+                Some(lane) => Some(zones.by_lane(lane).ok_or_else(|| {
+                    format!("pins[{i}].lane: `{lane}` is not a lane of the table")
+                })?),
+            };
+            Ok(PinChange { user_id: p.user_id.clone(), zone })
         })
         .collect()
 }

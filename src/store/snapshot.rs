@@ -237,7 +237,10 @@ struct WireChannelChange {
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WireUnitsChange {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     moves: Vec<super::entry::WireUnitMove>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pins: Vec<super::entry::WirePinChange>,
     frozen_version: u64,
     frozen_ms: u64,
     window_ms: u64,
@@ -735,6 +738,7 @@ fn encode(
             let lane = |z: &ZoneId| table.lane(*z).to_owned();
             WireUnitsChange {
                 moves: super::entry::wire_moves(&change.moves, &lane),
+                pins: super::entry::wire_pins(&change.pins, &lane),
                 frozen_version: change.phases.frozen_version,
                 frozen_ms: change.phases.frozen_ms,
                 window_ms: change.phases.window_ms,
@@ -890,6 +894,8 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
         None => None,
         Some(w) => Some(crate::core::UnitsChange {
             moves: super::entry::core_moves_in(&w.moves, &zones, scheme.count())
+                .map_err(|e| format!("the unit move in progress: {e}"))?,
+            pins: super::entry::core_pins(&w.pins, &zones)
                 .map_err(|e| format!("the unit move in progress: {e}"))?,
             phases: crate::core::Phases {
                 frozen_version: w.frozen_version,

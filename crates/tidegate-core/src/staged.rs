@@ -7,6 +7,7 @@
 
 use super::drain::FreezeBarrier;
 use super::unit_map::UnitMove;
+use super::zone::ZoneId;
 
 /// Where a staged change is: frozen at a version (and when), switched at a version once it is,
 /// and the window that bounds it.
@@ -80,17 +81,31 @@ impl Phases {
     }
 }
 
-/// A loss-less unit move in progress, in the replicated state: its moves (switched as one
-/// `MoveUnits` would make them) and its phases. Its frozen units are the table's `frozen`.
+/// One user's pin as a loss-less change makes it: pinned to `zone`, or unpinned (`None`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PinChange {
+    pub user_id: String,
+    pub zone: Option<ZoneId>,
+}
+
+/// A loss-less change of owner in progress, in the replicated state: its unit moves (switched
+/// as one `MoveUnits` would make them), its pin changes (made at the same switch) and its
+/// phases. Its frozen units are the table's `frozen`: the units that change owner and the units
+/// of the users whose pin changes their owner.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnitsChange {
     pub moves: Vec<UnitMove>,
+    pub pins: Vec<PinChange>,
     pub phases: Phases,
 }
 
 impl UnitsChange {
     /// The next phase at `now_ms`, given the barrier (see [`Phases::decide`]).
     pub fn decide(&self, now_ms: u64, barrier: &FreezeBarrier) -> Option<StagedStep> {
-        self.phases.decide(now_ms, barrier, "the unit move", "no unit changed owner")
+        if self.moves.is_empty() {
+            self.phases.decide(now_ms, barrier, "the pin change", "no user changed owner")
+        } else {
+            self.phases.decide(now_ms, barrier, "the unit move", "no unit changed owner")
+        }
     }
 }

@@ -318,8 +318,12 @@ fn a_loss_less_unit_move_freezes_the_units_it_moves_and_holds_every_other_map_ch
         zone: ZoneId::GREEN,
         domain: None,
     }];
-    let frozen_state =
-        apply(&s, 1_000, Command::FreezeUnits { moves: moves.clone(), window_ms: 5_000 }).unwrap();
+    let frozen_state = apply(
+        &s,
+        1_000,
+        Command::FreezeUnits { moves: moves.clone(), pins: vec![], window_ms: 5_000 },
+    )
+    .unwrap();
     assert_eq!(frozen(&frozen_state).as_deref(), Some("40-49"), "50-59 are green already");
     assert_eq!(frozen_state.table().blue_units(), 50, "nothing moved yet");
     let change = frozen_state.units_change().unwrap().clone();
@@ -328,7 +332,7 @@ fn a_loss_less_unit_move_freezes_the_units_it_moves_and_holds_every_other_map_ch
     for command in [
         Command::SetBlueUnits { blue_units: 30, domain: None },
         Command::MoveUnits { moves: moves.clone() },
-        Command::FreezeUnits { moves: moves.clone(), window_ms: 5_000 },
+        Command::FreezeUnits { moves: moves.clone(), pins: vec![], window_ms: 5_000 },
         Command::StartDrain { plan: lossless(30, 10, 5_000) },
     ] {
         let e = apply(&frozen_state, 1_100, command).unwrap_err();
@@ -385,6 +389,85 @@ fn a_loss_less_unit_move_freezes_the_units_it_moves_and_holds_every_other_map_ch
         zone: ZoneId::GREEN,
         domain: None,
     }];
-    let same = apply(&s, 1_000, Command::FreezeUnits { moves: green, window_ms: 5_000 }).unwrap();
+    let same =
+        apply(&s, 1_000, Command::FreezeUnits { moves: green, pins: vec![], window_ms: 5_000 })
+            .unwrap();
     assert_eq!(same.version(), s.version(), "no version spent");
+}
+
+/// A loss-less pin change (`PUT`/`DELETE /v1/pins/{user}` with `freeze`): `FreezeUnits` with
+/// pins freezes the user's unit in every domain where their owner changes (and nothing where it
+/// does not), every write of that unit is frozen (the pinned user's too), the switch makes the
+/// pin, the unfreeze thaws; undone before the switch, the user keeps their owner.
+#[test]
+fn a_loss_less_pin_freezes_the_users_unit_switches_the_pin_and_thaws() {
+    use tidegate_core::{PinChange, WriteCheck};
+    let s = state(50);
+    let t = s.table();
+    let blue_user = (0..10_000)
+        .map(|i| format!("user-{i}"))
+        .find(|u| t.tag(u).unwrap().color == ZoneId::BLUE)
+        .unwrap();
+    let unit = t.tag(&blue_user).unwrap().unit.0;
+    let to_green = vec![PinChange { user_id: blue_user.clone(), zone: Some(ZoneId::GREEN) }];
+    let frozen_state = apply(
+        &s,
+        1_000,
+        Command::FreezeUnits { moves: vec![], pins: to_green.clone(), window_ms: 5_000 },
+    )
+    .unwrap();
+    assert_eq!(frozen(&frozen_state), Some(unit.to_string()), "exactly the user's unit");
+    let ft = frozen_state.table();
+    assert!(ft.pins().is_empty(), "not pinned before the switch");
+    for zone in [ZoneId::BLUE, ZoneId::GREEN] {
+        let check = ft.check_write(None, &blue_user, zone, None).unwrap().unwrap();
+        assert!(matches!(check, WriteCheck::Frozen { .. }), "{check:?}");
+    }
+    let switched = apply(&frozen_state, 1_200, Command::SwitchUnits).unwrap();
+    let st = switched.table();
+    assert_eq!(st.pins().get(&blue_user), Some(&ZoneId::GREEN));
+    // Pinned now, and still frozen until the unfreeze: the freeze covers pinned users.
+    let check = st.check_write(None, &blue_user, ZoneId::GREEN, None).unwrap().unwrap();
+    assert!(matches!(check, WriteCheck::Frozen { .. }), "{check:?}");
+    let done = apply(&switched, 1_400, Command::UnfreezeUnits { aborted: false }).unwrap();
+    let check = done.table().check_write(None, &blue_user, ZoneId::GREEN, None).unwrap().unwrap();
+    assert_eq!(check, WriteCheck::Owned);
+    assert!(done.units_change().is_none());
+    // Undone before the switch: no pin, nothing frozen.
+    let undone = apply(&frozen_state, 6_100, Command::UnfreezeUnits { aborted: true }).unwrap();
+    assert!(undone.table().pins().is_empty());
+    assert_eq!(frozen(&undone), None);
+    // A pin to the zone that owns the user already, or an unpin that keeps the owner, freezes
+    // nothing and spends no version.
+    let same = vec![PinChange { user_id: blue_user.clone(), zone: Some(ZoneId::BLUE) }];
+    let kept = apply(
+        &s,
+        1_000,
+        Command::FreezeUnits { moves: vec![], pins: same.clone(), window_ms: 5_000 },
+    )
+    .unwrap();
+    assert_eq!(kept.version(), s.version(), "no owner changes: no version spent");
+    // Unpinning a user not pinned is refused, as `Unpin` refuses it.
+    let unpin = vec![PinChange { user_id: blue_user.clone(), zone: None }];
+    assert!(matches!(
+        apply(
+            &s,
+            1_000,
+            Command::FreezeUnits { moves: vec![], pins: unpin.clone(), window_ms: 5_000 }
+        ),
+        Err(CommandError::PinNotFound(_))
+    ));
+    // Unpinning the green pin gives the user back to blue: the unit freezes again.
+    let back =
+        apply(&done, 2_000, Command::FreezeUnits { moves: vec![], pins: unpin, window_ms: 5_000 })
+            .unwrap();
+    assert_eq!(frozen(&back), Some(unit.to_string()));
+    // While it is in progress, a unit move waits for it.
+    let moves = vec![tidegate_core::UnitMove {
+        units: UnitSet::parse("0-9", 100).unwrap(),
+        zone: ZoneId::GREEN,
+        domain: None,
+    }];
+    let e = apply(&frozen_state, 1_100, Command::MoveUnits { moves }).unwrap_err();
+    assert!(matches!(e, CommandError::UnitsChanging), "{e}");
 }

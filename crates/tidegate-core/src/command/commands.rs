@@ -5,6 +5,7 @@ use crate::channel::Channel;
 use crate::drain::DrainPlan;
 use crate::plan::{Plan, PlanStep};
 use crate::plan_run::ZoneSample;
+use crate::staged::PinChange;
 use crate::unit_map::UnitMove;
 use crate::zone::{ZoneId, ZoneSpec};
 
@@ -70,14 +71,17 @@ pub enum Command {
         name: String,
         aborted: bool,
     },
-    /// A loss-less unit move begins (`PUT /v1/units` or `PUT /v1/dial` with `freeze`): freeze
-    /// the units these moves give to another zone; `SwitchUnits` follows once every live
+    /// A loss-less change of owner begins (`PUT /v1/units`, `PUT /v1/dial`, `PUT`/`DELETE
+    /// /v1/pins/{user}` with `freeze`): freeze the units these moves give to another zone and the
+    /// units of the users whose pin changes their owner; `SwitchUnits` follows once every live
     /// subscriber has the freeze, `UnfreezeUnits` once every one has the switch.
     FreezeUnits {
         moves: Vec<UnitMove>,
+        pins: Vec<PinChange>,
         window_ms: u64,
     },
-    /// The unit move in progress switches: its moves are made, as `MoveUnits` makes them.
+    /// The change in progress switches: its moves are made, as `MoveUnits` makes them, and its
+    /// pins, as `Pin` and `Unpin` make them.
     SwitchUnits,
     /// The unit move in progress ends: after its switch, or `aborted` back without it.
     UnfreezeUnits {

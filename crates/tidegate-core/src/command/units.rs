@@ -2,13 +2,13 @@
 //! or none, in one version; a plan's `move_units` step moves the same way. [`State::moved_maps`]
 //! checks and applies moves without changing the state (the server projects capacity with it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::describe::describe_all_maps;
 use super::{Change, CommandError, Outcome, State, changed};
 use crate::plan::PlanMove;
-use crate::staged::{Phases, UnitsChange};
+use crate::staged::{Phases, PinChange, UnitsChange};
 use crate::table::DEFAULT_DOMAIN;
 use crate::unit_map::{UnitMap, UnitMove, UnitSet, UnitSetError};
 use crate::zone::{ZoneError, Zones};
@@ -23,10 +23,16 @@ pub(super) fn move_units(c: &mut Change, moves: &[UnitMove]) -> Outcome {
     changed(describe_all_maps(&c.before.table), describe_all_maps(&c.table))
 }
 
-/// `FreezeUnits`: checks the moves as `MoveUnits` would make them now, freezes the units that
-/// change owner in each domain (a map move's `frozen`, which every write check already knows)
-/// and records the move. Nothing else may change a map until it ends.
-pub(super) fn freeze(c: &mut Change, moves: &[UnitMove], window_ms: u64) -> Outcome {
+/// `FreezeUnits`: checks the moves as `MoveUnits` would make them now and the pins as `Pin` and
+/// `Unpin` would, freezes (a map move's `frozen`, which every write check already knows) the
+/// units that change owner in each domain and the units of the users whose pin changes their
+/// owner there, and records the change. Nothing else may change a map until it ends.
+pub(super) fn freeze(
+    c: &mut Change,
+    moves: &[UnitMove],
+    pins: &[PinChange],
+    window_ms: u64,
+) -> Outcome {
     c.before.no_running_drain()?;
     c.before.no_active_run()?;
     c.before.no_units_change()?;
@@ -34,43 +40,61 @@ pub(super) fn freeze(c: &mut Change, moves: &[UnitMove], window_ms: u64) -> Outc
         return Err(CommandError::FreezeWindow(window_ms));
     }
     let before = &c.before.table;
-    let (map, domains) = c.before.moved_maps(moves)?;
-    let mut frozen = Vec::new();
-    let diff =
-        |from: &UnitMap, to: &UnitMap| UnitSet::from_sorted(&from.diff(to)).unwrap_or_default();
-    let set = diff(&before.map, &map);
-    if !set.is_empty() {
-        frozen.push((None, set));
+    // The table the switch will make, to compare every domain's owners with.
+    let mut after = (**before).clone();
+    if !moves.is_empty() {
+        let (map, domains) = c.before.moved_maps(moves)?;
+        after.map = map;
+        after.domains = Arc::new(domains);
     }
-    for (name, after) in &domains {
-        let set = diff(&before.domains[name], after);
-        if !set.is_empty() {
-            frozen.push((Some(name.clone()), set));
+    apply_pins(c.before, &mut after, pins)?;
+    let mut frozen: BTreeMap<Option<String>, BTreeSet<u32>> = BTreeMap::new();
+    let mut domains: Vec<Option<String>> = vec![None];
+    domains.extend(before.domains.keys().cloned().map(Some));
+    for domain in &domains {
+        let (Some(from), Some(to)) =
+            (before.map_of(domain.as_deref()), after.map_of(domain.as_deref()))
+        else {
+            continue;
+        };
+        let set = frozen.entry(domain.clone()).or_default();
+        set.extend(from.diff(to));
+        for pin in pins {
+            let (was, now) = (before.tag_in(from, &pin.user_id)?, after.tag_in(to, &pin.user_id)?);
+            if was.color != now.color {
+                set.insert(was.unit.0);
+            }
         }
     }
+    frozen.retain(|_, set| !set.is_empty());
     if frozen.is_empty() {
         return Ok(None);
     }
     let version = c.version();
     let mut words = Vec::new();
     for (domain, set) in frozen {
+        let units: Vec<u32> = set.into_iter().collect();
+        let set = UnitSet::from_sorted(&units).unwrap_or_default();
         words.push(format!("{set} in {}", domain.as_deref().unwrap_or(DEFAULT_DOMAIN)));
         c.table.set_frozen(domain.as_deref(), Some(set));
     }
     c.next.units_change = Some(Arc::new(UnitsChange {
         moves: moves.to_vec(),
+        pins: pins.to_vec(),
         phases: Phases { frozen_version: version, frozen_ms: c.at_ms(), window_ms, switched: None },
     }));
+    let what = if moves.is_empty() { "a loss-less pin change" } else { "a loss-less move" };
     changed(
-        describe_all_maps(before),
+        describe_change(before, moves, pins),
         format!(
-            "units {} frozen for a loss-less move until every live subscriber applies version {version}",
+            "units {} frozen for {what} until every live subscriber applies version {version}",
             words.join(", ")
         ),
     )
 }
 
-/// `SwitchUnits`: makes the moves; their units stay frozen until the unfreeze.
+/// `SwitchUnits`: makes the moves and the pin changes; their units stay frozen until the
+/// unfreeze.
 pub(super) fn switch(c: &mut Change) -> Outcome {
     let Some(change) = c.before.units_change() else {
         return Err(CommandError::UnitsPhase("switch: none is in progress"));
@@ -79,17 +103,70 @@ pub(super) fn switch(c: &mut Change) -> Outcome {
     if change.phases.switched.is_some() {
         return Err(CommandError::UnitsPhase("switch twice"));
     }
-    move_in_table(c, &change.moves)?;
+    if !change.moves.is_empty() {
+        move_in_table(c, &change.moves)?;
+    }
+    let mut table = c.table.clone();
+    apply_pins(c.before, &mut table, &change.pins)?;
+    c.table = table;
     let version = c.version();
     change.phases.switched = Some((version, c.at_ms()));
+    let from = describe_change(&c.before.table, &change.moves, &change.pins);
+    let to = describe_change(&c.table, &change.moves, &change.pins);
     c.next.units_change = Some(Arc::new(change));
     changed(
-        describe_all_maps(&c.before.table),
+        from,
         format!(
-            "{}; the moved units stay frozen until every live subscriber applies version {version}",
-            describe_all_maps(&c.table)
+            "{to}; the frozen units stay frozen until every live subscriber applies version {version}"
         ),
     )
+}
+
+/// Applies `pins` to `table`'s pins, each checked as `Pin` (a live zone, a valid user ID, room
+/// for a new pin) or `Unpin` (the user is pinned) checks it.
+fn apply_pins(
+    state: &State,
+    table: &mut crate::table::RoutingTable,
+    pins: &[PinChange],
+) -> Result<(), CommandError> {
+    for pin in pins {
+        let before = super::pins::check_pin(table, &pin.user_id)?;
+        match pin.zone {
+            Some(zone) => {
+                state.live_zone(zone)?;
+                super::pins::check_room(table, before)?;
+                Arc::make_mut(&mut table.pins).insert(pin.user_id.clone(), zone);
+            }
+            None => {
+                if before.is_none() {
+                    return Err(CommandError::PinNotFound(pin.user_id.clone()));
+                }
+                Arc::make_mut(&mut table.pins).remove(&pin.user_id);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The maps and the pins a change names, as the audit's "from".
+fn describe_change(
+    table: &crate::table::RoutingTable,
+    moves: &[UnitMove],
+    pins: &[PinChange],
+) -> String {
+    let mut out = if moves.is_empty() { String::new() } else { describe_all_maps(table) };
+    for pin in pins {
+        if !out.is_empty() {
+            out.push_str("; ");
+        }
+        match table.pins.get(&pin.user_id) {
+            Some(zone) => {
+                out.push_str(&format!("user {} pinned {}", pin.user_id, table.zones.lane(*zone)))
+            }
+            None => out.push_str(&format!("user {} not pinned", pin.user_id)),
+        }
+    }
+    out
 }
 
 /// `UnfreezeUnits`: ends the move, after its switch or (`aborted`) without it.
