@@ -3,7 +3,7 @@
 //! the live lane members) to the others every [`GATES_EVERY`], and every gate counts its own
 //! inputs plus those of the peers heard within [`PEER_FRESH_MS`].
 //!
-//! Why this and not the alternatives (ARCHITECTURE.md, "one view for every gate"):
+//! Why this and not the alternatives (docs/src/internals.md, "One view for every gate"):
 //! - decisions carrying their inputs in the log and checked at apply cannot work, because apply
 //!   is pure and cannot check a reading against the world, and a replica proposing with half
 //!   the inputs is exactly the bug;

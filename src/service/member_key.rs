@@ -1,7 +1,7 @@
 //! Lane member identities: globally unique member IDs and the per-member secret that proves a
 //! heartbeat or a leave comes from the consumer that registered.
 //!
-//! Designed for several coordinator replicas (ARCHITECTURE.md, "Lane member identity"): a member
+//! Designed for several coordinator replicas (docs/src/internals.md, "Member identity"): a member
 //! ID carries 64 random bits, so replicas never hand out the same ID without talking to each
 //! other, and an ID is never reused after a restart. The secret is
 //! `HMAC-SHA256(key, group, member ID)`, so any replica holding the same key verifies it without

@@ -8,7 +8,7 @@
 //!
 //! A replica not heard from for [`LOST_AFTER_INTERVALS`] intervals is shown `lost`. Lost is judged
 //! on the announcement's own time (`at_ms`) against this replica's clock: replicas' clocks must
-//! agree to well under a few seconds, as drain steps already require (ARCHITECTURE.md).
+//! agree to well under a few seconds, as drain steps already require (docs/src/internals.md).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
