@@ -1274,7 +1274,8 @@ fn a_pin_is_loss_less_by_default_and_a_subscriber_that_never_acknowledges_undoes
     let dir = tempfile::tempdir().unwrap();
     // The embedded `[freeze] by_default` (the harness turns it off unless `[freeze]` is named).
     let config = dir.path().join("tidegate.toml");
-    let extra = format!("{CONFIG}[freeze]\nwindow = \"20s\"\n[edge]\ntoken = \"{OPERATOR_TOKEN}\"\n");
+    let extra =
+        format!("{CONFIG}[freeze]\nwindow = \"20s\"\n[edge]\ntoken = \"{OPERATOR_TOKEN}\"\n");
     std::fs::write(&config, config_toml(&extra)).unwrap();
     let server = Server::start(&config, &dir.path().join("data"));
     let url = server.url.clone();
@@ -1346,7 +1347,9 @@ fn a_pin_is_loss_less_by_default_and_a_subscriber_that_never_acknowledges_undoes
             get_json(&path).1["answer"] == "owned"
         })
         .count();
-    println!("[figures] right after a pin's 200: loss-less 0 of 40 owned by the old owner; at once (control) {control_owned} of 20 on the edge");
+    println!(
+        "[figures] right after a pin's 200: loss-less 0 of 40 owned by the old owner; at once (control) {control_owned} of 20 on the edge"
+    );
 
     // 2. A pin that changes no owner (blue user to blue) is a record only: one version, at once.
     let other = &blue_users[1];
@@ -1384,4 +1387,80 @@ fn a_pin_is_loss_less_by_default_and_a_subscriber_that_never_acknowledges_undoes
     assert_eq!((status, &body["version"]), (200, &json!(v + 1)), "{body}");
     assert!(body["pins"].get(user.as_str()).is_none(), "{body}");
     drop(deaf);
+}
+
+/// Issue 46: a loss-less move held by a subscriber that never acknowledges is cancelled by an
+/// operator in well under a second (undone, nothing moved, audited as cancelled), and an
+/// evacuation started during such a held move pre-empts it instead of waiting for its window.
+#[test]
+fn a_held_move_is_cancelled_at_once_and_an_evacuation_pre_empts_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let _deaf = router(&url, "sub-deaf", false);
+    let routing = || get_json(&format!("{url}/v1/routing")).1;
+    let cancel = |v: u64| {
+        send(
+            "POST",
+            &format!("{url}/v1/changes/cancel"),
+            None,
+            json!({"expected_version": v, "reason": "operator gave up"}),
+        )
+    };
+    let held_move = |units: &str| {
+        let v = routing()["version"].as_u64().unwrap();
+        let (status, body) = send(
+            "PUT",
+            &format!("{url}/v1/units"),
+            None,
+            json!({"moves": [{"units": units, "zone": "green"}], "freeze": true,
+                   "freeze_window": "60s", "expected_version": v, "reason": "held"}),
+        );
+        assert_eq!(status, 202, "{body}");
+        body
+    };
+    // Nothing to cancel.
+    let v = routing()["version"].as_u64().unwrap();
+    let (status, body) = cancel(v);
+    assert_eq!((status, body["error"].as_str()), (409, Some("no_change_in_progress")), "{body}");
+
+    // 1. Cancel: undone at once, nothing moved.
+    let before = routing();
+    let held = held_move("0-9");
+    let frozen_version = held["version"].as_u64().unwrap();
+    std::thread::sleep(Duration::from_millis(300)); // held: the deaf subscriber never applies it
+    assert_eq!(get_json(&format!("{url}/v1/changes")).1["units"]["phase"], "freezing");
+    let asked = Instant::now();
+    let (status, body) = cancel(frozen_version);
+    let took = asked.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["cancelled"]["frozen_version"], frozen_version, "{body}");
+    assert!(took < Duration::from_secs(1), "cancel took {took:?}");
+    let after = routing();
+    assert_eq!((&after["unit_map"], &after["frozen"]), (&before["unit_map"], &json!({})));
+    assert!(get_json(&format!("{url}/v1/changes")).1["units"].is_null());
+    let (action, reason) = audit_by(&url, "alice").into_iter().last().unwrap();
+    assert_eq!(action, "units_unfreeze");
+    assert!(reason.starts_with("cancelled: operator gave up"), "{reason}");
+    println!("[figures] a held move cancelled in {} ms", took.as_millis());
+
+    // 2. An evacuation during a held move pre-empts it: done long before the 60 s window.
+    let held = held_move("10-19");
+    let v = held["version"].as_u64().unwrap();
+    let asked = Instant::now();
+    let (status, body) = send(
+        "POST",
+        &format!("{url}/v1/units/evacuate"),
+        None,
+        json!({"zone": "blue", "expected_version": v, "reason": "zone lost"}),
+    );
+    let took = asked.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["blue_units"], 0, "{body}");
+    assert!(took < Duration::from_secs(2), "evacuation took {took:?}");
+    let reasons: Vec<String> = audit_by(&url, "alice").into_iter().map(|(_, r)| r).collect();
+    assert!(reasons.iter().any(|r| r.starts_with("pre-empted by an evacuation")), "{reasons:?}");
+    assert!(get_json(&format!("{url}/v1/changes")).1["units"].is_null());
+    println!("[figures] an evacuation during a held move answered in {} ms", took.as_millis());
 }

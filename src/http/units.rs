@@ -34,6 +34,7 @@ pub fn stage() -> AdHoc {
             routes![
                 put_units,
                 get_changes,
+                cancel_change,
                 evacuate_units,
                 post_zone,
                 retire_zone,
@@ -471,6 +472,78 @@ fn get_changes(app: &State<App>, caller: Caller) -> Result<Json<Value>, ApiError
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
+struct CancelRequest {
+    expected_version: u64,
+    reason: String,
+}
+
+/// `POST /v1/changes/cancel`: undoes the loss-less unit move or pin change in progress while it
+/// is still freezing (nothing has changed owner yet): its units thaw in one audited version and
+/// nothing moves; a request waiting for it (frozen by default) answers 409 `freeze_aborted`
+/// with this reason. Once switched it cannot be undone (409 `change_switched`): it unfreezes
+/// when every live subscriber has the switch, or at its window.
+#[post("/v1/changes/cancel", data = "<request>")]
+async fn cancel_change(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, CancelRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let state = app.coordinator.state();
+    let Some(change) = state.units_change() else {
+        return Err(ApiError::new(
+            Status::Conflict,
+            "no_change_in_progress",
+            "no loss-less unit move or pin change is in progress (GET /v1/changes)",
+        ));
+    };
+    if let Some((switched, _)) = change.phases.switched {
+        return Err(ApiError::new(
+            Status::Conflict,
+            "change_switched",
+            format!(
+                "the change frozen at version {} switched at version {switched}: its users have their new owner, so it cannot be undone; it unfreezes once every live subscriber has the switch, or at its window",
+                change.phases.frozen_version
+            ),
+        ));
+    }
+    let frozen_version = change.phases.frozen_version;
+    let reason = format!("cancelled: {}", r.reason);
+    let command = Command::UnfreezeUnits { aborted: true };
+    let submitted = super::submit(app, command, Some(r.expected_version), by, reason).await?;
+    let mut body = routing_body(&submitted.table, app.coordinator.log_id());
+    body["changed"] = json!(submitted.applied.is_some());
+    body["cancelled"] = json!({"frozen_version": frozen_version});
+    Ok(Json(body))
+}
+
+/// Before an evacuation: a loss-less unit move or pin change in progress would hold it for up
+/// to its window (a hung subscriber), so the evacuation pre-empts it at the version the
+/// operator expects. Still freezing, it is undone (nothing moved); switched, it is unfrozen
+/// now (every subscriber applied its freeze, so one that has not applied the switch still
+/// refuses those writes: the argument of an unfreeze at the window). Answers the version the
+/// evacuation then expects. A dry run pre-empts nothing.
+async fn preempt(app: &App, expected_version: u64, by: &str, why: &str) -> Result<u64, ApiError> {
+    let state = app.coordinator.state();
+    let Some(change) = state.units_change() else { return Ok(expected_version) };
+    if state.version() != expected_version {
+        return Ok(expected_version); // the evacuation's own check answers the conflict
+    }
+    let aborted = change.phases.switched.is_none();
+    let reason = format!(
+        "pre-empted by an evacuation ({why}): the change frozen at version {} {}",
+        change.phases.frozen_version,
+        if aborted { "is undone, nothing moved" } else { "is unfrozen after its switch" }
+    );
+    let command = Command::UnfreezeUnits { aborted };
+    let submitted =
+        super::submit(app, command, Some(expected_version), by.to_owned(), reason).await?;
+    Ok(submitted.table.version())
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
 struct EvacuateRequest {
     /// The zone to empty, by name or lane.
     zone: String,
@@ -514,8 +587,13 @@ async fn evacuate_units(
         Ok(key) => key,
         Err(answered) => return Ok((Status::Ok, answered)),
     };
+    let source = zone_named(&app.coordinator.table(), "zone", &r.zone)?;
+    let expected_version = if r.dry_run {
+        r.expected_version
+    } else {
+        preempt(app, r.expected_version, &by, &format!("evacuate {}", r.zone)).await?
+    };
     let table = app.coordinator.table();
-    let source = zone_named(&table, "zone", &r.zone)?;
     let receivers: Vec<ZoneId> = match &r.to {
         Some(names) => {
             let mut out = Vec::new();
@@ -592,7 +670,7 @@ async fn evacuate_units(
     }
     let reason = format!("{} [evacuate {}]", r.reason, table.zone_of(source));
     let ask = MoveAsk {
-        expected_version: r.expected_version,
+        expected_version,
         by,
         reason,
         force: r.force,
