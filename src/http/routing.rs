@@ -261,7 +261,7 @@ fn pin_window(
         super::drains::FreezeKind::Move,
         freeze,
         window,
-        "invalid_pin",
+        "invalid_body",
     )
 }
 
