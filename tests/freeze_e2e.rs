@@ -1464,3 +1464,104 @@ fn a_held_move_is_cancelled_at_once_and_an_evacuation_pre_empts_one() {
     assert!(get_json(&format!("{url}/v1/changes")).1["units"].is_null());
     println!("[figures] an evacuation during a held move answered in {} ms", took.as_millis());
 }
+
+/// Issue 46: a plan with a `freeze_window` makes its dial, unit-move, pin and unpin steps
+/// loss-less: each step freezes what it moves (`plan_step_freeze`), switches once every live
+/// subscriber has the freeze, and ends with its unfreeze. With a subscriber that never
+/// acknowledges, the first such step is undone at the window and the run fails with nothing
+/// moved. Control: the same plan without `freeze_window` takes effect at once (no freeze).
+#[test]
+fn a_plans_dial_move_and_pin_steps_are_loss_less_with_a_freeze_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let watcher = router(&url, "orders-1", true);
+    let user = (0..100_000)
+        .map(|i| format!("user-{i}"))
+        .find(|u| {
+            let t = watcher.tag(u).unwrap();
+            t.lane == "blue" && t.unit >= 10
+        })
+        .unwrap();
+    let version = || get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    let put_plan = |name: &str, freeze: Option<&str>| {
+        let mut plan = json!({
+            "expected_version": version(), "reason": "loss-less steps", "rto": "5m",
+            "steps": [
+                {"type": "pin", "user_id": user, "color": "green"},
+                {"type": "dial", "blue_percent": 40},
+                {"type": "move_units", "moves": [{"units": "0-4", "zone": "az-a"}]},
+                {"type": "unpin", "user_id": user}
+            ]
+        });
+        if let Some(window) = freeze {
+            plan["freeze_window"] = json!(window);
+        }
+        let (status, body) = put_json(&format!("{url}/v1/plans/{name}"), OPERATOR_TOKEN, plan);
+        assert_eq!(status, 200, "{body}");
+    };
+    let run = |name: &str| {
+        let (status, body) = post_json(
+            &format!("{url}/v1/plans/{name}/run"),
+            OPERATOR_TOKEN,
+            json!({"reason": "test"}),
+        );
+        assert_eq!(status, 201, "{body}");
+        let id = body["id"].as_u64().unwrap();
+        let mut last = Value::Null;
+        wait_until(Duration::from_secs(30), || {
+            last = get_json(&format!("{url}/v1/plans/{name}/runs/{id}")).1;
+            ["completed", "failed"].contains(&last["state"].as_str().unwrap_or(""))
+        });
+        last
+    };
+    let actions = |from: usize| -> Vec<String> {
+        let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1000"));
+        let all: Vec<String> = audit["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|e| e["action"].as_str().unwrap().to_owned())
+            .collect();
+        all[from..].to_vec()
+    };
+    let audit_len =
+        || get_json(&format!("{url}/v1/audit?limit=1000")).1["entries"].as_array().unwrap().len();
+
+    // 1. Loss-less: every step is freeze -> switch -> unfreeze.
+    put_plan("lossless", Some("5s"));
+    let from = audit_len();
+    let done = run("lossless");
+    assert_eq!(done["state"], "completed", "{done}");
+    let table = get_json(&format!("{url}/v1/routing")).1;
+    assert_eq!((&table["blue_units"], &table["frozen"]), (&json!(35), &json!({})), "{table}");
+    assert!(table["pins"].get(user.as_str()).is_none(), "{table}");
+    let steps: Vec<String> = actions(from)
+        .into_iter()
+        .filter(|a| a.starts_with("plan_step") || a.starts_with("units_"))
+        .collect();
+    let step = ["plan_step_start", "plan_step_freeze", "units_switch", "units_unfreeze"];
+    assert_eq!(steps, [step, step, step, step].concat(), "{steps:?}");
+
+    // 2. Control: the same plan without a freeze_window moves at once.
+    put_plan("at-once", None);
+    let from = audit_len();
+    assert_eq!(run("at-once")["state"], "completed");
+    let steps = actions(from);
+    assert!(!steps.iter().any(|a| a.starts_with("units_")), "{steps:?}");
+
+    // 3. A subscriber that never acknowledges: the first step's freeze is undone at its
+    // window, the run fails, nothing moved.
+    put_plan("held", Some("1s"));
+    let _deaf = router(&url, "sub-deaf", false);
+    let before = get_json(&format!("{url}/v1/routing")).1;
+    let failed = run("held");
+    assert_eq!(failed["state"], "failed", "{failed}");
+    let reason = failed["fail_reason"].as_str().unwrap_or_default().to_owned();
+    assert!(reason.contains("nothing moved"), "{failed}");
+    let after = get_json(&format!("{url}/v1/routing")).1;
+    assert_eq!((&after["unit_map"], &after["pins"]), (&before["unit_map"], &before["pins"]));
+    assert_eq!(after["frozen"], json!({}));
+}

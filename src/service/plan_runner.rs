@@ -218,6 +218,16 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
             let samples = samples();
             (Command::PlanStepDone { run: run.id, step, converged_ms, samples }, reason)
         }
+        Decision::FreezeStep { step } => {
+            let reason = format!(
+                "plan {} step {} of {} (loss-less, freeze_window): {}",
+                run.plan.name,
+                step + 1,
+                run.plan.steps.len(),
+                run.step_label(step)
+            );
+            (Command::PlanStepFreeze { run: run.id, step }, reason)
+        }
         Decision::Hold { reason } => {
             let reason = truncate_reason(reason);
             if run.hold_reason.as_deref() == Some(reason.as_str()) {

@@ -190,6 +190,10 @@ pub enum WireCommand {
         #[serde(default)]
         samples: Vec<WireZoneSample>,
     },
+    PlanStepFreeze {
+        run: u64,
+        step: usize,
+    },
     PlanStepDone {
         run: u64,
         step: usize,
@@ -881,6 +885,9 @@ impl WireCommand {
                     samples: wire_samples(samples),
                 }
             }
+            Command::PlanStepFreeze { run, step } => {
+                WireCommand::PlanStepFreeze { run: *run, step: *step }
+            }
             Command::PlanStepDone { run, step, converged_ms, samples } => {
                 WireCommand::PlanStepDone {
                     run: *run,
@@ -977,6 +984,7 @@ impl WireCommand {
             WireCommand::StartPlanRun { .. } => "plan_run_start",
             WireCommand::PlanStepStarted { .. } => "plan_step_start",
             WireCommand::PlanStepDone { .. } => "plan_step_done",
+            WireCommand::PlanStepFreeze { .. } => "plan_step_freeze",
             WireCommand::PlanRunHold { .. } => "plan_run_hold",
             WireCommand::PausePlanRun { .. } => "plan_run_pause",
             WireCommand::ResumePlanRun { .. } => "plan_run_resume",
@@ -1094,6 +1102,9 @@ impl WireCommand {
                     drain: drain.as_ref().map(|d| d.to_plan(zones)).transpose()?,
                     samples: core_samples(samples),
                 }
+            }
+            WireCommand::PlanStepFreeze { run, step } => {
+                Command::PlanStepFreeze { run: *run, step: *step }
             }
             WireCommand::PlanStepDone { run, step, converged_ms, samples } => {
                 Command::PlanStepDone {

@@ -246,6 +246,9 @@ struct WireUnitsChange {
     window_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     switched: Option<(u64, u64)>,
+    /// The plan run and step this change is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run: Option<(u64, usize)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -386,6 +389,8 @@ struct WireRun {
     hold_until_ms: Option<u64>,
     rolling_back: bool,
     pins_before: Vec<(String, Option<String>)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    step_freeze: Option<u64>,
     steps: Vec<WireStepRecord>,
     restore: Option<WireStepRecord>,
     started_ms: u64,
@@ -496,6 +501,7 @@ fn wire_run(r: &PlanRun, zones: &Zones) -> WireRun {
             .iter()
             .map(|(u, c)| (u.clone(), c.map(|c| zones.lane(c).to_owned())))
             .collect(),
+        step_freeze: r.step_freeze,
         steps: r.steps.iter().map(wire_record).collect(),
         restore: r.restore.as_ref().map(wire_record),
         started_ms: r.started_ms,
@@ -561,6 +567,7 @@ fn core_run(w: WireRun, zones: &Zones, units: u32) -> Result<PlanRun, String> {
         hold_until_ms: w.hold_until_ms,
         rolling_back: w.rolling_back,
         pins_before,
+        step_freeze: w.step_freeze,
         steps: w.steps.into_iter().map(core_record).collect(),
         restore: w.restore.map(core_record),
         started_ms: w.started_ms,
@@ -743,6 +750,7 @@ fn encode(
                 frozen_ms: change.phases.frozen_ms,
                 window_ms: change.phases.window_ms,
                 switched: change.phases.switched,
+                run: change.run,
             }
         }),
         global_writer: (table.global() != GlobalWriter::default()).then(|| WireGlobalWriter {
@@ -903,6 +911,7 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
                 window_ms: w.window_ms,
                 switched: w.switched,
             },
+            run: w.run,
         }),
     };
     let table = RoutingTable::from_map(body.version, scheme, map, pins, zones.clone(), global)

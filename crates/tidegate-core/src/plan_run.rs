@@ -183,6 +183,10 @@ pub struct PlanRun {
     pub rolling_back: bool,
     /// Pins the steps changed, with what they were before, in order.
     pub pins_before: Vec<(String, Option<ZoneId>)>,
+    /// The version that froze the current step's change of owner, while that loss-less change
+    /// (a dial, unit-move or pin step of a plan with a `freeze_window`) is in progress: the
+    /// step ends with its unfreeze.
+    pub step_freeze: Option<u64>,
     pub steps: Vec<StepRecord>,
     pub restore: Option<StepRecord>,
     pub started_ms: u64,
@@ -228,6 +232,9 @@ pub enum Decision {
     StartStep { step: usize, drain: Option<DrainPlan> },
     /// Step `step` is done (its effect, for dial and pin steps, applies now).
     DoneStep { step: usize },
+    /// Step `step` changes owners loss-lessly (the plan has a `freeze_window`): freeze what it
+    /// moves; the switch and the unfreeze follow as for a unit move, and the unfreeze ends it.
+    FreezeStep { step: usize },
     /// The current step waits; the reason is logged once per change.
     Hold { reason: String },
     /// The step cannot succeed (its drain was aborted or rolled back).
@@ -324,6 +331,23 @@ impl PlanRun {
         }
         let done = Some(Decision::DoneStep { step: self.step });
         let hold = |reason: String| Some(Decision::Hold { reason });
+        // A step that changes owners, in a plan with a `freeze_window`: frozen first, and it
+        // ends with its change's unfreeze (the run waits for that quietly).
+        let moves_owners = matches!(
+            step,
+            PlanStep::Dial { .. }
+                | PlanStep::MoveUnits { .. }
+                | PlanStep::Pin { .. }
+                | PlanStep::Unpin { .. }
+        );
+        if moves_owners && self.step_freeze.is_some() {
+            return None;
+        }
+        let done = if moves_owners && self.plan.freeze_ms.is_some() {
+            Some(Decision::FreezeStep { step: self.step })
+        } else {
+            done
+        };
         match step {
             PlanStep::MoveZone { zone, .. } => {
                 let Some(id) = self.drain else { return done };

@@ -97,6 +97,8 @@ pub struct UnitsChange {
     pub moves: Vec<UnitMove>,
     pub pins: Vec<PinChange>,
     pub phases: Phases,
+    /// The plan run and step this change is (a loss-less plan step), which its unfreeze ends.
+    pub run: Option<(u64, usize)>,
 }
 
 impl UnitsChange {

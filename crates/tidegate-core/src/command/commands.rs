@@ -144,6 +144,14 @@ pub enum Command {
         samples: Vec<ZoneSample>,
     },
     /// A run's current step is done (a dial or pin step takes effect here).
+    /// A plan step that changes owners (dial, unit moves, pin, unpin), in a plan with a
+    /// `freeze_window`, begins loss-lessly: what it moves is frozen as a unit move freezes it;
+    /// the switch makes it, and the unfreeze ends the step (or fails the run when the freeze is
+    /// undone at its window).
+    PlanStepFreeze {
+        run: u64,
+        step: usize,
+    },
     PlanStepDone {
         run: u64,
         step: usize,
@@ -231,7 +239,7 @@ pub enum Command {
 /// The newest record format this release reads and writes. A command of a higher
 /// [`Command::format_level`] than some live replica supports must not be written: that replica
 /// would stop at it (ARCHITECTURE.md, "replicas, upgrades").
-pub const FORMAT_LEVEL: u32 = 8;
+pub const FORMAT_LEVEL: u32 = 9;
 
 impl Command {
     /// The record format a command needs every replica to read: 1 for the commands of the first
@@ -240,9 +248,12 @@ impl Command {
     /// a named domain's dial or drain), 4 for loss-less moves (a drain that freezes), 5 for a
     /// plan whose dial or zone-move step names a domain, 6 for release channels, 7 for zone
     /// drains among N and plan runs that restore unit maps, 8 for loss-less channel changes and
-    /// unit moves.
+    /// unit moves, 9 for loss-less pin changes and plan steps (and the one freeze rule: a
+    /// freeze covers pinned users too).
     pub fn format_level(&self) -> u32 {
         match self {
+            Command::FreezeUnits { pins, .. } if !pins.is_empty() => 9,
+            Command::PlanStepFreeze { .. } => 9,
             Command::PutPlan { plan } if plan.freeze_ms.is_some() => 8,
             Command::FreezeChannel { .. }
             | Command::SwitchChannel { .. }
@@ -354,6 +365,7 @@ impl Command {
             Command::StartPlanRun { .. } => "plan_run_start",
             Command::PlanStepStarted { .. } => "plan_step_start",
             Command::PlanStepDone { .. } => "plan_step_done",
+            Command::PlanStepFreeze { .. } => "plan_step_freeze",
             Command::PlanRunHold { .. } => "plan_run_hold",
             Command::PausePlanRun { .. } => "plan_run_pause",
             Command::ResumePlanRun { .. } => "plan_run_resume",

@@ -136,6 +136,7 @@ fn dispatch(c: &mut Change, command: &Command) -> Outcome {
         C::PlanStepStarted { run, step, drain, samples } => {
             run_steps::start(c, *run, *step, drain.as_ref(), samples)
         }
+        C::PlanStepFreeze { run, step } => run_steps::freeze(c, *run, *step),
         C::PlanStepDone { run, step, converged_ms, samples } => {
             run_steps::done(c, *run, *step, *converged_ms, samples)
         }

@@ -9,6 +9,7 @@ use super::{Change, CommandError, Outcome, drains, pins, units};
 use crate::drain::{DrainPlan, DrainStatus};
 use crate::plan::PlanStep;
 use crate::plan_run::{PlanRun, RunStatus, StepRecord, ZoneSample};
+use crate::staged::PinChange;
 use crate::zone::ZoneId;
 
 pub(super) fn start(
@@ -131,6 +132,26 @@ pub(super) fn done(
         }
         PlanStep::WaitConsumed { .. } | PlanStep::WaitPrecondition { .. } => {}
     }
+    finish(&mut run, at_ms, converged_ms, samples);
+    let mut to = format!("done: {}", run.step_label(step));
+    if c.table.map != s.table.map {
+        to = format!("{to}; {}", describe_share(&c.table));
+    }
+    if !run.is_active() || run.status == RunStatus::Holding {
+        to = format!("{to}; run {}", run.status.as_str());
+    }
+    updated(c, run, from, to)
+}
+
+/// Ends the current step of `run` at `at_ms`: its record, then the next step, or the run's
+/// switch (completed, or a drill's hold). `PlanStepDone` and the unfreeze of a loss-less step
+/// end steps here.
+pub(super) fn finish(
+    run: &mut PlanRun,
+    at_ms: u64,
+    converged_ms: Option<u64>,
+    samples: &[ZoneSample],
+) {
     if let Some(record) = run.steps.last_mut() {
         record.done_ms = Some(at_ms);
         // Only a measured convergence time: a report used to show the drain's last step (or
@@ -142,6 +163,7 @@ pub(super) fn done(
     run.in_step = false;
     run.drain = None;
     run.hold_reason = None;
+    run.step_freeze = None;
     run.step += 1;
     if run.step == run.plan.steps.len() {
         run.switched_ms = Some(at_ms);
@@ -156,12 +178,78 @@ pub(super) fn done(
             }
         }
     }
-    let mut to = format!("done: {}", run.step_label(step));
-    if c.table.map != s.table.map {
-        to = format!("{to}; {}", describe_share(&c.table));
+}
+
+/// `PlanStepFreeze`: a dial, unit-move, pin or unpin step of a plan with a `freeze_window`
+/// begins loss-lessly. Its change of owner is frozen as `FreezeUnits` freezes a unit move (the
+/// units that change owner, the units of users whose pin changes their owner); the staged loop
+/// switches it once every live subscriber has the freeze, and its unfreeze ends the step. A
+/// step that changes no owner (a dial at its target already) is done at once, as
+/// `PlanStepDone` does it.
+pub(super) fn freeze(c: &mut Change, id: u64, step: usize) -> Outcome {
+    let s = c.before;
+    let mut run = s.run_in(id, &[RunStatus::Running], "freeze a step")?.clone();
+    if !run.in_step || step != run.step || run.step_freeze.is_some() {
+        let expected = run.step;
+        return Err(CommandError::RunStepMismatch { id, expected, got: step });
     }
-    if !run.is_active() || run.status == RunStatus::Holding {
-        to = format!("{to}; run {}", run.status.as_str());
-    }
-    updated(c, run, from, to)
+    let Some(window_ms) = run.plan.freeze_ms else {
+        return Err(CommandError::RunState {
+            id,
+            state: "without a freeze_window",
+            action: "freeze a step",
+        });
+    };
+    let (moves, pins) = match &run.plan.steps[step] {
+        dial @ PlanStep::Dial { .. } => {
+            s.no_active_drain()?;
+            let domain = dial.named_domain();
+            let map = s.domain_map(domain)?;
+            let to = PlanRun::step_target(
+                dial,
+                &s.table.zones,
+                s.table.units(),
+                map.count(ZoneId::BLUE),
+            );
+            let next = map.set_count(ZoneId::BLUE, ZoneId::GREEN, to);
+            let units = crate::unit_map::UnitSet::from_sorted(&map.diff(&next)).unwrap_or_default();
+            if units.is_empty() {
+                return done(c, id, step, None, &[]);
+            }
+            let zone = if to < map.count(ZoneId::BLUE) { ZoneId::GREEN } else { ZoneId::BLUE };
+            let domain = domain.map(str::to_owned);
+            (vec![crate::unit_map::UnitMove { units, zone, domain }], Vec::new())
+        }
+        PlanStep::MoveUnits { moves } => {
+            s.no_active_drain()?;
+            (units::resolve(&s.table.zones, moves)?, Vec::new())
+        }
+        PlanStep::Pin { user_id, color } => {
+            let before = pins::check_pin(&s.table, user_id)?;
+            pins::check_room(&s.table, before)?;
+            run.pins_before.push((user_id.clone(), before));
+            (Vec::new(), vec![PinChange { user_id: user_id.clone(), zone: Some(*color) }])
+        }
+        PlanStep::Unpin { user_id } => match s.table.pins.get(user_id) {
+            Some(before) => {
+                run.pins_before.push((user_id.clone(), Some(*before)));
+                (Vec::new(), vec![PinChange { user_id: user_id.clone(), zone: None }])
+            }
+            None => return done(c, id, step, None, &[]),
+        },
+        _ => {
+            return Err(CommandError::RunState {
+                id,
+                state: "at a step that moves no owner",
+                action: "freeze it",
+            });
+        }
+    };
+    let Some((_, frozen)) = units::begin(c, &moves, &pins, window_ms, Some((id, step)))? else {
+        // Nothing changes owner (a pin to the zone the map gives its user): done at once.
+        return done(c, id, step, None, &[]);
+    };
+    run.step_freeze = Some(c.version());
+    let label = format!("step {} of {}: {}", step + 1, run.plan.steps.len(), run.step_label(step));
+    updated(c, run, label, frozen)
 }

@@ -80,6 +80,7 @@ pub(super) fn start(
         hold_until_ms: None,
         rolling_back: false,
         pins_before: Vec::new(),
+        step_freeze: None,
         steps: Vec::new(),
         restore: None,
         started_ms: c.at_ms(),
@@ -190,6 +191,8 @@ pub(super) fn restore(c: &mut Change, id: u64) -> Outcome {
     let s = c.before;
     let at_ms = c.at_ms();
     let mut run = s.run_in(id, &[RunStatus::Restoring, RunStatus::Holding], "restore")?.clone();
+    // A loss-less step's change still in progress would switch after the restore.
+    s.no_units_change()?;
     if run.status == RunStatus::Holding && at_ms < run.hold_until_ms.unwrap_or(0) {
         return Err(CommandError::RunState {
             id,

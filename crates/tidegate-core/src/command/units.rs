@@ -33,8 +33,20 @@ pub(super) fn freeze(
     pins: &[PinChange],
     window_ms: u64,
 ) -> Outcome {
-    c.before.no_running_drain()?;
     c.before.no_active_run()?;
+    begin(c, moves, pins, window_ms, None)
+}
+
+/// Freezes a loss-less change of owner (see [`freeze`]); `run` names the plan run and step it
+/// is, whose unfreeze ends that step. `Ok(None)` when it changes no owner.
+pub(super) fn begin(
+    c: &mut Change,
+    moves: &[UnitMove],
+    pins: &[PinChange],
+    window_ms: u64,
+    run: Option<(u64, usize)>,
+) -> Outcome {
+    c.before.no_running_drain()?;
     c.before.no_units_change()?;
     if window_ms == 0 || window_ms > crate::drain::MAX_FREEZE_MS {
         return Err(CommandError::FreezeWindow(window_ms));
@@ -82,6 +94,7 @@ pub(super) fn freeze(
         moves: moves.to_vec(),
         pins: pins.to_vec(),
         phases: Phases { frozen_version: version, frozen_ms: c.at_ms(), window_ms, switched: None },
+        run,
     }));
     let what = if moves.is_empty() { "a loss-less pin change" } else { "a loss-less move" };
     changed(
@@ -187,7 +200,7 @@ pub(super) fn unfreeze(c: &mut Change, aborted: bool) -> Outcome {
     }
     c.next.units_change = None;
     let window = c.at_ms().saturating_sub(change.phases.frozen_ms);
-    let to = match change.phases.switched {
+    let mut to = match change.phases.switched {
         Some((_, at)) => format!(
             "the moved units unfrozen after {window} ms (switched {} ms after the freeze)",
             at.saturating_sub(change.phases.frozen_ms)
@@ -196,6 +209,33 @@ pub(super) fn unfreeze(c: &mut Change, aborted: bool) -> Outcome {
             "the unit move's freeze undone after {window} ms without switching: no unit changed owner"
         ),
     };
+    // A loss-less plan step ends with its change: done once switched, else the run fails
+    // (nothing moved; the plan's rollback, if any, is the operator's, as for a failed drain).
+    if let Some((id, step)) = change.run
+        && let Some(run) = c.before.runs.get(&id)
+        && run.is_active()
+        && run.step == step
+        && run.step_freeze == Some(change.phases.frozen_version)
+    {
+        let mut run = run.clone();
+        run.step_freeze = None;
+        if change.phases.switched.is_some() {
+            super::run_steps::finish(&mut run, c.at_ms(), None, &[]);
+            to = format!("{to}; plan run {id} step {} done", step + 1);
+        } else {
+            let reason = format!(
+                "step {}'s freeze was not applied by every live subscriber within {} ms; nothing moved",
+                step + 1,
+                change.phases.window_ms
+            );
+            run.status = crate::plan_run::RunStatus::Failed;
+            run.fail_reason = Some(reason.clone());
+            run.hold_reason = None;
+            run.finished_ms = Some(c.at_ms());
+            to = format!("{to}; plan run {id} failed: {reason}");
+        }
+        c.next.insert_run(run);
+    }
     changed("the moved units frozen", to)
 }
 
