@@ -1565,3 +1565,60 @@ fn a_plans_dial_move_and_pin_steps_are_loss_less_with_a_freeze_window() {
     assert_eq!((&after["unit_map"], &after["pins"]), (&before["unit_map"], &before["pins"]));
     assert_eq!(after["frozen"], json!({}));
 }
+
+/// Issue 46: a release channel's put or delete changes its users' owner for its services, so it
+/// freezes by default as a unit move does (`[freeze] by_default`): answered 200 at its end with
+/// `loss_less`; held by a subscriber that never acknowledges, 409 `freeze_aborted` and the
+/// channel unchanged; `"freeze": false` at once. Control: with `by_default = false` the put is
+/// at once (one version).
+#[test]
+fn a_channel_change_is_loss_less_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    let extra = format!("{CONFIG}[freeze]\nwindow = \"20s\"\n");
+    std::fs::write(&config, config_toml(&extra)).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let _watcher = router(&url, "orders-1", true);
+    let version = || get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    let put = |units: &str, extra: Value| {
+        let mut body = json!({"services": ["orders"], "zone": "green", "units": units,
+                              "expected_version": version(), "reason": "orders 2.4"});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        put_json(&format!("{url}/v1/channels/orders-v2"), OPERATOR_TOKEN, body)
+    };
+    let v = version();
+    let (status, body) = put("40-44", json!({}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["version"], v + 3, "freeze, switch, unfreeze: {body}");
+    assert_eq!(body["loss_less"]["by_default"], true, "{body}");
+    let phases: Vec<String> = audit_by(&url, "channels").into_iter().map(|(a, _)| a).collect();
+    assert_eq!(phases, ["channel_switch", "channel_unfreeze"]);
+
+    // Held by a subscriber that never acknowledges: 409, the channel unchanged.
+    let deaf = router(&url, "sub-deaf", false);
+    let (status, body) = put("40-49", json!({"freeze_window": "1s"}));
+    assert_eq!((status, body["error"].as_str()), (409, Some("freeze_aborted")), "{body}");
+    let channel = get_json(&format!("{url}/v1/channels/orders-v2")).1;
+    assert_eq!(channel["units"], "40-44", "{channel}");
+    // `"freeze": false`: at once.
+    let v = version();
+    let (status, body) = put("40-49", json!({"freeze": false}));
+    assert_eq!((status, &body["version"]), (200, &json!(v + 1)), "{body}");
+    drop(deaf);
+    drop(server);
+
+    // Control: `by_default = false` puts at once.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    std::fs::write(&config, config_toml(&format!("{CONFIG}[freeze]\nby_default = false\n")))
+        .unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let body = json!({"services": ["orders"], "zone": "green", "units": "40-44",
+                      "expected_version": 1, "reason": "control"});
+    let (status, body) =
+        put_json(&format!("{}/v1/channels/orders-v2", server.url), OPERATOR_TOKEN, body);
+    assert_eq!((status, &body["version"]), (200, &json!(2)), "{body}");
+}

@@ -172,9 +172,11 @@ async fn put_channel(
 ) -> Result<Custom<Json<Value>>, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    // A channel change moves its users' owner for its services: loss-less by default, as a
+    // unit move (`[freeze] by_default`).
     let window = super::drains::freeze_from(
         &app.config,
-        super::drains::FreezeKind::OnRequest,
+        super::drains::FreezeKind::Move,
         r.freeze,
         r.freeze_window.as_deref(),
         "invalid_channel",
@@ -291,9 +293,24 @@ async fn put_channel(
         reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
     }
     if let Some(window_ms) = window {
-        let command =
-            Command::FreezeChannel { name: name.to_owned(), next: Some(channel), window_ms };
-        return freeze_answer(app, command, r.expected_version, by, reason, projection).await;
+        let command = Command::FreezeChannel {
+            name: name.to_owned(),
+            next: Some(channel.clone()),
+            window_ms,
+        };
+        let ask = FreezeAsk {
+            expected_version: r.expected_version,
+            by: by.clone(),
+            reason: reason.clone(),
+            window_ms,
+        };
+        match freeze_answer(app, command, ask, r.freeze.is_none(), projection.clone()).await {
+            // Frozen only by default, and a live replica of an older release cannot read a
+            // freeze: put at once, as that release would, and say so in the audit.
+            Err(e) if r.freeze.is_none() && super::freeze_wait::unreadable(&e) => {}
+            other => return other,
+        }
+        reason = super::freeze_wait::at_once_reason(&reason);
     }
     let submitted =
         super::submit(app, Command::PutChannel { channel }, Some(r.expected_version), by, reason)
@@ -311,19 +328,46 @@ async fn put_channel(
     ))
 }
 
-/// Submits the freeze of a loss-less put or delete: 202 with the change in progress (the
-/// switch and the unfreeze follow as every live subscriber applies each), or 200 `changed:
-/// false` when the channel is already so.
-async fn freeze_answer(
-    app: &App,
-    command: Command,
+/// How a loss-less channel change is asked for.
+struct FreezeAsk {
     expected_version: u64,
     by: String,
     reason: String,
+    window_ms: u64,
+}
+
+/// Submits the freeze of a loss-less put or delete: 202 with the change in progress (the
+/// switch and the unfreeze follow as every live subscriber applies each), or 200 `changed:
+/// false` when the channel is already so. Frozen only by default (`by_default`), the request
+/// waits for the change's end, as a unit move frozen by default does: 200 with `loss_less`, or
+/// 409 `freeze_aborted` when it was undone (the channel unchanged).
+async fn freeze_answer(
+    app: &App,
+    command: Command,
+    ask: FreezeAsk,
+    by_default: bool,
     projection: Vec<Value>,
 ) -> Result<Custom<Json<Value>>, ApiError> {
+    let FreezeAsk { expected_version, by, reason, window_ms } = ask;
     let submitted = super::submit(app, command, Some(expected_version), by, reason).await?;
     let changed = submitted.applied.is_some();
+    let frozen_version = submitted.table.version();
+    if changed
+        && by_default
+        && let Some(loss_less) =
+            super::freeze_wait::default_channel_freeze_end(app, frozen_version, window_ms).await?
+    {
+        let table = app.coordinator.table();
+        return Ok(Custom(
+            Status::Ok,
+            Json(json!({
+                "version": table.version(),
+                "changed": true,
+                "loss_less": loss_less,
+                "projection": projection,
+            })),
+        ));
+    }
     Ok(Custom(
         if changed { Status::Accepted } else { Status::Ok },
         Json(json!({
@@ -345,19 +389,32 @@ async fn delete_channel(
 ) -> Result<Custom<Json<Value>>, ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    // A channel change moves its users' owner for its services: loss-less by default, as a
+    // unit move (`[freeze] by_default`).
     let window = super::drains::freeze_from(
         &app.config,
-        super::drains::FreezeKind::OnRequest,
+        super::drains::FreezeKind::Move,
         r.freeze,
         r.freeze_window.as_deref(),
         "invalid_channel",
     )?;
+    let mut reason = r.reason;
     if let Some(window_ms) = window {
         let command = Command::FreezeChannel { name: name.to_owned(), next: None, window_ms };
-        return freeze_answer(app, command, r.expected_version, by, r.reason, Vec::new()).await;
+        let ask = FreezeAsk {
+            expected_version: r.expected_version,
+            by: by.clone(),
+            reason: reason.clone(),
+            window_ms,
+        };
+        match freeze_answer(app, command, ask, r.freeze.is_none(), Vec::new()).await {
+            Err(e) if r.freeze.is_none() && super::freeze_wait::unreadable(&e) => {}
+            other => return other,
+        }
+        reason = super::freeze_wait::at_once_reason(&reason);
     }
     let command = Command::DeleteChannel { name: name.to_owned(), expired: false };
-    let submitted = super::submit(app, command, Some(r.expected_version), by, r.reason).await?;
+    let submitted = super::submit(app, command, Some(r.expected_version), by, reason).await?;
     Ok(Custom(
         Status::Ok,
         Json(json!({

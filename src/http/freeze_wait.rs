@@ -29,7 +29,7 @@ pub(super) async fn default_freeze_end(
     key: Option<&Scoped>,
     decorate: impl FnOnce(&mut Value),
 ) -> Result<Option<Versioned>, ApiError> {
-    match units_change_end(app, frozen_version, window_ms).await {
+    match change_end(app, Staged::Units, frozen_version, window_ms).await {
         Ended::Unfrozen { version, took_ms, said } => {
             let table = app.coordinator.table();
             let mut body = routing_body(&table, app.coordinator.log_id());
@@ -54,7 +54,33 @@ pub(super) async fn default_freeze_end(
     }
 }
 
-/// How a unit move frozen at `frozen_version` ended.
+/// The end of a channel change frozen by default (a `PUT` or `DELETE /v1/channels/{name}` that
+/// did not say `freeze`): `Ok(Some(loss_less))` once unfrozen after its switch, 409
+/// `freeze_aborted` when it was undone, `Ok(None)` (answer 202) while it still runs.
+pub(super) async fn default_channel_freeze_end(
+    app: &App,
+    frozen_version: u64,
+    window_ms: u64,
+) -> Result<Option<Value>, ApiError> {
+    match change_end(app, Staged::Channel, frozen_version, window_ms).await {
+        Ended::Unfrozen { version, took_ms, said } => {
+            Ok(Some(freeze_summary(frozen_version, version, took_ms, &said)))
+        }
+        Ended::Aborted { version, reason } => Err(aborted(version, &reason)),
+        Ended::Running => Ok(None),
+    }
+}
+
+/// The two kinds of staged change a request can wait for.
+#[derive(Clone, Copy, Debug)]
+enum Staged {
+    /// A unit move or pin change (`units_change`, ended by `units_unfreeze`).
+    Units,
+    /// A channel change (`channel_change`, ended by `channel_unfreeze`).
+    Channel,
+}
+
+/// How a staged change frozen at `frozen_version` ended.
 #[derive(Debug)]
 enum Ended {
     /// Switched and unfrozen: the audit record that unfroze it.
@@ -65,16 +91,27 @@ enum Ended {
     Running,
 }
 
-/// Waits until the unit move frozen at `frozen_version` has ended, at most `window_ms` plus
-/// [`SLACK`].
-async fn units_change_end(app: &App, frozen_version: u64, window_ms: u64) -> Ended {
+/// Waits until the staged change of `kind` frozen at `frozen_version` has ended, at most
+/// `window_ms` plus [`SLACK`].
+async fn change_end(app: &App, kind: Staged, frozen_version: u64, window_ms: u64) -> Ended {
     let mut states = app.coordinator.subscribe();
     let deadline = rocket::tokio::time::Instant::now() + Duration::from_millis(window_ms) + SLACK;
+    let unfreeze = match kind {
+        Staged::Units => "units_unfreeze",
+        Staged::Channel => "channel_unfreeze",
+    };
     loop {
-        let running = states
-            .borrow_and_update()
-            .units_change()
-            .is_some_and(|c| c.phases.frozen_version == frozen_version);
+        let running = {
+            let state = states.borrow_and_update();
+            match kind {
+                Staged::Units => {
+                    state.units_change().is_some_and(|c| c.phases.frozen_version == frozen_version)
+                }
+                Staged::Channel => state
+                    .channel_change()
+                    .is_some_and(|c| c.phases.frozen_version == frozen_version),
+            }
+        };
         if !running {
             break;
         }
@@ -87,7 +124,7 @@ async fn units_change_end(app: &App, frozen_version: u64, window_ms: u64) -> End
     let records = app.coordinator.audit(256);
     let frozen_at = records.iter().find(|r| r.version == frozen_version).map(|r| r.at_ms);
     let Some(end) =
-        records.iter().rev().find(|r| r.version > frozen_version && r.action == "units_unfreeze")
+        records.iter().rev().find(|r| r.version > frozen_version && r.action == unfreeze)
     else {
         // Past the in-memory trail (hundreds of changes in the wait): say it ended, unread.
         return Ended::Unfrozen {
