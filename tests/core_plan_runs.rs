@@ -152,6 +152,10 @@ fn tick(sim: &mut Sim, sc: &Value, t: &Value, now: u64, trail: &mut Vec<String>)
                 trail.push(format!("done {step}"));
                 Command::PlanStepDone { run: run.id, step, converged_ms: None, samples: vec![] }
             }
+            Some(Decision::FreezeStep { step }) => {
+                trail.push(format!("freeze {step}"));
+                Command::PlanStepFreeze { run: run.id, step }
+            }
             Some(Decision::Hold { reason }) => {
                 if run.hold_reason.as_deref() == Some(reason.as_str()) {
                     return;

@@ -222,6 +222,9 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
                         converged_ms: Some(at_ms - 1),
                         samples,
                     },
+                    Some(Decision::FreezeStep { step }) => {
+                        Command::PlanStepFreeze { run: run.id, step }
+                    }
                     Some(Decision::Hold { reason }) => Command::PlanRunHold { run: run.id, reason },
                     Some(Decision::Fail { reason }) => Command::FailPlanRun { run: run.id, reason },
                     Some(Decision::Restore) => Command::PlanRestore { run: run.id },
@@ -273,6 +276,12 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
             } else {
                 vec![]
             },
+            // Every third freeze moves the global writer too.
+            global: n.is_multiple_of(3).then_some(tidegate::core::GlobalWriter {
+                zone: Some(ZoneId::GREEN),
+                read_only: false,
+                frozen: false,
+            }),
             window_ms: 5_000,
         },
         Op::UnitsPhase(end) => match state.units_change().map(|c| c.phases.switched.is_some()) {

@@ -135,7 +135,7 @@ async fn put_dial(
         ));
     }
     let moves = vec![crate::core::UnitMove { units, zone, domain: domain.clone() }];
-    let command = Command::FreezeUnits { moves, pins: vec![], window_ms };
+    let command = Command::FreezeUnits { moves, pins: vec![], global: None, window_ms };
     let ev = request.expected_version;
     let submitted = match submit_keyed(app, command, ev, by.clone(), reason.clone(), &key).await {
         // Frozen only by default, and a live replica of an older release cannot read a
@@ -301,7 +301,8 @@ async fn pin_change(
         let answer = submit(app, at_once, expected_version, by, reason, key).await?;
         return Ok((Status::Ok, answer));
     };
-    let command = Command::FreezeUnits { moves: vec![], pins: vec![change], window_ms };
+    let command =
+        Command::FreezeUnits { moves: vec![], pins: vec![change], global: None, window_ms };
     let submitted = match submit_keyed(
         app,
         command,

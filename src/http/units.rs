@@ -305,7 +305,7 @@ async fn move_to(
     }
     let at_once = Command::MoveUnits { moves: moves.clone() };
     let command = match window {
-        Some(window_ms) => Command::FreezeUnits { moves, pins: vec![], window_ms },
+        Some(window_ms) => Command::FreezeUnits { moves, pins: vec![], global: None, window_ms },
         None => at_once.clone(),
     };
     let send = |command: Command, reason: String| {

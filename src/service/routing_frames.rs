@@ -43,6 +43,9 @@ pub fn routing_body(table: &RoutingTable, log_id: &str) -> Value {
             "zone": global.zone.map(|z| table.zone_of(z)),
             "lane": global.zone.map(|z| table.lane(z)),
             "read_only": global.read_only,
+            // A global-writer move in progress: global writes wait (the global write check
+            // answers `frozen`) until the unfreeze.
+            "frozen": global.frozen,
         },
         "precedence": ["pin", "channel", "unit"],
         "channels": channels_body(table),

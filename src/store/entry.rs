@@ -4,9 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::{
     Audit, Channel, ChannelFallback, CheckKind, Command, DrainMode, DrainPlan, Envelope, Genesis,
-    Guard, HttpCall, OnBreach, PinChange, Plan, PlanMove, PlanStep, Precondition, RoutingTable,
-    Trigger, UnitMode, UnitMove, UnitScheme, UnitSet, ZoneClass, ZoneId, ZoneSample, ZoneSpec,
-    Zones,
+    GlobalWriter, Guard, HttpCall, OnBreach, PinChange, Plan, PlanMove, PlanStep, Precondition,
+    RoutingTable, Trigger, UnitMode, UnitMove, UnitScheme, UnitSet, ZoneClass, ZoneId, ZoneSample,
+    ZoneSpec, Zones,
 };
 
 /// Version of the entry format, written into the genesis entry.
@@ -286,6 +286,9 @@ pub enum WireCommand {
         moves: Vec<WireUnitMove>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pins: Vec<WirePinChange>,
+        /// A loss-less move of the global writer: its zone (by lane) and read-only flag.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        global: Option<WireGlobalTarget>,
         window_ms: u64,
     },
     SwitchUnits {},
@@ -928,9 +931,13 @@ impl WireCommand {
             Command::MoveUnits { moves } => {
                 WireCommand::MoveUnits { moves: wire_moves(moves, &lane) }
             }
-            Command::FreezeUnits { moves, pins, window_ms } => WireCommand::FreezeUnits {
+            Command::FreezeUnits { moves, pins, global, window_ms } => WireCommand::FreezeUnits {
                 moves: wire_moves(moves, &lane),
                 pins: wire_pins(pins, &lane),
+                global: global.map(|g| WireGlobalTarget {
+                    zone: g.zone.as_ref().map(lane),
+                    read_only: g.read_only,
+                }),
                 window_ms: *window_ms,
             },
             Command::SwitchUnits => WireCommand::SwitchUnits {},
@@ -1146,9 +1153,17 @@ impl WireCommand {
             WireCommand::MoveUnits { moves } => {
                 Command::MoveUnits { moves: core_moves(moves, table)? }
             }
-            WireCommand::FreezeUnits { moves, pins, window_ms } => Command::FreezeUnits {
+            WireCommand::FreezeUnits { moves, pins, global, window_ms } => Command::FreezeUnits {
                 moves: core_moves(moves, table)?,
                 pins: core_pins(pins, table.zones())?,
+                global: match global {
+                    None => None,
+                    Some(g) => Some(GlobalWriter {
+                        zone: g.zone.as_deref().map(lane_of).transpose()?,
+                        read_only: g.read_only,
+                        frozen: false,
+                    }),
+                },
                 window_ms: *window_ms,
             },
             WireCommand::SwitchUnits {} => Command::SwitchUnits,
@@ -1198,6 +1213,15 @@ pub(crate) fn wire_moves(
             domain: m.domain.clone(),
         })
         .collect()
+}
+
+/// The global writer a loss-less move sets: its zone by lane (absent: none) and read-only flag.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireGlobalTarget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    pub read_only: bool,
 }
 
 /// One pin change of a loss-less change of owner: the user and their new lane (absent: unpinned).

@@ -209,6 +209,8 @@ struct WireGlobalWriter {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     zone: Option<String>,
     read_only: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    frozen: bool,
 }
 
 /// A channel change in progress: the change as the state holds it and the freeze the table
@@ -249,6 +251,9 @@ struct WireUnitsChange {
     /// The plan run and step this change is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     run: Option<(u64, usize)>,
+    /// The global writer its switch sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    global: Option<super::entry::WireGlobalTarget>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -751,11 +756,16 @@ fn encode(
                 window_ms: change.phases.window_ms,
                 switched: change.phases.switched,
                 run: change.run,
+                global: change.global.map(|g| super::entry::WireGlobalTarget {
+                    zone: g.zone.map(|z| table.lane(z).to_owned()),
+                    read_only: g.read_only,
+                }),
             }
         }),
         global_writer: (table.global() != GlobalWriter::default()).then(|| WireGlobalWriter {
             zone: table.global().zone.map(|z| table.lane(z).to_owned()),
             read_only: table.global().read_only,
+            frozen: table.global().frozen,
         }),
         pins: table.pins().iter().map(|(id, c)| (id.clone(), table.lane(*c).to_owned())).collect(),
         drains: replayed.state.drains().map(|d| wire_drain(d, table.zones())).collect(),
@@ -856,9 +866,11 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
         domains.insert(name.clone(), map_of(runs).map_err(|e| format!("domain {name}: {e}"))?);
     }
     let global = match &body.global_writer {
-        Some(g) => {
-            GlobalWriter { zone: g.zone.as_deref().map(lane).transpose()?, read_only: g.read_only }
-        }
+        Some(g) => GlobalWriter {
+            zone: g.zone.as_deref().map(lane).transpose()?,
+            read_only: g.read_only,
+            frozen: g.frozen,
+        },
         None => GlobalWriter::default(),
     };
     let mut frozen = BTreeMap::new();
@@ -912,6 +924,21 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
                 switched: w.switched,
             },
             run: w.run,
+            global: match &w.global {
+                None => None,
+                Some(g) => Some(GlobalWriter {
+                    zone: match &g.zone {
+                        None => None,
+                        Some(l) => Some(zones.by_lane(l).ok_or_else(|| {
+                            format!(
+                                "the unit move in progress: global writer lane `{l}` is unknown"
+                            )
+                        })?),
+                    },
+                    read_only: g.read_only,
+                    frozen: false,
+                }),
+            },
         }),
     };
     let table = RoutingTable::from_map(body.version, scheme, map, pins, zones.clone(), global)

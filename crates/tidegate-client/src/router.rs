@@ -1325,9 +1325,11 @@ fn acknowledger(
     }
 }
 
-/// Whether `table` freezes writes to some units (a unit move's or a channel's freeze).
+/// Whether `table` freezes writes (a unit move's, a channel's or a global-writer move's freeze).
 fn has_freeze(table: &RoutingTable) -> bool {
-    table.channel_freeze().is_some() || table.frozen().values().any(|units| !units.is_empty())
+    table.channel_freeze().is_some()
+        || table.global().frozen
+        || table.frozen().values().any(|units| !units.is_empty())
 }
 
 fn acknowledge(

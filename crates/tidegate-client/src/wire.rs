@@ -81,6 +81,7 @@ pub fn decode_table(value: &Value) -> Result<RoutingTable, DecodeError> {
                 _ => None,
             },
             read_only: g.get("read_only").and_then(Value::as_bool).unwrap_or(false),
+            frozen: g.get("frozen").and_then(Value::as_bool).unwrap_or(false),
         },
         _ => GlobalWriter::default(),
     };

@@ -70,8 +70,8 @@ pub use plan_trigger::{
 };
 pub use staged::{Phases, PinChange, StagedStep, UnitsChange};
 pub use table::{
-    DEFAULT_DOMAIN, Fallback, GlobalWriter, MAX_DOMAINS, RoutingTable, Rule, TableError, Tag,
-    TagError, WRITE_RETRY_AFTER_MS, WriteCheck,
+    DEFAULT_DOMAIN, Fallback, GlobalWriteCheck, GlobalWriter, MAX_DOMAINS, RoutingTable, Rule,
+    TableError, Tag, TagError, WRITE_RETRY_AFTER_MS, WriteCheck,
 };
 pub use unit::{
     HASH_ALGORITHM, MAX_UNITS, MAX_USER_ID_BYTES, MIN_UNITS, SchemeError, Unit, UnitError,

@@ -99,12 +99,22 @@ pub struct UnitsChange {
     pub phases: Phases,
     /// The plan run and step this change is (a loss-less plan step), which its unfreeze ends.
     pub run: Option<(u64, usize)>,
+    /// The global writer the switch sets (a loss-less global-writer move): global writes are
+    /// frozen from the freeze to the unfreeze.
+    pub global: Option<crate::table::GlobalWriter>,
 }
 
 impl UnitsChange {
     /// The next phase at `now_ms`, given the barrier (see [`Phases::decide`]).
     pub fn decide(&self, now_ms: u64, barrier: &FreezeBarrier) -> Option<StagedStep> {
-        if self.moves.is_empty() {
+        if self.global.is_some() && self.moves.is_empty() && self.pins.is_empty() {
+            self.phases.decide(
+                now_ms,
+                barrier,
+                "the global-writer move",
+                "the global writer is unchanged",
+            )
+        } else if self.moves.is_empty() {
             self.phases.decide(now_ms, barrier, "the pin change", "no user changed owner")
         } else {
             self.phases.decide(now_ms, barrier, "the unit move", "no unit changed owner")

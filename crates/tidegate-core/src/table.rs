@@ -145,12 +145,53 @@ pub const DEFAULT_DOMAIN: &str = "default";
 /// Most named domains one table may hold.
 pub const MAX_DOMAINS: usize = 32;
 
-/// The zone that takes writes to global data (the GZone), and whether global data is read-only
-/// (during a switch of the global primary).
+/// The zone that takes writes to global data (the GZone), whether global data is read-only
+/// (an operator stopped global writes), and whether global writes are frozen by a move of the
+/// global writer in progress (freeze -> switch -> unfreeze, as a unit move).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct GlobalWriter {
     pub zone: Option<ZoneId>,
     pub read_only: bool,
+    pub frozen: bool,
+}
+
+/// The answer of the global write check ([`RoutingTable::check_global_write`]): may a service
+/// in a zone write global data (data that belongs to no user) now?
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GlobalWriteCheck {
+    /// The local zone is the global writer: write.
+    Owned,
+    /// The caller decided at a newer version than the local table: wait for it (503).
+    Behind { incoming: u64, local: u64 },
+    /// A move of the global writer is in progress: wait and retry (503 with `Retry-After`).
+    Frozen { owner: Option<ZoneId> },
+    /// An operator made global data read-only: no zone writes it (503).
+    ReadOnly { owner: Option<ZoneId> },
+    /// Another zone is the global writer (`None`: no zone is): refuse (421) or forward.
+    Misrouted { owner: Option<ZoneId> },
+}
+
+impl GlobalWriteCheck {
+    /// The answer's name, as APIs and metrics show it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GlobalWriteCheck::Owned => "owned",
+            GlobalWriteCheck::Behind { .. } => "behind",
+            GlobalWriteCheck::Frozen { .. } => "frozen",
+            GlobalWriteCheck::ReadOnly { .. } => "read_only",
+            GlobalWriteCheck::Misrouted { .. } => "misrouted",
+        }
+    }
+
+    /// The global writer the answer names, if any.
+    pub fn owner(&self) -> Option<ZoneId> {
+        match self {
+            GlobalWriteCheck::Owned | GlobalWriteCheck::Behind { .. } => None,
+            GlobalWriteCheck::Frozen { owner }
+            | GlobalWriteCheck::ReadOnly { owner }
+            | GlobalWriteCheck::Misrouted { owner } => *owner,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -643,6 +684,36 @@ impl RoutingTable {
 
     pub fn global(&self) -> GlobalWriter {
         self.global
+    }
+
+    /// The global write check: may a service in `local`, whose caller routed it at `incoming`
+    /// (the propagated `x-tidegate-version`, when known), write global data now? In order: a
+    /// caller newer than this table is `Behind`; a move of the global writer in progress is
+    /// `Frozen`; read-only global data is `ReadOnly`; another zone (or none) as the global
+    /// writer is `Misrouted`; else `Owned`. The Go and Java clients and the edge's
+    /// `GET /v1/write-check?global=true` answer the same (`tests/fixtures/global_write_checks.json`).
+    pub fn check_global_write(&self, local: ZoneId, incoming: Option<u64>) -> GlobalWriteCheck {
+        let owner = self.global.zone;
+        if let Some(incoming) = incoming
+            && incoming > self.version
+        {
+            return GlobalWriteCheck::Behind { incoming, local: self.version };
+        }
+        if self.global.frozen {
+            return GlobalWriteCheck::Frozen { owner };
+        }
+        if self.global.read_only {
+            return GlobalWriteCheck::ReadOnly { owner };
+        }
+        if owner != Some(local) {
+            return GlobalWriteCheck::Misrouted { owner };
+        }
+        GlobalWriteCheck::Owned
+    }
+
+    /// Sets whether global writes are frozen (a global-writer move in progress).
+    pub(crate) fn set_global_frozen(&mut self, frozen: bool) {
+        self.global.frozen = frozen;
     }
 
     /// Units owned by `zone`.

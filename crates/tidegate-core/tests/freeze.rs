@@ -321,7 +321,7 @@ fn a_loss_less_unit_move_freezes_the_units_it_moves_and_holds_every_other_map_ch
     let frozen_state = apply(
         &s,
         1_000,
-        Command::FreezeUnits { moves: moves.clone(), pins: vec![], window_ms: 5_000 },
+        Command::FreezeUnits { moves: moves.clone(), pins: vec![], global: None, window_ms: 5_000 },
     )
     .unwrap();
     assert_eq!(frozen(&frozen_state).as_deref(), Some("40-49"), "50-59 are green already");
@@ -332,7 +332,7 @@ fn a_loss_less_unit_move_freezes_the_units_it_moves_and_holds_every_other_map_ch
     for command in [
         Command::SetBlueUnits { blue_units: 30, domain: None },
         Command::MoveUnits { moves: moves.clone() },
-        Command::FreezeUnits { moves: moves.clone(), pins: vec![], window_ms: 5_000 },
+        Command::FreezeUnits { moves: moves.clone(), pins: vec![], global: None, window_ms: 5_000 },
         Command::StartDrain { plan: lossless(30, 10, 5_000) },
     ] {
         let e = apply(&frozen_state, 1_100, command).unwrap_err();
@@ -389,9 +389,12 @@ fn a_loss_less_unit_move_freezes_the_units_it_moves_and_holds_every_other_map_ch
         zone: ZoneId::GREEN,
         domain: None,
     }];
-    let same =
-        apply(&s, 1_000, Command::FreezeUnits { moves: green, pins: vec![], window_ms: 5_000 })
-            .unwrap();
+    let same = apply(
+        &s,
+        1_000,
+        Command::FreezeUnits { moves: green, pins: vec![], global: None, window_ms: 5_000 },
+    )
+    .unwrap();
     assert_eq!(same.version(), s.version(), "no version spent");
 }
 
@@ -413,7 +416,12 @@ fn a_loss_less_pin_freezes_the_users_unit_switches_the_pin_and_thaws() {
     let frozen_state = apply(
         &s,
         1_000,
-        Command::FreezeUnits { moves: vec![], pins: to_green.clone(), window_ms: 5_000 },
+        Command::FreezeUnits {
+            moves: vec![],
+            pins: to_green.clone(),
+            global: None,
+            window_ms: 5_000,
+        },
     )
     .unwrap();
     assert_eq!(frozen(&frozen_state), Some(unit.to_string()), "exactly the user's unit");
@@ -443,7 +451,7 @@ fn a_loss_less_pin_freezes_the_users_unit_switches_the_pin_and_thaws() {
     let kept = apply(
         &s,
         1_000,
-        Command::FreezeUnits { moves: vec![], pins: same.clone(), window_ms: 5_000 },
+        Command::FreezeUnits { moves: vec![], pins: same.clone(), global: None, window_ms: 5_000 },
     )
     .unwrap();
     assert_eq!(kept.version(), s.version(), "no owner changes: no version spent");
@@ -453,14 +461,22 @@ fn a_loss_less_pin_freezes_the_users_unit_switches_the_pin_and_thaws() {
         apply(
             &s,
             1_000,
-            Command::FreezeUnits { moves: vec![], pins: unpin.clone(), window_ms: 5_000 }
+            Command::FreezeUnits {
+                moves: vec![],
+                pins: unpin.clone(),
+                global: None,
+                window_ms: 5_000
+            }
         ),
         Err(CommandError::PinNotFound(_))
     ));
     // Unpinning the green pin gives the user back to blue: the unit freezes again.
-    let back =
-        apply(&done, 2_000, Command::FreezeUnits { moves: vec![], pins: unpin, window_ms: 5_000 })
-            .unwrap();
+    let back = apply(
+        &done,
+        2_000,
+        Command::FreezeUnits { moves: vec![], pins: unpin, global: None, window_ms: 5_000 },
+    )
+    .unwrap();
     assert_eq!(frozen(&back), Some(unit.to_string()));
     // While it is in progress, a unit move waits for it.
     let moves = vec![tidegate_core::UnitMove {

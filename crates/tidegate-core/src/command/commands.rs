@@ -6,6 +6,7 @@ use crate::drain::DrainPlan;
 use crate::plan::{Plan, PlanStep};
 use crate::plan_run::ZoneSample;
 use crate::staged::PinChange;
+use crate::table::GlobalWriter;
 use crate::unit_map::UnitMove;
 use crate::zone::{ZoneId, ZoneSpec};
 
@@ -78,6 +79,9 @@ pub enum Command {
     FreezeUnits {
         moves: Vec<UnitMove>,
         pins: Vec<PinChange>,
+        /// A loss-less move of the global writer (`PUT /v1/global-writer`): global writes are
+        /// frozen until the unfreeze; the switch sets this zone and read-only flag.
+        global: Option<GlobalWriter>,
         window_ms: u64,
     },
     /// The change in progress switches: its moves are made, as `MoveUnits` makes them, and its
@@ -252,7 +256,7 @@ impl Command {
     /// freeze covers pinned users too).
     pub fn format_level(&self) -> u32 {
         match self {
-            Command::FreezeUnits { pins, .. } if !pins.is_empty() => 9,
+            Command::FreezeUnits { pins, global, .. } if !pins.is_empty() || global.is_some() => 9,
             Command::PlanStepFreeze { .. } => 9,
             Command::PutPlan { plan } if plan.freeze_ms.is_some() => 8,
             Command::FreezeChannel { .. }

@@ -154,7 +154,9 @@ fn dispatch(c: &mut Change, command: &Command) -> Outcome {
             run_calls::done(c, *run, *step, *attempt, *status, error.as_ref())
         }
         C::MoveUnits { moves } => units::move_units(c, moves),
-        C::FreezeUnits { moves, pins, window_ms } => units::freeze(c, moves, pins, *window_ms),
+        C::FreezeUnits { moves, pins, global, window_ms } => {
+            units::freeze(c, moves, pins, *global, *window_ms)
+        }
         C::SwitchUnits => units::switch(c),
         C::UnfreezeUnits { aborted } => units::unfreeze(c, *aborted),
         C::AddZone { spec } => zones::add(c, spec),

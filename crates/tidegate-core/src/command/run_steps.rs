@@ -245,7 +245,14 @@ pub(super) fn freeze(c: &mut Change, id: u64, step: usize) -> Outcome {
             });
         }
     };
-    let Some((_, frozen)) = units::begin(c, &moves, &pins, window_ms, Some((id, step)))? else {
+    let staging = units::Staging {
+        moves: &moves,
+        pins: &pins,
+        global: None,
+        window_ms,
+        run: Some((id, step)),
+    };
+    let Some((_, frozen)) = units::begin(c, staging)? else {
         // Nothing changes owner (a pin to the zone the map gives its user): done at once.
         return done(c, id, step, None, &[]);
     };

@@ -9,7 +9,7 @@ use super::describe::describe_all_maps;
 use super::{Change, CommandError, Outcome, State, changed};
 use crate::plan::PlanMove;
 use crate::staged::{Phases, PinChange, UnitsChange};
-use crate::table::DEFAULT_DOMAIN;
+use crate::table::{DEFAULT_DOMAIN, GlobalWriter};
 use crate::unit_map::{UnitMap, UnitMove, UnitSet, UnitSetError};
 use crate::zone::{ZoneError, Zones};
 
@@ -31,21 +31,35 @@ pub(super) fn freeze(
     c: &mut Change,
     moves: &[UnitMove],
     pins: &[PinChange],
+    global: Option<GlobalWriter>,
     window_ms: u64,
 ) -> Outcome {
     c.before.no_active_run()?;
-    begin(c, moves, pins, window_ms, None)
+    begin(c, Staging { moves, pins, global, window_ms, run: None })
+}
+
+/// What a loss-less change of owner moves, and how it is bounded and owned.
+pub(super) struct Staging<'a> {
+    pub moves: &'a [UnitMove],
+    pub pins: &'a [PinChange],
+    /// The global writer the switch sets, when it moves (or changes read-only).
+    pub global: Option<GlobalWriter>,
+    pub window_ms: u64,
+    /// The plan run and step it is, whose unfreeze ends that step.
+    pub run: Option<(u64, usize)>,
 }
 
 /// Freezes a loss-less change of owner (see [`freeze`]); `run` names the plan run and step it
 /// is, whose unfreeze ends that step. `Ok(None)` when it changes no owner.
-pub(super) fn begin(
-    c: &mut Change,
-    moves: &[UnitMove],
-    pins: &[PinChange],
-    window_ms: u64,
-    run: Option<(u64, usize)>,
-) -> Outcome {
+pub(super) fn begin(c: &mut Change, staging: Staging<'_>) -> Outcome {
+    let Staging { moves, pins, global, window_ms, run } = staging;
+    // The global writer's zone and read-only flag (never the freeze flag) as the switch sets them.
+    let global = global.map(|g| GlobalWriter { frozen: false, ..g });
+    if let Some(zone) = global.and_then(|g| g.zone) {
+        c.before.live_zone(zone)?;
+    }
+    let current = GlobalWriter { frozen: false, ..c.before.table.global };
+    let global = global.filter(|g| *g != current);
     c.before.no_running_drain()?;
     c.before.no_units_change()?;
     if window_ms == 0 || window_ms > crate::drain::MAX_FREEZE_MS {
@@ -79,15 +93,19 @@ pub(super) fn begin(
         }
     }
     frozen.retain(|_, set| !set.is_empty());
-    if frozen.is_empty() {
+    if frozen.is_empty() && global.is_none() {
         return Ok(None);
     }
     let version = c.version();
     let mut words = Vec::new();
+    if global.is_some() {
+        words.push("global writes".to_owned());
+        c.table.set_global_frozen(true);
+    }
     for (domain, set) in frozen {
         let units: Vec<u32> = set.into_iter().collect();
         let set = UnitSet::from_sorted(&units).unwrap_or_default();
-        words.push(format!("{set} in {}", domain.as_deref().unwrap_or(DEFAULT_DOMAIN)));
+        words.push(format!("units {set} in {}", domain.as_deref().unwrap_or(DEFAULT_DOMAIN)));
         c.table.set_frozen(domain.as_deref(), Some(set));
     }
     c.next.units_change = Some(Arc::new(UnitsChange {
@@ -95,12 +113,21 @@ pub(super) fn begin(
         pins: pins.to_vec(),
         phases: Phases { frozen_version: version, frozen_ms: c.at_ms(), window_ms, switched: None },
         run,
+        global,
     }));
-    let what = if moves.is_empty() { "a loss-less pin change" } else { "a loss-less move" };
+    let what = match (moves.is_empty(), pins.is_empty()) {
+        (false, _) => "a loss-less move",
+        (true, false) => "a loss-less pin change",
+        (true, true) => "a loss-less global-writer move",
+    };
+    let mut from = describe_change(before, moves, pins);
+    if global.is_some() {
+        from = join(from, super::zones::describe_global(before));
+    }
     changed(
-        describe_change(before, moves, pins),
+        from,
         format!(
-            "units {} frozen for {what} until every live subscriber applies version {version}",
+            "{} frozen for {what} until every live subscriber applies version {version}",
             words.join(", ")
         ),
     )
@@ -122,10 +149,21 @@ pub(super) fn switch(c: &mut Change) -> Outcome {
     let mut table = c.table.clone();
     apply_pins(c.before, &mut table, &change.pins)?;
     c.table = table;
+    if let Some(global) = change.global {
+        if let Some(zone) = global.zone {
+            c.before.live_zone(zone)?;
+        }
+        // Still frozen: global writes resume at the unfreeze.
+        c.table.global = GlobalWriter { frozen: true, ..global };
+    }
     let version = c.version();
     change.phases.switched = Some((version, c.at_ms()));
-    let from = describe_change(&c.before.table, &change.moves, &change.pins);
-    let to = describe_change(&c.table, &change.moves, &change.pins);
+    let mut from = describe_change(&c.before.table, &change.moves, &change.pins);
+    let mut to = describe_change(&c.table, &change.moves, &change.pins);
+    if change.global.is_some() {
+        from = join(from, super::zones::describe_global(&c.before.table));
+        to = join(to, super::zones::describe_global(&c.table));
+    }
     c.next.units_change = Some(Arc::new(change));
     changed(
         from,
@@ -198,6 +236,7 @@ pub(super) fn unfreeze(c: &mut Change, aborted: bool) -> Outcome {
     for domain in domains {
         c.table.set_frozen(Some(&domain), None);
     }
+    c.table.set_global_frozen(false);
     c.next.units_change = None;
     let window = c.at_ms().saturating_sub(change.phases.frozen_ms);
     let mut to = match change.phases.switched {
@@ -327,5 +366,14 @@ impl State {
             map = map.moved(&m.units, m.zone);
         }
         Ok(map)
+    }
+}
+
+/// `a; b`, or either alone when the other is empty.
+fn join(a: String, b: String) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b,
+        (_, true) => a,
+        _ => format!("{a}; {b}"),
     }
 }

@@ -54,7 +54,8 @@ pub(super) fn set_global_writer(c: &mut Change, zone: Option<ZoneId>, read_only:
     if let Some(zone) = zone {
         c.before.live_zone(zone)?;
     }
-    let next_global = GlobalWriter { zone, read_only };
+    c.before.no_units_change()?;
+    let next_global = GlobalWriter { zone, read_only, frozen: false };
     if next_global == c.before.table.global {
         return Ok(None);
     }
@@ -62,7 +63,7 @@ pub(super) fn set_global_writer(c: &mut Change, zone: Option<ZoneId>, read_only:
     changed(describe_global(&c.before.table), describe_global(&c.table))
 }
 
-fn describe_global(table: &RoutingTable) -> String {
+pub(super) fn describe_global(table: &RoutingTable) -> String {
     let zone = table.global.zone.map_or("no zone", |z| table.zones.zone_of(z));
     let mode = if table.global.read_only { "read-only" } else { "writable" };
     format!("global writes: {zone} ({mode})")
