@@ -76,6 +76,7 @@ public final class RoutingTable {
     private final ChannelFreeze channelFreeze;
     private final Integer globalWriterZone;
     private final boolean globalReadOnly;
+    private final boolean globalFrozen;
     private final String raw;
 
     private RoutingTable(Builder b) {
@@ -95,6 +96,7 @@ public final class RoutingTable {
         this.channelFreeze = b.channelFreeze;
         this.globalWriterZone = b.globalWriterZone;
         this.globalReadOnly = b.globalReadOnly;
+        this.globalFrozen = b.globalFrozen;
         this.raw = b.raw;
     }
 
@@ -114,6 +116,7 @@ public final class RoutingTable {
         ChannelFreeze channelFreeze;
         Integer globalWriterZone;
         boolean globalReadOnly;
+        boolean globalFrozen;
         String raw;
     }
 
@@ -249,6 +252,8 @@ public final class RoutingTable {
             }
             JsonNode ro = global.get("read_only");
             b.globalReadOnly = ro != null && ro.isBoolean() && ro.asBoolean();
+            JsonNode frozenNode = global.get("frozen");
+            b.globalFrozen = frozenNode != null && frozenNode.isBoolean() && frozenNode.asBoolean();
         }
         JsonNode domains = value.get("domains");
         if (domains != null && domains.isObject()) {
@@ -744,6 +749,14 @@ public final class RoutingTable {
 
     public boolean globalReadOnly() {
         return globalReadOnly;
+    }
+
+    /**
+     * Whether a move of the global writer is in progress ({@code global_writer.frozen}, false
+     * when absent): global writes answer frozen until it ends.
+     */
+    public boolean globalFrozen() {
+        return globalFrozen;
     }
 
     /** The JSON text this table was decoded from (what the disk cache keeps). */
