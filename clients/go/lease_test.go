@@ -474,3 +474,45 @@ func TestConfirmationsOfAnotherLogDoNotRenewTheHeldTable(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// The global write check under a lease run out: owned (this zone is the global writer) becomes
+// unconfirmed, as in CheckWrite, since a zone cut off may no longer be the writer; behind,
+// frozen, read-only and misrouted answer as before.
+func TestAnExpiredLeaseChangesOnlyAnOwnedGlobalWrite(t *testing.T) {
+	for _, c := range []struct {
+		writer           map[string]any
+		local            string
+		incoming         uint64
+		want, withoutOne string
+	}{
+		{map[string]any{"zone": "az-a", "read_only": false}, "az-a", 0, Unconfirmed, Owned},
+		{map[string]any{"zone": "az-a", "read_only": false}, "green", 3, Unconfirmed, Owned},
+		{map[string]any{"zone": "az-a", "read_only": false}, "az-b", 0, Misrouted, Misrouted},
+		{map[string]any{"zone": "az-a", "read_only": false}, "az-a", 4, Behind, Behind},
+		{map[string]any{"zone": "az-a", "read_only": false, "frozen": true}, "az-a", 0, Frozen, Frozen},
+		{map[string]any{"zone": "az-a", "read_only": true}, "az-a", 0, ReadOnly, ReadOnly},
+	} {
+		table := dialTable(3, 100, 50, map[string]any{"global_writer": c.writer})
+		fake := newLeaseFake(t, 300, 0, []string{routingEvent(t, table)}, func() string {
+			return confirmingAt(time.Now().Add(-time.Hour))
+		})
+		r, err := Connect(fake.URL, Identity{SubscriberID: "lease-global", Zone: "az-a", Kind: "service"}, fastOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.WaitForVersion(3, 5*time.Second) || !waitUntil(2*time.Second, func() bool { return r.Status().LeaseExpired }) {
+			r.Close()
+			t.Fatalf("no table or no expired lease: %+v", r.Status())
+		}
+		got, err := r.CheckGlobalWrite(c.local, c.incoming)
+		base, baseErr := Fixed(decode(t, table)).CheckGlobalWrite(c.local, c.incoming)
+		r.Close()
+		if err != nil || baseErr != nil || got.Check != c.want || base.Check != c.withoutOne {
+			t.Fatalf("%v in %s at %d: %s (want %s), without a lease %s (want %s); %v %v",
+				c.writer, c.local, c.incoming, got.Check, c.want, base.Check, c.withoutOne, err, baseErr)
+		}
+		if got.Version != base.Version || got.OwnerZone != base.OwnerZone || got.OwnerLane != base.OwnerLane {
+			t.Fatalf("%+v against %+v", got, base)
+		}
+	}
+}

@@ -437,6 +437,22 @@ func (r *Router) CheckWriteFor(domain, service, user, localZone string, incoming
 	return r.confirm(t.CheckWriteFor(domain, service, user, localZone, incoming))
 }
 
+// CheckGlobalWrite is the global write check with the current table (see
+// Table.CheckGlobalWrite). Open a WriteScope before it and keep it until the write is committed,
+// as for CheckWrite. Under a lease that has run out, Owned becomes Unconfirmed, as in CheckWrite:
+// a zone cut off from the coordinators may no longer be the global writer.
+func (r *Router) CheckGlobalWrite(localZone string, incoming uint64) (GlobalWriteAnswer, error) {
+	t, err := r.current()
+	if err != nil {
+		return GlobalWriteAnswer{}, err
+	}
+	a, err := t.CheckGlobalWrite(localZone, incoming)
+	if err == nil && a.Check == Owned && r.lease.expired() {
+		a.Check = Unconfirmed
+	}
+	return a, err
+}
+
 // WriteScope is a write in flight: the Router acknowledges no table newer than the one
 // current when the scope opened until End.
 type WriteScope struct {

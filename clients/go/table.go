@@ -67,10 +67,13 @@ type Zone struct {
 	Retired bool
 }
 
-// GlobalWriter is the zone that takes writes to global data, and whether they are read-only.
+// GlobalWriter is the zone that takes writes to global data, whether they are read-only, and
+// whether a move of the global writer is in progress (freeze -> switch -> unfreeze, like a unit
+// move: global writes wait until it ends).
 type GlobalWriter struct {
 	Zone     int // -1: none
 	ReadOnly bool
+	Frozen   bool // `global_writer.frozen`; absent: false
 }
 
 // UnitSet is a set of units (`0-9,17`).
@@ -686,6 +689,7 @@ func DecodeTable(data []byte) (*Table, error) {
 			t.Global.Zone = zone
 		}
 		t.Global.ReadOnly = asBool(g["read_only"], false)
+		t.Global.Frozen = asBool(g["frozen"], false)
 	}
 	t.domains = map[string][]uint16{}
 	if named := optObject(o, "domains"); named != nil {

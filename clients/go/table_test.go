@@ -192,6 +192,104 @@ func TestWriteChecksMatchTheFixture(t *testing.T) {
 	}
 }
 
+// tests/fixtures/global_write_checks.json: every row against tests/fixtures/routing_base.json
+// with `global_writer` replaced by the row's and `version` set to its table_version.
+func TestGlobalWriteChecksMatchTheFixture(t *testing.T) {
+	var file struct {
+		Cases []struct {
+			Name         string  `json:"name"`
+			TableVersion uint64  `json:"table_version"`
+			Writer       *string `json:"writer"`
+			ReadOnly     bool    `json:"read_only"`
+			Frozen       bool    `json:"frozen"`
+			Local        string  `json:"local"`
+			Incoming     *uint64 `json:"incoming"`
+			Expect       string  `json:"expect"`
+			Owner        *string `json:"owner"`
+		} `json:"cases"`
+	}
+	fixture(t, "global_write_checks.json", &file)
+	seen := map[string]int{}
+	for _, c := range file.Cases {
+		var raw map[string]any
+		fixture(t, "routing_base.json", &raw)
+		raw["version"] = c.TableVersion
+		var writer, lane any
+		if c.Writer != nil {
+			writer = *c.Writer
+			for _, z := range raw["zones"].([]any) {
+				if z.(map[string]any)["name"] == *c.Writer {
+					lane = z.(map[string]any)["lane"]
+				}
+			}
+		}
+		raw["global_writer"] = map[string]any{"zone": writer, "lane": lane, "read_only": c.ReadOnly, "frozen": c.Frozen}
+		table := decode(t, raw)
+		if table.Global.Frozen != c.Frozen || table.Global.ReadOnly != c.ReadOnly {
+			t.Fatalf("%s: decoded %+v", c.Name, table.Global)
+		}
+		var incoming uint64
+		if c.Incoming != nil {
+			incoming = *c.Incoming
+		}
+		answer, err := table.CheckGlobalWrite(c.Local, incoming)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if answer.Check != c.Expect {
+			t.Fatalf("%s: got %s, want %s", c.Name, answer.Check, c.Expect)
+		}
+		want := ""
+		if c.Owner != nil {
+			want = *c.Owner
+		}
+		if answer.OwnerZone != want {
+			t.Fatalf("%s: owner %q, want %q", c.Name, answer.OwnerZone, want)
+		}
+		if answer.Version != c.TableVersion || answer.Incoming != incoming {
+			t.Fatalf("%s: %+v", c.Name, answer)
+		}
+		seen[answer.Check]++
+	}
+	if len(file.Cases) < 16 || len(seen) != 5 {
+		t.Fatalf("only %d cases, answers %v", len(file.Cases), seen)
+	}
+	t.Logf("FIGURE global_write_checks %d rows agree %v", len(file.Cases), seen)
+}
+
+// An unknown local zone is an error, not an answer; `frozen` absent decodes as false; a lane
+// names the writer too; 421 for misrouted, 503 (no retry) for read-only.
+func TestGlobalWriteCheckEdges(t *testing.T) {
+	var raw map[string]any
+	fixture(t, "routing_base.json", &raw)
+	raw["global_writer"] = map[string]any{"zone": "az-c", "read_only": false}
+	table := decode(t, raw)
+	if table.Global.Frozen {
+		t.Fatal("an absent `frozen` decoded as true")
+	}
+	if _, err := table.CheckGlobalWrite("az-q", 0); err == nil {
+		t.Fatal("an unknown local zone was answered")
+	}
+	a, err := table.CheckGlobalWrite("red", 0)
+	if err != nil || !a.IsOwned() || a.OwnerZone != "az-c" || a.OwnerLane != "red" || a.Status() != 0 {
+		t.Fatalf("%+v %v", a, err)
+	}
+	a, _ = table.CheckGlobalWrite("blue", 0)
+	if a.Check != Misrouted || a.Status() != 421 || a.RetryAfter() != 0 {
+		t.Fatalf("%+v", a)
+	}
+	raw["global_writer"] = map[string]any{"zone": "az-c", "read_only": true}
+	a, _ = decode(t, raw).CheckGlobalWrite("az-c", 0)
+	if a.Check != ReadOnly || a.Status() != 503 || a.RetryAfter() != 0 {
+		t.Fatalf("%+v", a)
+	}
+	raw["global_writer"] = map[string]any{"zone": "az-c", "read_only": true, "frozen": true}
+	a, _ = decode(t, raw).CheckGlobalWrite("az-a", 0)
+	if a.Check != Frozen || a.Status() != 503 || a.RetryAfter() != WriteRetryAfter {
+		t.Fatalf("%+v", a)
+	}
+}
+
 func TestForwardOnceForwardsAMisroutedWriteOnceAndRefusesTheSecondHop(t *testing.T) {
 	misrouted := WriteAnswer{Check: Misrouted, Version: 12, OwnerZone: "az-b", OwnerLane: "blue"}
 	route := ForwardOnce(misrouted, "")

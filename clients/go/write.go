@@ -153,6 +153,80 @@ func (t *Table) CheckWriteFor(domain, service, user, localZone string, incoming 
 	return answer, nil
 }
 
+// ReadOnly is an answer of the global write check only (CheckGlobalWrite): an operator made
+// global data read-only, so no zone may write it.
+const ReadOnly = "read_only"
+
+// GlobalWriteAnswer is the answer of a global write check (a write of global data, no user).
+type GlobalWriteAnswer struct {
+	// Check is Behind, Frozen, ReadOnly, Misrouted, Owned or (from a Router) Unconfirmed.
+	Check string
+	// Version is the version of the local table that judged; Incoming the caller's (0: none).
+	Version  uint64
+	Incoming uint64
+	// OwnerZone and OwnerLane name the global writer for Frozen, ReadOnly, Misrouted and Owned;
+	// empty for Behind, where the local table cannot judge, and where there is no global writer.
+	OwnerZone string
+	OwnerLane string
+}
+
+// IsOwned reports whether the global write may go ahead here.
+func (a GlobalWriteAnswer) IsOwned() bool { return a.Check == Owned }
+
+// RetryAfter is how long a behind, frozen or unconfirmed global write should wait (0 for the
+// others: read-only lasts until an operator lifts it).
+func (a GlobalWriteAnswer) RetryAfter() time.Duration {
+	if a.Check == Behind || a.Check == Frozen || a.Check == Unconfirmed {
+		return WriteRetryAfter
+	}
+	return 0
+}
+
+// Status is the HTTP status a service answers when it does not write: 421 for misrouted, 503
+// for behind, frozen, read-only and unconfirmed, 0 for owned.
+func (a GlobalWriteAnswer) Status() int {
+	switch a.Check {
+	case Misrouted:
+		return 421
+	case Behind, Frozen, ReadOnly, Unconfirmed:
+		return 503
+	}
+	return 0
+}
+
+// CheckGlobalWrite is the check of a write of global data (no user) by a service in localZone
+// (a zone name or lane), which the caller routed there at incoming (the propagated
+// x-tidegate-version; 0 when there is none). In order: a caller newer than the table is Behind;
+// a global-writer move in progress (`global_writer.frozen`) is Frozen; global data made
+// read-only is ReadOnly; another zone as the global writer, or none, is Misrouted; else Owned.
+// The same rule as tidegate-core's RoutingTable::check_global_write
+// (tests/fixtures/global_write_checks.json).
+func (t *Table) CheckGlobalWrite(localZone string, incoming uint64) (GlobalWriteAnswer, error) {
+	local, ok := t.ResolveZone(localZone)
+	if !ok {
+		return GlobalWriteAnswer{}, fmt.Errorf("the local zone `%s` is not a zone or lane of this table", localZone)
+	}
+	answer := GlobalWriteAnswer{Version: t.Version, Incoming: incoming}
+	if incoming > t.Version {
+		answer.Check = Behind
+		return answer, nil
+	}
+	if w := t.Global.Zone; w >= 0 && w < len(t.Zones) {
+		answer.OwnerZone, answer.OwnerLane = t.Zones[w].Name, t.Zones[w].Lane
+	}
+	switch {
+	case t.Global.Frozen:
+		answer.Check = Frozen
+	case t.Global.ReadOnly:
+		answer.Check = ReadOnly
+	case t.Global.Zone != local:
+		answer.Check = Misrouted
+	default:
+		answer.Check = Owned
+	}
+	return answer, nil
+}
+
 // Route actions of a write (WriteRoute.Action).
 const (
 	RouteWrite   = "write"

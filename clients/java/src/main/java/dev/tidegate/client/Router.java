@@ -344,6 +344,27 @@ public final class Router implements AutoCloseable {
     }
 
     /**
+     * The global write check with the held table (see {@link RoutingTable#checkGlobalWrite}): may
+     * this service in {@code local} (zone name or lane) write global data its caller routed here at
+     * {@code incomingVersion} (null when none)? Hold a {@link #writeScope()} around check and
+     * commit. Under a lapsed lease owned becomes {@link GlobalWriteCheck#UNCONFIRMED}, as in
+     * {@link #checkWrite}: a zone cut off from the coordinators may no longer be the global writer.
+     *
+     * @param local this service's zone, by name or lane
+     * @param incomingVersion the caller's propagated version, or null when none
+     * @return the answer
+     * @throws TagException {@code unknown_zone} for an unknown {@code local}; {@code no_table} when no table is held yet
+     */
+    public RoutingTable.GlobalWriteAnswer checkGlobalWrite(String local, Long incomingVersion) throws TagException {
+        RoutingTable.GlobalWriteAnswer answer = need().checkGlobalWrite(local, incomingVersion);
+        if (answer.check() != GlobalWriteCheck.OWNED) {
+            return answer;
+        }
+        Lease l = lease;
+        return l == null || l.holds(System.nanoTime()) ? answer : answer.as(GlobalWriteCheck.UNCONFIRMED);
+    }
+
+    /**
      * The lease on top of the table's answer: owned becomes unconfirmed when a lease is announced
      * and the held table is not confirmed current (expired, or no confirmation yet). Only owned:
      * behind, frozen and misrouted are already refusals or forwards, and stay what the table says.

@@ -76,6 +76,7 @@ public final class RoutingTable {
     private final ChannelFreeze channelFreeze;
     private final Integer globalWriterZone;
     private final boolean globalReadOnly;
+    private final boolean globalFrozen;
     private final String raw;
 
     private RoutingTable(Builder b) {
@@ -95,6 +96,7 @@ public final class RoutingTable {
         this.channelFreeze = b.channelFreeze;
         this.globalWriterZone = b.globalWriterZone;
         this.globalReadOnly = b.globalReadOnly;
+        this.globalFrozen = b.globalFrozen;
         this.raw = b.raw;
     }
 
@@ -114,6 +116,7 @@ public final class RoutingTable {
         ChannelFreeze channelFreeze;
         Integer globalWriterZone;
         boolean globalReadOnly;
+        boolean globalFrozen;
         String raw;
     }
 
@@ -249,6 +252,8 @@ public final class RoutingTable {
             }
             JsonNode ro = global.get("read_only");
             b.globalReadOnly = ro != null && ro.isBoolean() && ro.asBoolean();
+            JsonNode frozenNode = global.get("frozen");
+            b.globalFrozen = frozenNode != null && frozenNode.isBoolean() && frozenNode.asBoolean();
         }
         JsonNode domains = value.get("domains");
         if (domains != null && domains.isObject()) {
@@ -673,6 +678,90 @@ public final class RoutingTable {
         return new WriteAnswer(check, version, tag.zone(), tag.lane(), incoming, tag.unit());
     }
 
+    /**
+     * The outcome of {@link #checkGlobalWrite}: the answer, the judging version, the global writer
+     * ({@code ownerZone} and {@code ownerLane}: null for behind, where the local table cannot
+     * judge, and when there is no global writer) and the caller's version ({@code incoming}, -1
+     * when none).
+     *
+     * @param check the answer
+     * @param version the version of the table that judged
+     * @param ownerZone the global writer's zone name, or null
+     * @param ownerLane the global writer's lane, or null
+     * @param incoming the caller's propagated version, or -1 when none
+     */
+    public record GlobalWriteAnswer(GlobalWriteCheck check, long version, String ownerZone, String ownerLane,
+                                    long incoming) {
+        /** Whether the global write may go ahead here. */
+        public boolean isOwned() {
+            return check == GlobalWriteCheck.OWNED;
+        }
+
+        /** 421 for misrouted, 503 for behind, frozen, read-only and unconfirmed, 0 for owned. */
+        public int status() {
+            return switch (check) {
+                case OWNED -> 0;
+                case MISROUTED -> 421;
+                case BEHIND, FROZEN, READ_ONLY, UNCONFIRMED -> 503;
+            };
+        }
+
+        /**
+         * Milliseconds a behind, frozen or unconfirmed global write should wait before retrying,
+         * else 0 (read-only lasts until an operator lifts it).
+         */
+        public long retryAfterMs() {
+            return switch (check) {
+                case BEHIND, FROZEN, UNCONFIRMED -> WRITE_RETRY_AFTER_MS;
+                default -> 0;
+            };
+        }
+
+        /** This answer with {@code to} as its check (the Router's lease turns owned into unconfirmed). */
+        GlobalWriteAnswer as(GlobalWriteCheck to) {
+            return new GlobalWriteAnswer(to, version, ownerZone, ownerLane, incoming);
+        }
+    }
+
+    /**
+     * The global write check: may a service in zone {@code local} (a zone name or its lane) commit
+     * a write of global data (no user) that its caller routed here at {@code incomingVersion} (the
+     * propagated {@code x-tidegate-version}, null when none)? In order: behind (the caller is
+     * newer than this table), frozen (a move of the global writer is in progress), read-only (an
+     * operator stopped global writes: no zone may write), misrouted (another zone is the global
+     * writer, or none is), owned. The same order as {@code RoutingTable::check_global_write} and
+     * {@code tests/fixtures/global_write_checks.json}.
+     *
+     * @param local this service's zone, by name or lane
+     * @param incomingVersion the caller's propagated version, or null when none
+     * @return the answer, naming the global writer where there is one (except for behind)
+     * @throws TagException {@code unknown_zone} when {@code local} is neither a zone nor a lane
+     */
+    public GlobalWriteAnswer checkGlobalWrite(String local, Long incomingVersion) throws TagException {
+        Integer localZone = zoneIndex(local);
+        if (localZone == null) {
+            throw new TagException("unknown_zone", "`" + local + "` is neither a zone nor a lane of the table");
+        }
+        if (incomingVersion != null && incomingVersion > version) {
+            return new GlobalWriteAnswer(GlobalWriteCheck.BEHIND, version, null, null, incomingVersion);
+        }
+        long incoming = incomingVersion == null ? -1 : incomingVersion;
+        Zone writer = globalWriterZone == null ? null : zones.get(globalWriterZone);
+        String ownerZone = writer == null ? null : writer.name();
+        String ownerLane = writer == null ? null : writer.lane();
+        GlobalWriteCheck check;
+        if (globalFrozen) {
+            check = GlobalWriteCheck.FROZEN;
+        } else if (globalReadOnly) {
+            check = GlobalWriteCheck.READ_ONLY;
+        } else if (!localZone.equals(globalWriterZone)) {
+            check = GlobalWriteCheck.MISROUTED;
+        } else {
+            check = GlobalWriteCheck.OWNED;
+        }
+        return new GlobalWriteAnswer(check, version, ownerZone, ownerLane, incoming);
+    }
+
     /** The index of the zone named {@code nameOrLane} (its name or its lane), or null. */
     public Integer zoneIndex(String nameOrLane) {
         Integer byL = byLane.get(nameOrLane);
@@ -744,6 +833,14 @@ public final class RoutingTable {
 
     public boolean globalReadOnly() {
         return globalReadOnly;
+    }
+
+    /**
+     * Whether a move of the global writer is in progress ({@code global_writer.frozen}, false
+     * when absent): global writes answer frozen until it ends.
+     */
+    public boolean globalFrozen() {
+        return globalFrozen;
     }
 
     /** The JSON text this table was decoded from (what the disk cache keeps). */

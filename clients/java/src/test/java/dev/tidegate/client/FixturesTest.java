@@ -112,6 +112,79 @@ class FixturesTest {
     }
 
     /**
+     * tests/fixtures/global_write_checks.json: every row against tests/fixtures/routing_base.json
+     * with {@code global_writer} replaced by the row's and {@code version} set to its
+     * table_version; the answer and the global writer it names (null where it names none).
+     */
+    @Test
+    void globalWriteChecks() throws Exception {
+        int n = 0;
+        Map<String, Integer> seen = new java.util.TreeMap<>();
+        for (JsonNode c : fixture("global_write_checks.json").get("cases")) {
+            String name = c.get("name").asText();
+            ObjectNode raw = (ObjectNode) fixture("routing_base.json");
+            raw.put("version", c.get("table_version").asLong());
+            ObjectNode gw = raw.putObject("global_writer");
+            if (c.get("writer").isNull()) {
+                gw.putNull("zone").putNull("lane");
+            } else {
+                String writer = c.get("writer").asText();
+                gw.put("zone", writer);
+                for (JsonNode z : raw.get("zones")) {
+                    if (z.get("name").asText().equals(writer)) {
+                        gw.put("lane", z.get("lane").asText());
+                    }
+                }
+            }
+            gw.put("read_only", c.get("read_only").asBoolean()).put("frozen", c.get("frozen").asBoolean());
+            RoutingTable table = RoutingTable.decode(raw);
+            assertEquals(c.get("frozen").asBoolean(), table.globalFrozen(), name);
+            assertEquals(c.get("read_only").asBoolean(), table.globalReadOnly(), name);
+            Long incoming = c.get("incoming").isNull() ? null : c.get("incoming").asLong();
+            RoutingTable.GlobalWriteAnswer a = table.checkGlobalWrite(c.get("local").asText(), incoming);
+            assertEquals(c.get("expect").asText(), a.check().wireName(), name);
+            assertEquals(c.get("owner").isNull() ? null : c.get("owner").asText(), a.ownerZone(), name);
+            assertEquals(c.get("table_version").asLong(), a.version(), name);
+            assertEquals(incoming == null ? -1 : incoming, a.incoming(), name);
+            seen.merge(a.check().wireName(), 1, Integer::sum);
+            n++;
+        }
+        assertTrue(n >= 16, "only " + n + " cases");
+        assertEquals(5, seen.size(), seen.toString());
+        System.out.println("[figures] global write check fixtures: " + n + " cases agree " + seen);
+    }
+
+    /** The global write check's edges: an unknown zone, an absent {@code frozen}, a lane, the statuses. */
+    @Test
+    void globalWriteCheckEdges() throws Exception {
+        ObjectNode raw = (ObjectNode) fixture("routing_base.json");
+        raw.putObject("global_writer").put("zone", "az-c").put("read_only", false);
+        RoutingTable table = RoutingTable.decode(raw);
+        assertEquals(false, table.globalFrozen());
+        TagException e = assertThrows(TagException.class, () -> table.checkGlobalWrite("az-q", null));
+        assertEquals("unknown_zone", e.code());
+        RoutingTable.GlobalWriteAnswer owned = table.checkGlobalWrite("red", null);
+        assertTrue(owned.isOwned());
+        assertEquals("az-c", owned.ownerZone());
+        assertEquals("red", owned.ownerLane());
+        assertEquals(0, owned.status());
+        RoutingTable.GlobalWriteAnswer misrouted = table.checkGlobalWrite("blue", 8L);
+        assertEquals(GlobalWriteCheck.MISROUTED, misrouted.check());
+        assertEquals(421, misrouted.status());
+        assertEquals(0, misrouted.retryAfterMs());
+        raw.putObject("global_writer").put("zone", "az-c").put("read_only", true);
+        RoutingTable.GlobalWriteAnswer ro = RoutingTable.decode(raw).checkGlobalWrite("az-c", null);
+        assertEquals(GlobalWriteCheck.READ_ONLY, ro.check());
+        assertEquals(503, ro.status());
+        assertEquals(0, ro.retryAfterMs());
+        raw.putObject("global_writer").put("zone", "az-c").put("read_only", true).put("frozen", true);
+        RoutingTable.GlobalWriteAnswer frozen = RoutingTable.decode(raw).checkGlobalWrite("az-a", null);
+        assertEquals(GlobalWriteCheck.FROZEN, frozen.check());
+        assertEquals(503, frozen.status());
+        assertEquals(RoutingTable.WRITE_RETRY_AFTER_MS, frozen.retryAfterMs());
+    }
+
+    /**
      * The golden vectors of the whole published rule (tests/fixtures/routing_vectors.json, from
      * scripts/reference_tag.py): three zones, a non-dial map, pins, a second domain and release
      * channels, as published and suspended. The Rust core and the Go client check the same rows.

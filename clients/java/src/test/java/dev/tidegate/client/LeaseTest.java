@@ -331,6 +331,32 @@ class LeaseTest {
         }
     }
 
+    @Test
+    void anExpiredLeaseTurnsOnlyAnOwnedGlobalWriteUnconfirmed() throws Exception {
+        try (FakeCoordinatorTest.Fake fake = new FakeCoordinatorTest.Fake()) {
+            fake.leaseMs = T;
+            fake.heartbeats = false;
+            ObjectNode t = table(3, "log-a");
+            t.putObject("global_writer").put("zone", "az-a").put("read_only", false);
+            fake.scripts.add(List.of(event(t.toString()), confirming(System.currentTimeMillis())));
+            try (Router router = Router.connect(fake.url, new Router.Identity("lease-7", "az-a", "service"), fast())) {
+                assertTrue(router.waitForVersion(3, Duration.ofSeconds(10)));
+                RoutingTable table = router.table();
+                waitFor(() -> router.status().leaseConfirmedAt() != null, Duration.ofSeconds(5), "the confirmation");
+                waitFor(() -> router.status().leaseExpired(), Duration.ofSeconds(5), () -> "the lease to lapse: " + router.status());
+
+                assertEquals(GlobalWriteCheck.OWNED, table.checkGlobalWrite("az-a", null).check());
+                RoutingTable.GlobalWriteAnswer unconfirmed = router.checkGlobalWrite("az-a", 3L);
+                assertEquals(GlobalWriteCheck.UNCONFIRMED, unconfirmed.check());
+                assertEquals("az-a", unconfirmed.ownerZone());
+                assertEquals(503, unconfirmed.status());
+                assertEquals(RoutingTable.WRITE_RETRY_AFTER_MS, unconfirmed.retryAfterMs());
+                assertEquals(GlobalWriteCheck.MISROUTED, router.checkGlobalWrite("az-b", null).check());
+                assertEquals(GlobalWriteCheck.BEHIND, router.checkGlobalWrite("az-a", 9L).check());
+            }
+        }
+    }
+
     static boolean owned(Router router, String user) {
         try {
             return router.checkWrite(user, "az-a", null).check() == WriteCheck.OWNED;
