@@ -178,3 +178,42 @@ fn a_services_write_check_follows_the_rows_channel_or_the_maps_check() {
         assert!(seen.get(key).is_some_and(|n| *n > 0), "no check answered {key}: {seen:?}");
     }
 }
+
+/// The global write check, a row per case of `tests/fixtures/global_write_checks.json` on
+/// `tests/fixtures/routing_base.json` with the row's global writer: behind, frozen, read-only,
+/// misrouted, owned, in that order. The Go and Java clients run the same rows.
+#[test]
+fn every_global_write_check_row_is_the_cores_answer() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{name}")).unwrap()).unwrap()
+    };
+    let base = read("routing_base.json");
+    let doc = read("global_write_checks.json");
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for case in doc["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let mut raw = base.clone();
+        raw["version"] = case["table_version"].clone();
+        raw["global_writer"] = serde_json::json!({
+            "zone": case["writer"], "read_only": case["read_only"], "frozen": case["frozen"]
+        });
+        let table = tidegate::client::decode_table(&raw).unwrap();
+        let local = table.zones().resolve(case["local"].as_str().unwrap()).unwrap();
+        let got = table.check_global_write(local, case["incoming"].as_u64());
+        assert_eq!(got.as_str(), case["expect"].as_str().unwrap(), "{name}: {got:?}");
+        // Owned names the local zone: it is the global writer.
+        let owner = match got {
+            tidegate::core::GlobalWriteCheck::Owned => Some(table.zone_of(local).to_owned()),
+            _ => got.owner().map(|z| table.zone_of(z).to_owned()),
+        };
+        assert_eq!(owner.as_deref(), case["owner"].as_str(), "{name}: {got:?}");
+        // A copy whose lease ran out never answers owned.
+        if got.as_str() == "owned" {
+            assert_eq!(got.leased(false).as_str(), "unconfirmed", "{name}");
+        }
+        *seen.entry(got.as_str().to_owned()).or_default() += 1;
+    }
+    eprintln!("[figures] global write checks: {seen:?}");
+    assert_eq!(seen.len(), 5, "every answer is exercised: {seen:?}");
+}

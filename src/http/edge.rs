@@ -282,7 +282,13 @@ fn gate_check(app: &EdgeApp, request: &Gate<'_>) -> Result<Gated, ApiError> {
 /// `Router::check_write` (`Router::check_write_for` with a service). An `owned` answer holds
 /// for `commit_within_ms` (`[subscribers] max_write`): the caller commits within it or checks
 /// again, and this edge acknowledges no freeze until it has passed (the HTTP write scope).
-#[get("/v1/write-check?<user_id>&<zone>&<version>&<domain>&<service>")]
+///
+/// `global=true` (no `user_id`) checks a write of global data instead: 200 `owned` in the global
+/// writer's zone; 421 `misrouted` elsewhere (or when no zone is the global writer); 503 `frozen`
+/// with `Retry-After` while the global writer moves; 503 `read_only` while an operator stopped
+/// global writes (`RoutingTable::check_global_write`, `Router::check_global_write`).
+#[allow(clippy::too_many_arguments)]
+#[get("/v1/write-check?<user_id>&<zone>&<version>&<domain>&<service>&<global>")]
 fn write_check(
     app: &State<Arc<EdgeApp>>,
     caller: Caller,
@@ -291,6 +297,7 @@ fn write_check(
     version: Option<&str>,
     domain: Option<&str>,
     service: Option<&str>,
+    global: Option<bool>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_reader(&app.config)?;
     // The write's scope, as `Router::write_scope` gives a Rust service: taken before the table
@@ -298,6 +305,9 @@ fn write_check(
     // this edge acknowledges no freeze before a write it let through could have committed.
     let scope = app.router.write_scope();
     let table = table(app)?;
+    if global == Some(true) {
+        return global_write_check(app, scope, &table, zone, version);
+    }
     let user_id = user_id.filter(|u| !u.is_empty()).ok_or_else(|| {
         ApiError::bad_request("missing_user_id", "a write check needs `user_id`".to_owned())
     })?;
@@ -385,6 +395,115 @@ fn write_check(
             .with("retry_after_ms", retry_ms.into())
             .with("version", version.into()))
         }
+    }
+}
+
+/// The zone a write check names (`zone`, by name or lane) and the caller's version.
+fn local_and_incoming(
+    table: &crate::core::RoutingTable,
+    zone: Option<&str>,
+    version: Option<&str>,
+) -> Result<(crate::core::ZoneId, Option<u64>), ApiError> {
+    let zone = zone.ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_zone",
+            "a write check needs `zone`: the service's own zone".to_owned(),
+        )
+    })?;
+    let local = table
+        .zones()
+        .resolve(zone)
+        .map_err(|e| ApiError::bad_request("unknown_zone", e.to_string()))?;
+    let incoming = match version {
+        None | Some("") => None,
+        Some(text) => Some(text.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(
+                "invalid_version",
+                format!("`version` must be a routing version, got `{text}`"),
+            )
+        })?),
+    };
+    Ok((local, incoming))
+}
+
+/// `GET /v1/write-check?global=true&zone=`: the global write check, with the same write scope
+/// (an `owned` answer holds for `commit_within_ms`).
+fn global_write_check(
+    app: &EdgeApp,
+    scope: crate::client::WriteScope<'_>,
+    table: &crate::core::RoutingTable,
+    zone: Option<&str>,
+    version: Option<&str>,
+) -> Result<Json<Value>, ApiError> {
+    use crate::core::GlobalWriteCheck as G;
+    let (local, incoming) = local_and_incoming(table, zone, version)?;
+    let check = table.check_global_write(local, incoming).leased(app.router.lease_confirmed());
+    telemetry::count_write_check(check.as_str());
+    let version = table.version();
+    let owner = check.owner();
+    let owner_zone = owner.map(|z| table.zone_of(z).to_owned());
+    let writer = owner_zone.clone().unwrap_or_else(|| "no zone".to_owned());
+    let refusal = |status: Status, code: &'static str, detail: String| {
+        let mut e = ApiError::new(status, code, detail)
+            .with("global", true.into())
+            .with("owner_zone", owner_zone.clone().into())
+            .with("owner_lane", owner.map(|z| table.lane(z).to_owned()).into())
+            .with("version", version.into());
+        if let Some(ms) = check.retry_after_ms() {
+            e = e
+                .with("retry_after_seconds", ms.div_ceil(1000).into())
+                .with("retry_after_ms", ms.into());
+        }
+        e
+    };
+    match check {
+        G::Owned => {
+            let commit_within_ms = app.hold_write(scope, version);
+            Ok(Json(json!({
+                "answer": "owned",
+                "global": true,
+                "version": version,
+                "zone": table.zone_of(local),
+                "lane": table.lane(local),
+                "commit_within_ms": commit_within_ms,
+            })))
+        }
+        G::Misrouted { .. } => Err(refusal(
+            Status::MisdirectedRequest,
+            "misrouted",
+            format!(
+                "global writes belong to {writer} at routing version {version}, not to {}; forward the write there once, or refuse it",
+                table.zone_of(local)
+            ),
+        )),
+        G::Behind { incoming, local } => Err(refusal(
+            Status::ServiceUnavailable,
+            "behind",
+            format!(
+                "the caller routed at version {incoming}, this edge's table is at {local}; retry once it catches up"
+            ),
+        )),
+        G::Frozen { .. } => Err(refusal(
+            Status::ServiceUnavailable,
+            "frozen",
+            format!(
+                "global writes are frozen while the global writer moves (version {version}); retry shortly"
+            ),
+        )),
+        G::ReadOnly { .. } => Err(refusal(
+            Status::ServiceUnavailable,
+            "read_only",
+            format!(
+                "global data is read-only (routing version {version}): an operator stopped global writes"
+            ),
+        )),
+        G::Unconfirmed => Err(refusal(
+            Status::ServiceUnavailable,
+            "unconfirmed",
+            format!(
+                "this edge's table (version {version}) has not been confirmed current within its lease; retry shortly"
+            ),
+        )),
     }
 }
 

@@ -213,8 +213,15 @@ async fn put_pin(
         )
     })?;
     let change = PinChange { user_id: user_id.to_owned(), zone: Some(color) };
-    let ask = PinAsk { expected_version: request.expected_version, by, reason: request.reason };
-    pin_change(app, change, window, request.freeze.is_none(), ask, key).await
+    let ask = ChangeAsk { expected_version: request.expected_version, by, reason: request.reason };
+    let table = app.coordinator.table();
+    let change = OwnerChange {
+        at_once: Command::Pin { user_id: change.user_id.clone(), color },
+        moves_owner: pin_moves_owner(&table, &change),
+        pins: vec![change],
+        global: None,
+    };
+    owner_change(app, change, window, request.freeze.is_none(), ask, key).await
 }
 
 #[derive(Deserialize, Serialize)]
@@ -245,8 +252,15 @@ async fn delete_pin(
         Keyed::Submit(key) => key,
     };
     let change = PinChange { user_id: user_id.to_owned(), zone: None };
-    let ask = PinAsk { expected_version: request.expected_version, by, reason: request.reason };
-    pin_change(app, change, window, request.freeze.is_none(), ask, key).await
+    let ask = ChangeAsk { expected_version: request.expected_version, by, reason: request.reason };
+    let table = app.coordinator.table();
+    let change = OwnerChange {
+        at_once: Command::Unpin { user_id: change.user_id.clone() },
+        moves_owner: pin_moves_owner(&table, &change),
+        pins: vec![change],
+        global: None,
+    };
+    owner_change(app, change, window, request.freeze.is_none(), ask, key).await
 }
 
 /// A pin change's freeze window: as a unit move's (`[freeze] by_default` unless the request
@@ -265,44 +279,46 @@ fn pin_window(
     )
 }
 
-/// Who asks for a pin change, against which version, and why.
-struct PinAsk {
-    expected_version: u64,
-    by: String,
-    reason: String,
+/// Who asks for a change of owner, against which version, and why.
+pub(super) struct ChangeAsk {
+    pub expected_version: u64,
+    pub by: String,
+    pub reason: String,
 }
 
-/// Makes a pin change: at once without a freeze window, or loss-less through the same freeze
-/// -> switch -> unfreeze as a unit move (`FreezeUnits` with the pin): the user's unit is frozen
-/// in every domain where the pin changes their owner, the pin is made once every live
-/// subscriber has the freeze, and the unit thaws once every one has the pin. A pin that changes
-/// no owner (to the zone that owns the user already) is a record only and is made at once.
+/// A change of owner that is not a unit move: pin changes, or a move of the global writer.
+pub(super) struct OwnerChange {
+    /// The command that makes it at once (no freeze window, or no owner changes).
+    pub at_once: Command,
+    /// Whether it gives some user (or global data) another owner.
+    pub moves_owner: bool,
+    pub pins: Vec<PinChange>,
+    pub global: Option<crate::core::GlobalWriter>,
+}
+
+/// Makes a change of owner: at once without a freeze window, or loss-less through the same
+/// freeze -> switch -> unfreeze as a unit move (`FreezeUnits` with its pins or global writer):
+/// what it moves is frozen (a pinned user's unit in every domain where the pin changes their
+/// owner; global writes for the global writer), the change is made once every live
+/// subscriber has the freeze, and it thaws once every one has the change. A change that moves
+/// no owner (a pin to the zone that owns the user already, a read-only flag) is made at once.
 /// `by_default`: the freeze came from `[freeze] by_default`, so the answer waits for its end
 /// (200, or 409 `freeze_aborted` when it was undone); asked for, the answer is 202 at once.
-async fn pin_change(
-    app: &State<App>,
-    change: PinChange,
+pub(super) async fn owner_change(
+    app: &App,
+    change: OwnerChange,
     window: Option<u64>,
     by_default: bool,
-    ask: PinAsk,
+    ask: ChangeAsk,
     key: Scoped,
 ) -> Result<(Status, Versioned), ApiError> {
-    let PinAsk { expected_version, by, reason } = ask;
-    let at_once = match change.zone {
-        Some(color) => Command::Pin { user_id: change.user_id.clone(), color },
-        None => Command::Unpin { user_id: change.user_id.clone() },
-    };
-    let table = app.coordinator.table();
-    let moves_owner = match window {
-        Some(_) => pin_moves_owner(&table, &change),
-        None => false,
-    };
+    let ChangeAsk { expected_version, by, reason } = ask;
+    let OwnerChange { at_once, moves_owner, pins, global } = change;
     let Some(window_ms) = window.filter(|_| moves_owner) else {
         let answer = submit(app, at_once, expected_version, by, reason, key).await?;
         return Ok((Status::Ok, answer));
     };
-    let command =
-        Command::FreezeUnits { moves: vec![], pins: vec![change], global: None, window_ms };
+    let command = Command::FreezeUnits { moves: vec![], pins, global, window_ms };
     let submitted = match submit_keyed(
         app,
         command,
@@ -390,7 +406,7 @@ pub(super) fn keyed(
 /// Submits a command and renders the table that change produced (its own version and values,
 /// not whatever the replica reached since), remembering the answer under its key.
 async fn submit(
-    app: &State<App>,
+    app: &App,
     command: Command,
     expected_version: u64,
     by: String,

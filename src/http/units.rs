@@ -758,24 +758,54 @@ struct GlobalWriterRequest {
     read_only: bool,
     expected_version: u64,
     reason: String,
+    /// Loss-less: freeze global writes, switch the writer once every live subscriber has the
+    /// freeze, unfreeze once every one has the switch (default: `[freeze] by_default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze: Option<bool>,
+    /// The freeze's maximum window (`[freeze] window`, 30s, by default; at most `10m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze_window: Option<String>,
 }
 
 /// `PUT /v1/global-writer`: the zone that takes writes to global data and the read-only flag.
+/// Moving the global writer to another zone is a change of owner of global data, made
+/// loss-less like a unit move (`freeze`, `freeze_window`, `[freeze] by_default`): global writes
+/// are frozen everywhere, the writer switches once every live subscriber has the freeze, and
+/// they resume once every one has the switch. A read-only flag alone moves no owner: at once.
 #[put("/v1/global-writer", data = "<request>")]
 async fn put_global_writer(
     app: &State<App>,
     caller: Caller,
+    key: IdempotencyKey,
     request: JsonBody<'_, GlobalWriterRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<(Status, Versioned), ApiError> {
     let by = caller.require_operator(&app.config)?;
     let r = request.map_err(json_error)?.into_inner();
+    let window = super::drains::freeze_from(
+        &app.config,
+        super::drains::FreezeKind::Move,
+        r.freeze,
+        r.freeze_window.as_deref(),
+        "invalid_body",
+    )?;
+    let key = match keyed(app, key, &by, &r)? {
+        Keyed::Answered(answer) => return Ok((Status::Ok, answer)),
+        Keyed::Submit(key) => key,
+    };
     let table = app.coordinator.table();
     let zone = match &r.zone {
         Some(name) => Some(zone_named(&table, "zone", name)?),
         None => None,
     };
-    let command = Command::SetGlobalWriter { zone, read_only: r.read_only };
-    answer(app, command, r.expected_version, by, r.reason).await
+    let change = super::routing::OwnerChange {
+        at_once: Command::SetGlobalWriter { zone, read_only: r.read_only },
+        moves_owner: zone != table.global().zone,
+        pins: Vec::new(),
+        global: Some(crate::core::GlobalWriter { zone, read_only: r.read_only, frozen: false }),
+    };
+    let ask =
+        super::routing::ChangeAsk { expected_version: r.expected_version, by, reason: r.reason };
+    super::routing::owner_change(app, change, window, r.freeze.is_none(), ask, key).await
 }
 
 #[derive(Deserialize, Serialize)]

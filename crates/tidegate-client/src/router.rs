@@ -735,6 +735,21 @@ impl Router {
         Ok(answer)
     }
 
+    /// The global write check: may this service, in `local`, write global data (data of no
+    /// user) now, its caller having routed it at `incoming_version`? Behind, frozen (a
+    /// global-writer move in progress), read-only, misrouted (another zone, or none, is the
+    /// global writer), else owned, which turns into unconfirmed when this copy's lease has run
+    /// out ([`tidegate_core::GlobalWriteCheck`]). Hold a [`Router::write_scope`] around the
+    /// write, as for a user's write, so a move's freeze waits for it.
+    pub fn check_global_write(
+        &self,
+        local: ZoneId,
+        incoming_version: Option<u64>,
+    ) -> Result<tidegate_core::GlobalWriteCheck, ClientError> {
+        let table = self.table().ok_or(ClientError::NoTable)?;
+        Ok(table.check_global_write(local, incoming_version).leased(self.lease_confirmed()))
+    }
+
     /// [`Router::check_write_in`] of a write by `service`: a release channel of that service
     /// that selects the user owns their writes of it, as it routes their calls (pin > channel >
     /// map); [`ClientError::ChannelUnavailable`] while such a channel is suspended with

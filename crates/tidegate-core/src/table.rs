@@ -169,6 +169,9 @@ pub enum GlobalWriteCheck {
     ReadOnly { owner: Option<ZoneId> },
     /// Another zone is the global writer (`None`: no zone is): refuse (421) or forward.
     Misrouted { owner: Option<ZoneId> },
+    /// The table would say `owned`, but the copy that judged has not been confirmed current
+    /// within its lease (see [`WriteCheck::Unconfirmed`]): wait (503).
+    Unconfirmed,
 }
 
 impl GlobalWriteCheck {
@@ -180,13 +183,45 @@ impl GlobalWriteCheck {
             GlobalWriteCheck::Frozen { .. } => "frozen",
             GlobalWriteCheck::ReadOnly { .. } => "read_only",
             GlobalWriteCheck::Misrouted { .. } => "misrouted",
+            GlobalWriteCheck::Unconfirmed => "unconfirmed",
+        }
+    }
+
+    /// This answer from a copy whose lease is `confirmed` or not: only `owned` turns into
+    /// `Unconfirmed` (as [`WriteCheck::leased`]).
+    pub fn leased(self, confirmed: bool) -> GlobalWriteCheck {
+        match self {
+            GlobalWriteCheck::Owned if !confirmed => GlobalWriteCheck::Unconfirmed,
+            other => other,
+        }
+    }
+
+    /// The HTTP status of the answer: 200 owned, 421 misrouted, 503 otherwise.
+    pub fn status(&self) -> u16 {
+        match self {
+            GlobalWriteCheck::Owned => 200,
+            GlobalWriteCheck::Misrouted { .. } => 421,
+            _ => 503,
+        }
+    }
+
+    /// How long to wait before retrying, when a retry will do (behind, frozen, unconfirmed);
+    /// read-only lasts until an operator lifts it, and misrouted is not retried here.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            GlobalWriteCheck::Behind { .. }
+            | GlobalWriteCheck::Frozen { .. }
+            | GlobalWriteCheck::Unconfirmed => Some(WRITE_RETRY_AFTER_MS),
+            _ => None,
         }
     }
 
     /// The global writer the answer names, if any.
     pub fn owner(&self) -> Option<ZoneId> {
         match self {
-            GlobalWriteCheck::Owned | GlobalWriteCheck::Behind { .. } => None,
+            GlobalWriteCheck::Owned
+            | GlobalWriteCheck::Behind { .. }
+            | GlobalWriteCheck::Unconfirmed => None,
             GlobalWriteCheck::Frozen { owner }
             | GlobalWriteCheck::ReadOnly { owner }
             | GlobalWriteCheck::Misrouted { owner } => *owner,
