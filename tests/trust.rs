@@ -390,6 +390,18 @@ fn write_routes() -> Vec<Route> {
             }),
             expect: [401, 403, 403, 200],
         },
+        Route {
+            method: Method::Post,
+            pattern: "/v1/changes/cancel",
+            request: Box::new(|client, _| {
+                let mut body = json!({});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/changes/cancel".to_owned(), vec![], body)
+            }),
+            // The operator passes the gate; nothing is in progress to cancel.
+            expect: [401, 403, 403, 409],
+        },
     ]
 }
 

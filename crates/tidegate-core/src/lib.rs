@@ -15,6 +15,7 @@ mod command;
 mod dial;
 mod drain;
 mod flag;
+mod global_writer;
 mod lanes;
 pub mod lease;
 mod plan;

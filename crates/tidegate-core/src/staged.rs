@@ -101,7 +101,7 @@ pub struct UnitsChange {
     pub run: Option<(u64, usize)>,
     /// The global writer the switch sets (a loss-less global-writer move): global writes are
     /// frozen from the freeze to the unfreeze.
-    pub global: Option<crate::table::GlobalWriter>,
+    pub global: Option<crate::global_writer::GlobalWriter>,
 }
 
 impl UnitsChange {

@@ -145,15 +145,7 @@ pub const DEFAULT_DOMAIN: &str = "default";
 /// Most named domains one table may hold.
 pub const MAX_DOMAINS: usize = 32;
 
-/// The zone that takes writes to global data (the GZone), whether global data is read-only
-/// (an operator stopped global writes), and whether global writes are frozen by a move of the
-/// global writer in progress (freeze -> switch -> unfreeze, as a unit move).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct GlobalWriter {
-    pub zone: Option<ZoneId>,
-    pub read_only: bool,
-    pub frozen: bool,
-}
+pub use crate::global_writer::GlobalWriter;
 
 /// The answer of the global write check ([`RoutingTable::check_global_write`]): may a service
 /// in a zone write global data (data that belongs to no user) now?
