@@ -126,6 +126,65 @@ fn client_commands_print_summaries_and_errors() {
     assert!(unreachable.contains("cannot reach tidegate"), "{unreachable}");
 }
 
+/// `dial get` and `status` on a three-zone table: every zone with its lane, share and units, and
+/// each routing domain's map (issue 48: both used to print only blue and green).
+#[test]
+fn dial_get_and_status_show_every_zone_of_a_three_zone_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("t.toml");
+    std::fs::write(&config, config_toml("")).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.as_str();
+    let version = || get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    let two = ok(tidegate(&["dial", "get"], url, None));
+    assert_eq!(
+        two.trim(),
+        "version 1: blue 50% (50 of 100 units) in az-b, green 50% in az-a; 0 pinned user(s)"
+    );
+
+    let (status, body) = post_json(
+        &format!("{url}/v1/zones"),
+        OPERATOR_TOKEN,
+        serde_json::json!({"name": "az-c", "lane": "red", "expected_version": version(),
+                           "reason": "a third site"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    // Added, az-c owns nothing yet: it is listed at 0 %, not left out.
+    let empty = ok(tidegate(&["dial", "get"], url, None));
+    assert!(empty.contains("az-c red 0% (0 units)"), "{empty}");
+    let (status, body) = post_json(
+        &format!("{url}/v1/domains"),
+        OPERATOR_TOKEN,
+        serde_json::json!({"name": "search", "expected_version": version(), "reason": "own map"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = put_json(
+        &format!("{url}/v1/units"),
+        OPERATOR_TOKEN,
+        serde_json::json!({
+            "moves": [{"units": "25-49", "zone": "az-c"},
+                      {"units": "0-9", "zone": "az-c", "domain": "search"}],
+            "expected_version": version(), "reason": "az-c takes a quarter"
+        }),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    let expected = "az-b blue 25% (25 units), az-a green 50% (50 units), az-c red 25% (25 units)";
+    let search = "domain search: az-b blue 40% (40 units), az-a green 50% (50 units), \
+                  az-c red 10% (10 units)";
+    let dial = ok(tidegate(&["dial", "get"], url, None));
+    assert!(dial.starts_with(&format!("version {}: {expected}; 100 units", version())), "{dial}");
+    assert!(dial.contains(search), "{dial}");
+    let status = ok(tidegate(&["status"], url, None));
+    assert!(status.contains(expected) && status.contains(search), "{status}");
+    assert!(status.contains("ready"), "{status}");
+    // The JSON is the server's table, az-c included.
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(tidegate(&["dial", "get", "--json"], url, None))).unwrap();
+    assert_eq!(json["zones"][2]["name"], "az-c");
+    assert_eq!(json["zones"][2]["units"], 25);
+}
+
 #[test]
 fn plans_list_show_and_dry_run_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
