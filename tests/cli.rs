@@ -132,7 +132,8 @@ fn client_commands_print_summaries_and_errors() {
 fn dial_get_and_status_show_every_zone_of_a_three_zone_table() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("t.toml");
-    std::fs::write(&config, config_toml("")).unwrap();
+    // The embedded default: moves and maintenance drains freeze unless asked not to.
+    std::fs::write(&config, config_toml("[freeze]\nby_default = true")).unwrap();
     let server = Server::start(&config, &dir.path().join("data"));
     let url = server.url.as_str();
     let version = || get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
@@ -183,6 +184,35 @@ fn dial_get_and_status_show_every_zone_of_a_three_zone_table() {
         serde_json::from_str(&ok(tidegate(&["dial", "get", "--json"], url, None))).unwrap();
     assert_eq!(json["zones"][2]["name"], "az-c");
     assert_eq!(json["zones"][2]["units"], 25);
+
+    // `drain start --no-freeze` steps at once where the server would freeze by default.
+    let started = ok(tidegate(
+        &[
+            "drain",
+            "start",
+            "--zone",
+            "az-c",
+            "--to",
+            "0",
+            "--every",
+            "1h",
+            "--no-freeze",
+            "--reason",
+            "maint",
+        ],
+        url,
+        Some(OPERATOR_TOKEN),
+    ));
+    assert!(started.contains("drain 1 of az-c"), "{started}");
+    let drain: serde_json::Value =
+        serde_json::from_str(&ok(tidegate(&["drain", "status", "--json"], url, None))).unwrap();
+    assert_eq!(drain["drain"]["freeze"]["enabled"], false, "{drain}");
+    // The client options go after a subcommand of `zones`, `plans` or `automation` too.
+    let aborted =
+        ok(tidegate(&["drain", "abort", "--reason", "test over"], url, Some(OPERATOR_TOKEN)));
+    assert!(aborted.contains("(aborted)"), "{aborted}");
+    let plans = ok(tidegate(&["plans", "list", "--json"], url, None));
+    assert!(serde_json::from_str::<serde_json::Value>(&plans).is_ok(), "{plans}");
 }
 
 #[test]

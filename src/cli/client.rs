@@ -982,6 +982,9 @@ pub fn drain_start(args: &super::DrainStartArgs) -> Result<(), String> {
     if args.freeze {
         body["freeze"] = json!(true);
     }
+    if args.no_freeze {
+        body["freeze"] = json!(false);
+    }
     if let Some(window) = &args.freeze_window {
         body["freeze_window"] = json!(window);
     }
