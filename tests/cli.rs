@@ -394,3 +394,144 @@ fn automation_is_stopped_shown_and_started_from_the_command_line() {
         .collect();
     assert_eq!(&actions[..2], ["automation_arm", "automation_stop"], "{audit}");
 }
+
+/// `tidegate ARGS --help`.
+fn help(args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.push("--help");
+    ok(Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(&all)
+        .env_remove("TIDEGATE_URL")
+        .output()
+        .unwrap())
+}
+
+/// The subcommands a `--help` lists (`help` left out).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The long flags a `--help` defines (`--help` and `--version` left out).
+fn flags(help: &str) -> Vec<String> {
+    help.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix("-h, ").or_else(|| l.strip_prefix("-V, ")).unwrap_or(l);
+            let name: String = l
+                .strip_prefix("--")?
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            (!name.is_empty() && name != "help" && name != "version").then(|| format!("--{name}"))
+        })
+        .collect()
+}
+
+/// docs/src/cli.md against the binary (issue 48: it documented `drain start --no-freeze` before
+/// the binary had it and left out `--receivers` and `automation`). Each line of the page's
+/// synopsis must name commands that exist, with flags they take; each command and flag of
+/// `tidegate --help` must be on the page (the client options in its prose).
+#[test]
+fn docs_cli_md_matches_the_binary() {
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/cli.md")).unwrap();
+    let synopsis: Vec<&str> = page
+        .split("```\n")
+        .nth(1)
+        .expect("a synopsis block")
+        .lines()
+        .filter(|l| l.starts_with("tidegate "))
+        .collect();
+    assert!(synopsis.len() > 20, "{synopsis:?}");
+    let client_options = ["--server", "--config", "--token", "--ca-file", "--json"];
+    for option in client_options {
+        assert!(page.contains(&format!("`{option}")), "the page's prose names {option}");
+    }
+    let top = subcommands(&help(&[]));
+    let mut problems = Vec::new();
+    // Each documented path (`dial set`) with the flags its lines show.
+    let mut documented: std::collections::BTreeMap<Vec<String>, Vec<String>> = Default::default();
+    for line in &synopsis {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let command = words[1];
+        if !top.iter().any(|c| c == command) {
+            problems.push(format!("`{line}`: no command `{command}` in `tidegate --help`"));
+            continue;
+        }
+        let subs = subcommands(&help(&[command]));
+        // `set`, `pause|resume`, `[list]`: one path each; no subcommand word: the command itself.
+        let mut paths = vec![vec![command.to_owned()]];
+        if let Some(word) = words.get(2) {
+            let bare = word.trim_start_matches('[').trim_end_matches(']');
+            let named: Vec<&str> = bare.split('|').collect();
+            if !subs.is_empty()
+                && !word.starts_with("--")
+                && !word.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            {
+                if named.iter().all(|n| subs.iter().any(|s| s == n)) {
+                    let optional = word.starts_with('[');
+                    paths =
+                        named.iter().map(|n| vec![command.to_owned(), (*n).to_owned()]).collect();
+                    if optional {
+                        paths.push(vec![command.to_owned()]);
+                    }
+                } else {
+                    problems.push(format!(
+                        "`{line}`: `{word}` is not a subcommand of `{command}` ({subs:?})"
+                    ));
+                    continue;
+                }
+            }
+        }
+        let shown: Vec<String> = line
+            .split(|c: char| c.is_whitespace() || "[]()|".contains(c))
+            .filter(|w| w.starts_with("--"))
+            .map(|w| w.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect())
+            .collect();
+        for path in paths {
+            let args: Vec<&str> = path.iter().map(String::as_str).collect();
+            let takes = flags(&help(&args));
+            for flag in &shown {
+                if !takes.contains(flag) {
+                    problems.push(format!("`{line}`: `tidegate {}` has no {flag}", path.join(" ")));
+                }
+            }
+            documented.entry(path).or_default().extend(shown.iter().cloned());
+        }
+    }
+    // The other way: every command, subcommand and flag of the binary is on the page.
+    for command in &top {
+        let subs = subcommands(&help(&[command]));
+        let mut paths: Vec<Vec<String>> =
+            subs.iter().map(|s| vec![command.clone(), s.clone()]).collect();
+        if subs.is_empty() {
+            paths.push(vec![command.clone()]);
+        }
+        for path in paths {
+            let Some(shown) = documented.get(&path) else {
+                problems.push(format!("`tidegate {}` is not on the page", path.join(" ")));
+                continue;
+            };
+            let args: Vec<&str> = path.iter().map(String::as_str).collect();
+            let text = help(&args);
+            let is_client = text.contains("--server");
+            for flag in flags(&text) {
+                if !shown.contains(&flag) && !(is_client && client_options.contains(&flag.as_str()))
+                {
+                    problems.push(format!(
+                        "`tidegate {}` takes {flag}, not on the page",
+                        path.join(" ")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "docs/src/cli.md and the binary differ:\n{}", problems.join("\n"));
+}
