@@ -185,6 +185,27 @@ fn dial_get_and_status_show_every_zone_of_a_three_zone_table() {
     assert_eq!(json["zones"][2]["name"], "az-c");
     assert_eq!(json["zones"][2]["units"], 25);
 
+    // A channel put frozen by default answers without the channel: the CLI reads it back.
+    let put = ok(tidegate(
+        &[
+            "channels",
+            "put",
+            "orders-v2",
+            "--service",
+            "orders",
+            "--zone",
+            "az-a",
+            "--percent",
+            "10",
+            "--reason",
+            "canary",
+        ],
+        url,
+        Some(OPERATOR_TOKEN),
+    ));
+    assert!(put.contains("orders-v2 [default] orders: 10% of users (units "), "{put}");
+    assert!(put.contains("loss-less (frozen by default)"), "{put}");
+
     // `drain start --no-freeze` steps at once where the server would freeze by default.
     let started = ok(tidegate(
         &[

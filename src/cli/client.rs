@@ -551,8 +551,21 @@ pub fn channel_change(
     if value["change"].is_object() {
         return channel_change_wait(&client, name, &value);
     }
+    // A put frozen by the server's `[freeze] by_default` answers with its `loss_less` summary
+    // but not the channel: read it back.
+    let mut value = value;
+    if method == "PUT" && value["dry_run"] != true && !value["channel"].is_object() {
+        let listed = client.call("GET", "/v1/channels", None)?;
+        if let Some(c) =
+            listed["channels"].as_array().into_iter().flatten().find(|c| c["name"] == name)
+        {
+            value["channel"] = c.clone();
+        }
+    }
     client.print(&value, |v| match (method, v["dry_run"] == true) {
-        ("DELETE", _) => format!("version {}: channel {name} deleted", v["version"]),
+        ("DELETE", _) => {
+            format!("version {}: channel {name} deleted{}", v["version"], freeze_note(v))
+        }
         (_, true) => {
             let mut line = format!("dry run, nothing changed: {}", channel_line(&v["channel"]));
             if let Some(f) = v["freeze"].as_object() {
@@ -565,7 +578,7 @@ pub fn channel_change(
             }
             line
         }
-        _ => format!("version {}: {}", v["version"], channel_line(&v["channel"])),
+        _ => format!("version {}: {}{}", v["version"], channel_line(&v["channel"]), freeze_note(v)),
     });
     Ok(())
 }
@@ -741,8 +754,10 @@ pub fn pin(
         }
     };
     client.print(&value, |v| match color {
-        Some(color) => format!("{user_id} pinned {color} (version {})", v["version"]),
-        None => format!("{user_id} unpinned (version {})", v["version"]),
+        Some(color) => {
+            format!("{user_id} pinned {color} (version {}){}", v["version"], freeze_note(v))
+        }
+        None => format!("{user_id} unpinned (version {}){}", v["version"], freeze_note(v)),
     });
     Ok(())
 }
