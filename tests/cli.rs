@@ -126,6 +126,116 @@ fn client_commands_print_summaries_and_errors() {
     assert!(unreachable.contains("cannot reach tidegate"), "{unreachable}");
 }
 
+/// `dial get` and `status` on a three-zone table: every zone with its lane, share and units, and
+/// each routing domain's map (issue 48: both used to print only blue and green).
+#[test]
+fn dial_get_and_status_show_every_zone_of_a_three_zone_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("t.toml");
+    // The embedded default: moves and maintenance drains freeze unless asked not to.
+    std::fs::write(&config, config_toml("[freeze]\nby_default = true")).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.as_str();
+    let version = || get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    let two = ok(tidegate(&["dial", "get"], url, None));
+    assert_eq!(
+        two.trim(),
+        "version 1: blue 50% (50 of 100 units) in az-b, green 50% in az-a; 0 pinned user(s)"
+    );
+
+    let (status, body) = post_json(
+        &format!("{url}/v1/zones"),
+        OPERATOR_TOKEN,
+        serde_json::json!({"name": "az-c", "lane": "red", "expected_version": version(),
+                           "reason": "a third site"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    // Added, az-c owns nothing yet: it is listed at 0 %, not left out.
+    let empty = ok(tidegate(&["dial", "get"], url, None));
+    assert!(empty.contains("az-c red 0% (0 units)"), "{empty}");
+    let (status, body) = post_json(
+        &format!("{url}/v1/domains"),
+        OPERATOR_TOKEN,
+        serde_json::json!({"name": "search", "expected_version": version(), "reason": "own map"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = put_json(
+        &format!("{url}/v1/units"),
+        OPERATOR_TOKEN,
+        serde_json::json!({
+            "moves": [{"units": "25-49", "zone": "az-c"},
+                      {"units": "0-9", "zone": "az-c", "domain": "search"}],
+            "expected_version": version(), "reason": "az-c takes a quarter"
+        }),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    let expected = "az-b blue 25% (25 units), az-a green 50% (50 units), az-c red 25% (25 units)";
+    let search = "domain search: az-b blue 40% (40 units), az-a green 50% (50 units), \
+                  az-c red 10% (10 units)";
+    let dial = ok(tidegate(&["dial", "get"], url, None));
+    assert!(dial.starts_with(&format!("version {}: {expected}; 100 units", version())), "{dial}");
+    assert!(dial.contains(search), "{dial}");
+    let status = ok(tidegate(&["status"], url, None));
+    assert!(status.contains(expected) && status.contains(search), "{status}");
+    assert!(status.contains("ready"), "{status}");
+    // The JSON is the server's table, az-c included.
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(tidegate(&["dial", "get", "--json"], url, None))).unwrap();
+    assert_eq!(json["zones"][2]["name"], "az-c");
+    assert_eq!(json["zones"][2]["units"], 25);
+
+    // A channel put frozen by default answers without the channel: the CLI reads it back.
+    let put = ok(tidegate(
+        &[
+            "channels",
+            "put",
+            "orders-v2",
+            "--service",
+            "orders",
+            "--zone",
+            "az-a",
+            "--percent",
+            "10",
+            "--reason",
+            "canary",
+        ],
+        url,
+        Some(OPERATOR_TOKEN),
+    ));
+    assert!(put.contains("orders-v2 [default] orders: 10% of users (units "), "{put}");
+    assert!(put.contains("loss-less (frozen by default)"), "{put}");
+
+    // `drain start --no-freeze` steps at once where the server would freeze by default.
+    let started = ok(tidegate(
+        &[
+            "drain",
+            "start",
+            "--zone",
+            "az-c",
+            "--to",
+            "0",
+            "--every",
+            "1h",
+            "--no-freeze",
+            "--reason",
+            "maint",
+        ],
+        url,
+        Some(OPERATOR_TOKEN),
+    ));
+    assert!(started.contains("drain 1 of az-c"), "{started}");
+    let drain: serde_json::Value =
+        serde_json::from_str(&ok(tidegate(&["drain", "status", "--json"], url, None))).unwrap();
+    assert_eq!(drain["drain"]["freeze"]["enabled"], false, "{drain}");
+    // The client options go after a subcommand of `zones`, `plans` or `automation` too.
+    let aborted =
+        ok(tidegate(&["drain", "abort", "--reason", "test over"], url, Some(OPERATOR_TOKEN)));
+    assert!(aborted.contains("(aborted)"), "{aborted}");
+    let plans = ok(tidegate(&["plans", "list", "--json"], url, None));
+    assert!(serde_json::from_str::<serde_json::Value>(&plans).is_ok(), "{plans}");
+}
+
 #[test]
 fn plans_list_show_and_dry_run_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -304,4 +414,144 @@ fn automation_is_stopped_shown_and_started_from_the_command_line() {
         .map(|e| e["action"].as_str().unwrap())
         .collect();
     assert_eq!(&actions[..2], ["automation_arm", "automation_stop"], "{audit}");
+}
+
+/// `tidegate ARGS --help`.
+fn help(args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.push("--help");
+    ok(Command::new(env!("CARGO_BIN_EXE_tidegate"))
+        .args(&all)
+        .env_remove("TIDEGATE_URL")
+        .output()
+        .unwrap())
+}
+
+/// The subcommands a `--help` lists (`help` left out).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The long flags a `--help` defines (`--help` and `--version` left out).
+fn flags(help: &str) -> Vec<String> {
+    help.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix("-h, ").or_else(|| l.strip_prefix("-V, ")).unwrap_or(l);
+            let name: String = l
+                .strip_prefix("--")?
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            (!name.is_empty() && name != "help" && name != "version").then(|| format!("--{name}"))
+        })
+        .collect()
+}
+
+/// docs/src/cli.md against the binary (issue 48: it documented `drain start --no-freeze` before
+/// the binary had it and left out `--receivers` and `automation`). Each line of the page's
+/// synopsis must name commands that exist, with flags they take; each command and flag of
+/// `tidegate --help` must be on the page (the client options in its prose).
+#[test]
+fn docs_cli_md_matches_the_binary() {
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/cli.md")).unwrap();
+    let synopsis: Vec<&str> = page
+        .split("```\n")
+        .nth(1)
+        .expect("a synopsis block")
+        .lines()
+        .filter(|l| l.starts_with("tidegate "))
+        .collect();
+    assert!(synopsis.len() > 20, "{synopsis:?}");
+    let client_options = ["--server", "--config", "--token", "--ca-file", "--json"];
+    for option in client_options {
+        assert!(page.contains(&format!("`{option}")), "the page's prose names {option}");
+    }
+    let top = subcommands(&help(&[]));
+    let mut problems = Vec::new();
+    // Each documented path (`dial set`) with the flags its lines show.
+    let mut documented: std::collections::BTreeMap<Vec<String>, Vec<String>> = Default::default();
+    for line in &synopsis {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let command = words[1];
+        if !top.iter().any(|c| c == command) {
+            problems.push(format!("`{line}`: no command `{command}` in `tidegate --help`"));
+            continue;
+        }
+        let subs = subcommands(&help(&[command]));
+        // `set`, `pause|resume`, `[list]`: one path each; no subcommand word: the command itself.
+        let mut paths = vec![vec![command.to_owned()]];
+        if let Some(word) = words.get(2) {
+            let bare = word.trim_start_matches('[').trim_end_matches(']');
+            let named: Vec<&str> = bare.split('|').collect();
+            if !subs.is_empty()
+                && !word.starts_with("--")
+                && !word.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            {
+                if named.iter().all(|n| subs.iter().any(|s| s == n)) {
+                    let optional = word.starts_with('[');
+                    paths =
+                        named.iter().map(|n| vec![command.to_owned(), (*n).to_owned()]).collect();
+                    if optional {
+                        paths.push(vec![command.to_owned()]);
+                    }
+                } else {
+                    problems.push(format!(
+                        "`{line}`: `{word}` is not a subcommand of `{command}` ({subs:?})"
+                    ));
+                    continue;
+                }
+            }
+        }
+        let shown: Vec<String> = line
+            .split(|c: char| c.is_whitespace() || "[]()|".contains(c))
+            .filter(|w| w.starts_with("--"))
+            .map(|w| w.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect())
+            .collect();
+        for path in paths {
+            let args: Vec<&str> = path.iter().map(String::as_str).collect();
+            let takes = flags(&help(&args));
+            for flag in &shown {
+                if !takes.contains(flag) {
+                    problems.push(format!("`{line}`: `tidegate {}` has no {flag}", path.join(" ")));
+                }
+            }
+            documented.entry(path).or_default().extend(shown.iter().cloned());
+        }
+    }
+    // The other way: every command, subcommand and flag of the binary is on the page.
+    for command in &top {
+        let subs = subcommands(&help(&[command]));
+        let mut paths: Vec<Vec<String>> =
+            subs.iter().map(|s| vec![command.clone(), s.clone()]).collect();
+        if subs.is_empty() {
+            paths.push(vec![command.clone()]);
+        }
+        for path in paths {
+            let Some(shown) = documented.get(&path) else {
+                problems.push(format!("`tidegate {}` is not on the page", path.join(" ")));
+                continue;
+            };
+            let args: Vec<&str> = path.iter().map(String::as_str).collect();
+            let text = help(&args);
+            let is_client = text.contains("--server");
+            for flag in flags(&text) {
+                let in_prose = is_client && client_options.contains(&flag.as_str());
+                if shown.contains(&flag) || in_prose {
+                    continue;
+                }
+                problems
+                    .push(format!("`tidegate {}` takes {flag}, not on the page", path.join(" ")));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "docs/src/cli.md and the binary differ:\n{}", problems.join("\n"));
 }

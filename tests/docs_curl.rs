@@ -1,7 +1,9 @@
 //! Every `curl` line in the README and the manual works as printed (issue 26): each one that
 //! sends a body carries `Content-Type: application/json` (tidegate answers 415 otherwise), the
 //! manual's walkthrough is the README's, and the README's five-minute walkthrough runs, line by
-//! line, against the real binary, every `curl` of it failing the test on an HTTP error.
+//! line, against the real binary, every `curl` of it failing the test on an HTTP error; so do
+//! the sections that continue from it ("More than two zones", "A release of one service"), whose
+//! printed outputs must be what the binary prints (issue 48).
 
 mod common;
 
@@ -14,7 +16,11 @@ fn root() -> PathBuf {
 
 /// The shell code blocks (```sh) of a Markdown file, each as its lines.
 fn sh_blocks(path: &Path) -> Vec<Vec<String>> {
-    let text = std::fs::read_to_string(path).unwrap();
+    sh_blocks_of(&std::fs::read_to_string(path).unwrap())
+}
+
+/// The shell code blocks (```sh) of Markdown text, each as its lines.
+fn sh_blocks_of(text: &str) -> Vec<Vec<String>> {
     let mut blocks = Vec::new();
     let mut current: Option<Vec<String>> = None;
     for line in text.lines() {
@@ -109,6 +115,14 @@ fn the_manual_walkthrough_is_the_readme_walkthrough() {
     );
 }
 
+/// The README's shell blocks after the walkthrough ("More than two zones", "A release of one
+/// service"), which continue from where it ends.
+fn after_walkthrough(path: &Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let after = text.split("## Five-minute walkthrough").nth(1).expect("a walkthrough section");
+    sh_blocks_of(after).into_iter().skip(1).collect()
+}
+
 #[test]
 fn the_readme_walkthrough_runs_as_printed() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,8 +134,34 @@ fn the_readme_walkthrough_runs_as_printed() {
         format!("export TIDEGATE_URL={url}"),
         "trap 'kill $SERVE_PID 2>/dev/null || true' EXIT".to_owned(),
     ];
+    let readme = root().join("README.md");
+    let later = after_walkthrough(&readme);
+    assert!(
+        later.len() >= 3,
+        "the sections after the walkthrough have {} shell blocks",
+        later.len()
+    );
+    // What those blocks print under a command (`# {"user_id":...}`, `# version ...`) is the output.
+    let printed_later: Vec<String> = later
+        .iter()
+        .flatten()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| l.starts_with('{') || l.starts_with("version "))
+        .map(str::to_owned)
+        .collect();
+    assert!(printed_later.len() >= 3, "{printed_later:?}");
+    if later.iter().flatten().any(|l| l.contains("| jq ")) {
+        script.push(
+            "command -v jq >/dev/null || { echo 'the README reads versions with jq: install it' >&2; exit 1; }"
+                .to_owned(),
+        );
+    }
     let mut curls = 0;
-    for command in commands(&walkthrough(&root().join("README.md"))) {
+    let mut lines = commands(&walkthrough(&readme));
+    for block in &later {
+        lines.extend(commands(block));
+    }
+    for command in lines {
         let trimmed = command.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
@@ -145,7 +185,7 @@ fn the_readme_walkthrough_runs_as_printed() {
         }
         script.push(line);
     }
-    assert!(curls >= 4, "the walkthrough has {curls} curl lines");
+    assert!(curls >= 10, "the walkthrough and what follows have {curls} curl lines");
     let out = Command::new("bash")
         .args(["-c", &script.join("\n")])
         .current_dir(dir.path())
@@ -173,4 +213,8 @@ fn the_readme_walkthrough_runs_as_printed() {
         stdout.contains("\"blue_percent\":30") || stdout.contains("\"blue_percent\":30.0"),
         "{stdout}"
     );
+    // The sections after it: three zones, a domain, a channel, each output as printed.
+    for line in &printed_later {
+        assert!(stdout.lines().any(|l| l == line), "expected {line} in:\n{stdout}");
+    }
 }

@@ -220,18 +220,123 @@ fn num(value: &Value) -> String {
     }
 }
 
-fn split_summary(table: &Value) -> String {
-    format!(
-        "version {}: blue {}% ({} of {} units) in {}, green {}% in {}; {} pinned user(s)",
-        table["version"],
-        num(&table["blue_percent"]),
-        table["blue_units"],
-        table["units"],
-        table["colors"]["blue"].as_str().unwrap_or("?"),
-        num(&table["green_percent"]),
-        table["colors"]["green"].as_str().unwrap_or("?"),
-        table["pins"].as_object().map_or(0, |p| p.len()),
+/// A share of the units in percent as people write it: `40`, `33.33`.
+fn share(units: u64, total: u64) -> String {
+    if total == 0 {
+        return "-".to_owned();
+    }
+    num(&json!((units as f64 * 10_000.0 / total as f64).round() / 100.0))
+}
+
+/// One zone of a map: its name, lane and how many units it owns.
+struct ZoneUnits {
+    name: String,
+    lane: String,
+    units: u64,
+}
+
+/// The units of a unit set (`0-24`, `6,9,18`, `25-49,60`); 0 for what does not parse.
+fn unit_count(set: &str) -> u64 {
+    set.split(',')
+        .filter(|part| !part.trim().is_empty())
+        .map(|part| match part.trim().split_once('-') {
+            Some((a, b)) => match (a.parse::<u64>(), b.parse::<u64>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 0,
+            },
+            None => u64::from(part.trim().parse::<u64>().is_ok()),
+        })
+        .sum()
+}
+
+/// Every zone of the table that is not retired (or still owns units), in the table's order,
+/// with its units in the default domain's map or, given `unit_map`, in that map. `None` for a
+/// server that sends no `zones`.
+fn zone_units(table: &Value, unit_map: Option<&Value>) -> Option<Vec<ZoneUnits>> {
+    let zones = table["zones"].as_array()?;
+    let owned = |name: &str| -> u64 {
+        unit_map
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|run| run["zone"].as_str() == Some(name))
+            .map(|run| unit_count(run["units"].as_str().unwrap_or("")))
+            .sum()
+    };
+    Some(
+        zones
+            .iter()
+            .map(|z| {
+                let name = z["name"].as_str().unwrap_or("?").to_owned();
+                let units = match unit_map {
+                    Some(_) => owned(&name),
+                    None => z["units"].as_u64().unwrap_or(0),
+                };
+                let lane = z["lane"].as_str().unwrap_or("?").to_owned();
+                (ZoneUnits { name, lane, units }, z["retired"] == true)
+            })
+            .filter(|(z, retired)| !retired || z.units > 0)
+            .map(|(z, _)| z)
+            .collect(),
     )
+}
+
+/// A map in words: on two zones the dial (`blue 30% (30 of 100 units) in az-b, green 70% in
+/// az-a`), on more every zone with its lane, share and units (`az-b blue 25% (25 units), az-a
+/// green 50% (50 units), az-c red 25% (25 units)`).
+fn map_words(zones: &[ZoneUnits], total: u64) -> String {
+    if let [a, b] = zones
+        && let Some((blue, green)) = match (a.lane.as_str(), b.lane.as_str()) {
+            ("blue", "green") => Some((a, b)),
+            ("green", "blue") => Some((b, a)),
+            _ => None,
+        }
+    {
+        return format!(
+            "blue {}% ({} of {total} units) in {}, green {}% in {}",
+            share(blue.units, total),
+            blue.units,
+            blue.name,
+            share(green.units, total),
+            green.name,
+        );
+    }
+    let parts: Vec<String> = zones
+        .iter()
+        .map(|z| format!("{} {} {}% ({} units)", z.name, z.lane, share(z.units, total), z.units))
+        .collect();
+    parts.join(", ")
+}
+
+/// The table in words: version, every zone's lane, share and units, pins, and one more line per
+/// routing domain (`domain search: ...`).
+fn split_summary(table: &Value) -> String {
+    let pins = table["pins"].as_object().map_or(0, |p| p.len());
+    let total = table["units"].as_u64().unwrap_or(0);
+    let Some(zones) = zone_units(table, None) else {
+        // A server that sends no zones: its two-zone dial.
+        return format!(
+            "version {}: blue {}% ({} of {} units) in {}, green {}% in {}; {pins} pinned user(s)",
+            table["version"],
+            num(&table["blue_percent"]),
+            table["blue_units"],
+            table["units"],
+            table["colors"]["blue"].as_str().unwrap_or("?"),
+            num(&table["green_percent"]),
+            table["colors"]["green"].as_str().unwrap_or("?"),
+        );
+    };
+    let mut out = format!("version {}: {}", table["version"], map_words(&zones, total));
+    if zones.len() > 2 {
+        out.push_str(&format!("; {total} units"));
+    }
+    out.push_str(&format!("; {pins} pinned user(s)"));
+    for (name, domain) in table["domains"].as_object().into_iter().flatten() {
+        if let Some(zones) = zone_units(table, Some(&domain["unit_map"])) {
+            out.push_str(&format!("\n  domain {name}: {}", map_words(&zones, total)));
+        }
+    }
+    out
 }
 
 pub fn tag(args: &ClientArgs, user_id: &str) -> Result<(), String> {
@@ -446,8 +551,21 @@ pub fn channel_change(
     if value["change"].is_object() {
         return channel_change_wait(&client, name, &value);
     }
+    // A put frozen by the server's `[freeze] by_default` answers with its `loss_less` summary
+    // but not the channel: read it back.
+    let mut value = value;
+    if method == "PUT" && value["dry_run"] != true && !value["channel"].is_object() {
+        let listed = client.call("GET", "/v1/channels", None)?;
+        if let Some(c) =
+            listed["channels"].as_array().into_iter().flatten().find(|c| c["name"] == name)
+        {
+            value["channel"] = c.clone();
+        }
+    }
     client.print(&value, |v| match (method, v["dry_run"] == true) {
-        ("DELETE", _) => format!("version {}: channel {name} deleted", v["version"]),
+        ("DELETE", _) => {
+            format!("version {}: channel {name} deleted{}", v["version"], freeze_note(v))
+        }
         (_, true) => {
             let mut line = format!("dry run, nothing changed: {}", channel_line(&v["channel"]));
             if let Some(f) = v["freeze"].as_object() {
@@ -460,7 +578,7 @@ pub fn channel_change(
             }
             line
         }
-        _ => format!("version {}: {}", v["version"], channel_line(&v["channel"])),
+        _ => format!("version {}: {}{}", v["version"], channel_line(&v["channel"]), freeze_note(v)),
     });
     Ok(())
 }
@@ -636,8 +754,10 @@ pub fn pin(
         }
     };
     client.print(&value, |v| match color {
-        Some(color) => format!("{user_id} pinned {color} (version {})", v["version"]),
-        None => format!("{user_id} unpinned (version {})", v["version"]),
+        Some(color) => {
+            format!("{user_id} pinned {color} (version {}){}", v["version"], freeze_note(v))
+        }
+        None => format!("{user_id} unpinned (version {}){}", v["version"], freeze_note(v)),
     });
     Ok(())
 }
@@ -654,8 +774,11 @@ pub fn status(args: &ClientArgs) -> Result<(), String> {
         "recent_changes": audit["entries"],
     });
     client.print(&value, |v| {
-        let mut out =
-            format!("tidegate at {}\n  {}\n", client.base(), split_summary(&v["routing"]));
+        let mut out = format!(
+            "tidegate at {}\n  {}\n",
+            client.base(),
+            split_summary(&v["routing"]).replace('\n', "\n  ")
+        );
         match &ready {
             Ok(r) => out.push_str(&format!("  ready: log {}\n", r["log"].as_str().unwrap_or("?"))),
             Err(e) => out.push_str(&format!("  NOT READY: {e}\n")),
@@ -873,6 +996,9 @@ pub fn drain_start(args: &super::DrainStartArgs) -> Result<(), String> {
     }
     if args.freeze {
         body["freeze"] = json!(true);
+    }
+    if args.no_freeze {
+        body["freeze"] = json!(false);
     }
     if let Some(window) = &args.freeze_window {
         body["freeze_window"] = json!(window);

@@ -244,24 +244,26 @@ pub struct DemoArgs {
     pub status_every: u64,
 }
 
+/// The client options, global: `tidegate plans report NAME --json` and `tidegate plans --json
+/// report NAME` both work.
 #[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
     /// Server URL, or several comma-separated (`a,b,c`: coordinator replicas, tried in turn when
     /// one cannot be reached); defaults to the address in --config, else http://127.0.0.1:8080.
-    #[arg(long, env = "TIDEGATE_URL")]
+    #[arg(long, env = "TIDEGATE_URL", global = true)]
     pub server: Option<String>,
     /// Configuration file to take the server address from.
-    #[arg(long, env = "TIDEGATE_CONFIG")]
+    #[arg(long, env = "TIDEGATE_CONFIG", global = true)]
     pub config: Option<PathBuf>,
     /// Bearer token for changes (or reads, when service tokens are required).
-    #[arg(long, env = "TIDEGATE_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "TIDEGATE_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
     /// PEM file of the CA to trust for an https:// server instead of the system's roots
     /// (default: `[client] ca_file` in --config).
-    #[arg(long, env = "TIDEGATE_CA_FILE")]
+    #[arg(long, env = "TIDEGATE_CA_FILE", global = true)]
     pub ca_file: Option<PathBuf>,
     /// Print the server's JSON instead of a summary.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
 }
 
@@ -534,8 +536,13 @@ pub struct DrainStartArgs {
     /// freeze, unfreeze once every subscriber applied the switch.
     #[arg(long)]
     pub freeze: bool,
-    /// The freeze's maximum window with --freeze, e.g. 30s (past it the step aborts back).
-    #[arg(long, requires = "freeze")]
+    /// Steps at once, without a freeze, even where the server's `[freeze] by_default` would
+    /// freeze (a maintenance drain).
+    #[arg(long, conflicts_with = "freeze")]
+    pub no_freeze: bool,
+    /// The freeze's maximum window, e.g. 30s (past it the step aborts back; the server's
+    /// `[freeze] window` by default).
+    #[arg(long, conflicts_with = "no_freeze")]
     pub freeze_window: Option<String>,
     /// On a table of three or more zones: the zones receiving the drained zone's units, e.g.
     /// `az-a,az-b` (default: every other live zone, spread by free room).
