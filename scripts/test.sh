@@ -50,6 +50,14 @@ fi
 /usr/bin/chromedriver --version
 
 
+# tests/docs_curl.rs runs the README's commands as printed, and they read versions with jq.
+if ! command -v jq >/dev/null; then
+  [ "$(id -u)" -eq 0 ] || { echo "jq is missing and we are not root; run: apt-get install -y jq" >&2; exit 1; }
+  echo "installing Debian's jq (one-off)..."
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 jq >/dev/null ||
+    { echo "installing jq with apt-get failed" >&2; exit 1; }
+fi
+
 # The edge's gateway tests (tests/edge_nginx.rs) run Debian's nginx with config/nginx/.
 if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
   [ "$(id -u)" -eq 0 ] || { echo "nginx is missing and we are not root; run: apt-get install -y nginx-light (or nginx)" >&2; exit 1; }
