@@ -95,9 +95,10 @@ pub struct Settings {
     pub freeze: FreezeSettings,
 }
 
-/// `[freeze]`: loss-less moves by default. With `by_default`, maintenance drains, unit moves
-/// and dial moves that do not say `"freeze"` freeze the units that change owner for at most
-/// `window`; `"freeze": false` still moves at once, and evacuations stay speed first.
+/// `[freeze]`: loss-less changes of owner by default. With `by_default`, maintenance drains,
+/// unit and dial moves, pins, channel changes and global-writer moves that do not say
+/// `"freeze"` freeze what changes owner for at most `window`; `"freeze": false` still changes
+/// at once, and evacuations stay speed first.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FreezeSettings {
@@ -783,8 +784,8 @@ pub struct Config {
     pub node: Option<NodeConfig>,
     /// `[plans] triggers`: plan triggers may start runs (opt-in).
     pub plan_triggers: bool,
-    /// `[freeze] by_default`: a maintenance drain, unit move or dial move whose request does
-    /// not say `freeze` freezes (off: such a move is at once).
+    /// `[freeze] by_default`: a change of owner whose request does not say `freeze` freezes
+    /// (off: such a change is at once).
     pub freeze_by_default: bool,
     /// `[freeze] window`: a freeze's maximum window when the request names none.
     pub freeze_window_ms: u64,
