@@ -211,3 +211,55 @@ fn a_silent_replica_holds_a_unit_move_until_its_writer_has_the_freeze() {
     let (dual, switched) = silent_replica_run("stale_after = \"2s\"\n", false);
     assert!(dual > 0, "the control shows no dual-owner window (switched at {switched} ms)");
 }
+
+/// `PUT /v1/units` with an `Idempotency-Key`, as `alice`.
+fn keyed_units(url: &str, key: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let request = ureq::http::Request::builder()
+        .method("PUT")
+        .uri(format!("{url}/v1/units"))
+        .header("Authorization", format!("Bearer {OPERATOR_TOKEN}"))
+        .header("Content-Type", "application/json")
+        .header("Idempotency-Key", key)
+        .body(body.to_string())
+        .unwrap();
+    let mut response = common::agent().run(request).expect("request sent");
+    (response.status().as_u16(), response.body_mut().read_json().expect("JSON body"))
+}
+
+/// Issue 46: a keyed move frozen by default and undone at its window (a subscriber that never
+/// applies the freeze) answers 409 `freeze_aborted`; the retry with the same key on another
+/// replica answers the same 409, from the change's own outcome in the log (the version it
+/// froze at and the unfreeze that undid it), not the table as it is now.
+#[test]
+fn a_keyed_retry_of_an_undone_move_on_another_replica_answers_its_409() {
+    let topic = kafka::unique("ha-keyed-freeze");
+    let extra = format!("{CONFIG}[freeze]\nwindow = \"20s\"\n");
+    let replicas = Replicas::start(&kafka::bootstrap(), &topic, 2, &extra);
+    let urls = replicas.urls.clone();
+    let identity =
+        Identity { subscriber_id: "stuck-1".into(), zone: "az-b".into(), kind: "service".into() };
+    let options = RouterOptions {
+        token: Some(OPERATOR_TOKEN.into()),
+        acknowledge: false,
+        keep_lease: false,
+        ..Default::default()
+    };
+    let stuck = Router::connect(&urls[0], identity, options).unwrap();
+    assert!(stuck.wait_for_version(1, Duration::from_secs(10)), "stuck-1 got no table");
+    let before = routing(&urls[0]);
+    let body = json!({"moves": [{"units": "0-9", "zone": "green"}], "freeze_window": "1s",
+                      "expected_version": before["version"], "reason": "keyed, held"});
+    let (status, first) = keyed_units(&urls[0], "move-0-9", &body);
+    assert_eq!((status, first["error"].as_str()), (409, Some("freeze_aborted")), "{first}");
+    for url in &urls {
+        let (status, again) = keyed_units(url, "move-0-9", &body);
+        assert_eq!(
+            (status, again["error"].as_str()),
+            (409, Some("freeze_aborted")),
+            "the retry on {url}: {again}"
+        );
+    }
+    let after = routing(&urls[1]);
+    assert_eq!((&after["unit_map"], &after["frozen"]), (&before["unit_map"], &json!({})));
+    drop(stuck);
+}

@@ -351,7 +351,7 @@ async fn freeze_answer(
     let FreezeAsk { expected_version, by, reason, window_ms } = ask;
     let submitted = super::submit(app, command, Some(expected_version), by, reason).await?;
     let changed = submitted.applied.is_some();
-    let frozen_version = submitted.table.version();
+    let frozen_version = submitted.change_version();
     if changed
         && by_default
         && let Some(loss_less) =

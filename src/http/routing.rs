@@ -154,7 +154,7 @@ async fn put_dial(
     app.idempotency.answered(&key, answer.body(), submitted.table.version());
     // Frozen by default, not asked: answer once the move has ended, as an unfrozen dial does.
     if request.freeze.is_none() && submitted.applied.is_some() {
-        let frozen_version = submitted.table.version();
+        let frozen_version = submitted.change_version();
         if let Some(done) = super::freeze_wait::default_freeze_end(
             app,
             frozen_version,
@@ -342,7 +342,7 @@ pub(super) async fn owner_change(
     let answer = Versioned::new(&body, submitted.table.version());
     app.idempotency.answered(&key, answer.body(), submitted.table.version());
     if by_default && submitted.applied.is_some() {
-        let frozen_version = submitted.table.version();
+        let frozen_version = submitted.change_version();
         if let Some(done) = super::freeze_wait::default_freeze_end(
             app,
             frozen_version,

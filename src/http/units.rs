@@ -342,7 +342,7 @@ async fn move_to(
     }
     // Frozen by default, not asked: answer once the move has ended, as an unfrozen move does.
     if let (true, Some(window_ms)) = (freezing && wait, window) {
-        let (version, key) = (submitted.table.version(), key.as_ref());
+        let (version, key) = (submitted.change_version(), key.as_ref());
         let decorate = |done: &mut Value| {
             done["moved_units"] = json!(moved);
             done["moves"] = body["moves"].clone();

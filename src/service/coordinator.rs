@@ -69,6 +69,14 @@ pub struct Submitted {
     pub applied: Option<Applied>,
 }
 
+impl Submitted {
+    /// The version the change itself made (for a retry of a command applied earlier, that
+    /// earlier version, not the table's now), else the table's.
+    pub fn change_version(&self) -> u64 {
+        self.applied.as_ref().map_or(self.table.version(), |a| a.version)
+    }
+}
+
 struct Writer {
     /// The state, the genesis and the in-memory audit trail: what a snapshot stores.
     replayed: Replayed,
