@@ -296,3 +296,42 @@ fn the_barrier_switches_on_every_subscriber_and_gives_up_at_the_window() {
         Some(StagedStep::Unfreeze { aborted: false, .. })
     ));
 }
+
+/// A pin of a user a release channel selects changes the owner of their writes of the channel's
+/// services (pin > channel) even where the map gives them the pin's zone already: the loss-less
+/// pin freezes their unit, and every write of it (the channel's service's too) is frozen until
+/// the unfreeze. Unpinning gives those writes back to the channel, frozen the same way.
+#[test]
+fn a_pin_of_a_channel_user_freezes_their_unit_where_the_map_alone_would_not() {
+    use tidegate_core::PinChange;
+    const BLUE: ZoneId = ZoneId::BLUE;
+    const GREEN: ZoneId = ZoneId::GREEN;
+    let s =
+        apply(&start(), Command::PutChannel { channel: channel("40-44", GREEN, &["orders"], &[]) })
+            .unwrap();
+    let user = unit_user(&s, 42); // blue by the map, green for `orders` by the channel
+    let pin = |zone| Command::FreezeUnits {
+        moves: vec![],
+        pins: vec![PinChange { user_id: user.clone(), zone }],
+        global: None,
+        window_ms: 5_000,
+    };
+    let frozen = apply(&s, pin(Some(BLUE))).unwrap();
+    assert_eq!(frozen.version(), s.version() + 1, "the pin to blue changes the orders owner");
+    assert_eq!(frozen.table().frozen_in(None).map(ToString::to_string).as_deref(), Some("42"));
+    let check = frozen.table().check_write_for(None, Some("orders"), &user, GREEN, None);
+    assert!(matches!(check, Ok(Some(WriteCheck::Frozen { .. }))), "{check:?}");
+    // Pinned to green, where the channel routes orders: the map's owner changes (blue ->
+    // green), so the unit freezes as well; and a user the channel does not select, pinned to
+    // its map zone, changes nothing.
+    let other = unit_user(&s, 12);
+    let same = Command::FreezeUnits {
+        moves: vec![],
+        pins: vec![PinChange { user_id: other, zone: Some(BLUE) }],
+        global: None,
+        window_ms: 5_000,
+    };
+    assert_eq!(apply(&s, same).unwrap().version(), s.version(), "no owner changes");
+    let to_green = apply(&s, pin(Some(GREEN))).unwrap();
+    assert_eq!(to_green.version(), s.version() + 1);
+}

@@ -92,6 +92,20 @@ pub(super) fn begin(c: &mut Change, staging: Staging<'_>) -> Outcome {
             }
         }
     }
+    // A release channel that selects a pinned user routes their calls of its services when the
+    // pin goes (pin > channel): the owner of those writes changes where the channel's zone and
+    // the pin's differ.
+    for pin in pins {
+        let unit = before.scheme.unit_of(&pin.user_id)?.0;
+        for channel in before.channels.values().filter(|ch| ch.selects(&pin.user_id, unit)) {
+            let was = before.pins.get(&pin.user_id).copied().unwrap_or(channel.zone);
+            let now = pin.zone.unwrap_or(channel.zone);
+            if was != now {
+                let domain = channel.domain.clone().filter(|d| d != DEFAULT_DOMAIN);
+                frozen.entry(domain).or_default().insert(unit);
+            }
+        }
+    }
     frozen.retain(|_, set| !set.is_empty());
     if frozen.is_empty() && global.is_none() {
         return Ok(None);
