@@ -12,7 +12,7 @@ use super::error::{ApiError, json_error};
 use super::idempotency::{IdempotencyKey, Scoped, Seen};
 use super::tag::Versioned;
 use super::{App, iso8601};
-use crate::core::{Command, PinChange, RoutingTable, Share, ZoneId};
+use crate::core::{Command, PinChange, Share, ZoneId};
 use crate::service::coordinator::AuditError;
 pub use crate::service::routing_frames::routing_body;
 
@@ -214,10 +214,9 @@ async fn put_pin(
     })?;
     let change = PinChange { user_id: user_id.to_owned(), zone: Some(color) };
     let ask = ChangeAsk { expected_version: request.expected_version, by, reason: request.reason };
-    let table = app.coordinator.table();
     let change = OwnerChange {
         at_once: Command::Pin { user_id: change.user_id.clone(), color },
-        moves_owner: pin_moves_owner(&table, &change),
+        moves_owner: pin_moves_owner(app, &change),
         pins: vec![change],
         global: None,
     };
@@ -253,10 +252,9 @@ async fn delete_pin(
     };
     let change = PinChange { user_id: user_id.to_owned(), zone: None };
     let ask = ChangeAsk { expected_version: request.expected_version, by, reason: request.reason };
-    let table = app.coordinator.table();
     let change = OwnerChange {
         at_once: Command::Unpin { user_id: change.user_id.clone() },
-        moves_owner: pin_moves_owner(&table, &change),
+        moves_owner: pin_moves_owner(app, &change),
         pins: vec![change],
         global: None,
     };
@@ -358,25 +356,11 @@ pub(super) async fn owner_change(
     Ok((Status::Accepted, answer))
 }
 
-/// Whether `change` gives its user another owner in some domain of `table` (a pin to the zone
-/// the map gives them already, or an unpin back to it, does not), or for some service (a
-/// release channel that selects the user in another zone: counted as a change). A user ID the
-/// pin would refuse is answered by the pin itself.
-fn pin_moves_owner(table: &RoutingTable, change: &PinChange) -> bool {
-    let mut maps = vec![table.map()];
-    maps.extend(table.domains().values());
-    for map in maps {
-        let Ok(tag) = table.tag_in(map, &change.user_id) else { return true };
-        let now = change.zone.unwrap_or_else(|| map.owner(tag.unit.0));
-        let by_channel = table
-            .channels()
-            .values()
-            .any(|c| c.selects(&change.user_id, tag.unit.0) && Some(c.zone) != change.zone);
-        if now != tag.color || by_channel {
-            return true;
-        }
-    }
-    false
+/// Whether `change` gives its user another owner ([`crate::core::State::pin_changes_owner`],
+/// the rule the freeze itself follows). A pin the state would refuse counts as a change: the
+/// freeze's submission then answers the refusal.
+fn pin_moves_owner(app: &App, change: &PinChange) -> bool {
+    app.coordinator.state().pin_changes_owner(change).unwrap_or(true)
 }
 
 /// A change request's `Idempotency-Key`, looked up in what this replica remembers.

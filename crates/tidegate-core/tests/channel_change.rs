@@ -334,4 +334,24 @@ fn a_pin_of_a_channel_user_freezes_their_unit_where_the_map_alone_would_not() {
     assert_eq!(apply(&s, same).unwrap().version(), s.version(), "no owner changes");
     let to_green = apply(&s, pin(Some(GREEN))).unwrap();
     assert_eq!(to_green.version(), s.version() + 1);
+    // `State::pin_changes_owner`, the same rule, as the HTTP pin asks it before freezing.
+    let change = |zone| PinChange { user_id: user.clone(), zone };
+    assert!(s.pin_changes_owner(&change(Some(BLUE))).unwrap(), "orders moves to blue");
+    assert!(s.pin_changes_owner(&change(Some(GREEN))).unwrap(), "the map's owner moves");
+    // Pinned green (the channel's zone) in a table where the map gives green too: unpinning
+    // changes no owner, for the map or for orders.
+    let both_green = apply(
+        &s,
+        Command::MoveUnits {
+            moves: vec![tidegate_core::UnitMove {
+                units: UnitSet::parse("40-44", 100).unwrap(),
+                zone: GREEN,
+                domain: None,
+            }],
+        },
+    )
+    .unwrap();
+    let pinned = apply(&both_green, Command::Pin { user_id: user.clone(), color: GREEN }).unwrap();
+    assert!(!pinned.pin_changes_owner(&change(None)).unwrap(), "green before and after");
+    assert!(pinned.pin_changes_owner(&change(Some(BLUE))).unwrap());
 }

@@ -9,7 +9,7 @@ use super::describe::describe_all_maps;
 use super::{Change, CommandError, Outcome, State, changed};
 use crate::plan::PlanMove;
 use crate::staged::{Phases, PinChange, UnitsChange};
-use crate::table::{DEFAULT_DOMAIN, GlobalWriter};
+use crate::table::{DEFAULT_DOMAIN, GlobalWriter, RoutingTable};
 use crate::unit_map::{UnitMap, UnitMove, UnitSet, UnitSetError};
 use crate::zone::{ZoneError, Zones};
 
@@ -74,38 +74,15 @@ pub(super) fn begin(c: &mut Change, staging: Staging<'_>) -> Outcome {
         after.domains = Arc::new(domains);
     }
     apply_pins(c.before, &mut after, pins)?;
-    let mut frozen: BTreeMap<Option<String>, BTreeSet<u32>> = BTreeMap::new();
-    let mut domains: Vec<Option<String>> = vec![None];
-    domains.extend(before.domains.keys().cloned().map(Some));
-    for domain in &domains {
-        let (Some(from), Some(to)) =
+    let mut frozen: Frozen = BTreeMap::new();
+    for domain in domains_of(before) {
+        if let (Some(from), Some(to)) =
             (before.map_of(domain.as_deref()), after.map_of(domain.as_deref()))
-        else {
-            continue;
-        };
-        let set = frozen.entry(domain.clone()).or_default();
-        set.extend(from.diff(to));
-        for pin in pins {
-            let (was, now) = (before.tag_in(from, &pin.user_id)?, after.tag_in(to, &pin.user_id)?);
-            if was.color != now.color {
-                set.insert(was.unit.0);
-            }
+        {
+            frozen.entry(domain).or_default().extend(from.diff(to));
         }
     }
-    // A release channel that selects a pinned user routes their calls of its services when the
-    // pin goes (pin > channel): the owner of those writes changes where the channel's zone and
-    // the pin's differ.
-    for pin in pins {
-        let unit = before.scheme.unit_of(&pin.user_id)?.0;
-        for channel in before.channels.values().filter(|ch| ch.selects(&pin.user_id, unit)) {
-            let was = before.pins.get(&pin.user_id).copied().unwrap_or(channel.zone);
-            let now = pin.zone.unwrap_or(channel.zone);
-            if was != now {
-                let domain = channel.domain.clone().filter(|d| d != DEFAULT_DOMAIN);
-                frozen.entry(domain).or_default().insert(unit);
-            }
-        }
-    }
+    pin_units(before, &after, pins, &mut frozen)?;
     frozen.retain(|_, set| !set.is_empty());
     if frozen.is_empty() && global.is_none() {
         return Ok(None);
@@ -187,11 +164,73 @@ pub(super) fn switch(c: &mut Change) -> Outcome {
     )
 }
 
+/// Units to freeze, by domain (`None`: the default domain).
+type Frozen = BTreeMap<Option<String>, BTreeSet<u32>>;
+
+/// The default domain and every named domain of `table`.
+fn domains_of(table: &RoutingTable) -> Vec<Option<String>> {
+    let mut domains: Vec<Option<String>> = vec![None];
+    domains.extend(table.domains.keys().cloned().map(Some));
+    domains
+}
+
+/// Adds to `frozen` the units of the users whose owner `pins` change from `before` to `after`:
+/// in each domain where their map-routed owner changes, and in the domain of each release
+/// channel that selects them where the channel's zone and the pin's differ (pin > channel: the
+/// owner of their writes of the channel's services changes). One rule for the freeze and for
+/// whether a pin changes an owner at all ([`State::pin_changes_owner`]).
+fn pin_units(
+    before: &RoutingTable,
+    after: &RoutingTable,
+    pins: &[PinChange],
+    frozen: &mut Frozen,
+) -> Result<(), CommandError> {
+    for domain in domains_of(before) {
+        let (Some(from), Some(to)) =
+            (before.map_of(domain.as_deref()), after.map_of(domain.as_deref()))
+        else {
+            continue;
+        };
+        for pin in pins {
+            let (was, now) = (before.tag_in(from, &pin.user_id)?, after.tag_in(to, &pin.user_id)?);
+            if was.color != now.color {
+                frozen.entry(domain.clone()).or_default().insert(was.unit.0);
+            }
+        }
+    }
+    for pin in pins {
+        let unit = before.scheme.unit_of(&pin.user_id)?.0;
+        for channel in before.channels.values().filter(|ch| ch.selects(&pin.user_id, unit)) {
+            let was = before.pins.get(&pin.user_id).copied().unwrap_or(channel.zone);
+            let now = pin.zone.unwrap_or(channel.zone);
+            if was != now {
+                let domain = channel.domain.clone().filter(|d| d != DEFAULT_DOMAIN);
+                frozen.entry(domain).or_default().insert(unit);
+            }
+        }
+    }
+    Ok(())
+}
+
+impl State {
+    /// Whether `pin` would give its user another owner for some write (a map-routed one in
+    /// some domain, or a release channel's service's): the rule the loss-less pin freezes by.
+    /// A pin that changes none is a record only, made at once. Errors as the pin would refuse.
+    pub fn pin_changes_owner(&self, pin: &PinChange) -> Result<bool, CommandError> {
+        let pins = std::slice::from_ref(pin);
+        let mut after = (*self.table).clone();
+        apply_pins(self, &mut after, pins)?;
+        let mut frozen = Frozen::new();
+        pin_units(&self.table, &after, pins, &mut frozen)?;
+        Ok(frozen.values().any(|set| !set.is_empty()))
+    }
+}
+
 /// Applies `pins` to `table`'s pins, each checked as `Pin` (a live zone, a valid user ID, room
 /// for a new pin) or `Unpin` (the user is pinned) checks it.
 fn apply_pins(
     state: &State,
-    table: &mut crate::table::RoutingTable,
+    table: &mut RoutingTable,
     pins: &[PinChange],
 ) -> Result<(), CommandError> {
     for pin in pins {
@@ -214,11 +253,7 @@ fn apply_pins(
 }
 
 /// The maps and the pins a change names, as the audit's "from".
-fn describe_change(
-    table: &crate::table::RoutingTable,
-    moves: &[UnitMove],
-    pins: &[PinChange],
-) -> String {
+fn describe_change(table: &RoutingTable, moves: &[UnitMove], pins: &[PinChange]) -> String {
     let mut out = if moves.is_empty() { String::new() } else { describe_all_maps(table) };
     for pin in pins {
         if !out.is_empty() {
