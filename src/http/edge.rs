@@ -312,25 +312,7 @@ fn write_check(
         ApiError::bad_request("missing_user_id", "a write check needs `user_id`".to_owned())
     })?;
     validate_user_id(user_id)?;
-    let zone = zone.ok_or_else(|| {
-        ApiError::bad_request(
-            "invalid_zone",
-            "a write check needs `zone`: the service's own zone".to_owned(),
-        )
-    })?;
-    let local = table
-        .zones()
-        .resolve(zone)
-        .map_err(|e| ApiError::bad_request("unknown_zone", e.to_string()))?;
-    let incoming = match version {
-        None | Some("") => None,
-        Some(text) => Some(text.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(
-                "invalid_version",
-                format!("`version` must be a routing version, got `{text}`"),
-            )
-        })?),
-    };
+    let (local, incoming) = local_and_incoming(&table, zone, version)?;
     let domain = domain.filter(|d| !d.is_empty() && *d != crate::core::DEFAULT_DOMAIN);
     let service = service.filter(|s| !s.is_empty());
     crate::service::tag_answer::check_service(service).map_err(ApiError::from)?;
