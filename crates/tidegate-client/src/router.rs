@@ -877,7 +877,13 @@ impl Router {
     fn leave(&self) {
         let shared = &self.shared;
         let (Some(identity), Some(agent)) = (&shared.acknowledger, &shared.agent) else { return };
-        let acked = shared.acked.load(Ordering::SeqCst);
+        // Before its first answer comes back, the version it holds: the coordinator may have
+        // applied that acknowledgement already (a Router dropped right after the coordinator
+        // showed it current), and a leave skipped for it held barriers for the whole lease.
+        let acked = match shared.acked.load(Ordering::SeqCst) {
+            0 => self.version().unwrap_or(0),
+            acked => acked,
+        };
         let connected = shared.status.lock().unwrap_or_else(PoisonError::into_inner).connected;
         let Some(base) = self.status().coordinator.filter(|_| connected && acked > 0) else {
             return;
