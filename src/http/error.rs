@@ -190,6 +190,7 @@ impl From<CommandError> for ApiError {
                 ApiError::new(Status::Conflict, "units_changing", detail)
             }
             CommandError::FreezeWindow(_) => ApiError::bad_request("invalid_units", detail),
+            CommandError::InvalidHold(_) => ApiError::bad_request("invalid_hold", detail),
             CommandError::Channel(c) => match c {
                 crate::core::ChannelError::Overlap { .. } => {
                     ApiError::new(Status::Conflict, "channel_overlap", detail)

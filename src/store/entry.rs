@@ -291,6 +291,14 @@ pub enum WireCommand {
         global: Option<WireGlobalTarget>,
         window_ms: u64,
     },
+    HoldUnits {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        units: Vec<WireHeldUnits>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        global: bool,
+        window_ms: u64,
+        hold_ms: u64,
+    },
     SwitchUnits {},
     UnfreezeUnits {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -940,6 +948,15 @@ impl WireCommand {
                 }),
                 window_ms: *window_ms,
             },
+            Command::HoldUnits { units, global, window_ms, hold_ms } => WireCommand::HoldUnits {
+                units: units
+                    .iter()
+                    .map(|h| WireHeldUnits { units: h.units.to_string(), domain: h.domain.clone() })
+                    .collect(),
+                global: *global,
+                window_ms: *window_ms,
+                hold_ms: *hold_ms,
+            },
             Command::SwitchUnits => WireCommand::SwitchUnits {},
             Command::UnfreezeUnits { aborted } => WireCommand::UnfreezeUnits { aborted: *aborted },
             Command::AddZone { spec } => WireCommand::AddZone { zone: WireZone::from(spec) },
@@ -1005,6 +1022,7 @@ impl WireCommand {
             WireCommand::PlanCallDone { .. } => "plan_call_done",
             WireCommand::MoveUnits { .. } => "units_move",
             WireCommand::FreezeUnits { .. } => "units_freeze",
+            WireCommand::HoldUnits { .. } => "units_hold",
             WireCommand::SwitchUnits {} => "units_switch",
             WireCommand::UnfreezeUnits { .. } => "units_unfreeze",
             WireCommand::AddZone { .. } => "zone_add",
@@ -1166,6 +1184,22 @@ impl WireCommand {
                 },
                 window_ms: *window_ms,
             },
+            WireCommand::HoldUnits { units, global, window_ms, hold_ms } => Command::HoldUnits {
+                units: units
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        Ok(crate::core::HeldUnits {
+                            units: UnitSet::parse(&h.units, table.units())
+                                .map_err(|e| format!("units[{i}].units: {e}"))?,
+                            domain: h.domain.clone(),
+                        })
+                    })
+                    .collect::<Result<_, String>>()?,
+                global: *global,
+                window_ms: *window_ms,
+                hold_ms: *hold_ms,
+            },
             WireCommand::SwitchUnits {} => Command::SwitchUnits,
             WireCommand::UnfreezeUnits { aborted } => Command::UnfreezeUnits { aborted: *aborted },
             WireCommand::ZoneDrainStep { drain, moves } => {
@@ -1281,6 +1315,16 @@ pub(crate) fn core_moves_in(
         });
     }
     Ok(out)
+}
+
+/// Units a `units_hold` record freezes in place: a unit set (`25-49,60`) in a domain (absent:
+/// the default domain).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireHeldUnits {
+    pub units: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 /// One move of a `move_units` record: a unit set (`25-49,60`) and the receiving lane.

@@ -254,6 +254,9 @@ struct WireUnitsChange {
     /// The global writer its switch sets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     global: Option<super::entry::WireGlobalTarget>,
+    /// A hold's longest hold once held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hold_ms: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -760,6 +763,7 @@ fn encode(
                     zone: g.zone.map(|z| table.lane(z).to_owned()),
                     read_only: g.read_only,
                 }),
+                hold_ms: change.hold_ms,
             }
         }),
         global_writer: (table.global() != GlobalWriter::default()).then(|| WireGlobalWriter {
@@ -939,6 +943,7 @@ fn decode(data: &[u8], zones: &Zones) -> Result<Loaded, String> {
                     frozen: false,
                 }),
             },
+            hold_ms: w.hold_ms,
         }),
     };
     let table = RoutingTable::from_map(body.version, scheme, map, pins, zones.clone(), global)

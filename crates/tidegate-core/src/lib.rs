@@ -69,7 +69,7 @@ pub use plan_trigger::{
     REFUSAL_KINDS as TRIGGER_REFUSAL_KINDS, TriggerDecision, TriggerInputs,
     decide as decide_trigger,
 };
-pub use staged::{Phases, PinChange, StagedStep, UnitsChange};
+pub use staged::{HeldUnits, MAX_HOLD_MS, Phases, PinChange, StagedStep, UnitsChange};
 pub use table::{
     DEFAULT_DOMAIN, Fallback, GlobalWriteCheck, GlobalWriter, MAX_DOMAINS, RoutingTable, Rule,
     TableError, Tag, TagError, WRITE_RETRY_AFTER_MS, WriteCheck,

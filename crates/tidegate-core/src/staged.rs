@@ -6,7 +6,7 @@
 //! `Drain::decide_freeze`.
 
 use super::drain::FreezeBarrier;
-use super::unit_map::UnitMove;
+use super::unit_map::{UnitMove, UnitSet};
 use super::zone::ZoneId;
 
 /// Where a staged change is: frozen at a version (and when), switched at a version once it is,
@@ -102,11 +102,47 @@ pub struct UnitsChange {
     /// The global writer the switch sets (a loss-less global-writer move): global writes are
     /// frozen from the freeze to the unfreeze.
     pub global: Option<crate::global_writer::GlobalWriter>,
+    /// A hold (a freeze in place, `HoldUnits`): it moves nothing, and once every live
+    /// subscriber applied it (its "switch": held) it lasts until released, or at most this long.
+    pub hold_ms: Option<u64>,
 }
 
+/// Units a hold freezes in place, in one domain (`None`: the default domain).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldUnits {
+    pub domain: Option<String>,
+    pub units: UnitSet,
+}
+
+/// The longest a hold may last once held: long enough for a data-layer action (a replica's
+/// catch-up and promote), short enough that a forgotten hold does not refuse writes for a day.
+pub const MAX_HOLD_MS: u64 = 3_600_000;
+
 impl UnitsChange {
-    /// The next phase at `now_ms`, given the barrier (see [`Phases::decide`]).
+    /// Whether this is a hold (a freeze in place) that every live subscriber has applied: the
+    /// writes of its units (and global writes, if it holds them) are refused everywhere, so a
+    /// change of their owner may be made at once inside it.
+    pub fn is_held(&self) -> bool {
+        self.hold_ms.is_some() && self.phases.switched.is_some()
+    }
+
+    /// The next phase at `now_ms`, given the barrier (see [`Phases::decide`]). A hold is "switched"
+    /// (held) once every live subscriber applied its freeze, and then ends only when released or
+    /// after `hold_ms`.
     pub fn decide(&self, now_ms: u64, barrier: &FreezeBarrier) -> Option<StagedStep> {
+        if let Some(hold_ms) = self.hold_ms {
+            return match self.phases.switched {
+                None => self.phases.decide(now_ms, barrier, "the hold", "nothing was held"),
+                Some((v, at)) => (now_ms.saturating_sub(at) >= hold_ms).then(|| {
+                    StagedStep::Unfreeze {
+                        aborted: false,
+                        reason: format!(
+                            "the hold (held since version {v}) ran its longest, {hold_ms} ms, without a release; its writes resume"
+                        ),
+                    }
+                }),
+            };
+        }
         if self.global.is_some() && self.moves.is_empty() && self.pins.is_empty() {
             self.phases.decide(
                 now_ms,

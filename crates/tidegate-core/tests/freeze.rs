@@ -487,3 +487,248 @@ fn a_loss_less_pin_freezes_the_users_unit_switches_the_pin_and_thaws() {
     let e = apply(&frozen_state, 1_100, Command::MoveUnits { moves }).unwrap_err();
     assert!(matches!(e, CommandError::UnitsChanging), "{e}");
 }
+
+/// Holds (a freeze in place, `HoldUnits`): the units named are frozen and nothing moves; held
+/// once every live subscriber applied the freeze; inside a held hold a change of owner of held
+/// units is made at once (their writes are refused everywhere) and one of other units is
+/// refused; released (or at `hold_ms`) the units thaw; not applied in its window, it is undone.
+mod hold {
+    use tidegate_core::{
+        Audit, Command, CommandError, Envelope, FreezeBarrier, Genesis, HeldUnits, PinChange,
+        StagedStep, State, UnitMode, UnitMove, UnitScheme, UnitSet, WriteCheck, ZoneId, Zones,
+    };
+
+    fn state(blue_units: u32) -> State {
+        let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
+        State::genesis(Genesis { scheme, blue_units }, Zones::default()).unwrap()
+    }
+
+    fn apply(state: &State, at_ms: u64, command: Command) -> Result<State, CommandError> {
+        let env = Envelope {
+            expected_version: state.version(),
+            command,
+            audit: Audit { by: "ops".into(), at_ms, reason: "test".into() },
+        };
+        Ok(state.apply(&env)?.map(|(s, _)| s).unwrap_or_else(|| state.clone()))
+    }
+
+    fn units(set: &str) -> UnitSet {
+        UnitSet::parse(set, 100).unwrap()
+    }
+
+    fn hold(set: &str, global: bool) -> Command {
+        let units = if set.is_empty() {
+            vec![]
+        } else {
+            vec![HeldUnits { domain: None, units: units(set) }]
+        };
+        Command::HoldUnits { units, global, window_ms: 5_000, hold_ms: 60_000 }
+    }
+
+    fn barrier(version: u64, all_applied: bool) -> FreezeBarrier {
+        FreezeBarrier { version, all_applied, behind: if all_applied { "" } else { "gw-1" }.into() }
+    }
+
+    fn user_in(state: &State, set: &str) -> String {
+        let t = state.table();
+        let set = units(set);
+        (0..10_000)
+            .map(|i| format!("user-{i}"))
+            .find(|u| set.contains(t.tag_in(t.map(), u).unwrap().unit.0))
+            .unwrap()
+    }
+
+    /// Freezes 0-19 in place, and switches (holds) it.
+    fn held(s: &State) -> State {
+        let frozen = apply(s, 1_000, hold("0-19", false)).unwrap();
+        let change = frozen.units_change().unwrap().clone();
+        let step = change.decide(1_100, &barrier(frozen.version(), true));
+        assert_eq!(step, Some(StagedStep::Switch));
+        apply(&frozen, 1_100, Command::SwitchUnits).unwrap()
+    }
+
+    #[test]
+    fn a_hold_freezes_in_place_and_moves_nothing_until_every_subscriber_has_it() {
+        let s = state(50);
+        let frozen = apply(&s, 1_000, hold("0-19", false)).unwrap();
+        assert_eq!(frozen.table().map(), s.table().map(), "a hold moves nothing");
+        assert_eq!(
+            frozen.table().frozen_in(None).map(ToString::to_string).as_deref(),
+            Some("0-19")
+        );
+        let t = frozen.table();
+        let inside = user_in(&frozen, "0-19");
+        let outside = user_in(&frozen, "20-49");
+        assert!(matches!(
+            t.check_write(None, &inside, ZoneId::BLUE, None),
+            Ok(Some(WriteCheck::Frozen { .. }))
+        ));
+        assert_eq!(t.check_write(None, &outside, ZoneId::BLUE, None), Ok(Some(WriteCheck::Owned)));
+        let change = frozen.units_change().unwrap().clone();
+        assert!(!change.is_held(), "not held before every live subscriber has it");
+        // Not held yet: a move of held units waits like any move during a change.
+        let moves = vec![UnitMove { units: units("0-19"), zone: ZoneId::GREEN, domain: None }];
+        let e = apply(&frozen, 1_050, Command::MoveUnits { moves }).unwrap_err();
+        assert!(matches!(e, CommandError::UnitsChanging), "{e}");
+        // Nobody behind: held. Someone behind past the window: undone, nothing held.
+        assert_eq!(change.decide(1_100, &barrier(frozen.version(), false)), None);
+        match change.decide(6_000, &barrier(frozen.version(), false)) {
+            Some(StagedStep::Unfreeze { aborted: true, reason }) => {
+                assert!(reason.contains("gw-1"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let undone = apply(&frozen, 6_000, Command::UnfreezeUnits { aborted: true }).unwrap();
+        assert!(undone.table().frozen().is_empty());
+        assert!(undone.units_change().is_none());
+        assert_eq!(undone.table().map(), s.table().map());
+    }
+
+    #[test]
+    fn inside_a_held_hold_a_move_of_held_units_is_made_at_once_and_others_wait() {
+        let s = state(50);
+        let h = held(&s);
+        assert!(h.units_change().unwrap().is_held());
+        // A held hold ends only by release or after hold_ms, whatever the barrier says.
+        let change = h.units_change().unwrap().clone();
+        assert_eq!(change.decide(50_000, &barrier(h.version(), true)), None);
+        match change.decide(61_100, &barrier(h.version(), false)) {
+            Some(StagedStep::Unfreeze { aborted: false, reason }) => {
+                assert!(reason.contains("60000 ms"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Moving 10-19 (held) to green: at once, still frozen.
+        let inside = vec![UnitMove { units: units("10-19"), zone: ZoneId::GREEN, domain: None }];
+        for command in [
+            Command::MoveUnits { moves: inside.clone() },
+            Command::FreezeUnits {
+                moves: inside.clone(),
+                pins: vec![],
+                global: None,
+                window_ms: 5_000,
+            },
+        ] {
+            let moved = apply(&h, 2_000, command).unwrap();
+            assert_eq!(moved.table().blue_units(), 40, "made at once");
+            assert_eq!(
+                moved.table().frozen_in(None).map(ToString::to_string).as_deref(),
+                Some("0-19")
+            );
+            assert_eq!(moved.units_change(), h.units_change(), "the hold goes on, no new change");
+            let user = user_in(&moved, "10-19");
+            assert!(matches!(
+                moved.table().check_write(None, &user, ZoneId::GREEN, None),
+                Ok(Some(WriteCheck::Frozen { .. }))
+            ));
+        }
+        // Moving 20-29 (not held) waits for the hold to end: it would move writes nobody refuses.
+        let outside = vec![UnitMove { units: units("15-29"), zone: ZoneId::GREEN, domain: None }];
+        let e = apply(&h, 2_000, Command::MoveUnits { moves: outside }).unwrap_err();
+        assert!(matches!(e, CommandError::UnitsChanging), "{e}");
+        // A pin of a held user moves at once; one of a user outside the hold waits.
+        let pin = |user: String| Command::FreezeUnits {
+            moves: vec![],
+            pins: vec![PinChange { user_id: user, zone: Some(ZoneId::GREEN) }],
+            global: None,
+            window_ms: 5_000,
+        };
+        let pinned = apply(&h, 2_000, pin(user_in(&h, "0-9"))).unwrap();
+        assert_eq!(pinned.table().pins().len(), 1);
+        assert!(matches!(
+            apply(&h, 2_000, pin(user_in(&h, "30-39"))).unwrap_err(),
+            CommandError::UnitsChanging
+        ));
+        // The release thaws the units, with the move kept.
+        let moved = apply(&h, 2_000, Command::MoveUnits { moves: inside }).unwrap();
+        let released = apply(&moved, 3_000, Command::UnfreezeUnits { aborted: false }).unwrap();
+        assert!(released.table().frozen().is_empty());
+        assert!(released.units_change().is_none());
+        assert_eq!(released.table().blue_units(), 40);
+    }
+
+    #[test]
+    fn a_hold_of_global_writes_lets_the_global_writer_move_at_once_and_stay_frozen() {
+        let s = state(50);
+        let frozen = apply(&s, 1_000, hold("", true)).unwrap();
+        assert!(frozen.table().global().frozen);
+        let e = apply(
+            &frozen,
+            1_050,
+            Command::SetGlobalWriter { zone: Some(ZoneId::GREEN), read_only: false },
+        )
+        .unwrap_err();
+        assert!(matches!(e, CommandError::UnitsChanging), "not held yet: {e}");
+        let h = apply(&frozen, 1_100, Command::SwitchUnits).unwrap();
+        let moved = apply(
+            &h,
+            2_000,
+            Command::SetGlobalWriter { zone: Some(ZoneId::GREEN), read_only: false },
+        )
+        .unwrap();
+        assert_eq!(moved.table().global().zone, Some(ZoneId::GREEN));
+        assert!(moved.table().global().frozen, "global writes stay frozen until the release");
+        let released = apply(&moved, 3_000, Command::UnfreezeUnits { aborted: false }).unwrap();
+        assert!(!released.table().global().frozen);
+        assert_eq!(released.table().global().zone, Some(ZoneId::GREEN));
+        // A hold of units only does not let the global writer move.
+        let units_only = held(&s);
+        let e = apply(
+            &units_only,
+            2_000,
+            Command::SetGlobalWriter { zone: Some(ZoneId::GREEN), read_only: false },
+        )
+        .unwrap_err();
+        assert!(matches!(e, CommandError::UnitsChanging), "{e}");
+    }
+
+    #[test]
+    fn a_hold_is_checked_before_it_freezes_anything() {
+        let s = state(50);
+        let cases: Vec<(Command, &str)> = vec![
+            (hold("", false), "name the units"),
+            (
+                Command::HoldUnits {
+                    units: vec![HeldUnits { domain: None, units: units("0-9") }],
+                    global: false,
+                    window_ms: 5_000,
+                    hold_ms: tidegate_core::MAX_HOLD_MS + 1,
+                },
+                "hold: must be",
+            ),
+            (
+                Command::HoldUnits {
+                    units: vec![HeldUnits { domain: None, units: units("0-9") }],
+                    global: false,
+                    window_ms: 0,
+                    hold_ms: 1_000,
+                },
+                "freeze_window",
+            ),
+            (
+                Command::HoldUnits {
+                    units: vec![HeldUnits { domain: Some("payments".into()), units: units("0-9") }],
+                    global: false,
+                    window_ms: 5_000,
+                    hold_ms: 1_000,
+                },
+                "payments",
+            ),
+        ];
+        for (command, says) in cases {
+            let e = apply(&s, 1_000, command).unwrap_err();
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        // One at a time: a hold waits for a change in progress, and a change for a hold not held.
+        let frozen = apply(&s, 1_000, hold("0-9", false)).unwrap();
+        assert!(matches!(
+            apply(&frozen, 1_001, hold("20-29", false)).unwrap_err(),
+            CommandError::UnitsChanging
+        ));
+        assert_eq!(
+            Command::HoldUnits { units: vec![], global: true, window_ms: 1, hold_ms: 1 }
+                .format_level(),
+            10
+        );
+    }
+}

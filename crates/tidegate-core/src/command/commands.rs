@@ -84,6 +84,17 @@ pub enum Command {
         global: Option<GlobalWriter>,
         window_ms: u64,
     },
+    /// A hold begins: a freeze in place that moves nothing (`POST /v1/holds`, a plan's `hold`
+    /// step), of these units and, with `global`, of global writes, so a data-layer action (a
+    /// replica's catch-up, a promote) runs while nobody writes them. Held once every live
+    /// subscriber has the freeze (`SwitchUnits`); a change of owner of held units is then made
+    /// at once; released by `UnfreezeUnits`, at the latest after `hold_ms`.
+    HoldUnits {
+        units: Vec<crate::staged::HeldUnits>,
+        global: bool,
+        window_ms: u64,
+        hold_ms: u64,
+    },
     /// The change in progress switches: its moves are made, as `MoveUnits` makes them, and its
     /// pins, as `Pin` and `Unpin` make them.
     SwitchUnits,
@@ -243,7 +254,7 @@ pub enum Command {
 /// The newest record format this release reads and writes. A command of a higher
 /// [`Command::format_level`] than some live replica supports must not be written: that replica
 /// would stop at it (ARCHITECTURE.md, "replicas, upgrades").
-pub const FORMAT_LEVEL: u32 = 9;
+pub const FORMAT_LEVEL: u32 = 10;
 
 impl Command {
     /// The record format a command needs every replica to read: 1 for the commands of the first
@@ -253,9 +264,10 @@ impl Command {
     /// plan whose dial or zone-move step names a domain, 6 for release channels, 7 for zone
     /// drains among N and plan runs that restore unit maps, 8 for loss-less channel changes and
     /// unit moves, 9 for loss-less pin changes and plan steps (and the one freeze rule: a
-    /// freeze covers pinned users too).
+    /// freeze covers pinned users too), 10 for holds (a freeze in place).
     pub fn format_level(&self) -> u32 {
         match self {
+            Command::HoldUnits { .. } => 10,
             Command::FreezeUnits { pins, global, .. } if !pins.is_empty() || global.is_some() => 9,
             Command::PlanStepFreeze { .. } => 9,
             Command::PutPlan { plan } if plan.freeze_ms.is_some() => 8,
@@ -344,6 +356,7 @@ impl Command {
         "channel_switch",
         "channel_unfreeze",
         "units_freeze",
+        "units_hold",
         "units_switch",
         "units_unfreeze",
         "channel_expire",
@@ -391,6 +404,7 @@ impl Command {
             Command::SwitchChannel { .. } => "channel_switch",
             Command::UnfreezeChannel { .. } => "channel_unfreeze",
             Command::FreezeUnits { .. } => "units_freeze",
+            Command::HoldUnits { .. } => "units_hold",
             Command::SwitchUnits => "units_switch",
             Command::UnfreezeUnits { .. } => "units_unfreeze",
             Command::DeleteChannel { expired: false, .. } => "channel_delete",

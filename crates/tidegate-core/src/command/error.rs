@@ -78,4 +78,6 @@ pub enum CommandError {
     UnitsPhase(&'static str),
     #[error("freeze_window: must be from 1 ms to {max} ms, got {0}", max = crate::drain::MAX_FREEZE_MS)]
     FreezeWindow(u64),
+    #[error("invalid hold: {0}")]
+    InvalidHold(String),
 }

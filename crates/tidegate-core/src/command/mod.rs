@@ -157,6 +157,9 @@ fn dispatch(c: &mut Change, command: &Command) -> Outcome {
         C::FreezeUnits { moves, pins, global, window_ms } => {
             units::freeze(c, moves, pins, *global, *window_ms)
         }
+        C::HoldUnits { units, global, window_ms, hold_ms } => {
+            units::hold(c, units, *global, *window_ms, *hold_ms)
+        }
         C::SwitchUnits => units::switch(c),
         C::UnfreezeUnits { aborted } => units::unfreeze(c, *aborted),
         C::AddZone { spec } => zones::add(c, spec),

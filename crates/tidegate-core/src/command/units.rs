@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::describe::describe_all_maps;
 use super::{Change, CommandError, Outcome, State, changed};
 use crate::plan::PlanMove;
-use crate::staged::{Phases, PinChange, UnitsChange};
+use crate::staged::{HeldUnits, MAX_HOLD_MS, Phases, PinChange, UnitsChange};
 use crate::table::{DEFAULT_DOMAIN, GlobalWriter, RoutingTable};
 use crate::unit_map::{UnitMap, UnitMove, UnitSet, UnitSetError};
 use crate::zone::{ZoneError, Zones};
@@ -16,11 +16,106 @@ use crate::zone::{ZoneError, Zones};
 pub(super) fn move_units(c: &mut Change, moves: &[UnitMove]) -> Outcome {
     c.before.no_running_drain()?;
     c.before.no_active_run()?;
+    if c.before.units_change().is_some_and(UnitsChange::is_held) {
+        // Inside a hold: made at once when every unit it moves is held (their writes are
+        // refused everywhere), refused like any move during a change otherwise.
+        return begin(c, Staging { moves, pins: &[], global: None, window_ms: 1, run: None });
+    }
     c.before.no_units_change()?;
     if !move_in_table(c, moves)? {
         return Ok(None);
     }
     changed(describe_all_maps(&c.before.table), describe_all_maps(&c.table))
+}
+
+/// `HoldUnits`: freezes `units` (and, with `global`, global writes) in place, moving nothing;
+/// held once every live subscriber applied the freeze (the change's switch), until released
+/// (`UnfreezeUnits`) or `hold_ms` later.
+pub(super) fn hold(
+    c: &mut Change,
+    units: &[HeldUnits],
+    global: bool,
+    window_ms: u64,
+    hold_ms: u64,
+) -> Outcome {
+    c.before.no_active_run()?;
+    c.before.no_running_drain()?;
+    c.before.no_units_change()?;
+    if window_ms == 0 || window_ms > crate::drain::MAX_FREEZE_MS {
+        return Err(CommandError::FreezeWindow(window_ms));
+    }
+    if hold_ms == 0 || hold_ms > MAX_HOLD_MS {
+        return Err(CommandError::InvalidHold(format!(
+            "hold: must be from 1 ms to {MAX_HOLD_MS} ms, got {hold_ms}"
+        )));
+    }
+    if units.is_empty() && !global {
+        return Err(CommandError::InvalidHold(
+            "name the units to hold, or hold global writes".into(),
+        ));
+    }
+    let count = c.before.table.units();
+    let mut frozen: Frozen = BTreeMap::new();
+    for held in units {
+        let domain = held.domain.clone().filter(|d| d != DEFAULT_DOMAIN);
+        if let Some(name) = &domain
+            && !c.before.table.domains.contains_key(name)
+        {
+            return Err(CommandError::UnknownDomain(name.clone()));
+        }
+        if let Some(&(_, hi)) = held.units.ranges().last()
+            && hi >= count
+        {
+            return Err(UnitSetError::OutOfRange { unit: hi, units: count }.into());
+        }
+        let set = frozen.entry(domain).or_default();
+        for &(lo, hi) in held.units.ranges() {
+            set.extend(lo..=hi);
+        }
+    }
+    frozen.retain(|_, set| !set.is_empty());
+    if frozen.is_empty() && !global {
+        return Err(CommandError::InvalidHold("the unit sets are empty".into()));
+    }
+    let version = c.version();
+    let mut words = Vec::new();
+    if global {
+        words.push("global writes".to_owned());
+        c.table.set_global_frozen(true);
+    }
+    for (domain, set) in frozen {
+        let units: Vec<u32> = set.into_iter().collect();
+        let set = UnitSet::from_sorted(&units).unwrap_or_default();
+        words.push(format!("units {set} in {}", domain.as_deref().unwrap_or(DEFAULT_DOMAIN)));
+        c.table.set_frozen(domain.as_deref(), Some(set));
+    }
+    c.next.units_change = Some(Arc::new(UnitsChange {
+        moves: vec![],
+        pins: vec![],
+        phases: Phases { frozen_version: version, frozen_ms: c.at_ms(), window_ms, switched: None },
+        run: None,
+        global: None,
+        hold_ms: Some(hold_ms),
+    }));
+    changed(
+        "nothing held",
+        format!(
+            "{} frozen in place (a hold, nothing moves), held once every live subscriber applies version {version}, at most {hold_ms} ms",
+            words.join(", ")
+        ),
+    )
+}
+
+/// Whether a held hold covers a change that freezes `frozen` and (when `global`) global
+/// writes: every one of them is already refused everywhere.
+fn held_covers(table: &RoutingTable, frozen: &Frozen, global: bool) -> bool {
+    if global && !table.global.frozen {
+        return false;
+    }
+    frozen.iter().all(|(domain, units)| {
+        let held = table.frozen().get(domain.as_deref().unwrap_or(DEFAULT_DOMAIN));
+        units.iter().all(|u| held.is_some_and(|set| set.contains(*u)))
+    })
 }
 
 /// `FreezeUnits`: checks the moves as `MoveUnits` would make them now and the pins as `Pin` and
@@ -61,7 +156,10 @@ pub(super) fn begin(c: &mut Change, staging: Staging<'_>) -> Outcome {
     let current = GlobalWriter { frozen: false, ..c.before.table.global };
     let global = global.filter(|g| *g != current);
     c.before.no_running_drain()?;
-    c.before.no_units_change()?;
+    let held = c.before.units_change().is_some_and(UnitsChange::is_held);
+    if !held {
+        c.before.no_units_change()?;
+    }
     if window_ms == 0 || window_ms > crate::drain::MAX_FREEZE_MS {
         return Err(CommandError::FreezeWindow(window_ms));
     }
@@ -87,6 +185,9 @@ pub(super) fn begin(c: &mut Change, staging: Staging<'_>) -> Outcome {
     if frozen.is_empty() && global.is_none() {
         return Ok(None);
     }
+    if held {
+        return within_hold(c, &after, &frozen, moves, pins, global);
+    }
     let version = c.version();
     let mut words = Vec::new();
     if global.is_some() {
@@ -105,6 +206,7 @@ pub(super) fn begin(c: &mut Change, staging: Staging<'_>) -> Outcome {
         phases: Phases { frozen_version: version, frozen_ms: c.at_ms(), window_ms, switched: None },
         run,
         global,
+        hold_ms: None,
     }));
     let what = match (moves.is_empty(), pins.is_empty()) {
         (false, _) => "a loss-less move",
@@ -121,6 +223,38 @@ pub(super) fn begin(c: &mut Change, staging: Staging<'_>) -> Outcome {
             "{} frozen for {what} until every live subscriber applies version {version}",
             words.join(", ")
         ),
+    )
+}
+
+/// A change of owner inside a held hold: made at once (the table `after`) when the hold covers
+/// everything it would freeze, which every live subscriber already refuses; the units stay
+/// frozen until the hold's release. Otherwise refused as any change during a change.
+fn within_hold(
+    c: &mut Change,
+    after: &RoutingTable,
+    frozen: &Frozen,
+    moves: &[UnitMove],
+    pins: &[PinChange],
+    global: Option<GlobalWriter>,
+) -> Outcome {
+    if !held_covers(&c.before.table, frozen, global.is_some()) {
+        return Err(CommandError::UnitsChanging);
+    }
+    c.table.map = after.map.clone();
+    c.table.domains = Arc::clone(&after.domains);
+    c.table.pins = Arc::clone(&after.pins);
+    if let Some(g) = global {
+        c.table.global = GlobalWriter { frozen: true, ..g };
+    }
+    let mut from = describe_change(&c.before.table, moves, pins);
+    let mut to = describe_change(&c.table, moves, pins);
+    if global.is_some() {
+        from = join(from, super::zones::describe_global(&c.before.table));
+        to = join(to, super::zones::describe_global(&c.table));
+    }
+    changed(
+        from,
+        format!("{to}; made at once inside the hold, whose units stay frozen until it is released"),
     )
 }
 
@@ -149,6 +283,16 @@ pub(super) fn switch(c: &mut Change) -> Outcome {
     }
     let version = c.version();
     change.phases.switched = Some((version, c.at_ms()));
+    if let Some(hold_ms) = change.hold_ms {
+        let held = describe_frozen(&c.table);
+        c.next.units_change = Some(Arc::new(change));
+        return changed(
+            format!("{held} freezing in place"),
+            format!(
+                "{held} held: every live subscriber refuses their writes; until released, at most {hold_ms} ms"
+            ),
+        );
+    }
     let mut from = describe_change(&c.before.table, &change.moves, &change.pins);
     let mut to = describe_change(&c.table, &change.moves, &change.pins);
     if change.global.is_some() {
@@ -162,6 +306,16 @@ pub(super) fn switch(c: &mut Change) -> Outcome {
             "{to}; the frozen units stay frozen until every live subscriber applies version {version}"
         ),
     )
+}
+
+/// The frozen units of `table` and its global writes when frozen, for the audit.
+fn describe_frozen(table: &RoutingTable) -> String {
+    let mut words: Vec<String> =
+        table.frozen().iter().map(|(domain, set)| format!("units {set} in {domain}")).collect();
+    if table.global.frozen {
+        words.insert(0, "global writes".into());
+    }
+    words.join(", ")
 }
 
 /// Units to freeze, by domain (`None`: the default domain).
@@ -288,6 +442,19 @@ pub(super) fn unfreeze(c: &mut Change, aborted: bool) -> Outcome {
     c.table.set_global_frozen(false);
     c.next.units_change = None;
     let window = c.at_ms().saturating_sub(change.phases.frozen_ms);
+    if change.hold_ms.is_some() {
+        let held = describe_frozen(&c.before.table);
+        let to = match change.phases.switched {
+            Some((_, at)) => format!(
+                "the hold released after {window} ms (held {} ms after the freeze): {held} writable again",
+                at.saturating_sub(change.phases.frozen_ms)
+            ),
+            None => format!(
+                "the hold's freeze undone after {window} ms without switching: {held} never held"
+            ),
+        };
+        return changed(format!("{held} frozen in place"), to);
+    }
     let mut to = match change.phases.switched {
         Some((_, at)) => format!(
             "the moved units unfrozen after {window} ms (switched {} ms after the freeze)",

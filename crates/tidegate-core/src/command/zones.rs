@@ -54,8 +54,13 @@ pub(super) fn set_global_writer(c: &mut Change, zone: Option<ZoneId>, read_only:
     if let Some(zone) = zone {
         c.before.live_zone(zone)?;
     }
-    c.before.no_units_change()?;
-    let next_global = GlobalWriter { zone, read_only, frozen: false };
+    // Inside a hold of global writes, made at once (every live subscriber refuses global
+    // writes already); they stay frozen until the hold's release.
+    let held = c.before.units_change().is_some_and(|h| h.is_held()) && c.before.table.global.frozen;
+    if !held {
+        c.before.no_units_change()?;
+    }
+    let next_global = GlobalWriter { zone, read_only, frozen: held };
     if next_global == c.before.table.global {
         return Ok(None);
     }
