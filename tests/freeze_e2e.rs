@@ -2005,3 +2005,162 @@ fn every_change_of_owner_in_the_api_is_loss_less_by_default() {
     println!("[figures] each change answered after (ms): {took:?}");
     assert!(owned_by_old.values().all(|n| *n == 0), "{owned_by_old:?}");
 }
+
+/// Issue 46, a freeze in place: `POST /v1/holds` freezes units 0-19 and global writes with
+/// nothing moved and answers once every live subscriber refuses them (the edge answers
+/// `frozen` for a held user in either zone and for a global write, `owned` outside); inside the
+/// hold a unit move and a global-writer move are made at once (one version each, their writes
+/// still refused), and `DELETE /v1/holds` thaws them with the new owners. A subscriber that never
+/// acknowledges undoes a hold at its window: 409 `freeze_aborted`, nothing held.
+#[test]
+fn a_hold_freezes_in_place_moves_inside_it_at_once_and_a_deaf_subscriber_undoes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    let extra =
+        format!("{CONFIG}[freeze]\nwindow = \"20s\"\n[edge]\ntoken = \"{OPERATOR_TOKEN}\"\n");
+    std::fs::write(&config, config_toml(&extra)).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let edge = Edge::start(&config, &url, &dir.path().join("edge.json"), 0);
+    edge.wait_for_version(1);
+    let watcher = router(&url, "orders-1", true);
+    let routing = || get_json(&format!("{url}/v1/routing")).1;
+    let version = || routing()["version"].as_u64().unwrap();
+    let zone_of = |lane: &str| {
+        routing()["zones"].as_array().unwrap().iter().find(|z| z["lane"] == lane).unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (blue, green) = (zone_of("blue"), zone_of("green"));
+    let holds = format!("{url}/v1/holds");
+    let (held_user, free_user) = users_in_and_out(&watcher, "0-19");
+    let held_user = (0..100_000)
+        .map(|i| format!("user-{i}"))
+        .find(|u| {
+            let t = watcher.tag(u).unwrap();
+            t.unit < 20 && t.lane == "blue"
+        })
+        .unwrap_or(held_user);
+    let free_owner = watcher.tag(&free_user).unwrap().zone.to_string();
+    let (status, body) = send(
+        "PUT",
+        &format!("{url}/v1/global-writer"),
+        None,
+        json!({"zone": blue, "freeze": false, "expected_version": version(), "reason": "setup"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) =
+        send("DELETE", &holds, None, json!({"expected_version": version(), "reason": "none"}));
+    assert_eq!((status, body["error"].as_str()), (409, Some("no_hold")), "{body}");
+    let (status, body) = send(
+        "POST",
+        &holds,
+        None,
+        json!({"units": [{"units": "0-200"}], "hold": "30s", "expected_version": version(), "reason": "bad"}),
+    );
+    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_hold")), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("units[0].units"), "{body}");
+
+    // 1. Held: nothing moved, the held users' and global writes refused everywhere.
+    let before = routing();
+    let asked = Instant::now();
+    let (status, body) = send(
+        "POST",
+        &holds,
+        None,
+        json!({"units": [{"units": "0-19"}], "global": true, "hold": "30s",
+               "expected_version": before["version"], "reason": "promote the orders replica"}),
+    );
+    let held_in = asked.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["held"].as_bool(), body["hold"]["phase"].as_str()),
+        (Some(true), Some("held"))
+    );
+    assert_eq!(body["hold"]["kind"], "hold", "{body}");
+    let during = routing();
+    assert_eq!(during["unit_map"], before["unit_map"], "a hold moves nothing");
+    assert_eq!(during["frozen"], json!({"default": "0-19"}), "{during}");
+    edge.wait_for_version(during["version"].as_u64().unwrap());
+    for zone in [&blue, &green] {
+        let answer =
+            edge_answer(&edge, &Probe::User { user: held_user.clone(), service: None }, zone);
+        assert_eq!(answer, "frozen", "{held_user} in {zone}");
+        assert_eq!(edge_answer(&edge, &Probe::Global, zone), "frozen", "global in {zone}");
+    }
+    let free = Probe::User { user: free_user.clone(), service: None };
+    assert_eq!(edge_answer(&edge, &free, &free_owner), "owned");
+
+    // 2. Inside the hold: moves of held units and of the global writer are made at once.
+    let v = version();
+    let (status, body) = send(
+        "PUT",
+        &format!("{url}/v1/units"),
+        None,
+        json!({"moves": [{"units": "0-19", "zone": green}], "expected_version": v, "reason": "after the promote"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["version"].as_u64(), body["within_hold"].as_bool()),
+        (Some(v + 1), Some(true)),
+        "{body} {:?}",
+        audit_by(&url, "alice")
+    );
+    let (status, body) = send(
+        "PUT",
+        &format!("{url}/v1/global-writer"),
+        None,
+        json!({"zone": green, "expected_version": v + 1, "reason": "after the promote"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["version"].as_u64(), body["within_hold"].as_bool()),
+        (Some(v + 2), Some(true))
+    );
+    edge.wait_for_version(v + 2);
+    let held = Probe::User { user: held_user.clone(), service: None };
+    assert_eq!(edge_answer(&edge, &held, &green), "frozen", "still held after the move");
+    // A unit the hold does not cover waits for it to end.
+    let (status, body) = send(
+        "PUT",
+        &format!("{url}/v1/units"),
+        None,
+        json!({"moves": [{"units": "20-29", "zone": green}], "expected_version": v + 2, "reason": "outside"}),
+    );
+    assert_eq!((status, body["error"].as_str()), (409, Some("units_changing")), "{body}");
+
+    // 3. Released: the new owners take the writes.
+    let (status, body) =
+        send("DELETE", &holds, None, json!({"expected_version": v + 2, "reason": "promote done"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["released"]["was_held"], true, "{body}");
+    edge.wait_for_version(v + 3);
+    assert_eq!(edge_answer(&edge, &held, &green), "owned");
+    assert_ne!(edge_answer(&edge, &held, &blue), "owned");
+    assert_eq!(edge_answer(&edge, &Probe::Global, &green), "owned");
+    assert_ne!(edge_answer(&edge, &Probe::Global, &blue), "owned");
+    let actions: Vec<String> = audit_by(&url, "alice").into_iter().map(|(a, _)| a).collect();
+    let expected =
+        ["global_writer", "units_hold", "units_freeze", "units_freeze", "units_unfreeze"];
+    assert_eq!(actions, expected, "the setup, the hold, two changes inside it, the release");
+    let units: Vec<String> = audit_by(&url, "units").into_iter().map(|(a, _)| a).collect();
+    assert_eq!(units, ["units_switch"], "held by the loop; nothing else of its own");
+    println!("[figures] a hold of 20 units and global writes held in {} ms", held_in.as_millis());
+
+    // 4. A subscriber that never acknowledges undoes the hold at its window.
+    let _deaf = router(&url, "sub-deaf", false);
+    let asked = Instant::now();
+    let (status, body) = send(
+        "POST",
+        &holds,
+        None,
+        json!({"units": [{"units": "40-49"}], "hold": "30s", "freeze_window": "1s",
+               "expected_version": version(), "reason": "will not hold"}),
+    );
+    assert_eq!((status, body["error"].as_str()), (409, Some("freeze_aborted")), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("sub-deaf"), "{body}");
+    assert!(asked.elapsed() < Duration::from_secs(5), "{:?}", asked.elapsed());
+    assert_eq!(routing()["frozen"], json!({}));
+    assert!(get_json(&format!("{url}/v1/changes")).1["units"].is_null());
+}

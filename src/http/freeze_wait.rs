@@ -141,6 +141,15 @@ async fn change_end(app: &App, kind: Staged, frozen_version: u64, window_ms: u64
     }
 }
 
+/// Whether a freeze that applied was made at once inside a held hold (the hold covers its
+/// units, so it started no change of its own): it is done, nothing to wait for.
+pub(super) fn within_hold(submitted: &crate::service::coordinator::Submitted) -> bool {
+    submitted.applied.is_some()
+        && submitted.state.units_change().is_some_and(|c| {
+            c.hold_ms.is_some() && c.phases.frozen_version != submitted.change_version()
+        })
+}
+
 /// The 409 of a default freeze that was undone: nothing moved.
 fn aborted(version: u64, reason: &str) -> ApiError {
     ApiError::new(

@@ -13,6 +13,7 @@ pub mod edge;
 pub mod error;
 mod freeze_wait;
 mod health;
+mod holds;
 pub mod idempotency;
 mod lanes;
 mod ofrep;
@@ -259,6 +260,7 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(tag::stage())
         .attach(routing::stage())
         .attach(units::stage())
+        .attach(holds::stage())
         .attach(channels::stage())
         .attach(health::stage())
         .attach(cluster::stage())

@@ -147,11 +147,17 @@ async fn put_dial(
         }
         other => other?,
     };
+    let within_hold = super::freeze_wait::within_hold(&submitted);
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
     body["changed"] = json!(submitted.applied.is_some());
     body["change"] = super::units::units_change_body(&app.coordinator.state());
+    body["within_hold"] = json!(within_hold);
     let answer = Versioned::new(&body, submitted.table.version());
     app.idempotency.answered(&key, answer.body(), submitted.table.version());
+    if within_hold {
+        // Made at once inside a held hold, which froze its units: done.
+        return Ok((Status::Ok, answer));
+    }
     // Frozen by default, not asked: answer once the move has ended, as an unfrozen dial does.
     if request.freeze.is_none() && submitted.applied.is_some() {
         let frozen_version = submitted.change_version();
@@ -334,11 +340,17 @@ pub(super) async fn owner_change(
         }
         other => other?,
     };
+    let within_hold = super::freeze_wait::within_hold(&submitted);
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
     body["changed"] = json!(submitted.applied.is_some());
     body["change"] = super::units::units_change_body(&app.coordinator.state());
+    body["within_hold"] = json!(within_hold);
     let answer = Versioned::new(&body, submitted.table.version());
     app.idempotency.answered(&key, answer.body(), submitted.table.version());
+    if within_hold {
+        // Made at once inside a held hold, which froze its units: done.
+        return Ok((Status::Ok, answer));
+    }
     if by_default && submitted.applied.is_some() {
         let frozen_version = submitted.change_version();
         if let Some(done) = super::freeze_wait::default_freeze_end(

@@ -326,10 +326,15 @@ async fn move_to(
         other => (other?, window),
     };
     let changed = submitted.applied.is_some();
+    let within_hold = super::freeze_wait::within_hold(&submitted);
     let mut body = routing_body(&submitted.table, app.coordinator.log_id());
     body["changed"] = json!(changed);
-    // A loss-less move has frozen its units; it moves them once every subscriber has the freeze.
-    let freezing = changed && window.is_some();
+    // A loss-less move has frozen its units; it moves them once every subscriber has the freeze
+    // (inside a held hold it moved at once: the hold froze them).
+    let freezing = changed && window.is_some() && !within_hold;
+    if window.is_some() {
+        body["within_hold"] = json!(within_hold);
+    }
     body["moved_units"] = json!(if changed && !freezing { moved } else { 0 });
     body["moves"] = Value::Array(moves_body);
     body["projection"] = Value::Array(projection);
@@ -383,7 +388,13 @@ pub(super) fn units_change_body(state: &crate::core::State) -> Value {
     let Some(change) = state.units_change() else { return Value::Null };
     let table = state.table();
     json!({
-        "phase": if change.phases.switched.is_some() { "switched" } else { "freezing" },
+        "kind": if change.hold_ms.is_some() { "hold" } else { "move" },
+        "phase": match (change.phases.switched.is_some(), change.hold_ms.is_some()) {
+            (false, _) => "freezing",
+            (true, false) => "switched",
+            (true, true) => "held",
+        },
+        "hold_ms": change.hold_ms,
         "moves": change.moves.iter().map(|m| json!({
             "units": m.units.to_string(),
             "zone": table.zone_of(m.zone),
