@@ -402,6 +402,29 @@ fn write_routes() -> Vec<Route> {
             // The operator passes the gate; nothing is in progress to cancel.
             expect: [401, 403, 403, 409],
         },
+        Route {
+            method: Method::Post,
+            pattern: "/v1/holds",
+            request: Box::new(|client, _| {
+                let mut body = json!({"units": [{"units": "0-4"}], "hold": "1s"});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/holds".to_owned(), vec![], body)
+            }),
+            expect: [401, 403, 403, 200],
+        },
+        Route {
+            method: Method::Delete,
+            pattern: "/v1/holds",
+            request: Box::new(|client, _| {
+                let mut body = json!({});
+                body["expected_version"] = json!(version(client));
+                body["reason"] = json!("t");
+                ("/v1/holds".to_owned(), vec![], body)
+            }),
+            // The operator passes the gate: it releases the hold of the row above.
+            expect: [401, 403, 403, 200],
+        },
     ]
 }
 

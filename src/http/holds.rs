@@ -4,27 +4,20 @@
 //! held units (`PUT /v1/units`, a pin, `PUT /v1/global-writer` when it holds global writes) is
 //! made at once. The hold is the unit change in progress (`GET /v1/changes`), so the loop that
 //! moves loss-less changes also makes it held, undoes it at its window, and ends it at `hold`.
+//!
+//! This file holds the request, its command, the wait and the answer; the two handlers in
+//! `units.rs` only guard, submit and answer (this file does not know `App`, so it joins no
+//! import circle).
 
 use std::time::Duration;
 
-use rocket::fairing::AdHoc;
-use rocket::http::Status;
-use rocket::serde::json::Json;
-use rocket::{State, delete, post, routes};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::App;
-use super::auth::Caller;
-use super::error::{ApiError, json_error};
-use crate::core::{Command, HeldUnits, MAX_HOLD_MS, RoutingTable, UnitSet};
+use super::error::ApiError;
+use crate::core::{Command, DEFAULT_DOMAIN, HeldUnits, MAX_HOLD_MS, RoutingTable, State, UnitSet};
 use crate::duration::{format_duration_ms, parse_duration_ms};
-
-type JsonBody<'r, T> = Result<Json<T>, rocket::serde::json::Error<'r>>;
-
-pub fn stage() -> AdHoc {
-    AdHoc::on_ignite("holds", |rocket| async { rocket.mount("/", routes![post_hold, delete_hold]) })
-}
+use crate::service::coordinator::Coordinator;
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -38,7 +31,7 @@ struct HeldBody {
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct HoldRequest {
+pub(super) struct HoldRequest {
     #[serde(default)]
     units: Vec<HeldBody>,
     /// Hold global writes too.
@@ -49,19 +42,19 @@ struct HoldRequest {
     /// How long every live subscriber has to apply the freeze (default `[freeze] window`).
     #[serde(default)]
     freeze_window: Option<String>,
-    expected_version: u64,
-    reason: String,
+    pub expected_version: u64,
+    pub reason: String,
 }
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct ReleaseRequest {
-    expected_version: u64,
-    reason: String,
+pub(super) struct ReleaseRequest {
+    pub expected_version: u64,
+    pub reason: String,
 }
 
 /// The hold `r` asks for, checked against `table` (every error names its field).
-fn command_of(
+pub(super) fn command_of(
     r: &HoldRequest,
     table: &RoutingTable,
     default_window_ms: u64,
@@ -96,84 +89,17 @@ fn command_of(
     Ok(Command::HoldUnits { units, global: r.global, window_ms, hold_ms })
 }
 
-/// `POST /v1/holds`: freezes the units named (and global writes, with `global`) in place and
-/// answers once every live subscriber refuses their writes: 200 `held`; 409 `freeze_aborted`
-/// when one did not apply the freeze within `freeze_window` (undone, nothing was held); 202 when
-/// the loop has not decided by the window and some slack.
-#[post("/v1/holds", data = "<request>")]
-async fn post_hold(
-    app: &State<App>,
-    caller: Caller,
-    request: JsonBody<'_, HoldRequest>,
-) -> Result<(Status, Json<Value>), ApiError> {
-    let by = caller.require_operator(&app.config)?;
-    let r = request.map_err(json_error)?.into_inner();
-    let command = command_of(&r, &app.coordinator.table(), app.config.freeze_window_ms)?;
-    let Command::HoldUnits { window_ms, .. } = command else { unreachable!("a hold") };
-    let submitted = super::submit(app, command, Some(r.expected_version), by, r.reason).await?;
-    let frozen_version = submitted.change_version();
-    match held(app, frozen_version, window_ms).await {
-        Waited::Held => Ok((Status::Ok, Json(hold_body(app, true)))),
-        Waited::Running => Ok((Status::Accepted, Json(hold_body(app, false)))),
-        Waited::Ended => {
-            let records = app.coordinator.audit(256);
-            let end = records
-                .iter()
-                .rev()
-                .find(|r| r.version > frozen_version && r.action == "units_unfreeze");
-            let reason = end.map_or("the hold ended before it was held", |r| r.reason.as_str());
-            Err(ApiError::new(
-                Status::Conflict,
-                "freeze_aborted",
-                format!(
-                    "the hold frozen at version {frozen_version} ended before every live subscriber applied it, so nothing was held: {reason}"
-                ),
-            ))
-        }
-    }
-}
-
-/// `DELETE /v1/holds`: releases the hold in progress (its units thaw in one audited version; a
-/// hold not yet held is undone). 409 `no_hold` when none is in progress.
-#[delete("/v1/holds", data = "<request>")]
-async fn delete_hold(
-    app: &State<App>,
-    caller: Caller,
-    request: JsonBody<'_, ReleaseRequest>,
-) -> Result<Json<Value>, ApiError> {
-    let by = caller.require_operator(&app.config)?;
-    let r = request.map_err(json_error)?.into_inner();
-    let state = app.coordinator.state();
-    let Some(change) = state.units_change().filter(|c| c.hold_ms.is_some()) else {
-        return Err(ApiError::new(
-            Status::Conflict,
-            "no_hold",
-            "no hold is in progress (GET /v1/changes shows the unit change in progress, if any)",
-        ));
-    };
-    let aborted = change.phases.switched.is_none();
-    let frozen_version = change.phases.frozen_version;
-    let reason = format!("released: {}", r.reason);
-    let command = Command::UnfreezeUnits { aborted };
-    let submitted = super::submit(app, command, Some(r.expected_version), by, reason).await?;
-    Ok(Json(json!({
-        "version": submitted.table.version(),
-        "released": {"frozen_version": frozen_version, "was_held": !aborted},
-    })))
-}
-
 /// The hold in progress (see `GET /v1/changes`), with whether it is held.
-fn hold_body(app: &App, held: bool) -> Value {
-    let state = app.coordinator.state();
+pub(super) fn hold_body(state: &State, held: bool) -> Value {
     json!({
         "version": state.version(),
         "held": held,
-        "hold": super::units::units_change_body(&state),
+        "hold": units_change_body(state),
     })
 }
 
 /// How the wait for a hold ended.
-enum Waited {
+pub(super) enum Waited {
     /// Every live subscriber has its freeze.
     Held,
     /// Undone (or released) before it was held.
@@ -184,8 +110,8 @@ enum Waited {
 
 /// Waits until the hold frozen at `frozen_version` is held or has ended, at most `window_ms`
 /// plus ten seconds (a loop that is not running never hangs the request).
-async fn held(app: &App, frozen_version: u64, window_ms: u64) -> Waited {
-    let mut states = app.coordinator.subscribe();
+pub(super) async fn held(coordinator: &Coordinator, frozen_version: u64, window_ms: u64) -> Waited {
+    let mut states = coordinator.subscribe();
     let deadline = rocket::tokio::time::Instant::now()
         + Duration::from_millis(window_ms)
         + Duration::from_secs(10);
@@ -203,4 +129,36 @@ async fn held(app: &App, frozen_version: u64, window_ms: u64) -> Waited {
             return Waited::Running;
         }
     }
+}
+
+/// The loss-less unit change in progress, a move or a hold (`null` between them): its phase, moves and frozen
+/// units, for `GET /v1/changes` and the answer of a loss-less move.
+pub(crate) fn units_change_body(state: &crate::core::State) -> Value {
+    let Some(change) = state.units_change() else { return Value::Null };
+    let table = state.table();
+    json!({
+        "kind": if change.hold_ms.is_some() { "hold" } else { "move" },
+        "phase": match (change.phases.switched.is_some(), change.hold_ms.is_some()) {
+            (false, _) => "freezing",
+            (true, false) => "switched",
+            (true, true) => "held",
+        },
+        "hold_ms": change.hold_ms,
+        "moves": change.moves.iter().map(|m| json!({
+            "units": m.units.to_string(),
+            "zone": table.zone_of(m.zone),
+            "lane": table.lane(m.zone),
+            "domain": m.domain.as_deref().unwrap_or(DEFAULT_DOMAIN),
+        })).collect::<Vec<_>>(),
+        "frozen": table
+            .frozen()
+            .iter()
+            .map(|(domain, units)| (domain.clone(), json!(units.to_string())))
+            .collect::<serde_json::Map<String, Value>>(),
+        "frozen_version": change.phases.frozen_version,
+        "frozen_at_ms": change.phases.frozen_ms,
+        "window_ms": change.phases.window_ms,
+        "switched_version": change.phases.switched.map(|(v, _)| v),
+        "switched_at_ms": change.phases.switched.map(|(_, ms)| ms),
+    })
 }

@@ -260,7 +260,6 @@ pub fn build(app: App) -> Rocket<Build> {
         .attach(tag::stage())
         .attach(routing::stage())
         .attach(units::stage())
-        .attach(holds::stage())
         .attach(channels::stage())
         .attach(health::stage())
         .attach(cluster::stage())

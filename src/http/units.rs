@@ -9,12 +9,14 @@
 use rocket::fairing::AdHoc;
 use rocket::http::Status;
 use rocket::serde::json::Json;
-use rocket::{State, get, post, put, routes};
+use rocket::{State, delete, get, post, put, routes};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, json_error};
+pub(super) use super::holds::units_change_body;
+use super::holds::{HoldRequest, ReleaseRequest, Waited};
 use super::idempotency::{IdempotencyKey, Scoped};
 use super::routing::{Keyed, keyed, submit_keyed};
 use super::tag::Versioned;
@@ -39,7 +41,9 @@ pub fn stage() -> AdHoc {
                 post_zone,
                 retire_zone,
                 put_global_writer,
-                post_domain
+                post_domain,
+                post_hold,
+                delete_hold
             ],
         )
     })
@@ -382,38 +386,6 @@ fn frozen_preview(
     Value::Object(out)
 }
 
-/// The loss-less unit move in progress (`null` between moves): its phase, moves and frozen
-/// units, for `GET /v1/changes` and the answer of a loss-less move.
-pub(super) fn units_change_body(state: &crate::core::State) -> Value {
-    let Some(change) = state.units_change() else { return Value::Null };
-    let table = state.table();
-    json!({
-        "kind": if change.hold_ms.is_some() { "hold" } else { "move" },
-        "phase": match (change.phases.switched.is_some(), change.hold_ms.is_some()) {
-            (false, _) => "freezing",
-            (true, false) => "switched",
-            (true, true) => "held",
-        },
-        "hold_ms": change.hold_ms,
-        "moves": change.moves.iter().map(|m| json!({
-            "units": m.units.to_string(),
-            "zone": table.zone_of(m.zone),
-            "lane": table.lane(m.zone),
-            "domain": m.domain.as_deref().unwrap_or(DEFAULT_DOMAIN),
-        })).collect::<Vec<_>>(),
-        "frozen": table
-            .frozen()
-            .iter()
-            .map(|(domain, units)| (domain.clone(), json!(units.to_string())))
-            .collect::<serde_json::Map<String, Value>>(),
-        "frozen_version": change.phases.frozen_version,
-        "frozen_at_ms": change.phases.frozen_ms,
-        "window_ms": change.phases.window_ms,
-        "switched_version": change.phases.switched.map(|(v, _)| v),
-        "switched_at_ms": change.phases.switched.map(|(_, ms)| ms),
-    })
-}
-
 /// The `Idempotency-Key` of a map change (none for a dry run, which changes nothing): a
 /// replayed answer, or the scoped key to submit under.
 fn key_for(
@@ -527,6 +499,77 @@ async fn cancel_change(
     body["changed"] = json!(submitted.applied.is_some());
     body["cancelled"] = json!({"frozen_version": frozen_version});
     Ok(Json(body))
+}
+
+/// `POST /v1/holds`: freezes the units named (and global writes, with `global`) in place and
+/// answers once every live subscriber refuses their writes: 200 `held`; 409 `freeze_aborted`
+/// when one did not apply the freeze within `freeze_window` (undone, nothing was held); 202 when
+/// the loop has not decided by the window and some slack.
+#[post("/v1/holds", data = "<request>")]
+async fn post_hold(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, HoldRequest>,
+) -> Result<(Status, Json<Value>), ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let command =
+        super::holds::command_of(&r, &app.coordinator.table(), app.config.freeze_window_ms)?;
+    let Command::HoldUnits { window_ms, .. } = command else { unreachable!("a hold") };
+    let submitted = super::submit(app, command, Some(r.expected_version), by, r.reason).await?;
+    let frozen_version = submitted.change_version();
+    match super::holds::held(&app.coordinator, frozen_version, window_ms).await {
+        Waited::Held => {
+            Ok((Status::Ok, Json(super::holds::hold_body(&app.coordinator.state(), true))))
+        }
+        Waited::Running => {
+            Ok((Status::Accepted, Json(super::holds::hold_body(&app.coordinator.state(), false))))
+        }
+        Waited::Ended => {
+            let records = app.coordinator.audit(256);
+            let end = records
+                .iter()
+                .rev()
+                .find(|r| r.version > frozen_version && r.action == "units_unfreeze");
+            let reason = end.map_or("the hold ended before it was held", |r| r.reason.as_str());
+            Err(ApiError::new(
+                Status::Conflict,
+                "freeze_aborted",
+                format!(
+                    "the hold frozen at version {frozen_version} ended before every live subscriber applied it, so nothing was held: {reason}"
+                ),
+            ))
+        }
+    }
+}
+
+/// `DELETE /v1/holds`: releases the hold in progress (its units thaw in one audited version; a
+/// hold not yet held is undone). 409 `no_hold` when none is in progress.
+#[delete("/v1/holds", data = "<request>")]
+async fn delete_hold(
+    app: &State<App>,
+    caller: Caller,
+    request: JsonBody<'_, ReleaseRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let by = caller.require_operator(&app.config)?;
+    let r = request.map_err(json_error)?.into_inner();
+    let state = app.coordinator.state();
+    let Some(change) = state.units_change().filter(|c| c.hold_ms.is_some()) else {
+        return Err(ApiError::new(
+            Status::Conflict,
+            "no_hold",
+            "no hold is in progress (GET /v1/changes shows the unit change in progress, if any)",
+        ));
+    };
+    let aborted = change.phases.switched.is_none();
+    let frozen_version = change.phases.frozen_version;
+    let reason = format!("released: {}", r.reason);
+    let command = Command::UnfreezeUnits { aborted };
+    let submitted = super::submit(app, command, Some(r.expected_version), by, reason).await?;
+    Ok(Json(json!({
+        "version": submitted.table.version(),
+        "released": {"frozen_version": frozen_version, "was_held": !aborted},
+    })))
 }
 
 /// Before an evacuation: a loss-less unit move or pin change in progress would hold it for up
