@@ -343,3 +343,135 @@ fn a_second_run_or_an_operator_drain_is_refused_while_a_run_is_active() {
     assert_eq!(sim.state.plan_run(1).unwrap().status.as_str(), "completed");
     sim.restart();
 }
+
+/// The staged loop's part of a tick: the unit change in progress (a plan's hold or loss-less
+/// step) moves on when `all_applied` says every live subscriber has its barrier version.
+fn staged(sim: &mut Sim, now: u64, all_applied: bool) -> Option<String> {
+    let change = sim.state.units_change()?.clone();
+    let barrier = tidegate::core::FreezeBarrier {
+        version: change.phases.barrier_version(),
+        all_applied,
+        behind: if all_applied { String::new() } else { "gw-1 (az-b, on v3)".into() },
+    };
+    let (command, said) = match change.decide(now, &barrier)? {
+        tidegate::core::StagedStep::Switch => (Command::SwitchUnits, "switch".to_owned()),
+        tidegate::core::StagedStep::Unfreeze { aborted, .. } => {
+            (Command::UnfreezeUnits { aborted }, format!("unfreeze aborted={aborted}"))
+        }
+    };
+    sim.apply(now, "units", command).expect("the staged loop's command applies");
+    Some(said)
+}
+
+/// Issue 46, seed 003's order as one plan: hold units 0-19 and global writes -> wait for the
+/// replica's catch-up (a precondition) -> move the held units (made at once inside the hold,
+/// even with the plan's `freeze_window`) -> release. The hold step ends when every live
+/// subscriber has the freeze, not before; the move changes owners while every write of those
+/// users is refused; the release thaws them with their new owner. A subscriber that never
+/// applies the freeze fails the run at the window with nothing held and nothing moved. Holds
+/// must pair with releases, and need the plan's `freeze_window`.
+#[test]
+fn a_plan_holds_writes_across_a_data_layer_step_and_moves_inside_the_hold() {
+    let plan_json = serde_json::json!({
+        "name": "promote-orders", "rto_ms": 60000, "freeze_ms": 5000,
+        "preconditions": [{"name": "replica_caught_up", "promql": "pg_replication_lag_bytes == 0"}],
+        "steps": [
+            {"type": "hold", "units": [{"units": "0-19"}], "global": true, "hold": "10m"},
+            {"type": "wait_precondition", "name": "replica_caught_up"},
+            {"type": "move_units", "moves": [{"units": "0-19", "zone": "az-a"}]},
+            {"type": "release"},
+        ],
+    });
+    let sc = serde_json::json!({});
+    let zones = Zones::default();
+    let start = || {
+        let scheme = UnitScheme::new(100, UnitMode::Hash).unwrap();
+        let genesis = State::genesis(Genesis { scheme, blue_units: 50 }, zones.clone()).unwrap();
+        let mut sim = Sim { genesis: genesis.clone(), state: genesis, log: Vec::new() };
+        let wire: WirePlan = serde_json::from_value(plan_json.clone()).unwrap();
+        let plan = wire.to_plan(&zones).unwrap();
+        let put = Command::PutPlan { plan };
+        assert_eq!(put.format_level(), 10, "older replicas cannot read a hold step");
+        sim.apply(0, "alice", put).unwrap();
+        let start = Command::StartPlanRun {
+            plan: "promote-orders".into(),
+            revision: 1,
+            drill_hold_ms: None,
+            restores_maps: false,
+        };
+        sim.apply(0, "alice", start).unwrap();
+        sim
+    };
+    let green_of = |state: &State| {
+        let t = state.table();
+        (0..20).filter(|u| t.map().owner(*u) == ZoneId::GREEN).count()
+    };
+
+    // 1. Every subscriber applies the freeze at t=500; the replica catches up at t=2000.
+    let mut sim = start();
+    let mut trail = Vec::new();
+    let mut phases = Vec::new();
+    for now in (0..=4000).step_by(250) {
+        let all_applied = now >= 500;
+        if let Some(p) = staged(&mut sim, now, all_applied) {
+            phases.push(format!("{now}: {p}"));
+        }
+        let t = serde_json::json!({"precondition": now >= 2000});
+        tick(&mut sim, &sc, &t, now, &mut trail);
+        let table = sim.state.table();
+        let run = sim.state.plan_runs().next_back().unwrap().clone();
+        if (1..3).contains(&run.step) {
+            // Between the hold and the release: 0-19 and global writes refused everywhere.
+            assert_eq!(table.frozen_in(None).map(ToString::to_string).as_deref(), Some("0-19"));
+            assert!(table.global().frozen, "t={now}");
+        }
+        if now < 2000 {
+            assert_eq!(green_of(&sim.state), 0, "nothing moves before the catch-up (t={now})");
+        }
+        if now == 250 {
+            assert_eq!((run.step, run.in_step), (0, true), "the hold step waits to be held");
+        }
+    }
+    let run = sim.state.plan_runs().next_back().unwrap().clone();
+    assert_eq!(run.status.as_str(), "completed", "{:?} {trail:?}", run.fail_reason);
+    assert_eq!(green_of(&sim.state), 20, "the held units moved");
+    assert!(sim.state.table().frozen().is_empty() && !sim.state.table().global().frozen);
+    assert!(sim.state.units_change().is_none());
+    assert_eq!(phases, ["500: switch"], "held by the loop; the release is the plan's");
+    assert_eq!(
+        trail,
+        ["start 0", "freeze 0", "start 1", "done 1", "start 2", "freeze 2", "start 3", "done 3"]
+    );
+    sim.restart();
+
+    // 2. A subscriber that never applies the freeze: the run fails at the window, nothing held.
+    let mut sim = start();
+    let mut trail = Vec::new();
+    for now in (0..=8000).step_by(250) {
+        staged(&mut sim, now, false);
+        tick(&mut sim, &sc, &serde_json::json!({"precondition": true}), now, &mut trail);
+    }
+    let run = sim.state.plan_runs().next_back().unwrap().clone();
+    assert_eq!(run.status.as_str(), "failed");
+    assert!(run.fail_reason.as_deref().unwrap_or("").contains("5000 ms"), "{:?}", run.fail_reason);
+    assert_eq!(green_of(&sim.state), 0);
+    assert!(sim.state.table().frozen().is_empty() && !sim.state.table().global().frozen);
+    assert_eq!(trail, ["start 0", "freeze 0"]);
+
+    // 3. Holds pair with releases and need the plan's freeze_window.
+    let bad = |steps: Value, freeze: bool| {
+        let mut p = serde_json::json!({"name": "p", "rto_ms": 1000, "steps": steps});
+        if freeze {
+            p["freeze_ms"] = 5000.into();
+        }
+        let wire: WirePlan = serde_json::from_value(p).unwrap();
+        let plan = wire.to_plan(&zones).unwrap();
+        tidegate::core::validate_plan(&plan, &zones, 100).unwrap_err()
+    };
+    let hold = serde_json::json!({"type": "hold", "units": [{"units": "0-9"}], "hold": "1m"});
+    let release = serde_json::json!({"type": "release"});
+    assert!(bad(serde_json::json!([hold, release]), false).contains("freeze_window"));
+    assert!(bad(serde_json::json!([hold]), true).contains("never released"));
+    assert!(bad(serde_json::json!([release]), true).contains("without a hold"));
+    assert!(bad(serde_json::json!([hold, hold, release]), true).contains("inside the hold"));
+}

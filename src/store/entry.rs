@@ -521,6 +521,15 @@ pub enum WireStep {
     MoveUnits {
         moves: Vec<WireUnitMove>,
     },
+    /// A hold (a freeze in place) until the plan's `release` step; `hold` is text (`10m`).
+    Hold {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        units: Vec<WireHeldUnits>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        global: bool,
+        hold: String,
+    },
+    Release {},
 }
 
 /// An HTTP step, in the API, config and the log. `timeout` is text (`5s`) in every form.
@@ -623,6 +632,18 @@ impl WirePlan {
                             })
                             .collect(),
                     },
+                    PlanStep::Hold { units, global, hold_ms } => WireStep::Hold {
+                        units: units
+                            .iter()
+                            .map(|h| WireHeldUnits {
+                                units: h.units.to_string(),
+                                domain: h.domain.clone(),
+                            })
+                            .collect(),
+                        global: *global,
+                        hold: crate::duration::format_duration_ms(*hold_ms),
+                    },
+                    PlanStep::Release => WireStep::Release {},
                     PlanStep::Http(c) => WireStep::Http(WireHttpCall {
                         name: c.name.clone(),
                         url: c.url.clone(),
@@ -689,6 +710,24 @@ impl WirePlan {
                 WireStep::WaitPrecondition { name } => {
                     PlanStep::WaitPrecondition { name: name.clone() }
                 }
+                WireStep::Hold { units, global, hold } => PlanStep::Hold {
+                    units: units
+                        .iter()
+                        .enumerate()
+                        .map(|(j, h)| {
+                            Ok(crate::core::HeldUnits {
+                                // The table's unit count is checked by `validate_plan`.
+                                units: UnitSet::parse(&h.units, crate::core::MAX_UNITS)
+                                    .map_err(|e| format!("steps[{i}].units[{j}].units: {e}"))?,
+                                domain: h.domain.clone(),
+                            })
+                        })
+                        .collect::<Result<_, String>>()?,
+                    global: *global,
+                    hold_ms: crate::duration::parse_duration_ms(hold)
+                        .map_err(|e| format!("steps[{i}].hold: {e}"))?,
+                },
+                WireStep::Release {} => PlanStep::Release,
                 WireStep::MoveUnits { moves } => {
                     let mut out = Vec::with_capacity(moves.len());
                     for (j, m) in moves.iter().enumerate() {
@@ -1527,6 +1566,7 @@ mod tests {
             r#"{"type":"switch_channel","name":"c"}"#.into(),
             r#"{"type":"unfreeze_channel","name":"c","aborted":true}"#.into(),
             r#"{"type":"freeze_units","moves":[{"units":"1-3","zone":"green"}],"window_ms":5000}"#.into(),
+            r#"{"type":"hold_units","units":[{"units":"0-9"}],"global":true,"window_ms":5000,"hold_ms":60000}"#.into(),
             r#"{"type":"switch_units"}"#.into(),
             r#"{"type":"unfreeze_units"}"#.into(),
         ];

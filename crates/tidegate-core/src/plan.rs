@@ -83,6 +83,17 @@ pub enum PlanStep {
     MoveUnits {
         moves: Vec<PlanMove>,
     },
+    /// Freeze these units (and, with `global`, global writes) in place, moving nothing (a hold,
+    /// `POST /v1/holds`); done once every live subscriber has the freeze, so the steps up to the
+    /// next `Release` (a replica's catch-up, a promote, the moves of held units) run while no
+    /// zone writes them. The plan's `freeze_window` bounds the freeze; `hold_ms` the hold.
+    Hold {
+        units: Vec<super::staged::HeldUnits>,
+        global: bool,
+        hold_ms: u64,
+    },
+    /// End the plan's hold: its units (with the owners the steps since gave them) thaw.
+    Release,
 }
 
 /// One move of a `move_units` plan step.
@@ -362,10 +373,71 @@ pub fn validate_plan(plan: &Plan, zones: &Zones, units: u32) -> Result<(), Strin
                     ));
                 }
             }
+            PlanStep::Hold { units: held, global, hold_ms } => {
+                if plan.freeze_ms.is_none() {
+                    return Err(format!(
+                        "steps[{i}]: a hold needs the plan's freeze_window (how long every live subscriber has to apply it)"
+                    ));
+                }
+                if held.is_empty() && !global {
+                    return Err(format!(
+                        "steps[{i}].units: name the units to hold, or hold global writes"
+                    ));
+                }
+                if *hold_ms == 0 || *hold_ms > super::staged::MAX_HOLD_MS {
+                    return Err(format!(
+                        "steps[{i}].hold: must be from 1 ms to {} ms",
+                        super::staged::MAX_HOLD_MS
+                    ));
+                }
+                for (j, h) in held.iter().enumerate() {
+                    if let Some(&(_, hi)) = h.units.ranges().last()
+                        && hi >= units
+                    {
+                        return Err(format!(
+                            "steps[{i}].units[{j}].units: unit {hi} is outside the table's {units} units"
+                        ));
+                    }
+                }
+            }
+            PlanStep::Release => {}
         }
     }
+    check_holds(plan)?;
     let names: Vec<&str> = zones.iter().map(|(_, z)| z.name.as_str()).collect();
     validate_trigger(plan, &names)
+}
+
+/// A plan's holds pair with its releases: no hold inside a hold, no release without one, and
+/// none left open at the end (a forgotten hold refuses writes until its `hold` runs out).
+fn check_holds(plan: &Plan) -> Result<(), String> {
+    let mut open: Option<usize> = None;
+    for (i, step) in plan.steps.iter().enumerate() {
+        match (step, open) {
+            (PlanStep::Hold { .. }, Some(at)) => {
+                return Err(format!(
+                    "steps[{i}]: a hold inside the hold of steps[{at}]; release it first"
+                ));
+            }
+            (PlanStep::Hold { .. }, None) => open = Some(i),
+            (PlanStep::Release, None) => {
+                return Err(format!("steps[{i}]: a release without a hold before it"));
+            }
+            (PlanStep::Release, Some(_)) => open = None,
+            (PlanStep::MoveZone { .. }, Some(at)) => {
+                return Err(format!(
+                    "steps[{i}]: a drain or evacuation inside the hold of steps[{at}] (move held units with move_units)"
+                ));
+            }
+            _ => {}
+        }
+    }
+    match open {
+        Some(at) => {
+            Err(format!("steps[{at}]: the hold is never released; end it with a release step"))
+        }
+        None => Ok(()),
+    }
 }
 
 /// What makes a plan start by itself. At least one of the conditions is set.
@@ -1030,6 +1102,11 @@ pub fn dry_run(plan: &Plan, inputs: &DryRunInputs<'_>) -> DryRun {
             }
             // Listed, never called: a dry run changes nothing, outside tidegate either.
             PlanStep::Http(call) => format!("{} (not called in a dry run)", call.describe()),
+            PlanStep::Hold { units, global, hold_ms } => format!(
+                "hold {} (frozen in place once every live subscriber has it, at most {hold_ms} ms)",
+                super::staged::describe_held(units, *global)
+            ),
+            PlanStep::Release => "release the hold".to_owned(),
             PlanStep::WaitPrecondition { name } => {
                 match inputs.preconditions.iter().find(|(n, _)| n == name).map(|(_, r)| r) {
                     Some(Ok(true)) => {}

@@ -343,6 +343,10 @@ impl PlanRun {
         if moves_owners && self.step_freeze.is_some() {
             return None;
         }
+        // A hold step freezes in place, and its switch (held) ends it.
+        if matches!(step, PlanStep::Hold { .. }) {
+            return self.step_freeze.is_none().then_some(Decision::FreezeStep { step: self.step });
+        }
         let done = if moves_owners && self.plan.freeze_ms.is_some() {
             Some(Decision::FreezeStep { step: self.step })
         } else {
@@ -391,6 +395,8 @@ impl PlanRun {
                 None => hold(format!("waiting: {zone}'s MQ backlog is unknown")),
             },
             PlanStep::Http(call) => self.decide_call(call, r.now_ms),
+            PlanStep::Hold { .. } => None,
+            PlanStep::Release => done,
             PlanStep::WaitPrecondition { name } => match &r.precondition {
                 Some(Ok(true)) => done,
                 Some(Ok(false)) => hold(format!("waiting for precondition `{name}` (false)")),
@@ -543,6 +549,11 @@ impl PlanRun {
                 format!("wait until {zone}'s MQ half is consumed")
             }
             Some(PlanStep::WaitPrecondition { name }) => format!("wait for precondition `{name}`"),
+            Some(PlanStep::Hold { units, global, hold_ms }) => format!(
+                "hold {} (frozen in place, at most {hold_ms} ms)",
+                super::staged::describe_held(units, *global)
+            ),
+            Some(PlanStep::Release) => "release the hold".to_owned(),
             Some(PlanStep::Http(call)) => {
                 format!("call `{}` ({} {})", call.name, call.method, call.url)
             }

@@ -114,6 +114,18 @@ pub struct HeldUnits {
     pub units: UnitSet,
 }
 
+/// `units 0-19 in default, global writes`: what a hold freezes, for labels and the audit.
+pub fn describe_held(units: &[HeldUnits], global: bool) -> String {
+    let mut words: Vec<String> = units
+        .iter()
+        .map(|h| format!("units {} in {}", h.units, h.domain.as_deref().unwrap_or("default")))
+        .collect();
+    if global {
+        words.push("global writes".into());
+    }
+    words.join(", ")
+}
+
 /// The longest a hold may last once held: long enough for a data-layer action (a replica's
 /// catch-up and promote), short enough that a forgotten hold does not refuse writes for a day.
 pub const MAX_HOLD_MS: u64 = 3_600_000;

@@ -268,6 +268,14 @@ impl Command {
     pub fn format_level(&self) -> u32 {
         match self {
             Command::HoldUnits { .. } => 10,
+            Command::PutPlan { plan }
+                if plan
+                    .steps
+                    .iter()
+                    .any(|s| matches!(s, PlanStep::Hold { .. } | PlanStep::Release)) =>
+            {
+                10
+            }
             Command::FreezeUnits { pins, global, .. } if !pins.is_empty() || global.is_some() => 9,
             Command::PlanStepFreeze { .. } => 9,
             Command::PutPlan { plan } if plan.freeze_ms.is_some() => 8,

@@ -131,6 +131,18 @@ pub(super) fn done(
             }
         }
         PlanStep::WaitConsumed { .. } | PlanStep::WaitPrecondition { .. } => {}
+        PlanStep::Hold { .. } => {
+            return Err(CommandError::RunState {
+                id,
+                state: "at a hold step",
+                action: "finish it before every live subscriber has the freeze (its switch ends it)",
+            });
+        }
+        PlanStep::Release => {
+            if let Some(released) = units::release_in(c) {
+                from = format!("{from}; {released}");
+            }
+        }
     }
     finish(&mut run, at_ms, converged_ms, samples);
     let mut to = format!("done: {}", run.step_label(step));
@@ -237,6 +249,19 @@ pub(super) fn freeze(c: &mut Change, id: u64, step: usize) -> Outcome {
             }
             None => return done(c, id, step, None, &[]),
         },
+        PlanStep::Hold { units: held, global, hold_ms } => {
+            let (held, global, hold_ms) = (held.clone(), *global, *hold_ms);
+            let run_step = Some((id, step));
+            let Some((_, frozen)) =
+                units::hold_for(c, &held, global, window_ms, hold_ms, run_step)?
+            else {
+                return done(c, id, step, None, &[]);
+            };
+            run.step_freeze = Some(c.version());
+            let label =
+                format!("step {} of {}: {}", step + 1, run.plan.steps.len(), run.step_label(step));
+            return updated(c, run, label, frozen);
+        }
         _ => {
             return Err(CommandError::RunState {
                 id,
@@ -256,6 +281,17 @@ pub(super) fn freeze(c: &mut Change, id: u64, step: usize) -> Outcome {
         // Nothing changes owner (a pin to the zone the map gives its user): done at once.
         return done(c, id, step, None, &[]);
     };
+    if !c.next.units_change.as_ref().is_some_and(|u| u.phases.frozen_version == c.version()) {
+        // Made at once inside the plan's held hold, which froze everything it moves.
+        finish(&mut run, c.at_ms(), None, &[]);
+        let label = format!(
+            "step {} of {}: {} (inside the hold)",
+            step + 1,
+            run.plan.steps.len(),
+            run.step_label(step)
+        );
+        return updated(c, run, label, frozen);
+    }
     run.step_freeze = Some(c.version());
     let label = format!("step {} of {}: {}", step + 1, run.plan.steps.len(), run.step_label(step));
     updated(c, run, label, frozen)

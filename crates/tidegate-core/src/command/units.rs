@@ -39,6 +39,18 @@ pub(super) fn hold(
     hold_ms: u64,
 ) -> Outcome {
     c.before.no_active_run()?;
+    hold_for(c, units, global, window_ms, hold_ms, None)
+}
+
+/// A hold (see [`hold`]); `run` names the plan run and hold step it is, which its switch ends.
+pub(super) fn hold_for(
+    c: &mut Change,
+    units: &[HeldUnits],
+    global: bool,
+    window_ms: u64,
+    hold_ms: u64,
+    run: Option<(u64, usize)>,
+) -> Outcome {
     c.before.no_running_drain()?;
     c.before.no_units_change()?;
     if window_ms == 0 || window_ms > crate::drain::MAX_FREEZE_MS {
@@ -93,7 +105,7 @@ pub(super) fn hold(
         moves: vec![],
         pins: vec![],
         phases: Phases { frozen_version: version, frozen_ms: c.at_ms(), window_ms, switched: None },
-        run: None,
+        run,
         global: None,
         hold_ms: Some(hold_ms),
     }));
@@ -285,13 +297,19 @@ pub(super) fn switch(c: &mut Change) -> Outcome {
     change.phases.switched = Some((version, c.at_ms()));
     if let Some(hold_ms) = change.hold_ms {
         let held = describe_frozen(&c.table);
-        c.next.units_change = Some(Arc::new(change));
-        return changed(
-            format!("{held} freezing in place"),
-            format!(
-                "{held} held: every live subscriber refuses their writes; until released, at most {hold_ms} ms"
-            ),
+        let mut to = format!(
+            "{held} held: every live subscriber refuses their writes; until released, at most {hold_ms} ms"
         );
+        // A plan's hold step ends once held.
+        if let Some(mut run) = linked_run(c.before, &change) {
+            run.step_freeze = None;
+            let step = run.step;
+            super::run_steps::finish(&mut run, c.at_ms(), None, &[]);
+            to = format!("{to}; plan run {} step {} done", run.id, step + 1);
+            c.next.insert_run(run);
+        }
+        c.next.units_change = Some(Arc::new(change));
+        return changed(format!("{held} freezing in place"), to);
     }
     let mut from = describe_change(&c.before.table, &change.moves, &change.pins);
     let mut to = describe_change(&c.table, &change.moves, &change.pins);
@@ -435,44 +453,29 @@ pub(super) fn unfreeze(c: &mut Change, aborted: bool) -> Outcome {
             "unfreeze: it has not switched"
         }));
     }
-    let domains: Vec<String> = c.table.frozen().keys().cloned().collect();
-    for domain in domains {
-        c.table.set_frozen(Some(&domain), None);
-    }
-    c.table.set_global_frozen(false);
-    c.next.units_change = None;
+    thaw(c);
     let window = c.at_ms().saturating_sub(change.phases.frozen_ms);
-    if change.hold_ms.is_some() {
-        let held = describe_frozen(&c.before.table);
-        let to = match change.phases.switched {
-            Some((_, at)) => format!(
-                "the hold released after {window} ms (held {} ms after the freeze): {held} writable again",
-                at.saturating_sub(change.phases.frozen_ms)
-            ),
-            None => format!(
-                "the hold's freeze undone after {window} ms without switching: {held} never held"
-            ),
-        };
-        return changed(format!("{held} frozen in place"), to);
-    }
-    let mut to = match change.phases.switched {
-        Some((_, at)) => format!(
+    let held = describe_frozen(&c.before.table);
+    let mut to = match (change.hold_ms, change.phases.switched) {
+        (Some(_), Some((_, at))) => format!(
+            "the hold released after {window} ms (held {} ms after the freeze): {held} writable again",
+            at.saturating_sub(change.phases.frozen_ms)
+        ),
+        (Some(_), None) => format!(
+            "the hold's freeze undone after {window} ms without switching: {held} never held"
+        ),
+        (None, Some((_, at))) => format!(
             "the moved units unfrozen after {window} ms (switched {} ms after the freeze)",
             at.saturating_sub(change.phases.frozen_ms)
         ),
-        None => format!(
+        (None, None) => format!(
             "the unit move's freeze undone after {window} ms without switching: no unit changed owner"
         ),
     };
     // A loss-less plan step ends with its change: done once switched, else the run fails
     // (nothing moved; the plan's rollback, if any, is the operator's, as for a failed drain).
-    if let Some((id, step)) = change.run
-        && let Some(run) = c.before.runs.get(&id)
-        && run.is_active()
-        && run.step == step
-        && run.step_freeze == Some(change.phases.frozen_version)
-    {
-        let mut run = run.clone();
+    if let Some(mut run) = linked_run(c.before, &change) {
+        let (id, step) = (run.id, run.step);
         run.step_freeze = None;
         if change.phases.switched.is_some() {
             super::run_steps::finish(&mut run, c.at_ms(), None, &[]);
@@ -491,7 +494,43 @@ pub(super) fn unfreeze(c: &mut Change, aborted: bool) -> Outcome {
         }
         c.next.insert_run(run);
     }
-    changed("the moved units frozen", to)
+    let from = if change.hold_ms.is_some() {
+        format!("{held} frozen in place")
+    } else {
+        "the moved units frozen".to_owned()
+    };
+    changed(from, to)
+}
+
+/// Ends the unit change in progress in the next table: every frozen unit and global writes thaw.
+fn thaw(c: &mut Change) {
+    let domains: Vec<String> = c.table.frozen().keys().cloned().collect();
+    for domain in domains {
+        c.table.set_frozen(Some(&domain), None);
+    }
+    c.table.set_global_frozen(false);
+    c.next.units_change = None;
+}
+
+/// The plan run whose current step `change` is (a loss-less step or a hold step not yet ended).
+fn linked_run(state: &State, change: &UnitsChange) -> Option<crate::plan_run::PlanRun> {
+    let (id, step) = change.run?;
+    let run = state.runs.get(&id)?;
+    (run.is_active() && run.step == step && run.step_freeze == Some(change.phases.frozen_version))
+        .then(|| run.clone())
+}
+
+/// A plan's release step: ends the hold in progress in the next table (a hold still freezing
+/// is undone). `None` when no hold is in progress (it ran out its `hold`): nothing to release.
+pub(super) fn release_in(c: &mut Change) -> Option<String> {
+    let change = c.before.units_change().filter(|u| u.hold_ms.is_some())?.clone();
+    let held = describe_frozen(&c.before.table);
+    thaw(c);
+    let window = c.at_ms().saturating_sub(change.phases.frozen_ms);
+    Some(match change.phases.switched {
+        Some(_) => format!("the hold released after {window} ms: {held} writable again"),
+        None => format!("the hold's freeze undone after {window} ms without being held: {held}"),
+    })
 }
 
 /// Gives the next table the maps after `moves`; says whether any unit changed owner.
