@@ -18,6 +18,9 @@
 //! Needs `POSTGRES_TEST_URL` (`scripts/test.sh` starts `scripts/postgres.sh` and exports it) and
 //! the example binary (`cargo test --all-targets` builds it; alone: `cargo build --example
 //! zone_writer`). Either missing fails the test; it never skips.
+//!
+//! The last test (issue 46) proves a plan's hold across a real promote on a streaming-replication
+//! pair it starts itself with `scripts/pg-replication.sh`.
 
 mod common;
 
@@ -1028,4 +1031,422 @@ fn the_database_fence_refuses_every_write_by_a_zone_that_does_not_own_the_user()
 
 fn read_changes(url: &str) -> Value {
     get_json(&format!("{url}/v1/changes")).1
+}
+
+// ---- Issue 46: a hold across a real promote (PostgreSQL streaming replication) ----
+//
+// Seed 003's failover order, 「停止旧主写入 → 等 binlog 追平 → 备库升主 → 切流量」, as one plan on a
+// real primary and streaming replica (`scripts/pg-replication.sh`): hold the users' units ->
+// wait until the replica has replayed everything the primary wrote (an `http` precondition) ->
+// promote the replica (an `http` step to a small promote service) -> move the units to the
+// replica's zone (made at once inside the hold) -> release. Two zone writers commit for users of
+// those units through the real Router's write check, each into its own zone's node. Each run
+// promotes the other node, and the old primary is rebuilt as the new one's replica.
+//
+// Judged per run: acknowledged writes missing from the new primary (lost), writes acknowledged
+// by the old primary after the promote began (committed by a node that is no longer the
+// primary: split brain), and the write-unavailable window of the moved users (last write of the
+// old owner to first write of the new one). Control: the same plan without the hold and the
+// release; its catch-up check has to allow some lag (with writes never stopping, "replayed
+// everything" never holds), as an operator without a freeze must.
+
+/// A streaming-replication pair in a run dir of its own, stopped and wiped on drop.
+struct PgPair {
+    dir: tempfile::TempDir,
+    urls: [String; 2],
+}
+
+impl PgPair {
+    fn script(&self, args: &[&str]) -> String {
+        let out = Command::new("bash")
+            .arg("scripts/pg-replication.sh")
+            .args(args)
+            .env("PG_REPLICATION_DIR", self.dir.path().join("pg"))
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "scripts/pg-replication.sh {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn start() -> PgPair {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // As root the clusters run as `postgres`, which must reach the run dir.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut pair = PgPair { dir, urls: [String::new(), String::new()] };
+        let out = pair.script(&["start"]);
+        let urls: Vec<&str> = out.lines().collect();
+        assert_eq!(urls.len(), 2, "two URLs: {out}");
+        pair.urls = [urls[0].to_owned(), urls[1].to_owned()];
+        pair
+    }
+
+    /// Rebuilds `node` as a streaming replica of the other (promoted) node.
+    fn follow(&self, node: usize) {
+        self.script(&["follow", ["a", "b"][node]]);
+    }
+}
+
+impl Drop for PgPair {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .args(["scripts/pg-replication.sh", "stop"])
+            .env("PG_REPLICATION_DIR", self.dir.path().join("pg"))
+            .output();
+    }
+}
+
+fn pg(url: &str) -> postgres::Client {
+    let config: postgres::Config = url.parse().unwrap();
+    let mut config = config;
+    config.connect_timeout(Duration::from_secs(2));
+    config.connect(postgres::NoTls).unwrap_or_else(|e| panic!("{url}: {e}"))
+}
+
+/// The promote service the plans call: `GET /caught-up?node=N[&max_lag=BYTES]` answers 200 when
+/// node N (a replica) has replayed the other node's WAL up to its current position (within
+/// `max_lag` bytes), else 503; `POST /promote?node=N` promotes N (`pg_promote`, waiting for it;
+/// already a primary: 200) and records when it began.
+struct Promoter {
+    url: String,
+    promoted: Arc<Mutex<Vec<Instant>>>,
+}
+
+fn promoter(urls: [String; 2]) -> Promoter {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let promoted = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&promoted);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (urls, record) = (urls.clone(), Arc::clone(&record));
+            std::thread::spawn(move || serve_promoter(stream, &urls, &record));
+        }
+    });
+    Promoter { url, promoted }
+}
+
+fn serve_promoter(stream: TcpStream, urls: &[String; 2], promoted: &Mutex<Vec<Instant>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    let target = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let param = |key: &str| {
+        query.split('&').find_map(|kv| kv.strip_prefix(&format!("{key}=")).map(str::to_owned))
+    };
+    let node = match param("node").as_deref() {
+        Some("a") => 0,
+        Some("b") => 1,
+        _ => return respond(stream, 400, "node=a|b"),
+    };
+    let (status, said) = match path {
+        "/caught-up" => {
+            let max_lag: i64 = param("max_lag").and_then(|v| v.parse().ok()).unwrap_or(0);
+            let primary_lsn: String = pg(&urls[1 - node])
+                .query_one("select pg_current_wal_lsn()::text", &[])
+                .unwrap()
+                .get(0);
+            let lag: i64 = pg(&urls[node])
+                .query_one(
+                    "select pg_wal_lsn_diff($1::text::pg_lsn, coalesce(pg_last_wal_replay_lsn(), '0/0'::pg_lsn))::bigint",
+                    &[&primary_lsn],
+                )
+                .unwrap()
+                .get(0);
+            (if lag <= max_lag { 200 } else { 503 }, format!("lag {lag} bytes"))
+        }
+        "/promote" => {
+            let mut db = pg(&urls[node]);
+            let recovering: bool = db.query_one("select pg_is_in_recovery()", &[]).unwrap().get(0);
+            if recovering {
+                promoted.lock().unwrap().push(Instant::now());
+                let done: bool = db.query_one("select pg_promote(true, 30)", &[]).unwrap().get(0);
+                (if done { 200 } else { 500 }, format!("promoted: {done}"))
+            } else {
+                (200, "a primary already".to_owned())
+            }
+        }
+        _ => (404, "unknown path".to_owned()),
+    };
+    respond(stream, status, &said)
+}
+
+fn respond(mut stream: TcpStream, status: u16, body: &str) {
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status} X\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// One acknowledged write: its ID, the node it was committed on, and when.
+#[derive(Clone, Copy)]
+struct Acked {
+    id: i64,
+    node: usize,
+    at: Instant,
+}
+
+/// A zone's writer: for each of `users` in turn, the Router's write check for its zone, then
+/// (owned) an insert into its zone's node; acknowledged when the commit returns.
+fn zone_writer(
+    router: Router,
+    color: tidegate::core::ZoneId,
+    node: usize,
+    db_url: String,
+    users: Vec<String>,
+    (next_id, acked, stop): (Arc<AtomicU64>, Arc<Mutex<Vec<Acked>>>, Arc<AtomicBool>),
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut db: Option<postgres::Client> = None;
+        let mut i = 0usize;
+        while !stop.load(Ordering::SeqCst) {
+            let user = &users[i % users.len()];
+            i += 1;
+            if !router.check_write(user, color, None).is_ok_and(|a| a.is_owned()) {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            if db.as_ref().is_none_or(postgres::Client::is_closed) {
+                let config: postgres::Config = db_url.parse().unwrap();
+                let mut config = config;
+                config.connect_timeout(Duration::from_millis(500));
+                db = config.connect(postgres::NoTls).ok();
+                if db.is_none() {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            }
+            let id = next_id.fetch_add(1, Ordering::SeqCst) as i64;
+            let insert = "insert into orders (id, user_id, node) values ($1, $2, $3)";
+            let db_ = db.as_mut().unwrap();
+            if db_.execute(insert, &[&id, user, &(node as i32)]).is_ok() {
+                acked.lock().unwrap().push(Acked { id, node, at: Instant::now() });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    })
+}
+
+/// What one failover run did to the writes.
+struct FailoverRun {
+    lost: usize,
+    split_brain: usize,
+    window_ms: u128,
+}
+
+#[test]
+fn a_plan_hold_across_a_real_promote_loses_no_acknowledged_write() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pair = PgPair::start();
+    pg(&pair.urls[0])
+        .batch_execute(
+            "create table orders (id bigint primary key, user_id text not null, node int not null, at timestamptz not null default clock_timestamp())",
+        )
+        .unwrap();
+    let promote = promoter(pair.urls.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tidegate.toml");
+    let extra = "[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"\n[freeze]\nwindow = \"5s\"\n";
+    std::fs::write(&config, config_toml(extra)).unwrap();
+    let server = Server::start(&config, &dir.path().join("data"));
+    let url = server.url.clone();
+    let routing = get_json(&format!("{url}/v1/routing")).1;
+    let zone_of = |lane: &str| {
+        routing["zones"].as_array().unwrap().iter().find(|z| z["lane"] == lane).unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Node a is the blue zone's database, node b the green zone's; units 0-19 start blue.
+    let zones = [zone_of("blue"), zone_of("green")];
+    let colors = [tidegate::core::ZoneId::BLUE, tidegate::core::ZoneId::GREEN];
+    let router_in = |node: usize, id: &str| {
+        let identity = Identity {
+            subscriber_id: id.into(),
+            zone: zones[node].clone(),
+            kind: "service".into(),
+        };
+        let options = RouterOptions {
+            token: Some(OPERATOR_TOKEN.into()),
+            acknowledge: true,
+            ..Default::default()
+        };
+        let router = Router::connect(&url, identity, options).unwrap();
+        assert!(router.wait_for_version(1, Duration::from_secs(10)));
+        router
+    };
+    let probe = router_in(0, "probe");
+    let users: Vec<String> = (0..100_000)
+        .map(|i| format!("buyer-{i}"))
+        .filter(|u| probe.tag(u).unwrap().unit < 20)
+        .take(40)
+        .collect();
+    drop(probe);
+    let (acked, next_id, stop) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(AtomicU64::new(1)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let writers: Vec<_> = (0..2)
+        .map(|node| {
+            zone_writer(
+                router_in(node, &format!("writer-{node}")),
+                colors[node],
+                node,
+                pair.urls[node].clone(),
+                users.clone(),
+                (Arc::clone(&next_id), Arc::clone(&acked), Arc::clone(&stop)),
+            )
+        })
+        .collect();
+    let version = || get_json(&format!("{url}/v1/routing")).1["version"].as_u64().unwrap();
+    // Plans that move units 0-19 into `to`'s zone and promote node `to`.
+    let put_plan = |name: &str, to: usize, held: bool| {
+        let node = ["a", "b"][to];
+        let catch_up = if held { String::new() } else { "&max_lag=65536".into() };
+        let mut steps = vec![
+            json!({"type": "wait_precondition", "name": "caught_up"}),
+            json!({"type": "http", "name": "promote", "url": format!("{}/promote?node={node}", promote.url),
+                   "method": "POST", "timeout": "30s", "retries": 0}),
+            json!({"type": "move_units", "moves": [{"units": "0-19", "zone": zones[to]}]}),
+        ];
+        let mut plan = json!({
+            "expected_version": version(), "reason": "failover", "rto": "5m",
+            "preconditions": [{"name": "caught_up", "http": format!("{}/caught-up?node={node}{catch_up}", promote.url)}],
+        });
+        if held {
+            steps.insert(0, json!({"type": "hold", "units": [{"units": "0-19"}], "hold": "2m"}));
+            steps.push(json!({"type": "release"}));
+            plan["freeze_window"] = json!("5s");
+        }
+        plan["steps"] = json!(steps);
+        let (status, body) = put_json(&format!("{url}/v1/plans/{name}"), OPERATOR_TOKEN, plan);
+        assert_eq!(status, 200, "{body}");
+    };
+    for (name, to, held) in
+        [("to-b", 1, true), ("to-a", 0, true), ("ctl-to-b", 1, false), ("ctl-to-a", 0, false)]
+    {
+        put_plan(name, to, held);
+    }
+    let mut cursor = 0usize;
+    let mut failover = |name: &str, from: usize| -> FailoverRun {
+        let to = 1 - from;
+        let started = Instant::now();
+        let (status, body) = post_json(
+            &format!("{url}/v1/plans/{name}/run"),
+            OPERATOR_TOKEN,
+            json!({"reason": "failover drill"}),
+        );
+        assert_eq!(status, 201, "{body}");
+        let id = body["id"].as_u64().unwrap();
+        let mut run = Value::Null;
+        wait_until(Duration::from_secs(60), || {
+            run = get_json(&format!("{url}/v1/plans/{name}/runs/{id}")).1;
+            ["completed", "failed", "aborted"].contains(&run["state"].as_str().unwrap_or(""))
+        });
+        assert_eq!(run["state"], "completed", "{name}: {run}");
+        // The new owner writes again (its first acknowledged write on the new primary).
+        let first_new = || {
+            acked
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|a| a.node == to && a.at > started)
+                .map(|a| a.at)
+                .min()
+        };
+        assert!(
+            wait_until(Duration::from_secs(10), || first_new().is_some()),
+            "{name}: no write on the new primary"
+        );
+        let promoted_at = *promote.promoted.lock().unwrap().last().unwrap();
+        let snapshot: Vec<Acked> = acked.lock().unwrap()[cursor..].to_vec();
+        cursor += snapshot.len();
+        let present: HashSet<i64> = pg(&pair.urls[to])
+            .query("select id from orders", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let lost = snapshot.iter().filter(|a| !present.contains(&a.id)).count();
+        let split_brain = snapshot.iter().filter(|a| a.node == from && a.at > promoted_at).count();
+        let first = first_new().unwrap();
+        let last_old = acked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a.node == from && a.at < first)
+            .map(|a| a.at)
+            .max()
+            .unwrap_or(started);
+        let window_ms = first.saturating_duration_since(last_old).as_millis();
+        // The old primary becomes the new one's replica (its unreplicated rows go with it).
+        pair.follow(from);
+        FailoverRun { lost, split_brain, window_ms }
+    };
+
+    // 1. Twenty failovers with the hold, each direction in turn.
+    let mut held = Vec::new();
+    for i in 0..20 {
+        let (name, from) = if i % 2 == 0 { ("to-b", 0) } else { ("to-a", 1) };
+        held.push(failover(name, from));
+    }
+    // 2. Control: the same failover without the hold (three runs).
+    let mut control = Vec::new();
+    for i in 0..3 {
+        let (name, from) = if i % 2 == 0 { ("ctl-to-b", 0) } else { ("ctl-to-a", 1) };
+        control.push(failover(name, from));
+    }
+    stop.store(true, Ordering::SeqCst);
+    for w in writers {
+        w.join().unwrap();
+    }
+    let total = acked.lock().unwrap().len();
+    let sum =
+        |runs: &[FailoverRun], f: fn(&FailoverRun) -> usize| runs.iter().map(f).sum::<usize>();
+    let mut windows: Vec<u128> = held.iter().map(|r| r.window_ms).collect();
+    windows.sort_unstable();
+    let pct = |p: f64| windows[((windows.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "[figures] hold across a real promote: 20 runs, {total} acknowledged writes in all; lost {}, split-brain {}; write-unavailable window of the moved users p50 {} ms, p99 {} ms (min {} max {})",
+        sum(&held, |r| r.lost),
+        sum(&held, |r| r.split_brain),
+        pct(0.5),
+        pct(0.99),
+        windows[0],
+        windows[windows.len() - 1]
+    );
+    println!(
+        "[figures] control without the hold: 3 runs; lost {} ({:?}), split-brain {} ({:?})",
+        sum(&control, |r| r.lost),
+        control.iter().map(|r| r.lost).collect::<Vec<_>>(),
+        sum(&control, |r| r.split_brain),
+        control.iter().map(|r| r.split_brain).collect::<Vec<_>>()
+    );
+    assert_eq!(sum(&held, |r| r.lost), 0, "acknowledged writes lost through a held failover");
+    assert_eq!(sum(&held, |r| r.split_brain), 0, "writes committed on a demoted primary");
+    assert!(
+        sum(&control, |r| r.lost) + sum(&control, |r| r.split_brain) > 0,
+        "the control lost nothing: the proof cannot tell the hold from no hold"
+    );
 }

@@ -281,7 +281,7 @@ pub(super) fn freeze(c: &mut Change, id: u64, step: usize) -> Outcome {
         // Nothing changes owner (a pin to the zone the map gives its user): done at once.
         return done(c, id, step, None, &[]);
     };
-    if !c.next.units_change.as_ref().is_some_and(|u| u.phases.frozen_version == c.version()) {
+    if c.next.units_change.as_ref().is_none_or(|u| u.phases.frozen_version != c.version()) {
         // Made at once inside the plan's held hold, which froze everything it moves.
         finish(&mut run, c.at_ms(), None, &[]);
         let label = format!(
