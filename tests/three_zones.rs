@@ -948,3 +948,113 @@ capacity_rps = 4000
     std::thread::sleep(Duration::from_millis(300));
     eprintln!("configured-zone test: {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// Issue 47: an evacuation that names no receivers never gives units to a failing zone, and a
+/// zone of unknown health (silent or dead: it reports nothing) receives only when no zone is
+/// known healthy; the answer and the audit name whom it skipped and why. Control: naming the
+/// failing zone in `to` (the operator's override) gives it its share, as every evacuation did
+/// before. With every candidate failing, 409 `no_receiver`.
+#[test]
+fn an_evacuation_skips_failing_and_silent_receivers_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    std::fs::write(&config_file, config()).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let url = server.url.clone();
+    // Give az-c a third of the units, so each zone owns some.
+    let version = routing(&url)["version"].clone();
+    let (status, body) = put_units(
+        &url,
+        json!({"moves": [{"units": "0-29", "zone": "az-c"}], "expected_version": version, "reason": "setup"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let feed_errors = |errors: &'static [(&'static str, &'static str, u64, u64)],
+                       stop: Arc<AtomicBool>| {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let batches: Vec<Value> = errors
+                    .iter()
+                    .map(|(zone, lane, ok, error)| json!({"zone": zone, "color": lane, "ok": ok, "error": error}))
+                    .collect();
+                let _ = post_json(&format!("{url}/v1/outcomes"), OPERATOR_TOKEN, json!(batches));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let evacuate = |zone: &str, to: Option<Value>| {
+        let mut body = json!({"zone": zone, "expected_version": routing(&url)["version"], "reason": "az-b is failing"});
+        if let Some(to) = to {
+            body["to"] = to;
+        }
+        post_json(&format!("{url}/v1/units/evacuate"), OPERATOR_TOKEN, body)
+    };
+    let moved_to = |before: &Value, after: &Value, source: &str| {
+        let (before, after) = (owners(before), owners(after));
+        let mut to: BTreeMap<String, usize> = BTreeMap::new();
+        for (unit, owner) in before.iter().enumerate() {
+            if owner == source {
+                *to.entry(after[unit].clone()).or_default() += 1;
+            }
+        }
+        to
+    };
+
+    // 1. az-c at 10 % errors, az-a healthy: az-b's units all go to az-a.
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = feed_errors(
+        &[("az-a", "green", 100, 0), ("az-b", "blue", 50, 50), ("az-c", "red", 90, 10)],
+        Arc::clone(&stop),
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = routing(&url);
+    let (status, body) = evacuate("az-b", None);
+    assert_eq!(status, 200, "{body}");
+    let to = moved_to(&before, &body, "az-b");
+    assert_eq!(to.keys().collect::<Vec<_>>(), ["az-a"], "{to:?}");
+    let skipped = body["skipped_receivers"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{body}");
+    assert!(skipped[0].as_str().unwrap().starts_with("az-c: failing (10.0% errors"), "{body}");
+    let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1"));
+    assert!(audit["entries"][0]["reason"].as_str().unwrap().contains("receivers skipped: az-c"));
+
+    // 2. Control: az-c named in `to` receives its share although it fails.
+    let before = routing(&url);
+    let (status, body) = evacuate("az-a", Some(json!(["az-b", "az-c"])));
+    assert_eq!(status, 200, "{body}");
+    assert!(moved_to(&before, &body, "az-a").get("az-c").is_some_and(|n| *n > 0), "{body}");
+    assert!(body.get("skipped_receivers").is_none(), "{body}");
+
+    stop.store(true, Ordering::SeqCst);
+    feeder.join().unwrap();
+
+    // 3. Every candidate failing: refused, nothing moved.
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = feed_errors(
+        &[("az-a", "green", 50, 50), ("az-b", "blue", 50, 50), ("az-c", "red", 100, 0)],
+        Arc::clone(&stop),
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = routing(&url);
+    let (status, body) = evacuate("az-c", None);
+    assert_eq!((status, body["error"].as_str()), (409, Some("no_receiver")), "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.contains("az-b: failing") && detail.contains("az-a: failing"), "{body}");
+    assert_eq!(routing(&url)["version"], before["version"]);
+    stop.store(true, Ordering::SeqCst);
+    feeder.join().unwrap();
+
+    // 4. az-a healthy, az-c silent (reports nothing): az-b's units go to az-a only.
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder =
+        feed_errors(&[("az-a", "green", 100, 0), ("az-b", "blue", 100, 0)], Arc::clone(&stop));
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = routing(&url);
+    let (status, body) = evacuate("az-b", None);
+    stop.store(true, Ordering::SeqCst);
+    feeder.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(moved_to(&before, &body, "az-b").keys().collect::<Vec<_>>(), ["az-a"], "{body}");
+    let skipped = body["skipped_receivers"].as_array().unwrap();
+    assert!(skipped[0].as_str().unwrap().starts_with("az-c: health unknown"), "{body}");
+}

@@ -248,6 +248,8 @@ struct MoveAsk {
     window: Option<u64>,
     /// The freeze came from `[freeze] by_default`, not the request: answer when it has ended.
     wait: bool,
+    /// Receivers an evacuation left out, each with why (in the answer and the audit).
+    skipped: Vec<String>,
 }
 
 async fn move_to(
@@ -256,7 +258,11 @@ async fn move_to(
     moves: Vec<UnitMove>,
     ask: MoveAsk,
 ) -> Result<(Status, Versioned), ApiError> {
-    let MoveAsk { expected_version, by, mut reason, force, dry_run, key, window, wait } = ask;
+    let MoveAsk { expected_version, by, mut reason, force, dry_run, key, window, wait, skipped } =
+        ask;
+    if !skipped.is_empty() {
+        reason = format!("{reason} [receivers skipped: {}]", skipped.join("; "));
+    }
     let (next, next_domains) =
         app.coordinator.state().moved_maps(&moves).map_err(ApiError::from)?;
     let moved = table.map().diff(&next).len()
@@ -298,6 +304,7 @@ async fn move_to(
             "unit_map": preview_body["unit_map"].clone(),
             "domains": preview_body["domains"].clone(),
             "freeze": freeze,
+            "skipped_receivers": skipped,
         });
         return Ok((Status::Ok, Versioned::new(&body, table.version())));
     }
@@ -342,6 +349,9 @@ async fn move_to(
     body["moved_units"] = json!(if changed && !freezing { moved } else { 0 });
     body["moves"] = Value::Array(moves_body);
     body["projection"] = Value::Array(projection);
+    if !skipped.is_empty() {
+        body["skipped_receivers"] = json!(skipped);
+    }
     if window.is_some() {
         body["change"] = units_change_body(&app.coordinator.state());
     }
@@ -436,6 +446,7 @@ async fn put_units(
         key,
         window,
         wait: r.freeze.is_none(),
+        skipped: Vec::new(),
     };
     move_to(app, table, moves, ask).await
 }
@@ -572,6 +583,47 @@ async fn delete_hold(
     })))
 }
 
+/// The live zones but `source` an evacuation that names no receivers may give units to, and
+/// the ones it leaves out with why ([`crate::core::choose_receivers`]: never a failing zone or
+/// one being drained; one of unknown health only when none is known healthy).
+async fn healthy_receivers(
+    app: &App,
+    table: &RoutingTable,
+    source: ZoneId,
+) -> Result<(Vec<ZoneId>, Vec<String>), ApiError> {
+    use crate::core::{Reading, ReceiverHealth};
+    let candidates: Vec<ZoneId> = table.zones().live().filter(|z| *z != source).collect();
+    let names: Vec<String> = candidates.iter().map(|z| table.zone_of(*z).to_owned()).collect();
+    let draining = app.coordinator.state().active_drain().map(|d| d.plan.zone.clone());
+    let health = std::sync::Arc::clone(&app.health);
+    let asked = names.clone();
+    // The Prometheus source queries over the network.
+    let readings = rocket::tokio::task::spawn_blocking(move || {
+        asked.iter().map(|n| health.zone(n, now_ms()).reading).collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
+    let max = app.config.drain.evacuate.guard.max_error_rate;
+    let list: Vec<(ZoneId, String, ReceiverHealth)> = candidates
+        .into_iter()
+        .zip(names)
+        .zip(readings)
+        .map(|((zone, name), reading)| {
+            let health = match reading {
+                _ if draining.as_deref() == Some(name.as_str()) => ReceiverHealth::Draining,
+                Reading::Known { error_rate, .. } if error_rate > max => {
+                    ReceiverHealth::Failing { error_rate }
+                }
+                Reading::Known { .. } => ReceiverHealth::Healthy,
+                Reading::Unknown { why } => ReceiverHealth::Unknown { why },
+            };
+            (zone, name, health)
+        })
+        .collect();
+    let (chosen, skipped) = crate::core::choose_receivers(&list, max);
+    Ok((chosen, skipped.into_iter().map(|(_, why)| why).collect()))
+}
+
 /// Before an evacuation: a loss-less unit move or pin change in progress would hold it for up
 /// to its window (a hung subscriber), so the evacuation pre-empts it at the version the
 /// operator expects. Still freezing, it is undone (nothing moved); switched, it is unfrozen
@@ -648,6 +700,7 @@ async fn evacuate_units(
         preempt(app, r.expected_version, &by, &format!("evacuate {}", r.zone)).await?
     };
     let table = app.coordinator.table();
+    let mut skipped = Vec::new();
     let receivers: Vec<ZoneId> = match &r.to {
         Some(names) => {
             let mut out = Vec::new();
@@ -665,7 +718,22 @@ async fn evacuate_units(
             }
             out
         }
-        None => table.zones().live().filter(|z| *z != source).collect(),
+        None => {
+            let (chosen, left_out) = healthy_receivers(app, &table, source).await?;
+            skipped = left_out;
+            if chosen.is_empty() {
+                return Err(ApiError::new(
+                    Status::Conflict,
+                    "no_receiver",
+                    format!(
+                        "no zone may receive {}'s units: {}; name receivers in `to` to override",
+                        r.zone,
+                        skipped.join("; ")
+                    ),
+                ));
+            }
+            chosen
+        }
     };
     if receivers.is_empty() {
         return Err(ApiError::bad_request(
@@ -733,6 +801,7 @@ async fn evacuate_units(
         window,
         // An evacuation freezes only when asked, and then answers 202.
         wait: false,
+        skipped,
     };
     move_to(app, table, moves, ask).await
 }

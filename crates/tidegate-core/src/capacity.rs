@@ -262,3 +262,50 @@ mod tests {
         assert_eq!(spread_by_headroom(10, &[None, Some(300.0)]), vec![5, 5]);
     }
 }
+
+/// What an evacuation knows of a zone that could receive units.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReceiverHealth {
+    /// Outcomes known, error rate within the guard.
+    Healthy,
+    /// Outcomes known, error rate over the guard.
+    Failing { error_rate: f64 },
+    /// No outcomes, a silent reporter, a failed query: dead and idle look the same.
+    Unknown { why: String },
+    /// A drain is moving this zone's users away.
+    Draining,
+}
+
+/// The receivers an evacuation that names none gives units to, and the ones it skips with why.
+///
+/// The rule (issue 47): a failing zone and a zone being drained never receive; a zone of unknown
+/// health (dead, silent, or idle: owning nothing, it reports no outcomes) receives only when no
+/// candidate is known healthy. An empty `chosen` means no zone may receive: the caller refuses
+/// and names the skipped ones.
+pub fn choose_receivers<Z: Copy>(
+    candidates: &[(Z, String, ReceiverHealth)],
+    max_error_rate: f64,
+) -> (Vec<Z>, Vec<(Z, String)>) {
+    let any_healthy = candidates.iter().any(|(_, _, h)| *h == ReceiverHealth::Healthy);
+    let (mut chosen, mut skipped) = (Vec::new(), Vec::new());
+    for (zone, name, health) in candidates {
+        let why = match health {
+            ReceiverHealth::Healthy => None,
+            ReceiverHealth::Failing { error_rate } => Some(format!(
+                "{name}: failing ({:.1}% errors, over the {:.1}% guard)",
+                error_rate * 100.0,
+                max_error_rate * 100.0
+            )),
+            ReceiverHealth::Draining => Some(format!("{name}: being drained")),
+            ReceiverHealth::Unknown { why } if any_healthy => {
+                Some(format!("{name}: health unknown ({why}) while another zone is healthy"))
+            }
+            ReceiverHealth::Unknown { .. } => None,
+        };
+        match why {
+            None => chosen.push(*zone),
+            Some(why) => skipped.push((*zone, why)),
+        }
+    }
+    (chosen, skipped)
+}

@@ -31,7 +31,8 @@ mod zone_drain;
 
 pub use automation::{AutoRun, Automation, Caps as AutomationCaps, check_caps};
 pub use capacity::{
-    Capacity, Gain, Projection, Verdict, ZoneLoad, judge, judge_gains, spread_by_headroom,
+    Capacity, Gain, Projection, ReceiverHealth, Verdict, ZoneLoad, choose_receivers, judge,
+    judge_gains, spread_by_headroom,
 };
 pub use channel::{
     Channel, ChannelError, ChannelFallback, ChannelSpec, MAX_CHANNEL_NAME_BYTES,

@@ -193,3 +193,47 @@ fn unknowns_block_and_no_capacity_is_not_checked() {
     let empty = load("az-a", 0.0, Capacity::Rps(10.0));
     assert!(matches!(judge(10, 100, 0, &blind_source, &empty, 0.0), Verdict::Unknown { .. }));
 }
+
+/// Issue 47: the receivers of an evacuation that names none, a row per case:
+/// (candidates as `name=state`, chosen, skipped names). States: `ok`, `fail` (12 % errors),
+/// `unknown`, `draining`.
+#[test]
+fn receivers_skip_failing_draining_and_unknown_beside_a_healthy_zone() {
+    use tidegate_core::{ReceiverHealth, choose_receivers};
+    let rows: &[(&str, &str, &str)] = &[
+        ("a=ok b=ok", "a b", ""),
+        ("a=ok b=fail", "a", "b"),
+        ("a=ok b=unknown", "a", "b"),
+        ("a=unknown b=unknown", "a b", ""),
+        ("a=unknown b=fail", "a", "b"),
+        ("a=ok b=draining c=unknown", "a", "b c"),
+        ("a=fail b=draining", "", "a b"),
+        ("a=draining b=unknown", "b", "a"),
+    ];
+    for (candidates, chosen, skipped) in rows {
+        let list: Vec<(usize, String, ReceiverHealth)> = candidates
+            .split(' ')
+            .enumerate()
+            .map(|(i, c)| {
+                let (name, state) = c.split_once('=').unwrap();
+                let health = match state {
+                    "ok" => ReceiverHealth::Healthy,
+                    "fail" => ReceiverHealth::Failing { error_rate: 0.12 },
+                    "unknown" => ReceiverHealth::Unknown { why: "no outcomes".into() },
+                    "draining" => ReceiverHealth::Draining,
+                    other => panic!("{other}"),
+                };
+                (i, name.to_owned(), health)
+            })
+            .collect();
+        let (got, left_out) = choose_receivers(&list, 0.05);
+        let names =
+            |ids: Vec<usize>| ids.iter().map(|i| list[*i].1.clone()).collect::<Vec<_>>().join(" ");
+        assert_eq!(names(got), *chosen, "{candidates}");
+        let out: Vec<usize> = left_out.iter().map(|(i, _)| *i).collect();
+        assert_eq!(names(out), *skipped, "{candidates}");
+        for (i, why) in &left_out {
+            assert!(why.starts_with(&format!("{}: ", list[*i].1)), "{why}");
+        }
+    }
+}
