@@ -383,7 +383,9 @@ fn write_routes() -> Vec<Route> {
             method: Method::Post,
             pattern: "/v1/units/evacuate",
             request: Box::new(|client, _| {
-                let mut body = json!({"zone": "az-b"});
+                // Named receivers: the outcomes rows above left az-a failing, which an
+                // evacuation that names none would skip (409 no_receiver).
+                let mut body = json!({"zone": "az-b", "to": ["az-a"]});
                 body["expected_version"] = json!(version(client));
                 body["reason"] = json!("t");
                 ("/v1/units/evacuate".to_owned(), vec![], body)
