@@ -936,3 +936,57 @@ fn the_circle_list_only_shrinks() {
     assert_eq!(kinds(&[&["a", "b"], &["x", "y"]]), ["SHRANK"]);
     assert_eq!(kinds(&[&["a", "b", "c"]]), ["GONE"]);
 }
+
+/// Every file path (relative to the repository) under `dir`, skipping build output and VCS data.
+fn repo_files(dir: &Path, base: &Path, out: &mut Vec<String>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if ![".git", "target", "node_modules", "book", ".cache"].contains(&name.as_str()) {
+                repo_files(&path, base, out);
+            }
+        } else {
+            out.push(path.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// ARCHITECTURE.md names files and folders in backticks (`src/http/`, `holds.rs`,
+/// `scripts/postgres.sh`): each one must exist, so the code map cannot drift from the tree as
+/// files are renamed, split or removed. A bare name may live anywhere; a name with a slash is a
+/// path from the repository root or the end of one.
+#[test]
+fn every_file_the_architecture_names_exists() {
+    let root = root();
+    let text = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut files = Vec::new();
+    repo_files(&root, &root, &mut files);
+    let exts = [".rs", ".sh", ".json", ".toml", ".md", ".py", ".js", ".html", ".yml", ".yaml"];
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for (i, part) in text.split('`').enumerate() {
+        // Odd parts are inside backticks.
+        if i % 2 == 0 || part.contains([' ', '*', '<', ':']) {
+            continue;
+        }
+        let is_dir = part.ends_with('/') && part.len() > 1 && !part.starts_with('/');
+        let is_file = exts.iter().any(|e| part.ends_with(e));
+        if !is_dir && !is_file {
+            continue;
+        }
+        named += 1;
+        let found = if is_dir {
+            files.iter().any(|f| f.starts_with(part) || f.contains(&format!("/{part}")))
+        } else {
+            files.iter().any(|f| f == part || f.ends_with(&format!("/{part}")))
+        };
+        if !found {
+            missing.push(part.to_owned());
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(named >= 50, "found only {named} file names in ARCHITECTURE.md");
+    assert!(missing.is_empty(), "ARCHITECTURE.md names files that do not exist: {missing:?}");
+}
