@@ -111,14 +111,8 @@ async fn put_dial(
             reason = format!("{reason} [forced: insufficient_capacity: {}]", verdict.explain());
         }
     }
-    let Some(window_ms) = window else {
-        let command = Command::SetBlueUnits { blue_units: share.blue_units, domain };
-        return Ok((
-            Status::Ok,
-            submit(app, command, request.expected_version, by, reason, key).await?,
-        ));
-    };
-    // Loss-less: the dial's move as a unit move of exactly the units it gives away.
+    // Loss-less: the dial's move as a unit move of exactly the units it gives away, through the
+    // same door as every other change of owner.
     let table = app.coordinator.table();
     let map = table.map_of(domain.as_deref()).ok_or_else(|| {
         ApiError::new(Status::InternalServerError, "internal", "the domain vanished")
@@ -127,53 +121,15 @@ async fn put_dial(
     let units = crate::core::UnitSet::from_sorted(&map.diff(&next)).unwrap_or_default();
     let zone =
         if share.blue_units < map.count(ZoneId::BLUE) { ZoneId::GREEN } else { ZoneId::BLUE };
-    if units.is_empty() {
-        let command = Command::SetBlueUnits { blue_units: share.blue_units, domain };
-        return Ok((
-            Status::Ok,
-            submit(app, command, request.expected_version, by, reason, key).await?,
-        ));
-    }
-    let moves = vec![crate::core::UnitMove { units, zone, domain: domain.clone() }];
-    let command = Command::FreezeUnits { moves, pins: vec![], global: None, window_ms };
-    let ev = request.expected_version;
-    let submitted = match submit_keyed(app, command, ev, by.clone(), reason.clone(), &key).await {
-        // Frozen only by default, and a live replica of an older release cannot read a
-        // freeze: move at once, as that release would, and say so in the audit.
-        Err(e) if request.freeze.is_none() && super::freeze_wait::unreadable(&e) => {
-            let reason = super::freeze_wait::at_once_reason(&reason);
-            let command = Command::SetBlueUnits { blue_units: share.blue_units, domain };
-            return Ok((Status::Ok, submit(app, command, ev, by, reason, key).await?));
-        }
-        other => other?,
+    let change = OwnerChange {
+        moves_owner: !units.is_empty(),
+        moves: vec![crate::core::UnitMove { units, zone, domain: domain.clone() }],
+        at_once: Command::SetBlueUnits { blue_units: share.blue_units, domain },
+        pins: Vec::new(),
+        global: None,
     };
-    let within_hold = super::freeze_wait::within_hold(&submitted);
-    let mut body = routing_body(&submitted.table, app.coordinator.log_id());
-    body["changed"] = json!(submitted.applied.is_some());
-    body["change"] = super::units::units_change_body(&app.coordinator.state());
-    body["within_hold"] = json!(within_hold);
-    let answer = Versioned::new(&body, submitted.table.version());
-    app.idempotency.answered(&key, answer.body(), submitted.table.version());
-    if within_hold {
-        // Made at once inside a held hold, which froze its units: done.
-        return Ok((Status::Ok, answer));
-    }
-    // Frozen by default, not asked: answer once the move has ended, as an unfrozen dial does.
-    if request.freeze.is_none() && submitted.applied.is_some() {
-        let frozen_version = submitted.change_version();
-        if let Some(done) = super::freeze_wait::default_freeze_end(
-            app,
-            frozen_version,
-            window_ms,
-            Some(&key),
-            |_| {},
-        )
-        .await?
-        {
-            return Ok((Status::Ok, done));
-        }
-    }
-    Ok((Status::Accepted, answer))
+    let ask = ChangeAsk { expected_version: request.expected_version, by, reason };
+    owner_change(app, change, window, request.freeze.is_none(), ask, key).await
 }
 
 #[derive(Deserialize, Serialize)]
@@ -221,6 +177,7 @@ async fn put_pin(
     let change = PinChange { user_id: user_id.to_owned(), zone: Some(color) };
     let ask = ChangeAsk { expected_version: request.expected_version, by, reason: request.reason };
     let change = OwnerChange {
+        moves: Vec::new(),
         at_once: Command::Pin { user_id: change.user_id.clone(), color },
         moves_owner: pin_moves_owner(app, &change),
         pins: vec![change],
@@ -259,6 +216,7 @@ async fn delete_pin(
     let change = PinChange { user_id: user_id.to_owned(), zone: None };
     let ask = ChangeAsk { expected_version: request.expected_version, by, reason: request.reason };
     let change = OwnerChange {
+        moves: Vec::new(),
         at_once: Command::Unpin { user_id: change.user_id.clone() },
         moves_owner: pin_moves_owner(app, &change),
         pins: vec![change],
@@ -296,6 +254,8 @@ pub(super) struct OwnerChange {
     pub at_once: Command,
     /// Whether it gives some user (or global data) another owner.
     pub moves_owner: bool,
+    /// The unit moves it makes (a dial's), as `FreezeUnits` makes them.
+    pub moves: Vec<crate::core::UnitMove>,
     pub pins: Vec<PinChange>,
     pub global: Option<crate::core::GlobalWriter>,
 }
@@ -317,12 +277,12 @@ pub(super) async fn owner_change(
     key: Scoped,
 ) -> Result<(Status, Versioned), ApiError> {
     let ChangeAsk { expected_version, by, reason } = ask;
-    let OwnerChange { at_once, moves_owner, pins, global } = change;
+    let OwnerChange { at_once, moves_owner, moves, pins, global } = change;
     let Some(window_ms) = window.filter(|_| moves_owner) else {
         let answer = submit(app, at_once, expected_version, by, reason, key).await?;
         return Ok((Status::Ok, answer));
     };
-    let command = Command::FreezeUnits { moves: vec![], pins, global, window_ms };
+    let command = Command::FreezeUnits { moves, pins, global, window_ms };
     let submitted = match submit_keyed(
         app,
         command,

@@ -921,6 +921,7 @@ async fn put_global_writer(
         None => None,
     };
     let change = super::routing::OwnerChange {
+        moves: Vec::new(),
         at_once: Command::SetGlobalWriter { zone, read_only: r.read_only },
         moves_owner: zone != table.global().zone,
         pins: Vec::new(),
