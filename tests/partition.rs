@@ -1373,9 +1373,13 @@ fn a_cut_off_zone_never_writes_a_user_the_majority_took_over() {
             cut.first_change.is_some_and(|d| d < Duration::from_secs(15)),
             "cut {zone}: the majority applied no change within 15 s"
         );
+        // A liveness bound, not the proof: a healed replica reconnects to the brokers after
+        // librdkafka's reconnect backoff (up to 10 s by default). 5 s was too tight under a full
+        // CI run's load (7.4 s once, 0.8 s in the same run's other cut); the distribution is
+        // printed above.
         assert!(
-            cut.healed_current.is_some_and(|d| d < Duration::from_secs(5)),
-            "cut {zone}: the healed replica was not current within 5 s"
+            cut.healed_current.is_some_and(|d| d < Duration::from_secs(15)),
+            "cut {zone}: the healed replica was not current within 15 s"
         );
     }
     drop(zones);
