@@ -90,17 +90,7 @@ pub(super) fn hold_for(
         return Err(CommandError::InvalidHold("the unit sets are empty".into()));
     }
     let version = c.version();
-    let mut words = Vec::new();
-    if global {
-        words.push("global writes".to_owned());
-        c.table.set_global_frozen(true);
-    }
-    for (domain, set) in frozen {
-        let units: Vec<u32> = set.into_iter().collect();
-        let set = UnitSet::from_sorted(&units).unwrap_or_default();
-        words.push(format!("units {set} in {}", domain.as_deref().unwrap_or(DEFAULT_DOMAIN)));
-        c.table.set_frozen(domain.as_deref(), Some(set));
-    }
+    let words = freeze_in_table(c, frozen, global);
     c.next.units_change = Some(Arc::new(UnitsChange {
         moves: vec![],
         pins: vec![],
@@ -201,17 +191,7 @@ pub(super) fn begin(c: &mut Change, staging: Staging<'_>) -> Outcome {
         return within_hold(c, &after, &frozen, moves, pins, global);
     }
     let version = c.version();
-    let mut words = Vec::new();
-    if global.is_some() {
-        words.push("global writes".to_owned());
-        c.table.set_global_frozen(true);
-    }
-    for (domain, set) in frozen {
-        let units: Vec<u32> = set.into_iter().collect();
-        let set = UnitSet::from_sorted(&units).unwrap_or_default();
-        words.push(format!("units {set} in {}", domain.as_deref().unwrap_or(DEFAULT_DOMAIN)));
-        c.table.set_frozen(domain.as_deref(), Some(set));
-    }
+    let words = freeze_in_table(c, frozen, global.is_some());
     c.next.units_change = Some(Arc::new(UnitsChange {
         moves: moves.to_vec(),
         pins: pins.to_vec(),
@@ -324,6 +304,23 @@ pub(super) fn switch(c: &mut Change) -> Outcome {
             "{to}; the frozen units stay frozen until every live subscriber applies version {version}"
         ),
     )
+}
+
+/// Freezes `frozen` (and global writes, when `global`) in the next table; says what, for the
+/// audit. One place for a move's freeze and a hold's.
+fn freeze_in_table(c: &mut Change, frozen: Frozen, global: bool) -> Vec<String> {
+    let mut words = Vec::new();
+    if global {
+        words.push("global writes".to_owned());
+        c.table.set_global_frozen(true);
+    }
+    for (domain, set) in frozen {
+        let units: Vec<u32> = set.into_iter().collect();
+        let set = UnitSet::from_sorted(&units).unwrap_or_default();
+        words.push(format!("units {set} in {}", domain.as_deref().unwrap_or(DEFAULT_DOMAIN)));
+        c.table.set_frozen(domain.as_deref(), Some(set));
+    }
+    words
 }
 
 /// The frozen units of `table` and its global writes when frozen, for the audit.
