@@ -93,6 +93,7 @@ impl Sim {
             precondition: Some(Ok(true)),
             backlog: Some(0),
             restore_into: Ok(()),
+            receivers: None,
         })
     }
 

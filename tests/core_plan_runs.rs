@@ -125,6 +125,7 @@ fn tick(sim: &mut Sim, sc: &Value, t: &Value, now: u64, trail: &mut Vec<String>)
         let table = sim.state.table();
         let readings = RunReadings {
             restore_into: Ok(()),
+            receivers: None,
             now_ms: now,
             zones: &zones,
             units: table.units(),

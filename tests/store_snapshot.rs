@@ -185,6 +185,7 @@ fn submit(c: &Coordinator, op: &Op, at_ms: u64) {
             };
             let readings = RunReadings {
                 restore_into: Ok(()),
+                receivers: None,
                 now_ms: at_ms,
                 zones: table.zones(),
                 units: table.units(),

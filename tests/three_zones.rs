@@ -1058,3 +1058,115 @@ fn an_evacuation_skips_failing_and_silent_receivers_and_says_why() {
     let skipped = body["skipped_receivers"].as_array().unwrap();
     assert!(skipped[0].as_str().unwrap().starts_with("az-c: health unknown"), "{body}");
 }
+
+/// The automatic trigger on three zones (issue 47): a failing zone's plan fires, and its run
+/// gives the units only to zones the guard passes (not to one at 10 % errors); a second
+/// automatic run leaves out the zone the first emptied (the hop limit) and gives everything to
+/// the zone left; a third, whose every possible receiver automation emptied, is held
+/// `hop_limit`. The share cap is judged on the units the zone owns (30 % under a 35 % cap fires;
+/// 100 % does not).
+#[test]
+fn the_automatic_trigger_judges_three_zones_by_health_hop_and_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("tidegate.toml");
+    let mut text = config();
+    text.push_str(
+        "[drain]\ntick = \"50ms\"\n[drain.evacuate]\nstep_percent = 50.0\ninterval = \"200ms\"\n\
+         min_requests = 5\n[plans]\ntriggers = true\nauto_window = \"1s\"\n\
+         auto_max_share_percent = 35.0\n",
+    );
+    std::fs::write(&config_file, text).unwrap();
+    let server = Server::start(&config_file, &dir.path().join("data"));
+    let url = server.url.clone();
+    let version = routing(&url)["version"].clone();
+    let (status, body) = put_units(
+        &url,
+        json!({"moves": [{"units": "0-29", "zone": "az-c"}], "expected_version": version, "reason": "setup"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let count = |r: &Value, zone: &str| owners(r).iter().filter(|o| *o == zone).count();
+    let start = routing(&url);
+    assert_eq!((count(&start, "az-a"), count(&start, "az-b"), count(&start, "az-c")), (50, 20, 30));
+    for zone in ["az-a", "az-b", "az-c"] {
+        let (_, plans) = get_json(&format!("{url}/v1/plans"));
+        let body = json!({
+            "expected_version": plans["version"], "reason": "reviewed", "rto": "1m",
+            "steps": [{"type": "evacuate", "zone": zone, "to_percent": 0}],
+            "trigger": {"zone_down_for": "1s"}, "cooldown": "1h",
+        });
+        let (status, plan) =
+            put_json(&format!("{url}/v1/plans/{zone}-failing"), OPERATOR_TOKEN, body);
+        assert_eq!(status, 200, "{plan}");
+    }
+    // Error percentages per zone, changed between phases.
+    let errors: Arc<[std::sync::atomic::AtomicU64; 3]> = Arc::new(Default::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = {
+        let (url, errors, stop) = (url.clone(), Arc::clone(&errors), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let batches: Vec<Value> = [("az-a", "green"), ("az-b", "blue"), ("az-c", "red")]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (zone, lane))| {
+                        let e = errors[i].load(Ordering::SeqCst);
+                        json!({"zone": zone, "color": lane, "ok": 100 - e, "error": e})
+                    })
+                    .collect();
+                let _ = post_json(&format!("{url}/v1/outcomes"), OPERATOR_TOKEN, json!(batches));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let set = |a: u64, b: u64, c: u64| {
+        for (i, e) in [a, b, c].into_iter().enumerate() {
+            errors[i].store(e, Ordering::SeqCst);
+        }
+    };
+    let runs = |plan: &str| -> Vec<Value> {
+        let (status, body) = get_json(&format!("{url}/v1/plans/{plan}/runs"));
+        assert_eq!(status, 200, "{body}");
+        body["runs"].as_array().unwrap().clone()
+    };
+    let completed = |plan: &str| {
+        wait_until(Duration::from_secs(20), || {
+            runs(plan).first().is_some_and(|r| r["state"] == "completed")
+        })
+    };
+
+    // 1. az-b (20 %) fails while az-c is at 10 % errors: everything goes to az-a.
+    set(0, 100, 10);
+    assert!(completed("az-b-failing"), "{:?}", runs("az-b-failing"));
+    assert_eq!(runs("az-b-failing")[0]["started_by"], "auto");
+    let after = routing(&url);
+    assert_eq!((count(&after, "az-a"), count(&after, "az-b"), count(&after, "az-c")), (70, 0, 30));
+
+    // 2. az-b recovers (healthy, owning nothing), az-c (30 %, under the 35 % cap) fails: az-b
+    //    is left out by the hop limit, so everything goes to az-a (by free room az-b, idle,
+    //    would have taken most).
+    set(0, 0, 100);
+    assert!(completed("az-c-failing"), "{:?}", runs("az-c-failing"));
+    let after = routing(&url);
+    assert_eq!((count(&after, "az-a"), count(&after, "az-b"), count(&after, "az-c")), (100, 0, 0));
+
+    // 3. az-a fails: both zones that could receive were emptied by automation; held.
+    set(100, 0, 0);
+    let metric = |reason: &str| {
+        let mut response = agent().get(&format!("{url}/metrics")).call().unwrap();
+        let text = response.body_mut().read_to_string().unwrap();
+        let series = format!(
+            "tidegate_plan_trigger_refusals_total{{plan=\"az-a-failing\",reason=\"{reason}\"}}"
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || metric("hop_limit") >= 1.0),
+        "held by the hop limit"
+    );
+    assert!(runs("az-a-failing").is_empty());
+    assert_eq!(count(&routing(&url), "az-a"), 100);
+    stop.store(true, Ordering::SeqCst);
+    feeder.join().unwrap();
+}

@@ -584,44 +584,24 @@ async fn delete_hold(
 }
 
 /// The live zones but `source` an evacuation that names no receivers may give units to, and
-/// the ones it leaves out with why ([`crate::core::choose_receivers`]: never a failing zone or
-/// one being drained; one of unknown health only when none is known healthy).
+/// the ones it leaves out with why ([`crate::service::receivers::choose`]).
 async fn healthy_receivers(
     app: &App,
     table: &RoutingTable,
     source: ZoneId,
 ) -> Result<(Vec<ZoneId>, Vec<String>), ApiError> {
-    use crate::core::{Reading, ReceiverHealth};
-    let candidates: Vec<ZoneId> = table.zones().live().filter(|z| *z != source).collect();
-    let names: Vec<String> = candidates.iter().map(|z| table.zone_of(*z).to_owned()).collect();
-    let draining = app.coordinator.state().active_drain().map(|d| d.plan.zone.clone());
     let health = std::sync::Arc::clone(&app.health);
-    let asked = names.clone();
+    let coordinator = std::sync::Arc::clone(&app.coordinator);
+    let max = app.config.drain.evacuate.guard.max_error_rate;
+    let table = table.clone();
     // The Prometheus source queries over the network.
-    let readings = rocket::tokio::task::spawn_blocking(move || {
-        asked.iter().map(|n| health.zone(n, now_ms()).reading).collect::<Vec<_>>()
+    let choice = rocket::tokio::task::spawn_blocking(move || {
+        let state = coordinator.state();
+        crate::service::receivers::choose(&health, &state, &table, source, max, now_ms())
     })
     .await
     .map_err(|e| ApiError::new(Status::InternalServerError, "internal", e.to_string()))?;
-    let max = app.config.drain.evacuate.guard.max_error_rate;
-    let list: Vec<(ZoneId, String, ReceiverHealth)> = candidates
-        .into_iter()
-        .zip(names)
-        .zip(readings)
-        .map(|((zone, name), reading)| {
-            let health = match reading {
-                _ if draining.as_deref() == Some(name.as_str()) => ReceiverHealth::Draining,
-                Reading::Known { error_rate, .. } if error_rate > max => {
-                    ReceiverHealth::Failing { error_rate }
-                }
-                Reading::Known { .. } => ReceiverHealth::Healthy,
-                Reading::Unknown { why } => ReceiverHealth::Unknown { why },
-            };
-            (zone, name, health)
-        })
-        .collect();
-    let (chosen, skipped) = crate::core::choose_receivers(&list, max);
-    Ok((chosen, skipped.into_iter().map(|(_, why)| why).collect()))
+    Ok((choice.chosen.clone(), choice.skipped_reasons()))
 }
 
 /// Before an evacuation: a loss-less unit move or pin change in progress would hold it for up

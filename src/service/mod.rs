@@ -23,6 +23,7 @@ pub mod plan_start;
 pub mod plan_trigger;
 pub mod preconditions;
 pub mod presence;
+pub mod receivers;
 pub mod routing_frames;
 pub mod staged_changes;
 pub mod subscribers;

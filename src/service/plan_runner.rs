@@ -23,6 +23,7 @@ use crate::service::drain_runner::truncate_reason;
 use crate::service::health::Health;
 use crate::service::lane_membership::Lanes;
 use crate::service::preconditions::Preconditions;
+use crate::service::receivers;
 use crate::service::subscribers::Subscribers;
 
 /// What the runner reads and writes through.
@@ -105,6 +106,17 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
             .unwrap_or(0),
         _ => 0,
     };
+    // A zone move among three or more zones about to start: who may receive, judged now.
+    let receivers = match &step {
+        Some(PlanStep::MoveZone { zone, mode, .. })
+            if run.status == RunStatus::Running && !run.in_step && !zones.is_two() =>
+        {
+            zones
+                .color_in(zone)
+                .map(|source| step_receivers(runner, &state, &run, source, *mode, now))
+        }
+        _ => None,
+    };
     let mut dial_capacity = Verdict::Unchecked;
     let mut precondition = None;
     let mut backlog = None;
@@ -163,6 +175,7 @@ pub fn tick_once(runner: &Runner) -> Option<String> {
     };
     let readings = RunReadings {
         restore_into,
+        receivers,
         now_ms: now,
         zones: &zones,
         units: table.units(),
@@ -476,6 +489,35 @@ fn submit(
 
 /// Whether the zone a drill's restore moves users back into may take them: known and not above
 /// the evacuation guard's error rate (over the detection window).
+/// The receivers of a zone move among three or more zones ([`receivers::choose`] under the
+/// step's guard; an automatic run also keeps the hop limit), or why no zone may receive.
+fn step_receivers(
+    runner: &Runner,
+    state: &crate::core::State,
+    run: &PlanRun,
+    source: ZoneId,
+    mode: crate::core::DrainMode,
+    now: u64,
+) -> Result<Vec<ZoneId>, String> {
+    let guard = if mode == crate::core::DrainMode::Evacuate {
+        runner.evacuate.guard
+    } else {
+        runner.maintenance.guard
+    };
+    let table = state.table();
+    let mut choice =
+        receivers::choose(&runner.health, state, table, source, guard.max_error_rate, now);
+    if run.started_by == crate::service::plan_trigger::AUTO {
+        let runs = crate::service::plan_trigger::auto_runs_since_armed(state);
+        choice = receivers::for_automatic_run(choice, table, &runs);
+    }
+    if choice.chosen.is_empty() {
+        Err(choice.skipped_reasons().join("; "))
+    } else {
+        Ok(choice.chosen)
+    }
+}
+
 fn restore_health(
     runner: &Runner,
     run: &PlanRun,

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::core::{
-    Guard, PlanRun, PlanStep, Reading, State, StoredPlan, TriggerDecision, TriggerInputs,
-    decide_trigger, trigger_zone,
+    Guard, PlanRun, PlanStep, Reading, Share, State, StoredPlan, TriggerDecision, TriggerInputs,
+    UnitSet, Verdict, ZoneId, decide_trigger, trigger_zone,
 };
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::Coordinator;
@@ -25,6 +25,7 @@ use crate::service::health::Health;
 use crate::service::lane_membership::Lanes;
 use crate::service::plan_start::{self, StartRequest};
 use crate::service::preconditions::Preconditions;
+use crate::service::receivers::{self, Choice};
 use crate::telemetry;
 
 /// Who an automatic run is signed by.
@@ -128,24 +129,42 @@ pub fn tick_once(t: &Triggers) {
         let mut inputs = cheap_inputs(&observed, stored, &state, now);
         inputs.preconditions = &preconditions;
         inputs.busy = plan_start::busy_reason(&state);
-        if let Some(receiving) = receiving_zone(stored, &zones) {
-            inputs.receiving_health = judge_health(&t.guard, &receiving, healths.get(&receiving));
-        }
-        inputs.receiving_capacity = judge_capacity(t, &state, stored, now);
+        let first = first_move(&state, stored);
+        let receivers = match &first {
+            Some(f) => Some(receivers_of(t, &state, f, &auto_runs, now)),
+            // A plan without a zone move (a dial, a call) still sends the watched zone's users
+            // to the other zone on two zones.
+            None => watched_counterpart(stored, &zones).map(|z| PlanReceivers {
+                by_health: vec![z],
+                chosen: Choice { chosen: vec![z], skipped: Vec::new() },
+            }),
+        };
         let caps = crate::core::AutomationCaps {
             automation: state.automation(),
             runs: &auto_runs,
             window_ms: t.auto_window_ms,
             max_share_percent: t.auto_max_share_percent,
         };
-        let receiving = receiving_zone(stored, &zones);
+        // The hop limit is judged on the zones health lets receive, before it takes its own out.
+        let could_receive: Vec<&str> = receivers
+            .as_ref()
+            .map(|r| r.by_health.iter().map(|z| state.table().zone_of(*z)).collect())
+            .unwrap_or_default();
         inputs.caps = crate::core::check_caps(
             &caps,
             name,
-            receiving.as_deref(),
-            share_moved(&state, stored),
+            &could_receive,
+            first.as_ref().map_or(0.0, |f| f.share_percent(&state)),
             now,
         );
+        if let Some(r) = &receivers {
+            inputs.receiving_health = judge_receivers(&t.guard, r, &healths, &state);
+        }
+        if let (Some(first), Some(r)) = (&first, &receivers)
+            && inputs.receiving_health.is_ok()
+        {
+            inputs.receiving_capacity = judge_capacity(t, &state, first, &r.chosen.chosen, now);
+        }
         match decide_trigger(&stored.plan, &inputs) {
             TriggerDecision::Quiet => {
                 observed.refused.remove(name);
@@ -257,22 +276,91 @@ pub fn auto_runs_since_armed(state: &State) -> Vec<crate::core::AutoRun> {
         .collect()
 }
 
-/// The share of users, in percent, the plan's first zone move would move from the table now.
-fn share_moved(state: &State, stored: &StoredPlan) -> f64 {
-    let table = state.table();
-    let Some(step) = stored.plan.steps.iter().find(|s| matches!(s, PlanStep::MoveZone { .. }))
-    else {
-        return 0.0;
-    };
-    let to = PlanRun::step_target(step, table.zones(), table.units(), table.blue_units());
-    f64::from(to.abs_diff(table.blue_units())) * 100.0 / f64::from(table.units())
+/// The plan's first zone move as the table stands now.
+struct FirstMove {
+    source: ZoneId,
+    domain: Option<String>,
+    /// The units the zone owns in the step's domain, and the units the step leaves it.
+    owned: u32,
+    keep: u32,
 }
 
-/// The zone that receives the users: the other zone of the plan's watched zone.
-fn receiving_zone(stored: &StoredPlan, zones: &crate::core::Zones) -> Option<String> {
+impl FirstMove {
+    /// The share of users, in percent, the move changes the owner of.
+    fn share_percent(&self, state: &State) -> f64 {
+        f64::from(self.owned.abs_diff(self.keep)) * 100.0 / f64::from(state.table().units())
+    }
+}
+
+fn first_move(state: &State, stored: &StoredPlan) -> Option<FirstMove> {
+    let table = state.table();
+    let step = stored.plan.steps.iter().find(|s| matches!(s, PlanStep::MoveZone { .. }))?;
+    let PlanStep::MoveZone { zone, to_percent, .. } = step else { return None };
+    let source = table.zones().color_in(zone)?;
+    let domain = step.named_domain().map(str::to_owned);
+    let owned = table.map_of(domain.as_deref())?.count(source);
+    // On two zones too, a zone at `to_percent` keeps that share of the units.
+    let keep = Share::from_percent(*to_percent, table.units()).map_or(owned, |s| s.blue_units);
+    Some(FirstMove { source, domain, owned, keep })
+}
+
+/// The other zone of the plan's watched zone, on two zones.
+fn watched_counterpart(stored: &StoredPlan, zones: &crate::core::Zones) -> Option<ZoneId> {
     let watched = trigger_zone(&stored.plan)
         .or_else(|| stored.plan.trigger.as_ref()?.lane_consumers_gone.as_deref())?;
-    zones.color_in(watched).and_then(|c| zones.counterpart(c)).map(|c| zones.zone_of(c).to_owned())
+    zones.color_in(watched).and_then(|c| zones.counterpart(c))
+}
+
+/// Who would receive the plan's first zone move.
+struct PlanReceivers {
+    /// The zones health lets receive (what the hop limit is judged on).
+    by_health: Vec<ZoneId>,
+    /// The zones the run would give units to (health, then the hop limit), and who is left out.
+    chosen: Choice,
+}
+
+/// On two zones the other zone; among three or more, the runner's own choice for an automatic
+/// run ([`receivers::choose`], then [`receivers::for_automatic_run`]), so the trigger judges the
+/// zones the run's drain would then use.
+fn receivers_of(
+    t: &Triggers,
+    state: &State,
+    first: &FirstMove,
+    runs: &[crate::core::AutoRun],
+    now: u64,
+) -> PlanReceivers {
+    let table = state.table();
+    let zones = table.zones();
+    if zones.is_two() {
+        let other: Vec<ZoneId> = zones.counterpart(first.source).into_iter().collect();
+        return PlanReceivers {
+            by_health: other.clone(),
+            chosen: Choice { chosen: other, skipped: Vec::new() },
+        };
+    }
+    let choice =
+        receivers::choose(&t.health, state, table, first.source, t.guard.max_error_rate, now);
+    let by_health = choice.chosen.clone();
+    PlanReceivers { by_health, chosen: receivers::for_automatic_run(choice, table, runs) }
+}
+
+/// Every zone the run would give users to passes the guard: known, and not above its error
+/// rate (an automatic run never sends users into a zone whose health nobody can read).
+fn judge_receivers(
+    guard: &Guard,
+    r: &PlanReceivers,
+    healths: &HashMap<String, Reading>,
+    state: &State,
+) -> Result<(), String> {
+    let table = state.table();
+    if r.chosen.chosen.is_empty() {
+        return Err(format!("no zone may receive: {}", r.chosen.skipped_reasons().join("; ")));
+    }
+    for zone in &r.chosen.chosen {
+        let name = table.zone_of(*zone);
+        judge_health(guard, name, healths.get(name))?;
+    }
+    Ok(())
 }
 
 /// The receiving zone passes the guard: known, and not above its error rate.
@@ -293,21 +381,46 @@ fn judge_health(guard: &Guard, zone: &str, reading: Option<&Reading>) -> Result<
     }
 }
 
-/// Whether the table the plan's first zone move leads to fits the receiving zone's capacity.
+/// Whether the table the plan's first zone move leads to fits every receiving zone's capacity:
+/// on two zones the dial it sets; among three or more, the units the zone gives away (its
+/// highest, as the zone drain gives them) spread over the receivers by free room, as the drain
+/// spreads them, judged on each receiver's load plus its share of the source's.
 fn judge_capacity(
     t: &Triggers,
     state: &State,
-    stored: &StoredPlan,
+    first: &FirstMove,
+    receivers: &[ZoneId],
     now: u64,
 ) -> Result<(), String> {
     let table = state.table();
-    let Some(step) = stored.plan.steps.iter().find(|s| matches!(s, PlanStep::MoveZone { .. }))
-    else {
+    if first.keep >= first.owned {
         return Ok(());
-    };
-    let to = PlanRun::step_target(step, table.zones(), table.units(), table.blue_units());
-    let verdict = t.capacities.judge_dial(table, to, now);
-    if verdict.blocks() { Err(verdict.explain()) } else { Ok(()) }
+    }
+    if table.zones().is_two() {
+        let Some(view) = table.view_of(first.domain.as_deref()) else { return Ok(()) };
+        let to = if first.source == ZoneId::BLUE { first.keep } else { table.units() - first.keep };
+        let verdict = t.capacities.judge_dial(&view, to, now);
+        return if verdict.blocks() { Err(verdict.explain()) } else { Ok(()) };
+    }
+    let Some(map) = table.map_of(first.domain.as_deref()) else { return Ok(()) };
+    let given: Vec<u32> = map.units_of(first.source).skip(first.keep as usize).collect();
+    let rooms: Vec<Option<f64>> =
+        receivers.iter().map(|z| t.capacities.room(table, *z, now)).collect();
+    let counts = crate::core::spread_by_headroom(given.len() as u32, &rooms);
+    let mut next = map.clone();
+    let mut from = 0usize;
+    for (zone, count) in receivers.iter().zip(counts) {
+        let slice = &given[from..from + count as usize];
+        from += count as usize;
+        if let Some(set) = UnitSet::from_sorted(slice) {
+            next = next.moved(&set, *zone);
+        }
+    }
+    let verdicts = t.capacities.judge_maps(table, &[(map, &next)], now);
+    match verdicts.into_iter().map(|(_, v)| v).find(Verdict::blocks) {
+        Some(v) => Err(v.explain()),
+        None => Ok(()),
+    }
 }
 
 fn refuse(o: &mut Observed, plan: &str, kind: &'static str, why: &str) {

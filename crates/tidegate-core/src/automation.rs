@@ -49,7 +49,7 @@ pub struct Caps<'a> {
 pub fn check_caps(
     caps: &Caps<'_>,
     plan: &str,
-    receiving_zone: Option<&str>,
+    receivers: &[&str],
     share_percent: f64,
     now_ms: u64,
 ) -> Result<(), (&'static str, String)> {
@@ -73,13 +73,26 @@ pub fn check_caps(
             ),
         ));
     }
-    if let Some(zone) = receiving_zone
-        && let Some(run) = caps.runs.iter().find(|r| r.left_zone.as_deref() == Some(zone))
-    {
+    // The hop limit: no automatic move back into a zone automation emptied. Among three or
+    // more zones such a zone is left out of the receivers; it holds the run when every zone
+    // that could receive is one.
+    let hopped: Vec<(&str, &AutoRun)> = receivers
+        .iter()
+        .filter_map(|z| {
+            caps.runs.iter().find(|r| r.left_zone.as_deref() == Some(*z)).map(|r| (*z, r))
+        })
+        .collect();
+    if !receivers.is_empty() && hopped.len() == receivers.len() {
+        let (zone, run) = hopped[0];
+        let others = if hopped.len() > 1 {
+            format!(" (and {} more zones)", hopped.len() - 1)
+        } else {
+            String::new()
+        };
         return Err((
             "hop_limit",
             format!(
-                "hop limit: automatic run {} (plan {}) moved users out of {zone}; no automatic \
+                "hop limit: automatic run {} (plan {}) moved users out of {zone}{others}; no automatic \
                  move back into it until an operator re-arms automation",
                 run.run, run.plan
             ),
@@ -117,6 +130,10 @@ mod tests {
         AutoRun { run: id, plan: plan.into(), left_zone: Some(left.into()), started_ms: at }
     }
 
+    fn late(c: Caps<'_>) -> Caps<'_> {
+        Caps { window_ms: 1, ..c }
+    }
+
     fn caps<'a>(a: &'a Automation, runs: &'a [AutoRun]) -> Caps<'a> {
         Caps { automation: a, runs, window_ms: 600_000, max_share_percent: 100.0 }
     }
@@ -126,25 +143,45 @@ mod tests {
         let a = Automation::default();
         // az-b failing -> az-a ran; az-a failing -> az-b would move users back into az-b.
         let runs = [run(1, "az-b-failing", "az-b", 0)];
-        let e = check_caps(&caps(&a, &runs), "az-a-failing", Some("az-b"), 50.0, 15_000);
+        let e = check_caps(&caps(&a, &runs), "az-a-failing", &["az-b"], 50.0, 15_000);
         assert_eq!(e.unwrap_err().0, "hop_limit");
         // Even past the window, until an operator re-arms.
         let late = Caps { window_ms: 1, ..caps(&a, &runs) };
-        let e = check_caps(&late, "az-a-failing", Some("az-b"), 50.0, 9_000_000);
+        let e = check_caps(&late, "az-a-failing", &["az-b"], 50.0, 9_000_000);
         assert!(e.unwrap_err().1.contains("re-arms"));
         // Re-armed: the old run no longer counts.
-        assert!(check_caps(&caps(&a, &[]), "az-a-failing", Some("az-b"), 50.0, 15_000).is_ok());
+        assert!(check_caps(&caps(&a, &[]), "az-a-failing", &["az-b"], 50.0, 15_000).is_ok());
+    }
+
+    #[test]
+    fn among_three_zones_the_hop_limit_holds_only_when_every_receiver_was_emptied() {
+        let a = Automation::default();
+        let runs = [run(1, "az-a-failing", "az-a", 0)];
+        // az-b failing: az-c may still receive (az-a is left out of the receivers).
+        assert!(
+            check_caps(&late(caps(&a, &runs)), "az-b-failing", &["az-a", "az-c"], 40.0, 20_000)
+                .is_ok()
+        );
+        // Only the emptied zone could receive: held.
+        let e = check_caps(&late(caps(&a, &runs)), "az-b-failing", &["az-a"], 40.0, 20_000);
+        assert_eq!(e.unwrap_err().0, "hop_limit");
+        // Two runs emptied both other zones: held, and the sentence says so.
+        let two = [run(1, "az-a-failing", "az-a", 0), run(2, "az-c-failing", "az-c", 5)];
+        let e = check_caps(&late(caps(&a, &two)), "az-b-failing", &["az-a", "az-c"], 40.0, 20_000)
+            .unwrap_err();
+        assert_eq!(e.0, "hop_limit");
+        assert!(e.1.contains("and 1 more zones"), "{}", e.1);
     }
 
     #[test]
     fn a_plan_fires_once_per_incident_and_one_run_per_window() {
         let a = Automation::default();
         let runs = [run(1, "az-b-failing", "az-b", 0)];
-        let again = check_caps(&caps(&a, &runs), "az-b-failing", Some("az-a"), 50.0, 60_000);
+        let again = check_caps(&caps(&a, &runs), "az-b-failing", &["az-a"], 50.0, 60_000);
         assert_eq!(again.unwrap_err().0, "once_per_incident");
-        let other = check_caps(&caps(&a, &runs), "az-c-failing", Some("az-a"), 10.0, 60_000);
+        let other = check_caps(&caps(&a, &runs), "az-c-failing", &["az-a"], 10.0, 60_000);
         assert_eq!(other.unwrap_err().0, "window");
-        assert!(check_caps(&caps(&a, &runs), "az-c-failing", Some("az-a"), 10.0, 600_000).is_ok());
+        assert!(check_caps(&caps(&a, &runs), "az-c-failing", &["az-a"], 10.0, 600_000).is_ok());
     }
 
     #[test]
@@ -155,12 +192,12 @@ mod tests {
             reason: "db failover by hand".into(),
             ..Automation::default()
         };
-        let e = check_caps(&caps(&stopped, &[]), "p", Some("az-a"), 10.0, 0).unwrap_err();
+        let e = check_caps(&caps(&stopped, &[]), "p", &["az-a"], 10.0, 0).unwrap_err();
         assert_eq!(e.0, "stopped");
         assert!(e.1.contains("alice") && e.1.contains("db failover by hand"), "{}", e.1);
         let a = Automation::default();
         let capped = Caps { max_share_percent: 30.0, ..caps(&a, &[]) };
-        assert_eq!(check_caps(&capped, "p", Some("az-a"), 50.0, 0).unwrap_err().0, "share_cap");
-        assert!(check_caps(&capped, "p", Some("az-a"), 30.0, 0).is_ok());
+        assert_eq!(check_caps(&capped, "p", &["az-a"], 50.0, 0).unwrap_err().0, "share_cap");
+        assert!(check_caps(&capped, "p", &["az-a"], 30.0, 0).is_ok());
     }
 }

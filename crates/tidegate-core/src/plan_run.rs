@@ -223,6 +223,10 @@ pub struct RunReadings<'a> {
     /// For a drill whose hold is over: whether the zone its restore moves users back into is
     /// healthy (`Err(why)` when it is failing or its health is unknown).
     pub restore_into: Result<(), String>,
+    /// For a `MoveZone` step about to start on a table of three or more zones: the zones the
+    /// runner judged may receive (by health, and for an automatic run the hop limit), or why
+    /// none may. `None`: every other live zone.
+    pub receivers: Option<Result<Vec<ZoneId>, String>>,
 }
 
 /// The next command a run needs.
@@ -507,11 +511,20 @@ impl PlanRun {
         if keep == r.zone_units {
             return Decision::StartStep { step, drain: None };
         }
-        let receivers =
-            match super::zone_drain::receiving_zones(r.zones, color, &Receivers::Spread, 1) {
-                Ok(list) => list,
-                Err(e) => return fail(format!("step {}: {e}", step + 1)),
-            };
+        let asked = match &r.receivers {
+            None => Receivers::Spread,
+            Some(Ok(list)) => Receivers::Named(list.clone()),
+            Some(Err(why)) => {
+                return fail(format!(
+                    "step {}: no zone may receive {zone}'s units: {why}",
+                    step + 1
+                ));
+            }
+        };
+        let receivers = match super::zone_drain::receiving_zones(r.zones, color, &asked, 1) {
+            Ok(list) => list,
+            Err(e) => return fail(format!("step {}: {e}", step + 1)),
+        };
         let d = if mode == DrainMode::Evacuate { r.evacuate } else { r.maintenance };
         Decision::StartStep {
             step,
