@@ -1170,3 +1170,75 @@ fn the_automatic_trigger_judges_three_zones_by_health_hop_and_share() {
     stop.store(true, Ordering::SeqCst);
     feeder.join().unwrap();
 }
+
+/// A drill's restore into a zone it emptied (issue 47): owning nothing, the zone reports no
+/// outcomes, so its health is unknown. With nothing of it live the restore holds and says so
+/// (the control: a dead zone looks the same from its outcomes); once a subscriber in the zone
+/// is live (its edge or service watching), the zone counts as idle, not dead, and the restore
+/// gives the map back.
+#[test]
+fn a_drill_restores_into_an_idle_zone_that_shows_life() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tidegate.toml");
+    let toml = config().replace(
+        "[health]\nwindow = \"2s\"",
+        "[health]\nwindow = \"1s\"\n[drain]\ntick = \"20ms\"\n\
+         [drain.evacuate]\nstep_percent = 50.0\ninterval = \"100ms\"",
+    );
+    std::fs::write(&file, toml).unwrap();
+    let server = Server::start(&file, &dir.path().join("data"));
+    let url = server.url.clone();
+    let (status, body) = put_units(
+        &url,
+        json!({"moves": [{"units": "60-99", "zone": "az-c"}], "expected_version": routing(&url)["version"], "reason": "az-c takes 40 units"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let start = owners(&body);
+    // az-c reports nothing: its health is unknown throughout.
+    let stop = Arc::new(AtomicBool::new(false));
+    feed(url.clone(), &[("az-a", "green", 500), ("az-b", "blue", 500)], Arc::clone(&stop));
+    std::thread::sleep(Duration::from_millis(1200));
+    let (status, body) = put_json(
+        &format!("{url}/v1/plans/empty-az-c"),
+        OPERATOR_TOKEN,
+        json!({"steps": [{"type": "evacuate", "zone": "az-c", "to_percent": 0}],
+               "rto": "5m", "expected_version": routing(&url)["version"], "reason": "az-c maintenance"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post_json(
+        &format!("{url}/v1/plans/empty-az-c/drill"),
+        OPERATOR_TOKEN,
+        json!({"reason": "drill", "hold": "500ms"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let run = body["id"].as_u64().or(body["run"]["id"].as_u64()).expect("the drill's run ID");
+    let report = || get_json(&format!("{url}/v1/plans/empty-az-c/runs/{run}")).1;
+
+    // Control: nothing of az-c is live; the restore holds and says why.
+    let held = wait_for(Duration::from_secs(20), || {
+        let r = report();
+        r["hold_reason"].as_str().is_some_and(|h| h.contains("nothing of it is live")).then_some(r)
+    });
+    assert_eq!(routing(&url)["zones"][2]["units"], 0, "{held}");
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_ne!(report()["state"], "completed", "still held");
+
+    // A subscriber in az-c: the zone is idle, not dead; the drill restores the map.
+    let identity = tidegate::client::Identity {
+        subscriber_id: "az-c-edge".into(),
+        zone: "az-c".into(),
+        kind: "service".into(),
+    };
+    let options = tidegate::client::RouterOptions {
+        token: Some(OPERATOR_TOKEN.into()),
+        ..Default::default()
+    };
+    let router = tidegate::client::Router::connect(&url, identity, options).unwrap();
+    let done = wait_for(Duration::from_secs(20), || {
+        let r = report();
+        (r["state"] == "completed").then_some(r)
+    });
+    assert_eq!(owners(&routing(&url)), start, "the drill restored the map: {done}");
+    drop(router);
+    stop.store(true, Ordering::SeqCst);
+}

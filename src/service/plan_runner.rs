@@ -556,7 +556,17 @@ fn restore_health(
     for zone in gaining {
         let zone = table.zone_of(zone);
         match runner.health.recent(zone, now) {
-            Reading::Unknown { why } => return Err(format!("{zone}'s health is unknown ({why})")),
+            // Owning nothing, a live zone reports no outcomes: idle, not dead, when something
+            // of it still shows life (a live subscriber, a lane member there).
+            Reading::Unknown { why } => match signs_of_life(runner, table, zone, now) {
+                Some(_) => {}
+                None => {
+                    return Err(format!(
+                        "{zone}'s health is unknown ({why}) and nothing of it is live (no \
+                         subscriber, no lane member)"
+                    ));
+                }
+            },
             Reading::Known { error_rate, requests }
                 if requests >= guard.min_requests && error_rate > guard.max_error_rate =>
             {
@@ -570,6 +580,29 @@ fn restore_health(
         }
     }
     Ok(())
+}
+
+/// What shows that an idle zone (one owning no units in any domain) is alive although it
+/// reports no outcomes: a live subscriber or a lane member in it. `None` for a zone that owns
+/// units (its silence is its own) or shows nothing.
+fn signs_of_life(
+    runner: &Runner,
+    table: &crate::core::RoutingTable,
+    zone: &str,
+    now: u64,
+) -> Option<String> {
+    let id = table.zones().color_in(zone)?;
+    let owns = table.map().count(id) + table.domains().values().map(|m| m.count(id)).sum::<u32>();
+    if owns > 0 {
+        return None;
+    }
+    let subscribers =
+        runner.subscribers.list(now).iter().filter(|(s, live)| *live && s.zone == zone).count();
+    if subscribers > 0 {
+        return Some(format!("{subscribers} live subscriber(s)"));
+    }
+    let members = runner.lanes.members_by_zone(now)?.get(zone).copied().unwrap_or(0);
+    (members > 0).then(|| format!("{members} lane member(s)"))
 }
 
 #[cfg(test)]
