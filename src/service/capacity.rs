@@ -567,4 +567,23 @@ mod tests {
         assert!(matches!(verdict, Verdict::Exceeds(_)), "{verdict:?}");
         assert!(verdict.explain().contains("last known"), "{}", verdict.explain());
     }
+
+    #[test]
+    fn a_source_read_while_its_reports_stop_is_remembered_at_its_real_load() {
+        let (health, capacities, state) = setup();
+        feed(&health, &["az-a", "az-b"], 1_000_000, 1_012_000);
+        assert!(matches!(capacities.judge_dial(state.table(), 25, 1_012_500), Verdict::Fits(_)));
+        // az-b stops reporting; it is read again 4.5 s and 8.5 s later, before it is silent
+        // (15 s), while its last reports fall out of the 10 s detection window.
+        feed(&health, &["az-a"], 1_013_000, 1_040_000);
+        for at in [1_016_500, 1_020_500] {
+            let read = capacities.drain_inputs(state.table(), &drain(1, 50), at).unwrap();
+            let rps = *read.draining.load_rps.as_ref().unwrap();
+            assert!((1_900.0..2_300.0).contains(&rps), "read at {at}: {rps}");
+        }
+        // Silent: judged by the last known load, not by the decayed one (about 300 rps before).
+        let inputs = capacities.drain_inputs(state.table(), &drain(2, 50), 1_040_500).unwrap();
+        let last_known = *inputs.draining.load_rps.as_ref().unwrap();
+        assert!((1_900.0..2_300.0).contains(&last_known), "{last_known}");
+    }
 }
