@@ -237,6 +237,20 @@ fn three_zones_move_evacuate_and_agree_everywhere() {
         Arc::clone(&stop),
     );
     std::thread::sleep(Duration::from_millis(4500));
+    // The standing capacity question on three zones (issue 47): each receiver with a capacity
+    // is asked about its share of az-c's users (before, only blue <-> green were asked, and
+    // the third zone's health gauge was never refreshed).
+    let metric = |series: &str| {
+        let mut response = agent().get(&format!("{url}/metrics")).call().unwrap();
+        let text = response.body_mut().read_to_string().unwrap();
+        text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+    };
+    let published = wait_until(Duration::from_secs(12), || {
+        metric("tidegate_zone_can_absorb{zone=\"az-a\",from=\"az-c\"}") == Some(1.0)
+            && metric("tidegate_zone_can_absorb{zone=\"az-b\",from=\"az-c\"}") == Some(1.0)
+            && metric("tidegate_zone_error_ratio{zone=\"az-c\"}") == Some(0.0)
+    });
+    assert!(published, "az-a and az-b can each take their share of az-c's 700 rps");
     let evacuate = |dry_run: bool| {
         post_json(
             &format!("{url}/v1/units/evacuate"),

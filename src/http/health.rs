@@ -1,6 +1,5 @@
 //! Liveness, readiness and the Prometheus scrape endpoint.
 
-use crate::core::ZoneId;
 use std::time::Duration;
 
 use rocket::fairing::AdHoc;
@@ -22,7 +21,6 @@ pub fn stage() -> AdHoc {
                     let health = std::sync::Arc::clone(&app.health);
                     let capacities = std::sync::Arc::clone(&app.capacities);
                     let coordinator = std::sync::Arc::clone(&app.coordinator);
-                    let zones = app.config.zones.clone();
                     let every = Duration::from_millis(app.config.health.publish_interval_ms);
                     let mut shutdown = rocket.shutdown();
                     rocket::tokio::spawn(async move {
@@ -34,31 +32,23 @@ pub fn stage() -> AdHoc {
                             }
                             // Reading a zone publishes its gauges; the Prometheus source does
                             // HTTP, hence the blocking thread.
-                            let (health, zones) = (std::sync::Arc::clone(&health), zones.clone());
+                            let health = std::sync::Arc::clone(&health);
                             let capacities = std::sync::Arc::clone(&capacities);
                             let table = coordinator.table();
                             let _ = rocket::tokio::task::spawn_blocking(move || {
                                 let now = super::now_ms();
-                                health.zone(zones.zone_of(ZoneId::BLUE), now);
-                                health.zone(zones.zone_of(ZoneId::GREEN), now);
-                                // The standing capacity question: could each zone take the
-                                // other's users now? (A zone without a capacity is not asked.)
-                                for (to_units, from, to) in [
-                                    (0, zones.zone_of(ZoneId::BLUE), zones.zone_of(ZoneId::GREEN)),
-                                    (
-                                        table.units(),
-                                        zones.zone_of(ZoneId::GREEN),
-                                        zones.zone_of(ZoneId::BLUE),
-                                    ),
-                                ] {
-                                    let verdict = capacities.judge_dial(&table, to_units, now);
-                                    let can = match verdict {
-                                        crate::core::Verdict::Unchecked => continue,
-                                        crate::core::Verdict::Fits(_) => Some(true),
-                                        crate::core::Verdict::Exceeds(_) => Some(false),
-                                        crate::core::Verdict::Unknown { .. } => None,
-                                    };
-                                    crate::telemetry::publish_can_absorb(to, from, can);
+                                // Every live zone of the table (not only the first two).
+                                for zone in table.zones().live() {
+                                    health.zone(table.zone_of(zone), now);
+                                }
+                                // The standing capacity question: could the other zones take
+                                // each zone's users now? (A zone without a capacity is not asked.)
+                                for (to, from, can) in capacities.can_absorb(&table, now) {
+                                    crate::telemetry::publish_can_absorb(
+                                        table.zone_of(to),
+                                        table.zone_of(from),
+                                        can,
+                                    );
                                 }
                             })
                             .await;

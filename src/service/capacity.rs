@@ -328,6 +328,71 @@ impl Capacities {
         out
     }
 
+    /// The standing capacity question for every zone that owns users: could the other live
+    /// zones take all of them now? One answer per receiving zone that has a capacity, as
+    /// `(receiver, source, fits)` (`None`: unknown). On two zones the other zone takes every
+    /// user (the dial to 0 or 100 %); among more, each receiver its share of the source's units
+    /// (every domain's) spread by free room, as an evacuation without `to` would give them.
+    pub fn can_absorb(
+        &self,
+        table: &RoutingTable,
+        now_ms: u64,
+    ) -> Vec<(ZoneId, ZoneId, Option<bool>)> {
+        let answer = |v: &Verdict| match v {
+            Verdict::Unchecked => None,
+            Verdict::Fits(_) => Some(Some(true)),
+            Verdict::Exceeds(_) => Some(Some(false)),
+            Verdict::Unknown { .. } => Some(None),
+        };
+        let zones = table.zones();
+        let mut out = Vec::new();
+        if zones.is_two() {
+            for (from, to, to_units) in
+                [(ZoneId::BLUE, ZoneId::GREEN, 0), (ZoneId::GREEN, ZoneId::BLUE, table.units())]
+            {
+                if let Some(can) = answer(&self.judge_dial(table, to_units, now_ms)) {
+                    out.push((to, from, can));
+                }
+            }
+            return out;
+        }
+        let live: Vec<ZoneId> = zones.live().collect();
+        for &from in &live {
+            let receivers: Vec<ZoneId> = live.iter().copied().filter(|z| *z != from).collect();
+            if receivers.is_empty() || table.units_of(from) == 0 {
+                continue;
+            }
+            let rooms: Vec<Option<f64>> =
+                receivers.iter().map(|z| self.room(table, *z, now_ms)).collect();
+            let mut maps: Vec<(&crate::core::UnitMap, crate::core::UnitMap)> = Vec::new();
+            for map in std::iter::once(table.map()).chain(table.domains().values()) {
+                let given: Vec<u32> = map.units_of(from).collect();
+                if given.is_empty() {
+                    continue;
+                }
+                let counts = crate::core::spread_by_headroom(given.len() as u32, &rooms);
+                let mut next = map.clone();
+                let mut at = 0usize;
+                for (zone, count) in receivers.iter().zip(counts) {
+                    let slice = &given[at..at + count as usize];
+                    at += count as usize;
+                    if let Some(set) = crate::core::UnitSet::from_sorted(slice) {
+                        next = next.moved(&set, *zone);
+                    }
+                }
+                maps.push((map, next));
+            }
+            let changes: Vec<(&crate::core::UnitMap, &crate::core::UnitMap)> =
+                maps.iter().map(|(now, next)| (*now, next)).collect();
+            for (to, verdict) in self.judge_maps(table, &changes, now_ms) {
+                if let Some(can) = answer(&verdict) {
+                    out.push((to, from, can));
+                }
+            }
+        }
+        out
+    }
+
     /// Each receiver's free room (allowed load less current load, in rps) for spreading an
     /// evacuation by headroom; `None` where it is not known or not checked.
     pub fn room(&self, table: &RoutingTable, zone: ZoneId, now_ms: u64) -> Option<f64> {
