@@ -185,11 +185,19 @@ pub fn decide_zone_step(inputs: &StepInputs<'_>) -> ZoneStep {
     if slice.is_empty() {
         return ZoneStep::Arrived;
     }
-    let mut health = Vec::with_capacity(inputs.receivers.len() + 1);
+    // Chosen again at every step: a receiver whose health is unknown (dead, silent, or idle:
+    // owning nothing it reports nothing) gets nothing while another reads known, as
+    // `choose_receivers` decides at the start; the step holds on it only when every receiver
+    // is unknown. (A drain used to hold forever on a receiver that died after it started.)
+    let known = |r: &&ReceiverInputs<'_>| matches!(r.reading, Reading::Known { .. });
+    let any_known = inputs.receivers.iter().any(|r| known(&r));
+    let receivers: Vec<&ReceiverInputs<'_>> =
+        inputs.receivers.iter().filter(|r| !any_known || known(r)).collect();
+    let mut health = Vec::with_capacity(receivers.len() + 1);
     if inputs.mode == DrainMode::Maintenance {
         health.push((inputs.source_name, inputs.source_reading, "draining"));
     }
-    health.extend(inputs.receivers.iter().map(|r| (r.name, r.reading, "receiving")));
+    health.extend(receivers.iter().map(|r| (r.name, r.reading, "receiving")));
     for (zone, reading, role) in health {
         if let Some((breach, reason)) =
             guard_hold(inputs.guard, inputs.consecutive_breaches, zone, role, reading)
@@ -197,15 +205,14 @@ pub fn decide_zone_step(inputs: &StepInputs<'_>) -> ZoneStep {
             return ZoneStep::Hold { breach, zone: zone.to_owned(), reason };
         }
     }
-    let rooms: Vec<Option<f64>> = inputs
-        .receivers
+    let rooms: Vec<Option<f64>> = receivers
         .iter()
         .map(|r| r.load.and_then(|l| free_room(l, inputs.headroom)))
         .collect();
     let counts = spread_by_headroom(slice.len() as u32, &rooms);
     let source_units = inputs.map.count(inputs.source);
-    let mut verdicts = Vec::with_capacity(inputs.receivers.len());
-    for (r, &count) in inputs.receivers.iter().zip(&counts) {
+    let mut verdicts = Vec::with_capacity(receivers.len());
+    for (r, &count) in receivers.iter().zip(&counts) {
         let verdict = match (inputs.source_load, r.load) {
             (Some(source), Some(receiving)) if count > 0 => judge_gains(
                 &[Gain { moved_units: count, source_units, source }],
@@ -224,7 +231,7 @@ pub fn decide_zone_step(inputs: &StepInputs<'_>) -> ZoneStep {
         }
         verdicts.push((r.zone, verdict));
     }
-    let zones: Vec<ZoneId> = inputs.receivers.iter().map(|r| r.zone).collect();
+    let zones: Vec<ZoneId> = receivers.iter().map(|r| r.zone).collect();
     ZoneStep::Move { moves: split_slice(&slice, &zones, &counts, inputs.domain), verdicts }
 }
 
