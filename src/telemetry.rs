@@ -30,6 +30,7 @@ pub const ZONE_SHARE: &str = "tidegate_zone_share_ratio";
 pub const DRAIN_ACTIVE: &str = "tidegate_drain_active";
 pub const DRAIN_CAPACITY_HELD: &str = "tidegate_drain_capacity_held";
 pub const ZONE_CAN_ABSORB: &str = "tidegate_zone_can_absorb";
+pub const ZONE_PINNED_USERS: &str = "tidegate_zone_pinned_users";
 pub const DRAIN_STATE: &str = "tidegate_drain_state";
 pub const PLAN_RUNS: &str = "tidegate_plan_runs_total";
 pub const PLAN_RUN_DURATION: &str = "tidegate_plan_run_duration_seconds";
@@ -177,6 +178,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "1 when the zone's health is known, 0 when the source cannot tell.",
     ),
     ("gauge", ZONE_SHARE, "Share of users routed to each zone, as a ratio (0-1)."),
+    (
+        "gauge",
+        ZONE_PINNED_USERS,
+        "Users pinned to each zone (a pin outranks the unit map: they stay when the zone is evacuated).",
+    ),
     ("gauge", DRAIN_ACTIVE, "1 while a drain is running or paused, by drained zone."),
     (
         "gauge",
@@ -510,6 +516,9 @@ pub fn publish_state(state: &State) {
         let ratio = f64::from(table.units_of(color)) / f64::from(table.units());
         metrics::gauge!(ZONE_SHARE, "zone" => table.zone_of(color).to_owned(), "color" => table.lane(color).to_owned())
             .set(ratio);
+        let pinned = table.pins().values().filter(|z| **z == color).count();
+        metrics::gauge!(ZONE_PINNED_USERS, "zone" => table.zone_of(color).to_owned())
+            .set(pinned as f64);
     }
     // Units whose writes a move in progress freezes, by domain (0 between moves).
     for domain in std::iter::once(crate::core::DEFAULT_DOMAIN)

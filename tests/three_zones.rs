@@ -1021,16 +1021,37 @@ fn an_evacuation_skips_failing_and_silent_receivers_and_says_why() {
         Arc::clone(&stop),
     );
     std::thread::sleep(Duration::from_millis(2500));
+    // A user pinned to az-b stays there (a pin outranks the map): the answer and the audit say
+    // so, and the gauge the alert reads counts them.
+    let (status, body) = put_json(
+        &format!("{url}/v1/pins/vip-1"),
+        OPERATOR_TOKEN,
+        json!({"color": "blue", "expected_version": routing(&url)["version"], "reason": "vip"}),
+    );
+    assert_eq!(status, 200, "{body}");
     let before = routing(&url);
     let (status, body) = evacuate("az-b", None);
     assert_eq!(status, 200, "{body}");
+    assert_eq!(body["pinned_users_left"], 1, "{body}");
+    assert!(body["note"].as_str().unwrap().starts_with("1 pinned user(s) stay in az-b"), "{body}");
+    let mut response = agent().get(&format!("{url}/metrics")).call().unwrap();
+    let metrics = response.body_mut().read_to_string().unwrap();
+    assert!(
+        metrics.contains("tidegate_zone_pinned_users{zone=\"az-b\"} 1"),
+        "the gauge counts the pin"
+    );
     let to = moved_to(&before, &body, "az-b");
     assert_eq!(to.keys().collect::<Vec<_>>(), ["az-a"], "{to:?}");
     let skipped = body["skipped_receivers"].as_array().unwrap();
     assert_eq!(skipped.len(), 1, "{body}");
     assert!(skipped[0].as_str().unwrap().starts_with("az-c: failing (10.0% errors"), "{body}");
     let (_, audit) = get_json(&format!("{url}/v1/audit?limit=1"));
-    assert!(audit["entries"][0]["reason"].as_str().unwrap().contains("receivers skipped: az-c"));
+    let reason = audit["entries"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("receivers skipped: az-c")
+            && reason.contains("1 pinned user(s) stay in az-b"),
+        "{reason}"
+    );
 
     // 2. Control: az-c named in `to` receives its share although it fails.
     let before = routing(&url);

@@ -250,6 +250,8 @@ struct MoveAsk {
     wait: bool,
     /// Receivers an evacuation left out, each with why (in the answer and the audit).
     skipped: Vec<String>,
+    /// An evacuation: the zone's pinned users, who stay in it (a pin outranks the map).
+    pinned_left: Option<(String, usize)>,
 }
 
 async fn move_to(
@@ -258,8 +260,24 @@ async fn move_to(
     moves: Vec<UnitMove>,
     ask: MoveAsk,
 ) -> Result<(Status, Versioned), ApiError> {
-    let MoveAsk { expected_version, by, mut reason, force, dry_run, key, window, wait, skipped } =
-        ask;
+    let MoveAsk {
+        expected_version,
+        by,
+        mut reason,
+        force,
+        dry_run,
+        key,
+        window,
+        wait,
+        skipped,
+        pinned_left,
+    } = ask;
+    let pinned_note = pinned_left.as_ref().filter(|(_, n)| *n > 0).map(|(zone, n)| {
+        format!("{n} pinned user(s) stay in {zone}: a pin outranks the unit map; unpin them to move them")
+    });
+    if let Some(note) = &pinned_note {
+        reason = format!("{reason} [{note}]");
+    }
     if !skipped.is_empty() {
         reason = format!("{reason} [receivers skipped: {}]", skipped.join("; "));
     }
@@ -305,6 +323,8 @@ async fn move_to(
             "domains": preview_body["domains"].clone(),
             "freeze": freeze,
             "skipped_receivers": skipped,
+            "pinned_users_left": pinned_left.as_ref().map(|(_, n)| *n),
+            "note": pinned_note,
         });
         return Ok((Status::Ok, Versioned::new(&body, table.version())));
     }
@@ -351,6 +371,12 @@ async fn move_to(
     body["projection"] = Value::Array(projection);
     if !skipped.is_empty() {
         body["skipped_receivers"] = json!(skipped);
+    }
+    if let Some((_, n)) = &pinned_left {
+        body["pinned_users_left"] = json!(n);
+    }
+    if let Some(note) = &pinned_note {
+        body["note"] = json!(note);
     }
     if window.is_some() {
         body["change"] = units_change_body(&app.coordinator.state());
@@ -447,6 +473,7 @@ async fn put_units(
         window,
         wait: r.freeze.is_none(),
         skipped: Vec::new(),
+        pinned_left: None,
     };
     move_to(app, table, moves, ask).await
 }
@@ -782,6 +809,10 @@ async fn evacuate_units(
         // An evacuation freezes only when asked, and then answers 202.
         wait: false,
         skipped,
+        pinned_left: Some((
+            table.zone_of(source).to_owned(),
+            table.pins().values().filter(|z| **z == source).count(),
+        )),
     };
     move_to(app, table, moves, ask).await
 }

@@ -205,10 +205,8 @@ pub fn decide_zone_step(inputs: &StepInputs<'_>) -> ZoneStep {
             return ZoneStep::Hold { breach, zone: zone.to_owned(), reason };
         }
     }
-    let rooms: Vec<Option<f64>> = receivers
-        .iter()
-        .map(|r| r.load.and_then(|l| free_room(l, inputs.headroom)))
-        .collect();
+    let rooms: Vec<Option<f64>> =
+        receivers.iter().map(|r| r.load.and_then(|l| free_room(l, inputs.headroom))).collect();
     let counts = spread_by_headroom(slice.len() as u32, &rooms);
     let source_units = inputs.map.count(inputs.source);
     let mut verdicts = Vec::with_capacity(receivers.len());
