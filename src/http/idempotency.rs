@@ -37,8 +37,12 @@ pub const MAX_LEN: usize = 128;
 /// How long a replica remembers a key's fingerprint and answer.
 pub const REMEMBER_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// How many keys a replica remembers at most (the oldest is forgotten first).
+/// How many keys a replica remembers at most. When full, the caller holding the most keys
+/// forgets its oldest, so a caller that floods keys never pushes out another caller's.
 pub const REMEMBER_AT_MOST: usize = 10_000;
+
+/// How many keys one caller may hold (its own oldest is forgotten first).
+pub const REMEMBER_PER_CALLER: usize = 2_000;
 
 /// The raw header and the request line it came with, checked only when a handler scopes it
 /// (so the one error mapping place renders a bad key like every other bad request).
@@ -130,7 +134,63 @@ enum Answer {
 /// The keys this replica has seen, per caller.
 #[derive(Default)]
 pub struct Remembered {
-    keys: Mutex<HashMap<(String, String), Entry>>,
+    keys: Mutex<Keys>,
+}
+
+#[derive(Default)]
+struct Keys {
+    entries: HashMap<(String, String), Entry>,
+    /// How many keys each caller holds.
+    held: HashMap<String, usize>,
+}
+
+impl Keys {
+    fn get(&self, id: &(String, String)) -> Option<&Entry> {
+        self.entries.get(id)
+    }
+
+    fn get_mut(&mut self, id: &(String, String)) -> Option<&mut Entry> {
+        self.entries.get_mut(id)
+    }
+
+    fn forget_expired(&mut self, now: Instant) {
+        let held = &mut self.held;
+        self.entries.retain(|(caller, _), entry| {
+            let keep = now.saturating_duration_since(entry.seen) < REMEMBER_FOR;
+            if !keep {
+                forget_one(held, caller);
+            }
+            keep
+        });
+    }
+
+    /// Forgets the oldest key of `caller`.
+    fn forget_oldest_of(&mut self, caller: &str) {
+        let oldest = self
+            .entries
+            .iter()
+            .filter(|((c, _), _)| c == caller)
+            .min_by_key(|(_, e)| e.seen)
+            .map(|(k, _)| k.clone());
+        if let Some(id) = oldest {
+            self.entries.remove(&id);
+            forget_one(&mut self.held, caller);
+        }
+    }
+
+    fn insert(&mut self, id: (String, String), entry: Entry) {
+        *self.held.entry(id.0.clone()).or_default() += 1;
+        self.entries.insert(id, entry);
+    }
+}
+
+fn forget_one(held: &mut HashMap<String, usize>, caller: &str) {
+    if let Some(n) = held.get_mut(caller) {
+        *n -= 1;
+        if *n == 0 {
+            held.remove(caller);
+        }
+    }
 }
 
 /// What to do with a request that carries a key.
@@ -149,7 +209,7 @@ impl Remembered {
     /// key its caller used for another request with 422 `idempotency_key_reused`.
     pub fn check(&self, scoped: &Scoped, now: Instant) -> Result<Seen, ApiError> {
         let mut keys = self.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        keys.retain(|_, entry| now.saturating_duration_since(entry.seen) < REMEMBER_FOR);
+        keys.forget_expired(now);
         let id = (scoped.caller.clone(), scoped.key.clone());
         if let Some(entry) = keys.get(&id) {
             if entry.fingerprint != scoped.fingerprint {
@@ -168,10 +228,18 @@ impl Remembered {
                 None => Seen::Submit,
             });
         }
-        if keys.len() >= REMEMBER_AT_MOST
-            && let Some(oldest) = keys.iter().min_by_key(|(_, e)| e.seen).map(|(k, _)| k.clone())
+        // Each caller has its own pool: a full pool forgets its own oldest key; a full replica
+        // forgets the oldest key of whoever holds the most.
+        if keys.held.get(&scoped.caller).copied().unwrap_or(0) >= REMEMBER_PER_CALLER {
+            keys.forget_oldest_of(&scoped.caller);
+        } else if keys.entries.len() >= REMEMBER_AT_MOST
+            && let Some(most) = keys
+                .held
+                .iter()
+                .max_by_key(|(c, n)| (**n, std::cmp::Reverse((*c).clone())))
+                .map(|(c, _)| c.clone())
         {
-            keys.remove(&oldest);
+            keys.forget_oldest_of(&most);
         }
         keys.insert(id, Entry { fingerprint: scoped.fingerprint, seen: now, answer: None });
         Ok(Seen::Submit)
@@ -266,5 +334,34 @@ mod tests {
         // Forgotten after a day: the key is free again.
         let later = now + REMEMBER_FOR + Duration::from_secs(1);
         assert_eq!(remembered.check(&other_body, later).unwrap(), Seen::Submit);
+    }
+
+    #[test]
+    fn a_caller_flooding_keys_never_pushes_out_another_callers() {
+        let remembered = Remembered::default();
+        let now = Instant::now();
+        let scoped = |caller: &str, k: &str| key(k, "/v1/units").scope(caller, &"body").unwrap();
+        let alice = scoped("alice", "alice-1");
+        assert_eq!(remembered.check(&alice, now).unwrap(), Seen::Submit);
+        remembered.answered(&alice, "{\"moved\":1}", 7);
+        // mallory sends more keys than the whole replica remembers.
+        for i in 0..REMEMBER_AT_MOST + 10 {
+            let m = scoped("mallory", &format!("m-{i}"));
+            remembered.check(&m, now + Duration::from_millis(i as u64 + 1)).unwrap();
+        }
+        let later = now + Duration::from_secs(60);
+        assert_eq!(
+            remembered.check(&alice, later).unwrap(),
+            Seen::Answered("{\"moved\":1}".into(), 7),
+            "alice's key survived"
+        );
+        // mallory kept only its newest REMEMBER_PER_CALLER keys.
+        let first = scoped("mallory", "m-0");
+        let newest = scoped("mallory", &format!("m-{}", REMEMBER_AT_MOST + 9));
+        let keys = remembered.keys.lock().unwrap();
+        let held = keys.entries.keys().filter(|(c, _)| c == "mallory").count();
+        assert_eq!((held, keys.held["mallory"]), (REMEMBER_PER_CALLER, REMEMBER_PER_CALLER));
+        assert!(!keys.entries.contains_key(&(first.caller.clone(), first.key.clone())));
+        assert!(keys.entries.contains_key(&(newest.caller.clone(), newest.key.clone())));
     }
 }
