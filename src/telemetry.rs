@@ -83,12 +83,12 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "counter",
         CONNECTIONS_REFUSED,
-        "Connections refused with 503 too_many_connections: at the limit, every open connection had completed a request.",
+        "Connections refused with 503 too_many_connections: at the limit, every open connection had completed a request and the newcomer's client held as many as any other.",
     ),
     (
         "counter",
         CONNECTIONS_EVICTED,
-        "Connections closed to admit a new one at the limit: the oldest that had not completed a request head (idle or half-sent).",
+        "Connections closed to admit a new one at the limit: the oldest that had not completed a request head (idle or half-sent), else the oldest of the client holding the most connections.",
     ),
     (
         "counter",

@@ -501,3 +501,170 @@ fn idle_and_half_sent_sockets_do_not_stop_tags_watches_or_heartbeats() {
     );
     assert!(failed_tags >= 8, "without the guard tags should fail, {failed_tags} of 10 did");
 }
+
+/// Connects to `at` from the loopback address `source` (a client of its own to the guard).
+fn connect_from(source: [u8; 4], at: SocketAddr) -> std::io::Result<TcpStream> {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    let rt = RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    });
+    let stream = rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::from((source, 0)))?;
+        tokio::time::timeout(PROBE_TIMEOUT, socket.connect(at))
+            .await
+            .map_err(|_| std::io::Error::other("connect timed out"))?
+    })?;
+    let stream = stream.into_std()?;
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
+/// One tag on a fresh connection from `source`: whether it answered 200, and how long it took.
+fn tag_from(source: [u8; 4], at: SocketAddr, user: &str) -> Result<Duration, String> {
+    let started = Instant::now();
+    let mut s = connect_from(source, at).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(PROBE_TIMEOUT)).map_err(|e| e.to_string())?;
+    write!(s, "GET /v1/tag?user_id={user} HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&answer);
+    if !text.starts_with("HTTP/1.1 200") {
+        return Err(text.chars().take(200).collect());
+    }
+    Ok(started.elapsed())
+}
+
+/// Issue 49: proven connections are shared fairly per client. One client (127.0.0.3) holds
+/// kept-alive connections and watch streams past the connection limit (896 under a 1 024-file
+/// limit); another (127.0.0.4) still tags on fresh connections and opens a watch stream that
+/// sees a change: the flooder's oldest connections give way. The control is the flooder itself:
+/// at the limit its own new connections are refused, so the limit was reached.
+#[test]
+fn a_client_flooding_proven_connections_never_refuses_another_client() {
+    const FLOOD: usize = 1_100;
+    const STREAMS: usize = 200;
+    let nofile = tidegate_conn_guard::raise_nofile_limit().unwrap_or(0);
+    assert!(nofile >= 2 * (FLOOD + STREAMS) as u64, "the test needs more open files, has {nofile}");
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        write_config(dir.path(), "fair.toml", "[server]\nfast_port = 0\nidle_timeout = \"120s\"");
+    let coordinator = serve(&config, &dir.path().join("data"));
+    let main = coordinator.addr(1);
+    let (flooder, victim) = ([127, 0, 0, 3], [127, 0, 0, 4]);
+    let probe = |label: &str| {
+        let mut took = Vec::new();
+        let mut failed = Vec::new();
+        for i in 0..PROBES {
+            match tag_from(victim, main, &format!("victim-{i}")) {
+                Ok(d) => took.push(d),
+                Err(e) => failed.push(e),
+            }
+        }
+        took.sort();
+        println!(
+            "{label:>8}: ok {} failed {} p50 {:?} p99 {:?} max {:?}",
+            took.len(),
+            failed.len(),
+            percentile(&took, 0.5),
+            percentile(&took, 0.99),
+            took.last().copied().unwrap_or_default()
+        );
+        (took, failed)
+    };
+    let (baseline, failed) = probe("baseline");
+    assert!(failed.is_empty(), "{failed:?}");
+
+    // The flood: kept-alive connections that each asked /healthz once, and watch streams.
+    let mut held = Vec::new();
+    let (mut admitted, mut refused) = (0usize, 0usize);
+    for i in 0..FLOOD + STREAMS {
+        let Ok(mut s) = connect_from(flooder, main) else { continue };
+        s.set_read_timeout(Some(PROBE_TIMEOUT)).unwrap();
+        // Every sixth is a watch stream (200 of them), the rest kept-alive connections.
+        let head = if i % 6 == 5 {
+            "GET /v1/routing/watch HTTP/1.1\r\nhost: a\r\n\r\n"
+        } else {
+            "GET /healthz HTTP/1.1\r\nhost: a\r\n\r\n"
+        };
+        if s.write_all(head.as_bytes()).is_err() {
+            continue;
+        }
+        let mut first = [0u8; 64];
+        match s.read(&mut first) {
+            Ok(n) if first[..n].starts_with(b"HTTP/1.1 200") => admitted += 1,
+            Ok(n) if first[..n].starts_with(b"HTTP/1.1 503") => refused += 1,
+            _ => {}
+        }
+        held.push(s);
+    }
+    println!("flooder: {admitted} admitted, {refused} refused of {}", FLOOD + STREAMS);
+    assert!(
+        refused > 0,
+        "control: the flooder reached the limit, its own connections were refused"
+    );
+
+    let (attacked, failed) = probe("attack");
+    assert!(
+        failed.is_empty(),
+        "{} of the other client's {PROBES} tags failed, the first: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    // The victim's watch stream opens and sees a dial change.
+    let mut stream = connect_from(victim, main).unwrap();
+    write!(stream, "GET /v1/routing/watch HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let sink = Arc::clone(&seen);
+        let mut stream = stream.try_clone().unwrap();
+        thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stream.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    assert!(common::wait_until(Duration::from_secs(5), || seen
+        .lock()
+        .unwrap()
+        .starts_with("HTTP/1.1 200")));
+    let auth = format!("Bearer {OPERATOR_TOKEN}");
+    let mut changed = None;
+    for _ in 0..20 {
+        let mut s = connect_from(victim, main).unwrap();
+        let body = r#"{"blue_percent":40,"expected_version":1,"reason":"fairness test"}"#;
+        write!(
+            s,
+            "PUT /v1/dial HTTP/1.1\r\nhost: a\r\nconnection: close\r\nauthorization: {auth}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        if answer.starts_with("HTTP/1.1 200") {
+            changed = Some(answer);
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(changed.is_some(), "the other client could change the dial");
+    assert!(
+        common::wait_until(Duration::from_secs(5), || seen.lock().unwrap().contains("id:2\n")),
+        "the other client's watch stream saw the change"
+    );
+    let still_held = held.len();
+    println!(
+        "victim p99 {:?} under attack vs {:?} baseline; flooder sockets still held: {still_held}",
+        percentile(&attacked, 0.99),
+        percentile(&baseline, 0.99)
+    );
+    drop(held);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = reader.join();
+}

@@ -185,7 +185,7 @@ pub(crate) async fn accept_admitted<A, F, Fut>(
                 continue;
             }
         };
-        let ticket = match app.connections().admit() {
+        let ticket = match app.connections().admit_from(Some(peer.ip())) {
             Admission::Admitted(ticket) => Arc::new(ticket),
             Admission::Refused => {
                 tokio::spawn(refuse(stream));

@@ -93,7 +93,7 @@ impl Warner {
         let evicted = self.evicted.swap(0, Ordering::Relaxed);
         let refused = self.refused.swap(0, Ordering::Relaxed);
         tracing::warn!(
-            "{}.max_connections ({}) reached: {evicted} idle or half-sent connection(s) closed to admit new ones and {refused} refused with 503 since the last warning (tidegate_connections_evicted_total, tidegate_connections_refused_total)",
+            "{}.max_connections ({}) reached: {evicted} connection(s) closed to admit new ones (idle, half-sent, or the oldest of the client holding the most) and {refused} refused with 503 since the last warning (tidegate_connections_evicted_total, tidegate_connections_refused_total)",
             self.section,
             self.max_connections
         );

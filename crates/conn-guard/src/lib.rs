@@ -8,8 +8,12 @@
 //! - at the limit, the **oldest unproven** connection (one that has not yet completed the head
 //!   of a request: idle since accept, or half-sent) is evicted and the new one admitted, so idle
 //!   and half-sent sockets can never keep a real client out;
-//! - only when every connection is proven (watch streams, kept-alive clients, requests in
-//!   flight) is the new one refused: [`refuse`] writes a short `HTTP/1.1 503` with
+//! - when every connection is proven (watch streams, kept-alive clients, requests in flight),
+//!   the client (source address) holding the most connections gives its oldest one up, as long
+//!   as it holds at least two more than the newcomer's client: one client's flood of proven
+//!   connections can no longer keep another client out (max-min fairness per address);
+//! - only when the newcomer's client already holds as many as any other is it refused:
+//!   [`refuse`] writes a short `HTTP/1.1 503` with
 //!   `{"error":"too_many_connections","detail":"..."}` and closes it.
 //!
 //! A connection's [`Ticket`] is proven ([`Ticket::prove`]) when a request head has been parsed.
@@ -23,7 +27,8 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -82,12 +87,45 @@ pub struct Guard {
     idle_timeouts: AtomicU64,
 }
 
+/// Who a connection is from: its source address (`None` when the listener cannot tell).
+pub type Peer = Option<IpAddr>;
+
 #[derive(Default)]
 struct Slots {
     next_id: u64,
-    /// Unproven connections by admission order (IDs only grow): the first is the oldest.
-    unproven: BTreeMap<u64, Arc<Notify>>,
-    proven: usize,
+    /// Every open connection not evicted, by admission order (IDs only grow).
+    open: BTreeMap<u64, (Peer, Arc<Notify>)>,
+    /// The unproven ones among them: the first is the oldest.
+    unproven: BTreeSet<u64>,
+    /// The open ones per client address.
+    by_peer: HashMap<Peer, BTreeSet<u64>>,
+}
+
+impl Slots {
+    /// Takes connection `id` out of the accounting (evicted or closed); its notify if it was in.
+    fn remove(&mut self, id: u64) -> Option<Arc<Notify>> {
+        let (peer, notify) = self.open.remove(&id)?;
+        self.unproven.remove(&id);
+        if let Some(ids) = self.by_peer.get_mut(&peer) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_peer.remove(&peer);
+            }
+        }
+        Some(notify)
+    }
+
+    /// The connection that gives way to a newcomer from `peer` at the limit: the oldest
+    /// unproven one, else the oldest of the client holding the most when it holds at least two
+    /// more than `peer`; `None`: refuse the newcomer.
+    fn victim(&self, peer: &Peer) -> Option<u64> {
+        if let Some(id) = self.unproven.first() {
+            return Some(*id);
+        }
+        let mine = self.by_peer.get(peer).map_or(0, BTreeSet::len);
+        let (_, ids) = self.by_peer.iter().max_by_key(|(_, ids)| ids.len())?;
+        (ids.len() > mine + 1).then(|| ids.first().copied()).flatten()
+    }
 }
 
 impl Guard {
@@ -115,15 +153,20 @@ impl Guard {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Admits a just-accepted connection, evicting the oldest unproven one when full.
+    /// [`Guard::admit_from`] for a connection whose source address is unknown.
     pub fn admit(self: &Arc<Self>) -> Admission {
-        let evicted = {
+        self.admit_from(None)
+    }
+
+    /// Admits a just-accepted connection from `peer`; when full, another connection gives way
+    /// (see the module's rules) or the new one is refused.
+    pub fn admit_from(self: &Arc<Self>, peer: Peer) -> Admission {
+        let (evicted, ticket) = {
             let mut slots = self.slots();
-            let open = slots.unproven.len() + slots.proven;
-            let evicted = if open < self.limits.max_connections {
+            let evicted = if slots.open.len() < self.limits.max_connections {
                 None
-            } else if let Some((_, notify)) = slots.unproven.pop_first() {
-                Some(notify)
+            } else if let Some(id) = slots.victim(&peer) {
+                slots.remove(id)
             } else {
                 drop(slots);
                 self.note(Event::Refused);
@@ -132,7 +175,9 @@ impl Guard {
             let id = slots.next_id;
             slots.next_id += 1;
             let notify = Arc::new(Notify::new());
-            slots.unproven.insert(id, Arc::clone(&notify));
+            slots.open.insert(id, (peer, Arc::clone(&notify)));
+            slots.unproven.insert(id);
+            slots.by_peer.entry(peer).or_default().insert(id);
             let ticket = Ticket {
                 guard: Arc::clone(self),
                 id,
@@ -142,7 +187,6 @@ impl Guard {
             };
             (evicted, ticket)
         };
-        let (evicted, ticket) = evicted;
         if let Some(notify) = evicted {
             // `notify_one` keeps a permit when nobody waits yet, so the eviction is never lost.
             notify.notify_one();
@@ -166,7 +210,12 @@ impl Guard {
     /// Connections open now: (unproven, proven).
     pub fn open(&self) -> (usize, usize) {
         let slots = self.slots();
-        (slots.unproven.len(), slots.proven)
+        (slots.unproven.len(), slots.open.len() - slots.unproven.len())
+    }
+
+    /// Connections open now from `peer`.
+    pub fn open_from(&self, peer: &Peer) -> usize {
+        self.slots().by_peer.get(peer).map_or(0, BTreeSet::len)
     }
 
     /// Events so far: (refused, evicted, header timeouts, idle timeouts).
@@ -198,8 +247,7 @@ impl Ticket {
         }
         let mut slots = self.guard.slots();
         // Absent when it was evicted meanwhile: it stays unproven, and `closing` says evicted.
-        if slots.unproven.remove(&self.id).is_some() {
-            slots.proven += 1;
+        if slots.unproven.remove(&self.id) {
             self.proven.store(true, Ordering::Relaxed);
         }
     }
@@ -209,8 +257,9 @@ impl Ticket {
     }
 
     /// Resolves when the connection must be closed: evicted, or unproven `header_read_timeout`
-    /// after it was accepted (counted as [`Event::HeaderTimeout`]). Never resolves for a proven
-    /// connection. Cancel-safe: call it in a `select!` next to the connection.
+    /// after it was accepted (counted as [`Event::HeaderTimeout`]). A proven connection is
+    /// closed only when it gives way to another client's at the limit (its client holds the
+    /// most). Cancel-safe: call it in a `select!` next to the connection.
     pub async fn closing(&self) -> Close {
         let deadline =
             tokio::time::Instant::from_std(self.accepted + self.guard.limits.header_read_timeout);
@@ -238,12 +287,8 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut slots = self.guard.slots();
-        if self.proven.load(Ordering::Relaxed) {
-            slots.proven = slots.proven.saturating_sub(1);
-        } else {
-            slots.unproven.remove(&self.id);
-        }
+        // Already out when it was evicted.
+        self.guard.slots().remove(self.id);
     }
 }
 
@@ -386,6 +431,34 @@ mod tests {
         drop(old);
         assert_eq!(g.open(), (1, 0));
         drop(new);
+    }
+
+    #[tokio::test]
+    async fn a_client_flooding_proven_connections_gives_way_to_another_client() {
+        let (g, _) = guard(4);
+        let (flooder, victim) =
+            (Some(IpAddr::from([127, 0, 0, 3])), Some(IpAddr::from([127, 0, 0, 4])));
+        let flood: Vec<Ticket> = (0..4).map(|_| admitted(g.admit_from(flooder))).collect();
+        flood.iter().for_each(Ticket::prove);
+        // Control: the flooder's next connection is refused (it holds the most already).
+        assert!(matches!(g.admit_from(flooder), Admission::Refused));
+        // Another client gets in: the flooder's oldest (proven: a watch stream, a kept-alive
+        // connection) gives way, twice, until both hold two.
+        let v1 = admitted(g.admit_from(victim));
+        assert_eq!(flood[0].closing().await, Close::Evicted);
+        v1.prove();
+        let v2 = admitted(g.admit_from(victim));
+        assert_eq!(flood[1].closing().await, Close::Evicted);
+        v2.prove();
+        assert_eq!((g.open_from(&flooder), g.open_from(&victim)), (2, 2));
+        // Now even: the victim's third is refused, as the flooder's would be.
+        assert!(matches!(g.admit_from(victim), Admission::Refused));
+        assert!(matches!(g.admit_from(flooder), Admission::Refused));
+        // The evicted tickets closing changes no count twice.
+        drop(flood);
+        assert_eq!(g.open(), (0, 2));
+        drop((v1, v2));
+        assert_eq!(g.open(), (0, 0));
     }
 
     #[test]

@@ -671,7 +671,7 @@ impl Rocket<Orbit> {
             // limit), or refuse it with a short 503 when every connection is proven.
             let ticket = match &guard {
                 None => None,
-                Some(guard) => match guard.admit() {
+                Some(guard) => match guard.admit_from(conn.peer_address().map(|a| a.ip())) {
                     Admission::Admitted(ticket) => Some(Arc::new(ticket)),
                     Admission::Refused => {
                         tokio::spawn(tidegate_conn_guard::refuse(conn));
