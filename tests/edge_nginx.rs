@@ -260,9 +260,9 @@ fn a_wrong_gateway_token_falls_back_and_the_applications_own_headers_are_its_own
     let (blue, green) = (Upstream::start("blue"), Upstream::start("green"));
     let with_token = |token: &'static str| {
         move |conf: String| {
-            let line = "# proxy_set_header x-tidegate-token \"<service token>\";";
+            let line = "# set $tidegate_gateway_token \"<service token>\";";
             assert!(conf.contains(line), "the shipped config documents the gateway token line");
-            conf.replace(line, &format!("proxy_set_header x-tidegate-token \"{token}\";"))
+            conf.replace(line, &format!("set $tidegate_gateway_token \"{token}\";"))
         }
     };
     let agent = agent();
@@ -340,6 +340,10 @@ fn a_wrong_gateway_token_falls_back_and_the_applications_own_headers_are_its_own
             .header("Authorization", "Bearer the-applications-own-session")
             .header("x-tidegate-color", "forged")
             .header("x-tidegate-fallback", "forged")
+            .header("x-tidegate-domain", "forged")
+            .header("x-tidegate-service", "forged")
+            .header("x-tidegate-hop", "1")
+            .header("x-tidegate-channel", "forged")
             .call()
             .unwrap();
         assert_eq!(response.status().as_u16(), 200);
@@ -352,9 +356,58 @@ fn a_wrong_gateway_token_falls_back_and_the_applications_own_headers_are_its_own
             "the application's Authorization reaches the backend"
         );
         assert!(header("x-seen-fallback").is_none_or(|f| f.is_empty()), "no forged fallback");
+        for forged in ["x-seen-domain", "x-seen-service", "x-seen-hop", "x-seen-channel"] {
+            assert!(header(forged).is_none(), "{forged} reached the backend");
+        }
         let body = response.body_mut().read_to_string().unwrap();
         assert_eq!(body, tag["color"].as_str().unwrap(), "served by the tagged colour");
     }
+}
+
+/// The shipped file as is, in front of an edge that asks no gateway token: a client's own
+/// `x-tidegate-token` and `x-tidegate-domain` never reach the gate, so they neither send it to
+/// the fallback (counted as a refused gateway, paging on-call) nor pick another routing domain.
+#[test]
+fn a_clients_own_tidegate_headers_never_steer_the_gate() {
+    let stack = stack("");
+    let url = stack.coordinator_url();
+    let agent = agent();
+    let users: Vec<String> = (0..200).map(|_| random_user()).collect();
+    let tagged = tags(&url, &users);
+    let edge = stack.edge.as_ref().unwrap();
+    let before = metric_value(&agent, &edge.url, "tidegate_edge_gate_caller_refused_total");
+    let (mut routed, mut fell_back) = (0, 0);
+    for (user, tag) in users.iter().zip(&tagged) {
+        let mut response = agent
+            .get(&format!("{}/orders", stack.nginx.url()))
+            .header("x-user-id", user)
+            .header("x-tidegate-token", "anything")
+            .header("x-tidegate-domain", "no-such-domain")
+            .call()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let fallback = response.headers().get("x-seen-fallback").is_some();
+        let body = response.body_mut().read_to_string().unwrap();
+        if fallback {
+            fell_back += 1;
+        } else if body == tag["color"].as_str().unwrap() {
+            routed += 1;
+        }
+    }
+    let after = metric_value(&agent, &edge.url, "tidegate_edge_gate_caller_refused_total");
+    println!("client-sent tokens: {routed} routed by the rule, {fell_back} fell back");
+    assert_eq!(
+        (routed, fell_back),
+        (users.len(), 0),
+        "a client's token or domain steered the gate"
+    );
+    assert_eq!(after, before, "no refused gateway counted for a client's header");
+}
+
+fn metric_value(agent: &ureq::Agent, url: &str, name: &str) -> f64 {
+    let mut metrics = agent.get(&format!("{url}/metrics")).call().unwrap();
+    let text = metrics.body_mut().read_to_string().unwrap();
+    text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
 }
 
 /// A release channel through nginx: the shipped config names the service of `/orders` in the
@@ -389,7 +442,16 @@ fn a_release_channel_moves_only_its_services_requests_through_nginx() {
         ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let mut on_green = 0;
     for (user, lane) in users.iter().zip(&expected) {
-        for path in ["/orders", "/orders/42?x=1", "/payments"] {
+        // The service is matched on the normalised path: spellings of /orders that nginx
+        // itself serves as /orders must not skip the channel.
+        for path in [
+            "/orders",
+            "/orders/42?x=1",
+            "//orders/42",
+            "/%6Frders/42",
+            "/./orders/42",
+            "/payments",
+        ] {
             let response =
                 agent.get(&format!("{}{path}", stack.nginx.url())).header("x-user-id", user).call();
             let mut response = response.expect("nginx answers");
@@ -405,4 +467,40 @@ fn a_release_channel_moves_only_its_services_requests_through_nginx() {
     }
     println!("{on_green} of {} users on the orders-v2 channel (green) for /orders", users.len());
     assert!((100..=300).contains(&on_green), "about 10% of users: {on_green}");
+
+    // A third zone whose lane (red) this gateway has no upstream for: its users are served by
+    // the fallback, labelled, with no colour; never by blue under their own label.
+    let (_, routing) = get_json(&format!("{url}/v1/routing"));
+    let (status, body) = post_json(
+        &format!("{url}/v1/zones"),
+        OPERATOR_TOKEN,
+        json!({"name": "az-c", "lane": "red", "expected_version": routing["version"], "reason": "third zone"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = put_json(
+        &format!("{url}/v1/units"),
+        OPERATOR_TOKEN,
+        json!({"moves": [{"units": "0-29", "zone": "az-c"}], "expected_version": body["version"], "reason": "az-c takes 30 units"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    stack.edge.as_ref().unwrap().wait_for_version(body["version"].as_u64().unwrap());
+    let body = json!({"user_ids": users, "service": "orders"});
+    let (status, answer) = post_json(&format!("{url}/v1/tag"), OPERATOR_TOKEN, body);
+    assert_eq!(status, 200, "{answer}");
+    let mut red = 0;
+    for (user, tag) in users.iter().zip(answer["tags"].as_array().unwrap()).take(500) {
+        let (status, served, seen) = through(&agent, &stack.nginx.url(), Some(user));
+        assert_eq!(status, 200);
+        if tag["color"] == "red" {
+            red += 1;
+            assert_eq!(seen["x-seen-fallback"], "lane-not-configured", "{user}: {seen}");
+            assert!(seen.get("x-seen-color").is_none(), "{user}: {seen}");
+            assert!(seen.get("x-seen-zone").is_none(), "{user}: {seen}");
+        } else {
+            assert_eq!(served, tag["color"].as_str().unwrap(), "{user}");
+            assert!(seen.get("x-seen-fallback").is_none(), "{user}: {seen}");
+        }
+    }
+    println!("{red} of 500 users in the red lane went to the fallback, labelled");
+    assert!(red > 50, "az-c owns 30 % of the units: {red}");
 }
