@@ -3,7 +3,6 @@
 mod common;
 
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use common::*;
 
@@ -117,7 +116,9 @@ fn client_commands_print_summaries_and_errors() {
     assert!(
         ok(tidegate(&["drain", "abort", "1", "--reason", "cancel"], url, op)).contains("(aborted)")
     );
-    assert!(fails(tidegate(&["drain", "status"], url, None)).contains("no_active_drain"));
+    // Once it ended, `drain status` shows the latest drain (it used to fail).
+    let ended = ok(tidegate(&["drain", "status"], url, None));
+    assert!(ended.contains("drain 1 of az-b") && ended.contains("(aborted)"), "{ended}");
     let zones = ok(tidegate(&["zones"], url, None));
     assert!(zones.contains("az-b") && zones.contains("az-a"), "{zones}");
     assert!(ok(tidegate(&["audit", "--limit", "3"], url, None)).contains("drain_abort"));
@@ -350,15 +351,28 @@ fn plans_run_drill_report_and_control_from_the_command_line() {
         );
         assert_eq!(status, 200, "{body}");
     }
-    // `tidegate drill NAME` is `tidegate plans drill NAME`.
-    let drill =
-        ok(tidegate(&["drill", "pin-tester", "--hold", "200ms", "--reason", "drill"], url, op));
+    // `tidegate drill NAME` is `tidegate plans drill NAME`; `--wait` follows it to its end.
+    let output = tidegate(
+        &[
+            "drill",
+            "pin-tester",
+            "--hold",
+            "200ms",
+            "--reason",
+            "drill",
+            "--wait",
+            "--timeout",
+            "20s",
+        ],
+        url,
+        op,
+    );
+    let progress = String::from_utf8_lossy(&output.stderr).into_owned();
+    let drill = ok(output);
     assert!(drill.contains("started drill 1 of pin-tester (revision 1)"), "{drill}");
-    let done = wait_until(Duration::from_secs(10), || {
-        ok(tidegate(&["plans", "report", "pin-tester"], url, None)).contains(": completed;")
-    });
+    assert!(drill.contains(": completed;"), "--wait printed the end: {drill}");
+    assert!(progress.contains("run 1: "), "--wait printed the steps: {progress}");
     let report = ok(tidegate(&["plans", "report", "pin-tester", "1"], url, None));
-    assert!(done, "{report}");
     assert!(report.contains("1. pin tester-1 to green: started +"), "{report}");
     assert!(report.contains("2. restore the starting table"), "{report}");
     assert!(report.contains("(met)"), "{report}");
@@ -369,8 +383,17 @@ fn plans_run_drill_report_and_control_from_the_command_line() {
     assert_eq!(pins, serde_json::json!({}), "the drill restored the pins");
 
     // No outcomes: az-a's load is unknown, so the evacuation holds; pause, then abort it.
-    let run = ok(tidegate(&["plans", "run", "az-b-failing", "--reason", "incident"], url, op));
+    // `--wait --timeout` gives up on a run that holds, exit status 1, and leaves it running.
+    let output = tidegate(
+        &["plans", "run", "az-b-failing", "--reason", "incident", "--wait", "--timeout", "1500ms"],
+        url,
+        op,
+    );
+    let run = String::from_utf8_lossy(&output.stdout).into_owned();
+    let gave_up = fails(output);
     assert!(run.contains("started run 2 of az-b-failing"), "{run}");
+    assert!(gave_up.contains("gave up waiting after 1500ms"), "{gave_up}");
+    assert!(gave_up.contains("held:"), "the hold was shown while waiting: {gave_up}");
     let refused = fails(tidegate(&["drill", "pin-tester", "--reason", "again"], url, op));
     assert!(refused.contains("plan_run_active"), "{refused}");
     let paused =

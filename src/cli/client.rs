@@ -1008,16 +1008,96 @@ pub fn drain_start(args: &super::DrainStartArgs) -> Result<(), String> {
     }
     let value = client.call("POST", "/v1/drains", Some(body))?;
     client.print(&value, |d| format!("started {}", drain_line(d)));
-    Ok(())
+    if !args.follow.wait {
+        return Ok(());
+    }
+    let path = format!("/v1/drains/{}", value["id"]);
+    let end = follow(&client, &path, &args.follow, drain_ended, |d| {
+        let mut line = drain_line(d);
+        if let Some(hold) = d["hold_reason"].as_str() {
+            line.push_str(&format!(" (held: {hold})"));
+        }
+        line
+    })?;
+    client.print(&end, |d| format!("ended {}", drain_line(d)));
+    match end["state"].as_str() {
+        Some("completed") => Ok(()),
+        other => Err(format!("drain {} ended {}", end["id"], other.unwrap_or("?"))),
+    }
 }
 
+/// A drain that will not step again.
+fn drain_ended(d: &Value) -> bool {
+    matches!(d["state"].as_str(), Some("completed" | "aborted" | "rolled_back"))
+}
+
+/// A run that will not step again.
+fn run_ended(r: &Value) -> bool {
+    matches!(r["state"].as_str(), Some("completed" | "aborted" | "rolled_back" | "failed"))
+}
+
+/// How often `--wait` asks.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Polls `path` until `ended` says so (or `--timeout` passes), printing `line` to stderr each
+/// time it changes; the last answer. A failed poll (a replica restarting) is retried until the
+/// timeout, not fatal.
+fn follow(
+    client: &Client,
+    path: &str,
+    args: &super::FollowArgs,
+    ended: impl Fn(&Value) -> bool,
+    line: impl Fn(&Value) -> String,
+) -> Result<Value, String> {
+    let deadline = match &args.timeout {
+        Some(t) => Some(
+            std::time::Instant::now()
+                + std::time::Duration::from_millis(
+                    crate::duration::parse_duration_ms(t).map_err(|e| format!("--timeout: {e}"))?,
+                ),
+        ),
+        None => None,
+    };
+    let mut last = String::new();
+    loop {
+        match client.call("GET", path, None) {
+            Ok(value) => {
+                if ended(&value) {
+                    return Ok(value);
+                }
+                let now = line(&value);
+                if now != last {
+                    eprintln!("{now}");
+                    last = now;
+                }
+            }
+            Err(e) => eprintln!("(still waiting: {e})"),
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(format!(
+                "gave up waiting after {}; it goes on: {path}",
+                args.timeout.as_deref().unwrap_or("?")
+            ));
+        }
+        std::thread::sleep(FOLLOW_EVERY);
+    }
+}
+
+/// A drain's path: the one named, else the active drain, else the latest (so `drain status`
+/// still answers once the drain ended).
 fn drain_path(client: &Client, id: Option<u64>) -> Result<String, String> {
     match id {
         Some(id) => Ok(format!("/v1/drains/{id}")),
-        None => {
-            let current = client.call("GET", "/v1/drains/current", None)?;
-            Ok(format!("/v1/drains/{}", current["id"]))
-        }
+        None => match client.call("GET", "/v1/drains/current", None) {
+            Ok(current) => Ok(format!("/v1/drains/{}", current["id"])),
+            Err(none) => {
+                let all = client.call("GET", "/v1/drains", None)?;
+                let latest = all["drains"]
+                    .as_array()
+                    .and_then(|list| list.iter().filter_map(|d| d["id"].as_u64()).max());
+                latest.map(|id| format!("/v1/drains/{id}")).ok_or(none)
+            }
+        },
     }
 }
 
@@ -1329,6 +1409,7 @@ pub fn plan_run(
     reason: &str,
     revision: Option<u64>,
     hold: Option<&str>,
+    wait: &super::FollowArgs,
 ) -> Result<(), String> {
     let client = Client::new(args)?;
     let mut body = json!({ "reason": reason });
@@ -1350,7 +1431,29 @@ pub fn plan_run(
             r["id"]
         )
     });
-    Ok(())
+    if !wait.wait {
+        return Ok(());
+    }
+    let id = value["id"].as_u64().or(value["run"]["id"].as_u64()).unwrap_or(0);
+    let path = format!("/v1/plans/{}/runs/{id}", encode(name));
+    let end = follow(&client, &path, wait, run_ended, |r| {
+        let mut line = format!(
+            "run {id}: {} at step {} of {} ({})",
+            r["state"].as_str().unwrap_or("?"),
+            r["step"].as_u64().map_or(0, |s| s + 1),
+            r["steps_total"],
+            r["current_step"].as_str().unwrap_or("-")
+        );
+        if let Some(hold) = r["hold_reason"].as_str().or(r["drain_hold_reason"].as_str()) {
+            line.push_str(&format!(" (held: {hold})"));
+        }
+        line
+    })?;
+    client.print(&end, report_text);
+    match end["state"].as_str() {
+        Some("completed") => Ok(()),
+        other => Err(format!("run {id} of plan {name} ended {}", other.unwrap_or("?"))),
+    }
 }
 
 pub fn plan_report(args: &ClientArgs, name: &str, run: Option<u64>) -> Result<(), String> {

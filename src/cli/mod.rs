@@ -139,6 +139,8 @@ pub enum Commands {
         #[arg(long)]
         reason: String,
         #[command(flatten)]
+        follow: FollowArgs,
+        #[command(flatten)]
         client: ClientArgs,
     },
     /// Manage operator tokens.
@@ -452,6 +454,8 @@ pub enum PlansCommand {
         /// The plan revision you reviewed; a plan changed since is refused.
         #[arg(long)]
         revision: Option<u64>,
+        #[command(flatten)]
+        follow: FollowArgs,
     },
     /// Drill the plan: run it, hold for --hold, restore the starting table, report it.
     Drill {
@@ -461,6 +465,8 @@ pub enum PlansCommand {
         hold: String,
         #[arg(long)]
         reason: String,
+        #[command(flatten)]
+        follow: FollowArgs,
     },
     /// A run's report (the plan's latest run by default): timeline, errors, time vs RTO.
     Report { name: String, run: Option<u64> },
@@ -474,6 +480,18 @@ pub enum PlansCommand {
         #[arg(long)]
         reason: String,
     },
+}
+
+/// Following a long operation to its end.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FollowArgs {
+    /// Wait until it ends, printing each change of its state or step; exit non-zero unless it
+    /// completed.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: give up after this long (e.g. `10m`), exit non-zero, and leave it running.
+    #[arg(long, requires = "wait")]
+    pub timeout: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -550,6 +568,8 @@ pub struct DrainStartArgs {
     pub receivers: Vec<String>,
     #[arg(long)]
     pub reason: String,
+    #[command(flatten)]
+    pub follow: FollowArgs,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -762,19 +782,19 @@ pub fn run(cli: Cli) -> ExitCode {
             None | Some(PlansCommand::List) => client::plans_list(&client),
             Some(PlansCommand::Show { name }) => client::plan_show(&client, &name),
             Some(PlansCommand::DryRun { name }) => client::plan_dry_run(&client, &name),
-            Some(PlansCommand::Run { name, reason, revision }) => {
-                client::plan_run(&client, &name, &reason, revision, None)
+            Some(PlansCommand::Run { name, reason, revision, follow }) => {
+                client::plan_run(&client, &name, &reason, revision, None, &follow)
             }
-            Some(PlansCommand::Drill { name, hold, reason }) => {
-                client::plan_run(&client, &name, &reason, None, Some(&hold))
+            Some(PlansCommand::Drill { name, hold, reason, follow }) => {
+                client::plan_run(&client, &name, &reason, None, Some(&hold), &follow)
             }
             Some(PlansCommand::Report { name, run }) => client::plan_report(&client, &name, run),
             Some(PlansCommand::Control { name, action, run, reason }) => {
                 client::plan_control(&client, &name, &action, run, &reason)
             }
         },
-        Commands::Drill { name, hold, reason, client } => {
-            client::plan_run(&client, &name, &reason, None, Some(&hold))
+        Commands::Drill { name, hold, reason, follow, client } => {
+            client::plan_run(&client, &name, &reason, None, Some(&hold), &follow)
         }
         Commands::Automation { action, client } => match action {
             None | Some(AutomationCommand::Status) => client::automation(&client, None),
