@@ -362,6 +362,12 @@ pub struct SubscriberSettings {
     pub max_write: String,
     /// Most subscribers one caller (token) may register, so one token cannot crowd out others.
     pub max_per_caller: usize,
+    /// Refuse subscribers that do not keep the table lease (`lease=1` on the watch: clients of
+    /// older releases), 409 `lease_required`. Without it such a subscriber that goes away is
+    /// counted by barriers only for the reconnect grace, since nothing bounds how long its write
+    /// checks answer `owned`.
+    #[serde(default)]
+    pub require_lease: bool,
 }
 
 impl Default for SubscriberSettings {
@@ -373,6 +379,7 @@ impl Default for SubscriberSettings {
             max_clock_skew: "500ms".into(),
             max_write: "2s".into(),
             max_per_caller: 2_500,
+            require_lease: false,
         }
     }
 }
@@ -1754,6 +1761,8 @@ pub struct LeaseConfig {
     pub lease_ms: u64,
     pub max_clock_skew_ms: u64,
     pub max_write_ms: u64,
+    /// `[subscribers] require_lease`.
+    pub required: bool,
 }
 
 impl LeaseConfig {
@@ -1799,7 +1808,7 @@ fn lease_margins(s: &SubscriberSettings, lease_ms: u64) -> Result<LeaseConfig, C
     if max_write_ms > 600_000 {
         return Err(invalid("subscribers.max_write", "must be at most 10m"));
     }
-    Ok(LeaseConfig { lease_ms, max_clock_skew_ms, max_write_ms })
+    Ok(LeaseConfig { lease_ms, max_clock_skew_ms, max_write_ms, required: s.require_lease })
 }
 
 /// `edge.coordinator_timeout`: from 1s to 10 minutes. Each coordinator announces its heartbeat

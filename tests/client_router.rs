@@ -386,3 +386,46 @@ fn a_dropped_router_leaves_the_subscribers_promptly() {
         dropped.elapsed()
     );
 }
+
+/// `[subscribers] require_lease` (issue 45): a subscriber that does not keep the table lease (a
+/// client of an older release: no `lease=1`) is refused with 409 `lease_required`, by the fast
+/// path's raw watch (the default main port), by Rocket's watch route (`fast_path = false`) and
+/// when it registers by polling; a Router of this release (which keeps the lease) registers.
+/// Without the setting the same request is taken.
+#[test]
+fn require_lease_refuses_unleased_subscribers_and_takes_routers() {
+    let auth = format!("Authorization: Bearer {OPERATOR_TOKEN}\r\n");
+    let old = "?subscriber_id=old-1&zone=az-a&kind=service";
+    for fast_path in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let extra =
+            format!("[server]\nfast_path = {fast_path}\n[subscribers]\nrequire_lease = true\n");
+        let (server, _) = server(dir.path(), &extra);
+        let refused = watch_raw(server.port(), old, &auth, Duration::from_millis(800));
+        assert!(
+            refused.starts_with("HTTP/1.1 409") && refused.contains("lease_required"),
+            "fast_path = {fast_path}: {refused}"
+        );
+        let (status, body) = post_json(
+            &format!("{}/v1/subscribers/poller-1/ack", server.url),
+            OPERATOR_TOKEN,
+            json!({"version": 1, "zone": "az-a", "kind": "service"}),
+        );
+        assert_eq!((status, body["error"].as_str()), (409, Some("lease_required")), "{body}");
+        let leased =
+            watch_raw(server.port(), &format!("{old}&lease=1"), &auth, Duration::from_millis(800));
+        assert!(leased.starts_with("HTTP/1.1 200"), "fast_path = {fast_path}: {leased}");
+        let router = Router::connect(&server.url, identity("new-1", "az-a"), fast()).unwrap();
+        assert!(router.wait_for_version(1, Duration::from_secs(10)));
+        let listed = wait_until(Duration::from_secs(5), || {
+            get_json(&format!("{}/v1/subscribers", server.url)).1.to_string().contains("new-1")
+        });
+        assert!(listed, "the Router registered (fast_path = {fast_path})");
+    }
+
+    // Control: without the setting the unleased watch is taken.
+    let dir = tempfile::tempdir().unwrap();
+    let (open, _) = server(dir.path(), "");
+    let taken = watch_raw(open.port(), old, &auth, Duration::from_millis(800));
+    assert!(taken.starts_with("HTTP/1.1 200"), "{taken}");
+}

@@ -117,7 +117,8 @@ impl App {
         );
         let subscribers = Arc::new(
             Subscribers::new(config.subscriber_stale_after_ms, config.subscriber_max_per_caller)
-                .with_lease_hold(config.lease.bound_ms()),
+                .with_lease_hold(config.lease.bound_ms())
+                .requiring_lease(config.lease.required),
         );
         // A freeze replayed from the log waits for the previous process's subscribers to come
         // back before its barrier can pass (`Subscribers::reconnect_grace_left`).

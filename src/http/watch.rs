@@ -142,6 +142,7 @@ fn watch(
             let zone = zone.unwrap_or("unknown");
             let kind = kind.unwrap_or("unknown");
             let version = current.version();
+            subscribers.admit_lease(lease == Some("1"))?;
             subscribers.connect(id, &owner, zone, kind, resumed, version, now_ms())?;
             subscribers.set_leased(id, lease == Some("1"));
             Some(id.to_owned())

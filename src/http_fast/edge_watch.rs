@@ -105,8 +105,10 @@ pub(super) fn open(
         (Some(id), Some(owner)) => {
             let zone = query_param(query, "zone").unwrap_or(Cow::Borrowed("unknown"));
             let kind = query_param(query, "kind").unwrap_or(Cow::Borrowed("unknown"));
+            let leased = query_param(query, "lease").as_deref() == Some("1");
+            relay.leaves.admit_lease(leased)?;
             relay.leaves.connect(&id, &owner, &zone, &kind, resumed, held, now_ms())?;
-            relay.leaves.set_leased(&id, query_param(query, "lease").as_deref() == Some("1"));
+            relay.leaves.set_leased(&id, leased);
             relay.mark();
             Some(id.into_owned())
         }

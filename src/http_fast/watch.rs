@@ -210,8 +210,10 @@ pub(super) fn open(
             let zone = query_param(query, "zone").unwrap_or(Cow::Borrowed("unknown"));
             let kind = query_param(query, "kind").unwrap_or(Cow::Borrowed("unknown"));
             let version = current.version();
+            let leased = query_param(query, "lease").as_deref() == Some("1");
+            subscribers.admit_lease(leased)?;
             subscribers.connect(&id, &owner, &zone, &kind, resumed, version, now_ms())?;
-            subscribers.set_leased(&id, query_param(query, "lease").as_deref() == Some("1"));
+            subscribers.set_leased(&id, leased);
             Some(id.into_owned())
         }
         _ => None,

@@ -389,7 +389,8 @@ impl Relay {
             config.subscriber_max_per_caller,
         )
         .with_max(max)
-        .with_lease_hold(config.lease.bound_ms());
+        .with_lease_hold(config.lease.bound_ms())
+        .requiring_lease(config.lease.required);
         Relay {
             frames: tokio::sync::watch::Sender::new(None),
             leaves: Arc::new(leaves),

@@ -88,6 +88,10 @@ pub enum SubscriberError {
     FutureVersion { acked: u64, current: u64 },
     #[error("invalid leaves report: {0}")]
     BadSummary(String),
+    #[error(
+        "this coordinator requires subscribers to keep the table lease ([subscribers] require_lease): watch with `lease=1` (a client of this release does)"
+    )]
+    LeaseRequired,
 }
 
 /// `POST /v1/subscribers/<id>/ack`'s body, parsed the same way on both HTTP edges.
@@ -158,6 +162,7 @@ impl From<SubscriberError> for Failure {
             SubscriberError::BadSummary(_) => Failure::bad_request("invalid_summary", detail),
             SubscriberError::CallerFull { .. } => Failure::new(429, "caller_limit", detail),
             SubscriberError::NotOwner { .. } => Failure::new(403, "not_subscriber_owner", detail),
+            SubscriberError::LeaseRequired => Failure::new(409, "lease_required", detail),
         }
     }
 }
@@ -549,6 +554,8 @@ pub struct Subscribers {
     /// How long a leased subscriber that left is still counted: the lease, the clock skew and
     /// the longest write (`config::LeaseConfig::bound_ms`); 0 without leases.
     lease_hold_ms: u64,
+    /// `[subscribers] require_lease`: subscribers without the lease are refused.
+    require_lease: bool,
 }
 
 /// How long after a start a barrier on a replayed version waits for subscribers to reconnect:
@@ -581,7 +588,19 @@ impl Subscribers {
             started_ms: AtomicU64::new(0),
             has_peers: std::sync::atomic::AtomicBool::new(false),
             lease_hold_ms: 0,
+            require_lease: false,
         }
+    }
+
+    /// The same registry refusing subscribers that do not keep the table lease.
+    pub fn requiring_lease(self, require_lease: bool) -> Subscribers {
+        Subscribers { require_lease, ..self }
+    }
+
+    /// Whether a subscriber that keeps the lease (`leased`) or not may register here: call
+    /// before [`Subscribers::connect`].
+    pub fn admit_lease(&self, leased: bool) -> Result<(), SubscriberError> {
+        if self.require_lease && !leased { Err(SubscriberError::LeaseRequired) } else { Ok(()) }
     }
 
     /// The same registry counting a leased subscriber that left for `lease_hold_ms` after its
@@ -898,6 +917,8 @@ impl Subscribers {
             let Some((zone, kind)) = identity else {
                 return Err(SubscriberError::Unknown(id.to_owned()));
             };
+            // A subscriber that polls keeps no lease.
+            self.admit_lease(false)?;
             check_label("zone", zone)?;
             check_label("kind", kind)?;
             self.admit(&mut inner, id, owner, zone, kind, now_ms)?;
@@ -1612,5 +1633,19 @@ mod tests {
             Err(SubscriberError::CallerFull { .. })
         ));
         subs.connect("gw-2", "service:good", "az-a", "gateway", None, 1, 2_001).unwrap();
+    }
+
+    #[test]
+    fn require_lease_refuses_subscribers_without_one() {
+        let subs = Subscribers::new(30_000, 100).requiring_lease(true);
+        assert_eq!(subs.admit_lease(false), Err(SubscriberError::LeaseRequired));
+        assert_eq!(subs.admit_lease(true), Ok(()));
+        // A poller registering through an ack keeps no lease: refused too.
+        let polled = subs.ack("p1", "service:x", 1, Some(("az-a", "service")), 1, 0);
+        assert_eq!(polled.unwrap_err(), SubscriberError::LeaseRequired);
+        // Off (the default): both are taken.
+        let open = Subscribers::new(30_000, 100);
+        assert_eq!(open.admit_lease(false), Ok(()));
+        assert!(open.ack("p1", "service:x", 1, Some(("az-a", "service")), 1, 0).is_ok());
     }
 }
