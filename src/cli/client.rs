@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::ClientArgs;
+use super::args::{ClientArgs, DrainStartArgs, FollowArgs};
 use crate::config::{Config, Overrides};
 
 const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
@@ -966,7 +966,7 @@ fn zone_line(z: &Value) -> String {
     )
 }
 
-pub fn drain_start(args: &super::DrainStartArgs) -> Result<(), String> {
+pub fn drain_start(args: &DrainStartArgs) -> Result<(), String> {
     let client = Client::new(&args.client)?;
     let mut guard = serde_json::Map::new();
     if let Some(v) = args.max_error_rate {
@@ -1045,7 +1045,7 @@ const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 fn follow(
     client: &Client,
     path: &str,
-    args: &super::FollowArgs,
+    args: &FollowArgs,
     ended: impl Fn(&Value) -> bool,
     line: impl Fn(&Value) -> String,
 ) -> Result<Value, String> {
@@ -1409,7 +1409,7 @@ pub fn plan_run(
     reason: &str,
     revision: Option<u64>,
     hold: Option<&str>,
-    wait: &super::FollowArgs,
+    wait: &FollowArgs,
 ) -> Result<(), String> {
     let client = Client::new(args)?;
     let mut body = json!({ "reason": reason });
