@@ -24,8 +24,8 @@ use crate::service::connections::{Guard, Ticket};
 use crate::service::edge::{EdgeApp, GATE_TOKEN_HEADER, GateAnswer, GateRequest};
 use crate::service::tag_answer::Answer;
 
-/// The edge's `server` header (Rocket's `ident` on the edge).
-pub(super) const SERVER: &str = "tidegate-edge";
+// The edge's `server` header (Rocket's `ident` on the edge).
+use super::respond::EDGE_SERVER as SERVER;
 
 /// The edge's state and where the rest of its API goes.
 pub struct EdgeFast {

@@ -34,7 +34,7 @@ fn no_stream() -> Failure {
 /// connection's first; the first is served on the raw path, `raw_watch`).
 pub fn watch(app: &EdgeApp, request: &Request<Incoming>) -> Result<Response<Events>, Failure> {
     let opened = open(app, request.uri().query(), authorization(request)?, last_event_id(request))?;
-    Ok(serve_on_hyper(opened, super::edge::SERVER))
+    Ok(serve_on_hyper(opened, respond::EDGE_SERVER))
 }
 
 /// What a leaf's stream on the edge re-serves: the frames the edge relays, as they came, and
@@ -162,6 +162,6 @@ pub async fn ack(
     relay.mark();
     Ok(respond::ok_json_as(
         tag_answer::json(&ack_body(&s.id, s.applied_version, current), 128),
-        super::edge::SERVER,
+        respond::EDGE_SERVER,
     ))
 }

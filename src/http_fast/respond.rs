@@ -262,6 +262,9 @@ fn ok(answer: Answer) -> Response<Full<Bytes>> {
 /// The `server` header of the coordinator's answers (Rocket's `ident`).
 pub(super) const SERVER: &str = "tidegate";
 
+/// The `server` header of an edge's answers.
+pub(super) const EDGE_SERVER: &str = "tidegate-edge";
+
 /// A tag answer: the body, `x-tidegate-color` (single tags) and `x-tidegate-version`.
 pub(super) fn ok_as(answer: Answer, server: &'static str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(answer.body)));

@@ -1,4 +1,4 @@
-//! Where the current routing table comes from: a watched [`Router`](crate::Router), a table
+//! Where the current routing table comes from: a watched [`Router`](crate::router::Router), a table
 //! holder of the caller's (an `ArcSwap`), or, in the server, the coordinator in-process.
 //!
 //! Producers and tagging helpers only need "the table right now"; this trait lets the same code
@@ -24,7 +24,7 @@ impl TableSource for ArcSwap<RoutingTable> {
     }
 }
 
-impl TableSource for crate::Router {
+impl TableSource for crate::router::Router {
     /// The current table; `None` until the first table arrives (see `wait_for_version`).
     fn current_table(&self) -> Option<Arc<RoutingTable>> {
         self.table()
