@@ -8,8 +8,7 @@ use tidegate_core::ZoneId;
 use super::router::{ClientError, Router, Tag};
 use super::signature::{SIGNATURE_HEADER, TagKey};
 
-pub const COLOR_HEADER: &str = "x-tidegate-color";
-pub const VERSION_HEADER: &str = "x-tidegate-version";
+pub use super::header_names::{COLOR_HEADER, VERSION_HEADER};
 
 /// The headers to forward for `tag`.
 pub fn headers_for(tag: &Tag) -> [(&'static str, String); 2] {

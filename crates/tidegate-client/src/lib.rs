@@ -21,6 +21,7 @@
 
 #![forbid(unsafe_code)]
 
+mod header_names;
 pub mod headers;
 #[cfg(feature = "kafka")]
 pub mod kafka;

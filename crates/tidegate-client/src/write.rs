@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tidegate_core::{RoutingTable, WRITE_RETRY_AFTER_MS, WriteCheck, ZoneId};
 
-use crate::headers::{COLOR_HEADER, VERSION_HEADER};
+use crate::header_names::{COLOR_HEADER, VERSION_HEADER};
 use crate::metrics::{CLIENT_MISROUTED, CLIENT_WRITE_CHECKS};
 
 /// The header a forwarded write carries: how many hops it took (`1`).
