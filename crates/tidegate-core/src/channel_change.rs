@@ -44,8 +44,8 @@ pub struct ChannelFreeze {
 impl ChannelFreeze {
     /// Whether a write of `service` by `user_id` (of `unit`) in `domain` is frozen.
     pub fn covers(&self, domain: Option<&str>, service: &str, user_id: &str, unit: u32) -> bool {
-        let domain = domain.unwrap_or(super::table::DEFAULT_DOMAIN);
-        let own = self.domain.as_deref().unwrap_or(super::table::DEFAULT_DOMAIN);
+        let domain = domain.unwrap_or(super::domain::DEFAULT_DOMAIN);
+        let own = self.domain.as_deref().unwrap_or(super::domain::DEFAULT_DOMAIN);
         domain == own
             && self.services.binary_search_by(|s| s.as_str().cmp(service)).is_ok()
             && (self.units.contains(unit) || self.users.contains(user_id))

@@ -10,9 +10,11 @@
 mod automation;
 mod capacity;
 mod channel;
+mod channel_apply;
 mod channel_change;
 mod command;
 mod dial;
+mod domain;
 mod drain;
 mod flag;
 mod global_writer;
@@ -36,9 +38,10 @@ pub use capacity::{
 };
 pub use channel::{
     Channel, ChannelError, ChannelFallback, ChannelSpec, MAX_CHANNEL_NAME_BYTES,
-    MAX_CHANNEL_SERVICES, MAX_CHANNEL_USERS, MAX_CHANNELS, expired_channels, routed_map,
-    share_count, share_units, valid_name,
+    MAX_CHANNEL_SERVICES, MAX_CHANNEL_USERS, MAX_CHANNELS, routed_map, share_count, share_units,
+    valid_name,
 };
+pub use channel_apply::expired_channels;
 pub use channel_change::{ChannelChange, ChannelFreeze, change_freeze};
 pub use command::{
     Applied, Audit, Command, CommandError, Envelope, FINISHED_DRAINS_KEPT, FORMAT_LEVEL, Genesis,

@@ -139,8 +139,7 @@ impl WriteCheck {
     }
 }
 
-/// The name of the domain every table has, whose map is [`RoutingTable::map`].
-pub const DEFAULT_DOMAIN: &str = "default";
+pub use super::domain::DEFAULT_DOMAIN;
 
 /// Most named domains one table may hold.
 pub const MAX_DOMAINS: usize = 32;

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use super::{Change, Outcome, changed};
-use crate::channel::{self, Channel, ChannelError};
+use crate::channel::{Channel, ChannelError};
+use crate::channel_apply as channel;
 use crate::channel_change::{ChannelChange, change_freeze};
 use crate::staged::Phases;
 

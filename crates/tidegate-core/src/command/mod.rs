@@ -96,7 +96,7 @@ impl State {
             envelope.command.action(),
         );
         // Every command that changes a map may evacuate or restore a channel's zone.
-        let to = crate::channel::settle(&self.table, &mut table, to);
+        let to = crate::channel_apply::settle(&self.table, &mut table, to);
         next.table = std::sync::Arc::new(table);
         Ok(Some((next, Applied { version: current + 1, from, to })))
     }
