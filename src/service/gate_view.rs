@@ -31,8 +31,7 @@ use crate::service::subscribers::{Subscribers, Summary};
 
 /// How often a replica sends its gate inputs.
 pub const GATES_EVERY: Duration = Duration::from_millis(500);
-/// A peer's inputs count for this long after it sent them (four intervals).
-pub const PEER_FRESH_MS: u64 = 2_000;
+pub use crate::service::peer_reports::PEER_FRESH_MS;
 /// The format of [`GateReport`]; a replica ignores reports of another format.
 pub const FORMAT: u32 = 1;
 

@@ -628,7 +628,7 @@ impl Lanes {
         }
         let peer = self.peer.lock().unwrap_or_else(|p| p.into_inner());
         let (_, at, summary) = peer.as_ref()?;
-        (now_ms.saturating_sub(*at) <= crate::service::gate_view::PEER_FRESH_MS)
+        (now_ms.saturating_sub(*at) <= crate::service::peer_reports::PEER_FRESH_MS)
             .then(|| summary.members.clone())
     }
 
@@ -879,7 +879,10 @@ mod tests {
         members.insert("az-b".to_owned(), 2);
         l.receive_peer("r2", 10_000, LaneSummary { members: members.clone() });
         assert_eq!(l.members_by_zone(10_100), Some(members));
-        assert_eq!(l.members_by_zone(10_000 + crate::service::gate_view::PEER_FRESH_MS + 1), None);
+        assert_eq!(
+            l.members_by_zone(10_000 + crate::service::peer_reports::PEER_FRESH_MS + 1),
+            None
+        );
         assert_eq!(l.summary(10_000), None, "only the authority reports");
     }
 

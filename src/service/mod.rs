@@ -17,6 +17,7 @@ pub mod lane_authority;
 pub mod lane_membership;
 pub mod login_limit;
 pub mod member_key;
+pub mod peer_reports;
 pub mod plan_config;
 pub mod plan_runner;
 pub mod plan_start;

@@ -658,7 +658,7 @@ impl Subscribers {
         // Right after a start this replica has not heard the others' reports yet, and a peer it
         // has not heard of cannot be found stale below: wait until it could have (a coordinator
         // alone on its log has no one to hear).
-        let fresh = crate::service::gate_view::PEER_FRESH_MS;
+        let fresh = crate::service::peer_reports::PEER_FRESH_MS;
         let started = self.started_ms.load(Ordering::Relaxed);
         if self.has_peers.load(Ordering::Relaxed) && started > 0 && now_ms < started + fresh {
             let left = started + fresh - now_ms;
@@ -1169,7 +1169,7 @@ impl Subscribers {
                 via: None,
             });
         }
-        let fresh = crate::service::gate_view::PEER_FRESH_MS;
+        let fresh = crate::service::peer_reports::PEER_FRESH_MS;
         let lost = inner.peers.values().any(|(at, summary)| {
             now_ms.saturating_sub(*at) > fresh && summary.counts.iter().any(|(_, _, n)| *n > 0)
         });
@@ -1271,7 +1271,7 @@ mod tests {
         assert_eq!(subscribers.reconnect_grace_left(8, 1_000_000), 0, "made after the start");
         // A change made after the start still waits until the other replicas could be heard.
         assert!(subscribers.freeze_hold(8, 1_000_500).unwrap().contains("hearing"));
-        let heard = 1_000_000 + crate::service::gate_view::PEER_FRESH_MS;
+        let heard = 1_000_000 + crate::service::peer_reports::PEER_FRESH_MS;
         assert_eq!(subscribers.freeze_hold(8, heard), None);
         // A coordinator alone on its log has no replica to hear: no wait after its start for a
         // change made since, while a replayed version still waits for reconnects.
@@ -1284,7 +1284,7 @@ mod tests {
         let summary =
             Summary { counts: vec![("az-a".into(), 9, 3)], table_version: 8, ..Summary::default() };
         here.receive_peer("r2", 2_000_000, summary.clone());
-        let fresh = crate::service::gate_view::PEER_FRESH_MS;
+        let fresh = crate::service::peer_reports::PEER_FRESH_MS;
         assert_eq!(here.convergence_excluding(9, 2_000_000, None).live, 3);
         assert_eq!(here.reconnect_grace_left(9, 2_000_000), 0);
         // Its summary was made before version 9: it may lack a subscriber, so it holds.
@@ -1404,7 +1404,7 @@ mod tests {
         let c = here.convergence(7, 1_100);
         assert_eq!(c.behind.iter().filter(|b| b.id == "gw-stuck").count(), 0);
         // A replica that stopped reporting stops counting.
-        let c = here.convergence(7, 1_050 + crate::service::gate_view::PEER_FRESH_MS + 1);
+        let c = here.convergence(7, 1_050 + crate::service::peer_reports::PEER_FRESH_MS + 1);
         assert_eq!((c.live, c.converged), (1, 1));
     }
 

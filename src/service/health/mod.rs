@@ -146,7 +146,7 @@ impl Health {
         }
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
         peers.retain(|_, p| {
-            now_ms.saturating_sub(p.at_ms) <= crate::service::gate_view::PEER_FRESH_MS
+            now_ms.saturating_sub(p.at_ms) <= crate::service::peer_reports::PEER_FRESH_MS
         });
         for p in peers.values() {
             out.extend(p.zones.iter().filter(|(z, _)| z == zone).map(|(_, w)| w.clone()));
