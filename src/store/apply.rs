@@ -11,45 +11,13 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::core::{Applied, Audit, CommandError, Envelope, Genesis, State, Zones};
+use crate::core::{Genesis, State, Zones};
 
+use super::decision::{Lease, Outcome, Refusal, decide, lease_granted};
 use super::entry::{LogEntry, log_id_of, scheme_of};
 use super::history::VersionIndex;
 use super::replay::{AuditRecord, Replayed, genesis_audit, genesis_hash, history_hash};
 use super::snapshot::{Loaded, Shared};
-
-/// The decided outcome of one proposal.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Outcome {
-    /// It took effect and made `applied.version`.
-    Applied(Applied),
-    /// It was valid but changed nothing (no version spent).
-    Unchanged,
-    /// The core refused it (a version conflict for a compare-and-set loser).
-    Refused(CommandError),
-    /// The record could not be read as a command (a foreign or newer writer).
-    Unreadable(String),
-    /// Refused when first applied, for this reason; known from a snapshot, which keeps the
-    /// exact error of version conflicts only.
-    RefusedEarlier(String),
-}
-
-/// A lease as the log decided it (`LogEntry::Lease`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lease {
-    pub holder: String,
-    pub url: Option<String>,
-    /// The audited time of the record that granted it last (a claim or a renewal).
-    pub at_ms: u64,
-    pub until_ms: u64,
-}
-
-/// Whether a claim of a lease by `holder`, stamped `at_ms`, is granted over `current`: when the
-/// lease is free, is already `holder`'s (a renewal), or its term ended before `at_ms`. Pure, and
-/// applied in log order, so every replica grants the same claims.
-pub fn lease_granted(current: Option<&Lease>, holder: &str, at_ms: u64) -> bool {
-    current.is_none_or(|lease| lease.holder == holder || lease.until_ms < at_ms)
-}
 
 /// What applying one record did.
 #[derive(Debug, PartialEq)]
@@ -298,51 +266,10 @@ impl Applier {
     }
 }
 
-/// Why [`decide`] took no effect.
-#[derive(Debug)]
-pub(crate) enum Refusal {
-    /// The command cannot be read against the state (a lane the table does not have).
-    Unreadable(String),
-    /// The core refused it (a version conflict for a compare-and-set loser).
-    Refused(CommandError),
-}
-
-/// What a proposal's command does to `state`: the next state, what was applied and its audit
-/// record, or `None` when it changed nothing. The one place a proposal is decided, by the
-/// [`Applier`] and by an audit page read from the log (`store::history`), so the two agree.
-pub(crate) fn decide(
-    state: &State,
-    expected_version: u64,
-    at_ms: u64,
-    by: &str,
-    reason: &str,
-    command: &super::entry::WireCommand,
-) -> Result<Option<(State, Applied, AuditRecord)>, Refusal> {
-    let command = command.to_command(state.table()).map_err(Refusal::Unreadable)?;
-    let action = command.action();
-    let envelope = Envelope {
-        expected_version,
-        command,
-        audit: Audit { by: by.to_owned(), at_ms, reason: reason.to_owned() },
-    };
-    let Some((next, applied)) = state.apply(&envelope).map_err(Refusal::Refused)? else {
-        return Ok(None);
-    };
-    let record = AuditRecord {
-        version: applied.version,
-        at_ms,
-        by: by.to_owned(),
-        reason: reason.to_owned(),
-        action,
-        from: applied.from.clone(),
-        to: applied.to.clone(),
-    };
-    Ok(Some((next, applied, record)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::{Audit, CommandError, Envelope};
     use crate::core::{Command, UnitMode, UnitScheme};
 
     fn genesis() -> LogEntry {

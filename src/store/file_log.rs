@@ -21,7 +21,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::{CommandLog, LogEntry, LogPosition, StoreError, Tail};
+use super::entry::LogEntry;
+use super::log::{CommandLog, LogPosition, StoreError, Tail};
 
 pub const LOG_FILE: &str = "tidegate.log";
 const LOCK_FILE: &str = "tidegate.lock";

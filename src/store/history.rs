@@ -10,10 +10,10 @@
 //!   the file's newlines once and extended as it grows; a page decodes its own lines and at most
 //!   `LINE_MARK_EVERY - 1` before them.
 //! - A **shared log**'s records are proposals: whether one took effect, and its from/to, come
-//!   from applying it to the state before it. [`VersionIndex`], kept by the [`Applier`] as it
+//!   from applying it to the state before it. [`VersionIndex`], kept by the `Applier` as it
 //!   applies, holds the position of the record that made each version and the state every
 //!   [`STATE_MARK_EVERY`]-th version. A page starts from the newest such state at or below it
-//!   and applies only the records that made versions ([`super::apply::decide`], the applier's own
+//!   and applies only the records that made versions (`decision::decide`, the applier's own
 //!   decision), at most `STATE_MARK_EVERY - 1` of them before the page's own. Records that
 //!   made no version (refusals, duplicates, leases) are read past, never applied.
 //!
@@ -22,7 +22,6 @@
 //! [`STATE_MARK_EVERY`] versions (98 per 100 000; a state shares its maps with the next one
 //! wherever they did not change, so each holds little more than its routing table's unit map).
 //!
-//! [`Applier`]: super::Applier
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -30,8 +29,8 @@ use crate::core::State;
 
 use super::entry::{LogEntry, WireCommand};
 use super::file_log::decode_one_line;
+use super::log::{LogReader, ReadRecord};
 use super::replay::{AuditRecord, genesis_audit};
-use super::{LogReader, ReadRecord};
 
 /// A file log's line index keeps the offset of every this many lines.
 pub const LINE_MARK_EVERY: u64 = 128;
@@ -342,7 +341,7 @@ pub fn shared_page(
                 return Err(format!("record {p} made version {version} but is not a proposal"));
             };
             let decided =
-                super::apply::decide(&state, *expected_version, *at_ms, by, reason, command);
+                super::decision::decide(&state, *expected_version, *at_ms, by, reason, command);
             let (next, record) = match decided {
                 Ok(Some((next, _, record))) if record.version == version => (next, record),
                 _ => return Err(format!("record {p} does not make version {version} again")),

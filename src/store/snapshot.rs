@@ -25,13 +25,13 @@ use crate::core::{
     StepFreeze, StepRecord, StoredPlan, UnitMap, UnitSet, ZoneId, Zones,
 };
 
-use super::apply::{Lease, Outcome};
+use super::decision::{Lease, Outcome};
 use super::entry::{
     LogEntry, WireChannel, WirePlan, WireZone, WireZoneSample, core_samples, is_plain_two,
     scheme_of, wire_samples, wire_zones, zones_of,
 };
+use super::log::{LogPosition, StoreError};
 use super::replay::{AUDIT_IN_MEMORY, AuditRecord, Replayed, action_name};
-use super::{LogPosition, StoreError};
 
 pub const SNAPSHOT_FILE: &str = "tidegate.snapshot";
 const SNAPSHOT_TMP: &str = "tidegate.snapshot.tmp";
