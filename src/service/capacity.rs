@@ -370,17 +370,7 @@ impl Capacities {
                 if given.is_empty() {
                     continue;
                 }
-                let counts = crate::core::spread_by_headroom(given.len() as u32, &rooms);
-                let mut next = map.clone();
-                let mut at = 0usize;
-                for (zone, count) in receivers.iter().zip(counts) {
-                    let slice = &given[at..at + count as usize];
-                    at += count as usize;
-                    if let Some(set) = crate::core::UnitSet::from_sorted(slice) {
-                        next = next.moved(&set, *zone);
-                    }
-                }
-                maps.push((map, next));
+                maps.push((map, spread_map(map, &given, &receivers, &rooms)));
             }
             let changes: Vec<(&crate::core::UnitMap, &crate::core::UnitMap)> =
                 maps.iter().map(|(now, next)| (*now, next)).collect();
@@ -428,6 +418,28 @@ fn idle_is_zero(table: &RoutingTable, zone: ZoneId, mut load: ZoneLoad) -> ZoneL
 /// The units a colour serves in the table.
 fn units_of(table: &RoutingTable, color: ZoneId) -> u32 {
     table.units_of(color)
+}
+
+/// `map` with the units `given` (ascending) spread over `receivers` by their free `rooms`
+/// (`core::spread_by_headroom`), each receiver taking a contiguous slice in receiver order: the
+/// map an evacuation's or a zone drain's units lead to, for judging its capacity.
+pub fn spread_map(
+    map: &crate::core::UnitMap,
+    given: &[u32],
+    receivers: &[ZoneId],
+    rooms: &[Option<f64>],
+) -> crate::core::UnitMap {
+    let counts = crate::core::spread_by_headroom(given.len() as u32, rooms);
+    let mut next = map.clone();
+    let mut at = 0usize;
+    for (zone, count) in receivers.iter().zip(counts) {
+        let slice = &given[at..at + count as usize];
+        at += count as usize;
+        if let Some(set) = crate::core::UnitSet::from_sorted(slice) {
+            next = next.moved(&set, *zone);
+        }
+    }
+    next
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::core::{
     Guard, PlanRun, PlanStep, Reading, Share, State, StoredPlan, TriggerDecision, TriggerInputs,
-    UnitSet, Verdict, ZoneId, decide_trigger, trigger_zone,
+    Verdict, ZoneId, decide_trigger, trigger_zone,
 };
 use crate::service::capacity::Capacities;
 use crate::service::coordinator::Coordinator;
@@ -406,16 +406,7 @@ fn judge_capacity(
     let given: Vec<u32> = map.units_of(first.source).skip(first.keep as usize).collect();
     let rooms: Vec<Option<f64>> =
         receivers.iter().map(|z| t.capacities.room(table, *z, now)).collect();
-    let counts = crate::core::spread_by_headroom(given.len() as u32, &rooms);
-    let mut next = map.clone();
-    let mut from = 0usize;
-    for (zone, count) in receivers.iter().zip(counts) {
-        let slice = &given[from..from + count as usize];
-        from += count as usize;
-        if let Some(set) = UnitSet::from_sorted(slice) {
-            next = next.moved(&set, *zone);
-        }
-    }
+    let next = crate::service::capacity::spread_map(map, &given, receivers, &rooms);
     let verdicts = t.capacities.judge_maps(table, &[(map, &next)], now);
     match verdicts.into_iter().map(|(_, v)| v).find(Verdict::blocks) {
         Some(v) => Err(v.explain()),
